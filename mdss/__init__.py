@@ -1,0 +1,54 @@
+"""mdss: massive distributed sorted sets.
+
+Exact leaderboards of any size kept in a plain key-value store: entry sets of
+at most ``chunk_size`` entries under manifests, committed copy-on-write with
+one compare-and-set of a small head.
+
+>>> import mdss
+>>> board = mdss.SortedSet(mdss.open_store("memory://"), "board")
+>>> board.add_many({"alice": 30, "bob": 10, "carol": 20})
+3
+>>> board.rank("carol")
+2
+>>> board.range(0, 2)
+[Entry(member='alice', score=30, rank=1), Entry(member='carol', score=20, rank=2)]
+"""
+
+from ._order import MAX_MEMBER_BYTES, Entry
+from ._sortedset import SortedSet
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    InvalidMemberError,
+    InvalidScoreError,
+    MdssError,
+    SettingsMismatchError,
+    SiblingsError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .stores import Record, Stats, Store, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_MEMBER_BYTES",
+    "ConflictError",
+    "CorruptDataError",
+    "Entry",
+    "InvalidArgumentError",
+    "InvalidMemberError",
+    "InvalidScoreError",
+    "MdssError",
+    "Record",
+    "SettingsMismatchError",
+    "SiblingsError",
+    "SortedSet",
+    "Stats",
+    "Store",
+    "StoreError",
+    "StoreUnavailableError",
+    "__version__",
+    "open_store",
+]

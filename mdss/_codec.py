@@ -1,0 +1,73 @@
+"""Bytes on the store: msgpack arrays that start with a format version.
+
+An entry set is ``[1, 0, members, scores]``; a manifest is
+``[1, 1, height, child_ids, child_counts, first_members, first_scores]``
+(the first entry of each child, from which the tree derives its key); a head
+is a msgpack map. Integers stay integers (msgpack has 64-bit ints), floats are
+IEEE doubles. Anything that does not decode to that shape raises
+:class:`~mdss.exceptions.CorruptDataError` naming the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from .exceptions import CorruptDataError
+
+FORMAT = 1
+LEAF = 0
+MANIFEST = 1
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def encode_leaf(members: list[str], scores: list[Any]) -> bytes:
+    return _packb([FORMAT, LEAF, members, scores])
+
+
+def encode_manifest(height: int, ids: list[str], counts: list[int], members: list[str], scores: list[Any]) -> bytes:
+    return _packb([FORMAT, MANIFEST, height, ids, counts, members, scores])
+
+
+def decode_node(key: str, data: bytes) -> list[Any]:
+    """The node's fields: ``[LEAF, members, scores]`` or ``[MANIFEST, height, ids, counts, members, scores]``."""
+    try:
+        node = msgpack.unpackb(data, raw=False, use_list=True)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise CorruptDataError(f"stored node does not decode: {exc}", key) from exc
+    if type(node) is not list or len(node) < 4 or node[0] != FORMAT:
+        version = node[0] if type(node) is list and node else None
+        raise CorruptDataError(f"stored node has an unknown format (version {version!r})", key)
+    kind = node[1]
+    if kind == LEAF and len(node) == 4 and type(node[2]) is list and type(node[3]) is list:
+        if len(node[2]) == len(node[3]):
+            return node[1:]
+    elif kind == MANIFEST and len(node) == 7 and type(node[2]) is int:
+        if all(type(x) is list for x in node[3:]) and len({len(x) for x in node[3:]}) == 1:
+            return node[1:]
+    raise CorruptDataError("stored node is malformed", key)
+
+
+def encode_head(head: dict[str, Any]) -> bytes:
+    return _packb({"v": FORMAT, **head})
+
+
+def decode_head(key: str, data: bytes) -> dict[str, Any]:
+    try:
+        head = msgpack.unpackb(data, raw=False)
+    except Exception as exc:
+        raise CorruptDataError(f"stored head does not decode: {exc}", key) from exc
+    if type(head) is not dict or head.get("v") != FORMAT:
+        raise CorruptDataError("stored head has an unknown format", key)
+    try:
+        for tree in ("score", "member"):
+            root, height, count = head[tree]
+            if not (root is None or type(root) is str) or type(height) is not int or type(count) is not int:
+                raise TypeError(tree)
+        if head["order"] not in ("asc", "desc") or type(head["chunk"]) is not int or type(head["gen"]) is not int:
+            raise TypeError("settings")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptDataError(f"stored head is malformed ({exc})", key) from None
+    return head

@@ -1,0 +1,5 @@
+"""Placeholder while the tree is written (replaced in the next commits)."""
+
+
+class SortedSet:
+    pass

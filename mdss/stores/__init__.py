@@ -1,0 +1,52 @@
+"""Backends side by side behind one small interface, and :func:`open_store`."""
+
+from __future__ import annotations
+
+import importlib
+from urllib.parse import urlsplit
+
+from ..exceptions import InvalidArgumentError, StoreUnavailableError
+from .base import Record, Stats, Store, url_options
+
+#: URL scheme -> (module, class). Backends are imported only when used, so a
+#: missing driver (redis-py, urllib3) only matters to the store that needs it.
+BACKENDS = {
+    "memory": ("mdss.stores.memory", "MemoryStore"),
+    "sqlite": ("mdss.stores.sqlite", "SQLiteStore"),
+    "redis": ("mdss.stores.redis", "RedisStore"),
+    "rediss": ("mdss.stores.redis", "RedisStore"),
+    "redis+cluster": ("mdss.stores.redis", "RedisClusterStore"),
+    "riak": ("mdss.stores.riak", "RiakStore"),
+}
+
+
+def open_store(url: str, **options: object) -> Store:
+    """Open the store a URL names.
+
+    ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+    ``redis://host:6379/0``, ``redis+cluster://host:7000``,
+    ``riak://host:8098``. Query parameters and keyword ``options`` go to the
+    backend; ``namespace`` (default ``mdss``) prefixes every key.
+
+    >>> store = open_store("memory://")
+    >>> type(store).__name__
+    'MemoryStore'
+    """
+    if not isinstance(url, str):
+        raise InvalidArgumentError(f"a store URL must be a string, got {type(url).__name__}")
+    scheme = urlsplit(url).scheme
+    if scheme not in BACKENDS:
+        known = ", ".join(f"{s}://" for s in BACKENDS)
+        raise InvalidArgumentError(f"unknown store URL {url!r}: expected one of {known}")
+    module_name, class_name = BACKENDS[scheme]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = module_name.rsplit(".", 1)[1]
+        raise StoreUnavailableError(
+            f"the {scheme}:// store needs a driver that is not installed: pip install 'mdss[{extra}]'"
+        ) from exc
+    return getattr(module, class_name).from_url(url, **options)
+
+
+__all__ = ["BACKENDS", "Record", "Stats", "Store", "open_store", "url_options"]

@@ -1,0 +1,234 @@
+"""The store contract: the few key-value primitives mdss needs from a backend.
+
+A backend subclasses :class:`Store` and implements the underscored
+primitives. The public methods around them validate, count round trips and
+bytes in :attr:`Store.stats`, and are what the rest of mdss calls. Batch
+primitives have default implementations that loop over the single ones; a
+backend overrides them when it can do the batch in one round trip (every
+built-in backend does, so one public call is one round trip).
+
+Values are ``bytes``. Keys are ``str`` chosen by mdss (see ``mdss._keys``);
+user-supplied text (member names) never appears in a key.
+"""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import parse_qsl, urlsplit
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..exceptions import ConflictError, InvalidArgumentError, SiblingsError
+
+
+@attrs.frozen
+class Record:
+    """A stored value with the version a conditional put compares against.
+
+    ``values`` holds one value, or several concurrent siblings on a store that
+    keeps them (Riak with ``allow_mult``). ``version`` is opaque: pass it back
+    to :meth:`Store.cas` or to :meth:`Store.put` as ``context``.
+    """
+
+    values: tuple[bytes, ...]
+    version: Any
+
+    @property
+    def value(self) -> bytes:
+        """The one value; :class:`SiblingsError` when there are siblings."""
+        if len(self.values) != 1:
+            raise SiblingsError(f"expected one value, the store holds {len(self.values)} siblings")
+        return self.values[0]
+
+
+@attrs.define
+class Stats:
+    """Counters of what a store was asked: the real cost on a networked store.
+
+    ``calls`` counts round trips (one per public store call), ``reads`` and
+    ``writes`` count keys, ``bytes_read`` and ``bytes_written`` count value
+    bytes, ``conflicts`` counts conditional puts that lost.
+    """
+
+    calls: int = 0
+    reads: int = 0
+    bytes_read: int = 0
+    writes: int = 0
+    bytes_written: int = 0
+    deletes: int = 0
+    conflicts: int = 0
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False, eq=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def snapshot(self) -> dict[str, int]:
+        """The counters as a plain dict (for subtraction, printing, JSON)."""
+        with self._lock:
+            return {f.name: getattr(self, f.name) for f in attrs.fields(Stats) if f.name != "_lock"}
+
+    def since(self, before: Mapping[str, int]) -> dict[str, int]:
+        """The counters' growth since an earlier :meth:`snapshot`."""
+        now = self.snapshot()
+        return {name: now[name] - before.get(name, 0) for name in now}
+
+    def reset(self) -> None:
+        with self._lock:
+            for f in attrs.fields(Stats):
+                if f.name != "_lock":
+                    setattr(self, f.name, 0)
+
+
+def url_options(url: str) -> dict[str, str]:
+    """A URL's query parameters as a dict (the last of a repeated name wins)."""
+    return dict(parse_qsl(urlsplit(url).query))
+
+
+class Store:
+    """Base class of every backend.
+
+    Required primitives: :meth:`_get`, :meth:`_put`, :meth:`_cas`,
+    :meth:`_delete`, :meth:`_keys`. Optional, for speed: :meth:`_get_many`,
+    :meth:`_put_many`, :meth:`_delete_many`, :meth:`_close`.
+
+    ``namespace`` prefixes every key mdss makes in this store, so that several
+    applications share one store safely.
+    """
+
+    #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
+    keeps_siblings = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Store:
+        """Build the store from its URL; backends override this to parse hosts."""
+        return cls(**{**url_options(url), **options})
+
+    def __init__(self, *, namespace: str = "mdss") -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise InvalidArgumentError(f"namespace must be a non-empty string, got {namespace!r}")
+        self.namespace = namespace
+        self.stats = Stats()
+
+    # -- public API: counted ---------------------------------------------
+
+    def get(self, key: str) -> Record | None:
+        """The record at ``key`` with its version, or ``None`` when absent."""
+        record = self._get(key)
+        size = sum(map(len, record.values)) if record is not None else 0
+        self.stats.add(calls=1, reads=1, bytes_read=size)
+        return record
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The values at ``keys`` (``None`` where absent), in one round trip.
+
+        For immutable keys (tree nodes): no versions, no siblings.
+        """
+        if not keys:
+            return []
+        values = self._get_many(keys)
+        self.stats.add(calls=1, reads=len(keys), bytes_read=sum(len(v) for v in values if v is not None))
+        return values
+
+    def put(self, key: str, value: bytes, *, context: Any = None) -> None:
+        """Write ``value`` at ``key`` unconditionally.
+
+        On a store that keeps siblings, ``context`` (a :attr:`Record.version`
+        from a read) says which values this write supersedes; without it the
+        write may become a sibling. Other stores ignore it.
+        """
+        self._put(key, value, context)
+        self.stats.add(calls=1, writes=1, bytes_written=len(value))
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Write every ``key: value`` unconditionally, in one round trip."""
+        if not items:
+            return
+        self._put_many(items)
+        self.stats.add(calls=1, writes=len(items), bytes_written=sum(map(len, items.values())))
+
+    def cas(self, key: str, value: bytes, version: Any) -> None:
+        """Compare-and-set: write only if ``key`` is unchanged since it was read.
+
+        ``version`` is the :attr:`Record.version` of that read, or ``None`` for
+        "only if absent". Raises :class:`~mdss.exceptions.ConflictError` when
+        the key changed (or exists, for ``None``); then nothing is written.
+        """
+        try:
+            self._cas(key, value, version)
+        except ConflictError:
+            self.stats.add(calls=1, conflicts=1)
+            raise
+        self.stats.add(calls=1, writes=1, bytes_written=len(value))
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; removing an absent key is not an error."""
+        self._delete(key)
+        self.stats.add(calls=1, deletes=1)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Remove every key, in one round trip."""
+        keys = list(keys)
+        if not keys:
+            return
+        self._delete_many(keys)
+        self.stats.add(calls=1, deletes=len(keys))
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        """Every stored key that starts with ``prefix`` (order unspecified).
+
+        A maintenance call (garbage collection, ``check``): it may scan.
+        """
+        self.stats.add(calls=1)
+        return self._keys(prefix)
+
+    def close(self) -> None:
+        """Release connections and files. Closing twice is harmless."""
+        self._close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- primitives: backends implement these ----------------------------
+
+    def _get(self, key: str) -> Record | None:
+        raise NotImplementedError
+
+    def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        result = []
+        for key in keys:
+            record = self._get(key)
+            result.append(None if record is None else record.value)
+        return result
+
+    def _put(self, key: str, value: bytes, context: Any) -> None:
+        raise NotImplementedError
+
+    def _put_many(self, items: Mapping[str, bytes]) -> None:
+        for key, value in items.items():
+            self._put(key, value, None)
+
+    def _cas(self, key: str, value: bytes, version: Any) -> None:
+        raise NotImplementedError
+
+    def _delete(self, key: str) -> None:
+        raise NotImplementedError
+
+    def _delete_many(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._delete(key)
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        pass
+
+    #: The primitives every backend must implement itself.
+    REQUIRED = ("_get", "_put", "_cas", "_delete", "_keys")

@@ -1,0 +1,93 @@
+"""The in-process store: a dict behind a lock. The embedded default for tests.
+
+With ``siblings=True`` it behaves like an eventually consistent store that
+keeps concurrent writes (Riak with ``allow_mult``): each value carries a dot,
+a read's version is the set of dots it saw, and a write replaces exactly the
+values its context saw, so two writers that read the same version both
+survive as siblings. That lets sibling merging be tested on every run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ..exceptions import ConflictError
+from .base import Record, Store, url_options
+
+
+class MemoryStore(Store):
+    """Keys and values in a dict; thread-safe; gone when the process ends."""
+
+    def __init__(self, *, namespace: str = "mdss", siblings: bool = False) -> None:
+        super().__init__(namespace=namespace)
+        self.keeps_siblings = siblings
+        self._data: dict[str, dict[int, bytes]] = {}  # key -> {dot: value}
+        self._dots = itertools.count(1)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryStore:
+        """``memory://`` or ``memory://?siblings=true&namespace=app``."""
+        params: dict[str, Any] = {**url_options(url), **options}
+        if isinstance(params.get("siblings"), str):
+            params["siblings"] = params["siblings"].lower() in ("1", "true", "yes")
+        return cls(**params)
+
+    def _get(self, key: str) -> Record | None:
+        with self._lock:
+            values = self._data.get(key)
+            if not values:
+                return None
+            return Record(tuple(values.values()), frozenset(values))
+
+    def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        data = self._data
+        with self._lock:
+            out = []
+            for key in keys:
+                values = data.get(key)
+                out.append(next(iter(values.values())) if values else None)
+            return out
+
+    def _write(self, key: str, value: bytes, seen: frozenset[int]) -> None:
+        current = self._data.get(key, {})
+        if self.keeps_siblings:
+            current = {dot: v for dot, v in current.items() if dot not in seen}
+        else:
+            current = {}
+        current[next(self._dots)] = value
+        self._data[key] = current
+
+    def _put(self, key: str, value: bytes, context: Any) -> None:
+        with self._lock:
+            self._write(key, value, context or frozenset())
+
+    def _put_many(self, items: Mapping[str, bytes]) -> None:
+        with self._lock:
+            for key, value in items.items():
+                self._write(key, value, frozenset())
+
+    def _cas(self, key: str, value: bytes, version: Any) -> None:
+        with self._lock:
+            current = frozenset(self._data.get(key, ()))
+            if (version is None and current) or (version is not None and version != current):
+                raise ConflictError(f"key {key!r} changed since it was read")
+            self._data[key] = {next(self._dots): value}
+
+    def _delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+    def _delete_many(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._data.pop(key, None)
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        with self._lock:
+            found = [key for key in self._data if key.startswith(prefix)]
+        return iter(found)
+

@@ -1,0 +1,102 @@
+"""Shared fixtures: one parametrised store factory that every suite runs through.
+
+Which stores run comes from ``MDSS_TEST_STORES`` (comma-separated; default:
+every store that needs no external service plus the Redis ones, which the
+tests start themselves from the ``redis-server`` binary). A store that cannot
+be started is skipped on a developer's machine but fails under ``CI=true``:
+in CI a skipped backend is a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import mdss
+
+# Session fixtures ``redis_url`` and ``redis_cluster_url``: servers the tests start.
+pytest_plugins = ["redis_servers"]
+
+settings.register_profile(
+    "ci", max_examples=60, stateful_step_count=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "dev", max_examples=25, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster")
+#: Stores that need a server nobody can install here; the only ones allowed to skip in CI.
+OPTIONAL_STORES = ("riak",)
+SELECTED = tuple(s.strip() for s in os.environ.get("MDSS_TEST_STORES", ",".join(ALL_STORES)).split(",") if s.strip())
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(store: str, why: str) -> None:
+    """Skip a store's tests locally; fail them in CI, where a skip would hide a backend."""
+    if IN_CI and store not in OPTIONAL_STORES:
+        pytest.fail(f"{store} store unavailable in CI: {why}", pytrace=False)
+    pytest.skip(f"{store} store unavailable: {why}")
+
+
+_counter = itertools.count()
+
+
+class StoreFactory:
+    """Makes fresh, isolated stores of one kind: ``factory()`` -> Store."""
+
+    def __init__(self, kind: str, url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self.kind, self.url, self._tmp = kind, url, tmp_path_factory
+        self._opened: list[mdss.Store] = []
+
+    def url_for_new(self) -> str:
+        """A URL naming a fresh, empty store (its own file or namespace)."""
+        if self.kind == "memory":
+            return "memory://"
+        if self.kind == "sqlite":
+            return f"sqlite:///{self._tmp.mktemp('sqlite')}/store-{next(_counter)}.db"
+        sep = "&" if "?" in self.url else "?"
+        return f"{self.url}{sep}namespace=t{uuid.uuid4().hex[:12]}"
+
+    def __call__(self, **options: object) -> mdss.Store:
+        store = mdss.open_store(self.url_for_new(), **options)
+        self._opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self._opened:
+            store.close()
+
+
+def _server_url(kind: str, request: pytest.FixtureRequest) -> str:
+    if kind in ("memory", "sqlite"):
+        return f"{kind}://"
+    if kind == "redis":
+        return request.getfixturevalue("redis_url")
+    if kind == "redis-cluster":
+        return request.getfixturevalue("redis_cluster_url")
+    if kind == "riak":
+        url = os.environ.get("MDSS_RIAK_URL")
+        if not url:
+            unavailable("riak", "set MDSS_RIAK_URL to a Riak node to run these tests")
+        return url  # type: ignore[return-value]
+    raise AssertionError(kind)
+
+
+@pytest.fixture(params=SELECTED)
+def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A factory of fresh stores, once per selected backend."""
+    kind = request.param
+    factory = StoreFactory(kind, _server_url(kind, request), tmp_path_factory)
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def store(store_factory: StoreFactory) -> mdss.Store:
+    """A fresh store of each selected backend."""
+    return store_factory()
