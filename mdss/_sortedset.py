@@ -1,5 +1,600 @@
-"""Placeholder while the tree is written (replaced in the next commits)."""
+"""SortedSet: the public face of a score tree and its member index under one head.
+
+Every read takes one snapshot: it reads the head once and descends immutable
+nodes, so whatever it returns is one committed state. Every write is one
+commit: read the head, apply the batch copy-on-write in memory, write the new
+nodes, compare-and-set the head; if another writer moved the head, apply the
+batch again on the new head (rebase). See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import itemgetter
+from typing import Any, TypeVar
+
+from ._cache import NodeCache
+from ._codec import decode_head, encode_head
+from ._keys import Keyspace
+from ._order import Entry, Order, Score, add_scores, check_member, check_score
+from ._tree import Leaf, Manifest, MissingNodeError, Source, Tree, Writer, id_millis
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    SettingsMismatchError,
+    StoreUnavailableError,
+)
+from .stores.base import Record, Stats, Store
+
+T = TypeVar("T")
+
+DEFAULT_CHUNK = 1000
+MAX_CHUNK = 100_000
+OPS = ("set", "incr", "best")
+TIES = ("ordinal", "competition")
+#: How many commit ids a head remembers, to tell whether a commit whose reply was lost landed.
+RECENT_COMMITS = 8
+READ_ATTEMPTS = 8
+
+
+def _member_key(member: str, score: Any) -> str:
+    return member
+
+
+def _check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def _check_count(value: Any, what: str) -> int:
+    if type(value) is not int or value < 0:
+        raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r}")
+    return value
+
+
+class _Snapshot:
+    """One committed state: the head as read, and both trees as it names them."""
+
+    __slots__ = ("record", "head", "scores", "members", "source")
+
+    def __init__(self, sset: SortedSet, record: Record | None, head: dict[str, Any], source: Source) -> None:
+        self.record, self.head, self.source = record, head, source
+        self.scores = Tree(source, sset._order.key, *head["score"])
+        self.members = Tree(source, _member_key, *head["member"])
 
 
 class SortedSet:
-    pass
+    """A sorted set of ``(member, score)`` kept in a key-value store.
+
+    ``order`` is ``"desc"`` (highest score first, the usual leaderboard) or
+    ``"asc"``; ties are broken by member. ``chunk_size`` is the most entries
+    an entry set and the most children a manifest hold. Both default to the
+    stored settings of an existing set, else ``"desc"`` and 1000; opening an
+    existing set with different ones raises :class:`SettingsMismatchError`.
+    ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are
+    deleted ``gc_grace`` seconds after the commit that replaced them, so that
+    readers on an older head can finish.
+
+    >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
+    >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
+    4
+    >>> board.rank("cid"), board.rank("cid", ties="competition")
+    (3, 2)
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        *,
+        order: str | None = None,
+        chunk_size: int | None = None,
+        cache_bytes: int = 64 << 20,
+        gc_grace: float = 30.0,
+        max_attempts: int = 32,
+    ) -> None:
+        if not isinstance(store, Store):
+            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r}")
+        if order is not None:
+            _check_choice(order, ("desc", "asc"), "order")
+        if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
+            raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r}")
+        self.store = store
+        self.name = name
+        self._keys = Keyspace(store.namespace, name)
+        self._cache = NodeCache(cache_bytes)
+        self.gc_grace = gc_grace
+        self.max_attempts = max_attempts
+        self._garbage: list[tuple[float, list[str]]] = []
+        self._lock = threading.Lock()
+        self._head_bytes: bytes | None = None
+        self._head: dict[str, Any] | None = None
+        record = store.get(self._keys.head)
+        if record is not None:
+            stored = decode_head(self._keys.head, record.value)
+            for what, wanted, have in (("order", order, stored["order"]), ("chunk_size", chunk_size, stored["chunk"])):
+                if wanted is not None and wanted != have:
+                    raise SettingsMismatchError(f"set {name!r} is stored with {what}={have!r}, not {wanted!r}")
+            order, chunk_size = stored["order"], stored["chunk"]
+        self.order: str = order or "desc"
+        self.chunk_size: int = chunk_size or DEFAULT_CHUNK
+        self._order = Order(self.order)
+
+    def __repr__(self) -> str:
+        return f"SortedSet({self.name!r}, order={self.order!r}, chunk_size={self.chunk_size})"
+
+    @property
+    def stats(self) -> Stats:
+        """The store's counters of round trips and bytes (shared by every set on that store)."""
+        return self.store.stats
+
+    # -- heads and snapshots ---------------------------------------------
+
+    def _empty_head(self) -> dict[str, Any]:
+        return {"order": self.order, "chunk": self.chunk_size, "gen": 0, "recent": [],
+                "score": [None, 0, 0], "member": [None, 0, 0]}
+
+    def _decode_head(self, data: bytes) -> dict[str, Any]:
+        if data == self._head_bytes:
+            return self._head  # type: ignore[return-value]
+        head = decode_head(self._keys.head, data)
+        if (head["order"], head["chunk"]) != (self.order, self.chunk_size):
+            raise SettingsMismatchError(
+                f"set {self.name!r} was recreated with order={head['order']!r}, chunk_size={head['chunk']}"
+            )
+        self._head_bytes, self._head = data, head
+        return head
+
+    def _snapshot(self) -> _Snapshot:
+        record = self.store.get(self._keys.head)
+        head = self._empty_head() if record is None else self._decode_head(record.value)
+        return _Snapshot(self, record, head, Source(self.store, self._keys, self._cache))
+
+    def _read(self, fn: Callable[[_Snapshot], T]) -> T:
+        """Run ``fn`` on a fresh snapshot; if a node it needs was collected meanwhile, on a newer one."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return fn(self._snapshot())
+            except MissingNodeError:
+                if attempt == READ_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.001 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    # -- reads -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of members. One round trip (the head)."""
+        return self._read(lambda snap: snap.head["score"][2])  # type: ignore[no-any-return]
+
+    def __contains__(self, member: object) -> bool:
+        return self.score(member) is not None  # type: ignore[arg-type]
+
+    def score(self, member: str) -> Score | None:
+        """The member's score, or ``None``. O(log n); head + member index leaf when manifests are cached.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add("ann", 3); board.score("ann"), board.score("zed")
+        True
+        (3, None)
+        """
+        member = check_member(member)
+        return self._read(lambda snap: snap.members.find([member])[0])
+
+    def scores(self, members: Iterable[str]) -> list[Score | None]:
+        """The scores of many members (``None`` where absent), in one batched descent."""
+        wanted = [check_member(m) for m in members]
+        return self._read(lambda snap: snap.members.find(wanted))
+
+    def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
+        """The member's 1-based rank, or ``None`` if absent. O(log n).
+
+        ``ties="ordinal"``: ties broken by member, every rank distinct.
+        ``ties="competition"``: 1 + the number of members with a strictly
+        better score ("1224" ranking). With manifests cached: three round
+        trips (head, member index entry set, score entry set).
+        """
+        member = check_member(member)
+        _check_choice(ties, TIES, "ties")
+
+        def run(snap: _Snapshot) -> int | None:
+            score = snap.members.find([member])[0]
+            if score is None:
+                return None
+            probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
+            return snap.scores.count_below([probe])[0] + 1
+
+        return self._read(run)
+
+    def rank_of_score(self, score: Score) -> int:
+        """The competition rank a member with ``score`` would have (1 + members strictly better).
+
+        Needs no member: the Datastore ranking tree's FindRank. Two round trips
+        with manifests cached (head, one entry set).
+        """
+        probe = self._order.first_key(check_score(score))
+        return self._read(lambda snap: snap.scores.count_below([probe])[0] + 1)
+
+    def _entries(self, snap: _Snapshot, start: int, stop: int) -> list[Entry]:
+        members, scores = snap.scores.slice(start, stop)
+        return [Entry(m, s, start + i + 1) for i, (m, s) in enumerate(zip(members, scores))]
+
+    def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
+        """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
+
+        O(log n + limit); with manifests cached, two round trips (head and the
+        entry sets the page spans, fetched together).
+        """
+        _check_count(offset, "offset")
+        _check_count(limit, "limit")
+        return self._read(lambda snap: self._entries(snap, offset, offset + limit))
+
+    def at(self, rank: int) -> Entry | None:
+        """The entry at a 1-based rank, or ``None`` past the end (FindScore)."""
+        if type(rank) is not int or rank < 1:
+            raise InvalidArgumentError(f"rank must be an int >= 1, got {rank!r}")
+        found = self.range(rank - 1, 1)
+        return found[0] if found else None
+
+    def _score_bounds(self, snap: _Snapshot, best: Score, worst: Score) -> tuple[int, int]:
+        low, high = self._order.first_key(best), self._order.last_key(worst)
+        if high < low:
+            return 0, 0
+        start, stop = snap.scores.count_below([low, high])
+        return start, stop
+
+    def range_by_score(self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None) -> list[Entry]:
+        """Entries whose score lies between ``best`` and ``worst`` inclusive, best first.
+
+        For a ``desc`` set ``best`` is the higher bound. ``offset`` and
+        ``limit`` page within the range.
+        """
+        best, worst = check_score(best), check_score(worst)
+        _check_count(offset, "offset")
+        if limit is not None:
+            _check_count(limit, "limit")
+
+        def run(snap: _Snapshot) -> list[Entry]:
+            start, stop = self._score_bounds(snap, best, worst)
+            start += offset
+            if limit is not None:
+                stop = min(stop, start + limit)
+            return self._entries(snap, start, stop)
+
+        return self._read(run)
+
+    def count(self, best: Score, worst: Score) -> int:
+        """How many members have a score between ``best`` and ``worst`` inclusive. O(log n)."""
+        best, worst = check_score(best), check_score(worst)
+
+        def run(snap: _Snapshot) -> int:
+            start, stop = self._score_bounds(snap, best, worst)
+            return stop - start
+
+        return self._read(run)
+
+    def around(self, member: str, before: int = 5, after: int = 5) -> list[Entry]:
+        """The entries around ``member`` (it included), or ``[]`` if it is absent."""
+        member = check_member(member)
+        _check_count(before, "before")
+        _check_count(after, "after")
+
+        def run(snap: _Snapshot) -> list[Entry]:
+            score = snap.members.find([member])[0]
+            if score is None:
+                return []
+            position = snap.scores.count_below([self._order.key(member, score)])[0]
+            return self._entries(snap, max(position - before, 0), position + after + 1)
+
+        return self._read(run)
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every entry in order, reading one entry set at a time from one snapshot.
+
+        If the snapshot's nodes are collected during a long iteration, it
+        continues on a newer head after the last entry it yielded: no member
+        is yielded twice, and none that stayed unchanged is skipped.
+        """
+        snap = self._snapshot()
+        position, last, misses = 0, None, 0
+        while True:
+            snap.source.pins.clear()  # hold only the current step's nodes, however long the set
+            try:
+                entries = self._entries(snap, position, position + self.chunk_size)
+            except MissingNodeError:
+                misses += 1
+                if misses == READ_ATTEMPTS:
+                    raise
+                snap = self._snapshot()
+                if last is not None:  # resume just after the last entry yielded
+                    key = self._order.key(last.member, last.score)
+                    position = snap.scores.count_below([(key[0], key[1] + "\0")])[0]
+                continue
+            if not entries:
+                return
+            yield from entries
+            position += len(entries)
+            last = entries[-1]
+
+    # -- writes --------------------------------------------------------------
+
+    def add(self, member: str, score: Score, *, op: str = "set") -> bool:
+        """Set (``op="set"``), add to (``"incr"``) or improve (``"best"``) a member's score.
+
+        Returns whether the member is new. One commit: O(log n).
+        """
+        return self.add_many([(member, score)], op=op) == 1
+
+    def add_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], *, op: str = "set") -> int:
+        """Apply ``op`` to many ``(member, score)`` pairs in one commit; returns how many members are new."""
+        _check_choice(op, OPS, "op")
+        items = pairs.items() if isinstance(pairs, Mapping) else pairs
+        ops = [(op, check_member(m), check_score(s)) for m, s in items]
+        return sum(1 for new in self._commit(ops) if new)
+
+    def incr(self, member: str, delta: Score) -> Score:
+        """Add ``delta`` to the member's score (absent members start from 0); returns the new score."""
+        return self._commit([("incr", check_member(member), check_score(delta))], want_score=True)[0]
+
+    def remove(self, member: str) -> bool:
+        """Remove a member; returns whether it was there."""
+        return self._commit([("remove", check_member(member), None)])[0]  # type: ignore[no-any-return]
+
+    def remove_many(self, members: Iterable[str]) -> int:
+        """Remove many members in one commit; returns how many were there."""
+        return sum(1 for found in self._commit([("remove", check_member(m), None) for m in members]) if found)
+
+    def _apply_ops(self, ops: list[tuple[str, str, Any]], old: dict[str, Any], want_score: bool) -> tuple[
+            dict[str, Any], list[Any]]:
+        """The members' new scores (``None``: removed) and each op's result, in order."""
+        new = dict(old)
+        results: list[Any] = []
+        better = self._order.better
+        for op, member, value in ops:
+            current = new[member]
+            if op == "remove":
+                results.append(current is not None)
+                new[member] = None
+                continue
+            if op == "set":
+                new[member] = value
+            elif op == "incr":
+                new[member] = add_scores(0 if current is None else current, value)
+            elif op == "best":
+                new[member] = value if current is None else better(current, value)
+            results.append(new[member] if want_score else current is None)
+        return new, results
+
+    def _commit(self, ops: list[tuple[str, str, Any]], *, want_score: bool = False) -> list[Any]:
+        """Commit a batch of ops atomically, rebasing on concurrent commits; each op's result."""
+        if not ops:
+            return []
+        members = list(dict.fromkeys(member for _, member, _ in ops))
+        key = self._order.key
+        for attempt in range(self.max_attempts):
+            try:
+                snap = self._snapshot()
+                old = dict(zip(members, snap.members.find(members)))
+                new, results = self._apply_ops(ops, old, want_score)
+                score_ops, member_ops = [], []
+                for member in members:
+                    was, now = old[member], new[member]
+                    if type(was) is type(now) and was == now:
+                        continue
+                    if was is not None:
+                        score_ops.append((key(member, was), member, None))
+                    if now is not None:
+                        score_ops.append((key(member, now), member, now))
+                    member_ops.append((member, member, now))
+                if not member_ops:
+                    return results
+                score_ops.sort(key=itemgetter(0))
+                member_ops.sort(key=itemgetter(0))
+                writer = Writer(self.chunk_size)
+                head = dict(snap.head)
+                head["score"] = list(writer.apply(snap.scores, score_ops))
+                head["member"] = list(writer.apply(snap.members, member_ops))
+            except MissingNodeError:
+                if attempt == self.max_attempts - 1:
+                    raise
+                continue  # a node was collected under the head we read: read a newer one
+            if self._publish(snap, head, writer):
+                return results
+            time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
+        raise ConflictError(
+            f"commit to set {self.name!r} lost to concurrent writers {self.max_attempts} times; nothing was applied"
+        )
+
+    def _publish(self, snap: _Snapshot, head: dict[str, Any], writer: Writer,
+                 nodes: dict[str, bytes] | None = None) -> bool:
+        """Write the new nodes (unless given: already written), then compare-and-set the head.
+
+        False if another commit won; then the new nodes are deleted again.
+        """
+        nonce = secrets.token_hex(8)
+        head["gen"] = snap.head["gen"] + 1
+        head["recent"] = [nonce, *snap.head.get("recent", [])][:RECENT_COMMITS]
+        if nodes is None:
+            nodes = writer.encoded(self._keys)
+            self.store.put_many(nodes)
+        version = None if snap.record is None else snap.record.version
+        try:
+            self.store.cas(self._keys.head, encode_head(head), version)
+        except ConflictError:
+            self.store.delete_many(nodes)  # never referenced by any head
+            return False
+        except StoreUnavailableError:
+            if not self._landed(nonce):
+                raise
+        for node_id, node in writer.new.items():
+            self._cache.put(node_id, node, len(nodes[self._keys.node(node_id)]))
+        self._discard(writer.replaced)
+        return True
+
+    def _landed(self, nonce: str) -> bool:
+        """After a compare-and-set whose reply was lost: did it land? (Raises if still unreachable.)"""
+        record = self.store.get(self._keys.head)
+        return record is not None and nonce in self._decode_head(record.value).get("recent", [])
+
+    def _discard(self, node_ids: list[str]) -> None:
+        """Schedule replaced nodes for deletion after the grace period; delete those that are due."""
+        now = time.monotonic()
+        with self._lock:
+            if node_ids:
+                self._garbage.append((now + self.gc_grace, [self._keys.node(i) for i in node_ids]))
+            due = [keys for deadline, keys in self._garbage if deadline <= now]
+            self._garbage = [item for item in self._garbage if item[0] > now]
+        if due:
+            self.store.delete_many([key for keys in due for key in keys])
+
+    # -- whole-set operations -------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        store: Store,
+        name: str,
+        pairs: Mapping[str, Score] | Iterable[tuple[str, Score]],
+        *,
+        order: str | None = None,
+        chunk_size: int | None = None,
+        replace: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 256,
+        **options: Any,
+    ) -> SortedSet:
+        """Build a whole set bottom-up in one commit: O(n log n), a million entries in seconds.
+
+        ``pairs`` may repeat a member (the last score wins). An existing
+        non-empty set is refused unless ``replace=True``. ``progress(done,
+        total)`` is called as nodes are written, ``batch`` nodes per round trip.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 1, "b": 2}, chunk_size=4)
+        >>> [e.member for e in board]
+        ['b', 'a']
+        """
+        sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
+        items = pairs.items() if isinstance(pairs, Mapping) else pairs
+        data = {check_member(m): check_score(s) for m, s in items}
+        snap = sset._snapshot()
+        if snap.head["score"][2] and not replace:
+            raise InvalidArgumentError(f"set {name!r} already has entries; pass replace=True to replace them")
+        writer = Writer(sset.chunk_size)
+        by_member = sorted(data.items())
+        members = [m for m, _ in by_member]
+        head = dict(snap.head)
+        head["member"] = list(writer.build(snap.members, members, [s for _, s in by_member], members))
+        keys = sorted(map(sset._order.key, data.keys(), data.values()))
+        score_of = sset._order.score_of
+        head["score"] = list(writer.build(snap.scores, [k[1] for k in keys], [score_of(k) for k in keys], keys))
+        if replace:
+            writer.replaced = [node_id for tree in (snap.scores, snap.members) for _, _, node_id in _node_ids(tree)]
+        nodes = writer.encoded(sset._keys)
+        names = list(nodes)
+        for done in range(0, len(names), batch):
+            sset.store.put_many({k: nodes[k] for k in names[done:done + batch]})
+            if progress is not None:
+                progress(min(done + batch, len(names)), len(names))
+        writer.new = {}  # a load does not fill the cache with the whole set
+        if not sset._publish(snap, head, writer, nodes):
+            raise ConflictError(f"set {name!r} changed while it was being loaded; nothing was applied")
+        return sset
+
+    def drop(self) -> None:
+        """Remove the whole set: its head, then every node it referenced."""
+        snap = self._snapshot()
+        ids = [node_id for tree in (snap.scores, snap.members) for _, _, node_id in _node_ids(tree)]
+        self.store.delete(self._keys.head)
+        self._head_bytes = self._head = None
+        self.store.delete_many([self._keys.node(i) for i in ids])
+
+    def check(self) -> list[str]:
+        """Verify every invariant of the stored tree; the problems found (empty when sound).
+
+        Reads every node: O(n). Checks sortedness and node sizes, minimum fill
+        of non-root nodes, manifest summaries against their children, equal
+        leaf depth, the member index against the score tree, and the head's
+        counts against the trees.
+        """
+        problems: list[str] = []
+        try:
+            snap = self._snapshot()
+            pairs = []
+            for tree, what in ((snap.scores, "score tree"), (snap.members, "member index")):
+                found = _check_tree(tree, self.chunk_size, what, problems)
+                pairs.append(found)
+            if pairs[0] != pairs[1]:
+                only_s = sorted(pairs[0] - pairs[1])[:5]
+                only_m = sorted(pairs[1] - pairs[0])[:5]
+                problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
+        except (CorruptDataError, StoreUnavailableError) as exc:
+            problems.append(str(exc))
+        return problems
+
+    def _check(self) -> None:
+        """Assert :meth:`check` finds nothing; print the trees when it does (for tests)."""
+        problems = self.check()
+        if problems:
+            raise AssertionError(f"{self!r} is broken:\n  " + "\n  ".join(problems))
+
+
+def _node_ids(tree: Tree) -> Iterator[tuple[int, list[str], str]]:
+    for height, path, _node in tree.walk():
+        yield height, path, path[-1]
+
+
+def _check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tuple[str, Any]]:
+    """Check one tree's invariants, appending problems; returns its (member, score) pairs."""
+    minimum = max(chunk // 2, 1)
+    pairs: set[tuple[str, Any]] = set()
+    expected: dict[str, tuple[int, Any]] = {}  # node id -> (count, first key) its parent records
+    previous_last = None
+    total = 0
+    for height, path, node in tree.walk():
+        node_id, where = path[-1], f"{what} node {path[-1]} (height {height})"
+        is_root = len(path) == 1
+        if len(node) > chunk:
+            problems.append(f"{where} holds {len(node)} items, more than {chunk}")
+        if not is_root and len(node) < minimum:
+            problems.append(f"{where} holds {len(node)} items, under the minimum fill {minimum}")
+        if is_root and height and len(node) < 2:
+            problems.append(f"{where} is a root manifest with a single child")
+        if isinstance(node, Manifest):
+            if node.height != height:
+                problems.append(f"{where} says it is at height {node.height}: entry sets at unequal depths")
+            keys = node.firsts
+            for child, count, first in zip(node.ids, node.counts, node.firsts):
+                expected[child] = (count, first)
+            count = node.total
+        elif height:
+            problems.append(f"{where} is an entry set above the leaves: entry sets at unequal depths")
+            continue
+        else:
+            keys = node.keys
+            count = len(node)
+            pairs.update(zip(node.members, node.scores))
+            if previous_last is not None and node.keys and not previous_last < node.keys[0]:
+                problems.append(f"{where} starts at {node.keys[0]!r}, not after the previous entry set's last key")
+            if node.keys:
+                previous_last = node.keys[-1]
+            total += count
+        if any(not a < b for a, b in zip(keys, keys[1:])):
+            problems.append(f"{where} is not strictly sorted")
+        if node_id in expected:
+            want_count, want_first = expected[node_id]
+            first = keys[0] if keys else None
+            if (want_count, want_first) != (count, first):
+                problems.append(f"{where}: its manifest records count {want_count} and first key {want_first!r}, "
+                                f"it holds {count} from {first!r}")
+    if total != tree.count:
+        problems.append(f"head says the {what} holds {tree.count} entries, it holds {total}")
+    if tree.root is None and tree.count:
+        problems.append(f"head gives the {what} no root but {tree.count} entries")
+    return pairs
+

@@ -1,0 +1,56 @@
+"""A bounded, thread-safe LRU of decoded nodes.
+
+Nodes are immutable and their ids never reused, so a cached node never needs
+invalidating: the cache only has to respect its memory budget, measured in
+stored bytes (a fair proxy for the decoded size).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+
+class NodeCache:
+    """Least-recently-used map of node key -> decoded node, at most ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.hits = 0
+        self.misses = 0
+        self._nodes: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            item = self._nodes.get(key)
+            if item is None:
+                self.misses += 1
+                return None
+            self._nodes.move_to_end(key)
+            self.hits += 1
+            return item[0]
+
+    def put(self, key: str, node: Any, size: int) -> None:
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._nodes.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            self._nodes[key] = (node, size)
+            self.size += size
+            while self.size > self.max_bytes:
+                _, (_, evicted) = self._nodes.popitem(last=False)
+                self.size -= evicted
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            old = self._nodes.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+
+    def __len__(self) -> int:
+        return len(self._nodes)

@@ -1,0 +1,413 @@
+"""The counted, copy-on-write B+tree of entry sets and manifests.
+
+An *entry set* (leaf) holds at most ``chunk`` entries in key order. A
+*manifest* holds at most ``chunk`` children and, for each, its id, its entry
+count and its first entry (member and score, from which the tree derives the
+child's first key). A manifest of manifests is the seed's master manifest;
+the tree grows a level when the root splits and loses one when the root is
+left with a single child.
+
+The same structure serves two trees: the *score tree*, keyed by the set
+order's sort key ``(s, member)``, and the *member index*, keyed by member.
+
+Nodes are immutable. :class:`Writer` applies a sorted batch of operations by
+rewriting only the paths it touches under fresh ids, merging any node left
+under half full with a neighbour and splitting any node over ``chunk`` into
+even parts; nothing is written to the store until the caller flushes it and
+compare-and-sets the head.
+
+Reads go level by level, batching every node a level needs into one
+``get_many``, so a read costs one round trip per level that is not cached,
+whatever the number of keys or positions it asks for.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
+from typing import Any
+
+from ._cache import NodeCache
+from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
+from ._keys import Keyspace
+from .exceptions import CorruptDataError
+from .stores.base import Store
+
+KeyFn = Callable[[str, Any], Any]
+
+#: A child summary: (node id, entry count, first member, first score, items in the node or None if unknown).
+Summary = tuple[str, int, str, Any, "int | None"]
+
+
+class MissingNodeError(CorruptDataError):
+    """A node the head names is gone: garbage-collected under an old head (the read retries) or lost."""
+
+
+def new_id() -> str:
+    """A fresh node id: milliseconds since the epoch (for garbage collection) and 64 random bits."""
+    return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(8)}"
+
+
+def id_millis(node_id: str) -> int:
+    """When the node with this id was created (ms since the epoch); 0 if the id is not ours."""
+    try:
+        return int(node_id[:11], 16)
+    except ValueError:
+        return 0
+
+
+class Leaf:
+    """An entry set: parallel lists, ``keys`` derived from members and scores."""
+
+    __slots__ = ("keys", "members", "scores")
+    height = 0
+
+    def __init__(self, keys: list[Any], members: list[str], scores: list[Any]) -> None:
+        self.keys, self.members, self.scores = keys, members, scores
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def encode(self) -> bytes:
+        return encode_leaf(self.members, self.scores)
+
+
+class Manifest:
+    """A manifest: its children's ids, counts and first keys; ``starts`` are prefix sums of counts."""
+
+    __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts")
+
+    def __init__(self, height: int, ids: list[str], counts: list[int], members: list[str], scores: list[Any],
+                 firsts: list[Any]) -> None:
+        self.height, self.ids, self.counts, self.members, self.scores = height, ids, counts, members, scores
+        self.firsts = firsts
+        self.starts = [0, *accumulate(counts)]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def total(self) -> int:
+        return self.starts[-1]
+
+    def summaries(self) -> list[Summary]:
+        return [(i, c, m, s, None) for i, c, m, s in zip(self.ids, self.counts, self.members, self.scores)]
+
+    def encode(self) -> bytes:
+        return encode_manifest(self.height, self.ids, self.counts, self.members, self.scores)
+
+
+Node = Leaf | Manifest
+
+
+class Source:
+    """Loads decoded nodes for one operation: pinned ones, then the shared cache, then the store.
+
+    Pins keep every node this operation has seen, so a cache eviction between
+    two steps of one operation never costs another round trip.
+    """
+
+    __slots__ = ("store", "keyspace", "cache", "pins")
+
+    def __init__(self, store: Store, keyspace: Keyspace, cache: NodeCache) -> None:
+        self.store, self.keyspace, self.cache = store, keyspace, cache
+        self.pins: dict[str, Node] = {}
+
+    def load_many(self, ids: Iterable[str], keyfn: KeyFn) -> dict[str, Node]:
+        pins, cache, found = self.pins, self.cache, {}
+        wanted = []
+        for node_id in ids:
+            node = pins.get(node_id)
+            if node is None:
+                node = cache.get(node_id)
+                if node is None:
+                    wanted.append(node_id)
+                    continue
+                pins[node_id] = node
+            found[node_id] = node
+        if wanted:
+            wanted = list(dict.fromkeys(wanted))
+            keys = [self.keyspace.node(i) for i in wanted]
+            for node_id, key, data in zip(wanted, keys, self.store.get_many(keys)):
+                if data is None:
+                    raise MissingNodeError("a node the head names is missing", key)
+                node = decode(key, data, keyfn)
+                cache.put(node_id, node, len(data))
+                pins[node_id] = found[node_id] = node
+        return found
+
+    def load(self, node_id: str, keyfn: KeyFn) -> Node:
+        return self.load_many((node_id,), keyfn)[node_id]
+
+
+def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
+    """Decode stored bytes into a node, deriving keys with ``keyfn(member, score)``."""
+    fields = decode_node(key, data)
+    try:
+        if fields[0] == LEAF:
+            members, scores = fields[1], fields[2]
+            return Leaf(list(map(keyfn, members, scores)), members, scores)
+        height, ids, counts, members, scores = fields[1:]
+        return Manifest(height, ids, counts, members, scores, list(map(keyfn, members, scores)))
+    except TypeError as exc:  # e.g. a score that is not a number
+        raise CorruptDataError(f"stored node holds a value of the wrong type: {exc}", key) from None
+
+
+class Tree:
+    """One tree as a given head names it: a root id, a height and an entry count."""
+
+    __slots__ = ("source", "keyfn", "root", "height", "count")
+
+    def __init__(self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int) -> None:
+        self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
+
+    def _load_many(self, ids: Iterable[str]) -> dict[str, Node]:
+        return self.source.load_many(ids, self.keyfn)
+
+    def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
+        """For each probe key, the entry set it falls in and how many entries precede that set.
+
+        One batched read per uncached level.
+        """
+        if self.root is None:
+            return [(Leaf([], [], []), 0)] * len(probes)
+        at = [self.root] * len(probes)
+        before = [0] * len(probes)
+        for _ in range(self.height):
+            nodes = self._load_many(at)
+            for n, probe in enumerate(probes):
+                node = nodes[at[n]]
+                i = bisect_right(node.firsts, probe) - 1  # type: ignore[union-attr]
+                if i < 0:
+                    i = 0
+                before[n] += node.starts[i]  # type: ignore[union-attr]
+                at[n] = node.ids[i]  # type: ignore[union-attr]
+        leaves = self._load_many(at)
+        return [(leaves[node_id], b) for node_id, b in zip(at, before)]  # type: ignore[misc]
+
+    def count_below(self, probes: Sequence[Any]) -> list[int]:
+        """For each probe key, how many keys are strictly below it."""
+        return [before + bisect_left(leaf.keys, probe) for (leaf, before), probe in zip(self.descend(probes), probes)]
+
+    def find(self, keys: Sequence[Any]) -> list[Any]:
+        """For each key, the score stored with it, or ``None``."""
+        out = []
+        for (leaf, _), key in zip(self.descend(keys), keys):
+            i = bisect_left(leaf.keys, key)
+            out.append(leaf.scores[i] if i < len(leaf.keys) and leaf.keys[i] == key else None)
+        return out
+
+    def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
+        """Members and scores at positions ``start`` to ``stop - 1`` (0-based), in key order.
+
+        One batched read per uncached level: a page spanning several entry
+        sets still costs one round trip with the manifests cached.
+        """
+        start, stop = max(start, 0), min(stop, self.count)
+        members: list[str] = []
+        scores: list[Any] = []
+        if self.root is None or start >= stop:
+            return members, scores
+        frontier = [(self.root, 0)]  # (node id, position of its first entry)
+        for _ in range(self.height):
+            nodes = self._load_many(node_id for node_id, _ in frontier)
+            nxt = []
+            for node_id, base in frontier:
+                node = nodes[node_id]
+                lo = max(bisect_right(node.starts, start - base) - 1, 0)  # type: ignore[union-attr]
+                hi = bisect_left(node.starts, stop - base)  # type: ignore[union-attr]
+                nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))  # type: ignore
+            frontier = nxt
+        leaves = self._load_many(node_id for node_id, _ in frontier)
+        for node_id, base in frontier:
+            leaf = leaves[node_id]
+            a, b = max(start - base, 0), min(stop - base, len(leaf))
+            members.extend(leaf.members[a:b])  # type: ignore[union-attr]
+            scores.extend(leaf.scores[a:b])  # type: ignore[union-attr]
+        return members, scores
+
+    def walk(self) -> Iterable[tuple[int, list[str], Node]]:
+        """Every node, level by level from the root: (height, path of ids, node). For ``check``."""
+        if self.root is None:
+            return
+        level = [(self.root, [self.root])]
+        for height in range(self.height, -1, -1):
+            nodes = self._load_many(node_id for node_id, _ in level)
+            nxt = []
+            for node_id, path in level:
+                node = nodes[node_id]
+                yield height, path, node
+                if height and isinstance(node, Manifest):
+                    nxt.extend((child, [*path, child]) for child in node.ids)
+            level = nxt
+
+
+class Writer:
+    """Applies sorted batches of operations to trees, copy-on-write.
+
+    ``new`` holds the nodes written by this commit (id -> node), ``replaced``
+    the ids of stored nodes the commit makes unreachable. Nothing touches the
+    store until :meth:`flush`.
+    """
+
+    def __init__(self, chunk: int) -> None:
+        self.chunk = chunk
+        self.min_fill = max(chunk // 2, 1)
+        self.new: dict[str, Node] = {}
+        self.replaced: list[str] = []
+        self.tree: Tree
+
+    # -- node bookkeeping -------------------------------------------------
+
+    def _take(self, node_id: str) -> Node:
+        """Load a node that this commit rewrites, marking it replaced."""
+        node = self.new.pop(node_id, None)
+        if node is None:
+            node = self.tree.source.load(node_id, self.tree.keyfn)
+            self.replaced.append(node_id)
+        return node
+
+    def _parts(self, n: int) -> list[int]:
+        """Split points that cut ``n`` items into the fewest parts of at most ``chunk``, evenly.
+
+        Every part of a split holds more than ``chunk / 2`` items, so a split
+        never leaves a node under the minimum fill.
+        """
+        k = -(-n // self.chunk) if n else 0
+        base, extra = divmod(n, k) if k else (0, 0)
+        return [0, *accumulate(base + (i < extra) for i in range(k))]
+
+    def _emit_leaves(self, keys: list[Any], members: list[str], scores: list[Any]) -> list[Summary]:
+        out = []
+        cuts = self._parts(len(keys))
+        for a, b in zip(cuts, cuts[1:]):
+            node_id = new_id()
+            self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
+            out.append((node_id, b - a, members[a], scores[a], b - a))
+        return out
+
+    def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
+        out = []
+        cuts = self._parts(len(children))
+        keyfn = self.tree.keyfn
+        for a, b in zip(cuts, cuts[1:]):
+            part = children[a:b]
+            ids = [c[0] for c in part]
+            counts = [c[1] for c in part]
+            members = [c[2] for c in part]
+            scores = [c[3] for c in part]
+            node_id = new_id()
+            self.new[node_id] = Manifest(height, ids, counts, members, scores, list(map(keyfn, members, scores)))
+            out.append((node_id, sum(counts), members[0], scores[0], b - a))
+        return out
+
+    def _emit(self, items: Any, height: int) -> list[Summary]:
+        if height == 0:
+            return self._emit_leaves(*items)
+        return self._emit_manifests(items, height)
+
+    # -- the batch algorithm ---------------------------------------------
+
+    def apply(self, tree: Tree, ops: list[tuple[Any, str, Any]]) -> tuple[str | None, int, int]:
+        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete — to ``tree``.
+
+        Returns the new (root id, height, count). Deletes of absent keys and
+        inserts of present keys (an upsert) are both allowed.
+        """
+        self.tree = tree
+        if not ops:
+            return tree.root, tree.height, tree.count
+        tree.descend([op[0] for op in ops])  # batch-load every path first: one round trip per level
+        if tree.root is None:
+            kept = [op for op in ops if op[2] is not None]
+            summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
+            height = 0
+        else:
+            summaries = self._apply(tree.root, tree.height, ops)
+            height = tree.height
+        while len(summaries) > 1:
+            height += 1
+            summaries = self._emit_manifests(summaries, height)
+        if not summaries:
+            return None, 0, 0
+        root = summaries[0]
+        while height > 0:  # a root with one child gives way to that child
+            node = self.new.get(root[0])
+            if node is None:
+                node = tree.source.load(root[0], tree.keyfn)
+            if len(node) > 1:
+                break
+            self._take(root[0])
+            root = node.summaries()[0]  # type: ignore[union-attr]
+            height -= 1
+        return root[0], height, root[1]
+
+    def _apply(self, node_id: str, height: int, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
+        node = self._take(node_id)
+        if height == 0:
+            keys, members, scores = list(node.keys), list(node.members), list(node.scores)  # type: ignore
+            for key, member, score in ops:
+                i = bisect_left(keys, key)
+                found = i < len(keys) and keys[i] == key
+                if score is None:
+                    if found:
+                        del keys[i], members[i], scores[i]
+                elif found:
+                    members[i], scores[i] = member, score
+                else:
+                    keys.insert(i, key)
+                    members.insert(i, member)
+                    scores.insert(i, score)
+            return self._emit_leaves(keys, members, scores)
+        assert isinstance(node, Manifest)
+        children = node.summaries()
+        firsts, opkeys = node.firsts, [op[0] for op in ops]
+        out: list[Summary] = []
+        done = n = 0
+        while n < len(ops):  # route each run of ops to the child whose key range holds it
+            i = max(bisect_right(firsts, opkeys[n]) - 1, 0)
+            end = bisect_left(opkeys, firsts[i + 1], n) if i + 1 < len(firsts) else len(ops)
+            out.extend(children[done:i])
+            out.extend(self._apply(node.ids[i], height - 1, ops[n:end]))
+            done, n = i + 1, end
+        out.extend(children[done:])
+        self._fix_underfull(out, height - 1)
+        return self._emit_manifests(out, height)
+
+    def _fix_underfull(self, children: list[Summary], height: int) -> None:
+        """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
+
+        Only children this commit wrote can be under-filled; untouched ones
+        satisfied the invariant before and still do.
+        """
+        while len(children) > 1:
+            i = next((k for k, c in enumerate(children) if c[4] is not None and c[4] < self.min_fill), None)
+            if i is None:
+                return
+            a = i if i + 1 < len(children) else i - 1
+            left, right = self._take(children[a][0]), self._take(children[a + 1][0])
+            if height == 0:
+                items: Any = (left.keys + right.keys, left.members + right.members,  # type: ignore[union-attr]
+                              left.scores + right.scores)  # type: ignore[union-attr]
+            else:
+                items = left.summaries() + right.summaries()  # type: ignore[union-attr]
+            children[a:a + 2] = self._emit(items, height)
+
+    def build(self, tree: Tree, members: list[str], scores: list[Any], keys: list[Any]) -> tuple[str | None, int, int]:
+        """Build a whole tree bottom-up from entries already sorted by key (bulk load)."""
+        self.tree = tree
+        summaries = self._emit_leaves(keys, members, scores)
+        height = 0
+        while len(summaries) > 1:
+            height += 1
+            summaries = self._emit_manifests(summaries, height)
+        if not summaries:
+            return None, 0, 0
+        return summaries[0][0], height, summaries[0][1]
+
+    def encoded(self, keyspace: Keyspace) -> dict[str, bytes]:
+        """The new nodes as store key -> bytes."""
+        return {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
