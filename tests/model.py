@@ -1,0 +1,41 @@
+"""The simple model every set is compared against: a dict, sorted on demand."""
+
+from __future__ import annotations
+
+import math
+
+import mdss
+from mdss._order import INT_MAX, INT_MIN
+
+
+class Model:
+    def __init__(self, order: str) -> None:
+        self.order = order
+        self.scores: dict[str, int | float] = {}
+
+    def sort_key(self, item: tuple[str, int | float]) -> tuple:
+        member, score = item
+        return (-score if self.order == "desc" else score, member)
+
+    def entries(self) -> list[mdss.Entry]:
+        ranked = sorted(self.scores.items(), key=self.sort_key)
+        return [mdss.Entry(m, s, i + 1) for i, (m, s) in enumerate(ranked)]
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether score ``a`` ranks strictly before score ``b``."""
+        return a > b if self.order == "desc" else a < b
+
+    def apply(self, op: str, member: str, value: int | float) -> None:
+        """Apply one op; raises ValueError where mdss must refuse it (the model stays unchanged)."""
+        old = self.scores.get(member)
+        if op == "set":
+            new = value
+        elif op == "best":
+            new = value if old is None or self.better(value, old) else old
+        else:
+            new = (0 if old is None else old) + value
+            if isinstance(new, float) and math.isnan(new):
+                raise ValueError("nan")
+            if isinstance(new, int) and not INT_MIN <= new <= INT_MAX:
+                raise ValueError("overflow")
+        self.scores[member] = new + 0.0 if isinstance(new, float) else new

@@ -1,0 +1,15 @@
+"""Shared Hypothesis strategies: few members (so they collide) and tie-heavy scores."""
+
+from hypothesis import strategies as st
+
+MEMBERS = ["ann", "bob", "cid", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", "kai", "lu",
+           "ñandú", "日本", "a b", "a:b", "{x}", "z" * 60, "0", "~"]
+
+members = st.sampled_from(MEMBERS)
+ints = st.integers(-6, 6) | st.sampled_from([2**53, 2**53 + 1, 2**63 - 1, -(2**63), 10**12])
+floats = st.sampled_from([0.5, -2.5, 3.0, 1e300, float("inf"), float("-inf")])
+scores = ints | floats
+small_scores = st.integers(-6, 6)
+orders = st.sampled_from(["desc", "asc"])
+chunk_sizes = st.integers(2, 8)
+ops = st.sampled_from(["set", "incr", "best"])

@@ -1,0 +1,145 @@
+"""Every operation against a plain model, on every store, with tiny chunks so trees split and merge constantly.
+
+After each step the stored tree passes ``check()`` (every invariant of
+DESIGN.md) and every read agrees with the model.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+
+import mdss
+import strategies as S
+from model import Model
+
+
+class SortedSetMachine(RuleBasedStateMachine):
+    factory = None  # set per test: makes a fresh store
+
+    @initialize(order=S.orders, chunk=S.chunk_sizes)
+    def open(self, order: str, chunk: int) -> None:
+        self.store = self.factory()
+        self.set = mdss.SortedSet(self.store, "board", order=order, chunk_size=chunk, gc_grace=0)
+        self.model = Model(order)
+
+    def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
+        """Apply ops to a copy of the model; False if mdss must refuse the batch."""
+        trial = Model(self.model.order)
+        trial.scores = dict(self.model.scores)
+        try:
+            for op, member, value in ops:
+                trial.apply(op, member, value)
+        except ValueError:
+            return False
+        self.model = trial
+        return True
+
+    @rule(member=S.members, score=S.scores, op=S.ops)
+    def add(self, member: str, score: float, op: str) -> None:
+        was_new = member not in self.model.scores
+        before = dict(self.model.scores)
+        if self._expect([(op, member, score)]):
+            assert self.set.add(member, score, op=op) is was_new
+        else:
+            with pytest.raises(mdss.InvalidScoreError):
+                self.set.add(member, score, op=op)
+            assert self.model.scores == before
+
+    @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), max_size=25), op=S.ops)
+    def add_many(self, pairs: list[tuple[str, int]], op: str) -> None:
+        new = len({m for m, _ in pairs} - set(self.model.scores))
+        if self._expect([(op, m, s) for m, s in pairs]):
+            assert self.set.add_many(pairs, op=op) == new
+        else:  # an incr overflowed: the whole batch is refused
+            with pytest.raises(mdss.InvalidScoreError):
+                self.set.add_many(pairs, op=op)
+
+    @rule(member=S.members, delta=S.scores)
+    def incr(self, member: str, delta: float) -> None:
+        if self._expect([("incr", member, delta)]):
+            assert self.set.incr(member, delta) == self.model.scores[member]
+        else:
+            with pytest.raises(mdss.InvalidScoreError):
+                self.set.incr(member, delta)
+
+    @rule(member=S.members)
+    def remove(self, member: str) -> None:
+        assert self.set.remove(member) is (self.model.scores.pop(member, None) is not None)
+
+    @rule(members=st.lists(S.members, max_size=25))
+    def remove_many(self, members: list[str]) -> None:
+        present = set(members) & set(self.model.scores)
+        for m in present:
+            del self.model.scores[m]
+        assert self.set.remove_many(members) == len(present)
+
+    @rule(pairs=st.dictionaries(S.members, S.scores, max_size=20))
+    def load(self, pairs: dict[str, float]) -> None:
+        self.set = mdss.SortedSet.load(self.store, "board", pairs, replace=True, gc_grace=0,
+                                       order=self.set.order, chunk_size=self.set.chunk_size)
+        self.model.scores = {m: (s + 0.0 if isinstance(s, float) else s) for m, s in pairs.items()}
+
+    # -- reads, compared with the model after every step -------------------
+
+    @invariant()
+    def sound(self) -> None:
+        self.set._check()
+
+    @invariant()
+    def whole_set(self) -> None:
+        expected = self.model.entries()
+        assert len(self.set) == len(expected)
+        assert list(self.set) == expected
+
+    @rule(offset=st.integers(0, 25), limit=st.integers(0, 12))
+    def range(self, offset: int, limit: int) -> None:
+        assert self.set.range(offset, limit) == self.model.entries()[offset:offset + limit]
+
+    @rule(member=S.members)
+    def member_reads(self, member: str) -> None:
+        expected = self.model.entries()
+        score = self.model.scores.get(member)
+        assert self.set.score(member) == score
+        assert member in self.set if score is not None else member not in self.set
+        mine = [e for e in expected if e.member == member]
+        assert self.set.rank(member) == (mine[0].rank if mine else None)
+        if mine:
+            better = sum(1 for e in expected if self.model.better(e.score, score))
+            assert self.set.rank(member, ties="competition") == better + 1
+            i = mine[0].rank - 1
+            assert self.set.around(member, 2, 3) == expected[max(i - 2, 0):i + 4]
+        else:
+            assert self.set.around(member) == []
+
+    @rule(members=st.lists(S.members, max_size=6))
+    def scores(self, members: list[str]) -> None:
+        assert self.set.scores(members) == [self.model.scores.get(m) for m in members]
+
+    @rule(score=S.scores)
+    def rank_of_score(self, score: float) -> None:
+        expected = 1 + sum(1 for s in self.model.scores.values() if self.model.better(s, score))
+        assert self.set.rank_of_score(score) == expected
+
+    @rule(a=S.scores, b=S.scores, offset=st.integers(0, 5), limit=st.none() | st.integers(0, 8))
+    def by_score(self, a: float, b: float, offset: int, limit: int | None) -> None:
+        best, worst = (a, b) if not self.model.better(b, a) else (b, a)
+        inside = [e for e in self.model.entries() if not self.model.better(e.score, best)
+                  and not self.model.better(worst, e.score)]
+        assert self.set.count(best, worst) == len(inside)
+        assert self.set.count(worst, best) == (len(inside) if best == worst else 0)
+        end = None if limit is None else offset + limit
+        assert self.set.range_by_score(best, worst, offset=offset, limit=limit) == inside[offset:end]
+
+    @precondition(lambda self: self.model.scores)
+    @rule(data=st.data())
+    def at(self, data: st.DataObject) -> None:
+        expected = self.model.entries()
+        rank = data.draw(st.integers(1, len(expected) + 2))
+        assert self.set.at(rank) == (expected[rank - 1] if rank <= len(expected) else None)
+
+
+def test_sorted_set_matches_model(store_factory) -> None:
+    SortedSetMachine.factory = staticmethod(store_factory)
+    run_state_machine_as_test(SortedSetMachine)
