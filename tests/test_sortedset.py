@@ -1,0 +1,271 @@
+"""SortedSet: errors, edge cases, costs in round trips, and faults at every store call of a commit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import mdss
+from faulty import FaultyStore
+from mdss._order import MAX_MEMBER_BYTES
+from mdss._tree import Leaf
+
+
+@pytest.fixture
+def board(store) -> mdss.SortedSet:
+    return mdss.SortedSet(store, "board", chunk_size=4)
+
+
+# -- bad input ---------------------------------------------------------------
+
+BAD_SCORES = [float("nan"), "1", None, True, 2**63, -(2**63) - 1, [1], 1j]
+BAD_MEMBERS = ["", 7, None, b"bytes", "x" * (MAX_MEMBER_BYTES + 1), "é" * 129, "\ud800"]
+
+
+@pytest.mark.parametrize("score", BAD_SCORES, ids=repr)
+def test_bad_scores_are_refused_and_change_nothing(board, score) -> None:
+    board.add("ann", 1)
+    with pytest.raises(mdss.InvalidScoreError):
+        board.add("bob", score)
+    with pytest.raises(mdss.InvalidScoreError):
+        board.add_many({"cid": 1, "bob": score})
+    with pytest.raises(mdss.InvalidScoreError):
+        board.incr("ann", score)
+    with pytest.raises(ValueError):  # every input error is also a ValueError
+        board.count(score, 0)
+    assert list(board) == [mdss.Entry("ann", 1, 1)]
+
+
+@pytest.mark.parametrize("member", BAD_MEMBERS, ids=lambda m: repr(m)[:20])
+def test_bad_members_are_refused(board, member) -> None:
+    with pytest.raises(mdss.InvalidMemberError):
+        board.add(member, 1)
+    with pytest.raises(mdss.InvalidMemberError):
+        board.rank(member)
+    with pytest.raises(mdss.InvalidMemberError):
+        board.remove_many(["ann", member])
+    assert len(board) == 0
+
+
+def test_member_limit_is_stated() -> None:
+    with pytest.raises(mdss.InvalidMemberError, match=str(MAX_MEMBER_BYTES)):
+        mdss.SortedSet(mdss.open_store("memory://"), "b").add("x" * 300, 1)
+    mdss.SortedSet(mdss.open_store("memory://"), "b").add("x" * MAX_MEMBER_BYTES, 1)
+
+
+def test_incr_overflow_and_inf_minus_inf_change_nothing(board) -> None:
+    board.add_many({"big": 2**63 - 1, "inf": float("inf")})
+    with pytest.raises(mdss.InvalidScoreError, match="64 bits"):
+        board.incr("big", 1)
+    with pytest.raises(mdss.InvalidScoreError, match="NaN"):
+        board.incr("inf", float("-inf"))
+    assert board.scores(["big", "inf"]) == [2**63 - 1, float("inf")]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda b: b.add("a", 1, op="max"),
+        lambda b: b.rank("a", ties="dense"),
+        lambda b: b.range(-1),
+        lambda b: b.range(0, -2),
+        lambda b: b.range(0.5),
+        lambda b: b.at(0),
+        lambda b: b.around("a", before=-1),
+    ],
+)
+def test_bad_arguments(board, call) -> None:
+    with pytest.raises(mdss.InvalidArgumentError):
+        call(board)
+
+
+@pytest.mark.parametrize("options", [{"order": "up"}, {"chunk_size": 1}, {"chunk_size": "8"}])
+def test_bad_settings(store, options) -> None:
+    with pytest.raises(mdss.InvalidArgumentError):
+        mdss.SortedSet(store, "board", **options)
+
+
+def test_reopening_uses_stored_settings_and_refuses_others(store) -> None:
+    mdss.SortedSet(store, "lap", order="asc", chunk_size=3).add("ann", 61.5)
+    again = mdss.SortedSet(store, "lap")
+    assert (again.order, again.chunk_size) == ("asc", 3)
+    with pytest.raises(mdss.SettingsMismatchError, match="order"):
+        mdss.SortedSet(store, "lap", order="desc")
+    with pytest.raises(mdss.SettingsMismatchError, match="chunk_size"):
+        mdss.SortedSet(store, "lap", chunk_size=4)
+
+
+def test_corrupt_node_is_named(store, board) -> None:
+    board.add_many({f"p{i}": i for i in range(20)})
+    node_key = next(iter(store.keys(board._keys.nodes)))
+    store.put(node_key, b"\xc1garbage")
+    fresh = mdss.SortedSet(store, "board")  # no cached nodes
+    with pytest.raises(mdss.CorruptDataError, match="key") as info:
+        list(fresh)
+    assert info.value.key == node_key
+    assert any(node_key in problem for problem in fresh.check())
+
+
+def test_corrupt_head_is_named(store) -> None:
+    store.put("mdss:board:h", b"\x93\x01\x02")
+    with pytest.raises(mdss.CorruptDataError, match="mdss:board:h"):
+        mdss.SortedSet(store, "board")
+
+
+# -- edge cases ----------------------------------------------------------------
+
+
+def test_empty_set(board) -> None:
+    assert len(board) == 0
+    assert board.range() == [] and list(board) == []
+    assert board.rank("ann") is None and board.score("ann") is None
+    assert board.at(1) is None and board.around("ann") == []
+    assert board.rank_of_score(10) == 1 and board.count(10, 0) == 0
+    assert board.range_by_score(10, 0) == []
+    assert board.remove("ann") is False and board.remove_many(["a", "b"]) == 0
+    assert board.check() == []
+
+
+def test_single_entry(board) -> None:
+    assert board.add("ann", 5) is True
+    assert board.add("ann", 6) is False
+    assert board.range() == [mdss.Entry("ann", 6, 1)]
+    assert board.rank("ann") == 1 and board.at(1) == mdss.Entry("ann", 6, 1)
+    assert board.rank_of_score(7) == 1 and board.rank_of_score(6) == 1 and board.rank_of_score(5) == 2
+    assert board.remove("ann") is True
+    assert len(board) == 0 and board.check() == []
+
+
+def test_all_equal_scores_rank_by_member(board) -> None:
+    names = [f"p{i:02d}" for i in range(30)]
+    board.add_many((n, 7) for n in reversed(names))
+    assert [e.member for e in board] == names
+    assert [board.rank(n) for n in names] == list(range(1, 31))
+    assert {board.rank(n, ties="competition") for n in names} == {1}
+    assert board.count(7, 7) == 30 and board.rank_of_score(7) == 1 and board.rank_of_score(8) == 1
+    assert board.rank_of_score(6) == 31
+
+
+def test_infinities_and_exact_big_integers(board) -> None:
+    board.add_many({"top": math.inf, "bottom": -math.inf, "a": 2**53 + 1, "b": 2**53, "c": 2.0**53})
+    assert [e.member for e in board] == ["top", "a", "b", "c", "bottom"]
+    assert board.score("a") == 2**53 + 1 and type(board.score("a")) is int
+    assert board.count(math.inf, -math.inf) == 5
+    assert board.incr("a", 1) == 2**53 + 2
+
+
+def test_unicode_members(board) -> None:
+    names = {"日本": 3, "ñandú": 2, "emoji 🎮": 1, "a:b/{c}%": 4}
+    board.add_many(names)
+    assert [e.member for e in board] == ["a:b/{c}%", "日本", "ñandú", "emoji 🎮"]
+    assert all(board.score(n) == s for n, s in names.items())
+
+
+def test_ops(store) -> None:
+    asc = mdss.SortedSet(store, "lap", order="asc")
+    asc.add("ann", 70.0, op="best")
+    asc.add("ann", 65.5, op="best")
+    asc.add("ann", 80.0, op="best")
+    assert asc.score("ann") == 65.5
+    assert asc.incr("bob", 2) == 2 and asc.incr("bob", -0.5) == 1.5
+    asc.add_many({"bob": 1, "cid": 1}, op="incr")
+    assert asc.scores(["bob", "cid"]) == [2.5, 1]
+
+
+def test_load_bulk(store) -> None:
+    seen = []
+    pairs = [(f"p{i}", i % 17) for i in range(500)] + [("p0", 99)]
+    board = mdss.SortedSet.load(store, "big", pairs, chunk_size=8, progress=lambda d, t: seen.append((d, t)))
+    assert len(board) == 500 and board.score("p0") == 99 and board.rank("p0") == 1
+    assert seen and seen[-1][0] == seen[-1][1]
+    assert board.check() == []
+    with pytest.raises(mdss.InvalidArgumentError, match="replace=True"):
+        mdss.SortedSet.load(store, "big", {"x": 1})
+    board = mdss.SortedSet.load(store, "big", {"x": 1}, replace=True)
+    assert list(board) == [mdss.Entry("x", 1, 1)]
+
+
+def test_drop(store, board) -> None:
+    board.add_many({f"p{i}": i for i in range(50)})
+    board.drop()
+    assert len(board) == 0
+    assert list(store.keys(board._keys.prefix)) == []
+
+
+# -- costs ---------------------------------------------------------------------
+
+
+def test_round_trips_with_warm_cache(store) -> None:
+    board = mdss.SortedSet.load(store, "big", {f"p{i}": i % 1000 for i in range(20_000)}, chunk_size=50)
+    for _ in range(2):  # the second pass has every node it needs cached
+        store.stats.reset()
+        board.rank("p123")
+    assert store.stats.calls == 1  # the head: every node is cached
+    fresh = mdss.SortedSet(store, "big")
+    fresh.scores([e.member for e in fresh])  # warms every node of both trees
+    cost = {}
+    for name, call in {"rank": lambda: fresh.rank("p4567"), "page": lambda: fresh.range(7_777, 100),
+                       "rank_of_score": lambda: fresh.rank_of_score(321)}.items():
+        for key in [k for k, (node, _) in fresh._cache._nodes.items() if isinstance(node, Leaf)]:
+            fresh._cache.discard(key)  # only manifests stay warm
+        before = store.stats.snapshot()
+        call()
+        cost[name] = store.stats.since(before)["calls"]
+    assert cost == {"rank": 3, "page": 2, "rank_of_score": 2}
+
+
+def test_cache_stays_within_budget(store) -> None:
+    board = mdss.SortedSet.load(store, "big", {f"p{i}": i for i in range(5000)}, chunk_size=20)
+    small = mdss.SortedSet(store, "big", cache_bytes=4096)
+    list(small)
+    assert small._cache.size <= 4096
+
+
+# -- a failure at every store call of a commit -----------------------------------
+
+
+def _commits():
+    """Commits that split, merge, grow and shrink the tree, with chunk size 2."""
+    return {
+        "split": lambda s: s.add("n1", 4.5),
+        "grow": lambda s: s.add_many({f"g{i}": i for i in range(12)}),
+        "merge": lambda s: s.remove_many(["p1", "p2", "p3"]),
+        "shrink": lambda s: s.remove_many([f"p{i}" for i in range(9)]),
+        "incr": lambda s: s.incr("p4", 10),
+    }
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-call", "reply-lost"])
+@pytest.mark.parametrize("name", list(_commits()))
+def test_failure_at_every_store_call(after: bool, name: str) -> None:
+    commit = _commits()[name]
+    base = mdss.open_store("memory://")
+    mdss.SortedSet.load(base, "b", {f"p{i}": i for i in range(10)}, chunk_size=2)
+    counting = FaultyStore(base)
+    model = mdss.SortedSet(mdss.open_store("memory://"), "m", chunk_size=2)
+    model.add_many({f"p{i}": i for i in range(10)})
+    before = list(model)
+    commit(model)
+    after_state = list(model)
+    probe = mdss.SortedSet(counting, "b")
+    start = counting.count
+    commit(probe)
+    calls = counting.count - start
+    assert calls >= 3
+    for k in range(1, calls + 1):
+        store = mdss.open_store("memory://")
+        mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(10)}, chunk_size=2)
+        faulty = FaultyStore(store)
+        board = mdss.SortedSet(faulty, "b", gc_grace=0)
+        faulty.fail_at, faulty.after = faulty.count + k, after
+        try:
+            commit(board)
+            raised = False
+        except mdss.StoreUnavailableError:
+            raised = True
+        state = list(mdss.SortedSet(store, "b"))
+        assert state in (before, after_state), f"fault at call {k}"
+        if not raised:
+            assert state == after_state, f"fault at call {k} reported success but did not land"
+        assert mdss.SortedSet(store, "b").check() == []
