@@ -9,16 +9,21 @@ batch again on the new head (rebase). See docs/architecture.md.
 
 from __future__ import annotations
 
+import base64
 import random
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+import msgpack
 
 from ._cache import NodeCache
 from ._codec import decode_head, encode_head
+from ._group import GroupCommit, Pending
 from ._keys import Keyspace
 from ._order import Entry, Order, Score, add_scores, check_member, check_score
 from ._tree import Leaf, Manifest, MissingNodeError, Source, Tree, Writer, id_millis
@@ -26,6 +31,7 @@ from .exceptions import (
     ConflictError,
     CorruptDataError,
     InvalidArgumentError,
+    InvalidScoreError,
     SettingsMismatchError,
     StoreUnavailableError,
 )
@@ -40,6 +46,8 @@ TIES = ("ordinal", "competition")
 #: How many commit ids a head remembers, to tell whether a commit whose reply was lost landed.
 RECENT_COMMITS = 8
 READ_ATTEMPTS = 8
+#: gc() only deletes unreferenced nodes older than this (seconds): commits in flight are younger.
+GC_MIN_AGE = 3600.0
 
 
 def _member_key(member: str, score: Any) -> str:
@@ -56,6 +64,41 @@ def _check_count(value: Any, what: str) -> int:
     if type(value) is not int or value < 0:
         raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r}")
     return value
+
+
+class Page(NamedTuple):
+    """A page of entries and the cursor that continues after it (``None`` at the end)."""
+
+    entries: list[Entry]
+    cursor: str | None
+
+
+def _encode_cursor(state: list[Any]) -> str:
+    return base64.urlsafe_b64encode(msgpack.packb(state)).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> list[Any]:
+    try:
+        state = msgpack.unpackb(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        root, height, count, position, member, _score = state
+        if not (root is None or type(root) is str) or not all(type(n) is int for n in (height, count, position)):
+            raise ValueError(state)
+        if member is not None:
+            check_member(member)
+    except Exception:
+        raise InvalidArgumentError(f"not a page cursor of this set: {cursor!r:.80}") from None
+    return state  # type: ignore[no-any-return]
+
+
+class Batch:
+    """The operations of one :meth:`SortedSet.batch` block, and their results once committed."""
+
+    __slots__ = ("ops", "want_scores", "results")
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str, Any]] = []
+        self.want_scores: list[bool] = []
+        self.results: list[Any] | None = None
 
 
 class _Snapshot:
@@ -79,7 +122,10 @@ class SortedSet:
     existing set with different ones raises :class:`SettingsMismatchError`.
     ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are
     deleted ``gc_grace`` seconds after the commit that replaced them, so that
-    readers on an older head can finish.
+    readers on an older head can finish. Writes from concurrent threads are
+    grouped into one commit of up to ``max_batch`` operations; a commit waits
+    up to ``max_wait`` seconds for more to join (0: only what queued while
+    the previous commit ran).
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -98,6 +144,8 @@ class SortedSet:
         cache_bytes: int = 64 << 20,
         gc_grace: float = 30.0,
         max_attempts: int = 32,
+        max_batch: int = 1000,
+        max_wait: float = 0.0,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r}")
@@ -113,6 +161,10 @@ class SortedSet:
         self.max_attempts = max_attempts
         self._garbage: list[tuple[float, list[str]]] = []
         self._lock = threading.Lock()
+        self._local = threading.local()
+        self._group = GroupCommit(self._commit, max_batch, max_wait)
+        self.commits = 0  # commits this object published, and re-applications after losing a race
+        self.retries = 0
         self._head_bytes: bytes | None = None
         self._head: dict[str, Any] | None = None
         record = store.get(self._keys.head)
@@ -294,94 +346,174 @@ class SortedSet:
 
         return self._read(run)
 
-    def __iter__(self) -> Iterator[Entry]:
-        """Every entry in order, reading one entry set at a time from one snapshot.
+    def page(self, limit: int = 100, cursor: str | None = None) -> Page:
+        """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        If the snapshot's nodes are collected during a long iteration, it
-        continues on a newer head after the last entry it yielded: no member
-        is yielded twice, and none that stayed unchanged is skipped.
+        Pages read the snapshot of the first page (no head read), so paging
+        never yields a member twice and never skips one, however the set
+        changes meanwhile, for as long as that snapshot's nodes are kept
+        (``gc_grace`` after they are replaced). After that, the next page
+        continues on the newest state just after the last entry returned: a
+        member unchanged throughout is still never skipped nor repeated. The
+        cursor is a URL-safe string.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 3, "b": 2, "c": 1})
+        >>> first = board.page(2)
+        >>> first.entries[-1], board.page(2, first.cursor)
+        (Entry(member='b', score=2, rank=2), Page(entries=[Entry(member='c', score=1, rank=3)], cursor=None))
         """
-        snap = self._snapshot()
-        position, last, misses = 0, None, 0
-        while True:
-            snap.source.pins.clear()  # hold only the current step's nodes, however long the set
+        if type(limit) is not int or limit < 1:
+            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
+        if cursor is None:
+            snap = self._snapshot()
+            state: list[Any] = [*snap.head["score"], 0, None, None]
+        else:
+            state = _decode_cursor(cursor)
+        root, height, count, position, last_member, last_score = state
+        for attempt in range(READ_ATTEMPTS):
+            source = Source(self.store, self._keys, self._cache)
+            tree = Tree(source, self._order.key, root, height, count)
             try:
-                entries = self._entries(snap, position, position + self.chunk_size)
-            except MissingNodeError:
-                misses += 1
-                if misses == READ_ATTEMPTS:
+                members, scores = tree.slice(position, position + limit)
+                break
+            except MissingNodeError:  # the snapshot was collected: go on from the newest head
+                if attempt == READ_ATTEMPTS - 1:
                     raise
                 snap = self._snapshot()
-                if last is not None:  # resume just after the last entry yielded
-                    key = self._order.key(last.member, last.score)
-                    position = snap.scores.count_below([(key[0], key[1] + "\0")])[0]
-                continue
-            if not entries:
-                return
+                root, height, count = snap.head["score"]
+                position = 0
+                if last_member is not None:
+                    last = self._order.key(last_member, last_score)
+                    position = snap.scores.count_below([(last[0], last[1] + "\0")])[0]
+        entries = [Entry(m, s, position + i + 1) for i, (m, s) in enumerate(zip(members, scores))]
+        position += len(entries)
+        if position >= count or not entries:
+            return Page(entries, None)
+        return Page(entries, _encode_cursor([root, height, count, position, members[-1], scores[-1]]))
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every entry in order, one entry set at a time, from one snapshot (see :meth:`page`)."""
+        cursor = None
+        while True:
+            entries, cursor = self.page(self.chunk_size, cursor)
             yield from entries
-            position += len(entries)
-            last = entries[-1]
+            if cursor is None:
+                return
 
     # -- writes --------------------------------------------------------------
 
-    def add(self, member: str, score: Score, *, op: str = "set") -> bool:
+    def add(self, member: str, score: Score, *, op: str = "set") -> bool | None:
         """Set (``op="set"``), add to (``"incr"``) or improve (``"best"``) a member's score.
 
-        Returns whether the member is new. One commit: O(log n).
+        Returns whether the member is new (``None`` inside :meth:`batch`). One commit: O(log n).
         """
-        return self.add_many([(member, score)], op=op) == 1
+        added = self.add_many([(member, score)], op=op)
+        return None if added is None else added == 1
 
-    def add_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], *, op: str = "set") -> int:
+    def add_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], *, op: str = "set") -> int | None:
         """Apply ``op`` to many ``(member, score)`` pairs in one commit; returns how many members are new."""
         _check_choice(op, OPS, "op")
         items = pairs.items() if isinstance(pairs, Mapping) else pairs
-        ops = [(op, check_member(m), check_score(s)) for m, s in items]
-        return sum(1 for new in self._commit(ops) if new)
+        results = self._submit([(op, check_member(m), check_score(s)) for m, s in items])
+        return None if results is None else sum(1 for new in results if new)
 
-    def incr(self, member: str, delta: Score) -> Score:
+    def incr(self, member: str, delta: Score) -> Score | None:
         """Add ``delta`` to the member's score (absent members start from 0); returns the new score."""
-        return self._commit([("incr", check_member(member), check_score(delta))], want_score=True)[0]
+        results = self._submit([("incr", check_member(member), check_score(delta))], want_score=True)
+        return None if results is None else results[0]
 
-    def remove(self, member: str) -> bool:
+    def remove(self, member: str) -> bool | None:
         """Remove a member; returns whether it was there."""
-        return self._commit([("remove", check_member(member), None)])[0]  # type: ignore[no-any-return]
+        results = self._submit([("remove", check_member(member), None)])
+        return None if results is None else results[0]
 
-    def remove_many(self, members: Iterable[str]) -> int:
+    def remove_many(self, members: Iterable[str]) -> int | None:
         """Remove many members in one commit; returns how many were there."""
-        return sum(1 for found in self._commit([("remove", check_member(m), None) for m in members]) if found)
+        results = self._submit([("remove", check_member(m), None) for m in members])
+        return None if results is None else sum(1 for found in results if found)
 
-    def _apply_ops(self, ops: list[tuple[str, str, Any]], old: dict[str, Any], want_score: bool) -> tuple[
-            dict[str, Any], list[Any]]:
-        """The members' new scores (``None``: removed) and each op's result, in order."""
-        new = dict(old)
-        results: list[Any] = []
-        better = self._order.better
-        for op, member, value in ops:
-            current = new[member]
-            if op == "remove":
-                results.append(current is not None)
-                new[member] = None
-                continue
-            if op == "set":
-                new[member] = value
-            elif op == "incr":
-                new[member] = add_scores(0 if current is None else current, value)
-            elif op == "best":
-                new[member] = value if current is None else better(current, value)
-            results.append(new[member] if want_score else current is None)
-        return new, results
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Collect this thread's writes to the set and commit them once, atomically, at the end.
 
-    def _commit(self, ops: list[tuple[str, str, Any]], *, want_score: bool = False) -> list[Any]:
-        """Commit a batch of ops atomically, rebasing on concurrent commits; each op's result."""
+        Inside the block the write methods return ``None``; the yielded
+        :class:`Batch` has every operation's result in ``results`` afterwards.
+        An exception in the block discards the batch.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> with board.batch() as batch:
+        ...     board.add("ann", 1)
+        ...     board.incr("ann", 4)
+        >>> batch.results, board.score("ann")
+        ([True, 5], 5)
+        """
+        if getattr(self._local, "batch", None) is not None:
+            yield self._local.batch  # nested: the outer batch commits
+            return
+        batch = self._local.batch = Batch()
+        try:
+            yield batch
+        finally:
+            self._local.batch = None
+        if batch.ops:
+            batch.results = self._submit(batch.ops, want_score=batch.want_scores)
+
+    def _submit(self, ops: list[tuple[str, str, Any]], want_score: bool | list[bool] = False) -> list[Any] | None:
+        """Commit ``ops`` (through group commit), or add them to this thread's open batch."""
+        batch = getattr(self._local, "batch", None)
+        if batch is not None:
+            batch.ops.extend(ops)
+            batch.want_scores.extend([bool(want_score)] * len(ops))
+            return None
         if not ops:
             return []
-        members = list(dict.fromkeys(member for _, member, _ in ops))
+        return self._group.submit(ops, want_score)  # type: ignore[arg-type]
+
+    def _apply_ops(self, pending: Pending, new: dict[str, Any]) -> list[Any]:
+        """Apply one caller's ops to ``new`` (member -> score, ``None``: absent); each op's result.
+
+        Leaves ``new`` untouched if an op is refused (an ``incr`` overflowing).
+        """
+        trial = {member: new[member] for _, member, _ in pending.ops}
+        results: list[Any] = []
+        better = self._order.better
+        wants = pending.want_score
+        for n, (op, member, value) in enumerate(pending.ops):
+            current = trial[member]
+            if op == "remove":
+                results.append(current is not None)
+                trial[member] = None
+                continue
+            if op == "set":
+                trial[member] = value
+            elif op == "incr":
+                trial[member] = add_scores(0 if current is None else current, value)
+            else:  # best
+                trial[member] = value if current is None else better(current, value)
+            want = wants[n] if isinstance(wants, list) else wants
+            results.append(trial[member] if want else current is None)
+        new.update(trial)
+        return results
+
+    def _commit(self, pendings: list[Pending]) -> None:
+        """Commit several callers' ops atomically, rebasing on concurrent commits.
+
+        Sets each pending's ``result``, or its ``error`` if its own ops were
+        refused (the others still commit).
+        """
+        members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
         key = self._order.key
         for attempt in range(self.max_attempts):
             try:
                 snap = self._snapshot()
                 old = dict(zip(members, snap.members.find(members)))
-                new, results = self._apply_ops(ops, old, want_score)
+                new = dict(old)
+                for pending in pendings:
+                    pending.result, pending.error = None, None
+                    try:
+                        pending.result = self._apply_ops(pending, new)
+                    except InvalidScoreError as exc:
+                        pending.error = exc
                 score_ops, member_ops = [], []
                 for member in members:
                     was, now = old[member], new[member]
@@ -393,7 +525,7 @@ class SortedSet:
                         score_ops.append((key(member, now), member, now))
                     member_ops.append((member, member, now))
                 if not member_ops:
-                    return results
+                    return
                 score_ops.sort(key=itemgetter(0))
                 member_ops.sort(key=itemgetter(0))
                 writer = Writer(self.chunk_size)
@@ -405,7 +537,9 @@ class SortedSet:
                     raise
                 continue  # a node was collected under the head we read: read a newer one
             if self._publish(snap, head, writer):
-                return results
+                self.commits += 1
+                return
+            self.retries += 1
             time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
         raise ConflictError(
             f"commit to set {self.name!r} lost to concurrent writers {self.max_attempts} times; nothing was applied"
@@ -417,6 +551,8 @@ class SortedSet:
 
         False if another commit won; then the new nodes are deleted again.
         """
+        if writer.new and time.time() * 1000 - id_millis(next(iter(writer.new))) > GC_MIN_AGE * 500:
+            return False  # so slow that gc() may have taken its nodes for garbage: do it again
         nonce = secrets.token_hex(8)
         head["gen"] = snap.head["gen"] + 1
         head["recent"] = [nonce, *snap.head.get("recent", [])][:RECENT_COMMITS]
@@ -506,6 +642,31 @@ class SortedSet:
             raise ConflictError(f"set {name!r} changed while it was being loaded; nothing was applied")
         return sset
 
+    def gc(self, *, min_age: float = GC_MIN_AGE, wait: bool = True) -> int:
+        """Delete stored nodes that no head references: those of interrupted commits and of processes
+        that ended before their replaced nodes' grace period did. Returns how many it deleted.
+
+        Only nodes created more than ``min_age`` seconds ago are candidates
+        (commits in flight are younger: a commit older than ``min_age / 2``
+        is never published). Unless ``wait=False``, it then waits
+        ``gc_grace`` seconds before deleting, so that readers holding an
+        older head finish. Lists every node key of the set: a maintenance
+        call, O(nodes).
+        """
+        cutoff = (time.time() - min_age) * 1000
+        live = self._live_ids(self._snapshot())
+        nodes = self._keys.nodes
+        garbage = [key for key in self.store.keys(nodes)
+                   if key[len(nodes):] not in live and id_millis(key[len(nodes):]) < cutoff]
+        if garbage and wait:
+            time.sleep(self.gc_grace)
+        for start in range(0, len(garbage), 1000):
+            self.store.delete_many(garbage[start:start + 1000])
+        return len(garbage)
+
+    def _live_ids(self, snap: _Snapshot) -> set[str]:
+        return snap.scores.node_ids() | snap.members.node_ids()
+
     def drop(self) -> None:
         """Remove the whole set: its head, then every node it referenced."""
         snap = self._snapshot()
@@ -519,8 +680,8 @@ class SortedSet:
 
         Reads every node: O(n). Checks sortedness and node sizes, minimum fill
         of non-root nodes, manifest summaries against their children, equal
-        leaf depth, the member index against the score tree, and the head's
-        counts against the trees.
+        leaf depth, the member index against the score tree, the head's
+        counts against the trees, and reports stored nodes nothing references.
         """
         problems: list[str] = []
         try:
@@ -533,6 +694,13 @@ class SortedSet:
                 only_s = sorted(pairs[0] - pairs[1])[:5]
                 only_m = sorted(pairs[1] - pairs[0])[:5]
                 problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
+            with self._lock:
+                scheduled = {key for _, keys in self._garbage for key in keys}
+            nodes, live = self._keys.nodes, self._live_ids(snap)
+            stray = [key for key in self.store.keys(nodes) if key[len(nodes):] not in live and key not in scheduled]
+            if stray:
+                problems.append(f"{len(stray)} stored nodes are referenced by nothing (left by interrupted commits, "
+                                f"or replaced by another process within its grace period); gc() deletes them")
         except (CorruptDataError, StoreUnavailableError) as exc:
             problems.append(str(exc))
         return problems

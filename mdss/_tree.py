@@ -229,6 +229,17 @@ class Tree:
             scores.extend(leaf.scores[a:b])  # type: ignore[union-attr]
         return members, scores
 
+    def node_ids(self) -> set[str]:
+        """The ids of every node of the tree, reading manifests only (entry set ids are in their parents)."""
+        if self.root is None:
+            return set()
+        found, level = {self.root}, [self.root]
+        for _ in range(self.height):
+            nodes = self._load_many(level)
+            level = [child for node_id in level for child in nodes[node_id].ids]  # type: ignore[union-attr]
+            found.update(level)
+        return found
+
     def walk(self) -> Iterable[tuple[int, list[str], Node]]:
         """Every node, level by level from the root: (height, path of ids, node). For ``check``."""
         if self.root is None:
