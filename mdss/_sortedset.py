@@ -25,7 +25,7 @@ from ._cache import NodeCache
 from ._codec import decode_head, encode_head
 from ._group import GroupCommit, Pending
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, add_scores, check_member, check_score
+from ._order import Entry, Order, Score, add_scores, check_member, check_pairs, check_score
 from ._tree import Leaf, Manifest, MissingNodeError, Source, Tree, Writer, id_millis
 from .exceptions import (
     ConflictError,
@@ -616,19 +616,18 @@ class SortedSet:
         ['b', 'a']
         """
         sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
-        items = pairs.items() if isinstance(pairs, Mapping) else pairs
-        data = {check_member(m): check_score(s) for m, s in items}
+        data = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
         snap = sset._snapshot()
         if snap.head["score"][2] and not replace:
             raise InvalidArgumentError(f"set {name!r} already has entries; pass replace=True to replace them")
         writer = Writer(sset.chunk_size)
-        by_member = sorted(data.items())
-        members = [m for m, _ in by_member]
+        members = sorted(data)
+        scores = [data[m] for m in members]
         head = dict(snap.head)
-        head["member"] = list(writer.build(snap.members, members, [s for _, s in by_member], members))
-        keys = sorted(map(sset._order.key, data.keys(), data.values()))
-        score_of = sset._order.score_of
-        head["score"] = list(writer.build(snap.scores, [k[1] for k in keys], [score_of(k) for k in keys], keys))
+        head["member"] = list(writer.build(snap.members, members, scores))
+        # A stable sort by score alone keeps ties in member order: the set's tie-break, in either order.
+        ranked = sorted(range(len(members)), key=scores.__getitem__, reverse=sset.order == "desc")
+        head["score"] = list(writer.build(snap.scores, [members[i] for i in ranked], [scores[i] for i in ranked]))
         if replace:
             writer.replaced = [node_id for tree in (snap.scores, snap.members) for _, _, node_id in _node_ids(tree)]
         nodes = writer.encoded(sset._keys)
@@ -653,19 +652,24 @@ class SortedSet:
         older head finish. Lists every node key of the set: a maintenance
         call, O(nodes).
         """
-        cutoff = (time.time() - min_age) * 1000
-        live = self._live_ids(self._snapshot())
-        nodes = self._keys.nodes
-        garbage = [key for key in self.store.keys(nodes)
-                   if key[len(nodes):] not in live and id_millis(key[len(nodes):]) < cutoff]
+        garbage = self.unreferenced(min_age)
         if garbage and wait:
             time.sleep(self.gc_grace)
         for start in range(0, len(garbage), 1000):
             self.store.delete_many(garbage[start:start + 1000])
         return len(garbage)
 
-    def _live_ids(self, snap: _Snapshot) -> set[str]:
-        return snap.scores.node_ids() | snap.members.node_ids()
+    def unreferenced(self, min_age: float = 0.0) -> list[str]:
+        """Keys of stored nodes the current head does not reference, created over ``min_age`` seconds ago.
+
+        That is garbage waiting for its grace period, nodes of commits in
+        flight or interrupted, and (older than :data:`GC_MIN_AGE`) leaks.
+        """
+        snap = self._snapshot()
+        live = snap.scores.node_ids() | snap.members.node_ids()
+        cutoff, nodes = (time.time() - min_age) * 1000, self._keys.nodes
+        return [key for key in self.store.keys(nodes)
+                if key[len(nodes):] not in live and id_millis(key[len(nodes):]) <= cutoff]
 
     def drop(self) -> None:
         """Remove the whole set: its head, then every node it referenced."""
@@ -681,7 +685,8 @@ class SortedSet:
         Reads every node: O(n). Checks sortedness and node sizes, minimum fill
         of non-root nodes, manifest summaries against their children, equal
         leaf depth, the member index against the score tree, the head's
-        counts against the trees, and reports stored nodes nothing references.
+        counts against the trees; and reports nodes that nothing has referenced
+        for longer than a commit can take (see :meth:`unreferenced` for all).
         """
         problems: list[str] = []
         try:
@@ -696,11 +701,10 @@ class SortedSet:
                 problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
             with self._lock:
                 scheduled = {key for _, keys in self._garbage for key in keys}
-            nodes, live = self._keys.nodes, self._live_ids(snap)
-            stray = [key for key in self.store.keys(nodes) if key[len(nodes):] not in live and key not in scheduled]
-            if stray:
-                problems.append(f"{len(stray)} stored nodes are referenced by nothing (left by interrupted commits, "
-                                f"or replaced by another process within its grace period); gc() deletes them")
+            leaked = [key for key in self.unreferenced(GC_MIN_AGE) if key not in scheduled]
+            if leaked:
+                problems.append(f"{len(leaked)} stored nodes created over {GC_MIN_AGE:.0f} s ago are referenced by "
+                                f"nothing (left by interrupted commits or ended processes); gc() deletes them")
         except (CorruptDataError, StoreUnavailableError) as exc:
             problems.append(str(exc))
         return problems

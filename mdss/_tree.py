@@ -291,12 +291,12 @@ class Writer:
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
-    def _emit_leaves(self, keys: list[Any], members: list[str], scores: list[Any]) -> list[Summary]:
+    def _emit_leaves(self, keys: list[Any] | None, members: list[str], scores: list[Any]) -> list[Summary]:
         out = []
-        cuts = self._parts(len(keys))
+        cuts = self._parts(len(members))
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id()
-            self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
+            self.new[node_id] = Leaf(None if keys is None else keys[a:b], members[a:b], scores[a:b])  # type: ignore
             out.append((node_id, b - a, members[a], scores[a], b - a))
         return out
 
@@ -407,10 +407,13 @@ class Writer:
                 items = left.summaries() + right.summaries()  # type: ignore[union-attr]
             children[a:a + 2] = self._emit(items, height)
 
-    def build(self, tree: Tree, members: list[str], scores: list[Any], keys: list[Any]) -> tuple[str | None, int, int]:
-        """Build a whole tree bottom-up from entries already sorted by key (bulk load)."""
+    def build(self, tree: Tree, members: list[str], scores: list[Any]) -> tuple[str | None, int, int]:
+        """Build a whole tree bottom-up from entries already in key order (bulk load).
+
+        Its entry sets are only to be encoded, so they get no decoded keys.
+        """
         self.tree = tree
-        summaries = self._emit_leaves(keys, members, scores)
+        summaries = self._emit_leaves(None, members, scores)
         height = 0
         while len(summaries) > 1:
             height += 1

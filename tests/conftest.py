@@ -96,6 +96,15 @@ def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     factory.close()
 
 
+@pytest.fixture(params=[s for s in SELECTED if s != "memory"])
+def shared_store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Like ``store_factory``, for the stores several processes can share (all but memory)."""
+    kind = request.param
+    factory = StoreFactory(kind, _server_url(kind, request), tmp_path_factory)
+    yield factory
+    factory.close()
+
+
 @pytest.fixture
 def store(store_factory: StoreFactory) -> mdss.Store:
     """A fresh store of each selected backend."""

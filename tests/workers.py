@@ -1,0 +1,73 @@
+"""Code that runs in other processes during the concurrency tests (importable for ``spawn``)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import mdss
+
+
+def writer(url: str, name: str, index: int, n_ops: int, seed: int, shared: list[str]) -> dict:
+    """Random incr on shared members, and add/set/remove/incr on members only this process owns.
+
+    Returns the owned members' final model, every acknowledged increment of a
+    shared member with its invoke and ok times (monotonic clock, shared by
+    the processes of one machine), and the failures by kind.
+    """
+    rng = random.Random(seed)
+    board = mdss.SortedSet(mdss.open_store(url), name, gc_grace=0.05)
+    owned: dict[str, int] = {}
+    acked: list[tuple[str, int, int, int]] = []
+    failures: dict[str, int] = {}
+    for _ in range(n_ops):
+        roll = rng.random()
+        invoked = time.monotonic_ns()
+        try:
+            if roll < 0.5:
+                member, delta = rng.choice(shared), rng.randint(1, 3)
+                board.incr(member, delta)
+                acked.append((member, delta, invoked, time.monotonic_ns()))
+            else:
+                member = f"w{index}-{rng.randrange(40)}"
+                if roll < 0.7:
+                    score = rng.randrange(100)
+                    board.add(member, score)
+                    owned[member] = score
+                elif roll < 0.85:
+                    board.remove(member)
+                    owned.pop(member, None)
+                else:
+                    owned[member] = board.incr(member, 1)  # type: ignore[assignment]
+        except mdss.MdssError as exc:
+            failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+    board.store.close()
+    return {"owned": owned, "acked": acked, "failures": failures, "commits": board.commits, "retries": board.retries}
+
+
+def reader(url: str, name: str, shared: list[str], seconds: float) -> list[tuple[int, int, int]]:
+    """Read the shared counters' total and the whole ranking repeatedly; check each read on its own.
+
+    Returns (invoked, completed, total) per read, for the history check.
+    """
+    board = mdss.SortedSet(mdss.open_store(url), name)
+    history = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        invoked = time.monotonic_ns()
+        total = sum(s or 0 for s in board.scores(shared))
+        history.append((invoked, time.monotonic_ns(), total))
+        entries = board.range(0, 10_000)  # one snapshot: ranks and order must agree with each other
+        assert [e.rank for e in entries] == list(range(1, len(entries) + 1))
+        keys = [(-e.score, e.member) for e in entries]
+        assert keys == sorted(keys) and len({e.member for e in entries}) == len(entries)
+    board.store.close()
+    return history
+
+
+def loader(url: str, name: str, batches: int, size: int) -> None:
+    """Commit batches of new members, printing each batch number once it is acknowledged (for kill -9)."""
+    board = mdss.SortedSet(mdss.open_store(url), name, chunk_size=16)
+    for batch in range(batches):
+        board.add_many({f"b{batch}-{i}": (batch * 7919 + i) % 1000 for i in range(size)})
+        print(batch, flush=True)
