@@ -41,11 +41,12 @@ def decode_node(key: str, data: bytes) -> list[Any]:
         version = node[0] if type(node) is list and node else None
         raise CorruptDataError(f"stored node has an unknown format (version {version!r})", key)
     kind = node[1]
-    if kind == LEAF and len(node) == 4 and type(node[2]) is list and type(node[3]) is list:
-        if len(node[2]) == len(node[3]):
+    fields = node[2:]
+    if kind == LEAF and len(fields) == 2 and all(type(x) is list for x in fields):
+        if len(fields[0]) == len(fields[1]):
             return node[1:]
-    elif kind == MANIFEST and len(node) == 7 and type(node[2]) is int:
-        if all(type(x) is list for x in node[3:]) and len({len(x) for x in node[3:]}) == 1:
+    elif kind == MANIFEST and len(fields) == 5 and type(fields[0]) is int and all(type(x) is list for x in fields[1:]):
+        if len({len(x) for x in fields[1:]}) == 1:
             return node[1:]
     raise CorruptDataError("stored node is malformed", key)
 

@@ -77,7 +77,7 @@ class GroupCommit:
                         break
                     taken.append(pending)
                     size += len(pending.ops)
-                del self._queue[:len(taken)]
+                del self._queue[: len(taken)]
             try:
                 self._commit(taken)
             except BaseException as exc:  # nothing of this commit landed: every caller in it learns why

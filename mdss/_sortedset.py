@@ -26,7 +26,7 @@ from ._codec import decode_head, encode_head
 from ._group import GroupCommit, Pending
 from ._keys import Keyspace
 from ._order import Entry, Order, Score, add_scores, check_member, check_pairs, check_score
-from ._tree import Leaf, Manifest, MissingNodeError, Source, Tree, Writer, id_millis
+from ._tree import Manifest, MissingNodeError, Source, Tree, Writer, id_millis
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -57,7 +57,7 @@ def _member_key(member: str, score: Any) -> str:
 def _check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
         raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _check_count(value: Any, what: str) -> int:
@@ -87,7 +87,7 @@ def _decode_cursor(cursor: str) -> list[Any]:
             check_member(member)
     except Exception:
         raise InvalidArgumentError(f"not a page cursor of this set: {cursor!r:.80}") from None
-    return state  # type: ignore[no-any-return]
+    return state
 
 
 class Batch:
@@ -189,8 +189,14 @@ class SortedSet:
     # -- heads and snapshots ---------------------------------------------
 
     def _empty_head(self) -> dict[str, Any]:
-        return {"order": self.order, "chunk": self.chunk_size, "gen": 0, "recent": [],
-                "score": [None, 0, 0], "member": [None, 0, 0]}
+        return {
+            "order": self.order,
+            "chunk": self.chunk_size,
+            "gen": 0,
+            "recent": [],
+            "score": [None, 0, 0],
+            "member": [None, 0, 0],
+        }
 
     def _decode_head(self, data: bytes) -> dict[str, Any]:
         if data == self._head_bytes:
@@ -223,7 +229,7 @@ class SortedSet:
 
     def __len__(self) -> int:
         """Number of members. One round trip (the head)."""
-        return self._read(lambda snap: snap.head["score"][2])  # type: ignore[no-any-return]
+        return self._read(lambda snap: snap.head["score"][2])
 
     def __contains__(self, member: object) -> bool:
         return self.score(member) is not None  # type: ignore[arg-type]
@@ -545,8 +551,9 @@ class SortedSet:
             f"commit to set {self.name!r} lost to concurrent writers {self.max_attempts} times; nothing was applied"
         )
 
-    def _publish(self, snap: _Snapshot, head: dict[str, Any], writer: Writer,
-                 nodes: dict[str, bytes] | None = None) -> bool:
+    def _publish(
+        self, snap: _Snapshot, head: dict[str, Any], writer: Writer, nodes: dict[str, bytes] | None = None
+    ) -> bool:
         """Write the new nodes (unless given: already written), then compare-and-set the head.
 
         False if another commit won; then the new nodes are deleted again.
@@ -633,7 +640,7 @@ class SortedSet:
         nodes = writer.encoded(sset._keys)
         names = list(nodes)
         for done in range(0, len(names), batch):
-            sset.store.put_many({k: nodes[k] for k in names[done:done + batch]})
+            sset.store.put_many({k: nodes[k] for k in names[done : done + batch]})
             if progress is not None:
                 progress(min(done + batch, len(names)), len(names))
         writer.new = {}  # a load does not fill the cache with the whole set
@@ -656,7 +663,7 @@ class SortedSet:
         if garbage and wait:
             time.sleep(self.gc_grace)
         for start in range(0, len(garbage), 1000):
-            self.store.delete_many(garbage[start:start + 1000])
+            self.store.delete_many(garbage[start : start + 1000])
         return len(garbage)
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
@@ -668,8 +675,11 @@ class SortedSet:
         snap = self._snapshot()
         live = snap.scores.node_ids() | snap.members.node_ids()
         cutoff, nodes = (time.time() - min_age) * 1000, self._keys.nodes
-        return [key for key in self.store.keys(nodes)
-                if key[len(nodes):] not in live and id_millis(key[len(nodes):]) <= cutoff]
+        return [
+            key
+            for key in self.store.keys(nodes)
+            if key[len(nodes) :] not in live and id_millis(key[len(nodes) :]) <= cutoff
+        ]
 
     def drop(self) -> None:
         """Remove the whole set: its head, then every node it referenced."""
@@ -703,8 +713,10 @@ class SortedSet:
                 scheduled = {key for _, keys in self._garbage for key in keys}
             leaked = [key for key in self.unreferenced(GC_MIN_AGE) if key not in scheduled]
             if leaked:
-                problems.append(f"{len(leaked)} stored nodes created over {GC_MIN_AGE:.0f} s ago are referenced by "
-                                f"nothing (left by interrupted commits or ended processes); gc() deletes them")
+                problems.append(
+                    f"{len(leaked)} stored nodes created over {GC_MIN_AGE:.0f} s ago are referenced by "
+                    f"nothing (left by interrupted commits or ended processes); gc() deletes them"
+                )
         except (CorruptDataError, StoreUnavailableError) as exc:
             problems.append(str(exc))
         return problems
@@ -762,11 +774,12 @@ def _check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[t
             want_count, want_first = expected[node_id]
             first = keys[0] if keys else None
             if (want_count, want_first) != (count, first):
-                problems.append(f"{where}: its manifest records count {want_count} and first key {want_first!r}, "
-                                f"it holds {count} from {first!r}")
+                problems.append(
+                    f"{where}: its manifest records count {want_count} and first key {want_first!r}, "
+                    f"it holds {count} from {first!r}"
+                )
     if total != tree.count:
         problems.append(f"head says the {what} holds {tree.count} entries, it holds {total}")
     if tree.root is None and tree.count:
         problems.append(f"head gives the {what} no root but {tree.count} entries")
     return pairs
-

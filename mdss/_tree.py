@@ -80,8 +80,9 @@ class Manifest:
 
     __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts")
 
-    def __init__(self, height: int, ids: list[str], counts: list[int], members: list[str], scores: list[Any],
-                 firsts: list[Any]) -> None:
+    def __init__(
+        self, height: int, ids: list[str], counts: list[int], members: list[str], scores: list[Any], firsts: list[Any]
+    ) -> None:
         self.height, self.ids, self.counts, self.members, self.scores = height, ids, counts, members, scores
         self.firsts = firsts
         self.starts = [0, *accumulate(counts)]
@@ -116,7 +117,8 @@ class Source:
         self.store, self.keyspace, self.cache = store, keyspace, cache
         self.pins: dict[str, Node] = {}
 
-    def load_many(self, ids: Iterable[str], keyfn: KeyFn) -> dict[str, Node]:
+    def load_many(self, ids: Iterable[str], keyfn: KeyFn) -> dict[str, Any]:
+        """Nodes by id. Typed ``Any``: whether a node is a manifest or an entry set follows from its height."""
         pins, cache, found = self.pins, self.cache, {}
         wanted = []
         for node_id in ids:
@@ -139,7 +141,7 @@ class Source:
                 pins[node_id] = found[node_id] = node
         return found
 
-    def load(self, node_id: str, keyfn: KeyFn) -> Node:
+    def load(self, node_id: str, keyfn: KeyFn) -> Any:
         return self.load_many((node_id,), keyfn)[node_id]
 
 
@@ -164,7 +166,7 @@ class Tree:
     def __init__(self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
 
-    def _load_many(self, ids: Iterable[str]) -> dict[str, Node]:
+    def _load_many(self, ids: Iterable[str]) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn)
 
     def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
@@ -180,13 +182,13 @@ class Tree:
             nodes = self._load_many(at)
             for n, probe in enumerate(probes):
                 node = nodes[at[n]]
-                i = bisect_right(node.firsts, probe) - 1  # type: ignore[union-attr]
+                i = bisect_right(node.firsts, probe) - 1
                 if i < 0:
                     i = 0
-                before[n] += node.starts[i]  # type: ignore[union-attr]
-                at[n] = node.ids[i]  # type: ignore[union-attr]
+                before[n] += node.starts[i]
+                at[n] = node.ids[i]
         leaves = self._load_many(at)
-        return [(leaves[node_id], b) for node_id, b in zip(at, before)]  # type: ignore[misc]
+        return [(leaves[node_id], b) for node_id, b in zip(at, before)]
 
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         """For each probe key, how many keys are strictly below it."""
@@ -214,19 +216,19 @@ class Tree:
         frontier = [(self.root, 0)]  # (node id, position of its first entry)
         for _ in range(self.height):
             nodes = self._load_many(node_id for node_id, _ in frontier)
-            nxt = []
+            nxt: list[tuple[str, int]] = []
             for node_id, base in frontier:
                 node = nodes[node_id]
-                lo = max(bisect_right(node.starts, start - base) - 1, 0)  # type: ignore[union-attr]
-                hi = bisect_left(node.starts, stop - base)  # type: ignore[union-attr]
-                nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))  # type: ignore
+                lo = max(bisect_right(node.starts, start - base) - 1, 0)
+                hi = bisect_left(node.starts, stop - base)
+                nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))
             frontier = nxt
         leaves = self._load_many(node_id for node_id, _ in frontier)
         for node_id, base in frontier:
             leaf = leaves[node_id]
             a, b = max(start - base, 0), min(stop - base, len(leaf))
-            members.extend(leaf.members[a:b])  # type: ignore[union-attr]
-            scores.extend(leaf.scores[a:b])  # type: ignore[union-attr]
+            members.extend(leaf.members[a:b])
+            scores.extend(leaf.scores[a:b])
         return members, scores
 
     def node_ids(self) -> set[str]:
@@ -236,7 +238,7 @@ class Tree:
         found, level = {self.root}, [self.root]
         for _ in range(self.height):
             nodes = self._load_many(level)
-            level = [child for node_id in level for child in nodes[node_id].ids]  # type: ignore[union-attr]
+            level = [child for node_id in level for child in nodes[node_id].ids]
             found.update(level)
         return found
 
@@ -247,7 +249,7 @@ class Tree:
         level = [(self.root, [self.root])]
         for height in range(self.height, -1, -1):
             nodes = self._load_many(node_id for node_id, _ in level)
-            nxt = []
+            nxt: list[tuple[str, list[str]]] = []
             for node_id, path in level:
                 node = nodes[node_id]
                 yield height, path, node
@@ -273,7 +275,7 @@ class Writer:
 
     # -- node bookkeeping -------------------------------------------------
 
-    def _take(self, node_id: str) -> Node:
+    def _take(self, node_id: str) -> Any:
         """Load a node that this commit rewrites, marking it replaced."""
         node = self.new.pop(node_id, None)
         if node is None:
@@ -292,16 +294,16 @@ class Writer:
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
     def _emit_leaves(self, keys: list[Any] | None, members: list[str], scores: list[Any]) -> list[Summary]:
-        out = []
+        out: list[Summary] = []
         cuts = self._parts(len(members))
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id()
-            self.new[node_id] = Leaf(None if keys is None else keys[a:b], members[a:b], scores[a:b])  # type: ignore
+            self.new[node_id] = Leaf(None if keys is None else keys[a:b], members[a:b], scores[a:b])  # type: ignore[arg-type]
             out.append((node_id, b - a, members[a], scores[a], b - a))
         return out
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
-        out = []
+        out: list[Summary] = []
         cuts = self._parts(len(children))
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
@@ -346,20 +348,20 @@ class Writer:
             return None, 0, 0
         root = summaries[0]
         while height > 0:  # a root with one child gives way to that child
-            node = self.new.get(root[0])
+            node: Any = self.new.get(root[0])
             if node is None:
                 node = tree.source.load(root[0], tree.keyfn)
             if len(node) > 1:
                 break
             self._take(root[0])
-            root = node.summaries()[0]  # type: ignore[union-attr]
+            root = node.summaries()[0]
             height -= 1
         return root[0], height, root[1]
 
     def _apply(self, node_id: str, height: int, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
         node = self._take(node_id)
         if height == 0:
-            keys, members, scores = list(node.keys), list(node.members), list(node.scores)  # type: ignore
+            keys, members, scores = list(node.keys), list(node.members), list(node.scores)
             for key, member, score in ops:
                 i = bisect_left(keys, key)
                 found = i < len(keys) and keys[i] == key
@@ -401,11 +403,10 @@ class Writer:
             a = i if i + 1 < len(children) else i - 1
             left, right = self._take(children[a][0]), self._take(children[a + 1][0])
             if height == 0:
-                items: Any = (left.keys + right.keys, left.members + right.members,  # type: ignore[union-attr]
-                              left.scores + right.scores)  # type: ignore[union-attr]
+                items: Any = (left.keys + right.keys, left.members + right.members, left.scores + right.scores)
             else:
-                items = left.summaries() + right.summaries()  # type: ignore[union-attr]
-            children[a:a + 2] = self._emit(items, height)
+                items = left.summaries() + right.summaries()
+            children[a : a + 2] = self._emit(items, height)
 
     def build(self, tree: Tree, members: list[str], scores: list[Any]) -> tuple[str | None, int, int]:
         """Build a whole tree bottom-up from entries already in key order (bulk load).

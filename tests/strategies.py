@@ -2,8 +2,28 @@
 
 from hypothesis import strategies as st
 
-MEMBERS = ["ann", "bob", "cid", "dee", "eve", "fay", "gus", "hal", "ivy", "jo", "kai", "lu",
-           "ñandú", "日本", "a b", "a:b", "{x}", "z" * 60, "0", "~"]
+MEMBERS = [
+    "ann",
+    "bob",
+    "cid",
+    "dee",
+    "eve",
+    "fay",
+    "gus",
+    "hal",
+    "ivy",
+    "jo",
+    "kai",
+    "lu",
+    "ñandú",
+    "日本",
+    "a b",
+    "a:b",
+    "{x}",
+    "z" * 60,
+    "0",
+    "~",
+]
 
 members = st.sampled_from(MEMBERS)
 ints = st.integers(-6, 6) | st.sampled_from([2**53, 2**53 + 1, 2**63 - 1, -(2**63), 10**12])

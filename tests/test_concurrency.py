@@ -13,9 +13,9 @@ import time
 from collections import Counter
 
 import pytest
+import workers
 
 import mdss
-import workers
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -126,8 +126,9 @@ def test_processes_racing_on_one_set(shared_store_factory) -> None:
 def test_kill_9_during_a_load_loses_no_acknowledged_commit(shared_store_factory) -> None:
     url = shared_store_factory.url_for_new()
     code = f"import workers; workers.loader({url!r}, 'load', 100000, 300)"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(__file__))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__)
+    )
     acknowledged = -1
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from faulty import FaultyStore
 
 import mdss
-from faulty import FaultyStore
 from mdss._order import MAX_MEMBER_BYTES
 from mdss._tree import Leaf
 
@@ -205,8 +205,11 @@ def test_round_trips_with_warm_cache(store) -> None:
     fresh = mdss.SortedSet(store, "big")
     fresh.scores([e.member for e in fresh])  # warms every node of both trees
     cost = {}
-    for name, call in {"rank": lambda: fresh.rank("p4567"), "page": lambda: fresh.range(7_777, 100),
-                       "rank_of_score": lambda: fresh.rank_of_score(321)}.items():
+    for name, call in {
+        "rank": lambda: fresh.rank("p4567"),
+        "page": lambda: fresh.range(7_777, 100),
+        "rank_of_score": lambda: fresh.rank_of_score(321),
+    }.items():
         for key in [k for k, (node, _) in fresh._cache._nodes.items() if isinstance(node, Leaf)]:
             fresh._cache.discard(key)  # only manifests stay warm
         before = store.stats.snapshot()
@@ -216,7 +219,7 @@ def test_round_trips_with_warm_cache(store) -> None:
 
 
 def test_cache_stays_within_budget(store) -> None:
-    board = mdss.SortedSet.load(store, "big", {f"p{i}": i for i in range(5000)}, chunk_size=20)
+    mdss.SortedSet.load(store, "big", {f"p{i}": i for i in range(5000)}, chunk_size=20)
     small = mdss.SortedSet(store, "big", cache_bytes=4096)
     list(small)
     assert small._cache.size <= 4096

@@ -7,12 +7,19 @@ DESIGN.md) and every read agrees with the model.
 from __future__ import annotations
 
 import pytest
+import strategies as S
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from model import Model
 
 import mdss
-import strategies as S
-from model import Model
 
 
 class SortedSetMachine(RuleBasedStateMachine):
@@ -77,8 +84,9 @@ class SortedSetMachine(RuleBasedStateMachine):
 
     @rule(pairs=st.dictionaries(S.members, S.scores, max_size=20))
     def load(self, pairs: dict[str, float]) -> None:
-        self.set = mdss.SortedSet.load(self.store, "board", pairs, replace=True, gc_grace=0,
-                                       order=self.set.order, chunk_size=self.set.chunk_size)
+        self.set = mdss.SortedSet.load(
+            self.store, "board", pairs, replace=True, gc_grace=0, order=self.set.order, chunk_size=self.set.chunk_size
+        )
         self.model.scores = {m: (s + 0.0 if isinstance(s, float) else s) for m, s in pairs.items()}
 
     # -- reads, compared with the model after every step -------------------
@@ -95,7 +103,7 @@ class SortedSetMachine(RuleBasedStateMachine):
 
     @rule(offset=st.integers(0, 25), limit=st.integers(0, 12))
     def range(self, offset: int, limit: int) -> None:
-        assert self.set.range(offset, limit) == self.model.entries()[offset:offset + limit]
+        assert self.set.range(offset, limit) == self.model.entries()[offset : offset + limit]
 
     @rule(member=S.members)
     def member_reads(self, member: str) -> None:
@@ -109,7 +117,7 @@ class SortedSetMachine(RuleBasedStateMachine):
             better = sum(1 for e in expected if self.model.better(e.score, score))
             assert self.set.rank(member, ties="competition") == better + 1
             i = mine[0].rank - 1
-            assert self.set.around(member, 2, 3) == expected[max(i - 2, 0):i + 4]
+            assert self.set.around(member, 2, 3) == expected[max(i - 2, 0) : i + 4]
         else:
             assert self.set.around(member) == []
 
@@ -125,8 +133,11 @@ class SortedSetMachine(RuleBasedStateMachine):
     @rule(a=S.scores, b=S.scores, offset=st.integers(0, 5), limit=st.none() | st.integers(0, 8))
     def by_score(self, a: float, b: float, offset: int, limit: int | None) -> None:
         best, worst = (a, b) if not self.model.better(b, a) else (b, a)
-        inside = [e for e in self.model.entries() if not self.model.better(e.score, best)
-                  and not self.model.better(worst, e.score)]
+        inside = [
+            e
+            for e in self.model.entries()
+            if not self.model.better(e.score, best) and not self.model.better(worst, e.score)
+        ]
         assert self.set.count(best, worst) == len(inside)
         assert self.set.count(worst, best) == (len(inside) if best == worst else 0)
         end = None if limit is None else offset + limit

@@ -14,9 +14,9 @@ user-supplied text (member names) never appears in a key.
 from __future__ import annotations
 
 import threading
-from urllib.parse import parse_qsl, urlsplit
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 

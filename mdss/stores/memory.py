@@ -54,10 +54,7 @@ class MemoryStore(Store):
 
     def _write(self, key: str, value: bytes, seen: frozenset[int]) -> None:
         current = self._data.get(key, {})
-        if self.keeps_siblings:
-            current = {dot: v for dot, v in current.items() if dot not in seen}
-        else:
-            current = {}
+        current = {dot: v for dot, v in current.items() if dot not in seen} if self.keeps_siblings else {}
         current[next(self._dots)] = value
         self._data[key] = current
 
@@ -90,4 +87,3 @@ class MemoryStore(Store):
         with self._lock:
             found = [key for key in self._data if key.startswith(prefix)]
         return iter(found)
-
