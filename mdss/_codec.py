@@ -42,10 +42,16 @@ def decode_node(key: str, data: bytes) -> list[Any]:
         raise CorruptDataError(f"stored node has an unknown format (version {version!r})", key)
     kind = node[1]
     fields = node[2:]
-    lists = all(type(x) is list for x in fields[kind == MANIFEST:])
+    lists = all(type(x) is list for x in fields[kind == MANIFEST :])
     if kind == LEAF and len(fields) == 2 and lists and len(fields[0]) == len(fields[1]):
         return node[1:]
-    if kind == MANIFEST and len(fields) == 5 and type(fields[0]) is int and lists and len(set(map(len, fields[1:]))) == 1:
+    if (
+        kind == MANIFEST
+        and len(fields) == 5
+        and type(fields[0]) is int
+        and lists
+        and len(set(map(len, fields[1:]))) == 1
+    ):
         return node[1:]
     raise CorruptDataError("stored node is malformed", key)
 
