@@ -169,14 +169,10 @@ class Tree:
     def _load_many(self, ids: Iterable[str]) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn)
 
-    def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
-        """For each probe key, the entry set it falls in and how many entries precede that set.
-
-        One batched read per uncached level.
-        """
-        if self.root is None:
-            return [(Leaf([], [], []), 0)] * len(probes)
-        at = [self.root] * len(probes)
+    def _route(self, probes: Sequence[Any]) -> tuple[list[str], list[int], dict[str, Any]]:
+        """For each probe key, the id of the entry set it falls in and how many entries precede that set;
+        and the entry sets by id. One batched read per uncached level."""
+        at: list[Any] = [self.root] * len(probes)
         before = [0] * len(probes)
         for _ in range(self.height):
             nodes = self._load_many(at)
@@ -187,8 +183,19 @@ class Tree:
                     i = 0
                 before[n] += node.starts[i]
                 at[n] = node.ids[i]
-        leaves = self._load_many(at)
+        return at, before, self._load_many(at)
+
+    def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
+        """For each probe key, the entry set it falls in and how many entries precede that set."""
+        if self.root is None:
+            return [(Leaf([], [], []), 0)] * len(probes)
+        at, before, leaves = self._route(probes)
         return [(leaves[node_id], b) for node_id, b in zip(at, before)]
+
+    def prefetch(self, probes: Sequence[Any]) -> None:
+        """Load every node on the paths to ``probes``, a level per round trip, for a write to find pinned."""
+        if self.root is not None:
+            self._route(probes)
 
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         """For each probe key, how many keys are strictly below it."""
@@ -333,7 +340,7 @@ class Writer:
         self.tree = tree
         if not ops:
             return tree.root, tree.height, tree.count
-        tree.descend([op[0] for op in ops])  # batch-load every path first: one round trip per level
+        tree.prefetch([op[0] for op in ops])  # batch-load every path first: one round trip per level
         if tree.root is None:
             kept = [op for op in ops if op[2] is not None]
             summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
