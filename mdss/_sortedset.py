@@ -231,6 +231,22 @@ class SortedSet:
         """Number of members. One round trip (the head)."""
         return self._read(lambda snap: snap.head["score"][2])
 
+    def info(self) -> dict[str, Any]:
+        """The head's facts: members, settings, generation, each tree's height. One round trip.
+
+        >>> SortedSet(mdss.open_store("memory://"), "b").info()["members"]
+        0
+        """
+        head = self._read(lambda snap: snap.head)
+        return {
+            "members": head["score"][2],
+            "order": self.order,
+            "chunk_size": self.chunk_size,
+            "generation": head["gen"],
+            "score_tree_height": head["score"][1] + (head["score"][0] is not None),
+            "member_index_height": head["member"][1] + (head["member"][0] is not None),
+        }
+
     def __contains__(self, member: object) -> bool:
         return self.score(member) is not None  # type: ignore[arg-type]
 
