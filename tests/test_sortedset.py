@@ -102,7 +102,8 @@ def test_corrupt_node_is_named(store, board) -> None:
     store.put(node_key, b"\xc1garbage")
     fresh = mdss.SortedSet(store, "board")  # no cached nodes
     with pytest.raises(mdss.CorruptDataError, match="key") as info:
-        list(fresh)
+        list(fresh)  # the score tree
+        fresh.scores([f"p{i}" for i in range(20)])  # the member index
     assert info.value.key == node_key
     assert any(node_key in problem for problem in fresh.check())
 

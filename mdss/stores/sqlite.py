@@ -1,0 +1,201 @@
+"""The embedded durable store: one SQLite file in WAL mode, safe for many threads and processes.
+
+One table ``kv(key, value, version)``. A compare-and-set is a single
+``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE`` for "only if
+absent") whose row count says who won, so it is atomic across processes
+without holding a transaction open between the read and the write.
+
+Durability: ``synchronous=normal`` (the default) survives any crash of the
+process (``kill -9`` included): a committed transaction is in the WAL before
+the call returns. On power loss the last transactions before the loss may
+roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every
+commit and survives power loss too, at the cost of one fsync per commit.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
+from .base import Record, Store, url_options
+
+# SQLite's default limit on host parameters in one statement is 32766 since 3.32, 999 before.
+_CHUNK = 900
+
+
+class SQLiteStore(Store):
+    """Keys and values in an SQLite file; a connection per thread, WAL, bounded lock retries."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        namespace: str = "mdss",
+        synchronous: str = "normal",
+        timeout: float = 30.0,
+    ) -> None:
+        super().__init__(namespace=namespace)
+        if synchronous not in ("normal", "full"):
+            raise InvalidArgumentError(f'synchronous must be "normal" or "full", got {synchronous!r}')
+        self.path = os.path.abspath(path)
+        self.synchronous = synchronous
+        self.timeout = float(timeout)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        directory = os.path.dirname(self.path)
+        if not os.path.isdir(directory):
+            raise StoreUnavailableError(f"cannot open SQLite store {self.path}: directory {directory} does not exist")
+        with self._transaction() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL)"
+                " WITHOUT ROWID"
+            )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteStore:
+        """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``, with query options."""
+        path = unquote(urlsplit(url).path)
+        path = path[1:] if path.startswith("/") else path  # sqlite:///x.db -> "x.db"; sqlite:////x.db -> "/x.db"
+        if not path:
+            raise InvalidArgumentError(f"an SQLite store URL needs a file path, e.g. sqlite:///board.db, got {url!r}")
+        return cls(path, **{**url_options(url), **options})
+
+    # -- connections and transactions -------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                # isolation_level=None: we issue BEGIN ourselves, so a transaction is exactly our block.
+                db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc) from exc
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    def _error(self, exc: sqlite3.Error) -> Exception:
+        text = str(exc)
+        if "not a database" in text or "malformed" in text:
+            return CorruptDataError(f"{self.path} is not a readable SQLite database: {text}")
+        return StoreUnavailableError(f"SQLite store {self.path}: {text}")
+
+    class _Transaction:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; "database is locked" is retried.
+
+        IMMEDIATE takes the write lock at BEGIN, so two writers never both
+        read and then deadlock on the upgrade (which SQLite reports as
+        SQLITE_BUSY without waiting for the busy timeout).
+        """
+
+        def __init__(self, store: SQLiteStore, write: bool) -> None:
+            self.store, self.write = store, write
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db = self.store._connection()
+            deadline = time.monotonic() + self.store.timeout
+            while True:
+                try:
+                    self.db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+                    return self.db
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                        raise self.store._error(exc) from exc
+                    time.sleep(random.uniform(0.001, 0.01))
+                except sqlite3.DatabaseError as exc:
+                    raise self.store._error(exc) from exc
+
+        def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+            if exc is None:
+                try:
+                    self.db.execute("COMMIT")
+                    return
+                except sqlite3.Error as error:
+                    self.db.execute("ROLLBACK")
+                    raise self.store._error(error) from error
+            self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self.store._error(exc) from exc
+
+    def _transaction(self, write: bool = True) -> SQLiteStore._Transaction:
+        return SQLiteStore._Transaction(self, write)
+
+    # -- primitives ---------------------------------------------------------
+
+    def _get(self, key: str) -> Record | None:
+        try:
+            row = self._connection().execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        return None if row is None else Record((bytes(row[0]),), row[1])
+
+    def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        found: dict[str, bytes] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._transaction(write=False) as db:  # one snapshot for every chunk
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                found.update(db.execute(f"SELECT key, value FROM kv WHERE key IN ({marks})", chunk).fetchall())
+        return [found.get(key) for key in keys]
+
+    def _put(self, key: str, value: bytes, context: Any) -> None:
+        self._put_many({key: value})
+
+    def _put_many(self, items: Mapping[str, bytes]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO kv (key, value, version) VALUES (?, ?, 1)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = version + 1",
+                items.items(),
+            )
+
+    def _cas(self, key: str, value: bytes, version: Any) -> None:
+        with self._transaction() as db:
+            if version is None:
+                changed = db.execute("INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, 1)", (key, value))
+            else:
+                changed = db.execute(
+                    "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?",
+                    (value, key, version),
+                )
+            if changed.rowcount != 1:
+                raise ConflictError(f"key {key!r} changed since it was read")
+
+    def _delete(self, key: str) -> None:
+        self._delete_many([key])
+
+    def _delete_many(self, keys: Sequence[str]) -> None:
+        with self._transaction() as db:
+            db.executemany("DELETE FROM kv WHERE key = ?", ((key,) for key in keys))
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        # A range scan on the primary key: prefix <= key < prefix with its last character incremented.
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else None
+        try:
+            db = self._connection()
+            if upper is None:
+                rows = db.execute("SELECT key FROM kv").fetchall()
+            else:
+                rows = db.execute("SELECT key FROM kv WHERE key >= ? AND key < ?", (prefix, upper)).fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        return iter([row[0] for row in rows])
+
+    def _close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for db in connections:
+            db.close()
+        self._local = threading.local()
