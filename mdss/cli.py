@@ -1,0 +1,412 @@
+"""The ``mdss`` command: the demo, and every set operation on any store URL."""
+
+from __future__ import annotations
+
+import csv
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from tqdm import tqdm
+
+import mdss
+
+from ._order import check_member, check_score
+
+T = TypeVar("T")
+
+DEFAULT_STORE = "sqlite:///mdss.db"
+DEMO_STORE = "sqlite:///mdss-demo.db"
+
+
+def ordinal(n: int) -> str:
+    """``n`` with its English ordinal suffix and thousands separators.
+
+    >>> [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 211475)]
+    ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '22nd', '101st', '111th', '211,475th']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
+def parse_score(text: str) -> int | float:
+    """A score typed on the command line: an int when the text is integral, else a float.
+
+    >>> parse_score("42"), parse_score("-7"), parse_score("2.5"), parse_score("inf")
+    (42, -7, 2.5, inf)
+    """
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise mdss.InvalidScoreError(f"not a number: {text!r}") from None
+
+
+class ScoreType(click.ParamType):
+    name = "score"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int | float:
+        try:
+            return parse_score(str(value))
+        except mdss.InvalidScoreError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SCORE = ScoreType()
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _table(entries: list[mdss.Entry]) -> str:
+    if not entries:
+        return "  (no entries)"
+    width = max(len(e.member) for e in entries)
+    lines = [f"  {'rank':>10}  {'member':<{width}}  score"]
+    lines += [f"  {e.rank:>10,}  {e.member:<{width}}  {_score(e.score)}" for e in entries]
+    return "\n".join(lines)
+
+
+def _score(score: int | float) -> str:
+    return f"{score:,}" if isinstance(score, int) else f"{score:,.6g}"
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """mdss' own errors become a one-line message and exit code 1, never a traceback."""
+    try:
+        yield
+    except mdss.MdssError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+class Context:
+    def __init__(self, store_url: str, set_name: str) -> None:
+        self.store_url, self.set_name = store_url, set_name
+        self._store: mdss.Store | None = None
+
+    @property
+    def store(self) -> mdss.Store:
+        if self._store is None:
+            with _errors():
+                self._store = mdss.open_store(self.store_url)
+        return self._store
+
+    def board(self, **options: Any) -> mdss.SortedSet:
+        with _errors():
+            return mdss.SortedSet(self.store, self.set_name, **options)
+
+
+@click.group()
+@click.option(
+    "--store",
+    "store_url",
+    envvar="MDSS_STORE",
+    default=None,
+    metavar="URL",
+    help=f"Store URL (memory://, sqlite:///file.db, redis://host:6379/0, ...). [default: {DEFAULT_STORE}]",
+)
+@click.option("--set", "set_name", envvar="MDSS_SET", default="leaderboard", show_default=True, help="Set name.")
+@click.version_option(mdss.__version__, prog_name="mdss")
+@click.pass_context
+def cli(ctx: click.Context, store_url: str | None, set_name: str) -> None:
+    """mdss: exact leaderboards of any size in a plain key-value store."""
+    ctx.obj = Context(store_url or "", set_name)
+    ctx.call_on_close(lambda: ctx.obj._store is not None and ctx.obj._store.close())
+
+
+def _ctx(default_store: str = DEFAULT_STORE) -> Context:
+    obj: Context = click.get_current_context().obj
+    obj.store_url = obj.store_url or default_store
+    return obj
+
+
+def _echo_entries(entries: list[mdss.Entry]) -> None:
+    click.echo(_table(entries))
+
+
+@cli.command()
+@click.argument("member")
+@click.argument("score", type=SCORE)
+@click.option("--op", type=click.Choice(["set", "incr", "best"]), default="set", show_default=True)
+def add(member: str, score: int | float, op: str) -> None:
+    """Set, increase (incr) or improve (best) MEMBER's score."""
+    board = _ctx().board()
+    with _errors():
+        new = board.add(member, score, op=op)
+        click.echo(f"{member}: {_score(board.score(member))} ({'new' if new else 'updated'})")  # type: ignore[arg-type]
+
+
+@cli.command()
+@click.argument("members", nargs=-1, required=True)
+def remove(members: tuple[str, ...]) -> None:
+    """Remove MEMBERS."""
+    board = _ctx().board()
+    with _errors():
+        click.echo(f"removed {board.remove_many(members)} of {len(members)}")
+
+
+@cli.command()
+@click.argument("member")
+def score(member: str) -> None:
+    """Print MEMBER's score."""
+    board = _ctx().board()
+    with _errors():
+        found = board.score(member)
+    if found is None:
+        raise click.ClickException(f"{member} is not in set {board.name!r}")
+    click.echo(_score(found))
+
+
+@cli.command()
+@click.argument("member")
+@click.option("--ties", type=click.Choice(["ordinal", "competition"]), default="ordinal", show_default=True)
+def rank(member: str, ties: str) -> None:
+    """Print MEMBER's 1-based rank."""
+    board = _ctx().board()
+    with _errors():
+        found = board.rank(member, ties=ties)
+        size = len(board)
+    if found is None:
+        raise click.ClickException(f"{member} is not in set {board.name!r}")
+    click.echo(f"{member} is ranked {ordinal(found)} of {size:,}")
+
+
+@cli.command()
+@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
+def top(count: int) -> None:
+    """Print the best N entries."""
+    with _errors():
+        _echo_entries(_ctx().board().range(0, count))
+
+
+@cli.command()
+@click.argument("offset", type=click.IntRange(min=0))
+@click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True)
+def page(offset: int, limit: int) -> None:
+    """Print LIMIT entries from OFFSET (0 is rank 1)."""
+    with _errors():
+        _echo_entries(_ctx().board().range(offset, limit))
+
+
+@cli.command()
+@click.argument("member")
+@click.option("--before", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--after", type=click.IntRange(min=0), default=5, show_default=True)
+def around(member: str, before: int, after: int) -> None:
+    """Print the entries around MEMBER."""
+    with _errors():
+        entries = _ctx().board().around(member, before, after)
+    if not entries:
+        raise click.ClickException(f"{member} is not in the set")
+    _echo_entries(entries)
+
+
+@cli.command()
+@click.argument("best", type=SCORE)
+@click.argument("worst", type=SCORE)
+def count(best: int | float, worst: int | float) -> None:
+    """Count the members scoring from BEST to WORST inclusive."""
+    with _errors():
+        click.echo(f"{_ctx().board().count(best, worst):,}")
+
+
+def _read_csv(path: str) -> tuple[dict[str, int | float], list[str]]:
+    """Pairs from a ``member,score`` CSV (header optional), and the problems by line number."""
+    stream = sys.stdin if path == "-" else open(path, newline="", encoding="utf-8")  # noqa: SIM115
+    pairs: dict[str, int | float] = {}
+    problems: list[str] = []
+    with stream:
+        for line, row in enumerate(csv.reader(stream), start=1):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            try:
+                if len(row) != 2:
+                    raise mdss.InvalidArgumentError(f"expected 2 columns (member,score), got {len(row)}")
+                member, value = row[0], parse_score(row[1])
+                pairs[check_member(member)] = check_score(value)
+            except mdss.MdssError as exc:
+                if line == 1 and not pairs:
+                    continue  # a header
+                problems.append(f"line {line}: {exc}")
+    return pairs, problems
+
+
+@cli.command()
+@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--replace", is_flag=True, help="Replace the whole set instead of adding to it.")
+@click.option("--order", type=click.Choice(["desc", "asc"]), default=None, help="Order of a new set.")
+@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=None, help="Chunk size of a new set.")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Members per commit when adding to an existing set.",
+)
+def load(path: str, replace: bool, order: str | None, chunk_size: int | None, batch: int) -> None:
+    """Load a CSV of member,score rows (- for standard input)."""
+    try:
+        pairs, problems = _read_csv(path)
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {path}: {exc.strerror}") from exc
+    if problems:
+        shown = "\n  ".join(problems[:10])
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise click.ClickException(f"{len(problems)} bad rows in {path}, nothing loaded:\n  {shown}{more}")
+    obj = _ctx()
+    board = obj.board(order=order, chunk_size=chunk_size)
+    with _errors():
+        if replace or len(board) == 0:
+            _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, replace=replace)
+        else:
+            items = list(pairs.items())
+            with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
+                for start in range(0, len(items), batch):
+                    board.add_many(items[start : start + batch])
+                    bar.update(len(items[start : start + batch]))
+        click.echo(f"{len(pairs):,} members loaded; the set holds {len(board):,}")
+
+
+def _bulk_load(store: mdss.Store, name: str, pairs: Any, **options: Any) -> mdss.SortedSet:
+    with tqdm(total=None, unit="node", desc="writing nodes", disable=None) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        return mdss.SortedSet.load(store, name, pairs, progress=progress, **options)
+
+
+@cli.command()
+def check() -> None:
+    """Verify every invariant of the stored tree (exit code 1 if broken)."""
+    board = _ctx().board()
+    with _errors():
+        problems = board.check()
+        size = len(board)
+    if problems:
+        click.echo("\n".join(problems))
+        raise click.ClickException(f"set {board.name!r} has {len(problems)} problems")
+    click.echo(f"set {board.name!r}: {size:,} members, every invariant holds")
+
+
+@cli.command()
+def stats() -> None:
+    """Print the set's size, settings, tree heights and storage."""
+    board = _ctx().board()
+    with _errors():
+        info = board.info()
+        nodes = sum(1 for _ in board.store.keys(board._keys.nodes))
+        for name, value in info.items():
+            click.echo(f"{name:>22}: {value:,}" if isinstance(value, int) else f"{name:>22}: {value}")
+        click.echo(f"{'stored nodes':>22}: {nodes:,}")
+        counters = board.stats.snapshot()
+        click.echo(
+            f"{'this command':>22}: {_plural(counters['calls'], 'round trip')}, "
+            f"{_human_bytes(counters['bytes_read'])} read"
+        )
+
+
+@cli.command()
+@click.option(
+    "--min-age",
+    type=click.FloatRange(min=0),
+    default=3600.0,
+    show_default=True,
+    help="Only nodes created at least this many seconds ago.",
+)
+def gc(min_age: float) -> None:
+    """Delete stored nodes no head references (left by crashed processes)."""
+    with _errors():
+        click.echo(f"deleted {_ctx().board().gc(min_age=min_age):,} unreferenced nodes")
+
+
+@cli.command()
+@click.confirmation_option(prompt="Delete the whole set?")
+def drop() -> None:
+    """Delete the whole set."""
+    board = _ctx().board()
+    with _errors():
+        board.drop()
+    click.echo(f"dropped set {board.name!r}")
+
+
+# -- the demo ------------------------------------------------------------------
+
+
+def _measured(board: mdss.SortedSet, title: str, call: Callable[[], T]) -> T:
+    before = board.stats.snapshot()
+    start = time.perf_counter()
+    result = call()
+    elapsed = time.perf_counter() - start
+    cost = board.stats.since(before)
+    trips, read = _plural(cost["calls"], "round trip"), _human_bytes(cost["bytes_read"])
+    click.echo(click.style(f"\n{title}", bold=True) + f"   ({elapsed * 1000:,.2f} ms, {trips}, {read} read)")
+    return result
+
+
+def synthetic_players(n: int, seed: int) -> Iterator[tuple[str, int]]:
+    """``n`` players with tie-heavy integer points: most players score little, a few a lot."""
+    rng = random.Random(seed)
+    for i in range(n):
+        yield f"player-{i:07d}", int(rng.paretovariate(1.3) * 100) - 100
+
+
+@cli.command()
+@click.option("--members", type=click.IntRange(min=1), default=1_000_000, show_default=True)
+@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True)
+def demo(members: int, chunk_size: int, seed: int) -> None:
+    """Build a leaderboard of synthetic players and query it, showing each query's cost."""
+    obj = _ctx(DEMO_STORE)
+    click.echo(f"Building a leaderboard of {members:,} players in {obj.store_url} (chunk size {chunk_size})")
+    start = time.perf_counter()
+    players = dict(
+        tqdm(synthetic_players(members, seed), total=members, unit="player", desc="generating", disable=None)
+    )
+    with _errors():
+        board = _bulk_load(obj.store, obj.set_name, players, chunk_size=chunk_size, order="desc", replace=True)
+        written = board.stats.snapshot()
+    click.echo(
+        f"Loaded in {time.perf_counter() - start:,.1f} s: {written['writes']:,} nodes, "
+        f"{_human_bytes(written['bytes_written'])} ({written['bytes_written'] / members:,.1f} bytes per player)"
+    )
+    with _errors():
+        _echo_entries(_measured(board, "Top 10", lambda: board.range(0, 10)))
+        offset = 500_000 if members > 500_010 else members // 2
+        _echo_entries(_measured(board, f"Page at offset {offset:,}", lambda: board.range(offset, 10)))
+        player = f"player-{random.Random(seed + 1).randrange(members):07d}"
+        points = _measured(board, f"Score of {player}", lambda: board.score(player))
+        click.echo(f"  {points:,} points")
+        place = _measured(board, f"Rank of {player}", lambda: board.rank(player))
+        click.echo(f"  {player} ranked {ordinal(place)} of {len(board):,}")  # type: ignore[arg-type]
+        _echo_entries(_measured(board, f"Around {player}", lambda: board.around(player, 3, 3)))
+        again = _measured(board, f"Rank of {player} again (nodes cached)", lambda: board.rank(player))
+        click.echo(f"  {ordinal(again)}")  # type: ignore[arg-type]
+    click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
+
+
+def main() -> None:
+    cli(prog_name="mdss")
+
+
+if __name__ == "__main__":
+    main()
