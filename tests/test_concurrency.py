@@ -102,13 +102,17 @@ def test_processes_racing_on_one_set(shared_store_factory) -> None:
     expected: dict[str, int] = {"seed": 0}
     totals: Counter[str] = Counter()
     acked = []
+    failures: Counter[str] = Counter()
     for result in results:
-        assert result["failures"] == {}, result["failures"]
+        failures.update(result["failures"])
         expected.update(result["owned"])
         for member, delta, invoked, ok in result["acked"]:
             totals[member] += delta
             acked.append((invoked, ok, delta))
     expected.update(totals)
+    # A commit that loses its whole retry budget raises ConflictError and leaves no trace: the
+    # model holds acknowledged operations only, so the set must equal it exactly all the same.
+    assert set(failures) <= {"ConflictError"} and failures["ConflictError"] <= n_procs * n_ops // 200, failures
     assert {e.member: e.score for e in board} == expected
     assert board.check() == []
     # History: every read's total lies between what was acknowledged before it began
@@ -119,7 +123,8 @@ def test_processes_racing_on_one_set(shared_store_factory) -> None:
         high = sum(d for inv, _, d in acked if inv < completed)
         assert low <= total <= high
     assert [t for _, _, t in history] == sorted(t for _, _, t in history)
-    print("commits", sum(r["commits"] for r in results), "retries", sum(r["retries"] for r in results))
+    commits, retries = sum(r["commits"] for r in results), sum(r["retries"] for r in results)
+    print(f"{shared_store_factory.kind}: {commits} commits, {retries} rebases, {dict(failures)} failures")
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import pytest
 from faulty import FaultyStore
 
 import mdss
+from mdss._keys import Keyspace
 from mdss._order import MAX_MEMBER_BYTES
 from mdss._tree import Leaf
 
@@ -109,8 +110,9 @@ def test_corrupt_node_is_named(store, board) -> None:
 
 
 def test_corrupt_head_is_named(store) -> None:
-    store.put("mdss:board:h", b"\x93\x01\x02")
-    with pytest.raises(mdss.CorruptDataError, match="mdss:board:h"):
+    head = Keyspace(store.namespace, "board").head
+    store.put(head, b"\x93\x01\x02")
+    with pytest.raises(mdss.CorruptDataError, match=head):
         mdss.SortedSet(store, "board")
 
 

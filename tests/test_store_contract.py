@@ -13,46 +13,54 @@ from mdss.stores.base import Store
 from mdss.stores.memory import MemoryStore
 
 ALL_BYTES = bytes(range(256))
+
+
+@pytest.fixture
+def k(store):
+    """Raw keys under the store's namespace: a Redis server is shared by the whole test session."""
+    return lambda name: f"{store.namespace}:{name}"
+
+
 ODD_KEYS = ["k ey", "ключ", "日本", "a%2Fb", "a/b", "{tag}x", "a:b:c", "x" * 500, "tab\tnl\n", "emoji🎮"]
 
 
-def test_get_missing(store) -> None:
-    assert store.get("t:missing") is None
-    assert store.get_many(["t:missing", "t:other"]) == [None, None]
+def test_get_missing(store, k) -> None:
+    assert store.get(k("t:missing")) is None
+    assert store.get_many([k("t:missing"), k("t:other")]) == [None, None]
 
 
 @pytest.mark.parametrize("value", [ALL_BYTES, b"", b"\x00", b"x" * 100_000], ids=["all-bytes", "empty", "nul", "100k"])
-def test_put_get_roundtrip(store, value) -> None:
-    store.put("t:k", value)
-    record = store.get("t:k")
+def test_put_get_roundtrip(store, k, value) -> None:
+    store.put(k("t:k"), value)
+    record = store.get(k("t:k"))
     assert record is not None and record.values == (value,) and record.value == value
-    assert store.get_many(["t:k"]) == [value]
+    assert store.get_many([k("t:k")]) == [value]
 
 
-def test_large_value(store) -> None:
+def test_large_value(store, k) -> None:
     value = bytes(range(256)) * (4 * 4096)  # 4 MiB
-    store.put("t:big", value)
-    assert store.get("t:big").value == value
+    store.put(k("t:big"), value)
+    assert store.get(k("t:big")).value == value
 
 
-def test_overwrite_and_delete(store) -> None:
-    store.put("t:k", b"1")
-    store.put("t:k", b"2")
-    assert store.get("t:k").value == b"2"
-    store.delete("t:k")
-    assert store.get("t:k") is None
-    store.delete("t:k")  # deleting an absent key is fine
+def test_overwrite_and_delete(store, k) -> None:
+    store.put(k("t:k"), b"1")
+    store.put(k("t:k"), b"2")
+    assert store.get(k("t:k")).value == b"2"
+    store.delete(k("t:k"))
+    assert store.get(k("t:k")) is None
+    store.delete(k("t:k"))  # deleting an absent key is fine
 
 
-def test_get_many_aligned_with_keys(store) -> None:
-    store.put_many({"t:a": b"A", "t:b": b"B", "t:c": b"C"})
-    assert store.get_many(["t:c", "t:missing", "t:a", "t:c"]) == [b"C", None, b"A", b"C"]
-    store.delete_many(["t:a", "t:c", "t:never"])
-    assert store.get_many(["t:a", "t:b", "t:c"]) == [None, b"B", None]
+def test_get_many_aligned_with_keys(store, k) -> None:
+    store.put_many({k("t:a"): b"A", k("t:b"): b"B", k("t:c"): b"C"})
+    assert store.get_many([k("t:c"), k("t:missing"), k("t:a"), k("t:c")]) == [b"C", None, b"A", b"C"]
+    store.delete_many([k("t:a"), k("t:c"), k("t:never")])
+    assert store.get_many([k("t:a"), k("t:b"), k("t:c")]) == [None, b"B", None]
 
 
-def test_many_keys_in_one_call(store) -> None:
-    items = {f"t:n{i}": i.to_bytes(4, "big") for i in range(2500)}
+def test_many_keys_in_one_call(store, k) -> None:
+    items = {k(f"t:n{i}"): i.to_bytes(4, "big") for i in range(2500)}
     store.put_many(items)
     keys = list(items)
     assert store.get_many(keys) == list(items.values())
@@ -61,62 +69,63 @@ def test_many_keys_in_one_call(store) -> None:
 
 
 @pytest.mark.parametrize("key", ODD_KEYS, ids=range(len(ODD_KEYS)))
-def test_unusual_keys(store, key) -> None:
+def test_unusual_keys(store, k, key) -> None:
+    key = k(key)
     store.put(key, key.encode())
     assert store.get(key).value == key.encode()
     assert store.get_many([key]) == [key.encode()]
-    assert key in set(store.keys(key[:1]))
+    assert set(store.keys(k(""))) == {key}
     store.delete(key)
     assert store.get(key) is None
 
 
-def test_cas_when_absent(store) -> None:
-    store.cas("t:h", b"v1", None)
+def test_cas_when_absent(store, k) -> None:
+    store.cas(k("t:h"), b"v1", None)
     with pytest.raises(mdss.ConflictError):
-        store.cas("t:h", b"v2", None)
-    assert store.get("t:h").value == b"v1"
+        store.cas(k("t:h"), b"v2", None)
+    assert store.get(k("t:h")).value == b"v1"
 
 
-def test_cas_with_the_version_read(store) -> None:
-    store.put("t:h", b"v1")
-    first = store.get("t:h")
-    store.cas("t:h", b"v2", first.version)
-    second = store.get("t:h")
+def test_cas_with_the_version_read(store, k) -> None:
+    store.put(k("t:h"), b"v1")
+    first = store.get(k("t:h"))
+    store.cas(k("t:h"), b"v2", first.version)
+    second = store.get(k("t:h"))
     assert second.value == b"v2"
     with pytest.raises(mdss.ConflictError):  # stale: the version of the first read
-        store.cas("t:h", b"v3", first.version)
-    assert store.get("t:h").value == b"v2"
-    store.cas("t:h", b"v3", second.version)
-    assert store.get("t:h").value == b"v3"
+        store.cas(k("t:h"), b"v3", first.version)
+    assert store.get(k("t:h")).value == b"v2"
+    store.cas(k("t:h"), b"v3", second.version)
+    assert store.get(k("t:h")).value == b"v3"
 
 
-def test_cas_after_delete_and_recreate(store) -> None:
-    store.cas("t:h", b"v1", None)
-    seen = store.get("t:h")
-    store.delete("t:h")
+def test_cas_after_delete_and_recreate(store, k) -> None:
+    store.cas(k("t:h"), b"v1", None)
+    seen = store.get(k("t:h"))
+    store.delete(k("t:h"))
     with pytest.raises(mdss.ConflictError):
-        store.cas("t:h", b"v2", seen.version)
-    store.cas("t:h", b"v2", None)
-    assert store.get("t:h").value == b"v2"
+        store.cas(k("t:h"), b"v2", seen.version)
+    store.cas(k("t:h"), b"v2", None)
+    assert store.get(k("t:h")).value == b"v2"
 
 
-def test_keys_by_prefix(store) -> None:
-    store.put_many({"p:a:1": b"", "p:a:2": b"", "p:a2:1": b"", "p:b:1": b"", "p:a": b""})
-    assert sorted(store.keys("p:a:")) == ["p:a:1", "p:a:2"]
-    assert sorted(store.keys("p:a")) == ["p:a", "p:a2:1", "p:a:1", "p:a:2"]
-    assert list(store.keys("p:zzz")) == []
-    assert sorted(store.keys("p:*")) == [] and sorted(store.keys("p:?")) == []  # no glob semantics
+def test_keys_by_prefix(store, k) -> None:
+    store.put_many({k("p:a:1"): b"", k("p:a:2"): b"", k("p:a2:1"): b"", k("p:b:1"): b"", k("p:a"): b""})
+    assert sorted(store.keys(k("p:a:"))) == [k("p:a:1"), k("p:a:2")]
+    assert sorted(store.keys(k("p:a"))) == [k("p:a"), k("p:a2:1"), k("p:a:1"), k("p:a:2")]
+    assert list(store.keys(k("p:zzz"))) == []
+    assert sorted(store.keys(k("p:*"))) == [] and sorted(store.keys(k("p:?"))) == []  # no glob semantics
 
 
-def test_stats_count_calls_and_bytes(store) -> None:
+def test_stats_count_calls_and_bytes(store, k) -> None:
     store.stats.reset()
-    store.put("t:a", b"12345")
-    store.put_many({"t:b": b"12", "t:c": b"3"})
-    store.get("t:a")
-    store.get_many(["t:b", "t:c", "t:none"])
+    store.put(k("t:a"), b"12345")
+    store.put_many({k("t:b"): b"12", k("t:c"): b"3"})
+    store.get(k("t:a"))
+    store.get_many([k("t:b"), k("t:c"), k("t:none")])
     with pytest.raises(mdss.ConflictError):
-        store.cas("t:a", b"x", None)
-    store.delete_many(["t:b", "t:c"])
+        store.cas(k("t:a"), b"x", None)
+    store.delete_many([k("t:b"), k("t:c")])
     counts = store.stats.snapshot()
     assert counts == {
         "calls": 6,
@@ -129,17 +138,17 @@ def test_stats_count_calls_and_bytes(store) -> None:
     }
 
 
-def test_concurrent_conditional_puts(store) -> None:
+def test_concurrent_conditional_puts(store, k) -> None:
     """Read-modify-CAS counters from many threads: every increment lands exactly once."""
-    store.cas("t:counter", b"0", None)
+    store.cas(k("t:counter"), b"0", None)
     threads, per_thread, conflicts = 8, 25, []
 
     def work() -> None:
         for _ in range(per_thread):
             while True:
-                record = store.get("t:counter")
+                record = store.get(k("t:counter"))
                 try:
-                    store.cas("t:counter", str(int(record.value) + 1).encode(), record.version)
+                    store.cas(k("t:counter"), str(int(record.value) + 1).encode(), record.version)
                     break
                 except mdss.ConflictError:
                     conflicts.append(1)
@@ -149,11 +158,11 @@ def test_concurrent_conditional_puts(store) -> None:
         thread.start()
     for thread in pool:
         thread.join()
-    assert int(store.get("t:counter").value) == threads * per_thread
+    assert int(store.get(k("t:counter")).value) == threads * per_thread
     assert store.stats.conflicts == len(conflicts)
 
 
-def test_namespace_is_set(store) -> None:
+def test_namespace_is_set(store, k) -> None:
     assert isinstance(store.namespace, str) and store.namespace
 
 
@@ -176,7 +185,7 @@ def test_siblings_are_kept_and_resolved() -> None:
     both = store.get("t:s")
     assert sorted(both.values) == [b"B", b"C"]
     with pytest.raises(mdss.SiblingsError):
-        both.value
+        _ = both.value
     store.put("t:s", b"BC", context=both.version)  # resolves what it read
     assert store.get("t:s").values == (b"BC",)
     with pytest.raises(mdss.ConflictError):
