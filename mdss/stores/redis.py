@@ -150,12 +150,15 @@ class RedisStore(_RedisBase):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """``redis://[user:password@]host:port/db`` or ``rediss://...``, plus ``namespace``, ``retries``, ``backoff``."""
+        """``redis://[user:password@]host:port/db`` or ``rediss://...``; plus ``namespace``, ``retries``, ``backoff``.
+
+        The other query parameters go to redis-py.
+        """
         plain, ours = _split_url(url)
         return cls(url=plain, **{**ours, **options})
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self._call(self.client.mget, keys)  # type: ignore[no-any-return]
+        return self._call(self.client.mget, keys)
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         self._call(self.client.mset, items)
@@ -200,7 +203,7 @@ class RedisClusterStore(_RedisBase):
             raise StoreUnavailableError(f"no Redis Cluster reachable at {netloc}: {exc}") from exc
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self._call(self.client.mget_nonatomic, keys)  # type: ignore[no-any-return]
+        return self._call(self.client.mget_nonatomic, keys)
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         self._call(self.client.mset_nonatomic, items)
