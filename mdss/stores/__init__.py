@@ -16,7 +16,6 @@ BACKENDS = {
     "redis": ("mdss.stores.redis", "RedisStore"),
     "rediss": ("mdss.stores.redis", "RedisStore"),
     "redis+cluster": ("mdss.stores.redis", "RedisClusterStore"),
-    "riak": ("mdss.stores.riak", "RiakStore"),
 }
 
 
