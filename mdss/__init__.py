@@ -29,6 +29,7 @@ from .exceptions import (
     StoreUnavailableError,
 )
 from .stores import Record, Stats, Store, open_store
+from .topn import TopN
 
 __version__ = "0.1.0"
 
@@ -49,6 +50,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailableError",
+    "TopN",
     "__version__",
     "open_store",
 ]

@@ -1,0 +1,139 @@
+"""Top-N sets: "the top 10 of all time" as one small object, with read repair of concurrent writers.
+
+The seed article's first solution. One object holds the best ``n`` entries.
+On a store that keeps siblings (Riak with ``allow_mult``) writers write
+without coordination: each writes what it read plus its post, with the
+causal context it read, and concurrent writes become siblings. A read merges
+every sibling — union, each member's best score, ordered, cut to ``n`` — and
+writes the merge back with the context it read (read repair). The merge is
+commutative, associative and idempotent, so every interleaving of writers
+ends in the same top ``n``: that of every score ever posted. On
+compare-and-set stores the object is updated with a compare-and-set loop.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Mapping
+
+import msgpack
+
+from ._codec import FORMAT
+from ._keys import Keyspace
+from ._order import Entry, Order, Score, check_pairs
+from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError
+from .stores.base import Record, Store
+
+Pairs = list[tuple[str, Score]]
+
+
+def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
+    """The top ``n`` of the union of ``parts``, each member with its best score, best first.
+
+    Commutative, associative and idempotent: merging in any order or any
+    grouping, once or many times, gives the same result.
+
+    >>> merge(Order("desc"), 2, [("a", 1), ("b", 5)], [("a", 7), ("c", 3)])
+    [('a', 7), ('b', 5)]
+    """
+    best: dict[str, Score] = {}
+    for part in parts:
+        for member, score in part:
+            old = best.get(member)
+            best[member] = score if old is None else order.better(old, score)
+    ranked = sorted(best.items(), key=lambda item: order.key(item[0], item[1]))
+    return ranked[:n]
+
+
+class TopN:
+    """The best ``n`` entries ever posted to a named object in ``store``.
+
+    >>> podium = TopN(mdss.open_store("memory://"), "podium", n=3)
+    >>> podium.post_many({"ann": 7, "bob": 9, "cid": 8, "dee": 1})
+    True
+    >>> podium.post("dee", 2)  # cannot enter a full top 3: no write
+    False
+    >>> [(e.member, e.score, e.rank) for e in podium.top()]
+    [('bob', 9, 1), ('cid', 8, 2), ('ann', 7, 3)]
+    """
+
+    def __init__(self, store: Store, name: str, n: int = 10, order: str = "desc", *, max_attempts: int = 32) -> None:
+        if type(n) is not int or n < 1:
+            raise InvalidArgumentError(f"n must be an int >= 1, got {n!r}")
+        self.store, self.name, self.n = store, name, n
+        self.order = Order(order)
+        self.key = Keyspace(store.namespace, name).prefix + "t"
+        self.max_attempts = max_attempts
+
+    def __repr__(self) -> str:
+        return f"TopN({self.name!r}, n={self.n}, order={self.order.name!r})"
+
+    # -- encoding ---------------------------------------------------------------
+
+    def _encode(self, entries: Pairs) -> bytes:
+        return msgpack.packb([FORMAT, self.n, self.order.name, [m for m, _ in entries], [s for _, s in entries]])
+
+    def _decode(self, data: bytes) -> Pairs:
+        try:
+            version, n, order, members, scores = msgpack.unpackb(data)
+            if version != FORMAT or len(members) != len(scores):
+                raise ValueError("bad shape")
+        except Exception as exc:
+            raise CorruptDataError(f"stored top-N set does not decode: {exc}", self.key) from None
+        if (n, order) != (self.n, self.order.name):
+            raise SettingsMismatchError(f"top-N set {self.name!r} is stored with n={n}, order={order!r}")
+        return list(zip(members, scores))
+
+    def _read(self) -> tuple[Record | None, Pairs]:
+        """The stored record and the merge of all its siblings."""
+        record = self.store.get(self.key)
+        if record is None:
+            return None, []
+        return record, merge(self.order, self.n, *(self._decode(value) for value in record.values))
+
+    # -- reads and writes ---------------------------------------------------------
+
+    def top(self) -> list[Entry]:
+        """The best ``n`` entries, best first. O(n); one read, plus a write when it repairs siblings."""
+        record, entries = self._read()
+        if record is not None and len(record.values) > 1:
+            self.store.put(self.key, self._encode(entries), context=record.version)  # read repair
+        return [Entry(m, s, i + 1) for i, (m, s) in enumerate(entries)]
+
+    def __len__(self) -> int:
+        return len(self._read()[1])
+
+    def threshold(self) -> Score | None:
+        """The score a new member must beat to enter (ties broken by member), or ``None`` while not full."""
+        entries = self._read()[1]
+        return entries[-1][1] if len(entries) == self.n else None
+
+    def post(self, member: str, score: Score) -> bool:
+        """Record a score; the member keeps its best. Returns whether the top ``n`` changed.
+
+        A post that cannot enter a full top ``n`` costs one read and no write.
+        """
+        return self.post_many([(member, score)])
+
+    def post_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]]) -> bool:
+        """Record many scores in one write; returns whether the top ``n`` changed."""
+        posted = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
+        for attempt in range(self.max_attempts):
+            record, current = self._read()
+            merged = merge(self.order, self.n, current, posted.items())
+            if merged == current and (record is None or len(record.values) == 1):
+                return False
+            data = self._encode(merged)
+            if self.store.keeps_siblings:  # no coordination: a concurrent write becomes a sibling
+                self.store.put(self.key, data, context=None if record is None else record.version)
+                return merged != current
+            try:
+                self.store.cas(self.key, data, None if record is None else record.version)
+                return merged != current
+            except ConflictError:
+                time.sleep(random.uniform(0, min(0.001 * 2**attempt, 0.1)))
+        raise ConflictError(f"top-N set {self.name!r}: lost {self.max_attempts} races; the post was not applied")
+
+
+__all__ = ["TopN", "merge"]
