@@ -32,7 +32,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster")
 #: Stores that need a server nobody can install here; the only ones allowed to skip in CI.
 OPTIONAL_STORES = ("riak",)
-SELECTED = tuple(s.strip() for s in os.environ.get("MDSS_TEST_STORES", ",".join(ALL_STORES)).split(",") if s.strip())
+#: Riak joins every suite when MDSS_RIAK_URL names a node (no Riak server can be installed here).
+DEFAULT_STORES = ALL_STORES + (("riak",) if os.environ.get("MDSS_RIAK_URL") else ())
+SELECTED = tuple(
+    s.strip() for s in os.environ.get("MDSS_TEST_STORES", ",".join(DEFAULT_STORES)).split(",") if s.strip()
+)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

@@ -16,6 +16,7 @@ BACKENDS = {
     "redis": ("mdss.stores.redis", "RedisStore"),
     "rediss": ("mdss.stores.redis", "RedisStore"),
     "redis+cluster": ("mdss.stores.redis", "RedisClusterStore"),
+    "riak": ("mdss.stores.riak", "RiakStore"),
 }
 
 
