@@ -50,6 +50,9 @@ READ_ATTEMPTS = 8
 GC_MIN_AGE = 3600.0
 
 
+_entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
+
+
 def _member_key(member: str, score: Any) -> str:
     return member
 
@@ -259,7 +262,7 @@ class SortedSet:
         (3, None)
         """
         member = check_member(member)
-        return self._read(lambda snap: snap.members.find([member])[0])
+        return self._read(lambda snap: snap.members.get(member))
 
     def scores(self, members: Iterable[str]) -> list[Score | None]:
         """The scores of many members (``None`` where absent), in one batched descent."""
@@ -278,11 +281,11 @@ class SortedSet:
         _check_choice(ties, TIES, "ties")
 
         def run(snap: _Snapshot) -> int | None:
-            score = snap.members.find([member])[0]
+            score = snap.members.get(member)
             if score is None:
                 return None
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return snap.scores.count_below([probe])[0] + 1
+            return snap.scores.rank_of(probe) + 1
 
         return self._read(run)
 
@@ -293,11 +296,11 @@ class SortedSet:
         with manifests cached (head, one entry set).
         """
         probe = self._order.first_key(check_score(score))
-        return self._read(lambda snap: snap.scores.count_below([probe])[0] + 1)
+        return self._read(lambda snap: snap.scores.rank_of(probe) + 1)
 
     def _entries(self, snap: _Snapshot, start: int, stop: int) -> list[Entry]:
         members, scores = snap.scores.slice(start, stop)
-        return [Entry(m, s, start + i + 1) for i, (m, s) in enumerate(zip(members, scores))]
+        return list(map(_entry, members, scores, range(start + 1, start + 1 + len(members))))
 
     def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
@@ -360,10 +363,10 @@ class SortedSet:
         _check_count(after, "after")
 
         def run(snap: _Snapshot) -> list[Entry]:
-            score = snap.members.find([member])[0]
+            score = snap.members.get(member)
             if score is None:
                 return []
-            position = snap.scores.count_below([self._order.key(member, score)])[0]
+            position = snap.scores.rank_of(self._order.key(member, score))
             return self._entries(snap, max(position - before, 0), position + after + 1)
 
         return self._read(run)

@@ -141,6 +141,16 @@ class Source:
                 pins[node_id] = found[node_id] = node
         return found
 
+    def load_one(self, node_id: str, keyfn: KeyFn) -> Any:
+        """One node: the hot path of a single-key read, with no batch bookkeeping."""
+        node = self.pins.get(node_id)
+        if node is None:
+            node = self.cache.get(node_id)
+            if node is None:
+                return self.load_many((node_id,), keyfn)[node_id]
+            self.pins[node_id] = node
+        return node
+
     def load(self, node_id: str, keyfn: KeyFn) -> Any:
         return self.load_many((node_id,), keyfn)[node_id]
 
@@ -196,6 +206,32 @@ class Tree:
         """Load every node on the paths to ``probes``, a level per round trip, for a write to find pinned."""
         if self.root is not None:
             self._route(probes)
+
+    def locate(self, probe: Any) -> tuple[Leaf, int]:
+        """:meth:`descend` for one probe key, without the batching: the entry set and entries before it."""
+        node_id, before, load, keyfn = self.root, 0, self.source.load_one, self.keyfn
+        if node_id is None:
+            return Leaf([], [], []), 0
+        for _ in range(self.height):
+            node = load(node_id, keyfn)
+            i = bisect_right(node.firsts, probe) - 1
+            if i < 0:
+                i = 0
+            before += node.starts[i]
+            node_id = node.ids[i]
+        return load(node_id, keyfn), before
+
+    def rank_of(self, probe: Any) -> int:
+        """How many keys are strictly below one probe key."""
+        leaf, before = self.locate(probe)
+        return before + bisect_left(leaf.keys, probe)
+
+    def get(self, key: Any) -> Any:
+        """The score stored with one key, or ``None``."""
+        leaf = self.locate(key)[0]
+        keys = leaf.keys
+        i = bisect_left(keys, key)
+        return leaf.scores[i] if i < len(keys) and keys[i] == key else None
 
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         """For each probe key, how many keys are strictly below it."""

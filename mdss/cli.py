@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 import mdss
 
+from ._bench import bench
 from ._order import check_member, check_score
 
 T = TypeVar("T")
@@ -402,6 +403,9 @@ def demo(members: int, chunk_size: int, seed: int) -> None:
         again = _measured(board, f"Rank of {player} again (nodes cached)", lambda: board.rank(player))
         click.echo(f"  {ordinal(again)}")  # type: ignore[arg-type]
     click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
+
+
+cli.add_command(bench)
 
 
 def main() -> None:
