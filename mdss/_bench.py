@@ -43,15 +43,14 @@ def percentiles(samples_ns: list[int]) -> dict[str, float]:
     return {"p50_us": at(0.50), "p90_us": at(0.90), "p99_us": at(0.99), "max_us": ordered[-1] / 1000}
 
 
-def timed(calls: Sequence[Callable[[], Any]], warm: bool = True) -> dict[str, float]:
-    """Per-call latency percentiles of ``calls``; a first pass over the same calls warms caches."""
-    if warm:
-        for call in calls:
-            call()
+def timed(call: Callable[[Any], Any], args: Sequence[Any]) -> dict[str, float]:
+    """Latency percentiles of ``call(arg)`` for each arg; a first pass over the same args warms caches."""
+    for arg in args:
+        call(arg)
     samples = []
-    for call in calls:
+    for arg in args:
         start = time.perf_counter_ns()
-        call()
+        call(arg)
         samples.append(time.perf_counter_ns() - start)
     return percentiles(samples)
 
@@ -85,16 +84,16 @@ def bench_mdss(store: mdss.Store, w: Workload, chunk_size: int, cache_bytes: int
     board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes)
     out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start)}
     out["bytes_per_member"] = _stored_bytes(store, board) / w.n
-    rank = timed([lambda m=m: board.rank(m) for m in w.sample_members])
+    rank = timed(lambda m: board.rank(m), w.sample_members)
     before = store.stats.snapshot()
     for member in w.sample_members:
         board.rank(member)
     out["round_trips_per_rank"] = store.stats.since(before)["calls"] / len(w.sample_members)
     out.update(_named("rank", rank))
-    out.update(_named("rank_median", timed([lambda m=m: board.rank(m) for m in w.median_members])))
-    out.update(_named("page", timed([lambda o=o: board.range(o, PAGE) for o in w.offsets])))
-    out.update(_named("around", timed([lambda m=m: board.around(m, 5, 5) for m in w.sample_members])))
-    out.update(_named("top", timed([lambda: board.range(0, PAGE)] * len(w.offsets))))
+    out.update(_named("rank_median", timed(lambda m: board.rank(m), w.median_members)))
+    out.update(_named("page", timed(lambda o: board.range(o, PAGE), w.offsets)))
+    out.update(_named("around", timed(lambda m: board.around(m, 5, 5), w.sample_members)))
+    out.update(_named("top", timed(lambda _: board.range(0, PAGE), range(len(w.offsets)))))
     before = store.stats.snapshot()
     board.rank_of_score(w.scores[w.sample_members[0]])
     out["round_trips_per_rank_of_score"] = store.stats.since(before)["calls"]
@@ -123,7 +122,7 @@ def _stored_bytes(store: mdss.Store, board: mdss.SortedSet) -> int:
     """Bytes the set occupies: Redis' own MEMORY USAGE per key on Redis, value bytes elsewhere."""
     keys = [board._keys.head, *store.keys(board._keys.nodes)]
     if _is_redis(store):
-        pipe = store.client.pipeline(transaction=False)
+        pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
         for key in keys:
             pipe.memory_usage(key, samples=0)
         return sum(v or 0 for v in pipe.execute())
@@ -142,18 +141,16 @@ def bench_sortedlist(w: Workload) -> dict[str, Any]:
     ranked = SortedList((-s, m) for m, s in w.scores.items())
     scores = dict(w.scores)
     out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start), "round_trips_per_rank": 0}
-    out.update(_named("rank", timed([lambda m=m: ranked.bisect_left((-scores[m], m)) + 1 for m in w.sample_members])))
-    out.update(
-        _named("rank_median", timed([lambda m=m: ranked.bisect_left((-scores[m], m)) + 1 for m in w.median_members]))
-    )
-    out.update(_named("page", timed([lambda o=o: ranked[o : o + PAGE] for o in w.offsets])))
+    out.update(_named("rank", timed(lambda m: ranked.bisect_left((-scores[m], m)) + 1, w.sample_members)))
+    out.update(_named("rank_median", timed(lambda m: ranked.bisect_left((-scores[m], m)) + 1, w.median_members)))
+    out.update(_named("page", timed(lambda o: ranked[o : o + PAGE], w.offsets)))
 
     def around(m: str) -> Any:
         i = ranked.bisect_left((-scores[m], m))
         return ranked[max(i - 5, 0) : i + 6]
 
-    out.update(_named("around", timed([lambda m=m: around(m) for m in w.sample_members])))
-    out.update(_named("top", timed([lambda: ranked[:PAGE]] * len(w.offsets))))
+    out.update(_named("around", timed(lambda m: around(m), w.sample_members)))
+    out.update(_named("top", timed(lambda _: ranked[:PAGE], range(len(w.offsets)))))
     start = time.perf_counter()
     for batch in w.updates:
         for member, score in batch:
@@ -181,11 +178,11 @@ def bench_sql_count(path: str, w: Workload) -> dict[str, Any]:
         return 1 + db.execute("SELECT COUNT(*) FROM anchor WHERE score > ?", (score,)).fetchone()[0]
 
     few = max(len(w.sample_members) // 20, 20)  # a naive count of half the table is slow: fewer samples
-    out.update(_named("rank", timed([lambda m=m: rank(m) for m in w.sample_members[:few]])))
-    out.update(_named("rank_median", timed([lambda m=m: rank(m) for m in w.median_members[:few]])))
+    out.update(_named("rank", timed(lambda m: rank(m), w.sample_members[:few])))
+    out.update(_named("rank_median", timed(lambda m: rank(m), w.median_members[:few])))
     page = "SELECT member, score FROM anchor ORDER BY score DESC, member LIMIT ? OFFSET ?"
-    out.update(_named("page", timed([lambda o=o: db.execute(page, (PAGE, o)).fetchall() for o in w.offsets[:few]])))
-    out.update(_named("top", timed([lambda: db.execute(page, (PAGE, 0)).fetchall()] * few)))
+    out.update(_named("page", timed(lambda o: db.execute(page, (PAGE, o)).fetchall(), w.offsets[:few])))
+    out.update(_named("top", timed(lambda _: db.execute(page, (PAGE, 0)).fetchall(), range(few))))
     start = time.perf_counter()
     for batch in w.updates:
         db.execute("BEGIN")
@@ -220,18 +217,18 @@ def bench_redis_zset(store: Any, w: Workload) -> dict[str, Any]:
         pipe.zadd(key, dict(items[i : i + 10_000]))
     pipe.execute()
     out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start), "round_trips_per_rank": 1}
-    out.update(_named("rank", timed([lambda m=m: client.zrevrank(key, m) for m in w.sample_members])))
-    out.update(_named("rank_median", timed([lambda m=m: client.zrevrank(key, m) for m in w.median_members])))
-    out.update(
-        _named("page", timed([lambda o=o: client.zrevrange(key, o, o + PAGE - 1, withscores=True) for o in w.offsets]))
-    )
+    out.update(_named("rank", timed(lambda m: client.zrevrank(key, m), w.sample_members)))
+    out.update(_named("rank_median", timed(lambda m: client.zrevrank(key, m), w.median_members)))
+    out.update(_named("page", timed(lambda o: client.zrevrange(key, o, o + PAGE - 1, withscores=True), w.offsets)))
 
     def around(m: str) -> Any:
         i = client.zrevrank(key, m)
         return client.zrevrange(key, max(i - 5, 0), i + 5, withscores=True)
 
-    out.update(_named("around", timed([lambda m=m: around(m) for m in w.sample_members])))
-    out.update(_named("top", timed([lambda: client.zrevrange(key, 0, PAGE - 1, withscores=True)] * len(w.offsets))))
+    out.update(_named("around", timed(lambda m: around(m), w.sample_members)))
+    out.update(
+        _named("top", timed(lambda _: client.zrevrange(key, 0, PAGE - 1, withscores=True), range(len(w.offsets))))
+    )
     start = time.perf_counter()
     for batch in w.updates:
         client.zadd(key, dict(batch))

@@ -1,0 +1,45 @@
+"""A quick smoke run of ``mdss bench`` on every store with an anchor: the figures the issue names exist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mdss.cli import cli
+
+FIGURES = {
+    "load_per_s",
+    "update_per_s",
+    "rank_p50_us",
+    "rank_p99_us",
+    "page_p50_us",
+    "top_p50_us",
+    "round_trips_per_rank",
+}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
+def test_bench_smoke(kind, tmp_path, request) -> None:
+    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/bench.db"}.get(kind)
+    if kind == "redis":
+        url = request.getfixturevalue("redis_url")
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--store", url, "--members", "2000", "--samples", "50", "--batch-size", "500", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["members"] == 2000 and figures["store"] == kind
+    anchors = {
+        "memory": ["sortedcontainers"],
+        "sqlite": ["sortedcontainers", "sql_count"],
+        "redis": ["sortedcontainers", "redis_zset"],
+    }[kind]
+    for system in ["mdss", *anchors]:
+        assert set(figures[system]) >= FIGURES, system
+    assert {"around_p50_us", "bytes_per_member"} <= set(figures["mdss"])
+    assert figures["mdss"]["round_trips_per_rank"] <= 3
+    assert "mdss / sortedcontainers" in result.output
