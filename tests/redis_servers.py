@@ -1,6 +1,8 @@
 """Redis servers the tests start themselves: one server, and a cluster of three masters.
 
-Each listens on a free 127.0.0.1 port, keeps nothing on disk, lives in a
+``MDSS_REDIS_URL`` / ``MDSS_REDIS_CLUSTER_URL`` point the tests at servers of
+your own instead (every test works under its own key namespace). Otherwise
+each listens on a free 127.0.0.1 port, keeps nothing on disk, lives in a
 temporary directory and is stopped at the end of the session. Without the
 ``redis-server`` binary the Redis stores are unavailable: skipped on a
 developer's machine, a failure in CI (see ``conftest.unavailable``).
@@ -8,6 +10,7 @@ developer's machine, a failure in CI (see ``conftest.unavailable``).
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -145,7 +148,10 @@ def _cluster_ok(port: int) -> bool:
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """``redis://`` URL of a server started for this test session."""
+    """``redis://`` URL of a server started for this test session, or ``MDSS_REDIS_URL`` (your own)."""
+    if os.environ.get("MDSS_REDIS_URL"):
+        yield os.environ["MDSS_REDIS_URL"]
+        return
     try:
         with redis_server() as port:
             yield f"redis://127.0.0.1:{port}/0"
@@ -155,7 +161,10 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_cluster_url() -> Iterator[str]:
-    """``redis+cluster://`` URL of a three-master cluster started for this test session."""
+    """``redis+cluster://`` URL of a three-master cluster started for this session, or ``MDSS_REDIS_CLUSTER_URL``."""
+    if os.environ.get("MDSS_REDIS_CLUSTER_URL"):
+        yield os.environ["MDSS_REDIS_CLUSTER_URL"]
+        return
     try:
         with redis_cluster() as ports:
             yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
