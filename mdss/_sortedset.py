@@ -594,6 +594,8 @@ class SortedSet:
         except StoreUnavailableError:
             if not self._landed(nonce):
                 raise
+        for node_id in writer.replaced:  # only readers of older heads could want them: they reload
+            self._cache.discard(node_id)
         for node_id, node in writer.new.items():
             self._cache.put(node_id, node, len(nodes[self._keys.node(node_id)]))
         self._discard(writer.replaced)
