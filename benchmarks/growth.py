@@ -4,7 +4,9 @@
                                 [--plot docs/performance-growth.png]
 
 Each N runs ``mdss bench``'s measurement of mdss (warm node cache, p50/p99
-over 2000 random members and offsets) on a fresh set.
+over 2000 random members and offsets) on a fresh set, and of the in-process
+``SortedList`` anchor on the same data: how much of the growth any Python
+structure pays once the data outgrows the CPU caches.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 import json
 
 import mdss
-from mdss._bench import Workload, bench_mdss
+from mdss._bench import Workload, bench_mdss, bench_sortedlist
 
 
 def main() -> None:
@@ -28,14 +30,18 @@ def main() -> None:
     n = 10_000
     while n <= args.max:
         store = mdss.open_store(args.store)
-        figures = bench_mdss(store, Workload(n, args.samples, min(20_000, n), seed=1), 1000, 8 << 30)
+        w = Workload(n, args.samples, min(20_000, n), seed=1)
+        figures = bench_mdss(store, w, 1000, 8 << 30)
         store.close()
-        rows.append({"members": n, **figures})
+        anchor = bench_sortedlist(w)
+        rows.append({"members": n, **figures, "sortedcontainers": anchor})
         print(
             f"{n:>12,}  rank p50 {figures['rank_p50_us']:8.1f} us  p99 {figures['rank_p99_us']:8.1f} us  "
-            f"page p50 {figures['page_p50_us']:8.1f} us  p99 {figures['page_p99_us']:8.1f} us",
+            f"page p50 {figures['page_p50_us']:8.1f} us  p99 {figures['page_p99_us']:8.1f} us  "
+            f"SortedList rank p50 {anchor['rank_p50_us']:6.1f} us  page p50 {anchor['page_p50_us']:6.1f} us",
             flush=True,
         )
+        del w, anchor
         n *= 10
     if args.json:
         with open(args.json, "w") as f:
@@ -55,6 +61,8 @@ def main() -> None:
             ("page_p99_us", "page of 100 p99"),
         ):
             ax.plot(sizes, [r[key] for r in rows], marker="o", label=label)
+        for key, label in (("rank_p50_us", "SortedList rank p50"), ("page_p50_us", "SortedList page p50")):
+            ax.plot(sizes, [r["sortedcontainers"][key] for r in rows], marker=".", linestyle="--", label=label)
         ax.set_xscale("log")
         ax.set_xlabel("members")
         ax.set_ylabel("microseconds per call")

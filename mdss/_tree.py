@@ -179,31 +179,52 @@ class Tree:
     def _load_many(self, ids: Iterable[str]) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn)
 
-    def _route(self, probes: Sequence[Any]) -> tuple[list[str], list[int], dict[str, Any]]:
-        """For each probe key, the id of the entry set it falls in and how many entries precede that set;
-        and the entry sets by id. One batched read per uncached level."""
-        at: list[Any] = [self.root] * len(probes)
-        before = [0] * len(probes)
+    def _route(self, probes: Sequence[Any]) -> tuple[list[tuple[str, int, int, int]], dict[str, Any]]:
+        """Route sorted probe keys to entry sets: runs ``(entry set id, entries before it, lo, hi)`` saying
+        that ``probes[lo:hi]`` fall in that set, and the entry sets by id.
+
+        A node routes each run of probes with two bisections, so the work
+        grows with the nodes touched rather than the probes. One batched read
+        per uncached level.
+        """
+        runs = [(self.root, 0, 0, len(probes))]
         for _ in range(self.height):
-            nodes = self._load_many(at)
-            for n, probe in enumerate(probes):
-                node = nodes[at[n]]
-                i = bisect_right(node.firsts, probe) - 1
-                if i < 0:
-                    i = 0
-                before[n] += node.starts[i]
-                at[n] = node.ids[i]
-        return at, before, self._load_many(at)
+            nodes = self._load_many(run[0] for run in runs)
+            nxt = []
+            for node_id, before, lo, hi in runs:
+                node = nodes[node_id]
+                firsts, last = node.firsts, len(node) - 1
+                while lo < hi:
+                    i = bisect_right(firsts, probes[lo]) - 1
+                    if i < 0:
+                        i = 0
+                    end = bisect_left(probes, firsts[i + 1], lo, hi) if i < last else hi
+                    nxt.append((node.ids[i], before + node.starts[i], lo, end))
+                    lo = end
+            runs = nxt
+        return runs, self._load_many(run[0] for run in runs)  # type: ignore[misc]
 
     def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
-        """For each probe key, the entry set it falls in and how many entries precede that set."""
+        """For each probe key (in any order), the entry set it falls in and how many entries precede that set."""
         if self.root is None:
             return [(Leaf([], [], []), 0)] * len(probes)
-        at, before, leaves = self._route(probes)
-        return [(leaves[node_id], b) for node_id, b in zip(at, before)]
+        order = None
+        if any(a > b for a, b in zip(probes, probes[1:])):
+            order = sorted(range(len(probes)), key=probes.__getitem__)
+            probes = [probes[i] for i in order]
+        runs, leaves = self._route(probes)
+        found: list[tuple[Leaf, int]] = []
+        for node_id, before, lo, hi in runs:
+            found.extend([(leaves[node_id], before)] * (hi - lo))
+        if order is None:
+            return found
+        out: list[Any] = [None] * len(found)
+        for i, item in zip(order, found):
+            out[i] = item
+        return out
 
     def prefetch(self, probes: Sequence[Any]) -> None:
-        """Load every node on the paths to ``probes``, a level per round trip, for a write to find pinned."""
+        """Load every node on the paths to sorted ``probes``, a level per round trip, for a write to find pinned."""
         if self.root is not None:
             self._route(probes)
 
