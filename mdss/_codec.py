@@ -10,6 +10,7 @@ IEEE doubles. Anything that does not decode to that shape raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -23,33 +24,39 @@ MANIFEST = 1
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 
-def encode_leaf(members: list[str], scores: list[Any]) -> bytes:
+def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:
     return _packb([FORMAT, LEAF, members, scores])
 
 
-def encode_manifest(height: int, ids: list[str], counts: list[int], members: list[str], scores: list[Any]) -> bytes:
+def encode_manifest(
+    height: int, ids: Sequence[str], counts: Sequence[int], members: Sequence[str], scores: Sequence[Any]
+) -> bytes:
     return _packb([FORMAT, MANIFEST, height, ids, counts, members, scores])
 
 
-def decode_node(key: str, data: bytes) -> list[Any]:
-    """The node's fields: ``[LEAF, members, scores]`` or ``[MANIFEST, height, ids, counts, members, scores]``."""
+def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
+    """The node's fields: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts, members, scores)``.
+
+    Arrays decode as tuples: immutable like the nodes, and the garbage
+    collector stops tracking a tuple of strings and numbers after one look.
+    """
     try:
-        node = msgpack.unpackb(data, raw=False, use_list=True)
+        node = msgpack.unpackb(data, raw=False, use_list=False)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise CorruptDataError(f"stored node does not decode: {exc}", key) from exc
-    if type(node) is not list or len(node) < 4 or node[0] != FORMAT:
-        version = node[0] if type(node) is list and node else None
+    if type(node) is not tuple or len(node) < 4 or node[0] != FORMAT:
+        version = node[0] if type(node) is tuple and node else None
         raise CorruptDataError(f"stored node has an unknown format (version {version!r})", key)
     kind = node[1]
     fields = node[2:]
-    lists = all(type(x) is list for x in fields[kind == MANIFEST :])
-    if kind == LEAF and len(fields) == 2 and lists and len(fields[0]) == len(fields[1]):
+    arrays = all(type(x) is tuple for x in fields[kind == MANIFEST :])
+    if kind == LEAF and len(fields) == 2 and arrays and len(fields[0]) == len(fields[1]):
         return node[1:]
     if (
         kind == MANIFEST
         and len(fields) == 5
         and type(fields[0]) is int
-        and lists
+        and arrays
         and len(set(map(len, fields[1:]))) == 1
     ):
         return node[1:]

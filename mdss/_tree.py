@@ -60,12 +60,12 @@ def id_millis(node_id: str) -> int:
 
 
 class Leaf:
-    """An entry set: parallel lists, ``keys`` derived from members and scores."""
+    """An entry set: parallel tuples, ``keys`` derived from members and scores."""
 
     __slots__ = ("keys", "members", "scores")
     height = 0
 
-    def __init__(self, keys: list[Any], members: list[str], scores: list[Any]) -> None:
+    def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
         self.keys, self.members, self.scores = keys, members, scores
 
     def __len__(self) -> int:
@@ -76,16 +76,22 @@ class Leaf:
 
 
 class Manifest:
-    """A manifest: its children's ids, counts and first keys; ``starts`` are prefix sums of counts."""
+    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts."""
 
     __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts")
 
     def __init__(
-        self, height: int, ids: list[str], counts: list[int], members: list[str], scores: list[Any], firsts: list[Any]
+        self,
+        height: int,
+        ids: Sequence[str],
+        counts: Sequence[int],
+        members: Sequence[str],
+        scores: Sequence[Any],
+        firsts: Sequence[Any],
     ) -> None:
         self.height, self.ids, self.counts, self.members, self.scores = height, ids, counts, members, scores
         self.firsts = firsts
-        self.starts = [0, *accumulate(counts)]
+        self.starts = (0, *accumulate(counts))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -161,9 +167,9 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
     try:
         if fields[0] == LEAF:
             members, scores = fields[1], fields[2]
-            return Leaf(list(map(keyfn, members, scores)), members, scores)
+            return Leaf(tuple(map(keyfn, members, scores)), members, scores)
         height, ids, counts, members, scores = fields[1:]
-        return Manifest(height, ids, counts, members, scores, list(map(keyfn, members, scores)))
+        return Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
     except TypeError as exc:  # e.g. a score that is not a number
         raise CorruptDataError(f"stored node holds a value of the wrong type: {exc}", key) from None
 
@@ -187,6 +193,7 @@ class Tree:
         grows with the nodes touched rather than the probes. One batched read
         per uncached level.
         """
+        assert self.root is not None  # callers answer an empty tree themselves
         runs = [(self.root, 0, 0, len(probes))]
         for _ in range(self.height):
             nodes = self._load_many(run[0] for run in runs)
@@ -202,12 +209,12 @@ class Tree:
                     nxt.append((node.ids[i], before + node.starts[i], lo, end))
                     lo = end
             runs = nxt
-        return runs, self._load_many(run[0] for run in runs)  # type: ignore[misc]
+        return runs, self._load_many(run[0] for run in runs)
 
     def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
         """For each probe key (in any order), the entry set it falls in and how many entries precede that set."""
         if self.root is None:
-            return [(Leaf([], [], []), 0)] * len(probes)
+            return [(Leaf((), (), ()), 0)] * len(probes)
         order = None
         if any(a > b for a, b in zip(probes, probes[1:])):
             order = sorted(range(len(probes)), key=probes.__getitem__)
@@ -232,7 +239,7 @@ class Tree:
         """:meth:`descend` for one probe key, without the batching: the entry set and entries before it."""
         node_id, before, load, keyfn = self.root, 0, self.source.load_one, self.keyfn
         if node_id is None:
-            return Leaf([], [], []), 0
+            return Leaf((), (), ()), 0
         for _ in range(self.height):
             node = load(node_id, keyfn)
             i = bisect_right(node.firsts, probe) - 1
@@ -357,9 +364,10 @@ class Writer:
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
-    def _emit_leaves(self, keys: list[Any] | None, members: list[str], scores: list[Any]) -> list[Summary]:
+    def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
         out: list[Summary] = []
         cuts = self._parts(len(members))
+        members, scores, keys = tuple(members), tuple(scores), None if keys is None else tuple(keys)
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id()
             self.new[node_id] = Leaf(None if keys is None else keys[a:b], members[a:b], scores[a:b])  # type: ignore[arg-type]
@@ -372,12 +380,9 @@ class Writer:
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
             part = children[a:b]
-            ids = [c[0] for c in part]
-            counts = [c[1] for c in part]
-            members = [c[2] for c in part]
-            scores = [c[3] for c in part]
+            ids, counts, members, scores = tuple(zip(*part))[:4]
             node_id = new_id()
-            self.new[node_id] = Manifest(height, ids, counts, members, scores, list(map(keyfn, members, scores)))
+            self.new[node_id] = Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
             out.append((node_id, sum(counts), members[0], scores[0], b - a))
         return out
 
