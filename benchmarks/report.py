@@ -1,6 +1,6 @@
 """Render benchmarks/results/*.json as the markdown tables of docs/performance.md.
 
-    python benchmarks/report.py > /tmp/tables.md
+python benchmarks/report.py > /tmp/tables.md
 """
 
 from __future__ import annotations
@@ -9,23 +9,33 @@ import json
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
-ROWS = [("load_per_s", "bulk load, members/s", "{:,.0f}"), ("update_per_s", "batched updates/s", "{:,.0f}"),
-        ("rank_p50_us", "rank p50 µs", "{:,.1f}"), ("rank_p99_us", "rank p99 µs", "{:,.1f}"),
-        ("rank_median_p50_us", "rank of a median player p50 µs", "{:,.1f}"),
-        ("rank_median_p99_us", "rank of a median player p99 µs", "{:,.1f}"),
-        ("page_p50_us", "page of 100 p50 µs", "{:,.1f}"), ("page_p99_us", "page of 100 p99 µs", "{:,.1f}"),
-        ("around_p50_us", "around (5+1+5) p50 µs", "{:,.1f}"), ("top_p50_us", "top 100 p50 µs", "{:,.1f}"),
-        ("top_p99_us", "top 100 p99 µs", "{:,.1f}"),
-        ("round_trips_per_rank", "store round trips per rank", "{:.2f}"),
-        ("bytes_per_member", "bytes per member", "{:,.1f}")]
+ROWS = [
+    ("load_per_s", "bulk load, members/s", "{:,.0f}"),
+    ("update_per_s", "batched updates/s", "{:,.0f}"),
+    ("rank_p50_us", "rank p50 µs", "{:,.1f}"),
+    ("rank_p99_us", "rank p99 µs", "{:,.1f}"),
+    ("rank_median_p50_us", "rank of a median player p50 µs", "{:,.1f}"),
+    ("rank_median_p99_us", "rank of a median player p99 µs", "{:,.1f}"),
+    ("page_p50_us", "page of 100 p50 µs", "{:,.1f}"),
+    ("page_p99_us", "page of 100 p99 µs", "{:,.1f}"),
+    ("around_p50_us", "around (5+1+5) p50 µs", "{:,.1f}"),
+    ("top_p50_us", "top 100 p50 µs", "{:,.1f}"),
+    ("top_p99_us", "top 100 p99 µs", "{:,.1f}"),
+    ("round_trips_per_rank", "store round trips per rank", "{:.2f}"),
+    ("bytes_per_member", "bytes per member", "{:,.1f}"),
+]
 
 
 def table(name: str) -> str:
     result = json.loads((RESULTS / f"{name}.json").read_text())
     systems = [s for s, v in result.items() if isinstance(v, dict)]
-    lines = [f"N = {result['members']:,}, store `{result['store']}`, chunk size {result['chunk_size']}, "
-             f"update batches of {result['mdss']['update_batch']:,}.", "",
-             "| | " + " | ".join(systems) + " |", "|---|" + "---:|" * len(systems)]
+    lines = [
+        f"N = {result['members']:,}, store `{result['store']}`, chunk size {result['chunk_size']}, "
+        f"update batches of {result['mdss']['update_batch']:,}.",
+        "",
+        "| | " + " | ".join(systems) + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
     for key, label, fmt in ROWS:
         cells = [fmt.format(result[s][key]) if result[s].get(key) is not None else "–" for s in systems]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -34,11 +44,15 @@ def table(name: str) -> str:
 
 def growth() -> str:
     result = json.loads((RESULTS / "growth.json").read_text())
-    lines = ["| members | rank p50 µs | rank p99 µs | page p50 µs | page p99 µs | load members/s |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| members | rank p50 µs | rank p99 µs | page p50 µs | page p99 µs | load members/s |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in result["rows"]:
-        lines.append(f"| {r['members']:,} | {r['rank_p50_us']:.1f} | {r['rank_p99_us']:.1f} | {r['page_p50_us']:.1f} "
-                     f"| {r['page_p99_us']:.1f} | {r['load_per_s']:,.0f} |")
+        lines.append(
+            f"| {r['members']:,} | {r['rank_p50_us']:.1f} | {r['rank_p99_us']:.1f} | {r['page_p50_us']:.1f} "
+            f"| {r['page_p99_us']:.1f} | {r['load_per_s']:,.0f} |"
+        )
     return "\n".join(lines)
 
 

@@ -39,8 +39,12 @@ def main() -> None:
         print(f"{run(args.members, args.batch, args.mode == 'on'):.0f}")
         return
     for mode in ("on", "off"):
-        out = subprocess.run([sys.executable, __file__, "--members", str(args.members), "--batch", str(args.batch),
-                              "--mode", mode], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--members", str(args.members), "--batch", str(args.batch), "--mode", mode],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         print(f"gc {mode}: {float(out):,.0f} updates/s")
 
 
