@@ -477,7 +477,7 @@ class Writer:
                 items = left.summaries() + right.summaries()
             children[a : a + 2] = self._emit(items, height)
 
-    def build(self, tree: Tree, members: list[str], scores: list[Any]) -> tuple[str | None, int, int]:
+    def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
         """Build a whole tree bottom-up from entries already in key order (bulk load).
 
         Its entry sets are only to be encoded, so they get no decoded keys.
