@@ -18,3 +18,5 @@ mdss bench --store "sqlite:///$tmp/bench.db" --members "$n" --json "$out/sqlite.
 mdss bench --store "redis://127.0.0.1:$port/0" --members "$n" --json "$out/redis.json" | tee "$out/redis.txt"
 python benchmarks/growth.py --json "$out/growth.json" --plot docs/performance-growth.png | tee "$out/growth.txt"
 python benchmarks/writers.py --json "$out/writers.json" | tee "$out/writers.txt"
+python benchmarks/update_batch.py --store "redis://127.0.0.1:$port/0" --json "$out/update_batch.json" | tee "$out/update_batch.txt"
+python benchmarks/update_gc.py | tee "$out/update_gc.txt"
