@@ -45,14 +45,28 @@ def table(name: str) -> str:
 def growth() -> str:
     result = json.loads((RESULTS / "growth.json").read_text())
     lines = [
-        "| members | rank p50 µs | rank p99 µs | page p50 µs | page p99 µs | load members/s |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| members | rank p50 µs | rank p99 µs | page p50 µs | page p99 µs | load members/s "
+        "| SortedList rank p50 µs | SortedList page p50 µs |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
+        anchor = r["sortedcontainers"]
         lines.append(
             f"| {r['members']:,} | {r['rank_p50_us']:.1f} | {r['rank_p99_us']:.1f} | {r['page_p50_us']:.1f} "
-            f"| {r['page_p99_us']:.1f} | {r['load_per_s']:,.0f} |"
+            f"| {r['page_p99_us']:.1f} | {r['load_per_s']:,.0f} | {anchor['rank_p50_us']:.1f} "
+            f"| {anchor['page_p50_us']:.1f} |"
         )
+    return "\n".join(lines)
+
+
+def update_batch() -> str:
+    result = json.loads((RESULTS / "update_batch.json").read_text())
+    anchor = next(k for k in result["rows"][0] if k.endswith("_update_per_s") and not k.startswith("mdss"))
+    lines = [f"| updates per commit | mdss updates/s | {anchor[: -len('_update_per_s')]} updates/s | ratio |"]
+    lines.append("|---:|---:|---:|---:|")
+    for r in result["rows"]:
+        ratio = r["mdss_update_per_s"] / r[anchor]
+        lines.append(f"| {r['batch']:,} | {r['mdss_update_per_s']:,.0f} | {r[anchor]:,.0f} | {ratio:.2f}× |")
     return "\n".join(lines)
 
 
@@ -67,4 +81,4 @@ def writers() -> str:
 if __name__ == "__main__":
     for name in ("memory", "sqlite", "redis"):
         print(f"### {name}\n\n{table(name)}\n")
-    print(f"### growth\n\n{growth()}\n\n### writers\n\n{writers()}")
+    print(f"### growth\n\n{growth()}\n\n### writers\n\n{writers()}\n\n### update batch\n\n{update_batch()}")

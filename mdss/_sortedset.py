@@ -649,15 +649,13 @@ class SortedSet:
         if snap.head["score"][2] and not replace:
             raise InvalidArgumentError(f"set {name!r} already has entries; pass replace=True to replace them")
         writer = Writer(sset.chunk_size)
-        # Tuples, not lists, for the million-entry columns: the cyclic collector looks at them once.
-        members = tuple(sorted(data))
-        scores = tuple(map(data.__getitem__, members))
+        members = sorted(data)
+        scores = [data[m] for m in members]
         head = dict(snap.head)
         head["member"] = list(writer.build(snap.members, members, scores))
         # A stable sort by score alone keeps ties in member order: the set's tie-break, in either order.
         ranked = sorted(range(len(members)), key=scores.__getitem__, reverse=sset.order == "desc")
-        ranked_members, ranked_scores = tuple(map(members.__getitem__, ranked)), tuple(map(scores.__getitem__, ranked))
-        head["score"] = list(writer.build(snap.scores, ranked_members, ranked_scores))
+        head["score"] = list(writer.build(snap.scores, [members[i] for i in ranked], [scores[i] for i in ranked]))
         if replace:
             writer.replaced = [node_id for tree in (snap.scores, snap.members) for _, _, node_id in _node_ids(tree)]
         nodes = writer.encoded(sset._keys)

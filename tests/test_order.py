@@ -1,4 +1,4 @@
-"""check_pairs: the column-wise fast path and the pair-by-pair path agree with check_member/check_score."""
+"""check_pairs, with its inlined common case, agrees with check_member and check_score."""
 
 from __future__ import annotations
 
