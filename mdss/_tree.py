@@ -38,8 +38,8 @@ from .stores.base import Store
 
 KeyFn = Callable[[str, Any], Any]
 
-#: A child summary: (node id, entry count, first member, first score, items in the node or None if unknown).
-Summary = tuple[str, int, str, Any, "int | None"]
+#: A child summary: (node id, entry count, first member, first score).
+Summary = tuple[str, int, str, Any]
 
 
 class MissingNodeError(CorruptDataError):
@@ -101,7 +101,7 @@ class Manifest:
         return self.starts[-1]
 
     def summaries(self) -> list[Summary]:
-        return [(i, c, m, s, None) for i, c, m, s in zip(self.ids, self.counts, self.members, self.scores)]
+        return list(zip(self.ids, self.counts, self.members, self.scores))
 
     def encode(self) -> bytes:
         return encode_manifest(self.height, self.ids, self.counts, self.members, self.scores)
@@ -371,7 +371,7 @@ class Writer:
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id()
             self.new[node_id] = Leaf(None if keys is None else keys[a:b], members[a:b], scores[a:b])  # type: ignore[arg-type]
-            out.append((node_id, b - a, members[a], scores[a], b - a))
+            out.append((node_id, b - a, members[a], scores[a]))
         return out
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
@@ -380,10 +380,10 @@ class Writer:
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
             part = children[a:b]
-            ids, counts, members, scores = tuple(zip(*part))[:4]
+            ids, counts, members, scores = tuple(zip(*part))
             node_id = new_id()
             self.new[node_id] = Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
-            out.append((node_id, sum(counts), members[0], scores[0], b - a))
+            out.append((node_id, sum(counts), members[0], scores[0]))
         return out
 
     def _emit(self, items: Any, height: int) -> list[Summary]:
@@ -462,11 +462,15 @@ class Writer:
     def _fix_underfull(self, children: list[Summary], height: int) -> None:
         """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
 
-        Only children this commit wrote can be under-filled; untouched ones
-        satisfied the invariant before and still do.
+        Only nodes this commit wrote can be under-filled (untouched ones
+        satisfied the invariant before and still do), so only children in
+        ``new`` are looked at. A node left with a single child cannot fix
+        that child itself; once its parent merges it with a neighbour, the
+        merged children are fixed one level down in turn.
         """
+        new, min_fill = self.new, self.min_fill
         while len(children) > 1:
-            i = next((k for k, c in enumerate(children) if c[4] is not None and c[4] < self.min_fill), None)
+            i = next((k for k, c in enumerate(children) if c[0] in new and len(new[c[0]]) < min_fill), None)
             if i is None:
                 return
             a = i if i + 1 < len(children) else i - 1
@@ -475,6 +479,7 @@ class Writer:
                 items: Any = (left.keys + right.keys, left.members + right.members, left.scores + right.scores)
             else:
                 items = left.summaries() + right.summaries()
+                self._fix_underfull(items, height - 1)
             children[a : a + 2] = self._emit(items, height)
 
     def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:

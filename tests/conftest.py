@@ -27,6 +27,9 @@ settings.register_profile(
 settings.register_profile(
     "dev", max_examples=25, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+settings.register_profile(  # a long search: HYPOTHESIS_PROFILE=deep MDSS_TEST_STORES=memory python -m pytest ...
+    "deep", max_examples=1500, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster")

@@ -189,6 +189,21 @@ def test_load_bulk(store) -> None:
     assert list(board) == [mdss.Entry("x", 1, 1)]
 
 
+def test_removal_under_a_single_child_chain_keeps_the_minimum_fill(store) -> None:
+    """Found by the stateful test: a manifest left with one under-filled child cannot merge it; once its
+    parent merges that manifest with a neighbour, the grandchild must be merged too."""
+    start = {"ann": -2, "bob": -3, "cid": 0, "dee": 3, "a:b": 1, "eve": 3}
+    board = mdss.SortedSet.load(store, "b", start, chunk_size=4)
+    board.add_many([("日本", 0), ("lu", -2), ("z" * 60, -4), ("ann", 4), ("ann", 1)])
+    board.add_many([("ann", -6), ("fay", -6), ("z" * 60, 2), ("cid", -3)])
+    board.incr("gus", -5)
+    board.add("jo", 5)
+    assert board.check() == []
+    board.remove_many(["gus", "lu", "eve", "cid", "z" * 60, "ann", "dee", "日本", "bob", "jo"])
+    assert [e.member for e in board] == ["a:b", "fay"]
+    assert board.check() == []
+
+
 def test_drop(store, board) -> None:
     board.add_many({f"p{i}": i for i in range(50)})
     board.drop()
