@@ -332,15 +332,17 @@ class Tree:
 class Writer:
     """Applies sorted batches of operations to trees, copy-on-write.
 
-    ``new`` holds the nodes written by this commit (id -> node), ``replaced``
-    the ids of stored nodes the commit makes unreachable. Nothing touches the
-    store until :meth:`flush`.
+    ``new`` holds the nodes written by this commit (id -> node), ``built``
+    the entry sets of a bulk load, already encoded (id -> bytes), and
+    ``replaced`` the ids of stored nodes the commit makes unreachable.
+    Nothing touches the store here.
     """
 
     def __init__(self, chunk: int) -> None:
         self.chunk = chunk
         self.min_fill = max(chunk // 2, 1)
         self.new: dict[str, Node] = {}
+        self.built: dict[str, bytes] = {}
         self.replaced: list[str] = []
         self.tree: Tree
 
@@ -365,12 +367,17 @@ class Writer:
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
     def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
+        """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""
         out: list[Summary] = []
         cuts = self._parts(len(members))
-        members, scores, keys = tuple(members), tuple(scores), None if keys is None else tuple(keys)
+        if keys is not None:
+            keys, members, scores = tuple(keys), tuple(members), tuple(scores)
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id()
-            self.new[node_id] = Leaf(None if keys is None else keys[a:b], members[a:b], scores[a:b])  # type: ignore[arg-type]
+            if keys is None:
+                self.built[node_id] = encode_leaf(members[a:b], scores[a:b])
+            else:
+                self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
             out.append((node_id, b - a, members[a], scores[a]))
         return out
 
@@ -485,7 +492,9 @@ class Writer:
     def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
         """Build a whole tree bottom-up from entries already in key order (bulk load).
 
-        Its entry sets are only to be encoded, so they get no decoded keys.
+        Its entry sets are only to be stored: they go to ``built`` as bytes,
+        never held decoded (a million decoded entries would only feed the
+        garbage collector).
         """
         self.tree = tree
         summaries = self._emit_leaves(None, members, scores)
@@ -499,4 +508,6 @@ class Writer:
 
     def encoded(self, keyspace: Keyspace) -> dict[str, bytes]:
         """The new nodes as store key -> bytes."""
-        return {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
+        nodes = {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
+        nodes.update((keyspace.node(node_id), data) for node_id, data in self.built.items())
+        return nodes
