@@ -1,0 +1,59 @@
+"""The tree under big batches: sets of hundreds of members with chunk sizes 2-5 (trees five and more levels
+deep), commits that insert, move and delete large parts of the set at once, against a dict model.
+
+The stateful test draws from 20 members; this one reaches the deep trees and the mass deletions that
+leave chains of single-child manifests behind, where merges must cascade.
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mdss
+
+UNIVERSE = 400
+ops = st.tuples(st.integers(0, UNIVERSE - 1), st.none() | st.integers(-20, 20))
+
+
+@given(
+    chunk=st.integers(2, 5),
+    order=st.sampled_from(["desc", "asc"]),
+    size=st.integers(0, UNIVERSE),
+    seed=st.integers(0, 2**32),
+    batches=st.lists(
+        st.one_of(
+            st.lists(ops, max_size=200),
+            st.tuples(st.integers(0, UNIVERSE), st.integers(0, UNIVERSE)),  # delete a whole range of members
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_big_batches_keep_every_invariant(chunk, order, size, seed, batches) -> None:
+    rng = random.Random(seed)
+    start = {k: rng.randint(-20, 20) for k in rng.sample(range(UNIVERSE), size)}
+    board = mdss.SortedSet.load(
+        mdss.open_store("memory://"), "b", {f"m{k:03d}": v for k, v in start.items()}, chunk_size=chunk, order=order
+    )
+    model = {f"m{k:03d}": v for k, v in start.items()}
+    for batch in batches:
+        if isinstance(batch, tuple):
+            lo, hi = sorted(batch)
+            batch = [(k, None) for k in range(lo, hi)]
+        with board.batch():
+            for k, score in batch:
+                member = f"m{k:03d}"
+                if score is None:
+                    board.remove(member)
+                    model.pop(member, None)
+                else:
+                    board.add(member, score)
+                    model[member] = score
+        assert board.check() == []
+        sign = -1 if order == "desc" else 1
+        expected = sorted(model.items(), key=lambda kv: (sign * kv[1], kv[0]))
+        assert [(e.member, e.score) for e in board] == expected
+        assert len(board) == len(model)
