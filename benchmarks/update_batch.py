@@ -4,7 +4,7 @@
         [--batches 1000,5000,20000,100000] [--json benchmarks/results/update_batch.json]
 
 For each batch size, the same random score updates of existing members go to
-mdss (one commit per batch) and to the anchor that fits the store (pipelined
+mdss (one commit per batch) and to the anchor that fits the store (one
 ``ZADD`` of the batch on Redis, ``SortedList`` remove+add elsewhere).
 """
 
