@@ -33,17 +33,13 @@ from typing import Any
 from ._cache import NodeCache
 from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
 from ._keys import Keyspace
-from .exceptions import CorruptDataError
+from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
 
 KeyFn = Callable[[str, Any], Any]
 
 #: A child summary: (node id, entry count, first member, first score).
 Summary = tuple[str, int, str, Any]
-
-
-class MissingNodeError(CorruptDataError):
-    """A node the head names is gone: garbage-collected under an old head (the read retries) or lost."""
 
 
 def new_id() -> str:

@@ -45,14 +45,46 @@ class StoreError(MdssError, RuntimeError):
 
 
 class StoreUnavailableError(StoreError, ConnectionError):
-    """The store cannot be reached, opened or read (after bounded retries)."""
+    """The store cannot be reached, opened or read (after bounded retries).
+
+    Raised by a write, it means the write may or may not have been applied:
+    mdss never deletes what such a write stored until it has proven that the
+    write did not land.
+    """
+
+
+class OutcomeUnknownError(StoreUnavailableError):
+    """A write's reply was lost and what it wrote could not be proven applied or not applied.
+
+    From :meth:`Store.cas`: the key changed since it was read and may hold
+    this write or a later one. From a set's write methods: the commit may
+    or may not be visible (it cannot be half-visible); re-read before
+    retrying a non-idempotent write such as ``incr``.
+    """
+
+
+class MissingNodeError(CorruptDataError):
+    """A node the current head names is gone from the store: the set is damaged.
+
+    (A node collected under an *older* head is not this error: reads retry on
+    the newer head.)
+    """
+
+
+class HeadMissingError(CorruptDataError):
+    """A set has stored nodes but no head: the head was lost (evicted, deleted by hand).
+
+    mdss refuses to treat such a set as empty and start it afresh; ``drop()``
+    removes what is left.
+    """
 
 
 class ConflictError(StoreError):
-    """A conditional write lost: the key changed since it was read.
+    """A conditional write lost: the key changed since it was read; nothing was written.
 
-    From a set's write methods it means the commit was retried its whole
-    budget against concurrent writers; nothing of it is visible.
+    From a set's write methods it means the commit lost to concurrent writers
+    for its whole retry budget (a time, see ``retry_budget``); nothing of it
+    is visible.
     """
 
 
@@ -63,10 +95,13 @@ class SiblingsError(StoreError):
 __all__ = [
     "ConflictError",
     "CorruptDataError",
+    "HeadMissingError",
     "InvalidArgumentError",
     "InvalidMemberError",
     "InvalidScoreError",
     "MdssError",
+    "MissingNodeError",
+    "OutcomeUnknownError",
     "SettingsMismatchError",
     "SiblingsError",
     "StoreError",
