@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import zlib
+
 import msgpack
 
 from .exceptions import CorruptDataError
@@ -22,6 +24,23 @@ LEAF = 0
 MANIFEST = 1
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def seal(payload: bytes) -> bytes:
+    """``payload`` followed by its CRC-32 (4 bytes, big-endian), which :func:`unseal` verifies.
+
+    A CRC-32 catches every flipped byte and every burst of up to 32 bits:
+    stored bytes that still decode after damage are refused, not served.
+    """
+    return payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def unseal(key: str, data: bytes) -> bytes:
+    """The payload of sealed bytes; :class:`CorruptDataError` naming ``key`` if the checksum fails."""
+    payload = data[:-4]
+    if len(data) < 5 or zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
+        raise CorruptDataError("stored bytes fail their checksum", key)
+    return payload
 
 
 def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:
