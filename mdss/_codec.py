@@ -1,29 +1,37 @@
-"""Bytes on the store: msgpack arrays that start with a format version.
+"""Bytes on the store: msgpack arrays that start with a format version, sealed with a CRC-32.
 
-An entry set is ``[1, 0, members, scores]``; a manifest is
-``[1, 1, height, child_ids, child_counts, first_members, first_scores]``
-(the first entry of each child, from which the tree derives its key); a head
-is a msgpack map. Integers stay integers (msgpack has 64-bit ints), floats are
-IEEE doubles. Anything that does not decode to that shape raises
-:class:`~mdss.exceptions.CorruptDataError` naming the key.
+Format 2 (written since the gc epochs and checksums): an entry set is
+``seal(msgpack([2, 0, members, scores]))``; a manifest is
+``seal(msgpack([2, 1, height, child_ids, child_counts, first_members,
+first_scores]))`` (the first entry of each child, from which the tree derives
+its key); the head is ``seal(msgpack(map))`` (see ``mdss._head``). ``seal``
+appends the CRC-32 of the msgpack bytes, so a flipped byte that still decodes
+is refused instead of served. Format 1 (the same without the checksum) is
+still read. Integers stay integers (msgpack has 64-bit ints), floats are IEEE
+doubles. Anything that does not decode to the right shape and types raises
+:class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md
+describes every field.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Any
-
-import zlib
 
 import msgpack
 
 from .exceptions import CorruptDataError
 
-FORMAT = 1
+FORMAT = 2
+LEGACY = 1
 LEAF = 0
 MANIFEST = 1
+#: Deeper than any tree of 2**64 entries with at least 2 children per manifest.
+MAX_HEIGHT = 64
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+_NUMBERS = {int, float}
 
 
 def seal(payload: bytes) -> bytes:
@@ -43,63 +51,80 @@ def unseal(key: str, data: bytes) -> bytes:
     return payload
 
 
+def _sealed(data: bytes) -> memoryview | None:
+    """The payload if ``data`` carries a valid checksum, else ``None``."""
+    view = memoryview(data)
+    if len(view) > 4 and zlib.crc32(view[:-4]).to_bytes(4, "big") == view[-4:]:
+        return view[:-4]
+    return None
+
+
+def unpack(key: str, data: bytes, what: str, **options: Any) -> tuple[int, Any]:
+    """``(format, object)`` from stored bytes: sealed format 2, or the unsealed format 1 before it.
+
+    Damaged format-2 bytes fail the checksum and then fail as format 1 too
+    (the checksum trailer is extra data, or the version is not 1).
+    """
+    payload = _sealed(data)
+    try:
+        found = msgpack.unpackb(payload if payload is not None else data, raw=False, **options)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise CorruptDataError(f"stored {what} does not decode ({type(exc).__name__}: {exc})", key) from None
+    version = found.get("v") if type(found) is dict else found[0] if type(found) in (tuple, list) and found else None
+    if type(version) is not int or version != (FORMAT if payload is not None else LEGACY):
+        raise CorruptDataError(f"stored {what} has an unknown format or fails its checksum", key)
+    return version, found
+
+
 def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:
-    return _packb([FORMAT, LEAF, members, scores])
+    return seal(_packb([FORMAT, LEAF, members, scores]))
 
 
 def encode_manifest(
     height: int, ids: Sequence[str], counts: Sequence[int], members: Sequence[str], scores: Sequence[Any]
 ) -> bytes:
-    return _packb([FORMAT, MANIFEST, height, ids, counts, members, scores])
+    return seal(_packb([FORMAT, MANIFEST, height, ids, counts, members, scores]))
+
+
+def _scores_ok(scores: tuple[Any, ...]) -> bool:
+    return set(map(type, scores)) <= _NUMBERS and all(s == s for s in scores)
 
 
 def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
     """The node's fields: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts, members, scores)``.
 
-    Arrays decode as tuples: immutable like the nodes, and the garbage
-    collector stops tracking a tuple of strings and numbers after one look.
+    Every field is checked for its type (members and ids are strings,
+    scores ints or floats and never NaN, counts positive ints), so no
+    wrongly typed value reaches the tree. Arrays decode as tuples: immutable
+    like the nodes, and the garbage collector stops tracking a tuple of
+    strings and numbers after one look.
     """
-    try:
-        node = msgpack.unpackb(data, raw=False, use_list=False)
-    except Exception as exc:  # msgpack raises several unrelated types on garbage
-        raise CorruptDataError(f"stored node does not decode: {exc}", key) from exc
-    if type(node) is not tuple or len(node) < 4 or node[0] != FORMAT:
-        version = node[0] if type(node) is tuple and node else None
-        raise CorruptDataError(f"stored node has an unknown format (version {version!r})", key)
-    kind = node[1]
-    fields = node[2:]
-    arrays = all(type(x) is tuple for x in fields[kind == MANIFEST :])
-    if kind == LEAF and len(fields) == 2 and arrays and len(fields[0]) == len(fields[1]):
-        return node[1:]
-    if (
-        kind == MANIFEST
-        and len(fields) == 5
-        and type(fields[0]) is int
-        and arrays
-        and len(set(map(len, fields[1:]))) == 1
-    ):
-        return node[1:]
-    raise CorruptDataError("stored node is malformed", key)
-
-
-def encode_head(head: dict[str, Any]) -> bytes:
-    return _packb({"v": FORMAT, **head})
-
-
-def decode_head(key: str, data: bytes) -> dict[str, Any]:
-    try:
-        head = msgpack.unpackb(data, raw=False)
-    except Exception as exc:
-        raise CorruptDataError(f"stored head does not decode: {exc}", key) from exc
-    if type(head) is not dict or head.get("v") != FORMAT:
-        raise CorruptDataError("stored head has an unknown format", key)
-    try:
-        for tree in ("score", "member"):
-            root, height, count = head[tree]
-            if not (root is None or type(root) is str) or type(height) is not int or type(count) is not int:
-                raise TypeError(tree)
-        if head["order"] not in ("asc", "desc") or type(head["chunk"]) is not int or type(head["gen"]) is not int:
-            raise TypeError("settings")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptDataError(f"stored head is malformed ({exc})", key) from None
-    return head
+    _, node = unpack(key, data, "node", use_list=False)
+    if type(node) is not tuple or len(node) < 4:
+        raise CorruptDataError("stored node is malformed", key)
+    kind, fields = node[1], node[2:]
+    if kind == LEAF and len(fields) == 2:
+        members, scores = fields
+        if (
+            type(members) is tuple
+            and type(scores) is tuple
+            and len(members) == len(scores)
+            and set(map(type, members)) <= {str}
+            and _scores_ok(scores)
+        ):
+            return node[1:]
+    elif kind == MANIFEST and len(fields) == 5:
+        height, ids, counts, members, scores = fields
+        if (
+            type(height) is int
+            and 1 <= height <= MAX_HEIGHT
+            and all(type(x) is tuple for x in fields[1:])
+            and len(ids) == len(counts) == len(members) == len(scores) >= 1
+            and set(map(type, ids)) <= {str}
+            and set(map(type, counts)) <= {int}
+            and min(counts) >= 1
+            and set(map(type, members)) <= {str}
+            and _scores_ok(scores)
+        ):
+            return node[1:]
+    raise CorruptDataError("stored node is malformed (wrong shape or field types)", key)

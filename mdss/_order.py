@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
@@ -26,6 +26,7 @@ INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 
 Score = int | float
+KeyFn = Callable[[str, Any], Any]
 
 
 class Entry(NamedTuple):
@@ -132,20 +133,23 @@ def add_scores(a: Score, b: Score) -> Score:
     return check_score(total)
 
 
+def member_key(member: str, score: Any) -> str:
+    """The member index's key: the member alone (code point order)."""
+    return member
+
+
 class Order:
     """The direction of a set and everything that follows from it."""
 
-    __slots__ = ("name", "key", "score_of", "probe", "better")
+    __slots__ = ("name", "key", "probe", "better")
 
     def __init__(self, name: str) -> None:
         if name == "desc":
             self.key = lambda member, score: (-score, member)
-            self.score_of = lambda key: -key[0]
             self.probe = lambda score: (-score,)
             self.better = max
         elif name == "asc":
             self.key = lambda member, score: (score, member)
-            self.score_of = lambda key: key[0]
             self.probe = lambda score: (score,)
             self.better = min
         else:
@@ -159,6 +163,18 @@ class Order:
     def last_key(self, score: Score) -> tuple[Score, _Top]:
         """A probe above every key with ``score``."""
         return (self.probe(score)[0], TOP)
+
+    def key_after(self, member: str, score: Score) -> tuple[Score, str]:
+        """A probe just after the key of ``(member, score)`` and before every later key (for cursors)."""
+        return (self.probe(score)[0], member + "\0")
+
+    def ranked(self, members: list[str], scores: list[Score]) -> list[int]:
+        """Positions of ``members`` (sorted by member) in set order.
+
+        A stable sort by score alone keeps ties in member order, the set's
+        tie-break, in either direction: cheaper than sorting by full keys.
+        """
+        return sorted(range(len(members)), key=scores.__getitem__, reverse=self.name == "desc")
 
     def __repr__(self) -> str:
         return f"Order({self.name!r})"

@@ -2,70 +2,64 @@
 
 Every read takes one snapshot: it reads the head once and descends immutable
 nodes, so whatever it returns is one committed state. Every write is one
-commit: read the head, apply the batch copy-on-write in memory, write the new
-nodes, compare-and-set the head; if another writer moved the head, apply the
-batch again on the new head (rebase). See docs/architecture.md.
+commit (``mdss._commit``): apply the batch copy-on-write, write the new
+nodes, compare-and-set the head, and rebase on a lost race. Replaced nodes
+are deleted later (``mdss._garbage``); ``check()`` lives in ``mdss._check``.
+See docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import base64
-import random
+import contextlib
+import itertools
 import secrets
 import threading
-import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
+import attrs
 import msgpack
 
+from . import _check, _commit, _garbage
 from ._cache import NodeCache
-from ._codec import decode_head, encode_head
-from ._group import GroupCommit, Pending
+from ._group import GroupCommit
+from ._head import MAX_CHUNK, Head, Snapshot
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, add_scores, check_member, check_pairs, check_score
-from ._tree import Manifest, MissingNodeError, Source, Tree, Writer, id_millis
+from ._order import Entry, Order, Score, check_member, check_pairs, check_score
+from ._retry import COMMITS
+from ._tree import Source, Tree
 from .exceptions import (
     ConflictError,
     CorruptDataError,
+    HeadMissingError,
     InvalidArgumentError,
-    InvalidScoreError,
+    MissingNodeError,
     SettingsMismatchError,
     StoreUnavailableError,
 )
-from .stores.base import Record, Stats, Store
+from .stores.base import Stats, Store
 
 T = TypeVar("T")
 
 DEFAULT_CHUNK = 1000
-MAX_CHUNK = 100_000
 OPS = ("set", "incr", "best")
 TIES = ("ordinal", "competition")
-#: How many commit ids a head remembers, to tell whether a commit whose reply was lost landed.
-RECENT_COMMITS = 8
-READ_ATTEMPTS = 8
-#: gc() only deletes unreferenced nodes older than this (seconds): commits in flight are younger.
-GC_MIN_AGE = 3600.0
-
 
 _entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
 
 
-def _member_key(member: str, score: Any) -> str:
-    return member
-
-
 def _check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
-    if value not in allowed:
-        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r:.80}")
     return value
 
 
 def _check_count(value: Any, what: str) -> int:
     if type(value) is not int or value < 0:
-        raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r:.80}")
     return value
 
 
@@ -74,23 +68,6 @@ class Page(NamedTuple):
 
     entries: list[Entry]
     cursor: str | None
-
-
-def _encode_cursor(state: list[Any]) -> str:
-    return base64.urlsafe_b64encode(msgpack.packb(state)).decode("ascii").rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> list[Any]:
-    try:
-        state = msgpack.unpackb(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        root, height, count, position, member, _score = state
-        if not (root is None or type(root) is str) or not all(type(n) is int for n in (height, count, position)):
-            raise ValueError(state)
-        if member is not None:
-            check_member(member)
-    except Exception:
-        raise InvalidArgumentError(f"not a page cursor of this set: {cursor!r:.80}") from None
-    return state
 
 
 class Batch:
@@ -104,31 +81,22 @@ class Batch:
         self.results: list[Any] | None = None
 
 
-class _Snapshot:
-    """One committed state: the head as read, and both trees as it names them."""
-
-    __slots__ = ("record", "head", "scores", "members", "source")
-
-    def __init__(self, sset: SortedSet, record: Record | None, head: dict[str, Any], source: Source) -> None:
-        self.record, self.head, self.source = record, head, source
-        self.scores = Tree(source, sset._order.key, *head["score"])
-        self.members = Tree(source, _member_key, *head["member"])
-
-
 class SortedSet:
     """A sorted set of ``(member, score)`` kept in a key-value store.
 
     ``order`` is ``"desc"`` (highest score first, the usual leaderboard) or
     ``"asc"``; ties are broken by member. ``chunk_size`` is the most entries
     an entry set and the most children a manifest hold. Both default to the
-    stored settings of an existing set, else ``"desc"`` and 1000; opening an
-    existing set with different ones raises :class:`SettingsMismatchError`.
-    ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are
-    deleted ``gc_grace`` seconds after the commit that replaced them, so that
-    readers on an older head can finish. Writes from concurrent threads are
-    grouped into one commit of up to ``max_batch`` operations; a commit waits
-    up to ``max_wait`` seconds for more to join (0: only what queued while
-    the previous commit ran).
+    stored settings of an existing set (or of the set another process
+    creates first), else ``"desc"`` and 1000; opening an existing set with
+    different ones raises :class:`SettingsMismatchError`. ``cache_bytes``
+    bounds the cache of decoded nodes. Replaced nodes are deleted
+    ``gc_grace`` seconds after the commit that replaced them, so that
+    readers on an older head can finish. A commit that loses races retries
+    for up to ``retry_budget`` seconds (and at most ``max_attempts`` times,
+    if given). Writes from concurrent threads are grouped into one commit of
+    up to ``max_batch`` operations; a commit waits up to ``max_wait`` seconds
+    for more to join (0: only what queued while the previous commit ran).
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -146,40 +114,53 @@ class SortedSet:
         chunk_size: int | None = None,
         cache_bytes: int = 64 << 20,
         gc_grace: float = 30.0,
-        max_attempts: int = 32,
+        retry_budget: float = COMMITS.budget,
+        max_attempts: int | None = None,
         max_batch: int = 1000,
         max_wait: float = 0.0,
     ) -> None:
         if not isinstance(store, Store):
-            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r}")
+            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
         if order is not None:
             _check_choice(order, ("desc", "asc"), "order")
         if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
-            raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r}")
+            raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
+        for what, value in (("cache_bytes", cache_bytes), ("max_batch", max_batch)):
+            if type(value) is not int or value < (1 if what == "max_batch" else 0):
+                raise InvalidArgumentError(f"{what} must be a positive int, got {value!r:.80}")
+        for what, seconds in (("gc_grace", gc_grace), ("retry_budget", retry_budget), ("max_wait", max_wait)):
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
+                raise InvalidArgumentError(f"{what} must be a non-negative number of seconds, got {seconds!r:.80}")
+        if max_attempts is not None and (type(max_attempts) is not int or max_attempts < 1):
+            raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {max_attempts!r:.80}")
         self.store = store
         self.name = name
         self._keys = Keyspace(store.namespace, name)
         self._cache = NodeCache(cache_bytes)
         self.gc_grace = gc_grace
-        self.max_attempts = max_attempts
-        self._garbage: list[tuple[float, list[str]]] = []
-        self._lock = threading.Lock()
+        self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
+        self._garbage = _garbage.Garbage(self)
         self._local = threading.local()
-        self._group = GroupCommit(self._commit, max_batch, max_wait)
-        self.commits = 0  # commits this object published, and re-applications after losing a race
-        self.retries = 0
+        self._group = GroupCommit(lambda pendings: _commit.commit(self, pendings), max_batch, max_wait)
+        self.commits = 0  # commits this object published
+        self.retries = 0  # commits it re-applied after losing the race for the head
         self._head_bytes: bytes | None = None
-        self._head: dict[str, Any] | None = None
+        self._head: Head | None = None
+        self._explicit = order is not None or chunk_size is not None
+        self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         record = store.get(self._keys.head)
         if record is not None:
-            stored = decode_head(self._keys.head, record.value)
-            for what, wanted, have in (("order", order, stored["order"]), ("chunk_size", chunk_size, stored["chunk"])):
+            stored = Head.decode(self._keys.head, record.value)
+            for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
                 if wanted is not None and wanted != have:
                     raise SettingsMismatchError(f"set {name!r} is stored with {what}={have!r}, not {wanted!r}")
-            order, chunk_size = stored["order"], stored["chunk"]
-        self.order: str = order or "desc"
-        self.chunk_size: int = chunk_size or DEFAULT_CHUNK
-        self._order = Order(self.order)
+            self._settle(stored.order, stored.chunk)
+            self._explicit = True
+
+    def _settle(self, order: str, chunk_size: int) -> None:
+        self.order: str = order
+        self.chunk_size: int = chunk_size
+        self._order = Order(order)
 
     def __repr__(self) -> str:
         return f"SortedSet({self.name!r}, order={self.order!r}, chunk_size={self.chunk_size})"
@@ -191,48 +172,87 @@ class SortedSet:
 
     # -- heads and snapshots ---------------------------------------------
 
-    def _empty_head(self) -> dict[str, Any]:
-        return {
-            "order": self.order,
-            "chunk": self.chunk_size,
-            "gen": 0,
-            "recent": [],
-            "score": [None, 0, 0],
-            "member": [None, 0, 0],
-        }
-
-    def _decode_head(self, data: bytes) -> dict[str, Any]:
+    def _decode_head(self, data: bytes) -> Head:
         if data == self._head_bytes:
             return self._head  # type: ignore[return-value]
-        head = decode_head(self._keys.head, data)
-        if (head["order"], head["chunk"]) != (self.order, self.chunk_size):
-            raise SettingsMismatchError(
-                f"set {self.name!r} was recreated with order={head['order']!r}, chunk_size={head['chunk']}"
-            )
+        head = Head.decode(self._keys.head, data)
+        if (head.order, head.chunk) != (self.order, self.chunk_size):
+            if self._explicit or self._head is not None:
+                raise SettingsMismatchError(
+                    f"set {self.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
+                    f"not order={self.order!r}, chunk_size={self.chunk_size} (was it dropped and recreated?)"
+                )
+            self._settle(head.order, head.chunk)  # opened before another process created it: adopt its settings
+        self._explicit = True
         self._head_bytes, self._head = data, head
         return head
 
-    def _snapshot(self) -> _Snapshot:
-        record = self.store.get(self._keys.head)
-        head = self._empty_head() if record is None else self._decode_head(record.value)
-        return _Snapshot(self, record, head, Source(self.store, self._keys, self._cache))
+    def _remember_head(self, head: Head) -> None:
+        self._head_bytes, self._head = head.encode(), head
+        self._explicit = True
 
-    def _read(self, fn: Callable[[_Snapshot], T]) -> T:
+    def _forget_head(self) -> None:
+        self._head_bytes = self._head = None
+
+    def _has_nodes(self) -> bool:
+        """Whether any node of this set is stored (a listing of the set's node keys, stopped early)."""
+        listed = list(itertools.islice(self.store.keys(self._keys.nodes), 16))
+        return any(True for _ in _garbage.existing(self, listed))
+
+    def _snapshot(self, *, create: bool = False) -> Snapshot:
+        """The current state. ``create``: make an empty head first if there is none (a first write).
+
+        A head that vanished (the head of a set this object has seen, or any
+        set's head when a write would start it afresh) while nodes remain is
+        refused with :class:`HeadMissingError`, never taken for an empty set.
+        """
+        key = self._keys.head
+        record = self.store.get(key)
+        while record is None and (create or self._head is not None):
+            if self._has_nodes():
+                raise HeadMissingError(
+                    f"set {self.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
+                    "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
+                    key,
+                )
+            if not create:
+                self._forget_head()
+                break
+            # A new set: an empty head of epoch 1 first, so that every node is minted under a head. If another
+            # writer made one, or the reply was lost, read what is there.
+            with contextlib.suppress(ConflictError, StoreUnavailableError):
+                fresh = Head(self.order, self.chunk_size, epoch=1).next(secrets.token_hex(8))
+                self.store.cas(key, fresh.encode(), None)
+            record = self.store.get(key)
+        head = Head(self.order, self.chunk_size) if record is None else self._decode_head(record.value)
+        return Snapshot(record, head, Source(self.store, self._keys, self._cache), self._order.key)
+
+    def _collected_meanwhile(self, snap: Snapshot) -> None:
+        """After a MissingNodeError: return if the head moved since ``snap`` (a read retries), else raise."""
+        record = self.store.get(self._keys.head)
+        if (None if record is None else record.version) == snap.version:
+            raise MissingNodeError(
+                f"set {self.name!r}: a node the current head names is missing from the store (the set is damaged)"
+            )
+
+    def _read(self, fn: Callable[[Snapshot], T]) -> T:
         """Run ``fn`` on a fresh snapshot; if a node it needs was collected meanwhile, on a newer one."""
-        for attempt in range(READ_ATTEMPTS):
+        for _ in self._policy.attempts():
+            snap = self._snapshot()
             try:
-                return fn(self._snapshot())
+                return fn(snap)
             except MissingNodeError:
-                if attempt == READ_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.001 * 2**attempt)
-        raise AssertionError("unreachable")
+                self._collected_meanwhile(snap)
+        raise ConflictError(
+            f"reads of set {self.name!r} kept losing their snapshot to garbage collection for "
+            f"{self._policy.budget:g} s: raise gc_grace above the time a read takes"
+        )
 
     # -- reads -------------------------------------------------------------
 
     def __len__(self) -> int:
         """Number of members. One round trip (the head)."""
-        return self._read(lambda snap: snap.head["score"][2])
+        return self._read(lambda snap: snap.head.scores.count)
 
     def info(self) -> dict[str, Any]:
         """The head's facts: members, settings, generation, each tree's height. One round trip.
@@ -242,12 +262,13 @@ class SortedSet:
         """
         head = self._read(lambda snap: snap.head)
         return {
-            "members": head["score"][2],
+            "members": head.scores.count,
             "order": self.order,
             "chunk_size": self.chunk_size,
-            "generation": head["gen"],
-            "score_tree_height": head["score"][1] + (head["score"][0] is not None),
-            "member_index_height": head["member"][1] + (head["member"][0] is not None),
+            "generation": head.gen,
+            "gc_epoch": head.epoch,
+            "score_tree_height": head.scores.height + (head.scores.root is not None),
+            "member_index_height": head.members.height + (head.members.root is not None),
         }
 
     def __contains__(self, member: object) -> bool:
@@ -280,7 +301,7 @@ class SortedSet:
         member = check_member(member)
         _check_choice(ties, TIES, "ties")
 
-        def run(snap: _Snapshot) -> int | None:
+        def run(snap: Snapshot) -> int | None:
             score = snap.members.get(member)
             if score is None:
                 return None
@@ -298,7 +319,7 @@ class SortedSet:
         probe = self._order.first_key(check_score(score))
         return self._read(lambda snap: snap.scores.rank_of(probe) + 1)
 
-    def _entries(self, snap: _Snapshot, start: int, stop: int) -> list[Entry]:
+    def _entries(self, snap: Snapshot, start: int, stop: int) -> list[Entry]:
         members, scores = snap.scores.slice(start, stop)
         return list(map(_entry, members, scores, range(start + 1, start + 1 + len(members))))
 
@@ -319,7 +340,7 @@ class SortedSet:
         found = self.range(rank - 1, 1)
         return found[0] if found else None
 
-    def _score_bounds(self, snap: _Snapshot, best: Score, worst: Score) -> tuple[int, int]:
+    def _score_bounds(self, snap: Snapshot, best: Score, worst: Score) -> tuple[int, int]:
         low, high = self._order.first_key(best), self._order.last_key(worst)
         if high < low:
             return 0, 0
@@ -337,7 +358,7 @@ class SortedSet:
         if limit is not None:
             _check_count(limit, "limit")
 
-        def run(snap: _Snapshot) -> list[Entry]:
+        def run(snap: Snapshot) -> list[Entry]:
             start, stop = self._score_bounds(snap, best, worst)
             start += offset
             if limit is not None:
@@ -350,7 +371,7 @@ class SortedSet:
         """How many members have a score between ``best`` and ``worst`` inclusive. O(log n)."""
         best, worst = check_score(best), check_score(worst)
 
-        def run(snap: _Snapshot) -> int:
+        def run(snap: Snapshot) -> int:
             start, stop = self._score_bounds(snap, best, worst)
             return stop - start
 
@@ -362,7 +383,7 @@ class SortedSet:
         _check_count(before, "before")
         _check_count(after, "after")
 
-        def run(snap: _Snapshot) -> list[Entry]:
+        def run(snap: Snapshot) -> list[Entry]:
             score = snap.members.get(member)
             if score is None:
                 return []
@@ -370,6 +391,34 @@ class SortedSet:
             return self._entries(snap, max(position - before, 0), position + after + 1)
 
         return self._read(run)
+
+    def _cursor_tag(self) -> int:
+        return zlib.crc32(self._keys.prefix.encode())
+
+    def _encode_cursor(self, tree: Tree, position: int, member: str, score: Score) -> str:
+        state = [tree.root, tree.height, tree.count, position, member, score]
+        payload = msgpack.packb([self._cursor_tag(), *state])
+        return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
+
+    def _decode_cursor(self, cursor: Any) -> tuple[str | None, int, int, int, str, Score]:
+        """The state a cursor of this set carries; InvalidArgumentError for anything else."""
+        try:
+            data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+            payload = data[:-4]
+            if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
+                raise ValueError("checksum")
+            tag, root, height, count, position, member, score = msgpack.unpackb(payload)
+            if tag != self._cursor_tag():
+                raise ValueError("another set's cursor")
+            if not (root is None or type(root) is str) or not all(type(n) is int for n in (height, count, position)):
+                raise ValueError("types")
+            if not (0 <= height <= 64 and 0 < position < count):
+                raise ValueError("ranges")
+            check_member(member)
+            check_score(score)
+        except Exception:
+            raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None
+        return root, height, count, position, member, score
 
     def page(self, limit: int = 100, cursor: str | None = None) -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
@@ -380,7 +429,7 @@ class SortedSet:
         (``gc_grace`` after they are replaced). After that, the next page
         continues on the newest state just after the last entry returned: a
         member unchanged throughout is still never skipped nor repeated. The
-        cursor is a URL-safe string.
+        cursor is a URL-safe string, bound to this set; it pins no storage.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 3, "b": 2, "c": 1})
         >>> first = board.page(2)
@@ -388,33 +437,28 @@ class SortedSet:
         (Entry(member='b', score=2, rank=2), Page(entries=[Entry(member='c', score=1, rank=3)], cursor=None))
         """
         if type(limit) is not int or limit < 1:
-            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r}")
+            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+
+        def resume(snap: Snapshot) -> tuple[Tree, int]:
+            if cursor is None:
+                return snap.scores, 0
+            return snap.scores, snap.scores.count_below([self._order.key_after(member, score)])[0]
+
         if cursor is None:
-            snap = self._snapshot()
-            state: list[Any] = [*snap.head["score"], 0, None, None]
+            tree, position = self._read(lambda snap: (snap.scores, 0))
         else:
-            state = _decode_cursor(cursor)
-        root, height, count, position, last_member, last_score = state
-        for attempt in range(READ_ATTEMPTS):
-            source = Source(self.store, self._keys, self._cache)
-            tree = Tree(source, self._order.key, root, height, count)
-            try:
-                members, scores = tree.slice(position, position + limit)
-                break
-            except MissingNodeError:  # the snapshot was collected: go on from the newest head
-                if attempt == READ_ATTEMPTS - 1:
-                    raise
-                snap = self._snapshot()
-                root, height, count = snap.head["score"]
-                position = 0
-                if last_member is not None:
-                    last = self._order.key(last_member, last_score)
-                    position = snap.scores.count_below([(last[0], last[1] + "\0")])[0]
-        entries = [Entry(m, s, position + i + 1) for i, (m, s) in enumerate(zip(members, scores))]
+            root, height, count, position, member, score = self._decode_cursor(cursor)
+            tree = Tree(Source(self.store, self._keys, self._cache), self._order.key, root, height, count)
+        try:
+            members, scores = tree.slice(position, position + limit)
+        except MissingNodeError:  # the snapshot was collected: go on from the newest head, after the last entry
+            tree, position = self._read(resume)
+            members, scores = self._read(lambda snap: snap.scores.slice(position, position + limit))
+        entries = list(map(_entry, members, scores, range(position + 1, position + 1 + len(members))))
         position += len(entries)
-        if position >= count or not entries:
+        if position >= tree.count or not entries:
             return Page(entries, None)
-        return Page(entries, _encode_cursor([root, height, count, position, members[-1], scores[-1]]))
+        return Page(entries, self._encode_cursor(tree, position, members[-1], scores[-1]))
 
     def __iter__(self) -> Iterator[Entry]:
         """Every entry in order, one entry set at a time, from one snapshot (see :meth:`page`)."""
@@ -438,8 +482,16 @@ class SortedSet:
     def add_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], *, op: str = "set") -> int | None:
         """Apply ``op`` to many ``(member, score)`` pairs in one commit; returns how many members are new."""
         _check_choice(op, OPS, "op")
-        items = pairs.items() if isinstance(pairs, Mapping) else pairs
-        results = self._submit([(op, check_member(m), check_score(s)) for m, s in items])
+        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
+            raise InvalidArgumentError(f"pairs must be a mapping or an iterable of (member, score), got {pairs!r:.80}")
+        ops = []
+        for pair in pairs.items() if isinstance(pairs, Mapping) else pairs:
+            try:
+                member, score = pair
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"expected (member, score) pairs, got {pair!r:.80}") from None
+            ops.append((op, check_member(member), check_score(score)))
+        results = self._submit(ops)
         return None if results is None else sum(1 for new in results if new)
 
     def incr(self, member: str, delta: Score) -> Score | None:
@@ -454,6 +506,8 @@ class SortedSet:
 
     def remove_many(self, members: Iterable[str]) -> int | None:
         """Remove many members in one commit; returns how many were there."""
+        if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
+            raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
         results = self._submit([("remove", check_member(m), None) for m in members])
         return None if results is None else sum(1 for found in results if found)
 
@@ -494,129 +548,6 @@ class SortedSet:
             return []
         return self._group.submit(ops, want_score)  # type: ignore[arg-type]
 
-    def _apply_ops(self, pending: Pending, new: dict[str, Any]) -> list[Any]:
-        """Apply one caller's ops to ``new`` (member -> score, ``None``: absent); each op's result.
-
-        Leaves ``new`` untouched if an op is refused (an ``incr`` overflowing).
-        """
-        trial = {member: new[member] for _, member, _ in pending.ops}
-        results: list[Any] = []
-        better = self._order.better
-        wants = pending.want_score
-        for n, (op, member, value) in enumerate(pending.ops):
-            current = trial[member]
-            if op == "remove":
-                results.append(current is not None)
-                trial[member] = None
-                continue
-            if op == "set":
-                trial[member] = value
-            elif op == "incr":
-                trial[member] = add_scores(0 if current is None else current, value)
-            else:  # best
-                trial[member] = value if current is None else better(current, value)
-            want = wants[n] if isinstance(wants, list) else wants
-            results.append(trial[member] if want else current is None)
-        new.update(trial)
-        return results
-
-    def _commit(self, pendings: list[Pending]) -> None:
-        """Commit several callers' ops atomically, rebasing on concurrent commits.
-
-        Sets each pending's ``result``, or its ``error`` if its own ops were
-        refused (the others still commit).
-        """
-        members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
-        key = self._order.key
-        for attempt in range(self.max_attempts):
-            try:
-                snap = self._snapshot()
-                old = dict(zip(members, snap.members.find(members)))
-                new = dict(old)
-                for pending in pendings:
-                    pending.result, pending.error = None, None
-                    try:
-                        pending.result = self._apply_ops(pending, new)
-                    except InvalidScoreError as exc:
-                        pending.error = exc
-                score_ops, member_ops = [], []
-                for member in members:
-                    was, now = old[member], new[member]
-                    if type(was) is type(now) and was == now:
-                        continue
-                    if was is not None:
-                        score_ops.append((key(member, was), member, None))
-                    if now is not None:
-                        score_ops.append((key(member, now), member, now))
-                    member_ops.append((member, member, now))
-                if not member_ops:
-                    return
-                score_ops.sort(key=itemgetter(0))
-                member_ops.sort(key=itemgetter(0))
-                writer = Writer(self.chunk_size)
-                head = dict(snap.head)
-                head["score"] = list(writer.apply(snap.scores, score_ops))
-                head["member"] = list(writer.apply(snap.members, member_ops))
-            except MissingNodeError:
-                if attempt == self.max_attempts - 1:
-                    raise
-                continue  # a node was collected under the head we read: read a newer one
-            if self._publish(snap, head, writer):
-                self.commits += 1
-                return
-            self.retries += 1
-            time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
-        raise ConflictError(
-            f"commit to set {self.name!r} lost to concurrent writers {self.max_attempts} times; nothing was applied"
-        )
-
-    def _publish(
-        self, snap: _Snapshot, head: dict[str, Any], writer: Writer, nodes: dict[str, bytes] | None = None
-    ) -> bool:
-        """Write the new nodes (unless given: already written), then compare-and-set the head.
-
-        False if another commit won; then the new nodes are deleted again.
-        """
-        if writer.new and time.time() * 1000 - id_millis(next(iter(writer.new))) > GC_MIN_AGE * 500:
-            return False  # so slow that gc() may have taken its nodes for garbage: do it again
-        nonce = secrets.token_hex(8)
-        head["gen"] = snap.head["gen"] + 1
-        head["recent"] = [nonce, *snap.head.get("recent", [])][:RECENT_COMMITS]
-        if nodes is None:
-            nodes = writer.encoded(self._keys)
-            self.store.put_many(nodes)
-        version = None if snap.record is None else snap.record.version
-        try:
-            self.store.cas(self._keys.head, encode_head(head), version)
-        except ConflictError:
-            self.store.delete_many(nodes)  # never referenced by any head
-            return False
-        except StoreUnavailableError:
-            if not self._landed(nonce):
-                raise
-        for node_id in writer.replaced:  # only readers of older heads could want them: they reload
-            self._cache.discard(node_id)
-        for node_id, node in writer.new.items():
-            self._cache.put(node_id, node, len(nodes[self._keys.node(node_id)]))
-        self._discard(writer.replaced)
-        return True
-
-    def _landed(self, nonce: str) -> bool:
-        """After a compare-and-set whose reply was lost: did it land? (Raises if still unreachable.)"""
-        record = self.store.get(self._keys.head)
-        return record is not None and nonce in self._decode_head(record.value).get("recent", [])
-
-    def _discard(self, node_ids: list[str]) -> None:
-        """Schedule replaced nodes for deletion after the grace period; delete those that are due."""
-        now = time.monotonic()
-        with self._lock:
-            if node_ids:
-                self._garbage.append((now + self.gc_grace, [self._keys.node(i) for i in node_ids]))
-            due = [keys for deadline, keys in self._garbage if deadline <= now]
-            self._garbage = [item for item in self._garbage if item[0] > now]
-        if due:
-            self.store.delete_many([key for keys in due for key in keys])
-
     # -- whole-set operations -------------------------------------------
 
     @classmethod
@@ -636,171 +567,88 @@ class SortedSet:
         """Build a whole set bottom-up in one commit: O(n log n), a million entries in seconds.
 
         ``pairs`` may repeat a member (the last score wins). An existing
-        non-empty set is refused unless ``replace=True``. ``progress(done,
-        total)`` is called as nodes are written, ``batch`` nodes per round trip.
+        non-empty set is refused unless ``replace=True``, which also replaces
+        a damaged set. ``progress(done, total)`` is called as nodes are
+        written, ``batch`` nodes per round trip.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 1, "b": 2}, chunk_size=4)
         >>> [e.member for e in board]
         ['b', 'a']
         """
-        sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
+        if type(replace) is not bool:
+            raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
+        if type(batch) is not int or batch < 1:
+            raise InvalidArgumentError(f"batch must be an int >= 1, got {batch!r:.80}")
+        if progress is not None and not callable(progress):
+            raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
+        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
+            raise InvalidArgumentError(f"pairs must be a mapping or an iterable of (member, score), got {pairs!r:.80}")
         data = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
-        snap = sset._snapshot()
-        if snap.head["score"][2] and not replace:
-            raise InvalidArgumentError(f"set {name!r} already has entries; pass replace=True to replace them")
-        writer = Writer(sset.chunk_size)
-        members = sorted(data)
-        scores = [data[m] for m in members]
-        head = dict(snap.head)
-        head["member"] = list(writer.build(snap.members, members, scores))
-        # A stable sort by score alone keeps ties in member order: the set's tie-break, in either order.
-        ranked = sorted(range(len(members)), key=scores.__getitem__, reverse=sset.order == "desc")
-        head["score"] = list(writer.build(snap.scores, [members[i] for i in ranked], [scores[i] for i in ranked]))
-        if replace:
-            writer.replaced = [node_id for tree in (snap.scores, snap.members) for _, _, node_id in _node_ids(tree)]
-        nodes = writer.encoded(sset._keys)
-        names = list(nodes)
-        for done in range(0, len(names), batch):
-            sset.store.put_many({k: nodes[k] for k in names[done : done + batch]})
-            if progress is not None:
-                progress(min(done + batch, len(names)), len(names))
-        writer.new = {}  # a load does not fill the cache with the whole set
-        if not sset._publish(snap, head, writer, nodes):
-            raise ConflictError(f"set {name!r} changed while it was being loaded; nothing was applied")
+        try:
+            sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
+        except CorruptDataError:
+            if not replace:
+                raise
+            cls(store, name).drop()  # a head that does not decode: remove what is left, then load afresh
+            sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
+        try:
+            sset._snapshot()
+        except CorruptDataError:
+            if not replace:
+                raise
+            sset.drop()
+        _commit.load(sset, data, replace, progress, batch)
         return sset
 
-    def gc(self, *, min_age: float = GC_MIN_AGE, wait: bool = True) -> int:
-        """Delete stored nodes that no head references: those of interrupted commits and of processes
-        that ended before their replaced nodes' grace period did. Returns how many it deleted.
+    def gc(self, *, min_age: float = 0.0, wait: bool = True) -> int:
+        """Delete stored nodes that no head can ever name again: those of interrupted commits, and of
+        processes that ended before their replaced nodes' grace period did. Returns how many it deleted.
 
-        Only nodes created more than ``min_age`` seconds ago are candidates
-        (commits in flight are younger: a commit older than ``min_age / 2``
-        is never published). Unless ``wait=False``, it then waits
-        ``gc_grace`` seconds before deleting, so that readers holding an
-        older head finish. Lists every node key of the set: a maintenance
-        call, O(nodes).
+        Safe whatever the clocks and timings and whatever runs beside it:
+        it first advances the head's gc epoch, and only deletes nodes of
+        older epochs (see docs/architecture.md). ``min_age`` additionally
+        spares nodes minted less than that many seconds ago (by their
+        writer's clock). Unless ``wait=False``, it waits ``gc_grace`` seconds
+        before deleting, so that readers holding an older head finish. Lists
+        the set's node keys: a maintenance call, O(nodes).
         """
-        garbage = self.unreferenced(min_age)
-        if garbage and wait:
-            time.sleep(self.gc_grace)
-        for start in range(0, len(garbage), 1000):
-            self.store.delete_many(garbage[start : start + 1000])
-        return len(garbage)
+        if not isinstance(min_age, (int, float)) or isinstance(min_age, bool) or not min_age >= 0:
+            raise InvalidArgumentError(f"min_age must be a non-negative number of seconds, got {min_age!r:.80}")
+        return _garbage.gc(self, min_age, wait)
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
-        """Keys of stored nodes the current head does not reference, created over ``min_age`` seconds ago.
+        """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago.
 
-        That is garbage waiting for its grace period, nodes of commits in
-        flight or interrupted, and (older than :data:`GC_MIN_AGE`) leaks.
+        That is garbage waiting for its grace period or for ``gc()``, and
+        nodes of commits in flight. Not a problem: :meth:`check` does not
+        report it.
         """
-        snap = self._snapshot()
-        live = snap.scores.node_ids() | snap.members.node_ids()
-        cutoff, nodes = (time.time() - min_age) * 1000, self._keys.nodes
-        return [
-            key
-            for key in self.store.keys(nodes)
-            if key[len(nodes) :] not in live and id_millis(key[len(nodes) :]) <= cutoff
-        ]
+        return _garbage.unreferenced(self, min_age)
+
+    def node_keys(self) -> list[str]:
+        """The store keys of every node the current head names (reads manifests only)."""
+        return self._read(
+            lambda snap: sorted(self._keys.node(i) for i in snap.scores.node_ids() | snap.members.node_ids())
+        )
 
     def drop(self) -> None:
-        """Remove the whole set: its head, then every node it referenced."""
-        snap = self._snapshot()
-        ids = [node_id for tree in (snap.scores, snap.members) for _, _, node_id in _node_ids(tree)]
-        self.store.delete(self._keys.head)
-        self._head_bytes = self._head = None
-        self.store.delete_many([self._keys.node(i) for i in ids])
+        """Remove the whole set, even a damaged one: its nodes, then its head."""
+        _garbage.drop(self)
 
     def check(self) -> list[str]:
-        """Verify every invariant of the stored tree; the problems found (empty when sound).
+        """Verify every invariant of the stored set; the problems found (empty when sound).
 
-        Reads every node: O(n). Checks sortedness and node sizes, minimum fill
-        of non-root nodes, manifest summaries against their children, equal
-        leaf depth, the member index against the score tree, the head's
-        counts against the trees; and reports nodes that nothing has referenced
-        for longer than a commit can take (see :meth:`unreferenced` for all).
+        Reads every node: O(n). Checks checksums, field types, sortedness and
+        node sizes, minimum fill of non-root nodes, manifest summaries against
+        their children, equal leaf depth, the member index against the score
+        tree, the head's counts against the trees, and that a set with nodes
+        has a head. Garbage awaiting ``gc()`` is not a problem (see
+        :meth:`unreferenced`).
         """
-        problems: list[str] = []
-        try:
-            snap = self._snapshot()
-            pairs = []
-            for tree, what in ((snap.scores, "score tree"), (snap.members, "member index")):
-                found = _check_tree(tree, self.chunk_size, what, problems)
-                pairs.append(found)
-            if pairs[0] != pairs[1]:
-                only_s = sorted(pairs[0] - pairs[1])[:5]
-                only_m = sorted(pairs[1] - pairs[0])[:5]
-                problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
-            with self._lock:
-                scheduled = {key for _, keys in self._garbage for key in keys}
-            leaked = [key for key in self.unreferenced(GC_MIN_AGE) if key not in scheduled]
-            if leaked:
-                problems.append(
-                    f"{len(leaked)} stored nodes created over {GC_MIN_AGE:.0f} s ago are referenced by "
-                    f"nothing (left by interrupted commits or ended processes); gc() deletes them"
-                )
-        except (CorruptDataError, StoreUnavailableError) as exc:
-            problems.append(str(exc))
-        return problems
+        return _check.check(self)
 
     def _check(self) -> None:
-        """Assert :meth:`check` finds nothing; print the trees when it does (for tests)."""
+        """Assert :meth:`check` finds nothing; print the head and nodes when it does (for tests)."""
         problems = self.check()
         if problems:
-            raise AssertionError(f"{self!r} is broken:\n  " + "\n  ".join(problems))
-
-
-def _node_ids(tree: Tree) -> Iterator[tuple[int, list[str], str]]:
-    for height, path, _node in tree.walk():
-        yield height, path, path[-1]
-
-
-def _check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tuple[str, Any]]:
-    """Check one tree's invariants, appending problems; returns its (member, score) pairs."""
-    minimum = max(chunk // 2, 1)
-    pairs: set[tuple[str, Any]] = set()
-    expected: dict[str, tuple[int, Any]] = {}  # node id -> (count, first key) its parent records
-    previous_last = None
-    total = 0
-    for height, path, node in tree.walk():
-        node_id, where = path[-1], f"{what} node {path[-1]} (height {height})"
-        is_root = len(path) == 1
-        if len(node) > chunk:
-            problems.append(f"{where} holds {len(node)} items, more than {chunk}")
-        if not is_root and len(node) < minimum:
-            problems.append(f"{where} holds {len(node)} items, under the minimum fill {minimum}")
-        if is_root and height and len(node) < 2:
-            problems.append(f"{where} is a root manifest with a single child")
-        if isinstance(node, Manifest):
-            if node.height != height:
-                problems.append(f"{where} says it is at height {node.height}: entry sets at unequal depths")
-            keys = node.firsts
-            for child, count, first in zip(node.ids, node.counts, node.firsts):
-                expected[child] = (count, first)
-            count = node.total
-        elif height:
-            problems.append(f"{where} is an entry set above the leaves: entry sets at unequal depths")
-            continue
-        else:
-            keys = node.keys
-            count = len(node)
-            pairs.update(zip(node.members, node.scores))
-            if previous_last is not None and node.keys and not previous_last < node.keys[0]:
-                problems.append(f"{where} starts at {node.keys[0]!r}, not after the previous entry set's last key")
-            if node.keys:
-                previous_last = node.keys[-1]
-            total += count
-        if any(not a < b for a, b in zip(keys, keys[1:])):
-            problems.append(f"{where} is not strictly sorted")
-        if node_id in expected:
-            want_count, want_first = expected[node_id]
-            first = keys[0] if keys else None
-            if (want_count, want_first) != (count, first):
-                problems.append(
-                    f"{where}: its manifest records count {want_count} and first key {want_first!r}, "
-                    f"it holds {count} from {first!r}"
-                )
-    if total != tree.count:
-        problems.append(f"head says the {what} holds {tree.count} entries, it holds {total}")
-    if tree.root is None and tree.count:
-        problems.append(f"head gives the {what} no root but {tree.count} entries")
-    return pairs
+            raise AssertionError(f"{self!r} is broken:\n  " + "\n  ".join(problems) + "\n  " + _check.describe(self))

@@ -10,11 +10,7 @@ left with a single child.
 The same structure serves two trees: the *score tree*, keyed by the set
 order's sort key ``(s, member)``, and the *member index*, keyed by member.
 
-Nodes are immutable. :class:`Writer` applies a sorted batch of operations by
-rewriting only the paths it touches under fresh ids, merging any node left
-under half full with a neighbour and splitting any node over ``chunk`` into
-even parts; nothing is written to the store until the caller flushes it and
-compare-and-sets the head.
+Nodes are immutable; ``mdss._writer`` makes new ones copy-on-write.
 
 Reads go level by level, batching every node a level needs into one
 ``get_many``, so a read costs one round trip per level that is not cached,
@@ -23,36 +19,20 @@ whatever the number of keys or positions it asks for.
 
 from __future__ import annotations
 
-import secrets
-import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from typing import Any
 
 from ._cache import NodeCache
 from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
 from ._keys import Keyspace
+from ._order import KeyFn
 from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
 
-KeyFn = Callable[[str, Any], Any]
-
 #: A child summary: (node id, entry count, first member, first score).
 Summary = tuple[str, int, str, Any]
-
-
-def new_id() -> str:
-    """A fresh node id: milliseconds since the epoch (for garbage collection) and 64 random bits."""
-    return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(8)}"
-
-
-def id_millis(node_id: str) -> int:
-    """When the node with this id was created (ms since the epoch); 0 if the id is not ours."""
-    try:
-        return int(node_id[:11], 16)
-    except ValueError:
-        return 0
 
 
 class Leaf:
@@ -99,6 +79,23 @@ class Manifest:
     def summaries(self) -> list[Summary]:
         return list(zip(self.ids, self.counts, self.members, self.scores))
 
+    def child(self, key: Any) -> int:
+        """The index of the child whose key range holds ``key`` (the first child for keys before all)."""
+        i = bisect_right(self.firsts, key) - 1
+        return i if i > 0 else 0
+
+    def runs(self, keys: Sequence[Any], lo: int, hi: int) -> Iterable[tuple[int, int, int]]:
+        """Route sorted ``keys[lo:hi]``: ``(child index, start, end)`` saying ``keys[start:end]`` fall in it.
+
+        Two bisections per child touched, however many keys it receives.
+        """
+        firsts, last = self.firsts, len(self.firsts) - 1
+        while lo < hi:
+            i = self.child(keys[lo])
+            end = bisect_left(keys, firsts[i + 1], lo, hi) if i < last else hi
+            yield i, lo, end
+            lo = end
+
     def encode(self) -> bytes:
         return encode_manifest(self.height, self.ids, self.counts, self.members, self.scores)
 
@@ -119,8 +116,12 @@ class Source:
         self.store, self.keyspace, self.cache = store, keyspace, cache
         self.pins: dict[str, Node] = {}
 
-    def load_many(self, ids: Iterable[str], keyfn: KeyFn) -> dict[str, Any]:
-        """Nodes by id. Typed ``Any``: whether a node is a manifest or an entry set follows from its height."""
+    def load_many(self, ids: Iterable[str], keyfn: KeyFn, height: int) -> dict[str, Any]:
+        """Nodes by id, all expected at ``height`` (0: entry sets). Typed ``Any``: the height says which kind.
+
+        A node of another height (a forged cursor, a damaged manifest) raises
+        :class:`CorruptDataError` instead of being read as the wrong kind.
+        """
         pins, cache, found = self.pins, self.cache, {}
         wanted = []
         for node_id in ids:
@@ -131,6 +132,8 @@ class Source:
                     wanted.append(node_id)
                     continue
                 pins[node_id] = node
+            if node.height != height:
+                raise _misplaced(self.keyspace.node(node_id), node, height)
             found[node_id] = node
         if wanted:
             wanted = list(dict.fromkeys(wanted))
@@ -140,21 +143,28 @@ class Source:
                     raise MissingNodeError("a node the head names is missing", key)
                 node = decode(key, data, keyfn)
                 cache.put(node_id, node, len(data))
-                pins[node_id] = found[node_id] = node
+                pins[node_id] = node
+                if node.height != height:
+                    raise _misplaced(key, node, height)
+                found[node_id] = node
         return found
 
-    def load_one(self, node_id: str, keyfn: KeyFn) -> Any:
+    def load_one(self, node_id: str, keyfn: KeyFn, height: int) -> Any:
         """One node: the hot path of a single-key read, with no batch bookkeeping."""
         node = self.pins.get(node_id)
         if node is None:
             node = self.cache.get(node_id)
             if node is None:
-                return self.load_many((node_id,), keyfn)[node_id]
+                return self.load_many((node_id,), keyfn, height)[node_id]
             self.pins[node_id] = node
+        if node.height != height:
+            raise _misplaced(self.keyspace.node(node_id), node, height)
         return node
 
-    def load(self, node_id: str, keyfn: KeyFn) -> Any:
-        return self.load_many((node_id,), keyfn)[node_id]
+
+def _misplaced(key: str, node: Any, height: int) -> CorruptDataError:
+    what = "an entry set" if node.height == 0 else f"a manifest of height {node.height}"
+    return CorruptDataError(f"stored node is {what} where a node of height {height} belongs", key)
 
 
 def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
@@ -178,8 +188,8 @@ class Tree:
     def __init__(self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
 
-    def _load_many(self, ids: Iterable[str]) -> dict[str, Any]:
-        return self.source.load_many(ids, self.keyfn)
+    def _load_many(self, ids: Iterable[str], height: int) -> dict[str, Any]:
+        return self.source.load_many(ids, self.keyfn, height)
 
     def _route(self, probes: Sequence[Any]) -> tuple[list[tuple[str, int, int, int]], dict[str, Any]]:
         """Route sorted probe keys to entry sets: runs ``(entry set id, entries before it, lo, hi)`` saying
@@ -191,21 +201,14 @@ class Tree:
         """
         assert self.root is not None  # callers answer an empty tree themselves
         runs = [(self.root, 0, 0, len(probes))]
-        for _ in range(self.height):
-            nodes = self._load_many(run[0] for run in runs)
-            nxt = []
+        for height in range(self.height, 0, -1):
+            nodes = self._load_many((run[0] for run in runs), height)
+            nxt: list[tuple[str, int, int, int]] = []
             for node_id, before, lo, hi in runs:
                 node = nodes[node_id]
-                firsts, last = node.firsts, len(node) - 1
-                while lo < hi:
-                    i = bisect_right(firsts, probes[lo]) - 1
-                    if i < 0:
-                        i = 0
-                    end = bisect_left(probes, firsts[i + 1], lo, hi) if i < last else hi
-                    nxt.append((node.ids[i], before + node.starts[i], lo, end))
-                    lo = end
+                nxt.extend((node.ids[i], before + node.starts[i], a, b) for i, a, b in node.runs(probes, lo, hi))
             runs = nxt
-        return runs, self._load_many(run[0] for run in runs)
+        return runs, self._load_many((run[0] for run in runs), 0)
 
     def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
         """For each probe key (in any order), the entry set it falls in and how many entries precede that set."""
@@ -236,14 +239,12 @@ class Tree:
         node_id, before, load, keyfn = self.root, 0, self.source.load_one, self.keyfn
         if node_id is None:
             return Leaf((), (), ()), 0
-        for _ in range(self.height):
-            node = load(node_id, keyfn)
-            i = bisect_right(node.firsts, probe) - 1
-            if i < 0:
-                i = 0
+        for height in range(self.height, 0, -1):
+            node = load(node_id, keyfn, height)
+            i = node.child(probe)
             before += node.starts[i]
             node_id = node.ids[i]
-        return load(node_id, keyfn), before
+        return load(node_id, keyfn, 0), before
 
     def rank_of(self, probe: Any) -> int:
         """How many keys are strictly below one probe key."""
@@ -281,8 +282,8 @@ class Tree:
         if self.root is None or start >= stop:
             return members, scores
         frontier = [(self.root, 0)]  # (node id, position of its first entry)
-        for _ in range(self.height):
-            nodes = self._load_many(node_id for node_id, _ in frontier)
+        for height in range(self.height, 0, -1):
+            nodes = self._load_many((node_id for node_id, _ in frontier), height)
             nxt: list[tuple[str, int]] = []
             for node_id, base in frontier:
                 node = nodes[node_id]
@@ -290,7 +291,7 @@ class Tree:
                 hi = bisect_left(node.starts, stop - base)
                 nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))
             frontier = nxt
-        leaves = self._load_many(node_id for node_id, _ in frontier)
+        leaves = self._load_many((node_id for node_id, _ in frontier), 0)
         for node_id, base in frontier:
             leaf = leaves[node_id]
             a, b = max(start - base, 0), min(stop - base, len(leaf))
@@ -303,8 +304,8 @@ class Tree:
         if self.root is None:
             return set()
         found, level = {self.root}, [self.root]
-        for _ in range(self.height):
-            nodes = self._load_many(level)
+        for height in range(self.height, 0, -1):
+            nodes = self._load_many(level, height)
             level = [child for node_id in level for child in nodes[node_id].ids]
             found.update(level)
         return found
@@ -315,195 +316,11 @@ class Tree:
             return
         level = [(self.root, [self.root])]
         for height in range(self.height, -1, -1):
-            nodes = self._load_many(node_id for node_id, _ in level)
+            nodes = self._load_many((node_id for node_id, _ in level), height)
             nxt: list[tuple[str, list[str]]] = []
             for node_id, path in level:
                 node = nodes[node_id]
                 yield height, path, node
-                if height and isinstance(node, Manifest):
+                if height:
                     nxt.extend((child, [*path, child]) for child in node.ids)
             level = nxt
-
-
-class Writer:
-    """Applies sorted batches of operations to trees, copy-on-write.
-
-    ``new`` holds the nodes written by this commit (id -> node), ``built``
-    the entry sets of a bulk load, already encoded (id -> bytes), and
-    ``replaced`` the ids of stored nodes the commit makes unreachable.
-    Nothing touches the store here.
-    """
-
-    def __init__(self, chunk: int) -> None:
-        self.chunk = chunk
-        self.min_fill = max(chunk // 2, 1)
-        self.new: dict[str, Node] = {}
-        self.built: dict[str, bytes] = {}
-        self.replaced: list[str] = []
-        self.tree: Tree
-
-    # -- node bookkeeping -------------------------------------------------
-
-    def _take(self, node_id: str) -> Any:
-        """Load a node that this commit rewrites, marking it replaced."""
-        node = self.new.pop(node_id, None)
-        if node is None:
-            node = self.tree.source.load(node_id, self.tree.keyfn)
-            self.replaced.append(node_id)
-        return node
-
-    def _parts(self, n: int) -> list[int]:
-        """Split points that cut ``n`` items into the fewest parts of at most ``chunk``, evenly.
-
-        Every part of a split holds more than ``chunk / 2`` items, so a split
-        never leaves a node under the minimum fill.
-        """
-        k = -(-n // self.chunk) if n else 0
-        base, extra = divmod(n, k) if k else (0, 0)
-        return [0, *accumulate(base + (i < extra) for i in range(k))]
-
-    def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
-        """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""
-        out: list[Summary] = []
-        cuts = self._parts(len(members))
-        if keys is not None:
-            keys, members, scores = tuple(keys), tuple(members), tuple(scores)
-        for a, b in zip(cuts, cuts[1:]):
-            node_id = new_id()
-            if keys is None:
-                self.built[node_id] = encode_leaf(members[a:b], scores[a:b])
-            else:
-                self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
-            out.append((node_id, b - a, members[a], scores[a]))
-        return out
-
-    def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
-        out: list[Summary] = []
-        cuts = self._parts(len(children))
-        keyfn = self.tree.keyfn
-        for a, b in zip(cuts, cuts[1:]):
-            part = children[a:b]
-            ids, counts, members, scores = tuple(zip(*part))
-            node_id = new_id()
-            self.new[node_id] = Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
-            out.append((node_id, sum(counts), members[0], scores[0]))
-        return out
-
-    def _emit(self, items: Any, height: int) -> list[Summary]:
-        if height == 0:
-            return self._emit_leaves(*items)
-        return self._emit_manifests(items, height)
-
-    # -- the batch algorithm ---------------------------------------------
-
-    def apply(self, tree: Tree, ops: list[tuple[Any, str, Any]]) -> tuple[str | None, int, int]:
-        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete — to ``tree``.
-
-        Returns the new (root id, height, count). Deletes of absent keys and
-        inserts of present keys (an upsert) are both allowed.
-        """
-        self.tree = tree
-        if not ops:
-            return tree.root, tree.height, tree.count
-        tree.prefetch([op[0] for op in ops])  # batch-load every path first: one round trip per level
-        if tree.root is None:
-            kept = [op for op in ops if op[2] is not None]
-            summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
-            height = 0
-        else:
-            summaries = self._apply(tree.root, tree.height, ops)
-            height = tree.height
-        while len(summaries) > 1:
-            height += 1
-            summaries = self._emit_manifests(summaries, height)
-        if not summaries:
-            return None, 0, 0
-        root = summaries[0]
-        while height > 0:  # a root with one child gives way to that child
-            node: Any = self.new.get(root[0])
-            if node is None:
-                node = tree.source.load(root[0], tree.keyfn)
-            if len(node) > 1:
-                break
-            self._take(root[0])
-            root = node.summaries()[0]
-            height -= 1
-        return root[0], height, root[1]
-
-    def _apply(self, node_id: str, height: int, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
-        node = self._take(node_id)
-        if height == 0:
-            keys, members, scores = list(node.keys), list(node.members), list(node.scores)
-            for key, member, score in ops:
-                i = bisect_left(keys, key)
-                found = i < len(keys) and keys[i] == key
-                if score is None:
-                    if found:
-                        del keys[i], members[i], scores[i]
-                elif found:
-                    members[i], scores[i] = member, score
-                else:
-                    keys.insert(i, key)
-                    members.insert(i, member)
-                    scores.insert(i, score)
-            return self._emit_leaves(keys, members, scores)
-        assert isinstance(node, Manifest)
-        children = node.summaries()
-        firsts, opkeys = node.firsts, [op[0] for op in ops]
-        out: list[Summary] = []
-        done = n = 0
-        while n < len(ops):  # route each run of ops to the child whose key range holds it
-            i = max(bisect_right(firsts, opkeys[n]) - 1, 0)
-            end = bisect_left(opkeys, firsts[i + 1], n) if i + 1 < len(firsts) else len(ops)
-            out.extend(children[done:i])
-            out.extend(self._apply(node.ids[i], height - 1, ops[n:end]))
-            done, n = i + 1, end
-        out.extend(children[done:])
-        self._fix_underfull(out, height - 1)
-        return self._emit_manifests(out, height)
-
-    def _fix_underfull(self, children: list[Summary], height: int) -> None:
-        """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
-
-        Only nodes this commit wrote can be under-filled (untouched ones
-        satisfied the invariant before and still do), so only children in
-        ``new`` are looked at. A node left with a single child cannot fix
-        that child itself; once its parent merges it with a neighbour, the
-        merged children are fixed one level down in turn.
-        """
-        new, min_fill = self.new, self.min_fill
-        while len(children) > 1:
-            i = next((k for k, c in enumerate(children) if c[0] in new and len(new[c[0]]) < min_fill), None)
-            if i is None:
-                return
-            a = i if i + 1 < len(children) else i - 1
-            left, right = self._take(children[a][0]), self._take(children[a + 1][0])
-            if height == 0:
-                items: Any = (left.keys + right.keys, left.members + right.members, left.scores + right.scores)
-            else:
-                items = left.summaries() + right.summaries()
-                self._fix_underfull(items, height - 1)
-            children[a : a + 2] = self._emit(items, height)
-
-    def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
-        """Build a whole tree bottom-up from entries already in key order (bulk load).
-
-        Its entry sets are only to be stored: they go to ``built`` as bytes,
-        never held decoded (a million decoded entries would only feed the
-        garbage collector).
-        """
-        self.tree = tree
-        summaries = self._emit_leaves(None, members, scores)
-        height = 0
-        while len(summaries) > 1:
-            height += 1
-            summaries = self._emit_manifests(summaries, height)
-        if not summaries:
-            return None, 0, 0
-        return summaries[0][0], height, summaries[0][1]
-
-    def encoded(self, keyspace: Keyspace) -> dict[str, bytes]:
-        """The new nodes as store key -> bytes."""
-        nodes = {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
-        nodes.update((keyspace.node(node_id), data) for node_id, data in self.built.items())
-        return nodes

@@ -1,0 +1,98 @@
+"""``check()``: every invariant of a stored set, read from the store.
+
+Damage is reported; garbage is not (nodes that no head names wait for
+``gc()``: see :meth:`SortedSet.unreferenced`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from ._tree import Manifest, Tree
+from .exceptions import CorruptDataError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from ._sortedset import SortedSet
+
+
+def check(sset: SortedSet) -> list[str]:
+    """The problems found in the stored set (empty when sound)."""
+    problems: list[str] = []
+    try:
+        snap = sset._snapshot()
+        if snap.version is None:
+            if sset._has_nodes():
+                problems.append(f"set {sset.name!r} has stored nodes but no head: its head was lost")
+            return problems
+        pairs = [
+            check_tree(tree, sset.chunk_size, what, problems)
+            for tree, what in ((snap.scores, "score tree"), (snap.members, "member index"))
+        ]
+        if pairs[0] != pairs[1]:
+            only_s = sorted(pairs[0] - pairs[1])[:5]
+            only_m = sorted(pairs[1] - pairs[0])[:5]
+            problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
+    except (CorruptDataError, StoreUnavailableError) as exc:
+        problems.append(str(exc))
+    return problems
+
+
+def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tuple[str, Any]]:
+    """Check one tree's invariants, appending problems; returns its (member, score) pairs."""
+    minimum = max(chunk // 2, 1)
+    pairs: set[tuple[str, Any]] = set()
+    expected: dict[str, tuple[int, Any]] = {}  # node id -> (count, first key) its parent records
+    previous_last = None
+    total = 0
+    for height, path, node in tree.walk():
+        node_id, where = path[-1], f"{what} node {path[-1]} (height {height})"
+        is_root = len(path) == 1
+        if len(node) > chunk:
+            problems.append(f"{where} holds {len(node)} items, more than {chunk}")
+        if not is_root and len(node) < minimum:
+            problems.append(f"{where} holds {len(node)} items, under the minimum fill {minimum}")
+        if is_root and height and len(node) < 2:
+            problems.append(f"{where} is a root manifest with a single child")
+        if isinstance(node, Manifest):
+            keys = node.firsts
+            for child, count, first in zip(node.ids, node.counts, node.firsts):
+                expected[child] = (count, first)
+            count = node.total
+        else:
+            keys = node.keys
+            count = len(node)
+            pairs.update(zip(node.members, node.scores))
+            if previous_last is not None and node.keys and not previous_last < node.keys[0]:
+                problems.append(f"{where} starts at {node.keys[0]!r}, not after the previous entry set's last key")
+            if node.keys:
+                previous_last = node.keys[-1]
+            total += count
+        if any(not a < b for a, b in zip(keys, keys[1:])):
+            problems.append(f"{where} is not strictly sorted")
+        if node_id in expected:
+            want_count, want_first = expected[node_id]
+            first = keys[0] if keys else None
+            if (want_count, want_first) != (count, first):
+                problems.append(
+                    f"{where}: its manifest records count {want_count} and first key {want_first!r}, "
+                    f"it holds {count} from {first!r}"
+                )
+    if total != tree.count:
+        problems.append(f"head says the {what} holds {tree.count} entries, it holds {total}")
+    return pairs
+
+
+def describe(sset: SortedSet, limit: int = 40) -> str:
+    """The head and the first ``limit`` nodes of both trees, for a failed check (as sortedcontainers prints)."""
+    lines = []
+    try:
+        snap = sset._snapshot()
+        lines.append(f"head: {snap.head!r}")
+        for tree, what in ((snap.scores, "scores"), (snap.members, "members")):
+            for height, path, node in itertools.islice(tree.walk(), limit):
+                items = node.firsts if isinstance(node, Manifest) else node.keys
+                lines.append(f"{what} h{height} {path[-1]}: {len(node)} items {list(items)[:8]!r}")
+    except Exception as exc:  # printing what can be printed of a damaged set
+        lines.append(f"(stopped: {exc!r})")
+    return "\n  ".join(lines)

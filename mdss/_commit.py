@@ -1,0 +1,208 @@
+"""Commits: apply a batch copy-on-write, write the new nodes, compare-and-set the head; rebase on a lost race.
+
+The rule that keeps acknowledged data safe: a commit deletes the nodes it
+wrote only once it has *proven* that its head can never be published, that
+is, the store answered a definite conflict, or the head shows that another
+commit took the generation it was built for. After an ambiguous outcome (a
+lost reply, a store that stopped answering) it reads the head and decides
+from the generation and the recent commit nonces (:meth:`Head.fate`):
+landed, lost, still pending (resend the same compare-and-set), or unknown
+(raise :class:`OutcomeUnknownError` and delete nothing: ``gc()`` collects
+the nodes if the commit did not land).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from ._group import Pending
+from ._head import LANDED, LOST, PENDING, Head, TreeRef
+from ._order import add_scores
+from ._retry import STORE_CALLS
+from ._writer import Writer
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    InvalidScoreError,
+    MissingNodeError,
+    OutcomeUnknownError,
+    StoreUnavailableError,
+)
+
+if TYPE_CHECKING:
+    from ._head import Snapshot
+    from ._sortedset import SortedSet
+
+
+def apply_ops(sset: SortedSet, pending: Pending, new: dict[str, Any]) -> list[Any]:
+    """Apply one caller's ops to ``new`` (member -> score, ``None``: absent); each op's result.
+
+    Leaves ``new`` untouched if an op is refused (an ``incr`` overflowing).
+    """
+    trial = {member: new[member] for _, member, _ in pending.ops}
+    results: list[Any] = []
+    better = sset._order.better
+    wants = pending.want_score
+    for n, (op, member, value) in enumerate(pending.ops):
+        current = trial[member]
+        if op == "remove":
+            results.append(current is not None)
+            trial[member] = None
+            continue
+        if op == "set":
+            trial[member] = value
+        elif op == "incr":
+            trial[member] = add_scores(0 if current is None else current, value)
+        else:  # best
+            trial[member] = value if current is None else better(current, value)
+        want = wants[n] if isinstance(wants, list) else wants
+        results.append(trial[member] if want else current is None)
+    new.update(trial)
+    return results
+
+
+def commit(sset: SortedSet, pendings: list[Pending]) -> None:
+    """Commit several callers' ops atomically, rebasing on concurrent commits.
+
+    Sets each pending's ``result``, or its ``error`` if its own ops were
+    refused (the others still commit).
+    """
+    members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
+    key = sset._order.key
+    for _ in sset._policy.attempts():
+        snap = sset._snapshot(create=True)
+        try:
+            old = dict(zip(members, snap.members.find(members)))
+            new = dict(old)
+            for pending in pendings:
+                pending.result, pending.error = None, None
+                try:
+                    pending.result = apply_ops(sset, pending, new)
+                except InvalidScoreError as exc:
+                    pending.error = exc
+            score_ops, member_ops = [], []
+            for member in members:
+                was, now = old[member], new[member]
+                if type(was) is type(now) and was == now:
+                    continue
+                if was is not None:
+                    score_ops.append((key(member, was), member, None))
+                if now is not None:
+                    score_ops.append((key(member, now), member, now))
+                member_ops.append((member, member, now))
+            if not member_ops:
+                return
+            score_ops.sort(key=itemgetter(0))
+            member_ops.sort(key=itemgetter(0))
+            writer = Writer(sset.chunk_size, snap.head.epoch)
+            scores = TreeRef(*writer.apply(snap.scores, score_ops))
+            index = TreeRef(*writer.apply(snap.members, member_ops))
+        except MissingNodeError:
+            sset._collected_meanwhile(snap)  # raises if the head did not move: the set is damaged
+            continue
+        if publish(sset, snap, snap.head.next(secrets.token_hex(8), scores=scores, members=index), writer):
+            sset.commits += 1
+            return
+        sset.retries += 1
+    raise ConflictError(
+        f"commit to set {sset.name!r} lost to concurrent writers for its whole retry budget "
+        f"({sset._policy.budget:g} s); nothing was applied"
+    )
+
+
+def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: dict[str, bytes] | None = None) -> bool:
+    """Write the new nodes (unless given: already written), then compare-and-set the head.
+
+    True once the head is published; False if another commit won (then the
+    new nodes are deleted again, as nothing can ever name them).
+    """
+    if nodes is None:
+        nodes = writer.encoded(sset._keys)
+        sset.store.put_many(nodes)
+    if not _cas_head(sset, snap, head):
+        with contextlib.suppress(StoreUnavailableError):  # else left for gc(): no head will ever name them
+            sset.store.delete_many(nodes)
+        return False
+    sset._remember_head(head)
+    cache = sset._cache
+    for node_id in writer.replaced:  # only readers of older heads could want them: they reload
+        cache.discard(node_id)
+    for node_id, node in writer.new.items():
+        cache.put(node_id, node, len(nodes[sset._keys.node(node_id)]))
+    sset._garbage.defer(writer.replaced)
+    return True
+
+
+def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:
+    """Compare-and-set the head: True if it landed, False if it provably never will.
+
+    Raises :class:`OutcomeUnknownError` when neither can be proven within the
+    store-call budget.
+    """
+    key, data, version = sset._keys.head, head.encode(), snap.version
+    nonce, ambiguous = head.recent[0], None
+    for _ in STORE_CALLS.attempts():
+        try:
+            sset.store.cas(key, data, version)
+            return True
+        except ConflictError:
+            if ambiguous is None:
+                return False  # a definite lost race: nothing of ours was written
+        except StoreUnavailableError as exc:
+            ambiguous = exc
+        try:
+            record = sset.store.get(key)
+        except StoreUnavailableError:
+            continue
+        if record is not None and record.value == data:
+            return True
+        fate = PENDING if record is None and version is None else LOST
+        if record is not None:
+            fate = Head.decode(key, record.value).fate(nonce, snap.head.gen)
+        if fate == LANDED:
+            return True
+        if fate == LOST:
+            return False
+        if fate != PENDING:
+            break
+    raise OutcomeUnknownError(
+        f"the store did not confirm commit {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
+        f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
+    ) from ambiguous
+
+
+def load(sset: SortedSet, pairs: dict[str, Any], replace: bool, progress: Any, batch: int) -> None:
+    """Build both trees bottom-up from ``pairs`` and publish them in one commit."""
+    snap = sset._snapshot(create=True)
+    if snap.head.scores.count and not replace:
+        raise InvalidArgumentError(f"set {sset.name!r} already has entries; pass replace=True to replace them")
+    writer = Writer(sset.chunk_size, snap.head.epoch)
+    members = sorted(pairs)
+    scores = [pairs[m] for m in members]
+    index = TreeRef(*writer.build(snap.members, members, scores))
+    ranked = sset._order.ranked(members, scores)
+    by_score = TreeRef(*writer.build(snap.scores, [members[i] for i in ranked], [scores[i] for i in ranked]))
+    if replace:
+        writer.replaced = _replaced(snap)
+    nodes = writer.encoded(sset._keys)
+    names = list(nodes)
+    for done in range(0, len(names), batch):
+        sset.store.put_many({k: nodes[k] for k in names[done : done + batch]})
+        if progress is not None:
+            progress(min(done + batch, len(names)), len(names))
+    writer.new = {}  # a load does not fill the cache with the whole set
+    head = snap.head.next(secrets.token_hex(8), scores=by_score, members=index)
+    if not publish(sset, snap, head, writer, nodes):
+        raise ConflictError(f"set {sset.name!r} changed while it was being loaded; nothing was applied")
+
+
+def _replaced(snap: Snapshot) -> list[str]:
+    """The nodes a replacing load makes unreachable; those of a damaged tree are left to ``gc()``."""
+    try:
+        return [*snap.scores.node_ids(), *snap.members.node_ids()]
+    except CorruptDataError:
+        return []

@@ -1,0 +1,233 @@
+"""Copy-on-write: a commit's new nodes, made from the nodes it replaces.
+
+:class:`Writer` applies a sorted batch of operations to a tree by rewriting
+only the paths it touches under fresh ids: it cuts entries into even parts of
+at most ``chunk`` (:meth:`Writer._split_points`), merges any node left under
+half full with a neighbour (:meth:`Writer._merge_underfull`), grows the root
+a level when it splits and shrinks it when it is left with a single child.
+:meth:`Writer.build` builds a whole tree bottom-up (bulk load). Nothing
+touches the store here: the commit writes the new nodes, then compare-and-sets
+the head.
+
+Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
+``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people
+reading ids; no decision depends on a clock.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+from ._codec import encode_leaf
+from ._keys import Keyspace
+from ._tree import Leaf, Manifest, Node, Summary, Tree
+
+
+#: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
+clock = time.time
+
+
+def new_id(epoch: int) -> str:
+    """A fresh node id minted in gc epoch ``epoch``."""
+    return f"{epoch:x}.{int(clock() * 1000):011x}{secrets.token_hex(8)}"
+
+
+def id_millis(node_id: str) -> int:
+    """When the node with this id was minted, by its writer's clock (ms since the epoch); 0 if not ours."""
+    try:
+        return int(node_id.rpartition(".")[2][:11], 16)
+    except ValueError:
+        return 0
+
+
+def id_epoch(node_id: str) -> int:
+    """The gc epoch a node id was minted in; 0 for ids of format 1 (before epochs) and ids not ours."""
+    epoch, dot, _ = node_id.partition(".")
+    try:
+        return int(epoch, 16) if dot and len(epoch) <= 16 else 0
+    except ValueError:
+        return 0
+
+
+class Writer:
+    """Applies sorted batches of operations to trees, copy-on-write.
+
+    ``new`` holds the nodes written by this commit (id -> node), ``built``
+    the entry sets of a bulk load, already encoded (id -> bytes), and
+    ``replaced`` the ids of stored nodes the commit makes unreachable.
+    Nothing touches the store here.
+    """
+
+    def __init__(self, chunk: int, epoch: int) -> None:
+        self.chunk, self.epoch = chunk, epoch
+        self.min_fill = max(chunk // 2, 1)
+        self.new: dict[str, Node] = {}
+        self.built: dict[str, bytes] = {}
+        self.replaced: list[str] = []
+        self.tree: Tree
+
+    # -- node bookkeeping -------------------------------------------------
+
+    def _take(self, node_id: str, height: int) -> Any:
+        """Load a node that this commit rewrites, marking it replaced."""
+        node = self.new.pop(node_id, None)
+        if node is None:
+            node = self.tree.source.load_one(node_id, self.tree.keyfn, height)
+            self.replaced.append(node_id)
+        return node
+
+    def _split_points(self, n: int) -> list[int]:
+        """Split points that cut ``n`` items into the fewest parts of at most ``chunk``, evenly.
+
+        Every part of a split holds more than ``chunk / 2`` items, so a split
+        never leaves a node under the minimum fill.
+        """
+        k = -(-n // self.chunk) if n else 0
+        base, extra = divmod(n, k) if k else (0, 0)
+        return [0, *accumulate(base + (i < extra) for i in range(k))]
+
+    def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
+        """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""
+        out: list[Summary] = []
+        cuts = self._split_points(len(members))
+        if keys is not None:
+            keys, members, scores = tuple(keys), tuple(members), tuple(scores)
+        for a, b in zip(cuts, cuts[1:]):
+            node_id = new_id(self.epoch)
+            if keys is None:
+                self.built[node_id] = encode_leaf(members[a:b], scores[a:b])
+            else:
+                self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
+            out.append((node_id, b - a, members[a], scores[a]))
+        return out
+
+    def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
+        out: list[Summary] = []
+        cuts = self._split_points(len(children))
+        keyfn = self.tree.keyfn
+        for a, b in zip(cuts, cuts[1:]):
+            part = children[a:b]
+            ids, counts, members, scores = tuple(zip(*part))
+            node_id = new_id(self.epoch)
+            self.new[node_id] = Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
+            out.append((node_id, sum(counts), members[0], scores[0]))
+        return out
+
+    def _emit(self, items: Any, height: int) -> list[Summary]:
+        if height == 0:
+            return self._emit_leaves(*items)
+        return self._emit_manifests(items, height)
+
+    # -- the batch algorithm ---------------------------------------------
+
+    def apply(self, tree: Tree, ops: list[tuple[Any, str, Any]]) -> tuple[str | None, int, int]:
+        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete — to ``tree``.
+
+        Returns the new (root id, height, count). Deletes of absent keys and
+        inserts of present keys (an upsert) are both allowed.
+        """
+        self.tree = tree
+        if not ops:
+            return tree.root, tree.height, tree.count
+        tree.prefetch([op[0] for op in ops])  # batch-load every path first: one round trip per level
+        if tree.root is None:
+            kept = [op for op in ops if op[2] is not None]
+            summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
+            height = 0
+        else:
+            summaries = self._apply(tree.root, tree.height, ops)
+            height = tree.height
+        root, height = self._grow(summaries, height)
+        if root is None:
+            return None, 0, 0
+        while height > 0:  # a root with one child gives way to that child
+            node: Any = self.new.get(root[0])
+            if node is None:
+                node = tree.source.load_one(root[0], tree.keyfn, height)
+            if len(node) > 1:
+                break
+            self._take(root[0], height)
+            root = node.summaries()[0]
+            height -= 1
+        return root[0], height, root[1]
+
+    def _grow(self, summaries: list[Summary], height: int) -> tuple[Summary | None, int]:
+        """Put manifests over ``summaries`` (nodes at ``height``) until one root remains: (root, its height)."""
+        while len(summaries) > 1:
+            height += 1
+            summaries = self._emit_manifests(summaries, height)
+        return (summaries[0] if summaries else None), height
+
+    def _apply(self, node_id: str, height: int, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
+        node = self._take(node_id, height)
+        if height == 0:
+            keys, members, scores = list(node.keys), list(node.members), list(node.scores)
+            for key, member, score in ops:
+                i = bisect_left(keys, key)
+                found = i < len(keys) and keys[i] == key
+                if score is None:
+                    if found:
+                        del keys[i], members[i], scores[i]
+                elif found:
+                    members[i], scores[i] = member, score
+                else:
+                    keys.insert(i, key)
+                    members.insert(i, member)
+                    scores.insert(i, score)
+            return self._emit_leaves(keys, members, scores)
+        assert isinstance(node, Manifest)
+        children = node.summaries()
+        out: list[Summary] = []
+        done = 0
+        for i, start, end in node.runs([op[0] for op in ops], 0, len(ops)):
+            out.extend(children[done:i])
+            out.extend(self._apply(node.ids[i], height - 1, ops[start:end]))
+            done = i + 1
+        out.extend(children[done:])
+        self._merge_underfull(out, height - 1)
+        return self._emit_manifests(out, height)
+
+    def _merge_underfull(self, children: list[Summary], height: int) -> None:
+        """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
+
+        Only nodes this commit wrote can be under-filled (untouched ones
+        satisfied the invariant before and still do), so only children in
+        ``new`` are looked at. A node left with a single child cannot fix
+        that child itself; once its parent merges it with a neighbour, the
+        merged children are fixed one level down in turn.
+        """
+        new, min_fill = self.new, self.min_fill
+        while len(children) > 1:
+            i = next((k for k, c in enumerate(children) if c[0] in new and len(new[c[0]]) < min_fill), None)
+            if i is None:
+                return
+            a = i if i + 1 < len(children) else i - 1
+            left, right = self._take(children[a][0], height), self._take(children[a + 1][0], height)
+            if height == 0:
+                items: Any = (left.keys + right.keys, left.members + right.members, left.scores + right.scores)
+            else:
+                items = left.summaries() + right.summaries()
+                self._merge_underfull(items, height - 1)
+            children[a : a + 2] = self._emit(items, height)
+
+    def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
+        """Build a whole tree bottom-up from entries already in key order (bulk load).
+
+        Its entry sets are only to be stored: they go to ``built`` as bytes,
+        never held decoded (a million decoded entries would only feed the
+        garbage collector).
+        """
+        self.tree = tree
+        root, height = self._grow(self._emit_leaves(None, members, scores), 0)
+        return (None, 0, 0) if root is None else (root[0], height, root[1])
+
+    def encoded(self, keyspace: Keyspace) -> dict[str, bytes]:
+        """The new nodes as store key -> bytes."""
+        nodes = {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
+        nodes.update((keyspace.node(node_id), data) for node_id, data in self.built.items())
+        return nodes
