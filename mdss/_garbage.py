@@ -34,8 +34,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ._head import EMPTY, Head
 from . import _writer
+from ._head import EMPTY, Head
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError
 

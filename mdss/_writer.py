@@ -27,7 +27,6 @@ from ._codec import encode_leaf
 from ._keys import Keyspace
 from ._tree import Leaf, Manifest, Node, Summary, Tree
 
-
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
 
