@@ -13,28 +13,32 @@ from ._tree import Manifest, Tree
 from .exceptions import CorruptDataError, StoreUnavailableError
 
 if TYPE_CHECKING:
+    from ._head import Snapshot
     from ._sortedset import SortedSet
 
 
 def check(sset: SortedSet) -> list[str]:
     """The problems found in the stored set (empty when sound)."""
-    problems: list[str] = []
     try:
-        snap = sset._snapshot()
-        if snap.version is None:
-            if sset._has_nodes():
-                problems.append(f"set {sset.name!r} has stored nodes but no head: its head was lost")
-            return problems
-        pairs = [
-            check_tree(tree, sset.chunk_size, what, problems)
-            for tree, what in ((snap.scores, "score tree"), (snap.members, "member index"))
-        ]
-        if pairs[0] != pairs[1]:
-            only_s = sorted(pairs[0] - pairs[1])[:5]
-            only_m = sorted(pairs[1] - pairs[0])[:5]
-            problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
+        return sset._read(lambda snap: _check_snapshot(sset, snap))
     except (CorruptDataError, StoreUnavailableError) as exc:
-        problems.append(str(exc))
+        return [str(exc)]
+
+
+def _check_snapshot(sset: SortedSet, snap: Snapshot) -> list[str]:
+    problems: list[str] = []
+    if snap.version is None:
+        if sset._has_nodes():
+            problems.append(f"set {sset.name!r} has stored nodes but no head: its head was lost")
+        return problems
+    pairs = [
+        check_tree(tree, sset.chunk_size, what, problems)
+        for tree, what in ((snap.scores, "score tree"), (snap.members, "member index"))
+    ]
+    if pairs[0] != pairs[1]:
+        only_s = sorted(pairs[0] - pairs[1])[:5]
+        only_m = sorted(pairs[1] - pairs[0])[:5]
+        problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
     return problems
 
 

@@ -69,11 +69,15 @@ def unpack(key: str, data: bytes, what: str, **options: Any) -> tuple[int, Any]:
     try:
         found = msgpack.unpackb(payload if payload is not None else data, raw=False, **options)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
-        raise CorruptDataError(f"stored {what} does not decode ({type(exc).__name__}: {exc})", key) from None
-    version = found.get("v") if type(found) is dict else found[0] if type(found) in (tuple, list) and found else None
-    if type(version) is not int or version != (FORMAT if payload is not None else LEGACY):
-        raise CorruptDataError(f"stored {what} has an unknown format or fails its checksum", key)
-    return version, found
+        found, error = None, f"{type(exc).__name__}: {exc}"
+    else:
+        version = found.get("v") if type(found) is dict else found[0] if type(found) is tuple and found else None
+        if type(version) is int and version == (FORMAT if payload is not None else LEGACY):
+            return version, found
+        error = f"format {version!r}"
+    if payload is None:
+        raise CorruptDataError(f"stored {what} fails its checksum and is no format-1 {what} either ({error})", key)
+    raise CorruptDataError(f"stored {what} has an unknown format ({error})", key)
 
 
 def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:

@@ -98,8 +98,7 @@ def existing(sset: SortedSet, keys: list[str]) -> Iterator[str]:
 
 def unreferenced(sset: SortedSet, min_age: float = 0.0, *, below_epoch: int | None = None) -> list[str]:
     """Keys of stored nodes the current head does not name (optionally: minted before ``below_epoch``)."""
-    snap = sset._snapshot()
-    live = snap.scores.node_ids() | snap.members.node_ids()
+    live = sset._read(lambda snap: snap.scores.node_ids() | snap.members.node_ids())
     nodes, cutoff = sset._keys.nodes, (_writer.clock() - min_age) * 1000
     candidates = [
         key

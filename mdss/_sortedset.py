@@ -149,8 +149,11 @@ class SortedSet:
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         record = store.get(self._keys.head)
-        if record is not None:
-            stored = Head.decode(self._keys.head, record.value)
+        try:
+            stored = None if record is None else Head.decode(self._keys.head, record.value)
+        except CorruptDataError:
+            stored = None  # a damaged head: reads raise, check() reports, drop() and load(replace=True) work
+        if stored is not None:
             for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
                 if wanted is not None and wanted != have:
                     raise SettingsMismatchError(f"set {name!r} is stored with {what}={have!r}, not {wanted!r}")
@@ -584,13 +587,7 @@ class SortedSet:
         if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
             raise InvalidArgumentError(f"pairs must be a mapping or an iterable of (member, score), got {pairs!r:.80}")
         data = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
-        try:
-            sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
-        except CorruptDataError:
-            if not replace:
-                raise
-            cls(store, name).drop()  # a head that does not decode: remove what is left, then load afresh
-            sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
+        sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
         try:
             sset._snapshot()
         except CorruptDataError:

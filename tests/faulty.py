@@ -1,7 +1,11 @@
-"""A store wrapper that fails at the k-th store call: before it reaches the store, or after (reply lost)."""
+"""Store wrappers for fault injection: a failure at the k-th store call, before it reaches the store or
+after it (a lost reply), optionally with something else happening in between; and injected latency."""
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
 from typing import Any
 
 import mdss
@@ -12,20 +16,34 @@ class FaultyStore(Store):
     """Delegates to ``inner``; call number ``fail_at`` (1-based) raises StoreUnavailableError.
 
     ``after=True`` performs the call first, then raises, like a reply lost on
-    the network. ``fail_at=None`` never fails and just counts calls.
+    the network. ``meanwhile()``, if given, runs between the failed call and
+    the exception (another writer committing, a gc running). ``fail_at=None``
+    never fails and just counts calls.
     """
 
-    def __init__(self, inner: Store, fail_at: int | None = None, *, after: bool = False) -> None:
+    def __init__(
+        self,
+        inner: Store,
+        fail_at: int | None = None,
+        *,
+        after: bool = False,
+        meanwhile: Callable[[], Any] | None = None,
+    ) -> None:
         super().__init__(namespace=inner.namespace)
-        self.inner, self.fail_at, self.after, self.count = inner, fail_at, after, 0
+        self.inner, self.fail_at, self.after, self.meanwhile, self.count = inner, fail_at, after, meanwhile, 0
+        self.keeps_siblings = inner.keeps_siblings
 
     def _call(self, name: str, *args: Any) -> Any:
         self.count += 1
         failing = self.count == self.fail_at
         if failing and not self.after:
+            if self.meanwhile is not None:
+                self.meanwhile()
             raise mdss.StoreUnavailableError(f"injected failure before call {self.count} ({name})")
         result = getattr(self.inner, name)(*args)
         if failing:
+            if self.meanwhile is not None:
+                self.meanwhile()
             raise mdss.StoreUnavailableError(f"injected failure after call {self.count} ({name})")
         return result
 
@@ -52,3 +70,15 @@ class FaultyStore(Store):
 
     def _keys(self, prefix):
         return self._call("_keys", prefix)
+
+
+class SlowStore(FaultyStore):
+    """Delegates to ``inner`` with ``low``..``high`` seconds of latency added to every call, as real clusters have."""
+
+    def __init__(self, inner: Store, low: float = 0.005, high: float = 0.020) -> None:
+        super().__init__(inner)
+        self.low, self.high = low, high
+
+    def _call(self, name: str, *args: Any) -> Any:
+        time.sleep(random.uniform(self.low, self.high))
+        return getattr(self.inner, name)(*args)

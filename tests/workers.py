@@ -71,3 +71,25 @@ def loader(url: str, name: str, batches: int, size: int) -> None:
     for batch in range(batches):
         board.add_many({f"b{batch}-{i}": (batch * 7919 + i) % 1000 for i in range(size)})
         print(batch, flush=True)
+
+
+def collector(url: str, name: str, seconds: float, skew: float) -> int:
+    """Run ``gc(min_age=0)`` in a loop with this process' clock ``skew`` seconds off; returns nodes deleted."""
+    import mdss._writer
+
+    mdss._writer.clock = lambda: time.time() + skew
+    board = mdss.SortedSet(mdss.open_store(url), name, gc_grace=0)
+    deleted = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        deleted += board.gc(min_age=0, wait=False)
+    board.store.close()
+    return deleted
+
+
+def skewed_writer(url: str, name: str, index: int, n_ops: int, skew: float) -> dict:
+    """:func:`writer` with this process' clock ``skew`` seconds off."""
+    import mdss._writer
+
+    mdss._writer.clock = lambda: time.time() + skew
+    return writer(url, name, index, n_ops, 2000 + index, [f"s{i}" for i in range(6)])

@@ -1,0 +1,528 @@
+"""Issue 10: no acknowledged write is ever lost, and every failure is a clear mdss error.
+
+Lost compare-and-set replies with other writers on top, gc racing commits and loads whatever the
+clocks, an evicted head, damaged and impossible stored values, damaged sets that must stay
+removable, settings adopted from another process, forged cursors, malformed arguments.
+"""
+
+from __future__ import annotations
+
+import base64
+import multiprocessing
+import threading
+import time
+from collections import Counter
+
+import msgpack
+import pytest
+import workers
+from faulty import FaultyStore, SlowStore
+
+import mdss
+import mdss._writer
+from mdss._codec import encode_leaf, encode_manifest, seal
+from mdss._head import Head, TreeRef
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _leaf_keys(board: mdss.SortedSet) -> list[str]:
+    """The store keys of the score tree's entry sets."""
+    snap = board._snapshot()
+    leaves = []
+    for height, path, _ in snap.scores.walk():
+        if height == 0:
+            leaves.append(board._keys.node(path[-1]))
+    return leaves
+
+
+# -- 1. a lost compare-and-set reply, with another writer on top ------------------------
+
+
+class LostHeadReply(FaultyStore):
+    """Lets the first compare-and-set of a head land, then runs ``meanwhile`` and loses the reply."""
+
+    def _cas(self, key, value, version):
+        if self.fail_at is None and key.endswith(":h"):
+            self.fail_at = self.count + 1
+            self.after = True
+        return self._call("_cas", key, value, version)
+
+
+@pytest.mark.parametrize("on_top", [1, 3, 40])
+def test_lost_reply_with_writers_on_top_loses_nothing(store, on_top: int) -> None:
+    base = mdss.SortedSet(store, "b", chunk_size=4)
+    base.add_many({f"m{i}": i for i in range(30)})
+    other = mdss.SortedSet(store, "b")
+
+    def commits_on_top() -> None:
+        for _ in range(on_top):
+            other.incr("x", 10)
+
+    writer = mdss.SortedSet(LostHeadReply(store, meanwhile=commits_on_top), "b", gc_grace=0)
+    try:
+        assert writer.incr("x", 1) == 1  # proven landed from the head's recent commit nonces
+        landed = True
+    except mdss.OutcomeUnknownError:
+        assert on_top >= 16  # only when its generation scrolled out of the head's memory
+        landed = None
+    fresh = mdss.SortedSet(store, "b", cache_bytes=0)
+    assert fresh.check() == []
+    assert fresh.score("x") == 10 * on_top + 1  # applied exactly once, never twice, never lost
+    assert len(fresh) == 31 and landed in (True, None)
+
+
+def test_definite_conflict_rebases_and_deletes_its_nodes(store) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=0)
+    board.add_many({f"m{i}": i for i in range(30)})
+    other = mdss.SortedSet(store, "b", gc_grace=0)
+    racing = FaultyStore(store)
+    racer = mdss.SortedSet(racing, "b", gc_grace=0)
+    racer.score("m1")
+    original = store._cas
+    raced = []
+
+    def cas_after_a_rival(key, value, version):
+        if not raced:
+            raced.append(1)
+            other.incr("m1", 100)
+        return original(key, value, version)
+
+    store._cas = cas_after_a_rival
+    try:
+        assert racer.incr("m1", 1) == 102
+    finally:
+        store._cas = original
+    assert racer.retries == 1 and board.check() == []
+    assert board.unreferenced() == []  # the losing attempt's nodes were deleted: nothing could name them
+
+
+# -- the fault-injection suite, with writers and gc interleaved ----------------------------
+
+
+def _commits():
+    return {
+        "split": lambda s: s.add("n1", 4.5),
+        "grow": lambda s: s.add_many({f"g{i}": i for i in range(12)}),
+        "merge": lambda s: s.remove_many(["p1", "p2", "p3"]),
+        "incr": lambda s: s.incr("p4", 10),
+    }
+
+
+@pytest.mark.parametrize("meanwhile", ["writer", "gc"])
+@pytest.mark.parametrize("after", [False, True], ids=["before-call", "reply-lost"])
+@pytest.mark.parametrize("name", list(_commits()))
+def test_ambiguous_outcome_at_every_store_call(after: bool, name: str, meanwhile: str) -> None:
+    """Fail each store call of a commit while another writer commits or gc runs: never half, never lost."""
+    commit = _commits()[name]
+    initial = {f"p{i}": i for i in range(10)}
+    model = dict(initial)
+    mdss.SortedSet(mdss.open_store("memory://"), "m", chunk_size=2)  # settings only
+    probe_store = mdss.open_store("memory://")
+    mdss.SortedSet.load(probe_store, "b", initial, chunk_size=2)
+    probe = mdss.SortedSet(counting := FaultyStore(probe_store), "b")
+    start = counting.count
+    commit(probe)
+    after_commit = {e.member: e.score for e in probe}
+    calls = counting.count - start
+    for k in range(1, calls + 1):
+        store = mdss.open_store("memory://")
+        mdss.SortedSet.load(store, "b", initial, chunk_size=2)
+        rival = mdss.SortedSet(store, "b", gc_grace=0)
+        action = (lambda: rival.add("zz", 99)) if meanwhile == "writer" else (lambda: rival.gc(wait=False))
+        faulty = FaultyStore(store, meanwhile=action)
+        board = mdss.SortedSet(faulty, "b", gc_grace=0)
+        faulty.fail_at, faulty.after = faulty.count + k, after
+        try:
+            commit(board)
+            raised = False
+        except mdss.StoreUnavailableError:
+            raised = True
+        state = {e.member: e.score for e in mdss.SortedSet(store, "b", cache_bytes=0)}
+        extra = {"zz": 99} if meanwhile == "writer" and faulty.count >= faulty.fail_at else {}
+        allowed = [{**model, **extra}, {**after_commit, **extra}]
+        assert state in allowed, f"fault at call {k}"
+        if not raised:
+            assert state == allowed[1], f"fault at call {k} reported success but did not land"
+        reopened = mdss.SortedSet(store, "b", gc_grace=0)
+        assert reopened.check() == []
+        reopened.gc(wait=False)
+        assert reopened.unreferenced() == [] and reopened.check() == []
+
+
+# -- 2-4. gc against commits and loads in flight, whatever the clocks ------------------------
+
+
+def test_gc_with_min_age_zero_beside_threads_with_skewed_clocks(store, monkeypatch) -> None:
+    monkeypatch.setattr(mdss._writer, "clock", lambda: time.time() - 7200)  # writers two hours behind
+    board = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=0)
+    board.add_many({f"m{i}": 0 for i in range(40)})
+    acked: Counter[str] = Counter()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def write(seed: int) -> None:
+        mine = mdss.SortedSet(store, "b", gc_grace=0)
+        for i in range(120):
+            member = f"m{(seed * 7 + i * 3) % 40}"
+            mine.incr(member, 1)
+            with lock:
+                acked[member] += 1
+
+    def collect() -> None:
+        mine = mdss.SortedSet(store, "b", gc_grace=0)
+        while not stop.is_set():
+            mine.gc(min_age=0, wait=False)
+
+    def read() -> None:
+        mine = mdss.SortedSet(store, "b", cache_bytes=0)
+        while not stop.is_set():
+            entries = mine.range(0, 100)
+            assert [e.rank for e in entries] == list(range(1, len(entries) + 1))
+
+    def load() -> None:
+        for i in range(5):
+            try:
+                mdss.SortedSet.load(store, "loaded", {f"l{j}": j for j in range(300)}, chunk_size=4, replace=True)
+            except mdss.ConflictError:
+                pass  # lost to the gc of that set: nothing applied
+            mdss.SortedSet(store, "loaded", gc_grace=0).gc(min_age=0, wait=False)
+
+    def guarded(fn, *args):
+        try:
+            fn(*args)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    background = [threading.Thread(target=guarded, args=(f,)) for f in (collect, collect, read, load)]
+    writers = [threading.Thread(target=guarded, args=(write, s)) for s in range(3)]
+    for thread in background + writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    for thread in background:
+        thread.join()
+    assert errors == []
+    assert {e.member: e.score for e in board} == {f"m{i}": acked[f"m{i}"] for i in range(40)}
+    assert board.check() == []
+    board.gc(wait=False)
+    assert board.unreferenced() == []
+
+
+@pytest.mark.slow
+def test_gc_with_min_age_zero_beside_processes_with_skewed_clocks(shared_store_factory) -> None:
+    url = shared_store_factory.url_for_new()
+    mdss.SortedSet(mdss.open_store(url), "b", chunk_size=4).add("seed", 0)
+    with SPAWN.Pool(5) as pool:
+        collecting = [pool.apply_async(workers.collector, (url, "b", 6.0, skew)) for skew in (-7200.0, 3600.0)]
+        results = pool.starmap(workers.skewed_writer, [(url, "b", i, 300, (-1) ** i * 5400.0) for i in range(3)])
+        deleted = sum(c.get() for c in collecting)
+    board = mdss.SortedSet(mdss.open_store(url), "b")
+    expected: dict[str, int] = {"seed": 0}
+    totals: Counter[str] = Counter()
+    for result in results:
+        assert result["failures"] == {}, result["failures"]
+        expected.update(result["owned"])
+        for member, delta, _, _ in result["acked"]:
+            totals[member] += delta
+    expected.update(totals)
+    assert {e.member: e.score for e in board} == expected
+    assert board.check() == []
+    print(f"{shared_store_factory.kind}: gc deleted {deleted} nodes beside the writers")
+
+
+def test_a_load_slower_than_gc_never_publishes_collected_nodes(store) -> None:
+    mdss.SortedSet.load(store, "b", {f"old{i}": i for i in range(50)}, chunk_size=4)
+    rival = mdss.SortedSet(store, "b", gc_grace=0)
+
+    def collect_midway(done: int, total: int) -> None:
+        if done < total:
+            rival.gc(min_age=0, wait=False)
+
+    try:
+        mdss.SortedSet.load(
+            store, "b", {f"new{i}": i for i in range(200)}, replace=True, progress=collect_midway, batch=8
+        )
+        loaded = True
+    except mdss.ConflictError:
+        loaded = False
+    board = mdss.SortedSet(store, "b", cache_bytes=0)
+    assert board.check() == []
+    members = {e.member for e in board}
+    assert members == ({f"new{i}" for i in range(200)} if loaded else {f"old{i}" for i in range(50)})
+
+
+# -- 5. a lost head is never taken for an empty set -----------------------------------------
+
+
+def test_a_set_whose_head_vanished_is_refused_not_restarted(store) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4)
+    board.add_many({f"m{i}": i for i in range(40)})
+    store.delete(board._keys.head)  # what an evicting Redis did
+    with pytest.raises(mdss.HeadMissingError, match="no head"):
+        board.score("m1")  # this object saw the head
+    newcomer = mdss.SortedSet(store, "b")
+    with pytest.raises(mdss.HeadMissingError):
+        newcomer.add("m99", 1)  # a write would have started it afresh
+    with pytest.raises(mdss.HeadMissingError):
+        newcomer.gc(wait=False)
+    assert any("no head" in p for p in newcomer.check())
+    newcomer.drop()
+    assert list(store.keys(board._keys.prefix)) == []
+    assert newcomer.add("m99", 1) is True and len(newcomer) == 1
+
+
+# -- 6. checksums ----------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_that_still_decodes_is_refused(store) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4)
+    board.add_many({f"m{i}": 5 for i in range(12)})
+    key = _leaf_keys(board)[0]
+    data = bytearray(store.get(key).value)
+    data[data.index(5)] = 7  # a score 5 becomes 7: still valid msgpack
+    store.put(key, bytes(data))
+    fresh = mdss.SortedSet(store, "b", cache_bytes=0)
+    with pytest.raises(mdss.CorruptDataError, match="checksum") as info:
+        fresh.range(0, 12)
+    assert info.value.key == key
+    head = bytearray(store.get(board._keys.head).value)
+    head[-6] ^= 0x01
+    store.put(board._keys.head, bytes(head))
+    with pytest.raises(mdss.CorruptDataError, match="checksum"):
+        len(mdss.SortedSet(store, "b"))
+
+
+# -- 7-8. wrongly typed fields and impossible head values --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        encode_leaf((1, 2), (3, 4)),  # int members
+        encode_leaf(("a", "b"), (3, True)),  # a bool score
+        encode_leaf(("a", "b"), (3, float("nan"))),
+        encode_leaf(("a",), (3, 4)),  # lengths differ
+        encode_manifest(1, (1, 2), (2, 2), ("a", "c"), (1, 2)),  # int child ids
+        encode_manifest(1, ("x", "y"), (2, -2), ("a", "c"), (1, 2)),  # a negative count
+        seal(msgpack.packb([2, 7, [], []])),  # an unknown kind
+        seal(msgpack.packb({"v": 2})),
+        seal(b"\xc1"),
+    ],
+)
+def test_wrongly_typed_nodes_are_corrupt_data(store, payload: bytes) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4)
+    board.add_many({f"m{i}": i for i in range(40)})
+    key = _leaf_keys(board)[1]
+    store.put(key, payload)
+    fresh = mdss.SortedSet(store, "b", cache_bytes=0)
+    with pytest.raises(mdss.CorruptDataError) as info:
+        list(fresh)
+    assert info.value.key == key
+    problems = fresh.check()  # reports, never crashes
+    assert problems and any(key in p for p in problems)
+
+
+def test_a_leaf_where_a_manifest_belongs_is_corrupt_data(store) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4)
+    board.add_many({f"m{i}": i for i in range(40)})
+    root = board._keys.node(board._snapshot().head.scores.root)
+    store.put(root, store.get(_leaf_keys(board)[0]).value)
+    fresh = mdss.SortedSet(store, "b", cache_bytes=0)
+    with pytest.raises(mdss.CorruptDataError, match="entry set where"):
+        fresh.rank("m3")
+    assert fresh.check()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"chunk": 1},
+        {"chunk": 10**9},
+        {"scores": TreeRef("x", 0, -1), "members": TreeRef("y", 0, -1)},
+        {"scores": TreeRef("x", -1, 3), "members": TreeRef("y", 0, 3)},
+        {"scores": TreeRef(None, 0, 5), "members": TreeRef(None, 0, 5)},
+        {"scores": TreeRef("x", 0, 5), "members": TreeRef("y", 0, 4)},
+        {"gen": -1},
+        {"epoch": -3},
+        {"recent": ("a", "b", "c")},  # more nonces than generations
+        {"order": "sideways"},
+    ],
+)
+def test_impossible_head_values_are_corrupt_data(store, changes) -> None:
+    key = mdss.SortedSet(store, "b")._keys.head
+    head = Head("desc", 4, gen=1, epoch=1, recent=("n",))
+    for name, value in changes.items():
+        object.__setattr__(head, name, value)
+    store.put(key, head.encode())
+    board = mdss.SortedSet(store, "b")  # opens: a damaged set must stay removable
+    with pytest.raises(mdss.CorruptDataError, match="head is malformed"):
+        len(board)
+    assert any("head is malformed" in p for p in board.check())
+    board.drop()
+    assert len(board) == 0
+
+
+# -- 11. a damaged set is always removable ------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["missing node", "corrupt node", "corrupt head"])
+def test_a_damaged_set_can_be_dropped_and_replaced(store, damage: str) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4)
+    board.add_many({f"m{i}": i for i in range(60)})
+    if damage == "missing node":
+        store.delete(_leaf_keys(board)[2])
+    elif damage == "corrupt node":
+        store.put(_leaf_keys(board)[2], b"\x00junk")
+    else:
+        store.put(board._keys.head, b"\x00junk")
+    replaced = mdss.SortedSet.load(store, "b", {"a": 1, "b": 2}, replace=True, chunk_size=4)
+    assert [e.member for e in replaced] == ["b", "a"] and replaced.check() == []
+    replaced.gc(wait=False)
+    assert replaced.unreferenced() == []
+    board = mdss.SortedSet(store, "b")
+    board.add_many({f"m{i}": i for i in range(60)})
+    store.delete(_leaf_keys(board)[1])
+    mdss.SortedSet(store, "b").drop()
+    assert list(store.keys(board._keys.prefix)) == []
+
+
+def test_a_missing_node_of_the_current_head_is_reported_at_once(store) -> None:
+    board = mdss.SortedSet(store, "b", chunk_size=4, retry_budget=30)
+    board.add_many({f"m{i}": i for i in range(40)})
+    store.delete(_leaf_keys(board)[0])
+    fresh = mdss.SortedSet(store, "b", cache_bytes=0, retry_budget=30)
+    started = time.monotonic()
+    with pytest.raises(mdss.MissingNodeError, match="damaged"):
+        fresh.range(0, 40)
+    assert time.monotonic() - started < 1  # no retry budget spent on a head that does not move
+
+
+def test_readers_racing_gc_grace_zero_never_see_missing_nodes(store) -> None:
+    writer = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=0)
+    writer.add_many({f"m{i}": i for i in range(60)})
+    reader = mdss.SortedSet(store, "b", cache_bytes=0)
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            writer.add(f"m{i % 60}", i)
+            i += 1
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        for _ in range(200):
+            assert len(reader.range(0, 60)) == 60
+    finally:
+        stop.set()
+        thread.join()
+
+
+# -- 14. settings adopted from the process that created the set ---------------------------------
+
+
+def test_a_set_opened_before_another_process_creates_it_adopts_its_settings(store) -> None:
+    early = mdss.SortedSet(store, "b")  # no settings, no set yet
+    creator = mdss.SortedSet(store, "b", chunk_size=4, order="asc")
+    creator.add_many({"a": 3, "b": 1})
+    assert early.range(0, 2) == creator.range(0, 2)
+    assert (early.order, early.chunk_size) == ("asc", 4)
+    assert early.add("c", 2) is True and [e.member for e in creator] == ["b", "c", "a"]
+    pinned = mdss.SortedSet(mdss.open_store("memory://"), "x", chunk_size=8)
+    assert pinned.chunk_size == 8
+
+
+def test_explicit_settings_still_refuse_another_set(store) -> None:
+    mine = mdss.SortedSet(store, "b", chunk_size=8)
+    mdss.SortedSet(store, "b", chunk_size=4).add("a", 1)
+    with pytest.raises(mdss.SettingsMismatchError):
+        mine.score("a")
+
+
+# -- 15. cursors are bound to their set ----------------------------------------------------------
+
+
+def test_forged_and_foreign_cursors_are_refused(store) -> None:
+    board = mdss.SortedSet.load(store, "b", {f"m{i}": i for i in range(30)}, chunk_size=4)
+    other = mdss.SortedSet.load(store, "o", {f"m{i}": i for i in range(30)}, chunk_size=4)
+    cursor = board.page(5).cursor
+    assert board.page(5, cursor).entries[0].rank == 6
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    forged = [
+        "",
+        "!!!",
+        "AAAA",
+        base64.urlsafe_b64encode(msgpack.packb([1, 2, 3])).decode(),
+        base64.urlsafe_b64encode(raw[:-5] + bytes([raw[-5] ^ 1]) + raw[-4:]).decode(),
+        base64.urlsafe_b64encode(b"\xff" * 40).decode(),
+        12,
+        None.__class__.__name__,
+    ]
+    for bad in forged:
+        with pytest.raises(mdss.InvalidArgumentError, match="cursor"):
+            board.page(5, bad)  # type: ignore[arg-type]
+    with pytest.raises(mdss.InvalidArgumentError, match="cursor of set 'o'"):
+        other.page(5, cursor)
+
+
+# -- 16. malformed arguments -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda b: b.add_many(None),
+        lambda b: b.add_many(5),
+        lambda b: b.add_many("ab"),
+        lambda b: b.add_many([("a",)]),
+        lambda b: b.add_many([1, 2]),
+        lambda b: b.add_many([("a", None)]),
+        lambda b: b.remove_many(None),
+        lambda b: b.add("a", 1, op=None),
+        lambda b: mdss.SortedSet.load(b.store, "x", 5),
+        lambda b: mdss.SortedSet.load(b.store, "x", [("a", 1)], batch=0),
+        lambda b: mdss.SortedSet.load(b.store, "x", [("a", 1)], replace="yes"),
+        lambda b: mdss.SortedSet(b.store, "x", gc_grace=-1),
+        lambda b: mdss.SortedSet(b.store, "x", max_attempts=0),
+        lambda b: b.gc(min_age="soon"),
+    ],
+)
+def test_malformed_arguments_raise_invalid_argument(store, call) -> None:
+    board = mdss.SortedSet(store, "b")
+    with pytest.raises(mdss.InvalidArgumentError):
+        call(board)
+    assert len(board) == 0
+
+
+# -- issue 17: contention never fails a write on a healthy store ---------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_racing_writers_with_store_latency_never_conflict(kind: str, tmp_path) -> None:
+    url = "memory://" if kind == "memory" else f"sqlite:///{tmp_path}/race.db"
+    inner = mdss.open_store(url)
+    store = SlowStore(inner)
+    failures: list[BaseException] = []
+    threads, per_thread = 4, 25
+
+    def work(t: int) -> None:
+        board = mdss.SortedSet(store, "race", chunk_size=4)  # one object each: every commit races
+        for i in range(per_thread):
+            try:
+                board.incr(f"m{(t + i) % 5}", 1)
+            except mdss.MdssError as exc:
+                failures.append(exc)
+
+    workers_ = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for thread in workers_:
+        thread.start()
+    for thread in workers_:
+        thread.join()
+    board = mdss.SortedSet(inner, "race")
+    assert failures == []
+    assert sum(e.score for e in board) == threads * per_thread
+    assert board.check() == []
