@@ -128,9 +128,9 @@ def sent(replay: Replay, n: int = -1) -> tuple[str, str, dict[str, str], bytes]:
 
 def test_get_missing_is_none(replay) -> None:
     r = replay("02-")
-    assert r.store().fetch("mdss_nodes", "never-written") is None
+    assert r.store().fetch("mdss_strong", "never-written") is None
     method, path, _, _ = sent(r)
-    assert (method, path) == ("GET", "/types/mdss_nodes/buckets/ref/keys/never-written")
+    assert (method, path) == ("GET", "/types/mdss_strong/buckets/ref/keys/never-written?timeout=10000")
 
 
 def test_get_existing_with_vclock(replay) -> None:
@@ -172,11 +172,11 @@ def test_encoded_keys_and_listing(replay) -> None:
     r = replay("13a-", "13b-", "13c-")
     store = r.store(bucket="enc")
     store.store("mdss_nodes", "set/1 n:é", b"key-with-specials")
-    assert sent(r)[1] == "/types/mdss_nodes/buckets/enc/keys/set%2F1%20n%3A%C3%A9"
+    assert sent(r)[1] == "/types/mdss_nodes/buckets/enc/keys/set%2F1%20n%3A%C3%A9?timeout=10000"
     assert sent(r)[2]["Content-Type"] == "application/octet-stream"
     assert store.fetch("mdss_nodes", "set/1 n:é").value == b"key-with-specials"
     assert store.list_keys("mdss_nodes") == ["set/1 n:é"]
-    assert sent(r)[1] == "/types/mdss_nodes/buckets/enc/keys?keys=true"
+    assert sent(r)[1] == "/types/mdss_nodes/buckets/enc/keys?keys=true&timeout=10000"
 
 
 # -- writes --------------------------------------------------------------------------
@@ -193,24 +193,24 @@ def test_put_sends_octet_stream_and_vclock(replay) -> None:
 def test_create_if_absent(replay) -> None:
     r = replay("06b-", "06a-")
     store = r.store()
-    store.store("mdss_nodes", "fresh", b"x", if_none_match=True)
+    store.put_if("mdss_nodes", "fresh", b"x", None)
     assert sent(r)[2]["If-None-Match"] == "*"
     with pytest.raises(mdss.ConflictError, match="412"):
-        store.store("mdss_nodes", "obj1", b"x", if_none_match=True)
+        store.put_if("mdss_nodes", "obj1", b"x", None)
 
 
 def test_strongly_consistent_compare_and_set(replay) -> None:
     r = replay("15b-", "15c-", "15d-", "15e-", "15f-", "15g-")
     store = r.store()
-    store.store("mdss_strong", "c1", b"strong-v1", if_none_match=True)
+    store.put_if("mdss_strong", "c1", b"strong-v1", None)
     with pytest.raises(mdss.ConflictError):
-        store.store("mdss_strong", "c1", b"again", if_none_match=True)
+        store.put_if("mdss_strong", "c1", b"again", None)
     current = store.fetch("mdss_strong", "c1")
-    store.store("mdss_strong", "c1", b"strong-v2", vclock=current.version)
-    assert sent(r)[2]["X-Riak-Vclock"] == current.version
+    store.put_if("mdss_strong", "c1", b"strong-v2", current.version)
+    assert sent(r)[2]["X-Riak-Vclock"] == current.version and "If-None-Match" not in sent(r)[2]
     with pytest.raises(mdss.ConflictError):  # the stale vclock of the first read
-        store.store("mdss_strong", "c1", b"strong-v3-stale", vclock=current.version)
-    with pytest.raises(mdss.ConflictError):  # no vclock on an existing key of a consistent type
+        store.put_if("mdss_strong", "c1", b"strong-v3-stale", current.version)
+    with pytest.raises(mdss.StoreError, match="412"):  # a plain PUT is no compare-and-set: 412 is an error
         store.store("mdss_strong", "c1", b"strong-v4-novclock")
 
 
@@ -220,7 +220,8 @@ def test_delete_with_vclock_and_missing(replay) -> None:
     vclock = load("08a-").request_headers["X-Riak-Vclock"]
     store.remove("mdss_nodes", "obj1", vclock=vclock)
     assert (
-        sent(r)[:2] == ("DELETE", "/types/mdss_nodes/buckets/ref/keys/obj1") and sent(r)[2]["X-Riak-Vclock"] == vclock
+        sent(r)[:2] == ("DELETE", "/types/mdss_nodes/buckets/ref/keys/obj1?timeout=10000")
+        and sent(r)[2]["X-Riak-Vclock"] == vclock
     )
     store.remove("mdss_nodes", "never-written")  # 404: already absent
     with pytest.raises(mdss.ConflictError):
@@ -276,8 +277,8 @@ def test_types_are_checked_on_open(replay) -> None:
     r = replay("00c-", "00b-")
     r.store(check_types=True)
     assert [p for _, p, _, _ in r.received] == [
-        "/types/mdss_strong/buckets/ref/props",
-        "/types/mdss_sibs/buckets/ref/props",
+        "/types/mdss_strong/buckets/ref/props?timeout=10000",
+        "/types/mdss_sibs/buckets/ref/props?timeout=10000",
     ]
 
 
