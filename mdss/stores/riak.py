@@ -46,7 +46,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import attrs
 import urllib3
@@ -54,7 +54,7 @@ import urllib3
 from .._keys import HEAD, NODE, TOPN, kind
 from .._retry import COMMITS, STORE_CALLS, Backoff
 from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
-from .base import Record, Store, url_options
+from .base import Record, Store
 
 _CREATE = "riak-admin bucket-type create {name} '{props}' && riak-admin bucket-type activate {name}"
 _WANTED = {
@@ -221,7 +221,7 @@ class RiakStore(Store):
             port = parts.port or 8098
         except ValueError as exc:
             raise InvalidArgumentError(f"bad port in Riak URL {url!r}") from exc
-        given = url_options(url)
+        given = dict(parse_qsl(parts.query, keep_blank_values=True))  # "?bucket=" is an error, not a default
         for name in [*given, *options]:
             if name not in _URL_OPTIONS and name not in _QUORUMS and name != "pool":
                 known = ", ".join(sorted([*_URL_OPTIONS, *_QUORUMS]))
