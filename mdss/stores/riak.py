@@ -256,7 +256,7 @@ class RiakStore(Store):
         query: Mapping[str, Any] | None = None,
     ) -> Response:
         """An idempotent request: connection failures and 5xx answers retried within the retry budget."""
-        failure = "the retry budget allowed no attempt"
+        failure = ""
         for _ in self.retry.attempts():
             try:
                 response = self._send(method, path, headers, body, query)
@@ -334,7 +334,7 @@ class RiakStore(Store):
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
         query = {k: v for k, v in self.quorum.items() if k in ("w", "dw", "pw")}
         path = self._key_path(btype, key)
-        failure, maybe = "the retry budget allowed no attempt", ""  # maybe: why an earlier attempt may have landed
+        failure, maybe = "", ""  # maybe: why an earlier attempt may have been applied
         for _ in self.retry.attempts():
             try:
                 response = self._send("PUT", path, headers, value, query)
