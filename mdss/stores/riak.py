@@ -1,38 +1,60 @@
 """Riak KV over its HTTP API, through urllib3's connection pool.
 
-Three bucket types, chosen by what a key holds:
+Three bucket types, chosen by what a key holds (:func:`mdss._keys.kind`):
 
-- immutable tree nodes (``...:n:<id>``) go to ``nodes_type``, a plain type
-  (``allow_mult`` false): written once, never changed;
-- top-N objects (``...:t``) go to ``sibling_type`` (``allow_mult`` true):
-  concurrent writers become siblings that a read merges (see ``mdss.topn``);
-- everything else — heads above all — goes to ``heads_type``, which must be
-  strongly consistent (``consistent: true``): there ``If-None-Match: *`` and
-  a write with the vclock read are true compare-and-sets, answered 412 on
-  conflict. Opening refuses a heads type that is not.
+- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult``
+  false): written once under a fresh id, never changed. They are read with
+  ``r=1&notfound_ok=false``: any replica's copy is the copy (and its checksum
+  is verified), and a replica that has not received it yet must not decide
+  that it is missing;
+- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent
+  writers become siblings that a read merges (see ``mdss.topn``);
+- heads go to ``heads_type``, which must be strongly consistent
+  (``consistent: true``): there ``If-None-Match: *`` and a write with the
+  vclock read are true compare-and-sets, answered 412 on conflict. Opening
+  refuses a heads type that is not. Heads are read with the configured quorum.
+
+Every request carries Riak's own ``timeout=`` (milliseconds), and the socket
+waits a second longer, so no call waits for Riak's 60 s default.
 
 Riak has no multi-get: ``get_many`` issues its GETs concurrently over the
-pool (one round trip of latency, N requests). A node that a committed head
-names may be briefly invisible on an eventually consistent cluster, so
-``get_many`` retries a not-found a few times before reporting it missing.
-Keys are fully percent-encoded (``/`` included); values are
-``application/octet-stream``; tombstones (``X-Riak-Deleted``) read as absent.
+pool (one round trip of latency, N requests). A tombstone (a 404 with
+``X-Riak-Deleted``) is a deleted key and reads as absent at once; a plain 404
+of a node is re-read ``notfound_retries`` times before it is reported absent.
+
+``keys(prefix)`` pages through the ``$key`` secondary index by key range,
+one bucket type per kind of key the prefix can hold, so that listing one set
+reads that set's keys only; a type whose backend has no secondary indexes
+(bitcask) falls back, with a warning, to a full listing of its bucket.
+**Listings include tombstones** (Riak lists a deleted key until it is reaped,
+3 s by default): callers verify listed keys with ``get_many`` before they
+report or delete them.
+
+Outcomes: ``cas`` raises :class:`ConflictError` only when its first attempt
+got a 412, so nothing was written. Once an attempt failed in a way that may
+have applied it (a lost reply, a 5xx), a later 412 is no conflict: the key is
+read back, and the write reported done if the key holds exactly the value
+written (heads carry commit ids, so equal bytes mean this write), else
+:class:`OutcomeUnknownError`.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-import random
-import time
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+import attrs
 import urllib3
 
-from ..exceptions import ConflictError, StoreError, StoreUnavailableError
-from .base import Record, Store, url_options
+from .._keys import HEAD, NODE, TOPN, kind
+from .._retry import COMMITS, STORE_CALLS, Backoff
+from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
+from .base import Record, Store
 
 _CREATE = "riak-admin bucket-type create {name} '{props}' && riak-admin bucket-type activate {name}"
 _WANTED = {
@@ -40,6 +62,51 @@ _WANTED = {
     "sibling": ("allow_mult", True, '{"props":{"allow_mult":true}}'),
 }
 _RETRY_STATUS = (500, 502, 503, 504)
+#: What Riak answers (a 500) to a secondary-index query on a backend without indexes (bitcask).
+_NO_INDEXES = b"indexes_not_supported"
+#: The highest code point: ``prefix + _TOP`` is the end of the key range of ``prefix``.
+_TOP = "\U0010ffff"
+_ROLE = {HEAD: "heads", NODE: "nodes", TOPN: "sibling"}
+_QUORUMS = ("r", "pr", "w", "dw", "pw", "rw")
+_NAMED_QUORUMS = ("one", "quorum", "all", "default")
+
+
+def _flag(text: str) -> bool:
+    if text.lower() not in ("1", "true", "yes", "0", "false", "no"):
+        raise ValueError(text)
+    return text.lower() in ("1", "true", "yes")
+
+
+#: URL options and how their text becomes a value (``__init__`` then checks ranges).
+_URL_OPTIONS: dict[str, Callable[[str], Any]] = {
+    **dict.fromkeys(("namespace", "bucket", "heads_type", "nodes_type", "sibling_type"), str),
+    **dict.fromkeys(("timeout", "retry_budget", "backoff"), float),
+    **dict.fromkeys(("retries", "notfound_retries", "concurrency", "page_size"), int),
+    "check_types": _flag,
+}
+
+
+def _quorum(name: str, value: str) -> str:
+    if value in _NAMED_QUORUMS or (value.isdigit() and int(value) > 0):
+        return value
+    raise InvalidArgumentError(f"Riak option {name} must be a positive integer or one of {_NAMED_QUORUMS}: {value!r}")
+
+
+def _number(name: str, value: object, kind: type, minimum: float) -> Any:
+    """``value`` if it is a ``kind`` (an int passes for a float) of at least ``minimum``; else a clear error."""
+    ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    if not ok or not value >= minimum:  # type: ignore[operator]
+        raise InvalidArgumentError(f"Riak option {name} must be a {kind.__name__} >= {minimum}, got {value!r}")
+    return value
+
+
+def key_range(prefix: str) -> tuple[str, str]:
+    """The inclusive ``$key`` range holding exactly the keys that start with ``prefix``.
+
+    >>> key_range("app:board:n:")
+    ('app:board:n:', 'app:board:n:\\U0010ffff')
+    """
+    return prefix or "\x00", prefix + _TOP
 
 
 class Response:
@@ -49,12 +116,20 @@ class Response:
         self.status, self.body = status, body
         self.headers = {k.lower(): v for k, v in headers.items()}
 
+    @property
+    def transient(self) -> bool:
+        """A 5xx worth another attempt (not the definite "this backend has no indexes")."""
+        return self.status in _RETRY_STATUS and _NO_INDEXES not in self.body
+
 
 def parse_multipart(content_type: str, body: bytes) -> list[bytes]:
     """The values of a ``multipart/mixed`` sibling listing, byte for byte, tombstones left out.
 
     Parts carry no length: a part ends where ``CRLF--boundary`` begins, so
     values may themselves hold CRLF, ``--`` or any byte.
+
+    >>> parse_multipart("multipart/mixed; boundary=B", b"\\r\\n--B\\r\\nEtag: 1\\r\\n\\r\\nv\\r\\n--B--\\r\\n")
+    [b'v']
     """
     params = dict(p.strip().split("=", 1) for p in content_type.split(";")[1:] if "=" in p)
     boundary = params.get("boundary", "").strip('"').encode()
@@ -71,7 +146,14 @@ def parse_multipart(content_type: str, body: bytes) -> list[bytes]:
 
 
 class RiakStore(Store):
-    """A Riak KV cluster through one node's HTTP interface."""
+    """A Riak KV cluster through one node's HTTP interface.
+
+    ``timeout`` (seconds) is sent to Riak with every request; ``retry_budget``
+    bounds the time spent retrying connection failures and 5xx answers, with
+    jittered backoff whose first ceiling is ``backoff``; ``retries``, if
+    given, also bounds their count. ``pool`` replaces the urllib3 pool by any
+    object with its ``request(method, url, headers=, body=, redirect=)``.
+    """
 
     keeps_siblings = True
 
@@ -87,49 +169,82 @@ class RiakStore(Store):
         sibling_type: str = "mdss_sibs",
         quorum: Mapping[str, str] | None = None,
         timeout: float = 10.0,
-        retries: int = 3,
-        backoff: float = 0.05,
+        retry_budget: float = STORE_CALLS.budget,
+        retries: int | None = None,
+        backoff: float = STORE_CALLS.base,
         notfound_retries: int = 2,
         concurrency: int = 16,
+        page_size: int = 1000,
         check_types: bool = True,
         scheme: str = "http",
+        pool: Any = None,
     ) -> None:
         super().__init__(namespace=namespace)
+        names = {"bucket": bucket, "heads_type": heads_type, "nodes_type": nodes_type, "sibling_type": sibling_type}
+        for name, text in names.items():
+            if not isinstance(text, str) or not text:
+                raise InvalidArgumentError(f"Riak option {name} must be a non-empty string, got {text!r}")
         self.where = f"Riak at {scheme}://{host}:{port}"
         self.bucket, self.types = bucket, {"heads": heads_type, "nodes": nodes_type, "sibling": sibling_type}
-        self.quorum = dict(quorum or {})
-        self.timeout, self.retries, self.backoff, self.notfound_retries = timeout, retries, backoff, notfound_retries
-        self.pool = urllib3.connection_from_url(
+        self.quorum = {name: _quorum(name, str(value)) for name, value in (quorum or {}).items()}
+        self.timeout = _number("timeout", timeout, float, 0.001)
+        self.retry = Backoff(
+            budget=_number("retry_budget", retry_budget, float, 0),
+            base=_number("backoff", backoff, float, 0),
+            cap=STORE_CALLS.cap,
+            max_attempts=None if retries is None else _number("retries", retries, int, 0) + 1,
+        )
+        #: Re-reads of a node that answered a plain 404 (not a tombstone).
+        self.notfound = attrs.evolve(self.retry, max_attempts=_number("notfound_retries", notfound_retries, int, 0) + 1)
+        self.page_size = _number("page_size", page_size, int, 1)
+        concurrency = _number("concurrency", concurrency, int, 1)
+        self.pool = pool or urllib3.connection_from_url(
             f"{scheme}://{host}:{port}",
             maxsize=concurrency,
             block=True,
-            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout + 1.0),
             retries=False,
         )
         self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="mdss-riak")
+        self._unindexed: set[str] = set()  # bucket types found without a $key index
         if check_types:
             self.check_types()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RiakStore:
-        """``riak://host:8098?heads_type=T1&nodes_type=T2&sibling_type=T3&r=quorum&w=quorum&timeout=5``."""
+        """``riak://host:8098?heads_type=T1&nodes_type=T2&sibling_type=T3&r=quorum&w=quorum&timeout=5``.
+
+        An unknown or badly typed option raises :class:`InvalidArgumentError` naming it.
+        """
         parts = urlsplit(url)
-        params: dict[str, Any] = url_options(url)
-        quorum: dict[str, str] = {q: params.pop(q) for q in ("r", "pr", "w", "dw", "pw", "rw") if q in params}
-        for name, kind in (
-            ("timeout", float),
-            ("backoff", float),
-            ("retries", int),
-            ("notfound_retries", int),
-            ("concurrency", int),
-        ):
-            if name in params:
-                params[name] = kind(params[name])
-        if "check_types" in params:
-            params["check_types"] = params["check_types"].lower() not in ("0", "false", "no")
-        return cls(parts.hostname or "127.0.0.1", parts.port or 8098, quorum=quorum, **{**params, **options})
+        try:
+            port = parts.port or 8098
+        except ValueError as exc:
+            raise InvalidArgumentError(f"bad port in Riak URL {url!r}") from exc
+        given = dict(parse_qsl(parts.query, keep_blank_values=True))  # "?bucket=" is an error, not a default
+        for name in [*given, *options]:
+            if name not in _URL_OPTIONS and name not in _QUORUMS and name != "pool":
+                known = ", ".join(sorted([*_URL_OPTIONS, *_QUORUMS]))
+                raise InvalidArgumentError(f"unknown Riak store option {name!r} (known: {known})")
+        params: dict[str, Any] = {}
+        for name, text in given.items():
+            try:
+                params[name] = text if name in _QUORUMS else _URL_OPTIONS[name](text)
+            except ValueError as exc:
+                raise InvalidArgumentError(f"Riak option {name} has a bad value: {text!r}") from exc
+        params.update(options)
+        quorum = {name: params.pop(name) for name in _QUORUMS if name in params}
+        return cls(parts.hostname or "127.0.0.1", port, quorum=quorum, **params)
 
     # -- the HTTP layer ---------------------------------------------------------
+
+    def _send(
+        self, method: str, path: str, headers: Mapping[str, str] | None, body: bytes | None, query: Any
+    ) -> Response:
+        """One attempt, with Riak's ``timeout`` appended to the query; urllib3 errors propagate."""
+        url = path + "?" + urlencode([*dict(query or {}).items(), ("timeout", round(self.timeout * 1000))])
+        reply = self.pool.request(method, url, headers=dict(headers or {}), body=body, redirect=False)
+        return Response(reply.status, reply.headers, reply.data)
 
     def request(
         self,
@@ -140,72 +255,122 @@ class RiakStore(Store):
         body: bytes | None = None,
         query: Mapping[str, Any] | None = None,
     ) -> Response:
-        """One request; connection failures and 5xx answers retried with jittered backoff."""
-        url = path + ("?" + urlencode(query) if query else "")
-        for attempt in range(self.retries + 1):
+        """An idempotent request: connection failures and 5xx answers retried within the retry budget."""
+        failure = ""
+        for _ in self.retry.attempts():
             try:
-                reply = self.pool.request(method, url, headers=dict(headers or {}), body=body, redirect=False)
-                response = Response(reply.status, reply.headers, reply.data)
+                response = self._send(method, path, headers, body, query)
             except urllib3.exceptions.HTTPError as exc:
                 failure = f"{exc}"
-            else:
-                if response.status not in _RETRY_STATUS:
-                    return response
-                failure = f"status {response.status}: {response.body[:300]!r}"
-            if attempt == self.retries:
-                raise StoreUnavailableError(f"{self.where}: {method} {path} failed ({failure})")
-            time.sleep(random.uniform(0, self.backoff * 2**attempt))
-        raise AssertionError("unreachable")
+                continue
+            if not response.transient:
+                return response
+            failure = f"status {response.status}: {response.body[:300]!r}"
+        raise StoreUnavailableError(f"{self.where}: {method} {path} failed ({failure})")
 
-    def _path(self, btype: str, key: str | None = None) -> str:
-        base = f"/types/{quote(btype, safe='')}/buckets/{quote(self.bucket, safe='')}"
-        return base + ("/props" if key is None else f"/keys/{quote(key, safe='')}")
+    def _path(self, btype: str, tail: str = "") -> str:
+        """``/types/T/buckets/B`` followed by ``tail`` (already encoded)."""
+        return f"/types/{quote(btype, safe='')}/buckets/{quote(self.bucket, safe='')}{tail}"
+
+    def _key_path(self, btype: str, key: str) -> str:
+        return self._path(btype, f"/keys/{quote(key, safe='')}")
 
     def _fail(self, response: Response, what: str) -> StoreError:
         text = response.body[:300].decode("utf-8", "replace").strip()
         return StoreError(f"{self.where}: {what} answered {response.status}: {text}")
 
-    def fetch(self, btype: str, key: str) -> Record | None:
-        """GET a key: ``None`` if absent or a tombstone; every sibling on 300."""
-        query = {k: v for k, v in self.quorum.items() if k in ("r", "pr")}
+    def read(self, btype: str, key: str) -> tuple[Record | None, bool]:
+        """GET a key: its record (every sibling on 300) or ``None``, and whether it is a tombstone.
+
+        Nodes (``nodes_type``) are read with ``r=1&notfound_ok=false``, the
+        rest with the configured ``r``/``pr``.
+        """
+        if btype == self.types["nodes"]:
+            query = {"r": "1", "notfound_ok": "false"}
+        else:
+            query = {k: v for k, v in self.quorum.items() if k in ("r", "pr")}
         response = self.request(
-            "GET", self._path(btype, key), headers={"Accept": "multipart/mixed, */*;q=0.5"}, query=query
+            "GET", self._key_path(btype, key), headers={"Accept": "multipart/mixed, */*;q=0.5"}, query=query
         )
         vclock = response.headers.get("x-riak-vclock")
         if response.status == 404:
             if response.body.startswith(b"Unknown bucket type"):
                 raise self._fail(response, f"GET {key!r}")
-            return None
+            return None, response.headers.get("x-riak-deleted") == "true"
         if response.status == 200:
-            return Record((response.body,), vclock)
+            return Record((response.body,), vclock), False
         if response.status == 300:
             content_type = response.headers.get("content-type", "")
             if not content_type.startswith("multipart/mixed"):
                 raise self._fail(response, f"GET {key!r} (siblings without multipart/mixed)")
             values = parse_multipart(content_type, response.body)
-            return Record(tuple(values), vclock) if values else None
+            return (Record(tuple(values), vclock), False) if values else (None, True)
         raise self._fail(response, f"GET {key!r}")
 
-    def store(
-        self, btype: str, key: str, value: bytes, *, vclock: str | None = None, if_none_match: bool = False
-    ) -> None:
-        """PUT a value; 412 (a lost conditional write) raises ConflictError."""
-        headers = {"Content-Type": "application/octet-stream"}
-        if vclock:
-            headers["X-Riak-Vclock"] = vclock
-        if if_none_match:
-            headers["If-None-Match"] = "*"
+    def fetch(self, btype: str, key: str) -> Record | None:
+        """GET a key: ``None`` if absent or a tombstone."""
+        return self.read(btype, key)[0]
+
+    def store(self, btype: str, key: str, value: bytes, *, vclock: str | None = None) -> None:
+        """PUT a value unconditionally (nodes, top-N objects): safe to resend, so retried like a read."""
+        headers = {"Content-Type": "application/octet-stream", **({"X-Riak-Vclock": vclock} if vclock else {})}
         query = {k: v for k, v in self.quorum.items() if k in ("w", "dw", "pw")}
-        response = self.request("PUT", self._path(btype, key), headers=headers, body=value, query=query)
-        if response.status == 412:
-            raise ConflictError(f"key {key!r} changed since it was read ({self.where} answered 412)")
+        response = self.request("PUT", self._key_path(btype, key), headers=headers, body=value, query=query)
         if response.status not in (200, 204):
             raise self._fail(response, f"PUT {key!r}")
+
+    def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> None:
+        """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent).
+
+        :class:`ConflictError` only for a 412 answered to the first attempt
+        that reached Riak (then nothing was written: a lost race, or the
+        spurious 412 after an ensemble leader change, which the caller
+        likewise re-reads and rebases on). After an attempt that may have
+        been applied (reply lost, 5xx), a 412 is settled by reading the key
+        back: it holds exactly ``value`` (written), or
+        :class:`OutcomeUnknownError`; so is running out of retries.
+        """
+        headers = {"Content-Type": "application/octet-stream"}
+        headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
+        query = {k: v for k, v in self.quorum.items() if k in ("w", "dw", "pw")}
+        path = self._key_path(btype, key)
+        failure, maybe = "", ""  # maybe: why an earlier attempt may have been applied
+        for _ in self.retry.attempts():
+            try:
+                response = self._send("PUT", path, headers, value, query)
+            except urllib3.exceptions.ConnectTimeoutError as exc:  # never connected: nothing was sent
+                failure = f"{exc}"
+                continue
+            except urllib3.exceptions.HTTPError as exc:
+                failure = maybe = f"{exc}"
+                continue
+            if response.status in (200, 204):
+                return
+            if response.status == 412 and not maybe:
+                raise ConflictError(f"key {key!r} changed since it was read ({self.where} answered 412)")
+            if response.status == 412:
+                record = self.fetch(btype, key)
+                if record is not None and record.values == (value,):
+                    return
+                raise OutcomeUnknownError(
+                    f"{self.where}: key {key!r} changed after a write whose outcome was lost ({maybe}); "
+                    f"it may hold this write or a later one"
+                )
+            if not response.transient:
+                error = self._fail(response, f"PUT {key!r}")
+                if maybe:
+                    raise OutcomeUnknownError(f"{error}, after a write whose outcome was lost ({maybe})")
+                raise error
+            failure = maybe = f"status {response.status}: {response.body[:300]!r}"
+        if maybe:
+            raise OutcomeUnknownError(f"{self.where}: PUT {key!r} may or may not have been applied ({failure})")
+        raise StoreUnavailableError(f"{self.where}: PUT {key!r} failed ({failure})")
 
     def remove(self, btype: str, key: str, *, vclock: str | None = None) -> None:
         """DELETE a key; absent is fine; 412 (stale vclock on a consistent type) raises ConflictError."""
         headers = {"X-Riak-Vclock": vclock} if vclock else {}
-        response = self.request("DELETE", self._path(btype, key), headers=headers)
+        query = {k: v for k, v in self.quorum.items() if k in _QUORUMS}
+        response = self.request("DELETE", self._key_path(btype, key), headers=headers, query=query)
         if response.status == 412:
             raise ConflictError(f"key {key!r} changed since it was read ({self.where} answered 412)")
         if response.status not in (204, 404) or response.body.startswith(b"Unknown bucket type"):
@@ -213,16 +378,32 @@ class RiakStore(Store):
 
     def list_keys(self, btype: str) -> list[str]:
         """Every key of the bucket in a type: a full key listing, expensive on a large cluster."""
-        response = self.request("GET", self._path(btype, "")[:-1], query={"keys": "true"})
+        response = self.request("GET", self._path(btype, "/keys"), query={"keys": "true"})
         if response.status != 200:
             raise self._fail(response, "key listing")
         return list(json.loads(response.body)["keys"])
+
+    def index_page(
+        self, btype: str, start: str, end: str, continuation: str | None = None
+    ) -> tuple[list[str], str | None] | None:
+        """One page of the keys from ``start`` to ``end`` (inclusive, sorted) by the ``$key`` index,
+        with the continuation of the next page; ``None`` when the type's backend has no secondary indexes.
+        """
+        path = self._path(btype, f"/index/$key/{quote(start, safe='')}/{quote(end, safe='')}")
+        query = {"max_results": self.page_size, **({"continuation": continuation} if continuation else {})}
+        response = self.request("GET", path, query=query)
+        if response.status == 500 and _NO_INDEXES in response.body and continuation is None:
+            return None
+        if response.status != 200:
+            raise self._fail(response, f"$key range query {start!r}..{end!r}")
+        page = json.loads(response.body)
+        return list(page["keys"]), page.get("continuation")
 
     def check_types(self) -> None:
         """Refuse bucket types that cannot give mdss' guarantees, saying how to create right ones."""
         for role, (prop, wanted, props) in _WANTED.items():
             name = self.types[role]
-            response = self.request("GET", self._path(name))
+            response = self.request("GET", self._path(name, "/props"))
             create = _CREATE.format(name=name, props=props)
             if response.status == 404:
                 raise StoreError(f"{self.where}: bucket type {name!r} ({role}) does not exist; create it: {create}")
@@ -238,60 +419,91 @@ class RiakStore(Store):
     # -- routing and the store primitives -----------------------------------------
 
     def _type(self, key: str) -> str:
-        if ":n:" in key:
-            return self.types["nodes"]
-        if key.endswith(":t"):
-            return self.types["sibling"]
-        return self.types["heads"]
+        return self.types[_ROLE[kind(key)]]
 
     def _get(self, key: str) -> Record | None:
         return self.fetch(self._type(key), key)
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         def one(key: str) -> bytes | None:
-            for attempt in range(self.notfound_retries + 1):
-                record = self.fetch(self._type(key), key)
+            btype = self._type(key)
+            for _ in self.notfound.attempts():
+                record, deleted = self.read(btype, key)
                 if record is not None:
                     return record.value
-                if attempt < self.notfound_retries:
-                    time.sleep(self.backoff * 2**attempt)
+                if deleted:  # a tombstone: deleted, not "not arrived yet"
+                    return None
             return None
 
         return list(self._executor.map(one, keys))
 
     def _put(self, key: str, value: bytes, context: Any) -> None:
         btype = self._type(key)
-        if btype != self.types["heads"] or context is not None:
+        if kind(key) != HEAD:
             self.store(btype, key, value, vclock=context)
             return
-        for _ in range(self.retries + 1):  # a blind write on a consistent type needs the current vclock
+        for _ in COMMITS.attempts():  # a blind write on a consistent type is a conditional write on the vclock read
             record = self.fetch(btype, key)
             try:
-                self.store(
-                    btype, key, value, vclock=None if record is None else record.version, if_none_match=record is None
-                )
+                self.put_if(btype, key, value, None if record is None else record.version)
                 return
             except ConflictError:
                 continue
-        raise ConflictError(f"key {key!r} kept changing while it was overwritten")
+        raise ConflictError(f"key {key!r} kept changing while it was overwritten, for {COMMITS.budget} s")
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         list(self._executor.map(lambda kv: self._put(kv[0], kv[1], None), items.items()))
 
     def _cas(self, key: str, value: bytes, version: Any) -> None:
-        self.store(self._type(key), key, value, vclock=version, if_none_match=version is None)
+        self.put_if(self._type(key), key, value, version)
 
     def _delete(self, key: str) -> None:
         btype = self._type(key)
-        record = self.fetch(btype, key) if btype == self.types["heads"] else None
-        self.remove(btype, key, vclock=None if record is None else record.version)
+        if kind(key) != HEAD:
+            self.remove(btype, key)
+            return
+        for _ in COMMITS.attempts():  # a delete on a consistent type needs the current vclock
+            record = self.fetch(btype, key)
+            if record is None:
+                return
+            try:
+                self.remove(btype, key, vclock=record.version)
+                return
+            except ConflictError:  # changed since read, or an earlier attempt already deleted it: read again
+                continue
+        raise ConflictError(f"key {key!r} kept changing while it was deleted, for {COMMITS.budget} s")
 
     def _delete_many(self, keys: Sequence[str]) -> None:
         list(self._executor.map(self._delete, keys))
 
     def _keys(self, prefix: str) -> Iterator[str]:
-        found = {key for btype in dict.fromkeys(self.types.values()) for key in self.list_keys(btype)}
-        return iter(sorted(key for key in found if key.startswith(prefix)))
+        """Sorted keys starting with ``prefix``, tombstones included, from each type that can hold them."""
+        roles = ("nodes",) if kind(prefix) == NODE else ("heads", "nodes", "sibling")  # node keys extend node prefixes
+        listings = [self._type_keys(btype, prefix) for btype in dict.fromkeys(self.types[r] for r in roles)]
+        # Filtered although the range is exact: a multi-backend has answered index queries with
+        # keys outside the range (basho/riak_kv#1329), and gc deletes what it lists.
+        return (key for key in heapq.merge(*listings) if key.startswith(prefix))
+
+    def _type_keys(self, btype: str, prefix: str) -> Iterator[str]:
+        """The keys of one type that start with ``prefix``, sorted: by ``$key`` pages, else a full listing."""
+        start, end = key_range(prefix)
+        continuation = None
+        while btype not in self._unindexed:
+            page = self.index_page(btype, start, end, continuation)
+            if page is None:  # on a first page only: a backend has indexes or not
+                self._unindexed.add(btype)
+                warnings.warn(
+                    f"{self.where}: bucket type {btype!r} has no secondary indexes (a bitcask backend?), so "
+                    f"mdss lists its keys by full-bucket scans, which read every key of the bucket; "
+                    f"use leveldb for it (see docs/riak.md)",
+                    stacklevel=2,
+                )
+                break
+            keys, continuation = page
+            yield from keys
+            if not continuation:
+                return
+        yield from sorted(key for key in self.list_keys(btype) if key.startswith(prefix))
 
     def _close(self) -> None:
         self._executor.shutdown(wait=False)
