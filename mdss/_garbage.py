@@ -138,7 +138,7 @@ def drop(sset: SortedSet) -> None:
     """
     store, keys = sset.store, sset._keys
     emptied = _empty_head(sset)
-    names = list(store.keys(keys.nodes))
+    names = list(existing(sset, list(store.keys(keys.nodes))))  # not what is deleted already (tombstones)
     for start in range(0, len(names), BATCH):
         store.delete_many(names[start : start + BATCH])
     record = store.get(keys.head)

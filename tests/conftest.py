@@ -14,9 +14,11 @@ import os
 import uuid
 
 import pytest
+from fake_riak import FakeRiak
 from hypothesis import HealthCheck, settings
 
 import mdss
+from mdss.stores.riak import RiakStore
 
 # Session fixtures ``redis_url`` and ``redis_cluster_url``: servers the tests start.
 pytest_plugins = ["redis_servers"]
@@ -32,7 +34,8 @@ settings.register_profile(  # a long search: HYPOTHESIS_PROFILE=deep MDSS_TEST_S
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
-ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster")
+#: ``riak-fake`` is the Riak store over an in-memory fake of Riak's HTTP API (``fake_riak.py``).
+ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster", "riak-fake")
 #: Stores that need a server nobody can install here; the only ones allowed to skip in CI.
 OPTIONAL_STORES = ("riak",)
 #: Riak joins every suite when MDSS_RIAK_URL names a node (no Riak server can be installed here).
@@ -70,7 +73,10 @@ class StoreFactory:
         return f"{self.url}{sep}namespace=t{uuid.uuid4().hex[:12]}"
 
     def __call__(self, **options: object) -> mdss.Store:
-        store = mdss.open_store(self.url_for_new(), **options)
+        if self.kind == "riak-fake":
+            store: mdss.Store = RiakStore(pool=FakeRiak(), backoff=0.001, **options)  # type: ignore[arg-type]
+        else:
+            store = mdss.open_store(self.url_for_new(), **options)
         self._opened.append(store)
         return store
 
@@ -80,7 +86,7 @@ class StoreFactory:
 
 
 def _server_url(kind: str, request: pytest.FixtureRequest) -> str:
-    if kind in ("memory", "sqlite"):
+    if kind in ("memory", "sqlite", "riak-fake"):
         return f"{kind}://"
     if kind == "redis":
         return request.getfixturevalue("redis_url")
@@ -103,9 +109,9 @@ def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     factory.close()
 
 
-@pytest.fixture(params=[s for s in SELECTED if s != "memory"])
+@pytest.fixture(params=[s for s in SELECTED if s not in ("memory", "riak-fake")])
 def shared_store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """Like ``store_factory``, for the stores several processes can share (all but memory)."""
+    """Like ``store_factory``, for the stores several processes can share (all but the in-process ones)."""
     kind = request.param
     factory = StoreFactory(kind, _server_url(kind, request), tmp_path_factory)
     yield factory

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from faulty import FaultyStore
+from readable import readable_keys
 
 import mdss
 from mdss._keys import Keyspace
@@ -209,7 +210,7 @@ def test_drop(store, board) -> None:
     board.add_many({f"p{i}": i for i in range(50)})
     board.drop()
     assert len(board) == 0
-    assert list(store.keys(board._keys.prefix)) == []
+    assert readable_keys(store, board._keys.prefix) == []
 
 
 # -- costs ---------------------------------------------------------------------
