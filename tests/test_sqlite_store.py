@@ -97,3 +97,18 @@ def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path) -> None:
     finally:
         other.rollback()
         other.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"timeout": "abc"}, "timeout"),
+        ({"timeout": -1}, "timeout"),
+        ({"timeout": float("nan")}, "timeout"),
+        ({"synchronous": "maybe"}, "synchronous"),
+        ({"namespace": ""}, "namespace"),
+    ],
+)
+def test_constructor_arguments_are_validated(path, options, named) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match=named):
+        SQLiteStore(path, **options)

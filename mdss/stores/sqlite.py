@@ -14,19 +14,22 @@ commit and survives power loss too, at the cost of one fsync per commit.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .._retry import Backoff
 from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
-from .base import Record, Store, url_options
+from .base import Record, Store, parse_number, store_options
 
 # SQLite's default limit on host parameters in one statement is 32766 since 3.32, 999 before.
 _CHUNK = 900
+#: Parsers of the URL's query options (``?timeout=5&synchronous=full``).
+_OPTIONS: dict[str, Callable[[str], Any]] = {"namespace": str, "synchronous": str.lower, "timeout": parse_number}
 
 
 def _value(key: str, value: object) -> bytes:
@@ -56,6 +59,8 @@ class SQLiteStore(Store):
         super().__init__(namespace=namespace)
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f'synchronous must be "normal" or "full", got {synchronous!r}')
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
+            raise InvalidArgumentError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
         self.path = os.path.abspath(path)
         self.synchronous = synchronous
         self.timeout = float(timeout)
@@ -81,7 +86,7 @@ class SQLiteStore(Store):
         path = path[1:] if path.startswith("/") else path  # sqlite:///x.db -> "x.db"; sqlite:////x.db -> "/x.db"
         if not path:
             raise InvalidArgumentError(f"an SQLite store URL needs a file path, e.g. sqlite:///board.db, got {url!r}")
-        return cls(path, **{**url_options(url), **options})
+        return cls(path, **store_options(url, options, _OPTIONS))
 
     # -- connections and transactions -------------------------------------
 
