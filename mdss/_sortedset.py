@@ -702,6 +702,11 @@ class SortedSet:
             if key[len(nodes) :] not in live and id_millis(key[len(nodes) :]) <= cutoff
         ]
 
+    def node_keys(self) -> list[str]:
+        """The store keys of every node the current head references (both trees). Reads manifests only."""
+        snap = self._snapshot()
+        return [self._keys.node(i) for i in snap.scores.node_ids() | snap.members.node_ids()]
+
     def drop(self) -> None:
         """Remove the whole set: its head, then every node it referenced."""
         snap = self._snapshot()
