@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
+import json
 import random
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import click
@@ -15,13 +19,14 @@ from tqdm import tqdm
 
 import mdss
 
-from ._bench import bench
 from ._order import check_member, check_score
 
 T = TypeVar("T")
 
 DEFAULT_STORE = "sqlite:///mdss.db"
 DEMO_STORE = "sqlite:///mdss-demo.db"
+#: Where ``mdss bench`` finds its harness: the source checkout's ``benchmarks/`` (not in a wheel).
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def ordinal(n: int) -> str:
@@ -315,10 +320,9 @@ def stats() -> None:
     board = _ctx().board()
     with _errors():
         info = board.info()
-        nodes = sum(1 for _ in board.store.keys(board._keys.nodes))
         for name, value in info.items():
             click.echo(f"{name:>22}: {value:,}" if isinstance(value, int) else f"{name:>22}: {value}")
-        click.echo(f"{'stored nodes':>22}: {nodes:,}")
+        click.echo(f"{'nodes':>22}: {len(board.node_keys()):,}")
         counters = board.stats.snapshot()
         click.echo(
             f"{'this command':>22}: {_plural(counters['calls'], 'round trip')}, "
@@ -405,7 +409,73 @@ def demo(members: int, chunk_size: int, seed: int) -> None:
     click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
 
 
-cli.add_command(bench)
+# -- the benchmark ---------------------------------------------------------------
+
+
+def _harness() -> ModuleType:
+    """``benchmarks/harness.py`` of the source checkout mdss runs from; a clear error when there is none."""
+    path = BENCHMARKS / "harness.py"
+    if not path.is_file():
+        raise click.ClickException(
+            "mdss bench runs from a source checkout of mdss (its benchmarks/ folder is not part of the "
+            "installed package): git clone the repository, pip install -e '.[bench]' there, and run it again"
+        )
+    spec = importlib.util.spec_from_file_location("mdss_benchmark_harness", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(harness)
+    except ImportError as exc:
+        raise click.ClickException(f"the benchmark needs {exc.name}: pip install 'mdss[bench]'") from exc
+    return harness
+
+
+@cli.command()
+@click.option("--store", "store_url", default="memory://", show_default=True, metavar="URL")
+@click.option("--members", type=click.IntRange(min=200), default=100_000, show_default=True)
+@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Random score updates per commit (update_per_s).",
+)
+@click.option(
+    "--samples", type=click.IntRange(min=10), default=2000, show_default=True, help="Calls timed per latency figure."
+)
+@click.option(
+    "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
+def bench(
+    store_url: str,
+    members: int,
+    chunk_size: int,
+    batch_size: int,
+    samples: int,
+    cache_mb: int,
+    seed: int,
+    json_path: str | None,
+) -> None:
+    """Measure mdss against the anchors that fit the store, in the same run (from a source checkout)."""
+    harness = _harness()
+    result = harness.run(
+        store_url,
+        members=members,
+        chunk_size=chunk_size,
+        batch_size=batch_size,
+        samples=samples,
+        cache_bytes=cache_mb << 20,
+        seed=seed,
+        progress=lambda text: click.echo(text, err=True),
+    )
+    for line in harness.report(result):
+        click.echo(line)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 def main() -> None:
