@@ -10,6 +10,9 @@ process (``kill -9`` included): a committed transaction is in the WAL before
 the call returns. On power loss the last transactions before the loss may
 roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every
 commit and survives power loss too, at the cost of one fsync per commit.
+
+URL options: ``synchronous``, ``timeout`` (seconds a write waits for another
+connection's write lock; 30 by default) and ``namespace``; any other is an error.
 """
 
 from __future__ import annotations
