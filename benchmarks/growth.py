@@ -15,7 +15,7 @@ import argparse
 import json
 
 import mdss
-from mdss._bench import Workload, bench_mdss, bench_sortedlist
+from harness import Workload, bench_mdss, bench_sortedlist
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import random
 import time
 
 import mdss
-from mdss._bench import Workload, _is_redis
+from harness import Workload, single_redis
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     store = mdss.open_store(args.store)
     w = Workload(args.members, 10, 1, 1)
     board = mdss.SortedSet.load(store, "update-batch", w.scores, replace=True, cache_bytes=4 << 30)
-    if _is_redis(store):
+    if single_redis(args.store):
         client, key = store.client, f"{store.namespace}:anchor-update-batch"  # type: ignore[attr-defined]
         client.delete(key)
         items = list(w.scores.items())
@@ -76,7 +76,7 @@ def main() -> None:
     if board.check():
         raise SystemExit("the set failed check()")
     board.drop()
-    if _is_redis(store):
+    if single_redis(args.store):
         client.delete(key)
     if args.json:
         with open(args.json, "w") as f:

@@ -17,7 +17,7 @@ import sys
 import time
 
 import mdss
-from mdss._bench import Workload
+from harness import Workload
 
 
 def run(members: int, batch: int, collect: bool, profile: bool = False) -> float:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
+import json
 import random
-import sys
+import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import click
@@ -15,13 +18,14 @@ from tqdm import tqdm
 
 import mdss
 
-from ._bench import bench
 from ._order import check_member, check_score
 
 T = TypeVar("T")
 
 DEFAULT_STORE = "sqlite:///mdss.db"
 DEMO_STORE = "sqlite:///mdss-demo.db"
+#: Where ``mdss bench`` finds its harness: the source checkout's ``benchmarks/`` (not in a wheel).
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def ordinal(n: int) -> str:
@@ -89,13 +93,15 @@ def _score(score: int | float) -> str:
     return f"{score:,}" if isinstance(score, int) else f"{score:,.6g}"
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    """mdss' own errors become a one-line message and exit code 1, never a traceback."""
-    try:
-        yield
-    except mdss.MdssError as exc:
-        raise click.ClickException(str(exc)) from exc
+class Commands(click.Group):
+    """The ``mdss`` group: mdss' own errors, wherever a command raises them, become a one-line
+    message and exit code 1, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except mdss.MdssError as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 class Context:
@@ -106,16 +112,14 @@ class Context:
     @property
     def store(self) -> mdss.Store:
         if self._store is None:
-            with _errors():
-                self._store = mdss.open_store(self.store_url)
+            self._store = mdss.open_store(self.store_url)
         return self._store
 
     def board(self, **options: Any) -> mdss.SortedSet:
-        with _errors():
-            return mdss.SortedSet(self.store, self.set_name, **options)
+        return mdss.SortedSet(self.store, self.set_name, **options)
 
 
-@click.group()
+@click.group(cls=Commands)
 @click.option(
     "--store",
     "store_url",
@@ -150,9 +154,8 @@ def _echo_entries(entries: list[mdss.Entry]) -> None:
 def add(member: str, score: int | float, op: str) -> None:
     """Set, increase (incr) or improve (best) MEMBER's score."""
     board = _ctx().board()
-    with _errors():
-        new = board.add(member, score, op=op)
-        click.echo(f"{member}: {_score(board.score(member))} ({'new' if new else 'updated'})")  # type: ignore[arg-type]
+    new = board.add(member, score, op=op)
+    click.echo(f"{member}: {_score(board.score(member))} ({'new' if new else 'updated'})")  # type: ignore[arg-type]
 
 
 @cli.command()
@@ -160,8 +163,7 @@ def add(member: str, score: int | float, op: str) -> None:
 def remove(members: tuple[str, ...]) -> None:
     """Remove MEMBERS."""
     board = _ctx().board()
-    with _errors():
-        click.echo(f"removed {board.remove_many(members)} of {len(members)}")
+    click.echo(f"removed {board.remove_many(members)} of {len(members)}")
 
 
 @cli.command()
@@ -169,8 +171,7 @@ def remove(members: tuple[str, ...]) -> None:
 def score(member: str) -> None:
     """Print MEMBER's score."""
     board = _ctx().board()
-    with _errors():
-        found = board.score(member)
+    found = board.score(member)
     if found is None:
         raise click.ClickException(f"{member} is not in set {board.name!r}")
     click.echo(_score(found))
@@ -182,9 +183,8 @@ def score(member: str) -> None:
 def rank(member: str, ties: str) -> None:
     """Print MEMBER's 1-based rank."""
     board = _ctx().board()
-    with _errors():
-        found = board.rank(member, ties=ties)
-        size = len(board)
+    found = board.rank(member, ties=ties)
+    size = len(board)
     if found is None:
         raise click.ClickException(f"{member} is not in set {board.name!r}")
     click.echo(f"{member} is ranked {ordinal(found)} of {size:,}")
@@ -194,8 +194,7 @@ def rank(member: str, ties: str) -> None:
 @click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
 def top(count: int) -> None:
     """Print the best N entries."""
-    with _errors():
-        _echo_entries(_ctx().board().range(0, count))
+    _echo_entries(_ctx().board().range(0, count))
 
 
 @cli.command()
@@ -203,8 +202,7 @@ def top(count: int) -> None:
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True)
 def page(offset: int, limit: int) -> None:
     """Print LIMIT entries from OFFSET (0 is rank 1)."""
-    with _errors():
-        _echo_entries(_ctx().board().range(offset, limit))
+    _echo_entries(_ctx().board().range(offset, limit))
 
 
 @cli.command()
@@ -213,8 +211,7 @@ def page(offset: int, limit: int) -> None:
 @click.option("--after", type=click.IntRange(min=0), default=5, show_default=True)
 def around(member: str, before: int, after: int) -> None:
     """Print the entries around MEMBER."""
-    with _errors():
-        entries = _ctx().board().around(member, before, after)
+    entries = _ctx().board().around(member, before, after)
     if not entries:
         raise click.ClickException(f"{member} is not in the set")
     _echo_entries(entries)
@@ -225,33 +222,78 @@ def around(member: str, before: int, after: int) -> None:
 @click.argument("worst", type=SCORE)
 def count(best: int | float, worst: int | float) -> None:
     """Count the members scoring from BEST to WORST inclusive."""
-    with _errors():
-        click.echo(f"{_ctx().board().count(best, worst):,}")
+    click.echo(f"{_ctx().board().count(best, worst):,}")
 
 
-def _read_csv(path: str) -> tuple[dict[str, int | float], list[str]]:
-    """Pairs from a ``member,score`` CSV (header optional), and the problems by line number."""
-    stream = sys.stdin if path == "-" else open(path, newline="", encoding="utf-8")  # noqa: SIM115
+#: A header's score column: a word such as ``score`` or ``Points`` (letters, no digits).
+_HEADER_WORD = re.compile(r"[^\W\d_]+(?:[ _-][^\W\d_]+)*")
+
+
+def looks_like_header(row: list[str]) -> bool:
+    """Whether a first CSV row is clearly a header: its second field is a word, not a number.
+
+    A row with a typo (``3O`` for ``30``) is not a header: it is reported, not skipped.
+
+    >>> [looks_like_header(r) for r in (["member", "score"], ["Name", "Total points"], ["ann", "3O"], ["ann", "nan"])]
+    [True, True, False, False]
+    """
+    if len(row) != 2 or not _HEADER_WORD.fullmatch(row[1].strip()):
+        return False
+    try:
+        parse_score(row[1])  # "nan", "inf", "infinity" are words and numbers
+    except mdss.InvalidScoreError:
+        return True
+    return False
+
+
+def _utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a byte stream as text, each checked to be UTF-8 (a byte-order mark is dropped)."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise mdss.InvalidArgumentError(
+                f"line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
+            ) from None
+
+
+def _read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, int | float], list[str]]:
+    """Pairs from a ``member,score`` CSV, and the problems by line number.
+
+    ``header`` None skips a first row only when :func:`looks_like_header`.
+    A line that cannot be read at all (not UTF-8, a field over the csv
+    module's 128 KiB limit) raises :class:`~mdss.InvalidArgumentError` naming it.
+    """
     pairs: dict[str, int | float] = {}
     problems: list[str] = []
-    with stream:
-        for line, row in enumerate(csv.reader(stream), start=1):
+    reader = csv.reader(_utf8_lines(stream))
+    rows = 0
+    try:
+        for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            rows += 1
+            if rows == 1 and (header or (header is None and looks_like_header(row))):
                 continue
             try:
                 if len(row) != 2:
                     raise mdss.InvalidArgumentError(f"expected 2 columns (member,score), got {len(row)}")
-                member, value = row[0], parse_score(row[1])
-                pairs[check_member(member)] = check_score(value)
+                pairs[check_member(row[0])] = check_score(parse_score(row[1]))
             except mdss.MdssError as exc:
-                if line == 1 and not pairs:
-                    continue  # a header
-                problems.append(f"line {line}: {exc}")
+                hint = " (a header? then pass --header)" if rows == 1 and header is None else ""
+                problems.append(f"line {reader.line_num}: {exc}{hint}")
+    except csv.Error as exc:
+        raise mdss.InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
     return pairs, problems
 
 
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--header/--no-header",
+    default=None,
+    help="Whether the first row is a header. [default: only when its score column is a word such as 'score']",
+)
 @click.option("--replace", is_flag=True, help="Replace the whole set instead of adding to it.")
 @click.option("--order", type=click.Choice(["desc", "asc"]), default=None, help="Order of a new set.")
 @click.option("--chunk-size", type=click.IntRange(2, 100_000), default=None, help="Chunk size of a new set.")
@@ -262,28 +304,30 @@ def _read_csv(path: str) -> tuple[dict[str, int | float], list[str]]:
     show_default=True,
     help="Members per commit when adding to an existing set.",
 )
-def load(path: str, replace: bool, order: str | None, chunk_size: int | None, batch: int) -> None:
-    """Load a CSV of member,score rows (- for standard input)."""
+def load(path: str, header: bool | None, replace: bool, order: str | None, chunk_size: int | None, batch: int) -> None:
+    """Load a UTF-8 CSV of member,score rows (- for standard input)."""
     try:
-        pairs, problems = _read_csv(path)
+        with click.open_file(path, "rb") as stream:
+            pairs, problems = _read_csv(stream, header)
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from exc
+    except mdss.InvalidArgumentError as exc:
+        raise click.ClickException(f"cannot read {path}, nothing loaded: {exc}") from exc
     if problems:
         shown = "\n  ".join(problems[:10])
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise click.ClickException(f"{len(problems)} bad rows in {path}, nothing loaded:\n  {shown}{more}")
     obj = _ctx()
     board = obj.board(order=order, chunk_size=chunk_size)
-    with _errors():
-        if replace or len(board) == 0:
-            _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, replace=replace)
-        else:
-            items = list(pairs.items())
-            with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
-                for start in range(0, len(items), batch):
-                    board.add_many(items[start : start + batch])
-                    bar.update(len(items[start : start + batch]))
-        click.echo(f"{len(pairs):,} members loaded; the set holds {len(board):,}")
+    if replace or len(board) == 0:
+        _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, replace=replace)
+    else:
+        items = list(pairs.items())
+        with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
+            for start in range(0, len(items), batch):
+                board.add_many(items[start : start + batch])
+                bar.update(len(items[start : start + batch]))
+    click.echo(f"{len(pairs):,} members loaded; the set holds {len(board):,}")
 
 
 def _bulk_load(store: mdss.Store, name: str, pairs: Any, **options: Any) -> mdss.SortedSet:
@@ -300,9 +344,8 @@ def _bulk_load(store: mdss.Store, name: str, pairs: Any, **options: Any) -> mdss
 def check() -> None:
     """Verify every invariant of the stored tree (exit code 1 if broken)."""
     board = _ctx().board()
-    with _errors():
-        problems = board.check()
-        size = len(board)
+    problems = board.check()
+    size = len(board)
     if problems:
         click.echo("\n".join(problems))
         raise click.ClickException(f"set {board.name!r} has {len(problems)} problems")
@@ -313,17 +356,13 @@ def check() -> None:
 def stats() -> None:
     """Print the set's size, settings, tree heights and storage."""
     board = _ctx().board()
-    with _errors():
-        info = board.info()
-        nodes = sum(1 for _ in board.store.keys(board._keys.nodes))
-        for name, value in info.items():
-            click.echo(f"{name:>22}: {value:,}" if isinstance(value, int) else f"{name:>22}: {value}")
-        click.echo(f"{'stored nodes':>22}: {nodes:,}")
-        counters = board.stats.snapshot()
-        click.echo(
-            f"{'this command':>22}: {_plural(counters['calls'], 'round trip')}, "
-            f"{_human_bytes(counters['bytes_read'])} read"
-        )
+    for name, value in board.info().items():
+        click.echo(f"{name:>22}: {value:,}" if isinstance(value, int) else f"{name:>22}: {value}")
+    click.echo(f"{'nodes':>22}: {len(board.node_keys()):,}")
+    counters = board.stats.snapshot()
+    click.echo(
+        f"{'this command':>22}: {_plural(counters['calls'], 'round trip')}, {_human_bytes(counters['bytes_read'])} read"
+    )
 
 
 @cli.command()
@@ -336,8 +375,7 @@ def stats() -> None:
 )
 def gc(min_age: float) -> None:
     """Delete stored nodes no head references (left by crashed processes)."""
-    with _errors():
-        click.echo(f"deleted {_ctx().board().gc(min_age=min_age):,} unreferenced nodes")
+    click.echo(f"deleted {_ctx().board().gc(min_age=min_age):,} unreferenced nodes")
 
 
 @cli.command()
@@ -345,8 +383,7 @@ def gc(min_age: float) -> None:
 def drop() -> None:
     """Delete the whole set."""
     board = _ctx().board()
-    with _errors():
-        board.drop()
+    board.drop()
     click.echo(f"dropped set {board.name!r}")
 
 
@@ -383,29 +420,93 @@ def demo(members: int, chunk_size: int, seed: int) -> None:
     players = dict(
         tqdm(synthetic_players(members, seed), total=members, unit="player", desc="generating", disable=None)
     )
-    with _errors():
-        board = _bulk_load(obj.store, obj.set_name, players, chunk_size=chunk_size, order="desc", replace=True)
-        written = board.stats.snapshot()
+    board = _bulk_load(obj.store, obj.set_name, players, chunk_size=chunk_size, order="desc", replace=True)
+    written = board.stats.snapshot()
     click.echo(
         f"Loaded in {time.perf_counter() - start:,.1f} s: {written['writes']:,} nodes, "
         f"{_human_bytes(written['bytes_written'])} ({written['bytes_written'] / members:,.1f} bytes per player)"
     )
-    with _errors():
-        _echo_entries(_measured(board, "Top 10", lambda: board.range(0, 10)))
-        offset = 500_000 if members > 500_010 else members // 2
-        _echo_entries(_measured(board, f"Page at offset {offset:,}", lambda: board.range(offset, 10)))
-        player = f"player-{random.Random(seed + 1).randrange(members):07d}"
-        points = _measured(board, f"Score of {player}", lambda: board.score(player))
-        click.echo(f"  {points:,} points")
-        place = _measured(board, f"Rank of {player}", lambda: board.rank(player))
-        click.echo(f"  {player} ranked {ordinal(place)} of {len(board):,}")  # type: ignore[arg-type]
-        _echo_entries(_measured(board, f"Around {player}", lambda: board.around(player, 3, 3)))
-        again = _measured(board, f"Rank of {player} again (nodes cached)", lambda: board.rank(player))
-        click.echo(f"  {ordinal(again)}")  # type: ignore[arg-type]
+    _echo_entries(_measured(board, "Top 10", lambda: board.range(0, 10)))
+    offset = 500_000 if members > 500_010 else members // 2
+    _echo_entries(_measured(board, f"Page at offset {offset:,}", lambda: board.range(offset, 10)))
+    player = f"player-{random.Random(seed + 1).randrange(members):07d}"
+    points = _measured(board, f"Score of {player}", lambda: board.score(player))
+    click.echo(f"  {points:,} points")
+    place = _measured(board, f"Rank of {player}", lambda: board.rank(player))
+    click.echo(f"  {player} ranked {ordinal(place)} of {len(board):,}")  # type: ignore[arg-type]
+    _echo_entries(_measured(board, f"Around {player}", lambda: board.around(player, 3, 3)))
+    again = _measured(board, f"Rank of {player} again (nodes cached)", lambda: board.rank(player))
+    click.echo(f"  {ordinal(again)}")  # type: ignore[arg-type]
     click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
 
 
-cli.add_command(bench)
+# -- the benchmark ---------------------------------------------------------------
+
+
+def _harness() -> ModuleType:
+    """``benchmarks/harness.py`` of the source checkout mdss runs from; a clear error when there is none."""
+    path = BENCHMARKS / "harness.py"
+    if not path.is_file():
+        raise click.ClickException(
+            "mdss bench runs from a source checkout of mdss (its benchmarks/ folder is not part of the "
+            "installed package): git clone the repository, pip install -e '.[bench]' there, and run it again"
+        )
+    spec = importlib.util.spec_from_file_location("mdss_benchmark_harness", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(harness)
+    except ImportError as exc:
+        raise click.ClickException(f"the benchmark needs {exc.name}: pip install 'mdss[bench]'") from exc
+    return harness
+
+
+@cli.command()
+@click.option("--store", "store_url", default="memory://", show_default=True, metavar="URL")
+@click.option("--members", type=click.IntRange(min=200), default=100_000, show_default=True)
+@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Random score updates per commit (update_per_s).",
+)
+@click.option(
+    "--samples", type=click.IntRange(min=10), default=2000, show_default=True, help="Calls timed per latency figure."
+)
+@click.option(
+    "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
+def bench(
+    store_url: str,
+    members: int,
+    chunk_size: int,
+    batch_size: int,
+    samples: int,
+    cache_mb: int,
+    seed: int,
+    json_path: str | None,
+) -> None:
+    """Measure mdss against the anchors that fit the store, in the same run (from a source checkout)."""
+    harness = _harness()
+    result = harness.run(
+        store_url,
+        members=members,
+        chunk_size=chunk_size,
+        batch_size=batch_size,
+        samples=samples,
+        cache_bytes=cache_mb << 20,
+        seed=seed,
+        progress=lambda text: click.echo(text, err=True),
+    )
+    for line in harness.report(result):
+        click.echo(line)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 def main() -> None:

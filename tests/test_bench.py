@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from click.testing import CliRunner
 
+import mdss.cli
 from mdss.cli import cli
 
 FIGURES = {
@@ -43,3 +45,16 @@ def test_bench_smoke(kind, tmp_path, request) -> None:
     assert {"around_p50_us", "bytes_per_member"} <= set(figures["mdss"])
     assert figures["mdss"]["round_trips_per_rank"] <= 3
     assert "mdss / sortedcontainers" in result.output
+
+
+def test_bench_outside_a_source_checkout_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(mdss.cli, "BENCHMARKS", tmp_path / "benchmarks")  # as in a wheel: no benchmarks/
+    result = CliRunner().invoke(cli, ["bench", "--members", "200"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert "mdss bench runs from a source checkout" in result.output and result.output.count("\n") == 1
+
+
+def test_bench_without_its_extra_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "sortedcontainers", None)  # import fails as if not installed
+    result = CliRunner().invoke(cli, ["bench", "--members", "200"])
+    assert result.exit_code == 1 and "the benchmark needs sortedcontainers: pip install 'mdss[bench]'" in result.output

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from click.testing import CliRunner
 
+import mdss
 from mdss.cli import cli
 
 
@@ -89,3 +92,97 @@ def test_memory_store_and_env(monkeypatch) -> None:
     monkeypatch.setenv("MDSS_SET", "x")
     result = CliRunner().invoke(cli, ["add", "ann", "1"])
     assert result.exit_code == 0 and "ann: 1 (new)" in result.output
+
+
+def _one_line_error(output: str, *parts: str, preamble: int = 0) -> None:
+    """The output is ``preamble`` lines of progress, then one line of error: no traceback."""
+    lines = output.splitlines()
+    assert len(lines) == preamble + 1 and lines[-1].startswith("Error: ") and "Traceback" not in output, output
+    for part in parts:
+        assert part in lines[-1], output
+
+
+def test_a_csv_that_is_not_utf8_is_a_one_line_error(run, tmp_path) -> None:
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes("ann,1\nbjörn,2\n".encode("latin-1"))
+    _one_line_error(run("load", str(latin1), code=1), "nothing loaded", "line 2: not UTF-8 text (byte 0xf6")
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("member,score\nann,1\n".encode("utf-8-sig"))  # as Excel writes it
+    assert "1 members loaded" in run("load", str(bom))
+
+
+def test_a_csv_field_over_the_csv_limit_is_a_one_line_error(run, tmp_path) -> None:
+    huge = tmp_path / "huge.csv"
+    huge.write_text("ann,1\n" + "x" * 200_000 + ",2\n")
+    _one_line_error(run("load", str(huge), code=1), "nothing loaded", "line 2: field larger than field limit")
+    assert "(no entries)" in run("top")
+
+
+def test_only_a_clear_header_is_skipped(run, tmp_path) -> None:
+    typo = tmp_path / "typo.csv"
+    typo.write_text("ann,3O\nbob,2\n")
+    out = run("load", str(typo), code=1)
+    assert "1 bad rows" in out and "line 1: not a number: '3O' (a header? then pass --header)" in out
+    assert "1 members loaded" in run("load", str(typo), "--header")
+    assert run("score", "bob").strip() == "2"
+    headed = tmp_path / "headed.csv"
+    headed.write_text("Player Name,Total points\ncid,7\n")
+    assert "1 members loaded; the set holds 2" in run("load", str(headed))
+    assert "line 1: not a number: 'Total points'\n" in run("load", str(headed), "--no-header", code=1)
+
+
+@pytest.mark.parametrize("query", ["foo=1", "timeout=abc", "synchronous=maybe"])
+def test_bad_store_url_options_are_a_one_line_error(tmp_path, query) -> None:
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path}/x.db?{query}", "top"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    _one_line_error(result.output, query.split("=")[0])
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        mdss.CorruptDataError("bad bytes", "mdss:board:n:1"),
+        mdss.MissingNodeError("node gone", "mdss:board:n:2"),
+        mdss.StoreUnavailableError("store down"),
+        mdss.OutcomeUnknownError("reply lost"),
+        mdss.ConflictError("lost the race"),
+        mdss.SettingsMismatchError("other settings"),
+        mdss.SiblingsError("two values"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_any_mdss_error_is_a_one_line_message(run, monkeypatch, error) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    for method in ("range", "add", "check", "info", "drop", "gc", "load"):
+        monkeypatch.setattr(mdss.SortedSet, method, fail)
+    for command in (
+        ["top"],
+        ["add", "ann", "1"],
+        ["check"],
+        ["stats"],
+        ["drop", "--yes"],
+        ["gc"],
+        ["load", "-", "--replace"],
+    ):
+        _one_line_error(run(*command, code=1, input="ann,1\n"), str(error))
+    _one_line_error(run("demo", "--members", "10", code=1), str(error), preamble=1)
+
+
+def test_a_corrupt_head_is_a_one_line_error(run, tmp_path) -> None:
+    run("add", "ann", "1")
+    with sqlite3.connect(tmp_path / "cli.db") as db:
+        db.execute("UPDATE kv SET value = ? WHERE key = 'mdss:board:h'", (b"\x93garbage",))
+    _one_line_error(run("top", code=1), "mdss:board:h")
+
+
+def test_top_reads_while_another_process_holds_the_write_lock(run, tmp_path) -> None:
+    run("add", "ann", "1")
+    other = sqlite3.connect(tmp_path / "cli.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        assert "ann" in run("top")
+    finally:
+        other.rollback()
+        other.close()

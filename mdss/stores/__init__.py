@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from urllib.parse import urlsplit
 
-from ..exceptions import InvalidArgumentError, StoreUnavailableError
+from ..exceptions import InvalidArgumentError, MdssError, StoreUnavailableError
 from .base import Record, Stats, Store, url_options
 
 #: URL scheme -> (module, class). Backends are imported only when used, so a
@@ -26,7 +26,9 @@ def open_store(url: str, **options: object) -> Store:
     ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
     ``redis://host:6379/0``, ``redis+cluster://host:7000``,
     ``riak://host:8098``. Query parameters and keyword ``options`` go to the
-    backend; ``namespace`` (default ``mdss``) prefixes every key.
+    backend; ``namespace`` (default ``mdss``) prefixes every key. An option
+    the backend does not know or cannot use raises
+    :class:`~mdss.InvalidArgumentError` naming it.
 
     >>> store = open_store("memory://")
     >>> type(store).__name__
@@ -46,7 +48,14 @@ def open_store(url: str, **options: object) -> Store:
         raise StoreUnavailableError(
             f"the {scheme}:// store needs a driver that is not installed: pip install 'mdss[{extra}]'"
         ) from exc
-    return getattr(module, class_name).from_url(url, **options)
+    try:
+        return getattr(module, class_name).from_url(url, **options)
+    except MdssError:
+        raise
+    except (TypeError, ValueError) as exc:
+        # A backend that does not check its options itself: an unknown one is a TypeError from its
+        # constructor, a badly typed one a ValueError from a conversion; both name the option.
+        raise InvalidArgumentError(f"bad option for the {scheme}:// store: {exc}") from exc
 
 
 __all__ = ["BACKENDS", "Record", "Stats", "Store", "open_store", "url_options"]

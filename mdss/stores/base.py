@@ -14,7 +14,7 @@ user-supplied text (member names) never appears in a key.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -91,8 +91,50 @@ class Stats:
 
 
 def url_options(url: str) -> dict[str, str]:
-    """A URL's query parameters as a dict (the last of a repeated name wins)."""
-    return dict(parse_qsl(urlsplit(url).query))
+    """A URL's query parameters as a dict (the last of a repeated name wins; ``?name=`` is ``""``, not absent)."""
+    return dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+
+
+def parse_flag(text: str) -> bool:
+    """A yes/no URL option: ``true``/``false``, ``yes``/``no``, ``on``/``off``, ``1``/``0``."""
+    spelled = text.strip().lower()
+    if spelled in ("1", "true", "yes", "on"):
+        return True
+    if spelled in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def parse_number(text: str) -> float:
+    """A numeric URL option (seconds, ...)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("expected a number") from None
+
+
+def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
+    """A backend's constructor arguments: the URL's query parameters, each parsed from text by
+    ``parsers[name]``, then the keyword ``options`` as given (they win).
+
+    Only names in ``parsers`` are accepted, so a misspelt option is an
+    error, not silently ignored. Parsers turn text into values; the
+    constructor validates the values, wherever they came from. Raises
+    :class:`InvalidArgumentError` naming the option.
+    """
+    scheme = urlsplit(url).scheme
+    query = url_options(url)
+    for name in (*query, *options):
+        if name not in parsers:
+            known = ", ".join(sorted(parsers))
+            raise InvalidArgumentError(f"unknown option {name!r} for a {scheme}:// store (it takes {known})")
+    parsed = {}
+    for name, text in query.items():
+        try:
+            parsed[name] = parsers[name](text)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"bad option {name}={text!r} for a {scheme}:// store: {exc}") from None
+    return {**parsed, **options}
 
 
 class Store:

@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..exceptions import ConflictError
-from .base import Record, Store, url_options
+from ..exceptions import ConflictError, InvalidArgumentError
+from .base import Record, Store, parse_flag, store_options
 
 
 class MemoryStore(Store):
@@ -23,6 +23,8 @@ class MemoryStore(Store):
 
     def __init__(self, *, namespace: str = "mdss", siblings: bool = False) -> None:
         super().__init__(namespace=namespace)
+        if not isinstance(siblings, bool):
+            raise InvalidArgumentError(f"siblings must be True or False, got {siblings!r}")
         self.keeps_siblings = siblings
         self._data: dict[str, dict[int, bytes]] = {}  # key -> {dot: value}
         self._dots = itertools.count(1)
@@ -31,10 +33,7 @@ class MemoryStore(Store):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryStore:
         """``memory://`` or ``memory://?siblings=true&namespace=app``."""
-        params: dict[str, Any] = {**url_options(url), **options}
-        if isinstance(params.get("siblings"), str):
-            params["siblings"] = params["siblings"].lower() in ("1", "true", "yes")
-        return cls(**params)
+        return cls(**store_options(url, options, {"namespace": str, "siblings": parse_flag}))
 
     def _get(self, key: str) -> Record | None:
         with self._lock:

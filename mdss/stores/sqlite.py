@@ -10,24 +10,42 @@ process (``kill -9`` included): a committed transaction is in the WAL before
 the call returns. On power loss the last transactions before the loss may
 roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every
 commit and survives power loss too, at the cost of one fsync per commit.
+
+URL options: ``synchronous``, ``timeout`` (seconds a write waits for another
+connection's write lock; 30 by default) and ``namespace``; any other is an error.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import random
 import sqlite3
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from .._retry import Backoff
 from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
-from .base import Record, Store, url_options
+from .base import Record, Store, parse_number, store_options
 
 # SQLite's default limit on host parameters in one statement is 32766 since 3.32, 999 before.
 _CHUNK = 900
+#: Parsers of the URL's query options (``?timeout=5&synchronous=full``).
+_OPTIONS: dict[str, Callable[[str], Any]] = {"namespace": str, "synchronous": str.lower, "timeout": parse_number}
+
+
+def _value(key: str, value: object) -> bytes:
+    """A stored value as bytes. SQLite columns are dynamically typed: a row written by hand (or by
+    another program) can hold TEXT, REAL or INTEGER where mdss only ever writes a BLOB."""
+    if not isinstance(value, bytes):
+        raise CorruptDataError(f"the stored value is SQLite {type(value).__name__}, not a BLOB", key)
+    return value
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 class SQLiteStore(Store):
@@ -44,6 +62,8 @@ class SQLiteStore(Store):
         super().__init__(namespace=namespace)
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f'synchronous must be "normal" or "full", got {synchronous!r}')
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
+            raise InvalidArgumentError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
         self.path = os.path.abspath(path)
         self.synchronous = synchronous
         self.timeout = float(timeout)
@@ -53,11 +73,14 @@ class SQLiteStore(Store):
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: directory {directory} does not exist")
-        with self._transaction() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL)"
-                " WITHOUT ROWID"
-            )
+        # Look before creating: creation takes the write lock, and a reader must be able to open the
+        # store while another process holds that lock for minutes (a long load).
+        if not self._has_table():
+            with self._transaction() as db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS kv"
+                    " (key TEXT PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL) WITHOUT ROWID"
+                )
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStore:
@@ -66,7 +89,7 @@ class SQLiteStore(Store):
         path = path[1:] if path.startswith("/") else path  # sqlite:///x.db -> "x.db"; sqlite:////x.db -> "/x.db"
         if not path:
             raise InvalidArgumentError(f"an SQLite store URL needs a file path, e.g. sqlite:///board.db, got {url!r}")
-        return cls(path, **{**url_options(url), **options})
+        return cls(path, **store_options(url, options, _OPTIONS))
 
     # -- connections and transactions -------------------------------------
 
@@ -85,10 +108,23 @@ class SQLiteStore(Store):
                 self._connections.append(db)
         return db
 
+    def _has_table(self) -> bool:
+        try:
+            found = self._connection().execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'")
+            return found.fetchone() is not None
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+
     def _error(self, exc: sqlite3.Error) -> Exception:
         text = str(exc)
         if "not a database" in text or "malformed" in text:
             return CorruptDataError(f"{self.path} is not a readable SQLite database: {text}")
+        if "disk is full" in text:  # SQLITE_FULL: the file system, or the max_page_count limit
+            return StoreUnavailableError(f"SQLite store {self.path}: the disk is full, nothing was written ({text})")
+        if _busy(exc):
+            return StoreUnavailableError(
+                f"SQLite store {self.path}: another connection held the write lock for over {self.timeout:g} s ({text})"
+            )
         return StoreUnavailableError(f"SQLite store {self.path}: {text}")
 
     class _Transaction:
@@ -104,27 +140,31 @@ class SQLiteStore(Store):
 
         def __enter__(self) -> sqlite3.Connection:
             self.db = self.store._connection()
-            deadline = time.monotonic() + self.store.timeout
-            while True:
+            # The connection's busy timeout already waits for the lock; this loop covers the SQLITE_BUSY
+            # that SQLite returns without waiting (a WAL being recovered or restarted by another process).
+            for _ in Backoff(budget=self.store.timeout, base=0.001, cap=0.05).attempts():
                 try:
                     self.db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
                     return self.db
                 except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    if not _busy(exc):
                         raise self.store._error(exc) from exc
-                    time.sleep(random.uniform(0.001, 0.01))
+                    busy = exc
                 except sqlite3.DatabaseError as exc:
                     raise self.store._error(exc) from exc
+            raise self.store._error(busy) from busy
 
         def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-            if exc is None:
-                try:
+            try:
+                if exc is None:
                     self.db.execute("COMMIT")
                     return
-                except sqlite3.Error as error:
-                    self.db.execute("ROLLBACK")
-                    raise self.store._error(error) from error
-            self.db.execute("ROLLBACK")
+            except sqlite3.Error as error:
+                exc = error
+            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then would
+            # fail with "cannot rollback - no transaction is active" and hide the cause.
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
                 raise self.store._error(exc) from exc
 
@@ -138,7 +178,7 @@ class SQLiteStore(Store):
             row = self._connection().execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
-        return None if row is None else Record((bytes(row[0]),), row[1])
+        return None if row is None else Record((_value(key, row[0]),), row[1])
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         found: dict[str, bytes] = {}
@@ -148,7 +188,7 @@ class SQLiteStore(Store):
                 chunk = unique[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 found.update(db.execute(f"SELECT key, value FROM kv WHERE key IN ({marks})", chunk).fetchall())
-        return [found.get(key) for key in keys]
+        return [None if (value := found.get(key)) is None else _value(key, value) for key in keys]
 
     def _put(self, key: str, value: bytes, context: Any) -> None:
         self._put_many({key: value})

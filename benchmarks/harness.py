@@ -1,4 +1,5 @@
-"""``mdss bench``: mdss against the anchors a user would otherwise pick, on the same machine, in one run.
+"""The benchmark harness behind ``mdss bench``: mdss against the anchors a user would otherwise pick,
+on the same machine, in one run. The other scripts here reuse its workload and measurements.
 
 Anchors: ``sortedcontainers.SortedList`` plus a dict in process (every
 store); an indexed SQLite table answering rank with ``COUNT(*) ... WHERE
@@ -6,23 +7,24 @@ score > ?`` (``sqlite://``, the articles' naive rank); a native Redis sorted
 set on the same server (``redis://``). Latencies are per call, reported as
 p50/p99 (never the mean), after a warm-up pass over the same samples, so
 "warm" means every node those calls need is cached.
+
+It lives outside the package (a wheel does not ship it): ``mdss bench``
+loads it from the source checkout mdss runs from (see the README, "Benchmarks").
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
-import click
+from sortedcontainers import SortedList
 
 import mdss
-
-from .stores.sqlite import SQLiteStore
 
 PAGE = 100
 
@@ -78,12 +80,35 @@ class Workload:
         ]
 
 
-def bench_mdss(store: mdss.Store, w: Workload, chunk_size: int, cache_bytes: int) -> dict[str, Any]:
+def value_bytes(store: mdss.Store, keys: Sequence[str]) -> int:
+    """The bytes of the values at ``keys``: what a set occupies in any store, before the store's overhead."""
+    total = 0
+    for start in range(0, len(keys), 1000):
+        total += sum(len(v) for v in store.get_many(keys[start : start + 1000]) if v is not None)
+    return total
+
+
+def redis_memory_usage(store: Any, keys: Sequence[str]) -> int:
+    """Redis' own ``MEMORY USAGE`` of ``keys``: the figure the sorted-set anchor is measured by, overhead included."""
+    pipe = store.client.pipeline(transaction=False)
+    for key in keys:
+        pipe.memory_usage(key, samples=0)
+    return sum(v or 0 for v in pipe.execute())
+
+
+def bench_mdss(
+    store: mdss.Store,
+    w: Workload,
+    chunk_size: int,
+    cache_bytes: int,
+    stored_bytes: Callable[[Any, Sequence[str]], int] = value_bytes,
+) -> dict[str, Any]:
+    """mdss' figures on ``store``; ``bytes_per_member`` counts the set's nodes by ``stored_bytes``."""
     name = f"bench-{os.getpid()}-{time.monotonic_ns()}"
     start = time.perf_counter()
     board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes)
     out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start)}
-    out["bytes_per_member"] = _stored_bytes(store, board) / w.n
+    out["bytes_per_member"] = stored_bytes(store, list(board.node_keys())) / w.n
     rank = timed(lambda m: board.rank(m), w.sample_members)
     before = store.stats.snapshot()
     for member in w.sample_members:
@@ -109,34 +134,11 @@ def bench_mdss(store: mdss.Store, w: Workload, chunk_size: int, cache_bytes: int
     return out
 
 
-def _is_redis(store: mdss.Store) -> bool:
-    """A single-server Redis store (redis-py is an optional extra: no import unless it is one)."""
-    return type(store).__name__ == "RedisStore"
-
-
 def _named(prefix: str, figures: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}_{k}": v for k, v in figures.items()}
 
 
-def _stored_bytes(store: mdss.Store, board: mdss.SortedSet) -> int:
-    """Bytes the set occupies: Redis' own MEMORY USAGE per key on Redis, value bytes elsewhere."""
-    keys = [board._keys.head, *store.keys(board._keys.nodes)]
-    if _is_redis(store):
-        pipe = store.client.pipeline(transaction=False)  # type: ignore[attr-defined]
-        for key in keys:
-            pipe.memory_usage(key, samples=0)
-        return sum(v or 0 for v in pipe.execute())
-    total = 0
-    for start in range(0, len(keys), 1000):
-        total += sum(len(v) for v in store.get_many(keys[start : start + 1000]) if v is not None)
-    return total
-
-
 def bench_sortedlist(w: Workload) -> dict[str, Any]:
-    try:
-        from sortedcontainers import SortedList
-    except ImportError as exc:
-        raise click.ClickException("the benchmark needs sortedcontainers: pip install 'mdss[bench]'") from exc
     start = time.perf_counter()
     ranked = SortedList((-s, m) for m, s in w.scores.items())
     scores = dict(w.scores)
@@ -253,6 +255,7 @@ COLUMNS = [
 
 
 def report(result: dict[str, Any]) -> Iterator[str]:
+    """The lines of a :func:`run`'s table: one column per system, then mdss' ratio to each anchor."""
     systems = [s for s in result if isinstance(result[s], dict)]
     yield f"{result['members']:,} members on {result['store']} (times in microseconds)"
     yield f"{'':<16}" + "".join(f"{s:>18}" for s in systems)
@@ -271,55 +274,40 @@ def report(result: dict[str, Any]) -> Iterator[str]:
         yield f"mdss / {s}: " + ", ".join(ratios)
 
 
-@click.command()
-@click.option("--store", "store_url", default="memory://", show_default=True, metavar="URL")
-@click.option("--members", type=click.IntRange(min=200), default=100_000, show_default=True)
-@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=20_000,
-    show_default=True,
-    help="Random score updates per commit (update_per_s).",
-)
-@click.option(
-    "--samples", type=click.IntRange(min=10), default=2000, show_default=True, help="Calls timed per latency figure."
-)
-@click.option(
-    "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
-)
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
-def bench(
-    store_url: str,
+def single_redis(url: str) -> bool:
+    """Whether a store URL names one Redis server (where the native sorted set is the anchor)."""
+    return urlsplit(url).scheme in ("redis", "rediss")
+
+
+def run(
+    url: str,
+    *,
     members: int,
-    chunk_size: int,
-    batch_size: int,
-    samples: int,
-    cache_mb: int,
-    seed: int,
-    json_path: str | None,
-) -> None:
-    """Measure mdss against the anchors that fit the store, in the same run."""
-    try:
-        store = mdss.open_store(store_url)
-    except mdss.MdssError as exc:
-        raise click.ClickException(str(exc)) from exc
+    chunk_size: int = 1000,
+    batch_size: int = 20_000,
+    samples: int = 2000,
+    cache_bytes: int = 4 << 30,
+    seed: int = 1,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure mdss on the store ``url`` names, and every anchor that fits that store, on one workload.
+
+    The anchors are chosen by the URL's scheme: the SQL count on ``sqlite://``,
+    the native sorted set on a single Redis server, ``SortedList`` everywhere.
+    """
+    scheme = urlsplit(url).scheme
     w = Workload(members, samples, min(batch_size, members), seed)
-    result: dict[str, Any] = {"members": members, "store": store_url.split("://")[0], "chunk_size": chunk_size}
-    click.echo(f"mdss on {store_url} ...", err=True)
-    result["mdss"] = bench_mdss(store, w, chunk_size, cache_mb << 20)
-    click.echo("sortedcontainers ...", err=True)
-    result["sortedcontainers"] = bench_sortedlist(w)
-    if isinstance(store, SQLiteStore):
-        click.echo("SQL count ...", err=True)
-        result["sql_count"] = bench_sql_count(store.path, w)
-    if _is_redis(store):
-        click.echo("Redis sorted set ...", err=True)
-        result["redis_zset"] = bench_redis_zset(store, w)
-    store.close()
-    for line in report(result):
-        click.echo(line)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(result, f, indent=1)
+    result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size}
+    with mdss.open_store(url) as store:
+        progress(f"mdss on {url} ...")
+        stored_bytes = redis_memory_usage if single_redis(url) else value_bytes
+        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes)
+        progress("sortedcontainers ...")
+        result["sortedcontainers"] = bench_sortedlist(w)
+        if scheme == "sqlite":
+            progress("SQL count ...")
+            result["sql_count"] = bench_sql_count(store.path, w)
+        if single_redis(url):
+            progress("Redis sorted set ...")
+            result["redis_zset"] = bench_redis_zset(store, w)
+    return result

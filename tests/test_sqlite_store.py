@@ -1,0 +1,114 @@
+"""What only the SQLite store does: foreign value types, a full disk, another process's write lock."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+import mdss
+from mdss.stores.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "store.db")
+
+
+@pytest.mark.parametrize("value", ["text", 1.5, 7], ids=["TEXT", "REAL", "INTEGER"])
+def test_a_value_that_is_not_a_blob_is_corrupt_data_naming_the_key(path, value) -> None:
+    store = SQLiteStore(path)
+    store.put("mdss:s:n:good", b"ok")
+    with sqlite3.connect(path) as db:  # what a hand edit or another program can leave in the file
+        db.execute("INSERT INTO kv VALUES ('mdss:s:n:bad', ?, 1)", (value,))
+    for read in (lambda: store.get("mdss:s:n:bad"), lambda: store.get_many(["mdss:s:n:good", "mdss:s:n:bad"])):
+        with pytest.raises(mdss.CorruptDataError, match="not a BLOB") as caught:
+            read()
+        assert caught.value.key == "mdss:s:n:bad"
+    assert store.get_many(["mdss:s:n:good"]) == [b"ok"]
+
+
+def test_a_full_disk_is_store_unavailable_naming_the_cause(path) -> None:
+    store = SQLiteStore(path)
+    store.put("mdss:s:n:small", b"x")
+    db = store._connection()
+    # A disk that fills up, for this connection: the file may not grow past the pages it has.
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    db.execute(f"PRAGMA max_page_count = {pages}")
+    for write in (
+        lambda: store.put_many({f"mdss:s:n:{i}": bytes(4000) for i in range(20)}),
+        lambda: store.cas("mdss:s:h", bytes(100_000), None),
+    ):
+        with pytest.raises(mdss.StoreUnavailableError, match="the disk is full") as caught:
+            write()
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        assert "full" in str(caught.value.__cause__)
+    assert store.get("mdss:s:n:0") is None and store.get("mdss:s:h") is None  # nothing half-written
+    db.execute("PRAGMA max_page_count = 1073741823")  # space again: the connection is usable, not stuck
+    store.put_many({"mdss:s:n:0": bytes(4000)})
+    assert store.get("mdss:s:n:0").value == bytes(4000)
+
+
+def test_a_full_disk_fails_a_set_write_cleanly(path) -> None:
+    store = SQLiteStore(path)
+    board = mdss.SortedSet(store, "s", chunk_size=4)
+    board.add("ann", 1)
+    (pages,) = store._connection().execute("PRAGMA page_count").fetchone()
+    store._connection().execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(mdss.StoreUnavailableError, match="disk is full"):
+        board.add_many({f"m{i:04d}-" + "x" * 200: i for i in range(500)})
+    assert board.range(0, 10) == [mdss.Entry("ann", 1, 1)]
+
+
+def _locked_by_another_connection(path: str) -> sqlite3.Connection:
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, held as a long load would hold it
+    return other
+
+
+def test_opening_and_reading_while_another_connection_holds_the_write_lock(path) -> None:
+    with SQLiteStore(path) as store:
+        mdss.SortedSet(store, "s").add_many({"ann": 3, "bob": 2})
+    other = _locked_by_another_connection(path)
+    try:
+        start = time.monotonic()
+        store = mdss.open_store(f"sqlite:///{path}?timeout=5")
+        board = mdss.SortedSet(store, "s")
+        assert [e.member for e in board.range(0, 10)] == ["ann", "bob"]
+        assert time.monotonic() - start < 1, "a read waited for the write lock"
+        store.close()
+    finally:
+        other.rollback()
+        other.close()
+
+
+def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path) -> None:
+    SQLiteStore(path).close()
+    other = _locked_by_another_connection(path)
+    try:
+        store = SQLiteStore(path, timeout=0.3)
+        start = time.monotonic()
+        with pytest.raises(mdss.StoreUnavailableError, match="held the write lock for over 0.3 s") as caught:
+            store.put("mdss:k", b"v")
+        assert 0.25 < time.monotonic() - start < 3
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        store.close()
+    finally:
+        other.rollback()
+        other.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"timeout": "abc"}, "timeout"),
+        ({"timeout": -1}, "timeout"),
+        ({"timeout": float("nan")}, "timeout"),
+        ({"synchronous": "maybe"}, "synchronous"),
+        ({"namespace": ""}, "namespace"),
+    ],
+)
+def test_constructor_arguments_are_validated(path, options, named) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match=named):
+        SQLiteStore(path, **options)
