@@ -628,11 +628,6 @@ class SortedSet:
             lambda snap: sorted(self._keys.node(i) for i in snap.scores.node_ids() | snap.members.node_ids())
         )
 
-    def node_keys(self) -> list[str]:
-        """The store keys of every node the current head references (both trees). Reads manifests only."""
-        snap = self._snapshot()
-        return [self._keys.node(i) for i in snap.scores.node_ids() | snap.members.node_ids()]
-
     def drop(self) -> None:
         """Remove the whole set, even a damaged one: its nodes, then its head."""
         _garbage.drop(self)
