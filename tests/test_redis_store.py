@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
-from redis_servers import free_port, redis_server
+from redis_servers import free_port, limited_user, redis_cluster, redis_server
 
 import mdss
 from mdss.stores.redis import RedisClusterStore, RedisStore
@@ -51,16 +52,15 @@ def test_construction_from_a_ready_made_client(redis_url, redis_cluster_url) -> 
 
 
 def test_url_options(redis_url, redis_cluster_url) -> None:
-    store = mdss.open_store(f"{redis_url}?namespace=opts&retries=2&backoff=0.01&retry_budget=3&health_check_interval=30")
+    store = mdss.open_store(f"{redis_url}?namespace=opts&retries=2&backoff=0.01&retry_budget=3&health_check_interval=9")
     assert store.namespace == "opts"
     assert (store.retry.max_attempts, store.retry.base, store.retry.budget) == (3, 0.01, 3.0)
-    assert store.client.connection_pool.connection_kwargs["health_check_interval"] == 30
+    assert store.client.connection_pool.connection_kwargs["health_check_interval"] == 9
     store.close()
     cluster = mdss.open_store(f"{redis_cluster_url}?socket_timeout=2.5&retry_budget=1")
     assert cluster.retry.budget == 1.0
-    assert {n.redis_connection.connection_pool.connection_kwargs["socket_timeout"] for n in cluster.client.get_nodes()} == {
-        2.5
-    }
+    pools = [node.redis_connection.connection_pool for node in cluster.client.get_nodes()]
+    assert {pool.connection_kwargs["socket_timeout"] for pool in pools} == {2.5}
     cluster.close()
     with pytest.raises(mdss.InvalidArgumentError, match="seed"):
         mdss.open_store("redis+cluster://127.0.0.1")
@@ -198,3 +198,50 @@ def test_increments_survive_lost_cas_replies(redis_url, monkeypatch) -> None:
     assert board.incr("ann", 1) == 2  # the store sees its own bytes there and reports success
     monkeypatch.setattr(store, "_script", real)
     assert board.score("ann") == 2
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+def test_an_evicting_server_is_refused_at_open(policy: str) -> None:
+    """An evicting Redis dropped a set's head and the set silently started afresh (issue 10, item 5)."""
+    with redis_server("--maxmemory-policy", policy) as port:
+        with pytest.raises(mdss.StoreError, match=f"maxmemory-policy {policy}.*noeviction"):
+            mdss.open_store(f"redis://127.0.0.1:{port}/0")
+        with pytest.raises(mdss.StoreError, match=policy):
+            RedisStore(client=redis.Redis(port=port))
+        store = mdss.open_store(f"redis://127.0.0.1:{port}/0?check_policy=false")  # the operator's choice
+        mdss.SortedSet(store, "b").add("ann", 1)
+        store.close()
+
+
+@pytest.mark.parametrize("policy", ["noeviction", "volatile-lru", "volatile-ttl"])
+def test_a_server_that_keeps_keys_without_ttl_is_accepted(policy: str) -> None:
+    with redis_server("--maxmemory-policy", policy) as port, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mdss.open_store(f"redis://127.0.0.1:{port}/0").close()
+
+
+def test_a_server_that_refuses_config_warns_once_and_works() -> None:
+    with redis_server("--maxmemory-policy", "allkeys-lru") as port:
+        user = limited_user(port)
+        with pytest.warns(UserWarning, match="maxmemory-policy.*noeviction") as caught:
+            store = mdss.open_store(f"redis://{user}127.0.0.1:{port}/0")
+        assert len(caught) == 1
+        mdss.SortedSet(store, "b").add("ann", 1)
+        store.close()
+        with pytest.raises(mdss.StoreError, match="credentials"):
+            mdss.open_store(f"redis://limited:wrong@127.0.0.1:{port}/0")
+
+
+def test_a_cluster_is_checked_on_every_primary() -> None:
+    with redis_cluster(3) as ports:
+        url = "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        redis.Redis(port=ports[2]).config_set("maxmemory-policy", "allkeys-lfu")
+        with pytest.raises(mdss.StoreError, match=f"node 127.0.0.1:{ports[2]} has maxmemory-policy allkeys-lfu"):
+            mdss.open_store(url)
+        mdss.open_store(url + "?check_policy=false").close()
+        user = {limited_user(port) for port in ports}.pop()
+        with pytest.warns(UserWarning, match="maxmemory-policy") as caught:
+            store = mdss.open_store(f"redis+cluster://{user}" + ",".join(f"127.0.0.1:{p}" for p in ports))
+        assert len(caught) == 1 and all(f":{port}" in str(caught[0].message) for port in ports)
+        mdss.SortedSet(store, "b").add("ann", 1)
+        store.close()
