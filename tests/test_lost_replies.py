@@ -14,6 +14,7 @@ whether a commit landed before deleting anything) as well as on the store.
 from __future__ import annotations
 
 import random
+import socket
 import threading
 import time
 import uuid
@@ -123,6 +124,21 @@ def test_a_cas_cut_for_good_is_unknown_in_bounded_time(proxy, stores) -> None:
     assert time.monotonic() - start < 5
     proxy.restore()
     assert b.get(key) is None  # the request was dropped on the way: nothing landed, but A could not know
+
+
+def test_the_proxy_stops_cleanly(redis_url) -> None:
+    parts = urlsplit(redis_url)
+    proxy = TcpProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
+    client = socket.create_connection(("127.0.0.1", proxy.port))
+    client.sendall(b"PING\r\n")
+    assert client.recv(64)  # +PONG, or -NOAUTH from a server of your own with a password
+    proxy.close()
+    assert client.recv(16) == b""  # the proxied connection was ended, not left hanging
+    assert not any(thread.is_alive() for thread in proxy._threads)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=1)
+    client.close()
+    proxy.close()
 
 
 def test_latency_slows_calls_without_changing_them(proxy, stores) -> None:

@@ -120,6 +120,10 @@ def test_an_unreachable_server_raises_store_unavailable_in_bounded_time() -> Non
     with pytest.raises(mdss.StoreUnavailableError):
         board.rank("ann")
     assert time.monotonic() - start < 10
+    start = time.monotonic()
+    with pytest.raises(mdss.StoreUnavailableError, match="unreachable after .* attempts in"):
+        mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retry_budget=0.3&socket_connect_timeout=0.1")
+    assert time.monotonic() - start < 2  # a time budget, whatever the count
     with pytest.raises(mdss.StoreUnavailableError):
         mdss.SortedSet(mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retries=1&backoff=0.01"), "b")
 
@@ -139,9 +143,9 @@ LOST_REPLIES = {
 
 
 @pytest.mark.parametrize("scenario", LOST_REPLIES)
-def test_cas_whose_reply_is_lost(redis_url, monkeypatch, scenario: str) -> None:
+def test_cas_whose_reply_is_lost(url, monkeypatch, scenario: str) -> None:
     plan, outcome = LOST_REPLIES[scenario]
-    store = mdss.open_store(f"{redis_url}?namespace=lost{time.monotonic_ns()}&backoff=0.001&retries={len(plan) - 1}")
+    store = mdss.open_store(f"{url}?namespace=lost{time.monotonic_ns()}&backoff=0.001&retries={len(plan) - 1}")
     key = store.namespace + ":h"
     store.put(key, b"v1")
     seen = store.get(key)
