@@ -131,6 +131,22 @@ def _split_url(url: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any
     return urlunsplit(parts._replace(query=urlencode(theirs))), {**ours, **options}
 
 
+def _retry_policy(retries: int | None, backoff: float | None, retry_budget: float | None) -> Backoff:
+    """The store calls' :class:`Backoff` from the store options, checked (``None``: the default)."""
+    if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool) or retries < 0):
+        raise InvalidArgumentError(f"retries must be a non-negative integer, got {retries!r}")
+    for name, seconds in (("backoff", backoff), ("retry_budget", retry_budget)):
+        if seconds is not None and (not isinstance(seconds, (int, float)) or not seconds >= 0):
+            raise InvalidArgumentError(f"{name} must be a non-negative number of seconds, got {seconds!r}")
+    base = STORE_CALLS.base if backoff is None else backoff
+    return Backoff(
+        budget=STORE_CALLS.budget if retry_budget is None else retry_budget,
+        base=base,
+        cap=max(STORE_CALLS.cap, base),
+        max_attempts=None if retries is None else retries + 1,
+    )
+
+
 def _check_connection_options(connection_class: Any, options: Mapping[str, Any]) -> None:
     """Refuse what redis-py would refuse only at the first command: an option its connections do not take."""
     try:
@@ -153,24 +169,17 @@ class _RedisBase(Store):
         check_policy: bool = True,
         where: str = "redis",
     ) -> None:
-        super().__init__(namespace=namespace)
-        if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool) or retries < 0):
-            raise InvalidArgumentError(f"retries must be a non-negative integer, got {retries!r}")
-        for name, seconds in (("backoff", backoff), ("retry_budget", retry_budget)):
-            if seconds is not None and (not isinstance(seconds, (int, float)) or not seconds >= 0):
-                raise InvalidArgumentError(f"{name} must be a non-negative number of seconds, got {seconds!r}")
-        base = STORE_CALLS.base if backoff is None else backoff
-        self.retry = Backoff(
-            budget=STORE_CALLS.budget if retry_budget is None else retry_budget,
-            base=base,
-            cap=max(STORE_CALLS.cap, base),
-            max_attempts=None if retries is None else retries + 1,
-        )
-        self.client, self.where = client, where
-        client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
-        self._script = client.register_script(_CAS)
-        if check_policy:
-            self._check_policy()
+        try:
+            super().__init__(namespace=namespace)
+            self.retry = _retry_policy(retries, backoff, retry_budget)
+            self.client, self.where = client, where
+            client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
+            self._script = client.register_script(_CAS)
+            if check_policy:
+                self._check_policy()
+        except BaseException:
+            client.close()  # its connections, whether we made it or were given it: the store owns it
+            raise
 
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run one idempotent command, retrying transient failures under the store's retry policy."""
