@@ -23,7 +23,9 @@ an ``allkeys-*`` one with :class:`StoreError`: set ``noeviction``. The
 ``retry_budget`` (seconds, default 5), ``backoff`` (the first ceiling) and
 ``retries`` (an optional cap on resends). Then :class:`StoreUnavailableError`.
 redis-py's own retries are switched off, on a client passed in too: it would
-resend a compare-and-set blindly.
+resend a compare-and-set blindly. Other query parameters go to redis-py; a
+badly typed one, or one redis-py does not take, raises
+:class:`InvalidArgumentError` naming it when the store is opened.
 
 **A compare-and-set whose reply was lost** (a timeout, a cut connection) may
 have run, and may still run later: a request that timed out can wait in the
@@ -34,7 +36,7 @@ server's input buffer. So after a lost reply the store never reports
 - it still holds the version read: the script is resent. The lost request
   and the resend compare against the same version, so at most one of them
   writes; a resend that fails is as ambiguous as the lost reply, and the key
-  is read again: our value is success, anything else is unknown;
+  is read again: our value is success, anything else is unknown (below);
 - anything else: :class:`OutcomeUnknownError`. The write may have landed
   with another writer's on top, or not at all.
 
