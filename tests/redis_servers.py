@@ -102,8 +102,11 @@ def redis_server(*extra: str, port: int | None = None) -> Iterator[int]:
 
 
 @contextmanager
-def redis_cluster(masters: int = 3) -> Iterator[list[int]]:
-    """A cluster of ``masters`` masters with every slot assigned; yields their ports."""
+def redis_cluster(masters: int = 3, *extra: str) -> Iterator[list[int]]:
+    """A cluster of ``masters`` masters with every slot assigned; yields their ports.
+
+    ``extra`` are more ``redis-server`` arguments for every node (``"--maxmemory-policy", "allkeys-lru"``).
+    """
     with ExitStack() as stack:
         ports = [
             stack.enter_context(
@@ -114,6 +117,7 @@ def redis_cluster(masters: int = 3) -> Iterator[list[int]]:
                     "nodes.conf",
                     "--cluster-node-timeout",
                     "5000",
+                    *extra,
                     port=free_port(cluster=True),
                 )
             )
@@ -139,6 +143,20 @@ def redis_cluster(masters: int = 3) -> Iterator[list[int]]:
                 raise RuntimeError("the Redis cluster did not reach cluster_state:ok")
             time.sleep(0.1)
         yield ports
+
+
+def limited_user(port: int, name: str = "limited", password: str = "secret") -> str:
+    """Add an ACL user to the server at ``port`` who may run every command but CONFIG (as on managed Redis).
+
+    Returns ``name:password@`` for a URL.
+    """
+    subprocess.run(
+        ["redis-cli", "-p", str(port), "ACL", "SETUSER", name, "on", f">{password}", "~*", "+@all", "-config"],
+        check=True,
+        capture_output=True,
+        timeout=10,
+    )
+    return f"{name}:{password}@"
 
 
 def _cluster_ok(port: int) -> bool:

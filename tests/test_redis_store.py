@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 import redis
+from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis_servers import free_port, redis_server
+from redis.retry import Retry
+from redis_servers import free_port, limited_user, redis_cluster, redis_server
 
 import mdss
 from mdss.stores.redis import RedisClusterStore, RedisStore
@@ -48,11 +51,51 @@ def test_construction_from_a_ready_made_client(redis_url, redis_cluster_url) -> 
         store.close()
 
 
-def test_url_options(redis_url) -> None:
-    store = mdss.open_store(f"{redis_url}?namespace=opts&retries=2&backoff=0.01&health_check_interval=30")
-    assert (store.namespace, store.retries, store.backoff) == ("opts", 2, 0.01)
+def test_url_options(redis_url, redis_cluster_url) -> None:
+    store = mdss.open_store(f"{redis_url}?namespace=opts&retries=2&backoff=0.01&retry_budget=3&health_check_interval=9")
+    assert store.namespace == "opts"
+    assert (store.retry.max_attempts, store.retry.base, store.retry.budget) == (3, 0.01, 3.0)
+    assert store.client.connection_pool.connection_kwargs["health_check_interval"] == 9
+    store.close()
+    cluster = mdss.open_store(f"{redis_cluster_url}?socket_timeout=2.5&retry_budget=1")
+    assert cluster.retry.budget == 1.0
+    pools = [node.redis_connection.connection_pool for node in cluster.client.get_nodes()]
+    assert {pool.connection_kwargs["socket_timeout"] for pool in pools} == {2.5}
+    cluster.close()
     with pytest.raises(mdss.InvalidArgumentError, match="seed"):
         mdss.open_store("redis+cluster://127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    "query, named",
+    [
+        ("retries=abc", "retries"),
+        ("retries=-1", "retries"),
+        ("backoff=soon", "backoff"),
+        ("retry_budget=-2", "retry_budget"),
+        ("check_policy=maybe", "check_policy"),
+        ("socket_timeout=abc", "socket_timeout"),
+        ("health_check_interval=1.5", "health_check_interval"),
+        ("foo=1", "foo"),
+    ],
+)
+def test_bad_url_options_name_themselves(url, query: str, named: str) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match=named):
+        mdss.open_store(f"{url}?{query}")
+
+
+def test_bad_keyword_options_name_themselves(redis_url) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match="colour"):
+        mdss.open_store(redis_url, colour="blue")
+    with pytest.raises(mdss.InvalidArgumentError, match="retries"):
+        mdss.open_store(redis_url, retries="3")
+
+
+def test_the_store_switches_off_redis_py_retries_of_a_client_passed_in(redis_url) -> None:
+    """redis-py would resend a timed-out compare-and-set blindly: a landed write would then read as a conflict."""
+    client = redis.Redis.from_url(redis_url, retry=Retry(ExponentialBackoff(), 3))
+    RedisStore(client=client, namespace="r").close()
+    assert client.get_retry().get_retries() == 0
 
 
 def test_a_set_spreads_over_every_cluster_node(redis_cluster_url) -> None:
@@ -77,34 +120,71 @@ def test_an_unreachable_server_raises_store_unavailable_in_bounded_time() -> Non
     with pytest.raises(mdss.StoreUnavailableError):
         board.rank("ann")
     assert time.monotonic() - start < 10
+    start = time.monotonic()
+    with pytest.raises(mdss.StoreUnavailableError, match="unreachable after .* attempts in"):
+        mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retry_budget=0.3&socket_connect_timeout=0.1")
+    assert time.monotonic() - start < 2  # a time budget, whatever the count
     with pytest.raises(mdss.StoreUnavailableError):
         mdss.SortedSet(mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retries=1&backoff=0.01"), "b")
 
 
-@pytest.mark.parametrize("lands", [True, False], ids=["landed", "lost-before-running"])
-def test_cas_whose_reply_is_lost(redis_url, monkeypatch, lands: bool) -> None:
-    store = mdss.open_store(f"{redis_url}?namespace=lost{time.monotonic_ns()}&backoff=0.001")
+#: Per script call, what happens: "run" the real script, "other" writer sets the key, the reply is "lost".
+#: Then the outcome the caller must see. After a lost reply, never ConflictError (issue 10, item 1).
+LOST_REPLIES = {
+    "landed": (["run+lost"], "ok"),
+    "lost-before-running": (["lost", "run"], "ok"),
+    "landed-then-another-on-top": (["run+other+lost"], mdss.OutcomeUnknownError),
+    "lost-and-another-wrote": (["other+lost"], mdss.OutcomeUnknownError),
+    "queued-request-ran-before-the-resend": (["lost", "run+run"], "ok"),
+    "queued-request-ran-then-another-on-top": (["lost", "run+other+run"], mdss.OutcomeUnknownError),
+    "every-reply-lost": (["lost", "lost", "lost"], mdss.OutcomeUnknownError),
+    "plain-conflict": (["other+run"], mdss.ConflictError),
+}
+
+
+@pytest.mark.parametrize("scenario", LOST_REPLIES)
+def test_cas_whose_reply_is_lost(url, monkeypatch, scenario: str) -> None:
+    plan, outcome = LOST_REPLIES[scenario]
+    store = mdss.open_store(f"{url}?namespace=lost{time.monotonic_ns()}&backoff=0.001&retries={len(plan) - 1}")
     key = store.namespace + ":h"
     store.put(key, b"v1")
     seen = store.get(key)
     real, calls = store._script, []
 
-    def flaky(keys, args):
-        calls.append(1)
-        if len(calls) == 1:
-            if lands:
-                real(keys=keys, args=args)
-            raise redis.ConnectionError("reply lost")
-        return real(keys=keys, args=args)
+    def scripted(keys, args):
+        result, step = None, plan[len(calls)]
+        calls.append(step)
+        for action in step.split("+"):
+            if action == "run":
+                result = real(keys=keys, args=args)
+            elif action == "other":
+                store.client.set(key, b"other")
+            else:
+                raise redis.TimeoutError("reply lost")
+        return result
 
-    monkeypatch.setattr(store, "_script", flaky)
-    store.cas(key, b"v2", seen.version)  # success either way: it landed, or it was resent
-    assert store.get(key).value == b"v2"
-    assert len(calls) == (1 if lands else 2)
-    store.put(key, b"someone else")
-    calls.clear()
-    with pytest.raises(mdss.ConflictError):  # a lost reply, and the key changed meanwhile: a conflict
-        store.cas(key, b"v3", seen.version)
+    monkeypatch.setattr(store, "_script", scripted)
+    if outcome == "ok":
+        store.cas(key, b"v2", seen.version)
+        assert store.get(key).value == b"v2"
+    else:
+        with pytest.raises(outcome) as raised:
+            store.cas(key, b"v2", seen.version)
+        assert type(raised.value) is outcome
+    assert len(calls) == len(plan)
+
+
+def test_cas_whose_reply_is_lost_and_the_key_cannot_be_read_back(redis_url, monkeypatch) -> None:
+    store = mdss.open_store(f"{redis_url}?namespace=lost{time.monotonic_ns()}&backoff=0.001&retries=1")
+    key = store.namespace + ":h"
+
+    def down(*args, **kwargs):
+        raise redis.ConnectionError("connection refused")
+
+    monkeypatch.setattr(store, "_script", down)
+    monkeypatch.setattr(store.client, "get", down)
+    with pytest.raises(mdss.OutcomeUnknownError, match="cannot be read"):
+        store.cas(key, b"v", None)
 
 
 def test_increments_survive_lost_cas_replies(redis_url, monkeypatch) -> None:
@@ -122,3 +202,50 @@ def test_increments_survive_lost_cas_replies(redis_url, monkeypatch) -> None:
     assert board.incr("ann", 1) == 2  # the store sees its own bytes there and reports success
     monkeypatch.setattr(store, "_script", real)
     assert board.score("ann") == 2
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+def test_an_evicting_server_is_refused_at_open(policy: str) -> None:
+    """An evicting Redis dropped a set's head and the set silently started afresh (issue 10, item 5)."""
+    with redis_server("--maxmemory-policy", policy) as port:
+        with pytest.raises(mdss.StoreError, match=f"maxmemory-policy {policy}.*noeviction"):
+            mdss.open_store(f"redis://127.0.0.1:{port}/0")
+        with pytest.raises(mdss.StoreError, match=policy):
+            RedisStore(client=redis.Redis(port=port))
+        store = mdss.open_store(f"redis://127.0.0.1:{port}/0?check_policy=false")  # the operator's choice
+        mdss.SortedSet(store, "b").add("ann", 1)
+        store.close()
+
+
+@pytest.mark.parametrize("policy", ["noeviction", "volatile-lru", "volatile-ttl"])
+def test_a_server_that_keeps_keys_without_ttl_is_accepted(policy: str) -> None:
+    with redis_server("--maxmemory-policy", policy) as port, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mdss.open_store(f"redis://127.0.0.1:{port}/0").close()
+
+
+def test_a_server_that_refuses_config_warns_once_and_works() -> None:
+    with redis_server("--maxmemory-policy", "allkeys-lru") as port:
+        user = limited_user(port)
+        with pytest.warns(UserWarning, match="maxmemory-policy.*noeviction") as caught:
+            store = mdss.open_store(f"redis://{user}127.0.0.1:{port}/0")
+        assert len(caught) == 1
+        mdss.SortedSet(store, "b").add("ann", 1)
+        store.close()
+        with pytest.raises(mdss.StoreError, match="credentials"):
+            mdss.open_store(f"redis://limited:wrong@127.0.0.1:{port}/0")
+
+
+def test_a_cluster_is_checked_on_every_primary() -> None:
+    with redis_cluster(3) as ports:
+        url = "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        redis.Redis(port=ports[2]).config_set("maxmemory-policy", "allkeys-lfu")
+        with pytest.raises(mdss.StoreError, match=f"node 127.0.0.1:{ports[2]} has maxmemory-policy allkeys-lfu"):
+            mdss.open_store(url)
+        mdss.open_store(url + "?check_policy=false").close()
+        user = {limited_user(port) for port in ports}.pop()
+        with pytest.warns(UserWarning, match="maxmemory-policy") as caught:
+            store = mdss.open_store(f"redis+cluster://{user}" + ",".join(f"127.0.0.1:{p}" for p in ports))
+        assert len(caught) == 1 and all(f":{port}" in str(caught[0].message) for port in ports)
+        mdss.SortedSet(store, "b").add("ann", 1)
+        store.close()

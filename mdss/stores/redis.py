@@ -9,26 +9,57 @@ server; on a cluster redis-py splits them by hash slot and pipelines them per
 node, so a set's nodes spread over every slot of the cluster (mdss' keys have
 no hash tags) and a batch still costs one round trip per node.
 
-Connection errors and timeouts are retried with jittered exponential backoff
-a bounded number of times, then raise :class:`StoreUnavailableError`. A
-compare-and-set whose reply was lost is never blindly resent: the store reads
-the key back, reports success if it holds exactly what was written, resends
-only if it still holds the version read, and reports a conflict otherwise.
+**The server must not evict keys.** Under memory pressure a Redis with
+``maxmemory-policy`` ``allkeys-lru``, ``allkeys-lfu`` or ``allkeys-random``
+drops any key, a set's head included, and the set is lost. At open the store
+reads the policy (``CONFIG GET``, on every primary of a cluster) and refuses
+an ``allkeys-*`` one with :class:`StoreError`: set ``noeviction``. The
+``volatile-*`` policies evict only keys with a TTL, and mdss sets none. Where
+``CONFIG`` is not allowed (managed Redis, ACLs) the store warns and goes on;
+``check_policy=false`` skips the check.
+
+**Retries.** Connection errors and timeouts are retried under one
+:class:`mdss._retry.Backoff` policy (a time budget, full jitter): URL options
+``retry_budget`` (seconds, default 5), ``backoff`` (the first ceiling) and
+``retries`` (an optional cap on resends). Then :class:`StoreUnavailableError`.
+redis-py's own retries are switched off, on a client passed in too: it would
+resend a compare-and-set blindly. Other query parameters go to redis-py; a
+badly typed one, or one redis-py does not take, raises
+:class:`InvalidArgumentError` naming it when the store is opened.
+
+**A compare-and-set whose reply was lost** (a timeout, a cut connection) may
+have run, and may still run later: a request that timed out can wait in the
+server's input buffer. So after a lost reply the store never reports
+:class:`ConflictError`; it reads the key back:
+
+- it holds exactly the value written: success (no ABA, see above);
+- it still holds the version read: the script is resent. The lost request
+  and the resend compare against the same version, so at most one of them
+  writes; a resend that fails is as ambiguous as the lost reply, and the key
+  is read again: our value is success, anything else is unknown (below);
+- anything else: :class:`OutcomeUnknownError`. The write may have landed
+  with another writer's on top, or not at all.
+
+A read-back that fails, or a budget spent on lost replies, is also
+:class:`OutcomeUnknownError`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
-from ..exceptions import ConflictError, InvalidArgumentError, StoreError, StoreUnavailableError
+from .._retry import STORE_CALLS, Backoff
+from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .base import Record, Store
 
 T = TypeVar("T")
@@ -45,14 +76,35 @@ redis.call('SET', KEYS[1], ARGV[1])
 return 1
 """
 
-#: Query parameters mdss reads from a Redis URL; every other one goes to redis-py.
-_OPTIONS = {"namespace": str, "retries": int, "backoff": float}
+
+def _boolean(text: str) -> bool:
+    value = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+    try:
+        return value[text.lower()]
+    except KeyError:
+        raise ValueError(text) from None
+
+
+#: Query parameters mdss reads from a Redis URL, with their parsers; every other one goes to redis-py.
+_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "namespace": str,
+    "retries": int,
+    "backoff": float,
+    "retry_budget": float,
+    "check_policy": _boolean,
+}
 _TRANSIENT = (
     redis.ConnectionError,
     redis.TimeoutError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
 )
+#: Policies that evict keys without a TTL: every mdss key.
+_EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
+
+
+def _no_retries() -> Retry:
+    return Retry(NoBackoff(), 0)
 
 
 def _version(value: bytes) -> str:
@@ -63,44 +115,90 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _split_url(url: str) -> tuple[str, dict[str, Any]]:
-    """The URL without mdss' own query parameters, and those parameters (typed)."""
+def _split_url(url: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The URL without mdss' own query parameters, and those parameters (typed) merged with ``options``."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown Redis store option {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
     parts = urlsplit(url)
     ours, theirs = {}, []
     for name, value in parse_qsl(parts.query):
-        if name in _OPTIONS:
-            ours[name] = _OPTIONS[name](value)
-        else:
+        if name not in _OPTIONS:
             theirs.append((name, value))
-    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
+            continue
+        try:
+            ours[name] = _OPTIONS[name](value)
+        except ValueError:
+            raise InvalidArgumentError(f"bad value {value!r} for the Redis URL option {name!r}") from None
+    return urlunsplit(parts._replace(query=urlencode(theirs))), {**ours, **options}
+
+
+def _retry_policy(retries: int | None, backoff: float | None, retry_budget: float | None) -> Backoff:
+    """The store calls' :class:`Backoff` from the store options, checked (``None``: the default)."""
+    if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool) or retries < 0):
+        raise InvalidArgumentError(f"retries must be a non-negative integer, got {retries!r}")
+    for name, seconds in (("backoff", backoff), ("retry_budget", retry_budget)):
+        if seconds is not None and (not isinstance(seconds, (int, float)) or not seconds >= 0):
+            raise InvalidArgumentError(f"{name} must be a non-negative number of seconds, got {seconds!r}")
+    base = STORE_CALLS.base if backoff is None else backoff
+    return Backoff(
+        budget=STORE_CALLS.budget if retry_budget is None else retry_budget,
+        base=base,
+        cap=max(STORE_CALLS.cap, base),
+        max_attempts=None if retries is None else retries + 1,
+    )
+
+
+def _check_connection_options(connection_class: Any, options: Mapping[str, Any]) -> None:
+    """Refuse what redis-py would refuse only at the first command: an option its connections do not take."""
+    try:
+        connection_class(**options)  # builds the object only; connecting is lazy
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"redis-py refused a Redis URL option: {exc}") from None
 
 
 class _RedisBase(Store):
     """What the single-server and the cluster store share: everything but batching and listing."""
 
     def __init__(
-        self, client: Any, *, namespace: str = "mdss", retries: int = 4, backoff: float = 0.05, where: str = "redis"
+        self,
+        client: Any,
+        *,
+        namespace: str = "mdss",
+        retries: int | None = None,
+        backoff: float | None = None,
+        retry_budget: float | None = None,
+        check_policy: bool = True,
+        where: str = "redis",
     ) -> None:
-        super().__init__(namespace=namespace)
-        if retries < 0 or backoff < 0:
-            raise InvalidArgumentError("retries and backoff must not be negative")
-        self.client, self.retries, self.backoff, self.where = client, retries, backoff, where
-        self._script = client.register_script(_CAS)
+        try:
+            super().__init__(namespace=namespace)
+            self.retry = _retry_policy(retries, backoff, retry_budget)
+            self.client, self.where = client, where
+            client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
+            self._script = client.register_script(_CAS)
+            if check_policy:
+                self._check_policy()
+        except BaseException:
+            client.close()  # its connections, whether we made it or were given it: the store owns it
+            raise
 
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one idempotent command, retrying transient failures with jittered backoff."""
-        for attempt in range(self.retries + 1):
+        """Run one idempotent command, retrying transient failures under the store's retry policy."""
+        start, attempts, error = time.monotonic(), 0, None
+        for _ in self.retry.attempts():
+            attempts += 1
             try:
                 return fn(*args, **kwargs)
+            except redis.AuthenticationError as exc:  # a ConnectionError to redis-py, but no retry will help
+                raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
             except _TRANSIENT as exc:
-                if attempt == self.retries:
-                    raise StoreUnavailableError(
-                        f"{self.where} unreachable after {self.retries + 1} attempts: {exc}"
-                    ) from exc
-                time.sleep(random.uniform(0, self.backoff * 2**attempt))
+                error = exc
             except redis.RedisError as exc:
                 raise StoreError(f"{self.where} refused the command: {exc}") from exc
-        raise AssertionError("unreachable")
+        raise StoreUnavailableError(
+            f"{self.where} unreachable after {attempts} attempts in {time.monotonic() - start:.1f} s: {error}"
+        ) from error
 
     def _get(self, key: str) -> Record | None:
         value = self._call(self.client.get, key)
@@ -113,49 +211,124 @@ class _RedisBase(Store):
         self._call(self.client.delete, key)
 
     def _cas(self, key: str, value: bytes, version: Any) -> None:
-        for attempt in range(self.retries + 1):
+        lost: Exception | None = None  # the first lost reply: from then on, never a ConflictError
+        for _ in self.retry.attempts():
             try:
                 won = self._script(keys=[key], args=[value, version or ""])
+            except redis.AuthenticationError as exc:
+                raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
             except _TRANSIENT as exc:
-                # The reply is lost: the script may or may not have run. Look before acting again.
-                current = self._call(self.client.get, key)
-                if current == value:
-                    return
-                unchanged = current is None if version is None else current is not None and _version(current) == version
-                if not unchanged:
-                    raise ConflictError(f"key {key!r} changed since it was read") from exc
-                if attempt == self.retries:
-                    raise StoreUnavailableError(f"{self.where}: compare-and-set of {key!r} failed: {exc}") from exc
-                time.sleep(random.uniform(0, self.backoff * 2**attempt))
-                continue
+                lost = lost or exc
             except redis.RedisError as exc:
+                if lost is not None:
+                    raise OutcomeUnknownError(
+                        f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}), then: {exc}"
+                    ) from exc
                 raise StoreError(f"{self.where} refused the compare-and-set: {exc}") from exc
-            if not won:
-                raise ConflictError(f"key {key!r} changed since it was read")
-            return
+            else:
+                if won:
+                    return
+                if lost is None:
+                    raise ConflictError(f"key {key!r} changed since it was read")
+                if self._read_back(key, lost) == value:  # the lost request ran before the resend
+                    return
+                raise OutcomeUnknownError(
+                    f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key changed since"
+                ) from lost
+            current = self._read_back(key, lost)
+            if current == value:
+                return
+            unchanged = current is None if version is None else current is not None and _version(current) == version
+            if not unchanged:
+                raise OutcomeUnknownError(
+                    f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key changed since:"
+                    " it may hold this write with another on top, or another write instead"
+                ) from lost
+            # Still the version read: the request has not run (it may yet), so resending is safe.
+        raise OutcomeUnknownError(
+            f"{self.where}: compare-and-set of {key!r} got no reply within its retry budget: {lost}"
+        ) from lost
+
+    def _read_back(self, key: str, lost: Exception) -> bytes | None:
+        """The key's value after a lost reply; OutcomeUnknownError when it cannot be read either."""
+        try:
+            return self._call(self.client.get, key)
+        except StoreError as exc:
+            raise OutcomeUnknownError(
+                f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key cannot be read: {exc}"
+            ) from exc
+
+    def _check_policy(self) -> None:
+        """Refuse a server that evicts keys; warn when it will not say (CONFIG refused)."""
+        refused, evicting = [], []
+        for where, target in self._policy_targets():
+            policy = self._call(_read_policy, self.client, target)
+            if isinstance(policy, Exception):
+                refused.append(f"{where}: {policy}")
+            elif policy in _EVICTING:
+                evicting.append(f"{where} has maxmemory-policy {policy}")
+        if evicting:
+            raise StoreError(
+                f"{'; '.join(evicting)}: it evicts keys under memory pressure, and a set whose head or nodes are"
+                " evicted is lost. Set maxmemory-policy to noeviction (CONFIG SET and redis.conf); volatile-*"
+                " policies are fine too, mdss sets no TTLs. check_policy=false skips this check."
+            )
+        if refused:
+            warnings.warn(
+                f"could not read maxmemory-policy ({'; '.join(refused)}): mdss needs a Redis that never evicts"
+                " its keys; make sure the policy is noeviction",
+                stacklevel=4,  # the caller of RedisStore(...)
+            )
+
+    def _policy_targets(self) -> list[tuple[str, dict[str, Any]]]:
+        """Where to read the eviction policy: (name, keyword arguments of ``config_get``)."""
+        return [(self.where, {})]
 
     def _close(self) -> None:
         self.client.close()
 
 
+def _read_policy(client: Any, target: Mapping[str, Any]) -> str | Exception:
+    """One server's ``maxmemory-policy``, or the error with which it refused ``CONFIG GET``."""
+    try:
+        reply = client.config_get("maxmemory-policy", **target)
+    except redis.ResponseError as exc:  # CONFIG renamed away, or not allowed by an ACL
+        return exc
+    policy = next(iter(reply.values()), None) if isinstance(reply, dict) else None
+    if policy is None:
+        return StoreError(f"CONFIG GET maxmemory-policy answered {reply!r}")
+    return policy.decode() if isinstance(policy, bytes) else str(policy)
+
+
 class RedisStore(_RedisBase):
-    """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``."""
+    """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``.
+
+    The store owns the client: it switches off the client's own retries and closes it.
+    """
 
     def __init__(self, client: redis.Redis | None = None, *, url: str | None = None, **options: Any) -> None:
         if client is None:
-            client = redis.Redis.from_url(url or "redis://127.0.0.1:6379/0", socket_timeout=5, socket_connect_timeout=5)
+            try:
+                client = redis.Redis.from_url(
+                    url or "redis://127.0.0.1:6379/0", socket_timeout=5, socket_connect_timeout=5, retry=_no_retries()
+                )
+            except ValueError as exc:  # a badly typed option: "Invalid value for 'socket_timeout' ..."
+                raise InvalidArgumentError(f"bad Redis URL: {exc}") from None
+            pool = client.connection_pool
+            _check_connection_options(pool.connection_class, pool.connection_kwargs)
         kwargs = client.connection_pool.connection_kwargs
         where = f"Redis at {kwargs.get('host', kwargs.get('path', '?'))}:{kwargs.get('port', '')}"
         super().__init__(client, where=where, **options)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """``redis://[user:password@]host:port/db`` or ``rediss://...``; plus ``namespace``, ``retries``, ``backoff``.
+        """``redis://[user:password@]host:port/db`` or ``rediss://...``.
 
-        The other query parameters go to redis-py.
+        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``,
+        ``retries``, ``check_policy``. The other query parameters go to redis-py.
         """
-        plain, ours = _split_url(url)
-        return cls(url=plain, **{**ours, **options})
+        plain, ours = _split_url(url, options)
+        return cls(url=plain, **ours)
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return self._call(self.client.mget, keys)
@@ -172,33 +345,51 @@ class RedisStore(_RedisBase):
 
 
 class RedisClusterStore(_RedisBase):
-    """A Redis Cluster. ``open_store("redis+cluster://host:7000,host2:7001")`` (any reachable seeds)."""
+    """A Redis Cluster. ``open_store("redis+cluster://host:7000,host2:7001")`` (any reachable seeds).
+
+    The store owns the client: it switches off the client's own retries and closes it.
+    """
 
     def __init__(
-        self, client: RedisCluster | None = None, *, nodes: Sequence[tuple[str, int]] = (), **options: Any
+        self,
+        client: RedisCluster | None = None,
+        *,
+        nodes: Sequence[tuple[str, int]] = (),
+        connection: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         if client is None:
             if not nodes:
                 raise InvalidArgumentError("a Redis Cluster store needs a client or seed nodes")
+            connection = {"socket_timeout": 5, "socket_connect_timeout": 5, **(connection or {})}
+            _check_connection_options(redis.Connection, connection)
             client = RedisCluster(
-                startup_nodes=[ClusterNode(h, p) for h, p in nodes], socket_timeout=5, socket_connect_timeout=5
+                startup_nodes=[ClusterNode(h, p) for h, p in nodes], retry=_no_retries(), **connection
             )
         seeds = ",".join(f"{n.host}:{n.port}" for n in client.get_primaries())
         super().__init__(client, where=f"Redis Cluster at {seeds}", **options)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisClusterStore:
-        """``redis+cluster://host:port[,host:port...]``, plus ``namespace``, ``retries``, ``backoff``."""
-        plain, ours = _split_url(url)
-        netloc = urlsplit(plain).netloc.rsplit("@", 1)[-1]
+        """``redis+cluster://[user:password@]host:port[,host:port...]``, and the options of :class:`RedisStore`."""
+        plain, ours = _split_url(url, options)
+        parts = urlsplit(plain)
+        userinfo, _, netloc = parts.netloc.rpartition("@")
         nodes = []
         for seed in filter(None, netloc.split(",")):
             host, _, port = seed.rpartition(":")
             if not host or not port.isdigit():
-                raise InvalidArgumentError(f"bad Redis Cluster seed {seed!r} in {url!r}: expected host:port")
+                raise InvalidArgumentError(f"bad Redis Cluster seed {seed!r} in {netloc!r}: expected host:port")
             nodes.append((host.strip("[]"), int(port)))
+        try:  # redis-py types the query parameters and the credentials as for one server
+            connection = redis.connection.parse_url(f"redis://{userinfo}{'@' if userinfo else ''}x/?{parts.query}")
+        except ValueError as exc:
+            raise InvalidArgumentError(f"bad Redis Cluster URL: {exc}") from None
+        connection.pop("host", None)
+        if connection.pop("db", 0) != 0:
+            raise InvalidArgumentError("a Redis Cluster has only database 0")
         try:
-            return cls(nodes=nodes, **{**ours, **options})
+            return cls(nodes=nodes, connection=connection, **ours)
         except _TRANSIENT + (redis.exceptions.RedisClusterException,) as exc:
             raise StoreUnavailableError(f"no Redis Cluster reachable at {netloc}: {exc}") from exc
 
@@ -219,3 +410,6 @@ class RedisClusterStore(_RedisBase):
                 self._call(lambda n=node: list(self.client.scan_iter(match=match, count=1000, target_nodes=n)))
             )
         return (key.decode() if isinstance(key, bytes) else key for key in found)
+
+    def _policy_targets(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(f"Redis Cluster node {node.name}", {"target_nodes": node}) for node in self.client.get_primaries()]
