@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ._group import Pending
-from ._head import LANDED, LOST, PENDING, Head, TreeRef
+from ._head import LANDED, LOST, PENDING, Head, TreeRef, collected_meanwhile
 from ._order import add_scores
 from ._retry import STORE_CALLS
 from ._writer import Writer
@@ -102,7 +102,7 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
             scores = TreeRef(*writer.apply(snap.scores, score_ops))
             index = TreeRef(*writer.apply(snap.members, member_ops))
         except MissingNodeError:
-            sset._collected_meanwhile(snap)  # raises if the head did not move: the set is damaged
+            collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
             continue
         if publish(sset, snap, snap.head.next(secrets.token_hex(8), scores=scores, members=index), writer):
             sset.commits += 1

@@ -31,11 +31,11 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import _writer
-from ._head import EMPTY, Head
+from ._head import EMPTY, Head, has_nodes
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError
 
@@ -89,13 +89,6 @@ def advance_epoch(sset: SortedSet) -> Head | None:
     raise ConflictError(f"gc of set {sset.name!r} could not advance the epoch: writers kept moving the head")
 
 
-def existing(sset: SortedSet, keys: list[str]) -> Iterator[str]:
-    """The keys that still read as present (a listing may name keys deleted moments ago: Riak tombstones)."""
-    for start in range(0, len(keys), BATCH):
-        chunk = keys[start : start + BATCH]
-        yield from (key for key, value in zip(chunk, sset.store.get_many(chunk)) if value is not None)
-
-
 def unreferenced(sset: SortedSet, min_age: float = 0.0, *, below_epoch: int | None = None) -> list[str]:
     """Keys of stored nodes the current head does not name (optionally: minted before ``below_epoch``)."""
     live = sset._read(lambda snap: snap.scores.node_ids() | snap.members.node_ids())
@@ -107,14 +100,14 @@ def unreferenced(sset: SortedSet, min_age: float = 0.0, *, below_epoch: int | No
         and (below_epoch is None or id_epoch(key[len(nodes) :]) < below_epoch)
         and (not min_age or id_millis(key[len(nodes) :]) <= cutoff)
     ]
-    return list(existing(sset, candidates))
+    return sset.store.existing(candidates)
 
 
 def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True) -> int:
     """Advance the epoch, then delete the nodes of older epochs that the head does not name."""
     head = advance_epoch(sset)
     if head is None:
-        if any(True for _ in existing(sset, list(sset.store.keys(sset._keys.nodes))[:BATCH])):
+        if has_nodes(sset):
             raise HeadMissingError(
                 f"set {sset.name!r} has stored nodes but no head (evicted, or a drop() was interrupted); "
                 "gc() will not guess what they were: drop() removes them",
@@ -138,7 +131,7 @@ def drop(sset: SortedSet) -> None:
     """
     store, keys = sset.store, sset._keys
     emptied = _empty_head(sset)
-    names = list(existing(sset, list(store.keys(keys.nodes))))  # not what is deleted already (tombstones)
+    names = store.existing(list(store.keys(keys.nodes)))  # not what is deleted already (tombstones)
     for start in range(0, len(names), BATCH):
         store.delete_many(names[start : start + BATCH])
     record = store.get(keys.head)

@@ -1,4 +1,4 @@
-"""The head: the one mutable record of a set, and the snapshot a read takes of it.
+"""The head: the one mutable record of a set, and the snapshot a read or a commit takes of it.
 
 A head names the roots of both trees (the score tree and the member index),
 the set's settings, a generation that every commit increments, the gc epoch
@@ -10,15 +10,28 @@ which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import itertools
+import secrets
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
 from ._order import KeyFn, member_key
 from ._tree import Source, Tree
-from .exceptions import CorruptDataError
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    HeadMissingError,
+    MissingNodeError,
+    SettingsMismatchError,
+    StoreUnavailableError,
+)
 from .stores.base import Record
+
+if TYPE_CHECKING:
+    from ._sortedset import SortedSet
 
 #: How many commit nonces a head keeps (17 bytes each).
 RECENT = 16
@@ -145,3 +158,66 @@ class Snapshot:
         self.head = head
         self.scores = Tree(source, key, *attrs.astuple(head.scores))
         self.members = Tree(source, member_key, *attrs.astuple(head.members))
+
+
+def decode_for(sset: SortedSet, data: bytes) -> Head:
+    """The head of ``sset`` from stored bytes (decoded once per distinct value), checked against its settings.
+
+    An object opened without settings before its set existed adopts those of
+    whoever created it; otherwise different settings mean another set.
+    """
+    if data == sset._head_bytes:
+        return sset._head  # type: ignore[return-value]
+    head = Head.decode(sset._keys.head, data)
+    if (head.order, head.chunk) != (sset.order, sset.chunk_size):
+        if sset._explicit or sset._head is not None:
+            raise SettingsMismatchError(
+                f"set {sset.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
+                f"not order={sset.order!r}, chunk_size={sset.chunk_size} (was it dropped and recreated?)"
+            )
+        sset._settle(head.order, head.chunk)
+    sset._explicit = True
+    sset._head_bytes, sset._head = data, head
+    return head
+
+
+def has_nodes(sset: SortedSet) -> bool:
+    """Whether any node of the set is stored (a listing of its node keys, stopped early)."""
+    return bool(sset.store.existing(list(itertools.islice(sset.store.keys(sset._keys.nodes), 16))))
+
+
+def snapshot(sset: SortedSet, create: bool) -> Snapshot:
+    """The current state of ``sset``; ``create``: make an empty head first if there is none (a first write).
+
+    A new set's first write creates an empty head of epoch 1 by
+    compare-and-set "only if absent", so every node is minted under a head.
+    A head that vanished (the head of a set this object has seen, or any
+    set's head when a write would start it afresh) while nodes remain is
+    refused with :class:`HeadMissingError`, never taken for an empty set.
+    """
+    store, key = sset.store, sset._keys.head
+    record = store.get(key)
+    while record is None and (create or sset._head is not None):
+        if has_nodes(sset):
+            raise HeadMissingError(
+                f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
+                "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
+                key,
+            )
+        if not create:
+            sset._forget_head()
+            break
+        with contextlib.suppress(ConflictError, StoreUnavailableError):  # made by another writer, or reply lost
+            store.cas(key, Head(sset.order, sset.chunk_size, epoch=1).next(secrets.token_hex(8)).encode(), None)
+        record = store.get(key)
+    head = Head(sset.order, sset.chunk_size) if record is None else decode_for(sset, record.value)
+    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order.key)
+
+
+def collected_meanwhile(sset: SortedSet, snap: Snapshot) -> None:
+    """After a MissingNodeError: return if the head moved since ``snap`` (the caller retries), else raise."""
+    record = sset.store.get(sset._keys.head)
+    if (None if record is None else record.version) == snap.version:
+        raise MissingNodeError(
+            f"set {sset.name!r}: a node the current head names is missing from the store (the set is damaged)"
+        )

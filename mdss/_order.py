@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
@@ -102,7 +102,24 @@ def check_score(score: Any) -> Score:
     return check_score(operator.index(score) if isinstance(score, numbers.Integral) else float(score))
 
 
-def check_pairs(items: Iterable[tuple[Any, Any]]) -> dict[str, Score]:
+def _pairs(pairs: Any) -> Iterable[tuple[Any, Any]]:
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
+        raise InvalidArgumentError(f"expected a mapping or an iterable of (member, score), got {pairs!r:.80}")
+    for pair in pairs.items() if isinstance(pairs, Mapping) else pairs:
+        try:
+            member, score = pair
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"expected (member, score) pairs, got {pair!r:.80}") from None
+        yield member, score
+
+
+def each_pair(pairs: Any) -> Iterable[tuple[str, Score]]:
+    """Validated ``(member, score)`` pairs, in order, from a mapping or an iterable of pairs."""
+    for member, score in _pairs(pairs):
+        yield check_member(member), check_score(score)
+
+
+def check_pairs(pairs: Any) -> dict[str, Score]:
     """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins).
 
     The same rules as :func:`check_member` and :func:`check_score`, with the
@@ -111,11 +128,7 @@ def check_pairs(items: Iterable[tuple[Any, Any]]) -> dict[str, Score]:
     """
     data: dict[str, Score] = {}
     short = MAX_MEMBER_BYTES // 4
-    for pair in items:
-        try:
-            member, score = pair
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"expected (member, score) pairs, got {pair!r:.80}") from None
+    for member, score in _pairs(pairs):
         if type(member) is not str or not member or len(member) > short or not member.isascii():
             member = check_member(member)
         kind = type(score)
@@ -123,6 +136,27 @@ def check_pairs(items: Iterable[tuple[Any, Any]]) -> dict[str, Score]:
             score = check_score(score)
         data[member] = score
     return data
+
+
+def check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
+    """``value`` if it is one of ``allowed``, else :class:`InvalidArgumentError` naming ``what``."""
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r:.80}")
+    return value
+
+
+def check_count(value: Any, what: str, least: int = 0) -> int:
+    """``value`` if it is an int of at least ``least``, else :class:`InvalidArgumentError` naming ``what``."""
+    if type(value) is not int or value < least:
+        raise InvalidArgumentError(f"{what} must be an int >= {least}, got {value!r:.80}")
+    return value
+
+
+def check_seconds(value: Any, what: str) -> float:
+    """``value`` if it is a finite, non-negative number of seconds, else :class:`InvalidArgumentError`."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
+        raise InvalidArgumentError(f"{what} must be a non-negative number of seconds, got {value!r:.80}")
+    return value
 
 
 def add_scores(a: Score, b: Score) -> Score:

@@ -10,35 +10,38 @@ See docs/architecture.md.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import itertools
-import secrets
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
 import attrs
-import msgpack
 
-from . import _check, _commit, _garbage
+from . import _check, _commit, _cursor, _garbage, _head
 from ._cache import NodeCache
 from ._group import GroupCommit
 from ._head import MAX_CHUNK, Head, Snapshot
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, check_member, check_pairs, check_score
+from ._order import (
+    Entry,
+    Order,
+    Score,
+    check_choice,
+    check_count,
+    check_member,
+    check_pairs,
+    check_score,
+    check_seconds,
+    each_pair,
+)
 from ._retry import COMMITS
 from ._tree import Source, Tree
 from .exceptions import (
     ConflictError,
     CorruptDataError,
-    HeadMissingError,
     InvalidArgumentError,
     MissingNodeError,
     SettingsMismatchError,
-    StoreUnavailableError,
 )
 from .stores.base import Stats, Store
 
@@ -49,18 +52,6 @@ OPS = ("set", "incr", "best")
 TIES = ("ordinal", "competition")
 
 _entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
-
-
-def _check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r:.80}")
-    return value
-
-
-def _check_count(value: Any, what: str) -> int:
-    if type(value) is not int or value < 0:
-        raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r:.80}")
-    return value
 
 
 class Page(NamedTuple):
@@ -122,17 +113,15 @@ class SortedSet:
         if not isinstance(store, Store):
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
         if order is not None:
-            _check_choice(order, ("desc", "asc"), "order")
+            check_choice(order, ("desc", "asc"), "order")
         if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
             raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
-        for what, value in (("cache_bytes", cache_bytes), ("max_batch", max_batch)):
-            if type(value) is not int or value < (1 if what == "max_batch" else 0):
-                raise InvalidArgumentError(f"{what} must be a positive int, got {value!r:.80}")
+        check_count(cache_bytes, "cache_bytes")
+        check_count(max_batch, "max_batch", least=1)
         for what, seconds in (("gc_grace", gc_grace), ("retry_budget", retry_budget), ("max_wait", max_wait)):
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < float("inf"):
-                raise InvalidArgumentError(f"{what} must be a non-negative number of seconds, got {seconds!r:.80}")
-        if max_attempts is not None and (type(max_attempts) is not int or max_attempts < 1):
-            raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {max_attempts!r:.80}")
+            check_seconds(seconds, what)
+        if max_attempts is not None:
+            check_count(max_attempts, "max_attempts", least=1)
         self.store = store
         self.name = name
         self._keys = Keyspace(store.namespace, name)
@@ -176,19 +165,7 @@ class SortedSet:
     # -- heads and snapshots ---------------------------------------------
 
     def _decode_head(self, data: bytes) -> Head:
-        if data == self._head_bytes:
-            return self._head  # type: ignore[return-value]
-        head = Head.decode(self._keys.head, data)
-        if (head.order, head.chunk) != (self.order, self.chunk_size):
-            if self._explicit or self._head is not None:
-                raise SettingsMismatchError(
-                    f"set {self.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
-                    f"not order={self.order!r}, chunk_size={self.chunk_size} (was it dropped and recreated?)"
-                )
-            self._settle(head.order, head.chunk)  # opened before another process created it: adopt its settings
-        self._explicit = True
-        self._head_bytes, self._head = data, head
-        return head
+        return _head.decode_for(self, data)
 
     def _remember_head(self, head: Head) -> None:
         self._head_bytes, self._head = head.encode(), head
@@ -197,46 +174,9 @@ class SortedSet:
     def _forget_head(self) -> None:
         self._head_bytes = self._head = None
 
-    def _has_nodes(self) -> bool:
-        """Whether any node of this set is stored (a listing of the set's node keys, stopped early)."""
-        listed = list(itertools.islice(self.store.keys(self._keys.nodes), 16))
-        return any(True for _ in _garbage.existing(self, listed))
-
     def _snapshot(self, *, create: bool = False) -> Snapshot:
-        """The current state. ``create``: make an empty head first if there is none (a first write).
-
-        A head that vanished (the head of a set this object has seen, or any
-        set's head when a write would start it afresh) while nodes remain is
-        refused with :class:`HeadMissingError`, never taken for an empty set.
-        """
-        key = self._keys.head
-        record = self.store.get(key)
-        while record is None and (create or self._head is not None):
-            if self._has_nodes():
-                raise HeadMissingError(
-                    f"set {self.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
-                    "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
-                    key,
-                )
-            if not create:
-                self._forget_head()
-                break
-            # A new set: an empty head of epoch 1 first, so that every node is minted under a head. If another
-            # writer made one, or the reply was lost, read what is there.
-            with contextlib.suppress(ConflictError, StoreUnavailableError):
-                fresh = Head(self.order, self.chunk_size, epoch=1).next(secrets.token_hex(8))
-                self.store.cas(key, fresh.encode(), None)
-            record = self.store.get(key)
-        head = Head(self.order, self.chunk_size) if record is None else self._decode_head(record.value)
-        return Snapshot(record, head, Source(self.store, self._keys, self._cache), self._order.key)
-
-    def _collected_meanwhile(self, snap: Snapshot) -> None:
-        """After a MissingNodeError: return if the head moved since ``snap`` (a read retries), else raise."""
-        record = self.store.get(self._keys.head)
-        if (None if record is None else record.version) == snap.version:
-            raise MissingNodeError(
-                f"set {self.name!r}: a node the current head names is missing from the store (the set is damaged)"
-            )
+        """The current state; ``create``: make an empty head first if there is none (a first write)."""
+        return _head.snapshot(self, create)
 
     def _read(self, fn: Callable[[Snapshot], T]) -> T:
         """Run ``fn`` on a fresh snapshot; if a node it needs was collected meanwhile, on a newer one."""
@@ -245,7 +185,7 @@ class SortedSet:
             try:
                 return fn(snap)
             except MissingNodeError:
-                self._collected_meanwhile(snap)
+                _head.collected_meanwhile(self, snap)
         raise ConflictError(
             f"reads of set {self.name!r} kept losing their snapshot to garbage collection for "
             f"{self._policy.budget:g} s: raise gc_grace above the time a read takes"
@@ -302,7 +242,7 @@ class SortedSet:
         trips (head, member index entry set, score entry set).
         """
         member = check_member(member)
-        _check_choice(ties, TIES, "ties")
+        check_choice(ties, TIES, "ties")
 
         def run(snap: Snapshot) -> int | None:
             score = snap.members.get(member)
@@ -332,8 +272,8 @@ class SortedSet:
         O(log n + limit); with manifests cached, two round trips (head and the
         entry sets the page spans, fetched together).
         """
-        _check_count(offset, "offset")
-        _check_count(limit, "limit")
+        check_count(offset, "offset")
+        check_count(limit, "limit")
         return self._read(lambda snap: self._entries(snap, offset, offset + limit))
 
     def at(self, rank: int) -> Entry | None:
@@ -357,9 +297,9 @@ class SortedSet:
         ``limit`` page within the range.
         """
         best, worst = check_score(best), check_score(worst)
-        _check_count(offset, "offset")
+        check_count(offset, "offset")
         if limit is not None:
-            _check_count(limit, "limit")
+            check_count(limit, "limit")
 
         def run(snap: Snapshot) -> list[Entry]:
             start, stop = self._score_bounds(snap, best, worst)
@@ -383,8 +323,8 @@ class SortedSet:
     def around(self, member: str, before: int = 5, after: int = 5) -> list[Entry]:
         """The entries around ``member`` (it included), or ``[]`` if it is absent."""
         member = check_member(member)
-        _check_count(before, "before")
-        _check_count(after, "after")
+        check_count(before, "before")
+        check_count(after, "after")
 
         def run(snap: Snapshot) -> list[Entry]:
             score = snap.members.get(member)
@@ -394,34 +334,6 @@ class SortedSet:
             return self._entries(snap, max(position - before, 0), position + after + 1)
 
         return self._read(run)
-
-    def _cursor_tag(self) -> int:
-        return zlib.crc32(self._keys.prefix.encode())
-
-    def _encode_cursor(self, tree: Tree, position: int, member: str, score: Score) -> str:
-        state = [tree.root, tree.height, tree.count, position, member, score]
-        payload = msgpack.packb([self._cursor_tag(), *state])
-        return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
-
-    def _decode_cursor(self, cursor: Any) -> tuple[str | None, int, int, int, str, Score]:
-        """The state a cursor of this set carries; InvalidArgumentError for anything else."""
-        try:
-            data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-            payload = data[:-4]
-            if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
-                raise ValueError("checksum")
-            tag, root, height, count, position, member, score = msgpack.unpackb(payload)
-            if tag != self._cursor_tag():
-                raise ValueError("another set's cursor")
-            if not (root is None or type(root) is str) or not all(type(n) is int for n in (height, count, position)):
-                raise ValueError("types")
-            if not (0 <= height <= 64 and 0 < position < count):
-                raise ValueError("ranges")
-            check_member(member)
-            check_score(score)
-        except Exception:
-            raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None
-        return root, height, count, position, member, score
 
     def page(self, limit: int = 100, cursor: str | None = None) -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
@@ -442,26 +354,26 @@ class SortedSet:
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
 
-        def resume(snap: Snapshot) -> tuple[Tree, int]:
-            if cursor is None:
-                return snap.scores, 0
-            return snap.scores, snap.scores.count_below([self._order.key_after(member, score)])[0]
-
         if cursor is None:
-            tree, position = self._read(lambda snap: (snap.scores, 0))
+            tree, position, (members, scores) = self._read(lambda snap: (snap.scores, 0, snap.scores.slice(0, limit)))
         else:
-            root, height, count, position, member, score = self._decode_cursor(cursor)
+            root, height, count, position, member, score = _cursor.decode(self._keys.prefix, self.name, cursor)
             tree = Tree(Source(self.store, self._keys, self._cache), self._order.key, root, height, count)
-        try:
-            members, scores = tree.slice(position, position + limit)
-        except MissingNodeError:  # the snapshot was collected: go on from the newest head, after the last entry
-            tree, position = self._read(resume)
-            members, scores = self._read(lambda snap: snap.scores.slice(position, position + limit))
+            try:
+                members, scores = tree.slice(position, position + limit)
+            except MissingNodeError:  # the snapshot was collected: go on from the newest head, after the last entry
+
+                def resume(snap: Snapshot) -> tuple[Tree, int, tuple[list[str], list[Any]]]:
+                    at = snap.scores.count_below([self._order.key_after(member, score)])[0]
+                    return snap.scores, at, snap.scores.slice(at, at + limit)
+
+                tree, position, (members, scores) = self._read(resume)
         entries = list(map(_entry, members, scores, range(position + 1, position + 1 + len(members))))
         position += len(entries)
         if position >= tree.count or not entries:
             return Page(entries, None)
-        return Page(entries, self._encode_cursor(tree, position, members[-1], scores[-1]))
+        state = (tree.root, tree.height, tree.count, position, members[-1], scores[-1])
+        return Page(entries, _cursor.encode(self._keys.prefix, state))
 
     def __iter__(self) -> Iterator[Entry]:
         """Every entry in order, one entry set at a time, from one snapshot (see :meth:`page`)."""
@@ -484,16 +396,8 @@ class SortedSet:
 
     def add_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], *, op: str = "set") -> int | None:
         """Apply ``op`` to many ``(member, score)`` pairs in one commit; returns how many members are new."""
-        _check_choice(op, OPS, "op")
-        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
-            raise InvalidArgumentError(f"pairs must be a mapping or an iterable of (member, score), got {pairs!r:.80}")
-        ops = []
-        for pair in pairs.items() if isinstance(pairs, Mapping) else pairs:
-            try:
-                member, score = pair
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(f"expected (member, score) pairs, got {pair!r:.80}") from None
-            ops.append((op, check_member(member), check_score(score)))
+        check_choice(op, OPS, "op")
+        ops = [(op, member, score) for member, score in each_pair(pairs)]
         results = self._submit(ops)
         return None if results is None else sum(1 for new in results if new)
 
@@ -580,17 +484,14 @@ class SortedSet:
         """
         if type(replace) is not bool:
             raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
-        if type(batch) is not int or batch < 1:
-            raise InvalidArgumentError(f"batch must be an int >= 1, got {batch!r:.80}")
+        check_count(batch, "batch", least=1)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
-        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
-            raise InvalidArgumentError(f"pairs must be a mapping or an iterable of (member, score), got {pairs!r:.80}")
-        data = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
+        data = check_pairs(pairs)
         sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
         try:
             sset._snapshot()
-        except CorruptDataError:
+        except CorruptDataError:  # a damaged head: replace removes what is left first
             if not replace:
                 raise
             sset.drop()
@@ -609,9 +510,7 @@ class SortedSet:
         before deleting, so that readers holding an older head finish. Lists
         the set's node keys: a maintenance call, O(nodes).
         """
-        if not isinstance(min_age, (int, float)) or isinstance(min_age, bool) or not min_age >= 0:
-            raise InvalidArgumentError(f"min_age must be a non-negative number of seconds, got {min_age!r:.80}")
-        return _garbage.gc(self, min_age, wait)
+        return _garbage.gc(self, check_seconds(min_age, "min_age"), wait)
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
         """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago.

@@ -225,6 +225,18 @@ class Store:
         self._delete_many(keys)
         self.stats.add(calls=1, deletes=len(keys))
 
+    def existing(self, keys: Sequence[str], batch: int = 1000) -> list[str]:
+        """The ``keys`` that read as present, ``batch`` per round trip.
+
+        A listing may name keys deleted moments ago (Riak lists tombstones
+        until they are reaped): what is reported or deleted is checked first.
+        """
+        found: list[str] = []
+        for start in range(0, len(keys), batch):
+            chunk = keys[start : start + batch]
+            found.extend(key for key, value in zip(chunk, self.get_many(chunk)) if value is not None)
+        return found
+
     def keys(self, prefix: str) -> Iterator[str]:
         """Every stored key that starts with ``prefix`` (order unspecified).
 
