@@ -18,8 +18,6 @@ class NodeCache:
     def __init__(self, max_bytes: int = 64 << 20) -> None:
         self.max_bytes = max_bytes
         self.size = 0
-        self.hits = 0
-        self.misses = 0
         self._nodes: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -27,10 +25,8 @@ class NodeCache:
         with self._lock:
             item = self._nodes.get(key)
             if item is None:
-                self.misses += 1
                 return None
             self._nodes.move_to_end(key)
-            self.hits += 1
             return item[0]
 
     def put(self, key: str, node: Any, size: int) -> None:

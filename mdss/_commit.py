@@ -19,8 +19,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ._group import Pending
-from ._head import LANDED, LOST, PENDING, Head, TreeRef, collected_meanwhile
-from ._order import add_scores
+from ._head import LANDED, LOST, PENDING, Head, TreeRef, collected_meanwhile, remember
+from ._order import add_scores, check_count, check_pairs
 from ._retry import STORE_CALLS
 from ._writer import Writer
 from .exceptions import (
@@ -127,7 +127,7 @@ def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: 
         with contextlib.suppress(StoreUnavailableError):  # else left for gc(): no head will ever name them
             sset.store.delete_many(nodes)
         return False
-    sset._remember_head(head)
+    remember(sset, head)
     cache = sset._cache
     for node_id in writer.replaced:  # only readers of older heads could want them: they reload
         cache.discard(node_id)
@@ -175,8 +175,20 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:
     ) from ambiguous
 
 
-def load(sset: SortedSet, pairs: dict[str, Any], replace: bool, progress: Any, batch: int) -> None:
-    """Build both trees bottom-up from ``pairs`` and publish them in one commit."""
+def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) -> None:
+    """Build both trees bottom-up from ``pairs`` and publish them in one commit (``SortedSet.load``)."""
+    if type(replace) is not bool:
+        raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
+    check_count(batch, "batch", least=1)
+    if progress is not None and not callable(progress):
+        raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
+    pairs = check_pairs(pairs)
+    try:
+        sset._snapshot()
+    except CorruptDataError:  # a damaged head: replace removes what is left first
+        if not replace:
+            raise
+        sset.drop()
     snap = sset._snapshot(create=True)
     if snap.head.scores.count and not replace:
         raise InvalidArgumentError(f"set {sset.name!r} already has entries; pass replace=True to replace them")

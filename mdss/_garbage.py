@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import _writer
-from ._head import EMPTY, Head, has_nodes
+from ._head import EMPTY, Head, decode_for, forget, has_nodes
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError
 
@@ -79,7 +79,7 @@ def advance_epoch(sset: SortedSet) -> Head | None:
         record = sset.store.get(key)
         if record is None:
             return None
-        head = sset._decode_head(record.value)
+        head = decode_for(sset, record.value)
         nxt = head.next(secrets.token_hex(8), epoch=head.epoch + 1)
         try:
             sset.store.cas(key, nxt.encode(), record.version)
@@ -137,7 +137,7 @@ def drop(sset: SortedSet) -> None:
     record = store.get(keys.head)
     if record is not None and (emptied is None or record.value == emptied):
         store.delete(keys.head)
-    sset._forget_head()
+    forget(sset)
 
 
 def _empty_head(sset: SortedSet) -> bytes | None:

@@ -160,6 +160,32 @@ class Snapshot:
         self.members = Tree(source, member_key, *attrs.astuple(head.members))
 
 
+def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:
+    """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an
+    open: reads raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
+    record = sset.store.get(sset._keys.head)
+    try:
+        stored = None if record is None else Head.decode(sset._keys.head, record.value)
+    except CorruptDataError:
+        return
+    if stored is not None:
+        for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
+            if wanted is not None and wanted != have:
+                raise SettingsMismatchError(f"set {sset.name!r} is stored with {what}={have!r}, not {wanted!r}")
+        sset._settle(stored.order, stored.chunk)
+        sset._explicit = True
+
+
+def remember(sset: SortedSet, head: Head) -> None:
+    """The head a commit of ``sset`` just published: the next read of those bytes needs no decoding."""
+    sset._head_bytes, sset._head = head.encode(), head
+    sset._explicit = True
+
+
+def forget(sset: SortedSet) -> None:
+    sset._head_bytes = sset._head = None
+
+
 def decode_for(sset: SortedSet, data: bytes) -> Head:
     """The head of ``sset`` from stored bytes (decoded once per distinct value), checked against its settings.
 
@@ -205,7 +231,7 @@ def snapshot(sset: SortedSet, create: bool) -> Snapshot:
                 key,
             )
         if not create:
-            sset._forget_head()
+            forget(sset)
             break
         with contextlib.suppress(ConflictError, StoreUnavailableError):  # made by another writer, or reply lost
             store.cas(key, Head(sset.order, sset.chunk_size, epoch=1).next(secrets.token_hex(8)).encode(), None)

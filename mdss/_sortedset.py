@@ -29,7 +29,6 @@ from ._order import (
     check_choice,
     check_count,
     check_member,
-    check_pairs,
     check_score,
     check_seconds,
     each_pair,
@@ -38,10 +37,8 @@ from ._retry import COMMITS
 from ._tree import Source, Tree
 from .exceptions import (
     ConflictError,
-    CorruptDataError,
     InvalidArgumentError,
     MissingNodeError,
-    SettingsMismatchError,
 )
 from .stores.base import Stats, Store
 
@@ -137,17 +134,7 @@ class SortedSet:
         self._head: Head | None = None
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
-        record = store.get(self._keys.head)
-        try:
-            stored = None if record is None else Head.decode(self._keys.head, record.value)
-        except CorruptDataError:
-            stored = None  # a damaged head: reads raise, check() reports, drop() and load(replace=True) work
-        if stored is not None:
-            for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
-                if wanted is not None and wanted != have:
-                    raise SettingsMismatchError(f"set {name!r} is stored with {what}={have!r}, not {wanted!r}")
-            self._settle(stored.order, stored.chunk)
-            self._explicit = True
+        _head.adopt_stored_settings(self, order, chunk_size)
 
     def _settle(self, order: str, chunk_size: int) -> None:
         self.order: str = order
@@ -163,16 +150,6 @@ class SortedSet:
         return self.store.stats
 
     # -- heads and snapshots ---------------------------------------------
-
-    def _decode_head(self, data: bytes) -> Head:
-        return _head.decode_for(self, data)
-
-    def _remember_head(self, head: Head) -> None:
-        self._head_bytes, self._head = head.encode(), head
-        self._explicit = True
-
-    def _forget_head(self) -> None:
-        self._head_bytes = self._head = None
 
     def _snapshot(self, *, create: bool = False) -> Snapshot:
         """The current state; ``create``: make an empty head first if there is none (a first write)."""
@@ -482,20 +459,8 @@ class SortedSet:
         >>> [e.member for e in board]
         ['b', 'a']
         """
-        if type(replace) is not bool:
-            raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
-        check_count(batch, "batch", least=1)
-        if progress is not None and not callable(progress):
-            raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
-        data = check_pairs(pairs)
         sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
-        try:
-            sset._snapshot()
-        except CorruptDataError:  # a damaged head: replace removes what is left first
-            if not replace:
-                raise
-            sset.drop()
-        _commit.load(sset, data, replace, progress, batch)
+        _commit.load(sset, pairs, replace, progress, batch)
         return sset
 
     def gc(self, *, min_age: float = 0.0, wait: bool = True) -> int:
