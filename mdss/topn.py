@@ -13,15 +13,15 @@ compare-and-set stores the object is updated with a compare-and-set loop.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Iterable, Mapping
 
+import attrs
 import msgpack
 
 from ._codec import FORMAT
 from ._keys import Keyspace
 from ._order import Entry, Order, Score, check_pairs
+from ._retry import COMMITS
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError
 from .stores.base import Record, Store
 
@@ -49,6 +49,10 @@ def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
 class TopN:
     """The best ``n`` entries ever posted to a named object in ``store``.
 
+    A post that loses the race for the object on a compare-and-set store is
+    retried for up to ``retry_budget`` seconds (and at most ``max_attempts``
+    times, if given), as a sorted set's commit is.
+
     >>> podium = TopN(mdss.open_store("memory://"), "podium", n=3)
     >>> podium.post_many({"ann": 7, "bob": 9, "cid": 8, "dee": 1})
     True
@@ -58,13 +62,28 @@ class TopN:
     [('bob', 9, 1), ('cid', 8, 2), ('ann', 7, 3)]
     """
 
-    def __init__(self, store: Store, name: str, n: int = 10, order: str = "desc", *, max_attempts: int = 32) -> None:
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        n: int = 10,
+        order: str = "desc",
+        *,
+        retry_budget: float = COMMITS.budget,
+        max_attempts: int | None = None,
+    ) -> None:
         if type(n) is not int or n < 1:
-            raise InvalidArgumentError(f"n must be an int >= 1, got {n!r}")
+            raise InvalidArgumentError(f"n must be an int >= 1, got {n!r:.80}")
+        if type(retry_budget) not in (int, float) or not 0 <= retry_budget < float("inf"):
+            raise InvalidArgumentError(
+                f"retry_budget must be a non-negative number of seconds, got {retry_budget!r:.80}"
+            )
+        if max_attempts is not None and (type(max_attempts) is not int or max_attempts < 1):
+            raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {max_attempts!r:.80}")
         self.store, self.name, self.n = store, name, n
         self.order = Order(order)
-        self.key = Keyspace(store.namespace, name).prefix + "t"
-        self.max_attempts = max_attempts
+        self.key = Keyspace(store.namespace, name).topn
+        self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
 
     def __repr__(self) -> str:
         return f"TopN({self.name!r}, n={self.n}, order={self.order.name!r})"
@@ -119,7 +138,7 @@ class TopN:
     def post_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]]) -> bool:
         """Record many scores in one write; returns whether the top ``n`` changed."""
         posted = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
-        for attempt in range(self.max_attempts):
+        for _ in self._policy.attempts():
             record, current = self._read()
             merged = merge(self.order, self.n, current, posted.items())
             if merged == current and (record is None or len(record.values) == 1):
@@ -132,8 +151,11 @@ class TopN:
                 self.store.cas(self.key, data, None if record is None else record.version)
                 return merged != current
             except ConflictError:
-                time.sleep(random.uniform(0, min(0.001 * 2**attempt, 0.1)))
-        raise ConflictError(f"top-N set {self.name!r}: lost {self.max_attempts} races; the post was not applied")
+                continue  # another writer moved the object: merge into what it wrote
+        raise ConflictError(
+            f"top-N set {self.name!r} lost the race for its key on every attempt (retry_budget "
+            f"{self._policy.budget:g} s, max_attempts {self._policy.max_attempts}); the post was not applied"
+        )
 
 
 __all__ = ["TopN", "merge"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import strategies as S
@@ -82,6 +83,26 @@ def test_concurrent_posters_on_every_store(store) -> None:
         thread.join()
     expected = best_of(podium.order, 5, [pair for p in posted for pair in p])
     assert [(e.member, e.score) for e in podium.top()] == expected
+
+
+def test_a_post_retries_lost_races_within_its_policy() -> None:
+    store = MemoryStore()
+    calls = []
+
+    def always_loses(key: str, value: bytes, version: Any) -> None:
+        calls.append(key)
+        raise mdss.ConflictError("another writer moved it")
+
+    store.cas = always_loses  # type: ignore[method-assign]
+    with pytest.raises(mdss.ConflictError, match="not applied"):
+        TopN(store, "t", max_attempts=3).post("ann", 1)
+    assert len(calls) == 3
+    with pytest.raises(mdss.ConflictError):
+        TopN(store, "t", retry_budget=0).post("ann", 1)
+    assert len(calls) == 4 and store.get(TopN(store, "t").key) is None
+    for bad in ({"retry_budget": -1}, {"retry_budget": "1"}, {"retry_budget": float("nan")}, {"max_attempts": 0}):
+        with pytest.raises(mdss.InvalidArgumentError):
+            TopN(store, "t", **bad)
 
 
 # -- the merge's algebra -------------------------------------------------------------
