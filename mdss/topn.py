@@ -9,23 +9,34 @@ writes the merge back with the context it read (read repair). The merge is
 commutative, associative and idempotent, so every interleaving of writers
 ends in the same top ``n``: that of every score ever posted. On
 compare-and-set stores the object is updated with a compare-and-set loop.
+
+The stored value is ``seal(msgpack([2, n, order, members, scores]))``, best
+entry first (:func:`mdss._codec.seal` appends a CRC-32). Format 1, the same
+array with version 1 and no checksum, is still read; the next write turns it
+into format 2.
 """
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+import attrs
 import msgpack
 
-from ._codec import FORMAT
+from ._codec import seal, unseal
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, check_pairs
+from ._order import Entry, Order, Score, check_member, check_pairs, check_score
+from ._retry import COMMITS
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError
 from .stores.base import Record, Store
 
 Pairs = list[tuple[str, Score]]
+
+#: The format top-N values are written in: sealed with a checksum.
+FORMAT = 2
+#: The format before it, unsealed: still read.
+LEGACY = 1
 
 
 def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
@@ -49,6 +60,10 @@ def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
 class TopN:
     """The best ``n`` entries ever posted to a named object in ``store``.
 
+    A post that loses the race for the object on a compare-and-set store is
+    retried for up to ``retry_budget`` seconds (and at most ``max_attempts``
+    times, if given), as a sorted set's commit is.
+
     >>> podium = TopN(mdss.open_store("memory://"), "podium", n=3)
     >>> podium.post_many({"ann": 7, "bob": 9, "cid": 8, "dee": 1})
     True
@@ -58,13 +73,28 @@ class TopN:
     [('bob', 9, 1), ('cid', 8, 2), ('ann', 7, 3)]
     """
 
-    def __init__(self, store: Store, name: str, n: int = 10, order: str = "desc", *, max_attempts: int = 32) -> None:
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        n: int = 10,
+        order: str = "desc",
+        *,
+        retry_budget: float = COMMITS.budget,
+        max_attempts: int | None = None,
+    ) -> None:
         if type(n) is not int or n < 1:
-            raise InvalidArgumentError(f"n must be an int >= 1, got {n!r}")
+            raise InvalidArgumentError(f"n must be an int >= 1, got {n!r:.80}")
+        if type(retry_budget) not in (int, float) or not 0 <= retry_budget < float("inf"):
+            raise InvalidArgumentError(
+                f"retry_budget must be a non-negative number of seconds, got {retry_budget!r:.80}"
+            )
+        if max_attempts is not None and (type(max_attempts) is not int or max_attempts < 1):
+            raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {max_attempts!r:.80}")
         self.store, self.name, self.n = store, name, n
         self.order = Order(order)
-        self.key = Keyspace(store.namespace, name).prefix + "t"
-        self.max_attempts = max_attempts
+        self.key = Keyspace(store.namespace, name).topn
+        self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
 
     def __repr__(self) -> str:
         return f"TopN({self.name!r}, n={self.n}, order={self.order.name!r})"
@@ -72,18 +102,43 @@ class TopN:
     # -- encoding ---------------------------------------------------------------
 
     def _encode(self, entries: Pairs) -> bytes:
-        return msgpack.packb([FORMAT, self.n, self.order.name, [m for m, _ in entries], [s for _, s in entries]])
+        return seal(msgpack.packb([FORMAT, self.n, self.order.name, [m for m, _ in entries], [s for _, s in entries]]))
 
     def _decode(self, data: bytes) -> Pairs:
+        """The entries of one stored value, every field checked; :class:`CorruptDataError` naming the key if not.
+
+        Bytes that fail the checksum are read as format 1, which has none;
+        damaged format-2 bytes fail that too (the trailer is extra data, or
+        the version is not 1).
+        """
         try:
-            version, n, order, members, scores = msgpack.unpackb(data)
-            if version != FORMAT or len(members) != len(scores):
-                raise ValueError("bad shape")
-        except Exception as exc:
-            raise CorruptDataError(f"stored top-N set does not decode: {exc}", self.key) from None
+            payload, version = unseal(self.key, data), FORMAT
+        except CorruptDataError:
+            payload, version = data, LEGACY
+        try:
+            value: Any = msgpack.unpackb(payload)
+        except Exception as exc:  # msgpack raises several unrelated types on garbage
+            raise self._corrupt(f"does not decode ({type(exc).__name__}: {exc})") from None
+        if type(value) is not list or len(value) != 5 or type(value[0]) is not int or value[0] != version:
+            raise self._corrupt("fails its checksum or has an unknown format")
+        _, n, order, members, scores = value
+        if type(n) is not int or n < 1 or type(order) is not str or order not in ("asc", "desc"):
+            raise self._corrupt(f"has impossible settings n={n!r:.40}, order={order!r:.40}")
         if (n, order) != (self.n, self.order.name):
             raise SettingsMismatchError(f"top-N set {self.name!r} is stored with n={n}, order={order!r}")
-        return list(zip(members, scores))
+        if type(members) is not list or type(scores) is not list or not len(members) == len(scores) <= n:
+            raise self._corrupt(f"is malformed: not {n} members or fewer, each with a score")
+        try:
+            entries = [(check_member(m), check_score(s)) for m, s in zip(members, scores)]
+        except InvalidArgumentError as exc:
+            raise self._corrupt(f"holds a bad entry: {exc}") from None
+        keys = [self.order.key(m, s) for m, s in entries]
+        if any(a >= b for a, b in zip(keys, keys[1:])) or len(set(members)) < len(members):
+            raise self._corrupt("is out of order or repeats a member")
+        return entries
+
+    def _corrupt(self, why: str) -> CorruptDataError:
+        return CorruptDataError(f"stored top-N set {self.name!r} {why}", self.key)
 
     def _read(self) -> tuple[Record | None, Pairs]:
         """The stored record and the merge of all its siblings."""
@@ -119,7 +174,7 @@ class TopN:
     def post_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]]) -> bool:
         """Record many scores in one write; returns whether the top ``n`` changed."""
         posted = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
-        for attempt in range(self.max_attempts):
+        for _ in self._policy.attempts():
             record, current = self._read()
             merged = merge(self.order, self.n, current, posted.items())
             if merged == current and (record is None or len(record.values) == 1):
@@ -132,8 +187,11 @@ class TopN:
                 self.store.cas(self.key, data, None if record is None else record.version)
                 return merged != current
             except ConflictError:
-                time.sleep(random.uniform(0, min(0.001 * 2**attempt, 0.1)))
-        raise ConflictError(f"top-N set {self.name!r}: lost {self.max_attempts} races; the post was not applied")
+                continue  # another writer moved the object: merge into what it wrote
+        raise ConflictError(
+            f"top-N set {self.name!r} lost the race for its key on every attempt (retry_budget "
+            f"{self._policy.budget:g} s, max_attempts {self._policy.max_attempts}); the post was not applied"
+        )
 
 
 __all__ = ["TopN", "merge"]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
+import msgpack
 import pytest
 import strategies as S
 from hypothesis import given
 from hypothesis import strategies as st
 
 import mdss
+from mdss._codec import seal, unseal
 from mdss._order import Order
 from mdss.stores.memory import MemoryStore
 from mdss.topn import TopN, merge
@@ -82,6 +85,157 @@ def test_concurrent_posters_on_every_store(store) -> None:
         thread.join()
     expected = best_of(podium.order, 5, [pair for p in posted for pair in p])
     assert [(e.member, e.score) for e in podium.top()] == expected
+
+
+def test_a_post_retries_lost_races_within_its_policy() -> None:
+    store = MemoryStore()
+    calls = []
+
+    def always_loses(key: str, value: bytes, version: Any) -> None:
+        calls.append(key)
+        raise mdss.ConflictError("another writer moved it")
+
+    store.cas = always_loses  # type: ignore[method-assign]
+    with pytest.raises(mdss.ConflictError, match="not applied"):
+        TopN(store, "t", max_attempts=3).post("ann", 1)
+    assert len(calls) == 3
+    with pytest.raises(mdss.ConflictError):
+        TopN(store, "t", retry_budget=0).post("ann", 1)
+    assert len(calls) == 4 and store.get(TopN(store, "t").key) is None
+    for bad in ({"retry_budget": -1}, {"retry_budget": "1"}, {"retry_budget": float("nan")}, {"max_attempts": 0}):
+        with pytest.raises(mdss.InvalidArgumentError):
+            TopN(store, "t", **bad)
+
+
+# -- the stored value: format 2 sealed, format 1 still read, anything malformed refused --------
+
+
+def test_values_are_written_sealed_in_format_2(store) -> None:
+    podium = TopN(store, "podium", n=3)
+    podium.post_many({"ann": 5, "bob": 7.5})
+    stored = store.get(podium.key).value
+    assert msgpack.unpackb(unseal(podium.key, stored)) == [2, 3, "desc", ["bob", "ann"], [7.5, 5]]
+
+
+def test_format_1_values_read_and_the_next_write_seals_them(store) -> None:
+    podium = TopN(store, "podium", n=3)
+    store.put(podium.key, msgpack.packb([1, 3, "desc", ["bob", "ann"], [7, 5]]))
+    assert [(e.member, e.score) for e in podium.top()] == [("bob", 7), ("ann", 5)]
+    assert podium.post("ann", 2) is False and msgpack.unpackb(store.get(podium.key).value)[0] == 1  # no write
+    assert podium.post("cid", 6) is True
+    stored = store.get(podium.key).value
+    assert msgpack.unpackb(unseal(podium.key, stored)) == [2, 3, "desc", ["bob", "cid", "ann"], [7, 6, 5]]
+
+
+def value(*fields: Any) -> bytes:
+    """A sealed format-2 value of a desc top-3 set with these fields after the version."""
+    return seal(msgpack.packb([2, *fields]))
+
+
+MALFORMED = {
+    "not msgpack": b"\xc1",
+    "sealed garbage": seal(b"\xc1"),
+    "empty": b"",
+    "a map": seal(msgpack.packb({"v": 2})),
+    "a number": seal(msgpack.packb(2)),
+    "four fields": value(3, "desc", ["ann"]),
+    "six fields": value(3, "desc", ["ann"], [1], None),
+    "version 3": seal(msgpack.packb([3, 3, "desc", ["ann"], [1]])),
+    "version True": seal(msgpack.packb([True, 3, "desc", ["ann"], [1]])),
+    "version '2'": seal(msgpack.packb(["2", 3, "desc", ["ann"], [1]])),
+    "version 1, sealed": seal(msgpack.packb([1, 3, "desc", ["ann"], [1]])),
+    "version 2, unsealed": msgpack.packb([2, 3, "desc", ["ann"], [1]]),
+    "version 1 with a trailer": msgpack.packb([1, 3, "desc", ["ann"], [1]]) + b"\0\0\0\0",
+    "n 0": value(0, "desc", [], []),
+    "n True": value(True, "desc", [], []),
+    "n '3'": value("3", "desc", [], []),
+    "order 'up'": value(3, "up", [], []),
+    "order None": value(3, None, [], []),
+    "members a string": value(3, "desc", "ann", [1]),
+    "scores a map": value(3, "desc", ["ann"], {"ann": 1}),
+    "lengths differ": value(3, "desc", ["ann", "bob"], [1]),
+    "over n": value(3, "desc", ["a", "b", "c", "d"], [4, 3, 2, 1]),
+    "int member": value(3, "desc", [7], [1]),
+    "bytes member": value(3, "desc", [b"ann"], [1]),
+    "bool member": value(3, "desc", [True], [1]),
+    "empty member": value(3, "desc", [""], [1]),
+    "None member": value(3, "desc", [None], [1]),
+    "str score": value(3, "desc", ["ann"], ["5"]),
+    "None score": value(3, "desc", ["ann"], [None]),
+    "NaN score": value(3, "desc", ["ann"], [float("nan")]),
+    "bool score": value(3, "desc", ["ann"], [True]),
+    "score over 64 bits": value(3, "desc", ["ann"], [2**64 - 1]),
+    "list score": value(3, "desc", ["ann"], [[1]]),
+    "out of order": value(3, "desc", ["ann", "bob"], [1, 5]),
+    "a repeated member": value(3, "desc", ["ann", "ann"], [5, 3]),
+    "format 1, int member": msgpack.packb([1, 3, "desc", [7], [5]]),
+    "format 1, NaN score": msgpack.packb([1, 3, "desc", ["ann"], [float("nan")]]),
+}
+
+
+@pytest.mark.parametrize("stored", MALFORMED.values(), ids=MALFORMED.keys())
+def test_every_malformed_value_raises_corrupt_data_error_naming_the_key(store, stored: bytes) -> None:
+    podium = TopN(store, "podium", n=3)
+    store.put(podium.key, stored)
+    for read in (podium.top, podium.__len__, podium.threshold, lambda: podium.post("zed", 100)):
+        with pytest.raises(mdss.CorruptDataError, match=podium.key):
+            read()
+    assert store.get(podium.key).value == stored  # served nothing, wrote nothing back
+
+
+def test_a_malformed_sibling_is_not_merged_nor_repaired() -> None:
+    store = MemoryStore(siblings=True)
+    podium = TopN(store, "podium", n=3)
+    podium.post("ann", 5)
+    store.put(podium.key, MALFORMED["int member"], context=None)  # a concurrent write: a sibling
+    with pytest.raises(mdss.CorruptDataError, match=podium.key):
+        podium.top()
+    assert len(store.get(podium.key).values) == 2
+
+
+corruptions = st.one_of(
+    st.tuples(st.just("flip"), st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=4)),
+    st.tuples(st.just("truncate"), st.integers(0, 10**6)),
+    st.tuples(st.just("append"), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("splice"), st.tuples(st.integers(0, 10**6), st.integers(0, 8), st.binary(max_size=8))),
+)
+
+
+def corrupt(data: bytes, corruption: tuple[str, Any]) -> bytes:
+    kind, arg = corruption
+    if kind == "flip":
+        out = bytearray(data)
+        for at, mask in arg:
+            out[at % len(out)] ^= mask
+        return bytes(out)
+    if kind == "truncate":
+        return data[: arg % len(data)]
+    if kind == "append":
+        return data + arg
+    at, cut, insert = arg
+    at %= len(data)
+    return data[:at] + insert + data[at + cut :]
+
+
+@given(
+    posted=st.lists(st.tuples(S.members, S.scores), min_size=1, max_size=12),
+    n=st.integers(1, 5),
+    order=S.orders,
+    corruption=corruptions,
+)
+def test_a_corrupted_value_reads_as_before_or_raises_corrupt_data_error(posted, n, order, corruption) -> None:
+    store = MemoryStore()
+    podium = TopN(store, "podium", n=n, order=order)
+    podium.post_many(posted)
+    before = podium.top()
+    stored = store.get(podium.key).value
+    store.put(podium.key, corrupt(stored, corruption))
+    try:
+        after = podium.top()
+    except mdss.CorruptDataError as exc:
+        assert exc.key == podium.key
+    else:
+        assert after == before and [type(e.score) for e in after] == [type(e.score) for e in before]
 
 
 # -- the merge's algebra -------------------------------------------------------------

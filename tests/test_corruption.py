@@ -1,0 +1,154 @@
+"""Corruption fuzz: damaged stored bytes are refused, never served.
+
+A small set (chunk size 4, both trees of height 2 or more) lives on a memory
+store. One damage at a time (a random non-zero byte xor-ed into one byte, or
+into 2-4 adjacent bytes, of a stored node or of the head) is applied and then
+undone; in between, a freshly opened set runs every read. Each read must
+answer exactly what it answers on the pristine set (same values, same score
+types) or raise :class:`mdss.CorruptDataError` (of which ``MissingNodeError``
+and ``HeadMissingError`` are kinds). The damages come from a seeded generator,
+so a failure names its seed, key and offset and reproduces.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import mdss
+from mdss._keys import Keyspace
+
+NAME = "fuzz"
+ABSENT = "no such member"
+
+
+def build(order: str) -> tuple[mdss.Store, list[str], list[Any]]:
+    """The set, its members and its distinct scores, best first."""
+    rng = random.Random(f"fuzz set {order}")
+    scores: list[Any] = [rng.randrange(-20, 20) for _ in range(30)] + [rng.uniform(-20, 20) for _ in range(6)]
+    scores += [2**63 - 1, -(2**63), float("inf"), float("-inf")]
+    members = [f"m{i:02d}" if i % 5 else f"ü{i:02d}☃" for i in range(len(scores))]
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, NAME, dict(zip(members, scores)), order=order, chunk_size=4)
+    info = board.info()
+    assert min(info["score_tree_height"], info["member_index_height"]) >= 2, info
+    ranked = [e.score for e in board.range(0, len(board))]
+    return store, members, sorted(set(ranked), key=ranked.index)
+
+
+def reads(members: list[str], scores: list[Any]) -> Iterator[tuple[str, Callable[[mdss.SortedSet], Any]]]:
+    """Every read, named: per member, per rank, per score, and over the whole set."""
+    best, worst = scores[0], scores[-1]
+    yield "len", len
+    yield "iteration", list
+    yield "range(all)", lambda b: b.range(0, len(members) + 1)
+    yield "range(middle)", lambda b: b.range(len(members) // 3, 7)
+    yield "range_by_score(all)", lambda b: b.range_by_score(best, worst)
+    yield "range_by_score(middle)", lambda b: b.range_by_score(scores[3], scores[-4], offset=1, limit=9)
+    yield "count(all)", lambda b: b.count(best, worst)
+    yield "count(middle)", lambda b: b.count(scores[3], scores[-4])
+    yield "scores(all)", lambda b: b.scores(members + [ABSENT])
+    for member in members + [ABSENT]:
+        yield f"score({member!r})", lambda b, m=member: b.score(m)
+        yield f"rank({member!r})", lambda b, m=member: b.rank(m)
+        yield f"rank({member!r}, competition)", lambda b, m=member: b.rank(m, ties="competition")
+        yield f"around({member!r})", lambda b, m=member: b.around(m, 2, 2)
+    for rank in range(1, len(members) + 2):
+        yield f"at({rank})", lambda b, r=rank: b.at(r)
+    for score in scores + [0.5]:
+        yield f"rank_of_score({score!r})", lambda b, s=score: b.rank_of_score(s)
+
+
+def answers(store: mdss.Store, calls: list[tuple[str, Callable[[mdss.SortedSet], Any]]]) -> Iterator[tuple[str, str]]:
+    """``(read, repr of its answer)`` for every read on a freshly opened set (nothing cached);
+    ``CorruptDataError`` as the answer ``"refused"``, any other exception by its type and text.
+    """
+    try:
+        board = mdss.SortedSet(store, NAME)
+    except mdss.CorruptDataError:
+        return
+    except Exception as exc:
+        yield "open", f"raised {type(exc).__name__}: {exc}"
+        return
+    for what, call in calls:
+        try:
+            yield what, repr(call(board))  # repr: 5 and 5.0 are equal, but a stored int must read as an int
+        except mdss.CorruptDataError:
+            yield what, "refused"
+        except Exception as exc:
+            yield what, f"raised {type(exc).__name__}: {exc}"
+
+
+def without_ids(value: bytes) -> bytes:
+    """A stored value with the node ids (random, 20+ hex digits) taken out: an order of the stored keys
+    that is the same in every run, so that a seed picks the same damages."""
+    return re.sub(rb"[0-9a-f]{20,}", b"", value)
+
+
+def damages(store: mdss.Store, rng: random.Random, per_key: int | None) -> list[tuple[str, int, bytes]]:
+    """``(key, offset, xor mask)``, shuffled: ``per_key`` random single-byte flips of every stored key
+    (every offset when ``None``), and as many bursts of 2-4 adjacent bytes."""
+    found = []
+    for key in sorted(store.keys(store.namespace + ":"), key=lambda k: without_ids(store.get(k).value)):
+        size = len(store.get(key).value)
+        offsets = range(size) if per_key is None else [rng.randrange(size) for _ in range(per_key)]
+        for offset in offsets:
+            found.append((key, offset, bytes([rng.randrange(1, 256)])))
+        for _ in range(len(offsets)):
+            width = min(rng.randint(2, 4), size)
+            found.append((key, rng.randrange(size - width + 1), bytes(rng.randrange(1, 256) for _ in range(width))))
+    rng.shuffle(found)
+    return found
+
+
+def around_change(got: str, pristine: str) -> str:
+    """Where two answers first differ: ``got`` against ``pristine``, a few characters either side."""
+    at = next((i for i, (a, b) in enumerate(zip(got, pristine)) if a != b), min(len(got), len(pristine)))
+    start = max(at - 30, 0)
+    cut = "..." if start else ""
+    return f"{cut}{got[start : at + 50]} where the pristine set answers {cut}{pristine[start : at + 50]}"
+
+
+def fuzz(order: str, seed: int, per_key: int | None) -> int:
+    """Apply every damage in turn; fail on the first that makes a read answer differently. Returns the count."""
+    store, members, scores = build(order)
+    calls = list(reads(members, scores))
+    pristine = {"open": "the set", **dict(answers(store, calls))}
+    assert "refused" not in pristine.values() and not any(a.startswith("raised") for a in pristine.values())
+    todo = damages(store, random.Random(seed), per_key)
+    assert Keyspace(store.namespace, NAME).head in {key for key, _, _ in todo}
+    count = 0
+    for key, offset, mask in todo:
+        original = store.get(key).value
+        damaged = bytearray(original)
+        for i, m in enumerate(mask):
+            damaged[offset + i] ^= m
+        store.put(key, bytes(damaged))
+        try:
+            wrong = [(what, got) for what, got in answers(store, calls) if got not in ("refused", pristine[what])]
+        finally:
+            store.put(key, original)
+        count += 1
+        if wrong:
+            shown = "\n".join(f"  {what}: {around_change(got, pristine[what])}" for what, got in wrong[:5])
+            pytest.fail(
+                f"order={order} seed={seed}, damage #{count}: {key!r} ({len(original)} bytes), "
+                f"bytes {offset}..{offset + len(mask) - 1} xor {mask.hex()}: {len(wrong)} of {len(calls)} reads "
+                f"answered wrongly instead of raising CorruptDataError, e.g.\n{shown}",
+                pytrace=False,
+            )
+    return count
+
+
+def test_damaged_bytes_are_refused_or_read_as_before() -> None:
+    assert fuzz("desc", seed=1, per_key=5) >= 200
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["desc", "asc"])
+def test_damaged_bytes_are_refused_or_read_as_before_at_every_offset(order: str) -> None:
+    assert fuzz(order, seed=2, per_key=None) >= 2000
