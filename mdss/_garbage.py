@@ -72,14 +72,21 @@ class Garbage:
             return {key for _, keys in self._due for key in keys}
 
 
-def advance_epoch(sset: SortedSet) -> Head | None:
-    """Move the head to the next gc epoch by compare-and-set; the head after it (``None``: no head)."""
+def advance_epoch(sset: SortedSet, seen: Head) -> Head:
+    """Move the head past the epoch of ``seen`` by compare-and-set, unless that is done already; the head after.
+
+    An epoch is only advanced once a commit has landed in it (``gen >
+    epoch_gen``): so that gc, however often it runs, never takes more than
+    one head write per commit from the writers.
+    """
     key = sset._keys.head
     for _ in sset._policy.attempts():
         record = sset.store.get(key)
         if record is None:
-            return None
+            break
         head = decode_for(sset, record.value)
+        if head.epoch > seen.epoch or head.gen <= head.epoch_gen:
+            return head
         nxt = head.next(secrets.token_hex(8), epoch=head.epoch + 1)
         try:
             sset.store.cas(key, nxt.encode(), record.version)
@@ -89,24 +96,22 @@ def advance_epoch(sset: SortedSet) -> Head | None:
     raise ConflictError(f"gc of set {sset.name!r} could not advance the epoch: writers kept moving the head")
 
 
-def unreferenced(sset: SortedSet, min_age: float = 0.0, *, below_epoch: int | None = None) -> list[str]:
-    """Keys of stored nodes the current head does not name (optionally: minted before ``below_epoch``)."""
-    live = sset._read(lambda snap: snap.scores.node_ids() | snap.members.node_ids())
-    nodes, cutoff = sset._keys.nodes, (_writer.clock() - min_age) * 1000
-    candidates = [
-        key
-        for key in sset.store.keys(nodes)
-        if key[len(nodes) :] not in live
-        and (below_epoch is None or id_epoch(key[len(nodes) :]) < below_epoch)
-        and (not min_age or id_millis(key[len(nodes) :]) <= cutoff)
-    ]
-    return sset.store.existing(candidates)
+def _unnamed(sset: SortedSet, keys: list[str], min_age: float) -> tuple[Head, list[str]]:
+    """The head now, and those of ``keys`` (node keys) it does not name, minted over ``min_age`` seconds ago."""
+    head, live = sset._read(lambda snap: (snap.head, snap.scores.node_ids() | snap.members.node_ids()))
+    start, cutoff = len(sset._keys.nodes), (_writer.clock() - min_age) * 1000
+    return head, [k for k in keys if k[start:] not in live and (not min_age or id_millis(k[start:]) <= cutoff)]
+
+
+def unreferenced(sset: SortedSet, min_age: float = 0.0) -> list[str]:
+    """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago."""
+    return sset.store.existing(_unnamed(sset, list(sset.store.keys(sset._keys.nodes)), min_age)[1])
 
 
 def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True) -> int:
-    """Advance the epoch, then delete the nodes of older epochs that the head does not name."""
-    head = advance_epoch(sset)
-    if head is None:
+    """Delete the nodes of epochs before the head's that the head does not name, advancing the epoch when
+    nodes of the current one wait too. One listing of the set's node keys."""
+    if sset._snapshot().version is None:
         if has_nodes(sset):
             raise HeadMissingError(
                 f"set {sset.name!r} has stored nodes but no head (evicted, or a drop() was interrupted); "
@@ -114,11 +119,18 @@ def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True) -> int:
                 sset._keys.head,
             )
         return 0
-    garbage = unreferenced(sset, min_age, below_epoch=head.epoch)
+    keys = list(sset.store.keys(sset._keys.nodes))  # nodes minted after this listing are of later epochs
+    head, unnamed = _unnamed(sset, keys, min_age)
+    if any(id_epoch(k[len(sset._keys.nodes) :]) >= head.epoch for k in unnamed):
+        advanced = advance_epoch(sset, head)
+        if advanced.epoch > head.epoch:
+            head, unnamed = _unnamed(sset, keys, min_age)  # the live set as of a head after the advance
+    start = len(sset._keys.nodes)
+    garbage = sset.store.existing([k for k in unnamed if id_epoch(k[start:]) < head.epoch])
     if garbage and wait:
         time.sleep(sset.gc_grace)
-    for start in range(0, len(garbage), BATCH):
-        sset.store.delete_many(garbage[start : start + BATCH])
+    for first in range(0, len(garbage), BATCH):
+        sset.store.delete_many(garbage[first : first + BATCH])
     return len(garbage)
 
 

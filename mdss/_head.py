@@ -70,12 +70,18 @@ class Head:
     chunk: int
     gen: int = 0
     epoch: int = 0
+    epoch_gen: int = 0
     recent: tuple[str, ...] = ()
     scores: TreeRef = EMPTY
     members: TreeRef = EMPTY
 
     def next(self, nonce: str, **changes: Any) -> Head:
-        """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first."""
+        """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
+
+        A new ``epoch`` records the generation it starts at (``epoch_gen``).
+        """
+        if "epoch" in changes:
+            changes["epoch_gen"] = self.gen + 1
         return attrs.evolve(self, gen=self.gen + 1, recent=(nonce, *self.recent)[:RECENT], **changes)
 
     def fate(self, nonce: str, base_gen: int) -> str:
@@ -102,6 +108,7 @@ class Head:
                     "chunk": self.chunk,
                     "gen": self.gen,
                     "epoch": self.epoch,
+                    "epoch_gen": self.epoch_gen,
                     "recent": list(self.recent),
                     "score": list(attrs.astuple(self.scores)),
                     "member": list(attrs.astuple(self.members)),
@@ -121,6 +128,7 @@ class Head:
                 chunk=found["chunk"],
                 gen=found["gen"],
                 epoch=found.get("epoch", 0),
+                epoch_gen=found.get("epoch_gen", 0),
                 recent=tuple(found.get("recent", ())),
                 scores=TreeRef(*found["score"]),
                 members=TreeRef(*found["member"]),
@@ -133,13 +141,13 @@ class Head:
     def _check(self) -> None:
         if self.order not in ("asc", "desc"):
             raise ValueError(f"order {self.order!r}")
-        for name in ("chunk", "gen", "epoch"):
+        for name in ("chunk", "gen", "epoch", "epoch_gen"):
             if type(getattr(self, name)) is not int:
                 raise TypeError(f"{name} must be an int")
         if not 2 <= self.chunk <= MAX_CHUNK:
             raise ValueError(f"chunk {self.chunk} outside 2..{MAX_CHUNK}")
-        if self.gen < 0 or self.epoch < 0:
-            raise ValueError(f"negative generation {self.gen} or epoch {self.epoch}")
+        if self.gen < 0 or self.epoch < 0 or not 0 <= self.epoch_gen <= self.gen:
+            raise ValueError(f"impossible generation {self.gen}, epoch {self.epoch} from generation {self.epoch_gen}")
         if len(self.recent) > min(self.gen, RECENT) or not all(type(n) is str for n in self.recent):
             raise ValueError("recent commit nonces do not match the generation")
         self.scores._check()
