@@ -71,7 +71,9 @@ def unpack(key: str, data: bytes, what: str, **options: Any) -> tuple[int, Any]:
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         found, error = None, f"{type(exc).__name__}: {exc}"
     else:
-        version = found.get("v") if type(found) is dict else found[0] if type(found) is tuple and found else None
+        version = (
+            found.get("v") if type(found) is dict else found[0] if type(found) in (tuple, list) and found else None
+        )
         if type(version) is int and version == (FORMAT if payload is not None else LEGACY):
             return version, found
         error = f"format {version!r}"

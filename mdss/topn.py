@@ -19,12 +19,11 @@ into format 2.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import attrs
 import msgpack
 
-from ._codec import seal, unseal
+from ._codec import FORMAT, seal, unpack
 from ._keys import Keyspace
 from ._order import Entry, Order, Score, check_member, check_pairs, check_score
 from ._retry import COMMITS
@@ -32,11 +31,6 @@ from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, S
 from .stores.base import Record, Store
 
 Pairs = list[tuple[str, Score]]
-
-#: The format top-N values are written in: sealed with a checksum.
-FORMAT = 2
-#: The format before it, unsealed: still read.
-LEGACY = 1
 
 
 def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
@@ -107,20 +101,12 @@ class TopN:
     def _decode(self, data: bytes) -> Pairs:
         """The entries of one stored value, every field checked; :class:`CorruptDataError` naming the key if not.
 
-        Bytes that fail the checksum are read as format 1, which has none;
-        damaged format-2 bytes fail that too (the trailer is extra data, or
-        the version is not 1).
+        Bytes that fail the checksum are read as format 1, which has none
+        (``mdss._codec.unpack``); damaged format-2 bytes fail that too.
         """
-        try:
-            payload, version = unseal(self.key, data), FORMAT
-        except CorruptDataError:
-            payload, version = data, LEGACY
-        try:
-            value: Any = msgpack.unpackb(payload)
-        except Exception as exc:  # msgpack raises several unrelated types on garbage
-            raise self._corrupt(f"does not decode ({type(exc).__name__}: {exc})") from None
-        if type(value) is not list or len(value) != 5 or type(value[0]) is not int or value[0] != version:
-            raise self._corrupt("fails its checksum or has an unknown format")
+        _, value = unpack(self.key, data, "top-N set")
+        if type(value) is not list or len(value) != 5:
+            raise self._corrupt("is malformed (not [version, n, order, members, scores])")
         _, n, order, members, scores = value
         if type(n) is not int or n < 1 or type(order) is not str or order not in ("asc", "desc"):
             raise self._corrupt(f"has impossible settings n={n!r:.40}, order={order!r:.40}")
