@@ -72,9 +72,9 @@ def update_batch() -> str:
 
 def writers() -> str:
     result = json.loads((RESULTS / "writers.json").read_text())
-    lines = ["| writers | mode | ops/s | commits | rebases |", "|---|---|---:|---:|---:|"]
+    lines = ["| writers | mode | ops/s | commits | retries |", "|---|---|---:|---:|---:|"]
     for r in result["rows"]:
-        lines.append(f"| {r['writers']} | {r['mode']} | {r['ops_per_s']:,.0f} | {r['commits']:,} | {r['rebases']:,} |")
+        lines.append(f"| {r['writers']} | {r['mode']} | {r['ops_per_s']:,.0f} | {r['commits']:,} | {r['retries']:,} |")
     return "\n".join(lines)
 
 

@@ -3,7 +3,7 @@
     python benchmarks/writers.py [--seconds 5] [--members 100000] [--json benchmarks/results/writers.json]
 
 Each writer calls ``incr`` on random members of a preloaded set for a fixed
-time; the table shows operations per second, commits, and rebases (commits
+time; the table shows operations per second, commits, and retries (commits
 re-applied after losing the head to another writer). "one commit per call"
 is the same run with ``max_batch=1``.
 """
@@ -40,7 +40,7 @@ def _threads(url: str, threads: int, seconds: float, members: int, max_batch: in
     for thread in pool:
         thread.join()
     elapsed = time.monotonic() - start
-    return {"ops_per_s": sum(done) / elapsed, "commits": board.commits, "rebases": board.retries}
+    return {"ops_per_s": sum(done) / elapsed, "commits": board.commits, "retries": board.retries}
 
 
 def _process(url: str, seed: int, seconds: float, members: int, out: multiprocessing.Queue) -> None:
@@ -54,7 +54,7 @@ def _process(url: str, seed: int, seconds: float, members: int, out: multiproces
             n += 1
         except mdss.ConflictError:
             failures += 1
-    out.put({"ops": n, "commits": board.commits, "rebases": board.retries, "conflict_errors": failures})
+    out.put({"ops": n, "commits": board.commits, "retries": board.retries, "conflict_errors": failures})
 
 
 def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
@@ -69,7 +69,7 @@ def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
     return {
         "ops_per_s": sum(r["ops"] for r in results) / seconds,
         "commits": sum(r["commits"] for r in results),
-        "rebases": sum(r["rebases"] for r in results),
+        "retries": sum(r["retries"] for r in results),
         "conflict_errors": sum(r["conflict_errors"] for r in results),
     }
 
@@ -96,11 +96,11 @@ def main() -> None:
                     **_processes(url, processes, args.seconds, args.members),
                 }
             )
-    print(f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'rebases':>8}")
+    print(f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8}")
     for row in rows:
         print(
             f"{row['writers']:<12} {row['mode']:<20} {row['ops_per_s']:>9,.0f} {row['commits']:>8,} "
-            f"{row['rebases']:>8,}"
+            f"{row['retries']:>8,}"
         )
     if args.json:
         with open(args.json, "w") as f:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import time
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +74,9 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
     key = sset._order.key
-    for _ in sset._policy.attempts():
+    started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
+    for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
+        started[0] = time.monotonic()
         snap = sset._snapshot(create=True)
         try:
             old = dict(zip(members, snap.members.find(members)))

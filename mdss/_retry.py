@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -26,9 +26,9 @@ import attrs
 class Backoff:
     """Jittered exponential backoff within a budget of ``budget`` seconds.
 
-    ``base`` is the first ceiling (seconds); callers that know what one
-    attempt costs (a measured compare-and-set latency) pass a ``base`` near
-    it with :meth:`scaled`. ``max_attempts`` optionally bounds the count too.
+    ``base`` is the first ceiling (seconds); callers that measure what one
+    attempt costs pass it to :meth:`attempts`. ``max_attempts`` optionally
+    bounds the count too.
     """
 
     budget: float = 10.0
@@ -40,19 +40,21 @@ class Backoff:
         if not (self.budget >= 0 and self.base >= 0 and self.cap >= 0):
             raise ValueError(f"a backoff needs non-negative times, got {self!r}")
 
-    def scaled(self, latency: float) -> Backoff:
-        """This policy with its first ceiling raised to ``latency`` (one attempt's measured duration)."""
-        return attrs.evolve(self, base=max(self.base, latency))
+    def delay(self, attempt: int, latency: float = 0.0) -> float:
+        """The sleep before attempt number ``attempt`` (1-based: there is no sleep before attempt 0).
 
-    def delay(self, attempt: int) -> float:
-        """The sleep before attempt number ``attempt`` (1-based: there is no sleep before attempt 0)."""
-        return random.uniform(0, min(self.cap, self.base * 2 ** min(attempt - 1, 30)))
+        The ceiling starts at ``base``, or at ``latency`` (what one attempt
+        was measured to take) if that is longer, and doubles per attempt up
+        to ``cap``: rivals spread over a few attempt-lengths, whatever the store.
+        """
+        return random.uniform(0, min(self.cap, max(self.base, latency) * 2 ** min(attempt - 1, 30)))
 
-    def attempts(self) -> Iterator[int]:
+    def attempts(self, latency: Callable[[], float] | None = None) -> Iterator[int]:
         """Attempt numbers 0, 1, 2, ...; sleeps before each but the first; stops when the budget is spent.
 
         The loop body runs the attempt and ``break``s or ``return``s on
         success; falling out of the ``for`` means the budget ran out.
+        ``latency()``, if given, says how long an attempt takes now.
         """
         deadline = time.monotonic() + self.budget
         attempt = 0
@@ -61,7 +63,7 @@ class Backoff:
             attempt += 1
             if self.max_attempts is not None and attempt >= self.max_attempts:
                 return
-            pause = self.delay(attempt)
+            pause = self.delay(attempt, latency() if latency is not None else 0.0)
             if time.monotonic() + pause > deadline:
                 return
             time.sleep(pause)

@@ -111,9 +111,8 @@ def test_processes_racing_on_one_set(shared_store_factory) -> None:
             totals[member] += delta
             acked.append((invoked, ok, delta))
     expected.update(totals)
-    # A commit that loses its whole retry budget raises ConflictError and leaves no trace: the
-    # model holds acknowledged operations only, so the set must equal it exactly all the same.
-    assert set(failures) <= {"ConflictError"} and failures["ConflictError"] <= n_procs * n_ops // 200, failures
+    # Contention never fails a write on a healthy store: commits retry for a time budget, not a count.
+    assert failures == Counter(), failures
     assert {e.member: e.score for e in board} == expected
     assert board.check() == []
     # History: every read's total lies between what was acknowledged before it began
