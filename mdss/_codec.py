@@ -27,6 +27,8 @@ FORMAT = 2
 LEGACY = 1
 LEAF = 0
 MANIFEST = 1
+NOTE = 2
+PAGE = 3
 #: Deeper than any tree of 2**64 entries with at least 2 children per manifest.
 MAX_HEIGHT = 64
 
@@ -134,3 +136,37 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
         ):
             return node[1:]
     raise CorruptDataError("stored node is malformed (wrong shape or field types)", key)
+
+
+def encode_note(node_ids: Sequence[str]) -> bytes:
+    """A garbage note: the ids of the nodes one commit replaced."""
+    return seal(_packb([FORMAT, NOTE, node_ids]))
+
+
+def encode_page(note_ids: Sequence[str], previous: str | None) -> bytes:
+    """A note page: the ids of notes that no longer fit in the head, and the page before it."""
+    return seal(_packb([FORMAT, PAGE, note_ids, previous]))
+
+
+def decode_note(key: str, data: bytes) -> tuple[str, ...]:
+    _, found = unpack(key, data, "garbage note", use_list=False)
+    if type(found) is tuple and len(found) == 3 and found[1] == NOTE and _strings(found[2]):
+        return found[2]
+    raise CorruptDataError("stored garbage note is malformed", key)
+
+
+def decode_page(key: str, data: bytes) -> tuple[tuple[str, ...], str | None]:
+    _, found = unpack(key, data, "note page", use_list=False)
+    if (
+        type(found) is tuple
+        and len(found) == 4
+        and found[1] == PAGE
+        and _strings(found[2])
+        and (found[3] is None or type(found[3]) is str)
+    ):
+        return found[2], found[3]
+    raise CorruptDataError("stored note page is malformed", key)
+
+
+def _strings(ids: Any) -> bool:
+    return type(ids) is tuple and set(map(type, ids)) <= {str}

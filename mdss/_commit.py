@@ -19,11 +19,14 @@ import time
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from ._codec import encode_note, encode_page
 from ._group import Pending
-from ._head import LANDED, LOST, PENDING, Head, TreeRef, collected_meanwhile, remember
+from ._head import LANDED, LOST, NOTES_INLINE, PENDING, Head, TreeRef, collected_meanwhile, remember
 from ._order import add_scores, check_count, check_pairs
 from ._retry import STORE_CALLS
-from ._writer import Writer
+from ._writer import Writer, new_id
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -118,17 +121,21 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
 
 
 def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: dict[str, bytes] | None = None) -> bool:
-    """Write the new nodes (unless given: already written), then compare-and-set the head.
+    """Write the new nodes (unless given: already written) and the commit's garbage note, then
+    compare-and-set the head.
 
     True once the head is published; False if another commit won (then the
     new nodes are deleted again, as nothing can ever name them).
     """
+    head, notes = _noted(sset, head, writer)
     if nodes is None:
         nodes = writer.encoded(sset._keys)
-        sset.store.put_many(nodes)
+        sset.store.put_many({**nodes, **notes})
+    else:
+        sset.store.put_many(notes)
     if not _cas_head(sset, snap, head):
         with contextlib.suppress(StoreUnavailableError):  # else left for gc(): no head will ever name them
-            sset.store.delete_many(nodes)
+            sset.store.delete_many([*nodes, *notes])
         return False
     remember(sset, head)
     cache = sset._cache
@@ -136,8 +143,28 @@ def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: 
         cache.discard(node_id)
     for node_id, node in writer.new.items():
         cache.put(node_id, node, len(nodes[sset._keys.node(node_id)]))
-    sset._garbage.defer(writer.replaced)
+    note = [key for key in notes if key[len(sset._keys.notes) :] in head.notes[:1]]  # its content is due with them
+    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + note)
     return True
+
+
+def _noted(sset: SortedSet, head: Head, writer: Writer) -> tuple[Head, dict[str, bytes]]:
+    """The head with a garbage note of the nodes this commit replaces, and the note (and page) to store.
+
+    The note makes the deferred deletion durable: if this process ends before
+    the grace period does, ``gc()`` finds the replaced nodes from the head's
+    notes, with no listing. Notes past :data:`NOTES_INLINE` move to a page.
+    """
+    if not writer.replaced:
+        return head, {}
+    note = new_id(head.epoch)
+    stored = {sset._keys.note(note): encode_note(writer.replaced)}
+    notes = (note, *head.notes)
+    if len(notes) <= NOTES_INLINE:
+        return attrs.evolve(head, notes=notes), stored
+    page = new_id(head.epoch)
+    stored[sset._keys.note(page)] = encode_page(notes, head.note_page)
+    return attrs.evolve(head, notes=(), note_page=page), stored
 
 
 def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:

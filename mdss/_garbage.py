@@ -31,10 +31,10 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import _writer
+from ._codec import decode_note, decode_page
 from ._head import EMPTY, Head, decode_for, forget, has_nodes
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError
@@ -54,10 +54,9 @@ class Garbage:
         self._due: list[tuple[float, list[str]]] = []  # (monotonic deadline, node keys)
         self._lock = threading.Lock()
 
-    def defer(self, node_ids: Iterable[str]) -> None:
-        """Schedule replaced nodes for deletion after the grace period; delete those that are due."""
+    def defer(self, keys: list[str]) -> None:
+        """Schedule keys (replaced nodes, their note) for deletion after the grace period; delete those due."""
         sset, now = self.sset, time.monotonic()
-        keys = [sset._keys.node(i) for i in node_ids]
         with self._lock:
             if keys:
                 self._due.append((now + sset.gc_grace, keys))
@@ -108,10 +107,11 @@ def unreferenced(sset: SortedSet, min_age: float = 0.0) -> list[str]:
     return sset.store.existing(_unnamed(sset, list(sset.store.keys(sset._keys.nodes)), min_age)[1])
 
 
-def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True) -> int:
-    """Delete the nodes of epochs before the head's that the head does not name, advancing the epoch when
-    nodes of the current one wait too. One listing of the set's node keys."""
-    if sset._snapshot().version is None:
+def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
+    """Delete what the head's garbage notes name (no listing); with ``sweep``, also what only a listing finds."""
+    snap = sset._snapshot()
+    head = snap.head
+    if snap.version is None:
         if has_nodes(sset):
             raise HeadMissingError(
                 f"set {sset.name!r} has stored nodes but no head (evicted, or a drop() was interrupted); "
@@ -119,19 +119,91 @@ def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True) -> int:
                 sset._keys.head,
             )
         return 0
-    keys = list(sset.store.keys(sset._keys.nodes))  # nodes minted after this listing are of later epochs
-    head, unnamed = _unnamed(sset, keys, min_age)
-    if any(id_epoch(k[len(sset._keys.nodes) :]) >= head.epoch for k in unnamed):
-        advanced = advance_epoch(sset, head)
-        if advanced.epoch > head.epoch:
-            head, unnamed = _unnamed(sset, keys, min_age)  # the live set as of a head after the advance
-    start = len(sset._keys.nodes)
-    garbage = sset.store.existing([k for k in unnamed if id_epoch(k[start:]) < head.epoch])
+    notes, pages, garbage = _noted(sset, head)
+    if sweep:
+        garbage = sorted({*garbage, *_swept(sset, min_age)})
     if garbage and wait:
         time.sleep(sset.gc_grace)
+    store = sset.store
     for first in range(0, len(garbage), BATCH):
-        sset.store.delete_many(garbage[first : first + BATCH])
+        store.delete_many(garbage[first : first + BATCH])
+    store.delete_many(store.existing([sset._keys.note(i) for i in notes] + [sset._keys.note(i) for i in pages]))
+    if notes or pages:
+        _detach(sset, head, set(notes))
     return len(garbage)
+
+
+def _walk(sset: SortedSet, head: Head) -> tuple[list[str], list[str]]:
+    """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``.
+
+    One read per page (a page holds :data:`NOTES_INLINE` + 1 notes): pages
+    are few when ``gc()`` runs now and then.
+    """
+    notes, pages, page = list(head.notes), [], head.note_page
+    while page is not None and page != head.notes_done:
+        record = sset.store.get(sset._keys.note(page))
+        if record is None:
+            break  # collected by an earlier gc that could not detach it from the head
+        more, previous = decode_page(sset._keys.note(page), record.value)
+        pages.append(page)
+        notes.extend(more)
+        page = previous
+    return notes, pages
+
+
+def _noted(sset: SortedSet, head: Head) -> tuple[list[str], list[str], list[str]]:
+    """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name.
+
+    A note's commit landed (the head names it), so the nodes it names are
+    replaced for good; only readers of older heads may still want them.
+    """
+    store, keys = sset.store, sset._keys
+    notes, pages = _walk(sset, head)
+    replaced: list[str] = []
+    found = store.get_many([keys.note(i) for i in notes])
+    for note, data in zip(notes, found):
+        if data is not None:  # else deleted with the nodes it names, by the process that wrote it
+            replaced.extend(keys.node(i) for i in decode_note(keys.note(note), data))
+    return notes, pages, store.existing(list(dict.fromkeys(replaced)))
+
+
+def _detach(sset: SortedSet, collected: Head, notes: set[str]) -> None:
+    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc)."""
+    key = sset._keys.head
+    for _ in sset._policy.attempts():
+        record = sset.store.get(key)
+        if record is None:
+            return
+        head = decode_for(sset, record.value)
+        done = collected.note_page if collected.note_page is not None else head.notes_done
+        nxt = head.next(secrets.token_hex(8), notes=tuple(n for n in head.notes if n not in notes), notes_done=done)
+        try:
+            sset.store.cas(key, nxt.encode(), record.version)
+            return
+        except ConflictError:
+            continue
+    # Not detached: the next gc walks the same notes again, finds them gone, and detaches them then.
+
+
+def _swept(sset: SortedSet, min_age: float) -> list[str]:
+    """What only a listing finds: nodes and notes of interrupted commits (a paged listing of the set's keys).
+
+    Nodes of epochs before the head's that the head does not name are
+    garbage (see the module docstring); the epoch is advanced first when
+    nodes of the current one wait too.
+    """
+    store, keys = sset.store, sset._keys
+    listed = list(store.keys(keys.nodes))  # nodes minted after this listing are of later epochs
+    head, unnamed = _unnamed(sset, listed, min_age)
+    if any(id_epoch(k[len(keys.nodes) :]) >= head.epoch for k in unnamed):
+        advanced = advance_epoch(sset, head)
+        if advanced.epoch > head.epoch:
+            head, unnamed = _unnamed(sset, listed, min_age)  # the live set as of a head after the advance
+    garbage = [k for k in unnamed if id_epoch(k[len(keys.nodes) :]) < head.epoch]
+    named = {i for ids in _walk(sset, head) for i in ids}
+    start = len(keys.notes)
+    garbage.extend(k for k in store.keys(keys.notes) if k[start:] not in named and id_epoch(k[start:]) < head.epoch)
+    return store.existing(garbage)
 
 
 def drop(sset: SortedSet) -> None:
@@ -143,7 +215,7 @@ def drop(sset: SortedSet) -> None:
     """
     store, keys = sset.store, sset._keys
     emptied = _empty_head(sset)
-    names = store.existing(list(store.keys(keys.nodes)))  # not what is deleted already (tombstones)
+    names = store.existing([*store.keys(keys.nodes), *store.keys(keys.notes)])  # not what is deleted already
     for start in range(0, len(names), BATCH):
         store.delete_many(names[start : start + BATCH])
     record = store.get(keys.head)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: How many commit nonces a head keeps (17 bytes each).
 RECENT = 16
+#: How many garbage notes a head holds before they move to a note page.
+NOTES_INLINE = 8
 #: Largest chunk size (entries per entry set, children per manifest).
 MAX_CHUNK = 100_000
 
@@ -74,6 +76,11 @@ class Head:
     recent: tuple[str, ...] = ()
     scores: TreeRef = EMPTY
     members: TreeRef = EMPTY
+    #: Garbage notes of recent commits, newest first; older ones are in pages, newest ``note_page`` first,
+    #: each naming the page before it, down to ``notes_done`` (collected already).
+    notes: tuple[str, ...] = ()
+    note_page: str | None = None
+    notes_done: str | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
@@ -112,6 +119,9 @@ class Head:
                     "recent": list(self.recent),
                     "score": list(attrs.astuple(self.scores)),
                     "member": list(attrs.astuple(self.members)),
+                    "notes": list(self.notes),
+                    "note_page": self.note_page,
+                    "notes_done": self.notes_done,
                 }
             )
         )
@@ -132,6 +142,9 @@ class Head:
                 recent=tuple(found.get("recent", ())),
                 scores=TreeRef(*found["score"]),
                 members=TreeRef(*found["member"]),
+                notes=tuple(found.get("notes", ())),
+                note_page=found.get("note_page"),
+                notes_done=found.get("notes_done"),
             )
             head._check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -150,6 +163,10 @@ class Head:
             raise ValueError(f"impossible generation {self.gen}, epoch {self.epoch} from generation {self.epoch_gen}")
         if len(self.recent) > min(self.gen, RECENT) or not all(type(n) is str for n in self.recent):
             raise ValueError("recent commit nonces do not match the generation")
+        if not all(type(n) is str for n in self.notes) or len(self.notes) > NOTES_INLINE:
+            raise ValueError(f"garbage notes must be at most {NOTES_INLINE} ids")
+        if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
+            raise TypeError("note pages are named by id strings")
         self.scores._check()
         self.members._check()
         if self.scores.count != self.members.count:

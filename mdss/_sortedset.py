@@ -463,19 +463,23 @@ class SortedSet:
         _commit.load(sset, pairs, replace, progress, batch)
         return sset
 
-    def gc(self, *, min_age: float = 0.0, wait: bool = True) -> int:
-        """Delete stored nodes that no head can ever name again: those of interrupted commits, and of
-        processes that ended before their replaced nodes' grace period did. Returns how many it deleted.
+    def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
+        """Delete stored nodes that no head can ever name again; returns how many it deleted.
 
-        Safe whatever the clocks and timings and whatever runs beside it:
-        it first advances the head's gc epoch, and only deletes nodes of
-        older epochs (see docs/architecture.md). ``min_age`` additionally
-        spares nodes minted less than that many seconds ago (by their
-        writer's clock). Unless ``wait=False``, it waits ``gc_grace`` seconds
-        before deleting, so that readers holding an older head finish. Lists
-        the set's node keys: a maintenance call, O(nodes).
+        Without ``sweep`` it lists nothing: the head's garbage notes name the
+        nodes that landed commits replaced, which processes that ended before
+        their grace period did not delete. ``sweep=True`` also finds, by a
+        paged listing of the set's keys (O(nodes): a maintenance call after
+        crashes), the nodes of commits that never published. Both are safe
+        whatever the clocks and timings and whatever runs beside them (gc
+        epochs, see docs/architecture.md). ``min_age`` spares swept nodes
+        minted less than that many seconds ago (by their writer's clock).
+        Unless ``wait=False``, it waits ``gc_grace`` seconds before deleting,
+        so that readers holding an older head finish.
         """
-        return _garbage.gc(self, check_seconds(min_age, "min_age"), wait)
+        if type(sweep) is not bool:
+            raise InvalidArgumentError(f"sweep must be True or False, got {sweep!r:.80}")
+        return _garbage.gc(self, check_seconds(min_age, "min_age"), wait, sweep)
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
         """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago.

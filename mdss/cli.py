@@ -351,7 +351,9 @@ def check() -> None:
     click.echo(f"set {board.name!r}: {len(board):,} members, every invariant holds")
     garbage = len(board.unreferenced())
     if garbage:  # not damage: replaced nodes in their grace period, or left by ended processes until gc
-        click.echo(f"{_plural(garbage, 'stored node')} no head names await gc (not a problem; `mdss gc` deletes them)")
+        click.echo(
+            f"{_plural(garbage, 'stored node')} no head names await gc (not a problem; `mdss gc --sweep` deletes them)"
+        )
 
 
 @cli.command()
@@ -381,9 +383,14 @@ def stats() -> None:
     show_default=True,
     help="Wait the set's grace period before deleting, so that readers of older heads finish.",
 )
-def gc(min_age: float, wait: bool) -> None:
-    """Delete stored nodes no head can name again (left by crashed processes), safely beside any writer."""
-    click.echo(f"deleted {_ctx().board().gc(min_age=min_age, wait=wait):,} unreferenced nodes")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="Also list the set's keys to find what commits that never published left (after crashes).",
+)
+def gc(min_age: float, wait: bool, sweep: bool) -> None:
+    """Delete stored nodes no head can name again (left by ended processes), safely beside any writer."""
+    click.echo(f"deleted {_ctx().board().gc(min_age=min_age, wait=wait, sweep=sweep):,} unreferenced nodes")
 
 
 @cli.command()

@@ -133,7 +133,9 @@ def test_ambiguous_outcome_at_every_store_call(after: bool, name: str, meanwhile
         mdss.SortedSet.load(store, "b", initial, chunk_size=2)
         rival = mdss.SortedSet(store, "b", gc_grace=0)
         action = (
-            functools.partial(rival.add, "zz", 99) if meanwhile == "writer" else functools.partial(rival.gc, wait=False)
+            functools.partial(rival.add, "zz", 99)
+            if meanwhile == "writer"
+            else functools.partial(rival.gc, wait=False, sweep=True)
         )
         faulty = FaultyStore(store, meanwhile=action)
         board = mdss.SortedSet(faulty, "b", gc_grace=0)
@@ -151,7 +153,7 @@ def test_ambiguous_outcome_at_every_store_call(after: bool, name: str, meanwhile
             assert state == allowed[1], f"fault at call {k} reported success but did not land"
         reopened = mdss.SortedSet(store, "b", gc_grace=0)
         assert reopened.check() == []
-        reopened.gc(wait=False)
+        reopened.gc(wait=False, sweep=True)
         assert reopened.unreferenced() == [] and reopened.check() == []
 
 
@@ -178,7 +180,7 @@ def test_gc_with_min_age_zero_beside_threads_with_skewed_clocks(store, monkeypat
     def collect() -> None:
         mine = mdss.SortedSet(store, "b", gc_grace=0)
         while not stop.is_set():
-            mine.gc(min_age=0, wait=False)
+            mine.gc(min_age=0, wait=False, sweep=True)
 
     def read() -> None:
         mine = mdss.SortedSet(store, "b", cache_bytes=0)
@@ -190,7 +192,7 @@ def test_gc_with_min_age_zero_beside_threads_with_skewed_clocks(store, monkeypat
         for _ in range(5):
             with contextlib.suppress(mdss.ConflictError):  # lost to the gc of that set: nothing applied
                 mdss.SortedSet.load(store, "loaded", {f"l{j}": j for j in range(300)}, chunk_size=4, replace=True)
-            mdss.SortedSet(store, "loaded", gc_grace=0).gc(min_age=0, wait=False)
+            mdss.SortedSet(store, "loaded", gc_grace=0).gc(min_age=0, wait=False, sweep=True)
 
     def guarded(fn, *args):
         try:
@@ -210,7 +212,7 @@ def test_gc_with_min_age_zero_beside_threads_with_skewed_clocks(store, monkeypat
     assert errors == []
     assert {e.member: e.score for e in board} == {f"m{i}": acked[f"m{i}"] for i in range(40)}
     assert board.check() == []
-    board.gc(wait=False)
+    board.gc(wait=False, sweep=True)
     assert board.unreferenced() == []
 
 
@@ -242,7 +244,7 @@ def test_a_load_slower_than_gc_never_publishes_collected_nodes(store) -> None:
 
     def collect_midway(done: int, total: int) -> None:
         if done < total:
-            rival.gc(min_age=0, wait=False)
+            rival.gc(min_age=0, wait=False, sweep=True)
 
     try:
         mdss.SortedSet.load(
@@ -383,7 +385,7 @@ def test_a_damaged_set_can_be_dropped_and_replaced(store, damage: str) -> None:
         store.put(board._keys.head, b"\x00junk")
     replaced = mdss.SortedSet.load(store, "b", {"a": 1, "b": 2}, replace=True, chunk_size=4)
     assert [e.member for e in replaced] == ["b", "a"] and replaced.check() == []
-    replaced.gc(wait=False)
+    replaced.gc(wait=False, sweep=True)
     assert replaced.unreferenced() == []
     board = mdss.SortedSet(store, "b")
     board.add_many({f"m{i}": i for i in range(60)})
@@ -539,3 +541,58 @@ def test_racing_writers_with_store_latency_never_conflict(kind: str, tmp_path) -
     assert failures == []
     assert sum(e.score for e in board) == threads * per_thread
     assert board.check() == []
+
+
+# -- issue 17: gc without listings in the normal path -------------------------------------------------
+
+
+class CountingStore(FaultyStore):
+    """Counts the listings it is asked for."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.listings = 0
+
+    def _keys(self, prefix):
+        self.listings += 1
+        return super()._keys(prefix)
+
+
+def test_gc_collects_what_ended_processes_replaced_without_listing(store) -> None:
+    counting = CountingStore(store)
+    for round_ in range(3):
+        ended = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=3600)  # its grace never runs out: it "ends"
+        for i in range(30):  # enough commits for notes to move to pages
+            ended.add_many({f"m{(round_ * 7 + i * 3 + j) % 50}": round_ * 100 + i + j for j in range(3)})
+        collector = mdss.SortedSet(counting, "b", gc_grace=0)
+        counting.listings = 0
+        deleted = collector.gc(wait=False)
+        assert deleted > 0 and counting.listings == 0
+        assert collector.unreferenced() == [] and collector.check() == []
+        head = collector._snapshot().head
+        assert head.notes == () and head.note_page == head.notes_done
+        assert readable_keys(store, collector._keys.notes) == []  # notes and pages collected too
+    assert collector.gc(wait=False) == 0
+
+
+def test_gc_of_notes_while_commits_move_them_to_pages(store) -> None:
+    writer = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=3600)
+    writer.add_many({f"m{i}": i for i in range(40)})
+    for i in range(5):
+        writer.add(f"m{i}", 100 + i)
+    rival = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=3600)
+
+    def commits_meanwhile() -> None:  # notes spill into a page while gc works
+        for i in range(12):
+            rival.add(f"m{i}", 200 + i)
+
+    faulty = FaultyStore(store, meanwhile=commits_meanwhile)
+    collector = mdss.SortedSet(faulty, "b", gc_grace=0)
+    faulty.fail_at = faulty.count + 3  # during its walk of the notes
+    with pytest.raises(mdss.StoreUnavailableError):
+        collector.gc(wait=False)
+    collector = mdss.SortedSet(store, "b", gc_grace=0)
+    collector.gc(wait=False)
+    collector.gc(wait=False)
+    assert collector.unreferenced() == [] and collector.check() == []
+    assert {e.member: e.score for e in collector}["m11"] == 211

@@ -65,7 +65,7 @@ def test_maintenance_of_one_set_never_lists_a_whole_bucket() -> None:
     board = board_on(fake)
     fake.sent.clear()
     board.unreferenced()
-    board.gc(min_age=0, wait=False)
+    board.gc(min_age=0, wait=False, sweep=True)
     board.check()
     board.drop()
     counts = fake.listings()

@@ -293,6 +293,6 @@ def test_failure_at_every_store_call(after: bool, name: str) -> None:
             assert state == after_state, f"fault at call {k} reported success but did not land"
         reopened = mdss.SortedSet(store, "b")
         assert reopened.check() == []
-        reopened.gc(min_age=0, wait=False)  # what an interrupted commit left behind
+        reopened.gc(min_age=0, wait=False, sweep=True)  # what an interrupted commit left behind
         assert reopened.unreferenced() == [] and reopened.check() == []
         assert list(reopened) == state

@@ -82,7 +82,7 @@ def collector(url: str, name: str, seconds: float, skew: float) -> int:
     deleted = 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        deleted += board.gc(min_age=0, wait=False)
+        deleted += board.gc(min_age=0, wait=False, sweep=True)
     board.store.close()
     return deleted
 
