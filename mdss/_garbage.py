@@ -31,6 +31,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 from . import _writer
@@ -51,24 +52,20 @@ class Garbage:
 
     def __init__(self, sset: SortedSet) -> None:
         self.sset = sset
-        self._due: list[tuple[float, list[str]]] = []  # (monotonic deadline, node keys)
+        self._due: deque[tuple[float, list[str]]] = deque()  # (monotonic deadline, keys), deadlines in order
         self._lock = threading.Lock()
 
     def defer(self, keys: list[str]) -> None:
         """Schedule keys (replaced nodes, their note) for deletion after the grace period; delete those due."""
         sset, now = self.sset, time.monotonic()
+        due: list[str] = []
         with self._lock:
             if keys:
                 self._due.append((now + sset.gc_grace, keys))
-            due = [keys for deadline, keys in self._due if deadline <= now]
-            self._due = [item for item in self._due if item[0] > now]
+            while self._due and self._due[0][0] <= now:
+                due.extend(self._due.popleft()[1])
         if due:
-            sset.store.delete_many([key for keys in due for key in keys])
-
-    def scheduled(self) -> set[str]:
-        """Keys this process will delete when their grace period ends."""
-        with self._lock:
-            return {key for _, keys in self._due for key in keys}
+            sset.store.delete_many(due)
 
 
 def advance_epoch(sset: SortedSet, seen: Head) -> Head:
