@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import _head
 from ._codec import encode_note, encode_page
 from ._group import Pending
 from ._head import LANDED, LOST, NOTES_INLINE, PENDING, Head, TreeRef, collected_meanwhile, remember
@@ -76,48 +77,63 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     refused (the others still commit).
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
-    key = sset._order.key
     started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
     for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
         started[0] = time.monotonic()
-        snap = sset._snapshot(create=True)
-        try:
-            old = dict(zip(members, snap.members.find(members)))
-            new = dict(old)
-            for pending in pendings:
-                pending.result, pending.error = None, None
-                try:
-                    pending.result = apply_ops(sset, pending, new)
-                except InvalidScoreError as exc:
-                    pending.error = exc
-            score_ops, member_ops = [], []
-            for member in members:
-                was, now = old[member], new[member]
-                if type(was) is type(now) and was == now:
-                    continue
-                if was is not None:
-                    score_ops.append((key(member, was), member, None))
-                if now is not None:
-                    score_ops.append((key(member, now), member, now))
-                member_ops.append((member, member, now))
-            if not member_ops:
+        # After a lost race whose compare-and-set returned the winner's head, rebase on it at once: it is
+        # as fresh as a read would be. A second loss in a row backs off and reads afresh.
+        rival = None
+        for _immediate in (False, True):
+            snap = _head.snapshot(sset, True, rival)
+            try:
+                outcome = _attempt(sset, snap, pendings, members)
+            except MissingNodeError:
+                collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
+                break
+            if outcome:
                 return
-            score_ops.sort(key=itemgetter(0))
-            member_ops.sort(key=itemgetter(0))
-            writer = Writer(sset.chunk_size, snap.head.epoch)
-            scores = TreeRef(*writer.apply(snap.scores, score_ops))
-            index = TreeRef(*writer.apply(snap.members, member_ops))
-        except MissingNodeError:
-            collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
-            continue
-        if publish(sset, snap, snap.head.next(secrets.token_hex(8), scores=scores, members=index), writer):
-            sset.commits += 1
-            return
-        sset.retries += 1
+            sset.retries += 1
+            rival, sset._rival_head = sset._rival_head, None
+            if rival is None:
+                break
     raise ConflictError(
         f"commit to set {sset.name!r} lost to concurrent writers for its whole retry budget "
         f"({sset._policy.budget:g} s); nothing was applied"
     )
+
+
+def _attempt(sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: list[str]) -> bool:
+    """Apply every pending's ops on ``snap`` and publish: True if committed (or nothing to change)."""
+    key = sset._order.key
+    old = dict(zip(members, snap.members.find(members)))
+    new = dict(old)
+    for pending in pendings:
+        pending.result, pending.error = None, None
+        try:
+            pending.result = apply_ops(sset, pending, new)
+        except InvalidScoreError as exc:
+            pending.error = exc
+    score_ops, member_ops = [], []
+    for member in members:
+        was, now = old[member], new[member]
+        if type(was) is type(now) and was == now:
+            continue
+        if was is not None:
+            score_ops.append((key(member, was), member, None))
+        if now is not None:
+            score_ops.append((key(member, now), member, now))
+        member_ops.append((member, member, now))
+    if not member_ops:
+        return True
+    score_ops.sort(key=itemgetter(0))
+    member_ops.sort(key=itemgetter(0))
+    writer = Writer(sset.chunk_size, snap.head.epoch)
+    scores = TreeRef(*writer.apply(snap.scores, score_ops))
+    index = TreeRef(*writer.apply(snap.members, member_ops))
+    if not publish(sset, snap, snap.head.next(secrets.token_hex(8), scores=scores, members=index), writer):
+        return False
+    sset.commits += 1
+    return True
 
 
 def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: dict[str, bytes] | None = None) -> bool:
@@ -179,9 +195,11 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:
         try:
             sset.store.cas(key, data, version)
             return True
-        except ConflictError:
-            if ambiguous is None:
-                return False  # a definite lost race: nothing of ours was written
+        except ConflictError as exc:
+            if ambiguous is None:  # a definite lost race: nothing of ours was written
+                if exc.current_known:
+                    sset._rival_head = (exc.current,)  # the rebase starts from it without reading it again
+                return False
         except StoreUnavailableError as exc:
             ambiguous = exc
         try:

@@ -237,8 +237,11 @@ def has_nodes(sset: SortedSet) -> bool:
     return bool(sset.store.existing(list(itertools.islice(sset.store.keys(sset._keys.nodes), 16))))
 
 
-def snapshot(sset: SortedSet, create: bool) -> Snapshot:
+def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None = None) -> Snapshot:
     """The current state of ``sset``; ``create``: make an empty head first if there is none (a first write).
+
+    ``known`` holds the head's record when a lost compare-and-set just
+    returned it: then it is not read again.
 
     A new set's first write creates an empty head of epoch 1 by
     compare-and-set "only if absent", so every node is minted under a head.
@@ -247,7 +250,7 @@ def snapshot(sset: SortedSet, create: bool) -> Snapshot:
     refused with :class:`HeadMissingError`, never taken for an empty set.
     """
     store, key = sset.store, sset._keys.head
-    record = store.get(key)
+    record = store.get(key) if known is None else known[0]
     while record is None and (create or sset._head is not None):
         if has_nodes(sset):
             raise HeadMissingError(

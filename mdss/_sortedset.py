@@ -40,7 +40,7 @@ from .exceptions import (
     InvalidArgumentError,
     MissingNodeError,
 )
-from .stores.base import Stats, Store
+from .stores.base import Record, Stats, Store
 
 T = TypeVar("T")
 
@@ -132,6 +132,7 @@ class SortedSet:
         self.retries = 0  # commits it re-applied after losing the race for the head
         self._head_bytes: bytes | None = None
         self._head: Head | None = None
+        self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)

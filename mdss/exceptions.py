@@ -8,6 +8,8 @@ everything mdss raises on purpose.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class MdssError(Exception):
     """Root of mdss' exceptions."""
@@ -82,10 +84,17 @@ class HeadMissingError(CorruptDataError):
 class ConflictError(StoreError):
     """A conditional write lost: the key changed since it was read; nothing was written.
 
-    From a set's write methods it means the commit lost to concurrent writers
-    for its whole retry budget (a time, see ``retry_budget``); nothing of it
-    is visible.
+    From :meth:`Store.cas`, ``current`` is the record the key holds now
+    (``None``: absent) when the store read it in the same round trip, so
+    that the caller need not read it again; ``current_known`` says whether
+    it did. From a set's write methods it means the commit lost to
+    concurrent writers for its whole retry budget (a time, see
+    ``retry_budget``); nothing of it is visible.
     """
+
+    def __init__(self, message: str, *, current: Any = None, current_known: bool = False) -> None:
+        super().__init__(message)
+        self.current, self.current_known = current, current_known
 
 
 class SiblingsError(StoreError):

@@ -99,6 +99,34 @@ def test_cas_with_the_version_read(store, k) -> None:
     assert store.get(k("t:h")).value == b"v3"
 
 
+def test_cas_returns_the_version_written_or_none(store, k) -> None:
+    written = store.cas(k("t:h"), b"v1", None)
+    if written is not None:  # a store that can tell: the next compare-and-set needs no read
+        written = store.cas(k("t:h"), b"v2", written)
+        assert store.get(k("t:h")).version == written
+    assert store.get(k("t:h")).value == (b"v1" if written is None else b"v2")
+
+
+def test_a_lost_race_may_carry_what_won(store, k) -> None:
+    first = store.cas(k("t:h"), b"v1", None)
+    with pytest.raises(mdss.ConflictError) as lost:
+        store.cas(k("t:h"), b"v2", None)
+    if lost.value.current_known:
+        assert lost.value.current.value == b"v1" and lost.value.current == store.get(k("t:h"))
+        if first is not None:
+            assert lost.value.current.version == first
+    store.delete(k("t:h"))
+    stale = store.get(k("t:h"))
+    assert stale is None
+    store.put(k("t:h"), b"v3")
+    record = store.get(k("t:h"))
+    store.put(k("t:h"), b"v4")
+    with pytest.raises(mdss.ConflictError) as lost:
+        store.cas(k("t:h"), b"v5", record.version)
+    if lost.value.current_known:
+        assert lost.value.current == store.get(k("t:h"))
+
+
 def test_cas_after_delete_and_recreate(store, k) -> None:
     store.cas(k("t:h"), b"v1", None)
     seen = store.get(k("t:h"))

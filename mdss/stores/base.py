@@ -198,19 +198,26 @@ class Store:
         self._put_many(items)
         self.stats.add(calls=1, writes=len(items), bytes_written=sum(map(len, items.values())))
 
-    def cas(self, key: str, value: bytes, version: Any) -> None:
-        """Compare-and-set: write only if ``key`` is unchanged since it was read.
+    def cas(self, key: str, value: bytes, version: Any) -> Any:
+        """Compare-and-set: write only if ``key`` is unchanged since it was read; the version written.
 
         ``version`` is the :attr:`Record.version` of that read, or ``None`` for
-        "only if absent". Raises :class:`~mdss.exceptions.ConflictError` when
-        the key changed (or exists, for ``None``); then nothing is written.
+        "only if absent". Returns the version of what it wrote (``None`` when
+        the store cannot tell without a read), so that a writer can
+        compare-and-set again without reading. Raises
+        :class:`~mdss.exceptions.ConflictError` when the key changed (or
+        exists, for ``None``): then nothing is written, and its ``current``
+        is the record the key holds if the store read it in the same round
+        trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the
+        write may or may not have landed.
         """
         try:
-            self._cas(key, value, version)
+            written = self._cas(key, value, version)
         except ConflictError:
             self.stats.add(calls=1, conflicts=1)
             raise
         self.stats.add(calls=1, writes=1, bytes_written=len(value))
+        return written
 
     def delete(self, key: str) -> None:
         """Remove ``key``; removing an absent key is not an error."""
@@ -274,7 +281,7 @@ class Store:
         for key, value in items.items():
             self._put(key, value, None)
 
-    def _cas(self, key: str, value: bytes, version: Any) -> None:
+    def _cas(self, key: str, value: bytes, version: Any) -> Any:
         raise NotImplementedError
 
     def _delete(self, key: str) -> None:

@@ -66,12 +66,16 @@ class MemoryStore(Store):
             for key, value in items.items():
                 self._write(key, value, frozenset())
 
-    def _cas(self, key: str, value: bytes, version: Any) -> None:
+    def _cas(self, key: str, value: bytes, version: Any) -> Any:
         with self._lock:
-            current = frozenset(self._data.get(key, ()))
+            values = self._data.get(key)
+            current = frozenset(values or ())
             if (version is None and current) or (version is not None and version != current):
-                raise ConflictError(f"key {key!r} changed since it was read")
-            self._data[key] = {next(self._dots): value}
+                record = Record(tuple(values.values()), current) if values else None
+                raise ConflictError(f"key {key!r} changed since it was read", current=record, current_known=True)
+            dot = next(self._dots)
+            self._data[key] = {dot: value}
+            return frozenset((dot,))
 
     def _delete(self, key: str) -> None:
         with self._lock:

@@ -65,12 +65,13 @@ from .base import Record, Store
 T = TypeVar("T")
 
 # KEYS[1]: the key; ARGV[1]: the new value; ARGV[2]: SHA-1 of the value read, or "" for "only if absent".
+# Returns 1, or {0, what the key holds} so that the loser needs no second round trip to read it.
 _CAS = """
 local current = redis.call('GET', KEYS[1])
 if ARGV[2] == '' then
-    if current then return 0 end
+    if current then return {0, current} end
 elseif (not current) or redis.sha1hex(current) ~= ARGV[2] then
-    return 0
+    return {0, current}
 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
@@ -210,7 +211,7 @@ class _RedisBase(Store):
     def _delete(self, key: str) -> None:
         self._call(self.client.delete, key)
 
-    def _cas(self, key: str, value: bytes, version: Any) -> None:
+    def _cas(self, key: str, value: bytes, version: Any) -> Any:
         lost: Exception | None = None  # the first lost reply: from then on, never a ConflictError
         for _ in self.retry.attempts():
             try:
@@ -226,18 +227,23 @@ class _RedisBase(Store):
                     ) from exc
                 raise StoreError(f"{self.where} refused the compare-and-set: {exc}") from exc
             else:
-                if won:
-                    return
+                if won == 1:
+                    return _version(value)
                 if lost is None:
-                    raise ConflictError(f"key {key!r} changed since it was read")
+                    current = won[1] if isinstance(won, list) and len(won) > 1 else None
+                    raise ConflictError(
+                        f"key {key!r} changed since it was read",
+                        current=None if current is None else Record((current,), _version(current)),
+                        current_known=True,
+                    )
                 if self._read_back(key, lost) == value:  # the lost request ran before the resend
-                    return
+                    return _version(value)
                 raise OutcomeUnknownError(
                     f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key changed since"
                 ) from lost
             current = self._read_back(key, lost)
             if current == value:
-                return
+                return _version(value)
             unchanged = current is None if version is None else current is not None and _version(current) == version
             if not unchanged:
                 raise OutcomeUnknownError(

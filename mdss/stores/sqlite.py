@@ -201,7 +201,7 @@ class SQLiteStore(Store):
                 items.items(),
             )
 
-    def _cas(self, key: str, value: bytes, version: Any) -> None:
+    def _cas(self, key: str, value: bytes, version: Any) -> Any:
         with self._transaction() as db:
             if version is None:
                 changed = db.execute("INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, 1)", (key, value))
@@ -210,8 +210,11 @@ class SQLiteStore(Store):
                     "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?",
                     (value, key, version),
                 )
-            if changed.rowcount != 1:
-                raise ConflictError(f"key {key!r} changed since it was read")
+            if changed.rowcount != 1:  # what it holds instead, read in the same transaction
+                row = db.execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
+                current = None if row is None else Record((_value(key, row[0]),), row[1])
+                raise ConflictError(f"key {key!r} changed since it was read", current=current, current_known=True)
+        return 1 if version is None else version + 1
 
     def _delete(self, key: str) -> None:
         self._delete_many([key])
