@@ -34,7 +34,7 @@ def _check_snapshot(sset: SortedSet, snap: Snapshot) -> list[str]:
         return problems
     pairs = [
         check_tree(tree, sset.chunk_size, what, problems)
-        for tree, what in ((snap.scores, "score tree"), (snap.members, "member index"))
+        for tree, what in ((snap.score_tree, "score tree"), (snap.member_index, "member index"))
     ]
     if pairs[0] != pairs[1]:
         only_s = sorted(pairs[0] - pairs[1])[:5]
@@ -94,7 +94,7 @@ def describe(sset: SortedSet, limit: int = 40) -> str:
     try:
         snap = sset._snapshot()
         lines.append(f"head: {snap.head!r}")
-        for tree, what in ((snap.scores, "scores"), (snap.members, "members")):
+        for tree, what in ((snap.score_tree, "scores"), (snap.member_index, "members")):
             for height, path, node in itertools.islice(tree.walk(), limit):
                 items = node.firsts if isinstance(node, Manifest) else node.keys
                 lines.append(f"{what} h{height} {path[-1]}: {len(node)} items {list(items)[:8]!r}")

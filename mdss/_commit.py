@@ -105,7 +105,7 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
 def _attempt(sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: list[str]) -> bool:
     """Apply every pending's ops on ``snap`` and publish: True if committed (or nothing to change)."""
     key = sset._order.key
-    old = dict(zip(members, snap.members.find(members)))
+    old = dict(zip(members, snap.member_index.find(members)))
     new = dict(old)
     for pending in pendings:
         pending.result, pending.error = None, None
@@ -128,8 +128,8 @@ def _attempt(sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: 
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))
     writer = Writer(sset.chunk_size, snap.head.epoch)
-    scores = TreeRef(*writer.apply(snap.scores, score_ops))
-    index = TreeRef(*writer.apply(snap.members, member_ops))
+    scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
+    index = TreeRef(*writer.apply(snap.member_index, member_ops))
     if not publish(sset, snap, snap.head.next(secrets.token_hex(8), scores=scores, members=index), writer):
         return False
     sset.commits += 1
@@ -243,9 +243,9 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
     writer = Writer(sset.chunk_size, snap.head.epoch)
     members = sorted(pairs)
     scores = [pairs[m] for m in members]
-    index = TreeRef(*writer.build(snap.members, members, scores))
+    index = TreeRef(*writer.build(snap.member_index, members, scores))
     ranked = sset._order.ranked(members, scores)
-    by_score = TreeRef(*writer.build(snap.scores, [members[i] for i in ranked], [scores[i] for i in ranked]))
+    by_score = TreeRef(*writer.build(snap.score_tree, [members[i] for i in ranked], [scores[i] for i in ranked]))
     if replace:
         writer.replaced = _replaced(snap)
     nodes = writer.encoded(sset._keys)
@@ -263,6 +263,6 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
 def _replaced(snap: Snapshot) -> list[str]:
     """The nodes a replacing load makes unreachable; those of a damaged tree are left to ``gc()``."""
     try:
-        return [*snap.scores.node_ids(), *snap.members.node_ids()]
+        return [*snap.score_tree.node_ids(), *snap.member_index.node_ids()]
     except CorruptDataError:
         return []

