@@ -82,6 +82,18 @@ class SortedSetMachine(RuleBasedStateMachine):
             del self.model.scores[m]
         assert self.set.remove_many(members) == len(present)
 
+    @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), min_size=1, max_size=8))
+    def ended_process_writes(self, pairs: list[tuple[str, int]]) -> None:
+        """Another writer whose grace period never ends in this test: what it replaces waits for gc()."""
+        ended = mdss.SortedSet(self.store, "board", order=self.set.order, chunk_size=self.set.chunk_size, gc_grace=3600)
+        self._expect([("set", m, s) for m, s in pairs])
+        ended.add_many(pairs)
+
+    @rule(sweep=st.booleans())
+    def collect(self, sweep: bool) -> None:
+        self.set.gc(wait=False, sweep=sweep)
+        assert self.set.unreferenced() == []  # no commit in flight here: nothing is left but live nodes
+
     @rule(pairs=st.dictionaries(S.members, S.scores, max_size=20))
     def load(self, pairs: dict[str, float]) -> None:
         self.set = mdss.SortedSet.load(
