@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from ._head import has_nodes
+from ._head import headless
 from ._tree import Manifest, Tree
 from .exceptions import CorruptDataError, StoreUnavailableError
 
@@ -29,7 +29,7 @@ def check(sset: SortedSet) -> list[str]:
 def _check_snapshot(sset: SortedSet, snap: Snapshot) -> list[str]:
     problems: list[str] = []
     if snap.version is None:
-        if has_nodes(sset):
+        if headless(sset):
             problems.append(f"set {sset.name!r} has stored nodes but no head: its head was lost")
         return problems
     pairs = [

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from . import _writer
 from ._codec import decode_note, decode_page
-from ._head import EMPTY, Head, decode_for, forget, has_nodes
+from ._head import EMPTY, Head, decode_for, forget, headless
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError
 
@@ -123,7 +123,7 @@ def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True, sweep: bool = F
     snap = sset._snapshot()
     head = snap.head
     if snap.version is None:
-        if has_nodes(sset):
+        if headless(sset):
             raise HeadMissingError(
                 f"set {sset.name!r} has stored nodes but no head (evicted, or a drop() was interrupted); "
                 "gc() will not guess what they were: drop() removes them",

@@ -233,9 +233,14 @@ def decode_for(sset: SortedSet, data: bytes) -> Head:
     return head
 
 
-def has_nodes(sset: SortedSet) -> bool:
-    """Whether any node of the set is stored (a listing of its node keys, stopped early)."""
-    return bool(sset.store.existing(list(itertools.islice(sset.store.keys(sset._keys.nodes), 16))))
+def headless(sset: SortedSet) -> bool:
+    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped early).
+
+    The head is read again after the listing: a writer may have created the
+    set (its head first, then its nodes) since the caller found no head.
+    """
+    listed = list(itertools.islice(sset.store.keys(sset._keys.nodes), 16))
+    return bool(sset.store.existing(listed)) and sset.store.get(sset._keys.head) is None
 
 
 def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None = None) -> Snapshot:
@@ -253,7 +258,7 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
     store, key = sset.store, sset._keys.head
     record = store.get(key) if known is None else known[0]
     while record is None and (create or sset._head is not None):
-        if has_nodes(sset):
+        if headless(sset):
             raise HeadMissingError(
                 f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
                 "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",

@@ -276,6 +276,27 @@ def test_a_set_whose_head_vanished_is_refused_not_restarted(store) -> None:
     assert newcomer.add("m99", 1) is True and len(newcomer) == 1
 
 
+class CreatedWhileListing(FaultyStore):
+    """Before its first listing answers, another writer creates the set (head first, then nodes)."""
+
+    def __init__(self, inner, create) -> None:
+        super().__init__(inner)
+        self.create = create
+
+    def _keys(self, prefix):
+        if self.create is not None:
+            self.create, create = None, self.create
+            create()
+        return super()._keys(prefix)
+
+
+def test_a_set_created_while_a_first_writer_looks_for_leftovers_is_not_headless(store) -> None:
+    other = mdss.SortedSet(store, "b", chunk_size=4)
+    late = mdss.SortedSet(CreatedWhileListing(store, lambda: other.add_many({f"m{i}": i for i in range(9)})), "b")
+    assert late.add("z", 1) is True  # it found no head, then nodes: the head had been created meanwhile
+    assert len(other) == 10 and other.check() == []
+
+
 # -- 6. checksums ----------------------------------------------------------------------------
 
 
