@@ -26,6 +26,7 @@ documents them and the Erlang client.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
@@ -47,9 +48,13 @@ from .exceptions import (
 from .stores.base import Store
 from .topn import TopN
 
+# erlang-py has no type hints, and without it a source checkout's erlang/ folder imports as an empty
+# namespace package (mypy takes it for the module): so look the names up, and say what is missing.
 try:
-    import erlang
-except ImportError as exc:  # pragma: no cover - the extra is part of every test install
+    _etf = importlib.import_module("erlang")
+    OtpErlangAtom, OtpErlangBinary = _etf.OtpErlangAtom, _etf.OtpErlangBinary
+    binary_to_term, term_to_binary = _etf.binary_to_term, _etf.term_to_binary
+except (ImportError, AttributeError) as exc:  # pragma: no cover - the extra is part of every test install
     raise ImportError("the Erlang port needs the erlang-py package: pip install 'mdss[erlang]'") from exc
 
 #: Threads serving requests: a slow call (a commit that retries, a large page) holds only its own.
@@ -65,14 +70,14 @@ _INF = {"inf": math.inf, "-inf": -math.inf}
 
 def _atom(term: Any) -> str | None:
     """An atom's name, or ``None`` for any other term (``true``, ``false``, ``undefined`` decode to Python values)."""
-    if isinstance(term, erlang.OtpErlangAtom) and isinstance(term.value, (str, bytes)):
+    if isinstance(term, OtpErlangAtom) and isinstance(term.value, (str, bytes)):
         value = term.value
         return value if isinstance(value, str) else value.decode("latin-1")
     return None
 
 
 def _text(term: Any, what: str, error: type[InvalidArgumentError] = InvalidArgumentError) -> str:
-    if not isinstance(term, erlang.OtpErlangBinary) or term.bits != 8:
+    if not isinstance(term, OtpErlangBinary) or term.bits != 8:
         raise error(f"{what} must be a UTF-8 binary, got {_show(term)}")
     try:
         return term.value.decode("utf-8")
@@ -139,7 +144,7 @@ def _options(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
 
 def _show(term: Any) -> str:
     """A short description of a decoded term for an error message."""
-    if isinstance(term, erlang.OtpErlangBinary):
+    if isinstance(term, OtpErlangBinary):
         return f"the binary {term.value[:40]!r}"
     if isinstance(term, bytes):  # erlang-py decodes a string (a list of bytes) so
         return f"the string (a list, not a binary) {term[:40].decode('latin-1')!r}"
@@ -150,9 +155,9 @@ def _show(term: Any) -> str:
 def to_term(value: Any) -> Any:
     """A Python result as an Erlang term: strings as binaries, infinities as atoms, tuples and lists within."""
     if isinstance(value, str):
-        return erlang.OtpErlangBinary(value.encode("utf-8"))
+        return OtpErlangBinary(value.encode("utf-8"))
     if isinstance(value, float) and math.isinf(value):
-        return erlang.OtpErlangAtom("inf" if value > 0 else "-inf")
+        return OtpErlangAtom("inf" if value > 0 else "-inf")
     if isinstance(value, list):
         return [to_term(v) for v in value]
     if isinstance(value, tuple):  # entries and pages too (named tuples)
@@ -195,7 +200,6 @@ class PortServer:
         self.threads = threads
         self._sets: dict[str, SortedSet] = {}
         self._topns: dict[tuple[str, int, str], TopN] = {}
-        self._open = threading.Lock()
         self._write = threading.Lock()
 
     # -- the objects, opened once per name
@@ -206,10 +210,9 @@ class PortServer:
         if type(term) is tuple and len(term) == 2:
             term, options = term[0], _options(term[1], ("order", "chunk_size"))
         name = _text(term, "a set name")
-        with self._open:
-            sset = self._sets.get(name)
-            if sset is None:
-                sset = self._sets[name] = SortedSet(self.store, name, **options)
+        sset = self._sets.get(name)
+        if sset is None:  # opened outside any lock (it reads the store); two racing opens keep the first
+            sset = self._sets.setdefault(name, SortedSet(self.store, name, **options))
         for what, wanted in options.items():
             have = sset.order if what == "order" else sset.chunk_size
             if wanted != have:
@@ -222,10 +225,9 @@ class PortServer:
         if type(term) is tuple and len(term) == 2:
             term, options = term[0], _options(term[1], ("n", "order"))
         key = (_text(term, "a top-N set name"), options.get("n", 10), options.get("order", "desc"))
-        with self._open:
-            podium = self._topns.get(key)
-            if podium is None:
-                podium = self._topns[key] = TopN(self.store, *key)
+        podium = self._topns.get(key)
+        if podium is None:
+            podium = self._topns.setdefault(key, TopN(self.store, *key))
         return podium
 
     # -- one request
@@ -235,7 +237,7 @@ class PortServer:
         ref: Any = None
         try:
             try:
-                request = erlang.binary_to_term(frame)
+                request = binary_to_term(frame)
             except Exception as exc:  # erlang-py raises several types on garbage
                 raise InvalidArgumentError(
                     f"the request is not an external term: {type(exc).__name__}: {exc}"
@@ -245,7 +247,7 @@ class PortServer:
             if type(request) is not tuple or len(request) != 4 or _atom(request[0]) != "call":
                 raise InvalidArgumentError(f"a request must be {{call, Ref, Op, Args}}, got {_show(request)}")
             result = self.call(request[2], request[3])
-            return erlang.term_to_binary((erlang.OtpErlangAtom("reply"), ref, to_term(result)))
+            return term_to_binary((OtpErlangAtom("reply"), ref, to_term(result)))
         except Exception as exc:
             if not isinstance(exc, MdssError):  # a bug, not a caller's mistake: say where
                 traceback.print_exc(file=sys.stderr)
@@ -295,11 +297,11 @@ class PortServer:
 
 
 def _error(ref: Any, exc: BaseException) -> bytes:
-    reason = (erlang.OtpErlangAtom(type(exc).__name__), erlang.OtpErlangBinary(str(exc).encode("utf-8", "replace")))
+    reason = (OtpErlangAtom(type(exc).__name__), OtpErlangBinary(str(exc).encode("utf-8", "replace")))
     try:
-        return erlang.term_to_binary((erlang.OtpErlangAtom("error"), ref, reason))
+        return term_to_binary((OtpErlangAtom("error"), ref, reason))
     except Exception:  # a Ref that does not encode back
-        return erlang.term_to_binary((erlang.OtpErlangAtom("error"), None, reason))
+        return term_to_binary((OtpErlangAtom("error"), None, reason))
 
 
 # -- the operations, in SortedSet's and TopN's terms --------------------------------------
@@ -313,8 +315,8 @@ def _len(port: PortServer, s: Any) -> int:
 @op("info", "Set")
 def _info(port: PortServer, s: Any) -> dict[Any, Any]:
     info = port.sorted_set(s).info()
-    info["order"] = erlang.OtpErlangAtom(info["order"])
-    return {erlang.OtpErlangAtom(key): value for key, value in info.items()}
+    info["order"] = OtpErlangAtom(info["order"])
+    return {OtpErlangAtom(key): value for key, value in info.items()}
 
 
 @op("score", "Set, Member")
