@@ -5,6 +5,7 @@ The Erlang side of the same protocol, through a real VM, is tests/test_erlang.py
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import pathlib
@@ -223,3 +224,11 @@ def test_infinities_and_big_integers_round_trip(port: PortServer) -> None:
     scores = ask(port, "scores", s, [B(m) for m in "abcdez"])[2]
     assert scores == [2**63 - 1, -(2**63), 0.0, ":-inf", 1e308, None]
     assert not any(isinstance(x, float) and math.isinf(x) for x in scores)
+
+
+def test_the_mdss_port_command_serves_the_protocol(tmp_path: Any) -> None:
+    command = [sys.executable, "-m", "mdss.cli", "--store", f"sqlite:///{tmp_path}/cli.db", "port", "--threads", "2"]
+    frame = request("add", [B("s"), B("m"), 1])
+    done = subprocess.run(command, input=len(frame).to_bytes(4, "big") + frame, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [plain(r) for r in frames(io.BytesIO(done.stdout))] == [(":reply", 1, True)]
