@@ -24,8 +24,8 @@ import pytest
 
 VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format" / "v2").glob("*.json"))
 NAMESPACE = "mdss"
-#: docs/format.md, "Keys": a set's head, its nodes, a top-N set.
-KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|n:(?P<id>[^:]+)|(?P<topn>t))")
+#: docs/format.md, "Keys": a set's head, its nodes and garbage notes, a top-N set.
+KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t))")
 #: docs/format.md, "Node ids": gc epoch in hex, a dot, 11 hex digits of milliseconds, 16 random hex digits.
 NODE_ID = re.compile(r"(?P<epoch>[0-9a-f]{1,16})\.(?P<ms>[0-9a-f]{11})[0-9a-f]{16}")
 #: Characters a percent-encoded set name or namespace keeps as they are.
