@@ -524,6 +524,21 @@ def bench(
             json.dump(result, f, indent=1)
 
 
+# -- the Erlang port ---------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--store", "store_url", default=None, metavar="URL", help="Store URL [default: the group's --store].")
+@click.option("--threads", type=click.IntRange(min=1), default=16, show_default=True, help="Requests served at once.")
+def port(store_url: str | None, threads: int) -> None:
+    """Serve the Erlang port protocol on stdin/stdout (for erlang/src/mdss.erl; see mdss/port.py)."""
+    try:
+        from . import port as erlang_port
+    except ImportError as exc:
+        raise click.ClickException(str(exc)) from exc
+    erlang_port.run(store_url or _ctx().store_url, threads)
+
+
 def main() -> None:
     cli(prog_name="mdss")
 

@@ -1,0 +1,465 @@
+"""The Erlang port server: mdss for an Erlang VM, over the External Term Format on stdin and stdout.
+
+Erlang starts it with ``open_port({spawn_executable, Python}, [{packet, 4},
+binary, {args, ["-m", "mdss.port", "--store", Url]}])`` (the client in
+``erlang/src/mdss.erl`` does). Every frame is a 4-byte big-endian length and
+that many bytes of ``term_to_binary`` data. A request is
+``{call, Ref, Op, Args}``; the answer, a frame too, is ``{reply, Ref, Result}``
+or ``{error, Ref, {Kind, Message}}``, where ``Kind`` is the class name of the
+exception as an atom (``'InvalidMemberError'``, ``'ConflictError'``, ...) and
+``Message`` a binary. Requests run concurrently on a thread pool, so replies
+come in the order they finish: match them by ``Ref``. Nothing a caller sends
+stops the server: a frame that is no term, or no ``{call, Ref, Op, Args}``,
+gets ``{error, undefined, ...}`` when no ``Ref`` can be read from it.
+
+Terms: members, set names and cursors are UTF-8 binaries; scores are
+integers (64-bit) or floats, with the atoms ``inf`` and ``'-inf'`` for the
+infinities (Erlang floats have none); an entry is ``{Member, Score, Rank}``;
+``None`` is ``undefined``. ``Args`` is a list that starts with the set: a
+name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it with
+those settings. Top-N sets (the ``topn_*`` operations) are ``Name`` (n 10,
+desc) or ``{Name, #{n => N, order => Order}}``. Each set is opened once and
+kept. :data:`OPS` lists every operation with its arguments; erlang/README.md
+documents them and the Erlang client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO, NamedTuple
+
+from . import open_store
+from ._sortedset import SortedSet
+from .exceptions import (
+    InvalidArgumentError,
+    InvalidMemberError,
+    InvalidScoreError,
+    MdssError,
+    SettingsMismatchError,
+)
+from .stores.base import Store
+from .topn import TopN
+
+# erlang-py has no type hints, and without it a source checkout's erlang/ folder imports as an empty
+# namespace package (mypy takes it for the module): so look the names up, and say what is missing.
+try:
+    _etf = importlib.import_module("erlang")
+    OtpErlangAtom, OtpErlangBinary = _etf.OtpErlangAtom, _etf.OtpErlangBinary
+    binary_to_term, term_to_binary = _etf.binary_to_term, _etf.term_to_binary
+except (ImportError, AttributeError) as exc:  # pragma: no cover - the extra is part of every test install
+    raise ImportError("the Erlang port needs the erlang-py package: pip install 'mdss[erlang]'") from exc
+
+#: Threads serving requests: a slow call (a commit that retries, a large page) holds only its own.
+DEFAULT_THREADS = 16
+#: Largest request frame read (a bigger one is refused and the port stops: its framing cannot be trusted).
+MAX_FRAME = 64 << 20
+
+_INF = {"inf": math.inf, "-inf": -math.inf}
+
+
+# -- terms in and out ----------------------------------------------------------------
+
+
+def _atom(term: Any) -> str | None:
+    """An atom's name, or ``None`` for any other term (``true``, ``false``, ``undefined`` decode to Python values)."""
+    if isinstance(term, OtpErlangAtom) and isinstance(term.value, (str, bytes)):
+        value = term.value
+        return value if isinstance(value, str) else value.decode("latin-1")
+    return None
+
+
+def _text(term: Any, what: str, error: type[InvalidArgumentError] = InvalidArgumentError) -> str:
+    if not isinstance(term, OtpErlangBinary) or term.bits != 8:
+        raise error(f"{what} must be a UTF-8 binary, got {_show(term)}")
+    try:
+        return term.value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
+
+
+def _member(term: Any) -> str:
+    return _text(term, "a member", InvalidMemberError)
+
+
+def _score(term: Any) -> int | float:
+    """An Erlang number as a score (the set checks its range); the atoms ``inf`` and ``'-inf'`` as infinities."""
+    if type(term) in (int, float):
+        return term
+    name = _atom(term)
+    if name in _INF:
+        return _INF[name]
+    raise InvalidScoreError(f"a score must be an integer, a float, inf or '-inf', got {_show(term)}")
+
+
+def _int(term: Any, what: str) -> int:
+    if type(term) is not int:
+        raise InvalidArgumentError(f"{what} must be an integer, got {_show(term)}")
+    return term
+
+
+def _choice(term: Any, what: str, allowed: tuple[str, ...]) -> str:
+    name = _atom(term)
+    if name not in allowed:
+        raise InvalidArgumentError(f"{what} must be one of the atoms {', '.join(allowed)}, got {_show(term)}")
+    return name
+
+
+def _list(term: Any, what: str) -> list[Any]:
+    if type(term) is not list:
+        raise InvalidArgumentError(f"{what} must be a proper list, got {_show(term)}")
+    return term
+
+
+def _pairs(term: Any) -> list[tuple[str, int | float]]:
+    """``[{Member, Score}]`` or ``#{Member => Score}`` as pairs."""
+    items = list(term.items()) if isinstance(term, dict) else _list(term, "pairs")
+    pairs = []
+    for item in items:
+        if type(item) is not tuple or len(item) != 2:
+            raise InvalidArgumentError(f"pairs must be {{Member, Score}} tuples, got {_show(item)}")
+        pairs.append((_member(item[0]), _score(item[1])))
+    return pairs
+
+
+def _options(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A map of a set's settings: ``order`` an atom, ``chunk_size`` and ``n`` integers (their ranges: the set's)."""
+    if not isinstance(term, dict):
+        raise InvalidArgumentError(f"options must be a map, got {_show(term)}")
+    options: dict[str, Any] = {}
+    for key, value in term.items():
+        name = _atom(key)
+        if name not in allowed:
+            raise InvalidArgumentError(f"unknown option {_show(key)}: the options are {', '.join(allowed)}")
+        options[name] = _choice(value, "order", ("asc", "desc")) if name == "order" else _int(value, name)
+    return options
+
+
+def _show(term: Any) -> str:
+    """A short description of a decoded term for an error message."""
+    if isinstance(term, OtpErlangBinary):
+        return f"the binary {term.value[:40]!r}"
+    if isinstance(term, bytes):  # erlang-py decodes a string (a list of bytes) so
+        return f"the string (a list, not a binary) {term[:40].decode('latin-1')!r}"
+    name = _atom(term)
+    return f"the atom {name!r:.40}" if name is not None else f"{type(term).__name__} {term!r:.60}"
+
+
+def to_term(value: Any) -> Any:
+    """A Python result as an Erlang term: strings as binaries, infinities as atoms, tuples and lists within."""
+    if isinstance(value, str):
+        return OtpErlangBinary(value.encode("utf-8"))
+    if isinstance(value, float) and math.isinf(value):
+        return OtpErlangAtom("inf" if value > 0 else "-inf")
+    if isinstance(value, list):
+        return [to_term(v) for v in value]
+    if isinstance(value, tuple):  # entries and pages too (named tuples)
+        return tuple(to_term(v) for v in value)
+    return value
+
+
+# -- operations ---------------------------------------------------------------------
+
+
+class Op(NamedTuple):
+    """One operation: its handler, its arguments as documented, and the arity they allow."""
+
+    handler: Callable[..., Any]
+    usage: str
+    least: int
+    most: int
+
+
+#: Every operation by name.
+OPS: dict[str, Op] = {}
+
+
+def op(name: str, usage: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a handler as operation ``name``; ``usage`` names its arguments, optional ones in brackets."""
+    words = [word.strip() for word in usage.split(",")]
+
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        OPS[name] = Op(handler, usage, sum(1 for w in words if not w.startswith("[")), len(words))
+        return handler
+
+    return register
+
+
+class PortServer:
+    """Serves requests read from a stream on a thread pool, writing each reply whole under one lock."""
+
+    def __init__(self, store: Store, threads: int = DEFAULT_THREADS) -> None:
+        self.store = store
+        self.threads = threads
+        self._sets: dict[str, SortedSet] = {}
+        self._topns: dict[tuple[str, int, str], TopN] = {}
+        self._write = threading.Lock()
+
+    # -- the objects, opened once per name
+
+    def sorted_set(self, term: Any) -> SortedSet:
+        """The set a request names: ``Name`` or ``{Name, #{order => O, chunk_size => C}}``."""
+        options: dict[str, Any] = {}
+        if type(term) is tuple and len(term) == 2:
+            term, options = term[0], _options(term[1], ("order", "chunk_size"))
+        name = _text(term, "a set name")
+        sset = self._sets.get(name)
+        if sset is None:  # opened outside any lock (it reads the store); two racing opens keep the first
+            sset = self._sets.setdefault(name, SortedSet(self.store, name, **options))
+        for what, wanted in options.items():
+            have = sset.order if what == "order" else sset.chunk_size
+            if wanted != have:
+                raise SettingsMismatchError(f"set {name!r} is open with {what}={have!r}, not {wanted!r}")
+        return sset
+
+    def top_n(self, term: Any) -> TopN:
+        """The top-N set a request names: ``Name`` or ``{Name, #{n => N, order => O}}``."""
+        options: dict[str, Any] = {}
+        if type(term) is tuple and len(term) == 2:
+            term, options = term[0], _options(term[1], ("n", "order"))
+        key = (_text(term, "a top-N set name"), options.get("n", 10), options.get("order", "desc"))
+        podium = self._topns.get(key)
+        if podium is None:
+            podium = self._topns.setdefault(key, TopN(self.store, *key))
+        return podium
+
+    # -- one request
+
+    def handle(self, frame: bytes) -> bytes:
+        """The reply frame's payload for one request frame's payload; never raises."""
+        ref: Any = None
+        try:
+            try:
+                request = binary_to_term(frame)
+            except Exception as exc:  # erlang-py raises several types on garbage
+                raise InvalidArgumentError(
+                    f"the request is not an external term: {type(exc).__name__}: {exc}"
+                ) from None
+            if type(request) is tuple and len(request) >= 2 and _atom(request[0]) == "call":
+                ref = request[1]
+            if type(request) is not tuple or len(request) != 4 or _atom(request[0]) != "call":
+                raise InvalidArgumentError(f"a request must be {{call, Ref, Op, Args}}, got {_show(request)}")
+            result = self.call(request[2], request[3])
+            return term_to_binary((OtpErlangAtom("reply"), ref, to_term(result)))
+        except Exception as exc:
+            if not isinstance(exc, MdssError):  # a bug, not a caller's mistake: say where
+                traceback.print_exc(file=sys.stderr)
+            return _error(ref, exc)
+
+    def call(self, op_term: Any, args: Any) -> Any:
+        """Run operation ``op_term`` on ``args`` (a list) and return its Python result."""
+        name = _atom(op_term)
+        found = OPS.get(name) if name is not None else None
+        if found is None:
+            raise InvalidArgumentError(f"unknown operation {_show(op_term)}; the operations are {', '.join(OPS)}")
+        args = _list(args, f"the arguments of {name}")
+        if not found.least <= len(args) <= found.most:
+            raise InvalidArgumentError(f"{name} takes [{found.usage}], got {len(args)} arguments")
+        return found.handler(self, *args)
+
+    # -- the stream
+
+    def serve(self, reader: BinaryIO, writer: BinaryIO) -> None:
+        """Answer every frame ``reader`` holds until it ends, then finish the calls still running."""
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="mdss-port") as pool:
+            while True:
+                header = reader.read(4)
+                if len(header) < 4:
+                    return  # Erlang closed the port
+                size = int.from_bytes(header, "big")
+                if size > MAX_FRAME:
+                    reply = _error(None, InvalidArgumentError(f"a {size}-byte frame is over the {MAX_FRAME} limit"))
+                    self.send(writer, reply)
+                    return
+                frame = reader.read(size)
+                if len(frame) < size:
+                    return
+                pool.submit(self._answer, writer, frame)
+
+    def _answer(self, writer: BinaryIO, frame: bytes) -> None:
+        self.send(writer, self.handle(frame))
+
+    def send(self, writer: BinaryIO, payload: bytes) -> None:
+        """Write one frame whole: replies from many threads never interleave."""
+        with self._write:
+            try:
+                writer.write(len(payload).to_bytes(4, "big") + payload)
+                writer.flush()
+            except (BrokenPipeError, ValueError):  # the VM went away (or closed the pipe) meanwhile
+                pass
+
+
+def _error(ref: Any, exc: BaseException) -> bytes:
+    reason = (OtpErlangAtom(type(exc).__name__), OtpErlangBinary(str(exc).encode("utf-8", "replace")))
+    try:
+        return term_to_binary((OtpErlangAtom("error"), ref, reason))
+    except Exception:  # a Ref that does not encode back
+        return term_to_binary((OtpErlangAtom("error"), None, reason))
+
+
+# -- the operations, in SortedSet's and TopN's terms --------------------------------------
+
+
+@op("len", "Set")
+def _len(port: PortServer, s: Any) -> int:
+    return len(port.sorted_set(s))
+
+
+@op("info", "Set")
+def _info(port: PortServer, s: Any) -> dict[Any, Any]:
+    info = port.sorted_set(s).info()
+    info["order"] = OtpErlangAtom(info["order"])
+    return {OtpErlangAtom(key): value for key, value in info.items()}
+
+
+@op("score", "Set, Member")
+def _score_of(port: PortServer, s: Any, member: Any) -> Any:
+    return port.sorted_set(s).score(_member(member))
+
+
+@op("scores", "Set, Members")
+def _scores(port: PortServer, s: Any, members: Any) -> Any:
+    return port.sorted_set(s).scores([_member(m) for m in _list(members, "members")])
+
+
+@op("rank", "Set, Member, [Ties]")
+def _rank(port: PortServer, s: Any, member: Any, ties: Any = None) -> Any:
+    how = "ordinal" if ties is None else _choice(ties, "ties", ("ordinal", "competition"))
+    return port.sorted_set(s).rank(_member(member), ties=how)
+
+
+@op("rank_of_score", "Set, Score")
+def _rank_of_score(port: PortServer, s: Any, score: Any) -> int:
+    return port.sorted_set(s).rank_of_score(_score(score))
+
+
+@op("count", "Set, Best, Worst")
+def _count(port: PortServer, s: Any, best: Any, worst: Any) -> int:
+    return port.sorted_set(s).count(_score(best), _score(worst))
+
+
+@op("range", "Set, Offset, Limit")
+def _range(port: PortServer, s: Any, offset: Any, limit: Any) -> Any:
+    return port.sorted_set(s).range(_int(offset, "offset"), _int(limit, "limit"))
+
+
+@op("range_by_score", "Set, Best, Worst, [Offset], [Limit]")
+def _range_by_score(port: PortServer, s: Any, best: Any, worst: Any, offset: Any = 0, limit: Any = None) -> Any:
+    return port.sorted_set(s).range_by_score(
+        _score(best),
+        _score(worst),
+        offset=_int(offset, "offset"),
+        limit=None if limit is None else _int(limit, "limit"),
+    )
+
+
+@op("at", "Set, Rank")
+def _at(port: PortServer, s: Any, rank: Any) -> Any:
+    return port.sorted_set(s).at(_int(rank, "rank"))
+
+
+@op("around", "Set, Member, Before, After")
+def _around(port: PortServer, s: Any, member: Any, before: Any, after: Any) -> Any:
+    return port.sorted_set(s).around(_member(member), _int(before, "before"), _int(after, "after"))
+
+
+@op("page", "Set, Limit, [Cursor]")
+def _page(port: PortServer, s: Any, limit: Any, cursor: Any = None) -> Any:
+    at = None if cursor is None else _text(cursor, "a cursor")
+    return tuple(port.sorted_set(s).page(_int(limit, "limit"), at))
+
+
+@op("add", "Set, Member, Score, [Op]")
+def _add(port: PortServer, s: Any, member: Any, score: Any, how: Any = None) -> Any:
+    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best"))
+    return port.sorted_set(s).add(_member(member), _score(score), op=how)
+
+
+@op("add_many", "Set, Pairs, [Op]")
+def _add_many(port: PortServer, s: Any, pairs: Any, how: Any = None) -> Any:
+    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best"))
+    return port.sorted_set(s).add_many(_pairs(pairs), op=how)
+
+
+@op("incr", "Set, Member, Delta")
+def _incr(port: PortServer, s: Any, member: Any, delta: Any) -> Any:
+    return port.sorted_set(s).incr(_member(member), _score(delta))
+
+
+@op("remove", "Set, Member")
+def _remove(port: PortServer, s: Any, member: Any) -> Any:
+    return port.sorted_set(s).remove(_member(member))
+
+
+@op("remove_many", "Set, Members")
+def _remove_many(port: PortServer, s: Any, members: Any) -> Any:
+    return port.sorted_set(s).remove_many([_member(m) for m in _list(members, "members")])
+
+
+@op("check", "Set")
+def _check(port: PortServer, s: Any) -> list[str]:
+    return port.sorted_set(s).check()
+
+
+@op("topn_post", "TopN, Member, Score")
+def _topn_post(port: PortServer, t: Any, member: Any, score: Any) -> bool:
+    return port.top_n(t).post(_member(member), _score(score))
+
+
+@op("topn_post_many", "TopN, Pairs")
+def _topn_post_many(port: PortServer, t: Any, pairs: Any) -> bool:
+    return port.top_n(t).post_many(_pairs(pairs))
+
+
+@op("topn_top", "TopN")
+def _topn_top(port: PortServer, t: Any) -> Any:
+    return port.top_n(t).top()
+
+
+@op("topn_threshold", "TopN")
+def _topn_threshold(port: PortServer, t: Any) -> Any:
+    return port.top_n(t).threshold()
+
+
+# -- the program ------------------------------------------------------------------------
+
+
+def run(store_url: str, threads: int = DEFAULT_THREADS) -> None:
+    """Serve the port protocol on this process' stdin and stdout until stdin ends.
+
+    The protocol keeps file descriptor 1 to itself: anything else that
+    prints (a library, a stray ``print``) goes to stderr instead of
+    corrupting the frames.
+    """
+    if type(threads) is not int or threads < 1:
+        raise InvalidArgumentError(f"threads must be an int >= 1, got {threads!r:.80}")
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    store = open_store(store_url)
+    try:
+        PortServer(store, threads).serve(sys.stdin.buffer, out)
+    finally:
+        store.close()
+        out.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mdss.port", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--store", required=True, metavar="URL", help="store URL (sqlite:///file.db, redis://...)")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="requests served at once")
+    args = parser.parse_args(argv)
+    try:
+        run(args.store, args.threads)
+    except MdssError as exc:
+        sys.exit(f"mdss port: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""docs/format.md is enough to read what mdss stores: a reader written from it alone, with msgpack and
+zlib and without mdss, decodes the format-2 test vectors (tests/data/format/v2/) and finds in them
+exactly what mdss answered when it stored them.
+
+For each vector: every key follows the key grammar, every value carries its CRC-32 seal and decodes
+to the fields listed in ``decoded``; for a sorted set, the trees the head names hold every stored
+node, in order, with manifests that agree with their children, and the score tree read left to
+right is the list of entries with their ranks, the member index the same pairs by member; for a
+top-N set, the entries best first. This module must not import mdss.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+import re
+import zlib
+from typing import Any
+from urllib.parse import unquote
+
+import msgpack
+import pytest
+
+VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format" / "v2").glob("*.json"))
+NAMESPACE = "mdss"
+#: docs/format.md, "Keys": a set's head, its nodes and garbage notes, a top-N set.
+KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t))")
+#: docs/format.md, "Node ids": gc epoch in hex, a dot, 11 hex digits of milliseconds, 16 random hex digits.
+NODE_ID = re.compile(r"(?P<epoch>[0-9a-f]{1,16})\.(?P<ms>[0-9a-f]{11})[0-9a-f]{16}")
+#: Characters a percent-encoded set name or namespace keeps as they are.
+UNRESERVED = re.compile(r"[A-Za-z0-9\-_.~!$&'()*+,;=@%]+")
+
+
+def unseal(value: bytes) -> tuple[Any, str]:
+    """docs/format.md, "Values": the msgpack payload and the 4-byte big-endian CRC-32 after it."""
+    payload, seal = value[:-4], value[-4:]
+    assert zlib.crc32(payload).to_bytes(4, "big") == seal, "checksum"
+    return msgpack.unpackb(payload, raw=False), seal.hex()
+
+
+def score(text_or_int: int | str) -> int | float:
+    """A score as the vectors' JSON writes it: an int, or a float's repr."""
+    return text_or_int if type(text_or_int) is int else float(text_or_int)
+
+
+def sort_key(order: str, member: str, s: int | float) -> tuple[int | float, bytes]:
+    """docs/format.md, "Order": best first, ties by member in UTF-8 byte order (= code point order)."""
+    return (s if order == "asc" else -s, member.encode("utf-8"))
+
+
+def typed(values: list[Any]) -> list[tuple[type, Any]]:
+    return [(type(v), v) for v in values]
+
+
+def load(path: pathlib.Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    vector = json.loads(path.read_text(encoding="utf-8"))
+    return vector, {key: base64.b64decode(value) for key, value in vector["store"].items()}
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=lambda p: p.stem)
+def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> None:
+    vector, store = load(path)
+    assert vector["format"] == 2 and set(store) == set(vector["decoded"])
+    for key, value in store.items():
+        expected = vector["decoded"][key]
+        found, crc = unseal(value)
+        assert crc == expected["crc32"]
+        fields = expected["fields"]
+        if expected["kind"] == "head":
+            assert found == fields and found["v"] == 2
+        elif expected["kind"] == "topn":
+            assert found[:3] == [fields["format"], fields["n"], fields["order"]] == [2, vector["n"], vector["order"]]
+            assert found[3] == fields["members"] and typed(found[4]) == typed([score(s) for s in fields["scores"]])
+        elif expected["kind"] == "leaf":
+            assert found[:2] == [2, 0] and found[2] == fields["members"]
+            assert typed(found[3]) == typed([score(s) for s in fields["scores"]])
+        else:
+            assert found[:2] == [2, 1] and found[2:6] == [
+                fields[f] for f in ("height", "ids", "counts", "first_members")
+            ]
+            assert typed(found[6]) == typed([score(s) for s in fields["first_scores"]])
+        damaged = bytearray(value)
+        damaged[len(damaged) // 2] ^= 0x01
+        assert zlib.crc32(bytes(damaged[:-4])).to_bytes(4, "big") != bytes(damaged[-4:])
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=lambda p: p.stem)
+def test_keys_follow_the_grammar(path: pathlib.Path) -> None:
+    vector, store = load(path)
+    for key in store:
+        match = KEY.fullmatch(key)
+        assert match, key
+        assert match["ns"] == NAMESPACE and unquote(match["name"]) == vector["name"]
+        assert UNRESERVED.fullmatch(match["name"]), "set names are percent-encoded"
+        assert bool(match["topn"]) == (vector["kind"] == "topn")
+        if match["id"]:
+            assert NODE_ID.fullmatch(match["id"]), match["id"]
+
+
+def walk(store: dict[str, bytes], prefix: str, root: str | None, height: int) -> tuple[list[list[Any]], set[str]]:
+    """Every leaf's ``[member, score]`` pairs under ``root``, left to right, and the keys visited.
+
+    Checks what docs/format.md promises of a tree: heights count down to 0 at the leaves, a
+    manifest's count of a child is the child's number of entries and its first entry the child's
+    first.
+    """
+    if root is None:
+        assert height == 0
+        return [], set()
+    node, _ = unseal(store[prefix + "n:" + root])
+    if height == 0:
+        assert node[:2] == [2, 0] and len(node[2]) == len(node[3])
+        return [list(pair) for pair in zip(node[2], node[3])], {root}
+    _, kind, node_height, ids, counts, first_members, first_scores = node
+    assert (kind, node_height) == (1, height) and len(ids) == len(counts) == len(first_members) == len(first_scores)
+    pairs: list[list[Any]] = []
+    seen = {root}
+    for child, count, member, s in zip(ids, counts, first_members, first_scores):
+        below, visited = walk(store, prefix, child, height - 1)
+        assert len(below) == count and below[0] == [member, s]
+        assert type(below[0][1]) is type(s)
+        pairs += below
+        seen |= visited
+    return pairs, seen
+
+
+@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "sortedset"], ids=lambda p: p.stem)
+def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
+    vector, store = load(path)
+    [head_key] = [k for k in store if k.endswith(":h")]
+    prefix = head_key[:-1]
+    head, _ = unseal(store[head_key])
+    assert (head["order"], head["chunk"]) == (vector["order"], vector["chunk_size"])
+    assert len(head["recent"]) <= min(head["gen"], 16) and head["epoch"] >= 1
+    order = head["order"]
+
+    by_score, score_nodes = walk(store, prefix, head["score"][0], head["score"][1])
+    by_member, member_nodes = walk(store, prefix, head["member"][0], head["member"][1])
+    assert head["score"][2] == head["member"][2] == len(by_score) == len(by_member) == vector["len"]
+    keys = [sort_key(order, m, s) for m, s in by_score]
+    assert all(a < b for a, b in zip(keys, keys[1:])), "the score tree is strictly in set order"
+    members = [m.encode("utf-8") for m, _ in by_member]
+    assert all(a < b for a, b in zip(members, members[1:])), "the member index is strictly by member"
+    assert sorted(map(tuple, by_score)) == sorted(map(tuple, by_member))
+
+    expected = [[m, score(s), rank] for m, s, rank in vector["entries"]]
+    found = [[m, s, rank] for rank, (m, s) in enumerate(by_score, start=1)]
+    assert [typed(e) for e in found] == [typed(e) for e in expected]
+    node_keys = {k[len(prefix) + 2 :] for k in store if k != head_key}
+    assert score_nodes | member_nodes == node_keys, "every stored node is in a tree, and every named node stored"
+    for node_id in node_keys:
+        assert 1 <= int(NODE_ID.fullmatch(node_id)["epoch"], 16) <= head["epoch"]  # type: ignore[index]
+    chunk = head["chunk"]
+    for node_id in node_keys:
+        node, _ = unseal(store[prefix + "n:" + node_id])
+        assert len(node[2 if node[1] == 0 else 3]) <= chunk
+
+
+@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "topn"], ids=lambda p: p.stem)
+def test_a_top_n_value_holds_its_entries_best_first(path: pathlib.Path) -> None:
+    vector, store = load(path)
+    [(key, value)] = store.items()
+    (version, n, order, members, scores), _ = unseal(value)
+    assert (version, n, order) == (2, vector["n"], vector["order"]) and len(members) == len(scores) <= n
+    keys = [sort_key(order, m, s) for m, s in zip(members, scores)]
+    assert all(a < b for a, b in zip(keys, keys[1:]))
+    expected = [[m, score(s), rank] for m, s, rank in vector["entries"]]
+    assert [typed([m, s, r]) for r, (m, s) in enumerate(zip(members, scores), start=1)] == [typed(e) for e in expected]
+
+
+def test_there_are_vectors_of_both_orders_and_a_top_n() -> None:
+    kinds = {(v["kind"], v["order"], v.get("chunk_size")) for v in (load(p)[0] for p in VECTORS)}
+    assert {("sortedset", "asc", 4), ("sortedset", "desc", 4)} <= kinds and any(k[0] == "topn" for k in kinds)

@@ -1,0 +1,234 @@
+"""The Erlang port server (mdss/port.py) from Python: terms in and out, errors, concurrency, framing.
+
+The Erlang side of the same protocol, through a real VM, is tests/test_erlang.py.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import erlang
+import mdss
+from mdss.port import MAX_FRAME, OPS, PortServer
+from mdss.stores.memory import MemoryStore
+
+A, Ref = erlang.OtpErlangAtom, erlang.OtpErlangReference
+
+
+def B(text: str) -> erlang.OtpErlangBinary:
+    return erlang.OtpErlangBinary(text.encode("utf-8"))
+
+
+def request(op: str, args: Any, ref: Any = 1) -> bytes:
+    return erlang.term_to_binary((A("call"), ref, A(op), args))
+
+
+def plain(term: Any) -> Any:
+    """A decoded reply with binaries as str and atoms as ``:name``, so that tests can compare it."""
+    if isinstance(term, erlang.OtpErlangBinary):
+        return term.value.decode("utf-8")
+    if isinstance(term, erlang.OtpErlangAtom):
+        return ":" + (term.value if isinstance(term.value, str) else term.value.decode())
+    if isinstance(term, (list, tuple)):
+        return type(term)(plain(t) for t in term)
+    if isinstance(term, dict):
+        return {plain(k): plain(v) for k, v in term.items()}
+    return term
+
+
+class _AnyCursor:
+    """Equal to any page cursor (a non-empty string)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and len(other) > 10
+
+
+ask_cursor = _AnyCursor()
+
+
+@pytest.fixture
+def port(store: mdss.Store) -> PortServer:
+    return PortServer(store)
+
+
+def ask(port: PortServer, op: str, *args: Any) -> Any:
+    return plain(erlang.binary_to_term(port.handle(request(op, list(args)))))
+
+
+def test_sorted_set_operations(port: PortServer) -> None:
+    s = B("board")
+    assert ask(port, "add_many", s, [(B("ann"), 5), (B("bob"), 7), (B("cid"), 5)]) == (":reply", 1, 3)
+    assert ask(port, "add", s, B("dee"), 1.5) == (":reply", 1, True)
+    assert ask(port, "rank", s, B("cid")) == (":reply", 1, 3)
+    assert ask(port, "rank", s, B("cid"), A("competition")) == (":reply", 1, 2)
+    assert ask(port, "rank", s, B("zed")) == (":reply", 1, None)
+    assert ask(port, "range", s, 1, 2) == (":reply", 1, [("ann", 5, 2), ("cid", 5, 3)])
+    assert ask(port, "incr", s, B("dee"), 10) == (":reply", 1, 11.5)
+    assert ask(port, "add", s, B("top"), A("inf")) == (":reply", 1, True)
+    assert ask(port, "at", s, 1) == (":reply", 1, ("top", ":inf", 1))
+    assert ask(port, "score", s, B("top")) == (":reply", 1, ":inf")
+    assert ask(port, "page", s, 3) == (":reply", 1, ([("top", ":inf", 1), ("dee", 11.5, 2), ("bob", 7, 3)], ask_cursor))
+    reply = ask(port, "info", s)[2]
+    assert (reply[":members"], reply[":order"], reply[":chunk_size"]) == (5, ":desc", 1000)
+
+
+def test_every_operation_is_documented() -> None:
+    text = (pathlib.Path(__file__).resolve().parent.parent / "erlang" / "README.md").read_text(encoding="utf-8")
+    assert [name for name in OPS if f"`{name}`" not in text] == []
+
+
+@pytest.mark.parametrize(
+    "frame, kind",
+    [
+        (b"", "InvalidArgumentError"),
+        (b"not a term", "InvalidArgumentError"),
+        (b"\x83h\x02", "InvalidArgumentError"),  # a truncated tuple
+        (b"\x83l\xff\xff\xff\xff", "InvalidArgumentError"),  # a list claiming 4 billion elements
+        (erlang.term_to_binary((A("hello"), 1)), "InvalidArgumentError"),
+        (erlang.term_to_binary([A("call"), 1, A("len"), [B("s")]]), "InvalidArgumentError"),
+    ],
+)
+def test_unreadable_requests_answer_undefined(port: PortServer, frame: bytes, kind: str) -> None:
+    reply = plain(erlang.binary_to_term(port.handle(frame)))
+    assert reply[:2] == (":error", None) and reply[2][0] == ":" + kind
+
+
+@pytest.mark.parametrize(
+    "op, args, kind",
+    [
+        ("nope", [B("s")], "InvalidArgumentError"),
+        ("rank", [B("s")], "InvalidArgumentError"),
+        ("rank", [B("s"), B("m"), A("ordinal"), 1], "InvalidArgumentError"),
+        ("rank", B("not a list"), "InvalidArgumentError"),
+        ("rank", [B("s"), b"charlist"], "InvalidMemberError"),
+        ("rank", [B("s"), erlang.OtpErlangBinary(b"\xff")], "InvalidMemberError"),
+        ("rank", [B("s"), erlang.OtpErlangBinary(b"m", bits=3)], "InvalidMemberError"),
+        ("rank", [B("s"), B("m"), A("dense")], "InvalidArgumentError"),
+        ("add", [B("s"), B("m"), True], "InvalidScoreError"),
+        ("add", [B("s"), B("m"), 2**63], "InvalidScoreError"),
+        ("add", [B("s"), B("m"), A("nan")], "InvalidScoreError"),
+        ("add", [B("s"), B("m"), 1, A("double")], "InvalidArgumentError"),
+        ("add_many", [B("s"), [(B("m"),)]], "InvalidArgumentError"),
+        ("range", [B("s"), 0, 1.0], "InvalidArgumentError"),
+        ("range", [B("s"), -1, 1], "InvalidArgumentError"),
+        ("len", [(B("s"), {A("colour"): A("red")})], "InvalidArgumentError"),
+        ("len", [(B("s"), {A("chunk_size"): 1})], "InvalidArgumentError"),
+        ("len", [A("s")], "InvalidArgumentError"),
+        ("page", [B("s"), 1, B("garbage")], "InvalidArgumentError"),
+        ("topn_top", [(B("t"), {A("n"): 0})], "InvalidArgumentError"),
+    ],
+)
+def test_bad_arguments_name_the_exception(port: PortServer, op: str, args: Any, kind: str) -> None:
+    ref = Ref(A("nonode@nohost"), b"\x00\x00\x00\x01" * 3, b"\x00\x00\x00\x01")
+    reply = erlang.binary_to_term(port.handle(request(op, args, ref)))
+    assert plain(reply[0]) == ":error" and reply[1] == ref and plain(reply[2])[0] == ":" + kind, plain(reply)
+
+
+def test_a_bug_is_an_error_reply_not_a_dead_port(port: PortServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> Any:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setitem(OPS, "len", OPS["len"]._replace(handler=broken))
+    assert ask(port, "len", B("s")) == (":error", 1, (":ZeroDivisionError", "a bug"))
+
+
+class SlowStore(MemoryStore):
+    """A memory store whose reads of one set's head wait until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def _get(self, key: str) -> Any:
+        if ":slow:" in key:
+            assert self.release.wait(10)
+        return super()._get(key)
+
+
+def frames(stream: Any) -> Iterator[Any]:
+    while header := stream.read(4):
+        yield erlang.binary_to_term(stream.read(int.from_bytes(header, "big")))
+
+
+def test_a_slow_call_does_not_block_the_others() -> None:
+    store = SlowStore()
+    into_r, into_w = os.pipe()
+    out_r, out_w = os.pipe()
+    with open(into_r, "rb") as reader, open(out_w, "wb") as writer:
+        server = threading.Thread(target=PortServer(store, threads=4).serve, args=(reader, writer))
+        server.start()
+        with open(into_w, "wb", buffering=0) as send, open(out_r, "rb") as replies:
+            for ref, name in enumerate(["slow", "fast", "fast"]):
+                frame = request("len", [B(name)], ref)
+                send.write(len(frame).to_bytes(4, "big") + frame)
+            got = frames(replies)
+            assert [plain(next(got))[1] for _ in range(2)] == [1, 2]  # the slow call (ref 0) still waits
+            store.release.set()
+            assert plain(next(got)) == (":reply", 0, 0)
+            send.close()  # EOF: the server finishes and returns
+            server.join(10)
+            assert not server.is_alive()
+
+
+def run_port(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mdss.port", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_a_real_port_answers_every_concurrent_request_whole(tmp_path: Any) -> None:
+    proc = run_port("--store", f"sqlite:///{tmp_path}/port.db", "--threads", "8")
+    assert proc.stdin and proc.stdout
+    payload = b"".join(
+        (len(f := request("incr", [B("s"), B(f"m{i % 10}"), 1], i)).to_bytes(4, "big") + f) for i in range(300)
+    )
+    proc.stdin.write(payload + len(bad := b"\x83junk").to_bytes(4, "big") + bad)
+    proc.stdin.close()
+    replies = [plain(r) for r in frames(proc.stdout)]
+    assert proc.wait(30) == 0
+    assert sorted(r[1] for r in replies if r[0] == ":reply") == list(range(300))
+    assert [r[:2] for r in replies if r[0] == ":error"] == [(":error", None)]
+    assert sorted(r[2] for r in replies if r[0] == ":reply")[-10:] == [30] * 10
+
+
+def test_an_oversized_frame_stops_the_port_with_an_error() -> None:
+    proc = run_port("--store", "memory://")
+    out, _ = proc.communicate((MAX_FRAME + 1).to_bytes(4, "big"), timeout=30)
+    assert plain(erlang.binary_to_term(out[4:]))[2][0] == ":InvalidArgumentError"
+    assert proc.returncode == 0
+
+
+def test_a_bad_store_url_exits_with_a_message() -> None:
+    proc = run_port("--store", "nosuch://x")
+    _, err = proc.communicate(b"", timeout=30)
+    assert proc.returncode == 1 and b"mdss port:" in err and b"Traceback" not in err
+
+
+def test_infinities_and_big_integers_round_trip(port: PortServer) -> None:
+    s = B("edges")
+    for member, score in [("a", 2**63 - 1), ("b", -(2**63)), ("c", -0.0), ("d", A("-inf")), ("e", 1e308)]:
+        ask(port, "add", s, B(member), score)
+    scores = ask(port, "scores", s, [B(m) for m in "abcdez"])[2]
+    assert scores == [2**63 - 1, -(2**63), 0.0, ":-inf", 1e308, None]
+    assert not any(isinstance(x, float) and math.isinf(x) for x in scores)
+
+
+def test_the_mdss_port_command_serves_the_protocol(tmp_path: Any) -> None:
+    command = [sys.executable, "-m", "mdss.cli", "--store", f"sqlite:///{tmp_path}/cli.db", "port", "--threads", "2"]
+    frame = request("add", [B("s"), B("m"), 1])
+    done = subprocess.run(command, input=len(frame).to_bytes(4, "big") + frame, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [plain(r) for r in frames(io.BytesIO(done.stdout))] == [(":reply", 1, True)]
