@@ -20,3 +20,4 @@ python benchmarks/growth.py --json "$out/growth.json" --plot docs/performance-gr
 python benchmarks/writers.py --json "$out/writers.json" | tee "$out/writers.txt"
 python benchmarks/update_batch.py --store "redis://127.0.0.1:$port/0" --json "$out/update_batch.json" | tee "$out/update_batch.txt"
 python benchmarks/update_gc.py | tee "$out/update_gc.txt"
+python benchmarks/port_throughput.py --json "$out/port.json" | tee "$out/port.txt"
