@@ -50,9 +50,8 @@ class Stats:
 
     ``calls`` counts round trips (one per public store call), ``reads`` and
     ``writes`` count keys, ``bytes_read`` and ``bytes_written`` count value
-    bytes, ``conflicts`` counts conditional puts that lost. ``read_units`` and
-    ``write_units`` count the capacity units a metered store reports consumed
-    (DynamoDB's RCU and WCU); 0 on the others.
+    bytes, ``conflicts`` counts conditional puts that lost. A backend may add
+    counters of its own in a subclass (DynamoDB's capacity units).
     """
 
     calls: int = 0
@@ -62,8 +61,6 @@ class Stats:
     bytes_written: int = 0
     deletes: int = 0
     conflicts: int = 0
-    read_units: int = 0
-    write_units: int = 0
     _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False, eq=False)
 
     def add(self, **counts: int) -> None:
@@ -81,7 +78,7 @@ class Stats:
     def snapshot(self) -> dict[str, int]:
         """The counters as a plain dict (for subtraction, printing, JSON)."""
         with self._lock:
-            return {f.name: getattr(self, f.name) for f in attrs.fields(Stats) if f.name != "_lock"}
+            return {f.name: getattr(self, f.name) for f in attrs.fields(type(self)) if f.name != "_lock"}
 
     def since(self, before: Mapping[str, int]) -> dict[str, int]:
         """The counters' growth since an earlier :meth:`snapshot`."""
@@ -90,7 +87,7 @@ class Stats:
 
     def reset(self) -> None:
         with self._lock:
-            for f in attrs.fields(Stats):
+            for f in attrs.fields(type(self)):
                 if f.name != "_lock":
                     setattr(self, f.name, 0)
 

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import attrs
 import boto3
 import botocore.config
 import botocore.exceptions as boto_errors
@@ -65,7 +66,7 @@ from ..exceptions import (
     StoreError,
     StoreUnavailableError,
 )
-from .base import Record, Store, parse_flag, parse_number, store_options
+from .base import Record, Stats, Store, parse_flag, parse_number, store_options
 
 #: DynamoDB's limits: bytes per item (names and values), per partition key, keys per BatchGetItem, items per
 #: BatchWriteItem.
@@ -94,6 +95,17 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
     "retries": int,
     "concurrency": int,
 }
+
+
+@attrs.define
+class CapacityStats(Stats):
+    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU).
+
+    Whole units: every read is strongly consistent, so none is billed by halves.
+    """
+
+    read_units: int = 0
+    write_units: int = 0
 
 
 class _Transient(Exception):
@@ -146,6 +158,7 @@ class DynamoDBStore(Store):
         concurrency: int = 8,
     ) -> None:
         super().__init__(namespace=namespace)
+        self.stats = CapacityStats()
         if not isinstance(table, str) or not 3 <= len(table) <= 255:
             raise InvalidArgumentError(f"a DynamoDB table name has 3 to 255 characters, got {table!r}")
         self.table, self.where = table, f"DynamoDB table {table!r}" + (f" at {endpoint}" if endpoint else "")
@@ -199,7 +212,7 @@ class DynamoDBStore(Store):
             raise _Transient(exc, applied=True) from exc
         consumed = reply.get("ConsumedCapacity") or []
         units = sum(c.get("CapacityUnits", 0) for c in (consumed if isinstance(consumed, list) else [consumed]))
-        if units:  # whole units: every read is strongly consistent, so none is billed by halves
+        if units:
             self.stats.add(**{"write_units" if operation in _WRITES else "read_units": math.ceil(units)})
         return reply
 
@@ -422,7 +435,7 @@ def _client(region: str | None, endpoint: str | None, timeout: float, concurrenc
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=timeout,
         read_timeout=timeout,
-        max_pool_connections=concurrency,
+        max_pool_connections=concurrency + 32,  # the batch threads, and as many threads as a process shares a store
     )
     try:
         return boto3.session.Session().client("dynamodb", region_name=region, endpoint_url=endpoint, config=config)
