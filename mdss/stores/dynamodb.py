@@ -116,8 +116,9 @@ class _Transient(Exception):
         self.cause, self.applied = cause, applied
 
 
-def _code(exc: boto_errors.ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+def _code(exc: BaseException | None) -> str:
+    """DynamoDB's error code of a refused request ("" for any other failure)."""
+    return str(exc.response.get("Error", {}).get("Code", "")) if isinstance(exc, boto_errors.ClientError) else ""
 
 
 def _number(name: str, value: object, minimum: float, integer: bool = False) -> Any:
@@ -229,7 +230,7 @@ class DynamoDBStore(Store):
         raise StoreUnavailableError(f"{self.where}: {operation} failed within its retry budget: {failure}") from failure
 
     def _refused(self, operation: str, exc: Exception) -> StoreError:
-        if isinstance(exc, boto_errors.ClientError) and _code(exc) == "ResourceNotFoundException":
+        if _code(exc) == "ResourceNotFoundException":
             return StoreError(f"{self.where} does not exist: create it, or open the store with create_table=true")
         return StoreError(f"{self.where} refused {operation}: {exc}")
 
@@ -395,20 +396,20 @@ class DynamoDBStore(Store):
         """Check the table's key schema; with ``create``, make a missing table (on-demand) and wait for it."""
         try:
             table = self._call("describe_table", TableName=self.table)["Table"]
-        except StoreError:
-            if not create:
+        except StoreError as exc:
+            if not create or _code(exc.__cause__) != "ResourceNotFoundException":
                 raise
             try:
-                self._attempt(
+                self._call(
                     "create_table",
                     TableName=self.table,
                     AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
                     KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
                     BillingMode="PAY_PER_REQUEST",
                 )
-            except boto_errors.ClientError as exc:
-                if _code(exc) != "ResourceInUseException":  # another process created it first
-                    raise self._refused("create_table", exc) from exc
+            except StoreError as again:
+                if _code(again.__cause__) != "ResourceInUseException":  # else: another process created it first
+                    raise
             table = self._call("describe_table", TableName=self.table)["Table"]
         for _ in self.retry.attempts():
             if table.get("TableStatus") == "ACTIVE":
