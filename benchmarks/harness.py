@@ -4,7 +4,9 @@ on the same machine, in one run. The other scripts here reuse its workload and m
 Anchors: ``sortedcontainers.SortedList`` plus a dict in process (every
 store); an indexed SQLite table answering rank with ``COUNT(*) ... WHERE
 score > ?`` (``sqlite://``, the articles' naive rank); a native Redis sorted
-set on the same server (``redis://``). Latencies are per call, reported as
+set on the same server (``redis://``); on ``dynamodb://`` a table of players
+ranked by ``Query``/``Select=COUNT`` on a score index (seed 001), on the
+same engine. Latencies are per call, reported as
 p50/p99 (never the mean), after a warm-up pass over the same samples, so
 "warm" means every node those calls need is cached.
 
@@ -116,6 +118,10 @@ def bench_mdss(
     out["round_trips_per_rank"] = store.stats.since(before)["calls"] / len(w.sample_members)
     out.update(_named("rank", rank))
     out.update(_named("rank_median", timed(lambda m: board.rank(m), w.median_members)))
+    before = store.stats.snapshot()
+    for member in w.median_members:
+        board.rank(member)
+    out["round_trips_per_median_rank"] = store.stats.since(before)["calls"] / len(w.median_members)
     out.update(_named("page", timed(lambda o: board.range(o, PAGE), w.offsets)))
     out.update(_named("around", timed(lambda m: board.around(m, 5, 5), w.sample_members)))
     out.update(_named("top", timed(lambda _: board.range(0, PAGE), range(len(w.offsets)))))
@@ -240,6 +246,64 @@ def bench_redis_zset(store: Any, w: Workload) -> dict[str, Any]:
     return out
 
 
+def bench_dynamodb_count(store: Any, w: Workload) -> dict[str, Any]:
+    """Seed 001's rank on DynamoDB: one item per player with a score, a keys-only GSI on (board, score), and the
+    rank of a player = 1 + the ``Query`` ``Select=COUNT`` of ``score > :s`` on it, paged at 1 MB per request.
+    """
+    client, table = store.client, f"{store.table}-anchor-{os.getpid()}"
+    client.create_table(
+        TableName=table,
+        AttributeDefinitions=[
+            {"AttributeName": name, "AttributeType": kind} for name, kind in (("p", "S"), ("b", "S"), ("s", "N"))
+        ],
+        KeySchema=[{"AttributeName": "p", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-score",
+                "KeySchema": [{"AttributeName": "b", "KeyType": "HASH"}, {"AttributeName": "s", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1})
+    items = [{"p": {"S": m}, "b": {"S": "board"}, "s": {"N": str(s)}} for m, s in w.scores.items()]
+    start = time.perf_counter()
+    for i in range(0, len(items), 25):  # BatchWriteItem's most; what comes back unprocessed is resent
+        pending = [{"PutRequest": {"Item": item}} for item in items[i : i + 25]]
+        while pending:
+            pending = client.batch_write_item(RequestItems={table: pending}).get("UnprocessedItems", {}).get(table)
+    out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start)}
+    trips: list[int] = []
+
+    def rank(member: str) -> int:
+        score = client.get_item(TableName=table, Key={"p": {"S": member}})["Item"]["s"]["N"]
+        query: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": "by-score",
+            "KeyConditionExpression": "b = :b AND s > :s",
+            "ExpressionAttributeValues": {":b": {"S": "board"}, ":s": {"N": score}},
+            "Select": "COUNT",
+        }
+        above, calls = 0, 1
+        while True:
+            page = client.query(**query)
+            above, calls = above + page["Count"], calls + 1
+            if "LastEvaluatedKey" not in page:
+                trips.append(calls)
+                return above + 1
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    few = max(len(w.sample_members) // 20, 20)  # a count of half the table reads half the index: fewer samples
+    out.update(_named("rank", timed(rank, w.sample_members[:few])))
+    out["round_trips_per_rank"] = sum(trips) / len(trips)
+    trips.clear()
+    out.update(_named("rank_median", timed(rank, w.median_members[:few])))
+    out["round_trips_per_median_rank"] = sum(trips) / len(trips)
+    client.delete_table(TableName=table)
+    return out
+
+
 COLUMNS = [
     ("load_per_s", "load/s", "{:,.0f}"),
     ("update_per_s", "update/s", "{:,.0f}"),
@@ -250,6 +314,7 @@ COLUMNS = [
     ("around_p50_us", "around p50", "{:,.1f}"),
     ("top_p50_us", "top p50", "{:,.1f}"),
     ("round_trips_per_rank", "trips/rank", "{:.2f}"),
+    ("round_trips_per_median_rank", "trips/median", "{:.2f}"),
     ("bytes_per_member", "bytes/member", "{:,.1f}"),
 ]
 
@@ -293,7 +358,8 @@ def run(
     """Measure mdss on the store ``url`` names, and every anchor that fits that store, on one workload.
 
     The anchors are chosen by the URL's scheme: the SQL count on ``sqlite://``,
-    the native sorted set on a single Redis server, ``SortedList`` everywhere.
+    the native sorted set on a single Redis server, the Query count on
+    ``dynamodb://``, ``SortedList`` everywhere.
     """
     scheme = urlsplit(url).scheme
     w = Workload(members, samples, min(batch_size, members), seed)
@@ -310,4 +376,7 @@ def run(
         if single_redis(url):
             progress("Redis sorted set ...")
             result["redis_zset"] = bench_redis_zset(store, w)
+        if scheme == "dynamodb":
+            progress("DynamoDB Query count ...")
+            result["dynamodb_count"] = bench_dynamodb_count(store, w)
     return result

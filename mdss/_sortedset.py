@@ -138,6 +138,7 @@ class SortedSet:
         _head.adopt_stored_settings(self, order, chunk_size)
 
     def _settle(self, order: str, chunk_size: int) -> None:
+        self.store.check_chunk_size(chunk_size)  # a node must fit in one value of the store (DynamoDB: 400 KB)
         self.order: str = order
         self.chunk_size: int = chunk_size
         self._order = Order(order)

@@ -1,8 +1,8 @@
 """Shared fixtures: one parametrised store factory that every suite runs through.
 
 Which stores run comes from ``MDSS_TEST_STORES`` (comma-separated; default:
-every store that needs no external service plus the Redis ones, which the
-tests start themselves from the ``redis-server`` binary). A store that cannot
+every store that needs no external service plus the Redis and DynamoDB ones, which the
+tests start themselves from the ``redis-server`` binary and npm's ``dynalite``). A store that cannot
 be started is skipped on a developer's machine but fails under ``CI=true``:
 in CI a skipped backend is a failure.
 """
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, settings
 import mdss
 from mdss.stores.riak import RiakStore
 
-# Session fixtures ``redis_url`` and ``redis_cluster_url``: servers the tests start.
-pytest_plugins = ["redis_servers"]
+# Session fixtures ``redis_url``, ``redis_cluster_url`` and ``dynamodb_url``: servers the tests start.
+pytest_plugins = ["redis_servers", "dynamo_server"]
 
 settings.register_profile(
     "ci", max_examples=60, stateful_step_count=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -35,7 +35,7 @@ settings.register_profile(  # a long search: HYPOTHESIS_PROFILE=deep MDSS_TEST_S
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 #: ``riak-fake`` is the Riak store over an in-memory fake of Riak's HTTP API (``fake_riak.py``).
-ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster", "riak-fake")
+ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
 #: Stores that need a server nobody can install here; the only ones allowed to skip in CI.
 OPTIONAL_STORES = ("riak",)
 #: Riak joins every suite when MDSS_RIAK_URL names a node (no Riak server can be installed here).
@@ -69,6 +69,8 @@ class StoreFactory:
             return "memory://"
         if self.kind == "sqlite":
             return f"sqlite:///{self._tmp.mktemp('sqlite')}/store-{next(_counter)}.db"
+        if "{table}" in self.url:  # dynalite: a table of its own, so that listing its keys scans only them
+            return self.url.replace("{table}", f"mdss-{uuid.uuid4().hex[:12]}")
         sep = "&" if "?" in self.url else "?"
         return f"{self.url}{sep}namespace=t{uuid.uuid4().hex[:12]}"
 
@@ -92,6 +94,8 @@ def _server_url(kind: str, request: pytest.FixtureRequest) -> str:
         return request.getfixturevalue("redis_url")
     if kind == "redis-cluster":
         return request.getfixturevalue("redis_cluster_url")
+    if kind == "dynamodb":
+        return request.getfixturevalue("dynamodb_url")
     if kind == "riak":
         url = os.environ.get("MDSS_RIAK_URL")
         if not url:

@@ -9,7 +9,7 @@ from ..exceptions import InvalidArgumentError, MdssError, StoreUnavailableError
 from .base import Record, Stats, Store, url_options
 
 #: URL scheme -> (module, class). Backends are imported only when used, so a
-#: missing driver (redis-py, urllib3) only matters to the store that needs it.
+#: missing driver (redis-py, urllib3, boto3) only matters to the store that needs it.
 BACKENDS = {
     "memory": ("mdss.stores.memory", "MemoryStore"),
     "sqlite": ("mdss.stores.sqlite", "SQLiteStore"),
@@ -17,6 +17,7 @@ BACKENDS = {
     "rediss": ("mdss.stores.redis", "RedisStore"),
     "redis+cluster": ("mdss.stores.redis", "RedisClusterStore"),
     "riak": ("mdss.stores.riak", "RiakStore"),
+    "dynamodb": ("mdss.stores.dynamodb", "DynamoDBStore"),
 }
 
 
@@ -25,7 +26,7 @@ def open_store(url: str, **options: object) -> Store:
 
     ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
     ``redis://host:6379/0``, ``redis+cluster://host:7000``,
-    ``riak://host:8098``. Query parameters and keyword ``options`` go to the
+    ``riak://host:8098``, ``dynamodb://TABLE?region=eu-west-1``. Query parameters and keyword ``options`` go to the
     backend; ``namespace`` (default ``mdss``) prefixes every key. An option
     the backend does not know or cannot use raises
     :class:`~mdss.InvalidArgumentError` naming it.

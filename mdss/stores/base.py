@@ -13,6 +13,7 @@ user-supplied text (member names) never appears in a key.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -49,7 +50,8 @@ class Stats:
 
     ``calls`` counts round trips (one per public store call), ``reads`` and
     ``writes`` count keys, ``bytes_read`` and ``bytes_written`` count value
-    bytes, ``conflicts`` counts conditional puts that lost.
+    bytes, ``conflicts`` counts conditional puts that lost. A backend may add
+    counters of its own in a subclass (DynamoDB's capacity units).
     """
 
     calls: int = 0
@@ -76,7 +78,7 @@ class Stats:
     def snapshot(self) -> dict[str, int]:
         """The counters as a plain dict (for subtraction, printing, JSON)."""
         with self._lock:
-            return {f.name: getattr(self, f.name) for f in attrs.fields(Stats) if f.name != "_lock"}
+            return {f.name: getattr(self, f.name) for f in attrs.fields(type(self)) if f.name != "_lock"}
 
     def since(self, before: Mapping[str, int]) -> dict[str, int]:
         """The counters' growth since an earlier :meth:`snapshot`."""
@@ -85,7 +87,7 @@ class Stats:
 
     def reset(self) -> None:
         with self._lock:
-            for f in attrs.fields(Stats):
+            for f in attrs.fields(type(self)):
                 if f.name != "_lock":
                     setattr(self, f.name, 0)
 
@@ -137,6 +139,22 @@ def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Ca
     return {**parsed, **options}
 
 
+@functools.lru_cache(maxsize=16)
+def largest_node_bytes(chunk_size: int) -> int:
+    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest that is full
+    of the longest members and the longest scores, counts and node ids, encoded as mdss encodes them.
+    """
+    from .._codec import encode_leaf, encode_manifest  # _writer imports this module (through _tree)
+    from .._order import MAX_MEMBER_BYTES
+    from .._writer import new_id
+
+    member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
+    members, numbers = [member] * chunk_size, [number] * chunk_size
+    leaf = encode_leaf(members, numbers)
+    manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers)
+    return max(len(leaf), len(manifest))
+
+
 class Store:
     """Base class of every backend.
 
@@ -150,6 +168,8 @@ class Store:
 
     #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
     keeps_siblings = False
+    #: The largest value one key holds, for stores with a limit that nodes can reach (DynamoDB: 400 KB items).
+    max_value_bytes: int | None = None
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Store:
@@ -243,6 +263,25 @@ class Store:
             chunk = keys[start : start + batch]
             found.extend(key for key, value in zip(chunk, self.get_many(chunk)) if value is not None)
         return found
+
+    def check_chunk_size(self, chunk_size: int) -> None:
+        """Refuse a chunk size whose largest possible node would not fit in one value of this store.
+
+        A set calls it when it opens, so that a commit never fails halfway
+        through a load on a node too large: :class:`InvalidArgumentError`
+        saying the largest chunk size that fits. No limit, no check.
+        """
+        limit = self.max_value_bytes
+        if limit is None or largest_node_bytes(chunk_size) <= limit:
+            return
+        fits = chunk_size * limit // largest_node_bytes(chunk_size)
+        while fits > 2 and largest_node_bytes(fits) > limit:
+            fits -= 1
+        raise InvalidArgumentError(
+            f"chunk_size={chunk_size} makes nodes of up to {largest_node_bytes(chunk_size):,} bytes (entries with "
+            f"the longest members), and {type(self).__name__} holds at most {limit:,} bytes per value: "
+            f"use chunk_size={fits} or less"
+        )
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every stored key that starts with ``prefix`` (order unspecified).

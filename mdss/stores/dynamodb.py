@@ -1,0 +1,446 @@
+"""Amazon DynamoDB, through boto3.
+
+One table: the partition key ``k`` (string) is the mdss key, ``v`` (binary)
+the value, ``r`` (string) a random revision token written with every put.
+A read's version is that token, so a compare-and-set is one conditional
+``PutItem`` (``r = :read``, or ``attribute_not_exists(k)`` for "only if
+absent") and never suffers ABA. Every read is strongly consistent: a reader
+that saw a head must find the nodes it names. Batches are ``BatchGetItem``
+(100 keys) and ``BatchWriteItem`` (25 items), ``concurrency`` of them at a
+time; what DynamoDB leaves in ``UnprocessedKeys``/``UnprocessedItems`` is
+resent with backoff. ``keys(prefix)`` is a ``Scan`` with ``begins_with``: the
+table has no sort key to range over, so it reads the whole table (a
+maintenance call: ``gc``, ``check``, ``drop``). docs/dynamodb.md has the
+costs in capacity units and the limits.
+
+**Retries.** Throttling (``ProvisionedThroughputExceededException``,
+``ThrottlingException``, ``RequestLimitExceeded``), 5xx answers and
+connection failures are retried under one :class:`mdss._retry.Backoff`
+(``retry_budget`` seconds, first ceiling ``backoff``, at most ``retries``
+resends if given), then :class:`StoreUnavailableError`. botocore's own
+retries are off (a client passed in must have them off too): it would
+resend a conditional put blindly.
+
+**A conditional put whose reply was lost** (a read timeout, a closed
+connection, a 5xx) may have been applied. From then on the store never
+reports :class:`ConflictError`: it reads the item back (or takes the item
+``ReturnValuesOnConditionCheckFailure`` returns); our revision token there
+means the write landed; the revision read still there means it did not
+(yet), and the same request is resent, of which at most one can apply;
+anything else is :class:`OutcomeUnknownError`.
+
+**Item size.** An item holds at most 400 KB, key and attribute names
+included. Keys longer than 2048 bytes and values longer than
+:attr:`DynamoDBStore.max_value_bytes` are refused with
+:class:`InvalidArgumentError` before anything is sent;
+:meth:`Store.check_chunk_size` tells at open whether a set's nodes can fit.
+
+URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567``
+with the options ``namespace``, ``region``, ``endpoint``, ``create_table``
+(create an on-demand table when it is missing), ``timeout`` (seconds per
+request), ``retry_budget``, ``backoff``, ``retries`` and ``concurrency``. An
+unknown or badly typed one is :class:`InvalidArgumentError` naming it.
+Credentials come from boto3's usual chain (environment, profile, role).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import attrs
+import boto3
+import botocore.config
+import botocore.exceptions as boto_errors
+
+from .._retry import STORE_CALLS, Backoff
+from ..exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    OutcomeUnknownError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .base import Record, Stats, Store, parse_flag, parse_number, store_options
+
+#: DynamoDB's limits: bytes per item (names and values), per partition key, keys per BatchGetItem, items per
+#: BatchWriteItem.
+ITEM_BYTES, KEY_BYTES, GET_BATCH, WRITE_BATCH = 400 * 1024, 2048, 100, 25
+_TOKEN_BYTES = 8
+#: What an item holds besides the key and the value: the attribute names k, v, r and the revision token.
+_ITEM_OVERHEAD = len("kvr") + 2 * _TOKEN_BYTES
+_WRITES = {"put_item", "delete_item", "batch_write_item"}
+#: Operations that report the capacity they consume (the table operations do not).
+_METERED = {"get_item", "batch_get_item", "scan", *_WRITES}
+_THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+_SERVER_FAILED = {"InternalServerError", "ServiceUnavailable"}
+#: Failures before the request was sent: nothing can have been applied.
+_NOT_SENT = (boto_errors.EndpointConnectionError, boto_errors.ConnectTimeoutError)
+#: Failures after it may have been: a lost reply.
+_LOST = (boto_errors.HTTPClientError, boto_errors.ConnectionError)
+
+_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "namespace": str,
+    "region": str,
+    "endpoint": str,
+    "create_table": parse_flag,
+    "timeout": parse_number,
+    "retry_budget": parse_number,
+    "backoff": parse_number,
+    "retries": int,
+    "concurrency": int,
+}
+
+
+@attrs.define
+class CapacityStats(Stats):
+    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU).
+
+    Whole units: every read is strongly consistent, so none is billed by halves.
+    """
+
+    read_units: int = 0
+    write_units: int = 0
+
+
+class _Transient(Exception):
+    """One attempt failed in a way another attempt may not; ``applied``: it may have been applied anyway."""
+
+    def __init__(self, cause: Exception, applied: bool) -> None:
+        super().__init__(str(cause))
+        self.cause, self.applied = cause, applied
+
+
+def _code(exc: BaseException | None) -> str:
+    """DynamoDB's error code of a refused request ("" for any other failure)."""
+    return str(exc.response.get("Error", {}).get("Code", "")) if isinstance(exc, boto_errors.ClientError) else ""
+
+
+def _number(name: str, value: object, minimum: float, integer: bool = False) -> Any:
+    ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not ok or not value >= minimum:  # type: ignore[operator]
+        kind = "an integer" if integer else "a number"
+        raise InvalidArgumentError(f"DynamoDB option {name} must be {kind} >= {minimum:g}, got {value!r}")
+    return value
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+class DynamoDBStore(Store):
+    """One DynamoDB table. ``DynamoDBStore("board", client=boto3.client("dynamodb", ...))`` or
+    ``open_store("dynamodb://board?region=eu-west-1")``.
+
+    The store owns the client and closes it.
+    """
+
+    #: The largest value a put accepts: what is left of an item for the longest key.
+    max_value_bytes = ITEM_BYTES - KEY_BYTES - _ITEM_OVERHEAD
+
+    def __init__(
+        self,
+        table: str,
+        *,
+        client: Any = None,
+        namespace: str = "mdss",
+        region: str | None = None,
+        endpoint: str | None = None,
+        create_table: bool = False,
+        timeout: float = 10.0,
+        retry_budget: float = STORE_CALLS.budget,
+        backoff: float = STORE_CALLS.base,
+        retries: int | None = None,
+        concurrency: int = 8,
+    ) -> None:
+        super().__init__(namespace=namespace)
+        self.stats = CapacityStats()
+        if not isinstance(table, str) or not 3 <= len(table) <= 255:
+            raise InvalidArgumentError(f"a DynamoDB table name has 3 to 255 characters, got {table!r}")
+        self.table, self.where = table, f"DynamoDB table {table!r}" + (f" at {endpoint}" if endpoint else "")
+        self.retry = Backoff(
+            budget=_number("retry_budget", retry_budget, 0),
+            base=_number("backoff", backoff, 0),
+            cap=STORE_CALLS.cap,
+            max_attempts=None if retries is None else _number("retries", retries, 0, integer=True) + 1,
+        )
+        concurrency = _number("concurrency", concurrency, 1, integer=True)
+        if client is None:
+            client = _client(region, endpoint, _number("timeout", timeout, 0.001), concurrency)
+        elif (client.meta.config.retries or {}).get("total_max_attempts") != 1:
+            client.close()
+            raise InvalidArgumentError(
+                "a DynamoDB client given to mdss must not retry by itself (it would resend a conditional put "
+                "blindly): create it with botocore.config.Config(retries={'total_max_attempts': 1})"
+            )
+        self.client = client
+        self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="mdss-dynamodb")
+        try:
+            self._open_table(create_table)
+        except BaseException:
+            self._close()
+            raise
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> DynamoDBStore:
+        """``dynamodb://TABLE?region=...&endpoint=...&create_table=true`` (see the module docstring)."""
+        table = unquote(urlsplit(url).netloc)
+        return cls(table, **store_options(url, options, _OPTIONS))
+
+    # -- calls and their failures ---------------------------------------------------
+
+    def _attempt(self, operation: str, **request: Any) -> dict[str, Any]:
+        """One request, its consumed capacity counted; a failure worth another attempt raised as :class:`_Transient`."""
+        try:
+            if operation in _METERED:
+                request["ReturnConsumedCapacity"] = "TOTAL"
+            reply: dict[str, Any] = getattr(self.client, operation)(**request)
+        except boto_errors.ClientError as exc:
+            code, status = _code(exc), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code in _THROTTLED:
+                raise _Transient(exc, applied=False) from exc
+            if code in _SERVER_FAILED or status >= 500:
+                raise _Transient(exc, applied=True) from exc
+            raise
+        except _NOT_SENT as exc:
+            raise _Transient(exc, applied=False) from exc
+        except _LOST as exc:
+            raise _Transient(exc, applied=True) from exc
+        consumed = reply.get("ConsumedCapacity") or []
+        units = sum(c.get("CapacityUnits", 0) for c in (consumed if isinstance(consumed, list) else [consumed]))
+        if units:
+            self.stats.add(**{"write_units" if operation in _WRITES else "read_units": math.ceil(units)})
+        return reply
+
+    def _call(self, operation: str, **request: Any) -> dict[str, Any]:
+        """An idempotent request, retried under the store's policy; then :class:`StoreUnavailableError`."""
+        failure: Exception | None = None
+        for _ in self.retry.attempts():
+            try:
+                return self._attempt(operation, **request)
+            except _Transient as exc:
+                failure = exc.cause
+            except (boto_errors.ClientError, boto_errors.BotoCoreError) as exc:
+                raise self._refused(operation, exc) from exc
+        raise StoreUnavailableError(f"{self.where}: {operation} failed within its retry budget: {failure}") from failure
+
+    def _refused(self, operation: str, exc: Exception) -> StoreError:
+        if _code(exc) == "ResourceNotFoundException":
+            return StoreError(f"{self.where} does not exist: create it, or open the store with create_table=true")
+        return StoreError(f"{self.where} refused {operation}: {exc}")
+
+    def _batch(self, operation: str, request: Any) -> list[dict[str, Any]]:
+        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies."""
+        unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
+        replies = []
+        for _ in self.retry.attempts():
+            reply = self._call(operation, RequestItems={self.table: request})
+            replies.append(reply)
+            request = reply.get(unprocessed, {}).get(self.table)
+            if not request:
+                return replies
+        left = len(request["Keys"] if isinstance(request, dict) else request)
+        raise StoreUnavailableError(f"{self.where}: {operation} left {left} requests unprocessed within its budget")
+
+    def _parallel(self, fn: Callable[[Sequence[Any]], Any], chunks: list[Sequence[Any]]) -> list[Any]:
+        return [fn(chunks[0])] if len(chunks) == 1 else list(self._executor.map(fn, chunks))
+
+    # -- items -----------------------------------------------------------------------
+
+    def _key(self, key: str) -> dict[str, Any]:
+        if len(key.encode()) > KEY_BYTES:
+            raise InvalidArgumentError(
+                f"key {key[:60]!r}... is {len(key.encode())} bytes; a DynamoDB partition key holds at most "
+                f"{KEY_BYTES} (use a shorter set name or namespace)"
+            )
+        return {"k": {"S": key}}
+
+    def _item(self, key: str, value: bytes, token: str) -> dict[str, Any]:
+        if len(value) > self.max_value_bytes:
+            raise InvalidArgumentError(
+                f"value for key {key!r} is {len(value):,} bytes; a DynamoDB item holds at most 400 KB, "
+                f"{self.max_value_bytes:,} bytes of value (use a smaller chunk_size)"
+            )
+        return {**self._key(key), "v": {"B": value}, "r": {"S": token}}
+
+    def _record(self, item: Mapping[str, Any]) -> Record:
+        key = item.get("k", {}).get("S")
+        try:
+            return Record((bytes(item["v"]["B"]),), item["r"]["S"])
+        except (KeyError, TypeError):
+            raise CorruptDataError(f"{self.where} holds an item that mdss did not write (no v or r)", key) from None
+
+    # -- the store primitives ------------------------------------------------------------
+
+    def _get(self, key: str) -> Record | None:
+        item = self._call("get_item", TableName=self.table, Key=self._key(key), ConsistentRead=True).get("Item")
+        return None if item is None else self._record(item)
+
+    def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        unique = list(dict.fromkeys(keys))  # BatchGetItem refuses a repeated key
+
+        def chunk(part: Sequence[str]) -> list[dict[str, Any]]:
+            request = {"Keys": [self._key(key) for key in part], "ConsistentRead": True}
+            return [item for reply in self._batch("batch_get_item", request) for item in reply["Responses"][self.table]]
+
+        found = {}
+        for items in self._parallel(chunk, _chunks(unique, GET_BATCH)):
+            for item in items:
+                found[item["k"]["S"]] = self._record(item).value
+        return [found.get(key) for key in keys]
+
+    def _put(self, key: str, value: bytes, context: Any) -> None:
+        self._call("put_item", TableName=self.table, Item=self._item(key, value, secrets.token_hex(_TOKEN_BYTES)))
+
+    def _put_many(self, items: Mapping[str, bytes]) -> None:
+        requests = [
+            {"PutRequest": {"Item": self._item(key, value, secrets.token_hex(_TOKEN_BYTES))}}
+            for key, value in items.items()
+        ]
+        self._parallel(lambda part: self._batch("batch_write_item", list(part)), _chunks(requests, WRITE_BATCH))
+
+    def _delete(self, key: str) -> None:
+        self._call("delete_item", TableName=self.table, Key=self._key(key))
+
+    def _delete_many(self, keys: Sequence[str]) -> None:
+        requests = [{"DeleteRequest": {"Key": self._key(key)}} for key in dict.fromkeys(keys)]
+        self._parallel(lambda part: self._batch("batch_write_item", list(part)), _chunks(requests, WRITE_BATCH))
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "ProjectionExpression": "k",
+            "FilterExpression": "begins_with(k, :prefix)",
+            "ExpressionAttributeValues": {":prefix": {"S": prefix}},
+            "ConsistentRead": True,
+        }
+        found: list[str] = []
+        while True:
+            reply = self._call("scan", **request)
+            found.extend(item["k"]["S"] for item in reply.get("Items", ()))
+            if "LastEvaluatedKey" not in reply:
+                return iter(found)
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+
+    def _cas(self, key: str, value: bytes, version: Any) -> None:
+        token = secrets.token_hex(_TOKEN_BYTES)
+        request: dict[str, Any] = {"TableName": self.table, "Item": self._item(key, value, token)}
+        if version is None:
+            request["ConditionExpression"] = "attribute_not_exists(k)"
+        else:
+            request["ConditionExpression"] = "r = :read"
+            request["ExpressionAttributeValues"] = {":read": {"S": version}}
+        lost: Exception | None = None  # the first reply lost: from then on, never a ConflictError
+        failure: Exception | None = None
+        for _ in self.retry.attempts():
+            try:
+                self._attempt("put_item", ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
+                return
+            except _Transient as exc:
+                failure = exc.cause
+                if not exc.applied:
+                    continue
+                lost = lost or exc.cause
+                current = self._read_back(key, lost)
+            except boto_errors.ClientError as exc:
+                if _code(exc) != "ConditionalCheckFailedException":
+                    error = self._refused("a conditional put", exc)
+                    if lost is not None:
+                        raise OutcomeUnknownError(
+                            f"{error}, after a conditional put whose reply was lost ({lost})"
+                        ) from exc
+                    raise error from exc
+                if lost is None:
+                    raise ConflictError(f"key {key!r} changed since it was read") from None
+                old = exc.response.get("Item")  # DynamoDB returns it; engines without the option do not
+                current = self._record(old).version if old is not None else self._read_back(key, lost)
+                if current == token:
+                    return
+                raise OutcomeUnknownError(
+                    f"{self.where}: a conditional put of {key!r} lost its reply ({lost}) and the key changed since"
+                ) from lost
+            except boto_errors.BotoCoreError as exc:
+                raise self._refused("a conditional put", exc) from exc
+            if current == token:
+                return
+            if current != version:
+                raise OutcomeUnknownError(
+                    f"{self.where}: a conditional put of {key!r} lost its reply ({lost}) and the key changed since: "
+                    "it may hold this write with another on top, or another write instead"
+                ) from lost
+            # Still the revision read: the request has not been applied (it may yet), so resending is safe.
+        if lost is not None:
+            raise OutcomeUnknownError(
+                f"{self.where}: a conditional put of {key!r} got no reply within its retry budget: {lost}"
+            ) from lost
+        raise StoreUnavailableError(f"{self.where}: a conditional put of {key!r} failed: {failure}") from failure
+
+    def _read_back(self, key: str, lost: Exception) -> str | None:
+        """The key's revision after a lost reply (``None``: absent); OutcomeUnknownError if it cannot be read."""
+        try:
+            record = self._get(key)
+        except StoreError as exc:
+            raise OutcomeUnknownError(
+                f"{self.where}: a conditional put of {key!r} lost its reply ({lost}) and the key cannot be read: {exc}"
+            ) from exc
+        return None if record is None else record.version
+
+    # -- the table ---------------------------------------------------------------------
+
+    def _open_table(self, create: bool) -> None:
+        """Check the table's key schema; with ``create``, make a missing table (on-demand) and wait for it."""
+        try:
+            table = self._call("describe_table", TableName=self.table)["Table"]
+        except StoreError as exc:
+            if not create or _code(exc.__cause__) != "ResourceNotFoundException":
+                raise
+            try:
+                self._call(
+                    "create_table",
+                    TableName=self.table,
+                    AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                    KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                    BillingMode="PAY_PER_REQUEST",
+                )
+            except StoreError as again:
+                if _code(again.__cause__) != "ResourceInUseException":  # else: another process created it first
+                    raise
+            table = self._call("describe_table", TableName=self.table)["Table"]
+        for _ in self.retry.attempts():
+            if table.get("TableStatus") == "ACTIVE":
+                break
+            table = self._call("describe_table", TableName=self.table)["Table"]
+        else:
+            raise StoreUnavailableError(f"{self.where} is {table.get('TableStatus')}, not ACTIVE, after its budget")
+        schema = {(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]}
+        types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+        if schema != {("k", "HASH")} or types.get("k") != "S":
+            raise StoreError(
+                f"{self.where} has the key schema {sorted(schema)}; mdss needs a string partition key named k "
+                "and no sort key (see docs/dynamodb.md)"
+            )
+
+    def _close(self) -> None:
+        self._executor.shutdown(wait=False)
+        self.client.close()
+
+
+def _client(region: str | None, endpoint: str | None, timeout: float, concurrency: int) -> Any:
+    """A boto3 DynamoDB client that never retries by itself, with ``timeout`` per request."""
+    config = botocore.config.Config(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        max_pool_connections=concurrency + 32,  # the batch threads, and as many threads as a process shares a store
+    )
+    try:
+        return boto3.session.Session().client("dynamodb", region_name=region, endpoint_url=endpoint, config=config)
+    except boto_errors.NoRegionError:
+        raise InvalidArgumentError("a dynamodb:// store needs region=... (or AWS_DEFAULT_REGION)") from None
+    except ValueError as exc:  # a malformed endpoint URL
+        raise InvalidArgumentError(f"bad DynamoDB option endpoint={endpoint!r}: {exc}") from None
