@@ -262,9 +262,11 @@ def prepare(store: mdss.Store) -> None:
     """A set of chunk size 2 with notes inline and in pages: an ended process's commits (never deleted)."""
     ended = mdss.SortedSet(store, NAME, chunk_size=2, gc_grace=3600)
     ended.add_many(initial())
-    for i in range(10):  # ten noted commits: notes spill into a page
-        ended.add(f"p{i % 10}", i)
+    for i in range(10):  # eleven noted commits: notes spill into a page
+        ended.add(f"p{i}", 100 + i)
     ended.add_many(initial())
+    head = ended._snapshot().head
+    assert head.note_page is not None and head.notes, head
 
 
 def count_calls(op: str) -> int:
