@@ -149,9 +149,14 @@ def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: 
         sset.store.put_many({**nodes, **notes})
     else:
         sset.store.put_many(notes)
-    if not _cas_head(sset, snap, head):
-        with contextlib.suppress(StoreUnavailableError):  # else left for gc(): no head will ever name them
-            sset.store.delete_many([*nodes, *notes])
+    written = [*nodes, *notes]
+    try:
+        landed = _cas_head(sset, snap, head)
+    except _Dropped:
+        _delete_unnamed(sset, written)
+        raise
+    if not landed:
+        _delete_unnamed(sset, written)
         return False
     remember(sset, head)
     cache = sset._cache
@@ -162,6 +167,12 @@ def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: 
     note = [key for key in notes if key[len(sset._keys.notes) :] in head.notes[:1]]  # its content is due with them
     sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + note)
     return True
+
+
+def _delete_unnamed(sset: SortedSet, keys: list[str]) -> None:
+    """Delete what a commit wrote that no head can ever name; if the store fails, ``gc(sweep=True)`` will."""
+    with contextlib.suppress(StoreUnavailableError):
+        sset.store.delete_many(keys)
 
 
 def _noted(sset: SortedSet, head: Head, writer: Writer) -> tuple[Head, dict[str, bytes]]:
@@ -181,6 +192,10 @@ def _noted(sset: SortedSet, head: Head, writer: Writer) -> tuple[Head, dict[str,
     page = new_id(head.epoch)
     stored[sset._keys.note(page)] = encode_page(notes, head.note_page)
     return attrs.evolve(head, notes=(), note_page=page), stored
+
+
+class _Dropped(OutcomeUnknownError):
+    """The set was dropped while a commit's outcome was in doubt: its nodes can go, its outcome cannot be told."""
 
 
 def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:
@@ -208,9 +223,15 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:
             continue
         if record is not None and record.value == data:
             return True
-        fate = PENDING if record is None and version is None else LOST
-        if record is not None:
-            fate = Head.decode(key, record.value).fate(nonce, snap.head.gen)
+        now = None if record is None else Head.decode(key, record.value)
+        if now is None or now.incarnation != snap.head.incarnation:
+            # The set was dropped (and maybe started again) since: our version is gone for good, so our nodes
+            # can go, but whether the commit landed before the drop cannot be told.
+            raise _Dropped(
+                f"set {sset.name!r} was dropped while commit {nonce} awaited its reply ({ambiguous}): it may have "
+                "been applied before the drop, or not at all"
+            ) from ambiguous
+        fate = now.fate(nonce, snap.head.gen)
         if fate == LANDED:
             return True
         if fate == LOST:
@@ -232,8 +253,8 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
         raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
     pairs = check_pairs(pairs)
     try:
-        sset._snapshot()
-    except CorruptDataError:  # a damaged head: replace removes what is left first
+        sset._snapshot(create=True)
+    except CorruptDataError:  # a damaged head, or nodes without one: replace removes what is left first
         if not replace:
             raise
         sset.drop()

@@ -40,9 +40,10 @@ from . import _writer
 from ._codec import decode_note, decode_page
 from ._head import EMPTY, Head, decode_for, forget, headless
 from ._writer import id_epoch, id_millis
-from .exceptions import ConflictError, CorruptDataError, HeadMissingError
+from .exceptions import ConflictError, CorruptDataError, HeadMissingError, StoreUnavailableError
 
 if TYPE_CHECKING:
+    from ._head import Snapshot
     from ._sortedset import SortedSet
 
 #: Keys deleted (and verified) per store call.
@@ -66,8 +67,9 @@ class Garbage:
                 self._due.append((now + sset.gc_grace, keys))
             while self._due and self._due[0][0] <= now:
                 due.extend(self._due.popleft()[1])
-        if due:
-            sset.store.delete_many(due)
+        if due:  # a failure leaves them to gc(): their notes name them; the commit that got here has landed
+            with contextlib.suppress(StoreUnavailableError):
+                sset.store.delete_many(due)
 
 
 def _rewrite_head(sset: SortedSet, change: Callable[[Head], Head | None], what: str) -> Head | None:
@@ -106,16 +108,26 @@ def advance_epoch(sset: SortedSet, seen: Head) -> Head | None:
     return _rewrite_head(sset, advance, "gc")
 
 
-def _unnamed(sset: SortedSet, keys: list[str], min_age: float) -> tuple[Head, list[str]]:
-    """The head now, and those of ``keys`` (node keys) it does not name, minted over ``min_age`` seconds ago."""
-    head, live = sset._read(lambda snap: (snap.head, snap.score_tree.node_ids() | snap.member_index.node_ids()))
-    start, cutoff = len(sset._keys.nodes), (_writer.clock() - min_age) * 1000
-    return head, [k for k in keys if k[start:] not in live and (not min_age or id_millis(k[start:]) <= cutoff)]
+def _unnamed(sset: SortedSet, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
+    """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age``
+    seconds ago (by their writer's clock)."""
+
+    def named(snap: Snapshot) -> tuple[Head, set[str], set[str]]:
+        live = snap.score_tree.node_ids() | snap.member_index.node_ids()
+        return snap.head, live, {i for ids in _walk(sset, snap.head) for i in ids}
+
+    head, live, noted = sset._read(named)
+    cutoff, out = (_writer.clock() - min_age) * 1000, list[str]()
+    for keys, prefix, kept in ((nodes, sset._keys.nodes, live), (notes, sset._keys.notes, noted)):
+        start = len(prefix)
+        out.extend(k for k in keys if k[start:] not in kept and (not min_age or id_millis(k[start:]) <= cutoff))
+    return head, out
 
 
 def unreferenced(sset: SortedSet, min_age: float = 0.0) -> list[str]:
-    """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago."""
-    return sset.store.existing(_unnamed(sset, list(sset.store.keys(sset._keys.nodes)), min_age)[1])
+    """Keys of stored nodes and notes the current head does not lead to, minted over ``min_age`` seconds ago."""
+    store, keys = sset.store, sset._keys
+    return store.existing(_unnamed(sset, list(store.keys(keys.nodes)), list(store.keys(keys.notes)), min_age)[1])
 
 
 def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
@@ -202,39 +214,44 @@ def _swept(sset: SortedSet, min_age: float) -> list[str]:
     nodes of the current one wait too.
     """
     store, keys = sset.store, sset._keys
-    listed = list(store.keys(keys.nodes))  # nodes minted after this listing are of later epochs
-    head, unnamed = _unnamed(sset, listed, min_age)
-    if any(id_epoch(k[len(keys.nodes) :]) >= head.epoch for k in unnamed):
+    # What is minted after these listings is of later epochs.
+    listed, notes = list(store.keys(keys.nodes)), list(store.keys(keys.notes))
+    head, unnamed = _unnamed(sset, listed, notes, min_age)
+    if any(id_epoch(k.rpartition(":")[2]) >= head.epoch for k in unnamed):
         advanced = advance_epoch(sset, head)
         if advanced is not None and advanced.epoch > head.epoch:
-            head, unnamed = _unnamed(sset, listed, min_age)  # the live set as of a head after the advance
-    garbage = [k for k in unnamed if id_epoch(k[len(keys.nodes) :]) < head.epoch]
-    named = {i for ids in _walk(sset, head) for i in ids}
-    start = len(keys.notes)
-    garbage.extend(k for k in store.keys(keys.notes) if k[start:] not in named and id_epoch(k[start:]) < head.epoch)
-    return store.existing(garbage)
+            head, unnamed = _unnamed(sset, listed, notes, min_age)  # as named by a head after the advance
+    return store.existing([k for k in unnamed if id_epoch(k.rpartition(":")[2]) < head.epoch])
 
 
 def drop(sset: SortedSet) -> None:
-    """Remove a whole set, damaged or not: every listed node, then the head.
+    """Remove a whole set, damaged or not: its nodes and notes, then its head.
 
-    The head first moves to a new epoch with empty trees, so that commits in
-    flight fail and readers see an empty set; it is deleted last, and only if
-    no writer has started the set afresh meanwhile.
+    The head first moves to an empty state in a new epoch, so that commits in
+    flight fail and readers see an empty set. A commit made on that empty
+    head meanwhile keeps its nodes (they are of the new epoch) and its head:
+    the head is deleted last, and only if it is still the emptied one. A head
+    that does not decode (no epoch to go by) is deleted with everything.
     """
     store, keys = sset.store, sset._keys
+    nonce = secrets.token_hex(8)
     try:
-        head = _rewrite_head(
-            sset, lambda h: h.next(secrets.token_hex(8), epoch=h.epoch + 1, scores=EMPTY, members=EMPTY), "drop"
+        emptied = _rewrite_head(
+            sset,
+            lambda h: h.next(nonce, epoch=h.epoch + 1, scores=EMPTY, members=EMPTY, notes=(), note_page=None),
+            "drop",
         )
-        emptied = None if head is None else head.encode()
-    except CorruptDataError:  # a damaged head must not stop a drop: it is deleted as it is
+        spare, data = (None, None) if emptied is None else (emptied.epoch, emptied.encode())
+    except CorruptDataError:
         record = store.get(keys.head)
-        emptied = None if record is None else record.value
-    names = store.existing([*store.keys(keys.nodes), *store.keys(keys.notes)])  # not what is deleted already
+        spare, data = None, None if record is None else record.value
+    listed = [*store.keys(keys.nodes), *store.keys(keys.notes)]
+    doomed = [k for k in listed if spare is None or id_epoch(k.rpartition(":")[2]) < spare]
+    names = store.existing(doomed)  # not what is deleted already (tombstones)
     for start in range(0, len(names), BATCH):
         store.delete_many(names[start : start + BATCH])
     record = store.get(keys.head)
-    if record is not None and record.value == emptied:  # not a set a writer started afresh meanwhile
-        store.delete(keys.head)
+    if record is not None and record.value == data:  # not a set a writer started afresh meanwhile
+        with contextlib.suppress(ConflictError):  # a writer did so just now: its set stays
+            store.delete_if(keys.head, record.version)
     forget(sset)

@@ -81,6 +81,9 @@ class Head:
     notes: tuple[str, ...] = ()
     note_page: str | None = None
     notes_done: str | None = None
+    #: Random, chosen when the set is created: a set dropped and started again is another incarnation, and a
+    #: commit built on the old one can tell that its version is gone (generations start again at 1).
+    incarnation: str = ""
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
@@ -122,6 +125,7 @@ class Head:
                     "notes": list(self.notes),
                     "note_page": self.note_page,
                     "notes_done": self.notes_done,
+                    "inc": self.incarnation,
                 }
             )
         )
@@ -145,6 +149,7 @@ class Head:
                 notes=tuple(found.get("notes", ())),
                 note_page=found.get("note_page"),
                 notes_done=found.get("notes_done"),
+                incarnation=found.get("inc", ""),
             )
             head._check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -165,6 +170,8 @@ class Head:
             raise ValueError("recent commit nonces do not match the generation")
         if not all(type(n) is str for n in self.notes) or len(self.notes) > NOTES_INLINE:
             raise ValueError(f"garbage notes must be at most {NOTES_INLINE} ids")
+        if type(self.incarnation) is not str:
+            raise TypeError("the incarnation is a string")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
             raise TypeError("note pages are named by id strings")
         self.scores._check()
@@ -268,7 +275,8 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             forget(sset)
             break
         with contextlib.suppress(ConflictError, StoreUnavailableError):  # made by another writer, or reply lost
-            store.cas(key, Head(sset.order, sset.chunk_size, epoch=1).next(secrets.token_hex(8)).encode(), None)
+            fresh = Head(sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8))
+            store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
         record = store.get(key)
     head = Head(sset.order, sset.chunk_size) if record is None else decode_for(sset, record.value)
     return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order.key)

@@ -357,7 +357,8 @@ class SortedSet:
         return Page(entries, _cursor.encode(self._keys.prefix, state))
 
     def __iter__(self) -> Iterator[Entry]:
-        """Every entry in order, one entry set at a time, from one snapshot (see :meth:`page`)."""
+        """Every entry in order, one entry set at a time, from one snapshot while its nodes are kept; after
+        that it goes on from the newest state, after the last entry it yielded (see :meth:`page`)."""
         cursor = None
         while True:
             entries, cursor = self.page(self.chunk_size, cursor)

@@ -65,6 +65,9 @@ class FaultyStore(Store):
     def _delete(self, key):
         return self._call("_delete", key)
 
+    def _delete_if(self, key, version):
+        return self._call("_delete_if", key, version)
+
     def _delete_many(self, keys):
         return self._call("_delete_many", keys)
 

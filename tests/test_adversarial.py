@@ -13,7 +13,8 @@ Three layers:
    fake monotonic clock, and one that never expires: "ended processes"), writers, gc with and without
    sweep, drop, load(replace=True), reads, skewed wall clocks, and events armed at random upcoming calls.
 
-Then one deterministic test per hole found, marked ``xfail(strict=True)`` while the hole is open.
+Then one deterministic test per hole the review found; each docstring tells the hole as it was found
+(fixed since, unless the test is marked ``xfail(strict=True)``).
 """
 
 from __future__ import annotations
@@ -278,11 +279,7 @@ def count_calls(op: str) -> int:
 
 
 #: (op, mode, meanwhile) cases that fail today, with the hole they fall into (see the tests below).
-KNOWN = {
-    ("drop", "pause", "writer"): "drop() deletes the nodes of a commit made on its emptied head",
-    ("drop", "pause", "incr"): "drop() deletes the nodes of a commit made on its emptied head",
-    ("drop", "pause", "load"): "drop() deletes the nodes of a load made on its emptied head",
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 def run_case(op: str, mode: str, meanwhile: str, k: int) -> None:
@@ -395,7 +392,7 @@ class Interleavings(RuleBasedStateMachine):
     """Writers, gc, drop, loads and readers on one set, with failures and other processes' operations
     injected at random upcoming store calls; judged against a model of acknowledged operations."""
 
-    skip_known = True  # leave out the interleavings of the open holes tested below (drop beside writers)
+    skip_known = False  # True leaves out the interleavings of open holes (none now: see the tests below)
 
     def __init__(self) -> None:
         super().__init__()
@@ -689,7 +686,7 @@ def test_interleavings_including_known_holes() -> None:
     run_state_machine_as_test(All, settings=machine_settings())
 
 
-# -- 4. the holes, one deterministic test each (xfail while open) ---------------------------------------------
+# -- 4. the holes, one deterministic test each (fixed unless marked xfail) -------------------------------------
 
 
 def seeded(store: mdss.Store, n: int = 12, chunk: int = 2) -> mdss.SortedSet:
@@ -698,7 +695,6 @@ def seeded(store: mdss.Store, n: int = 12, chunk: int = 2) -> mdss.SortedSet:
     return board
 
 
-@pytest.mark.xfail(strict=True, reason="drop() deletes every listed node, those of a commit on its emptied head too")
 def test_drop_beside_a_commit_on_its_emptied_head_loses_it() -> None:
     """drop() moves the head to an empty state in a new epoch, lists the set's nodes, deletes them, and keeps
     the head if a writer started the set afresh meanwhile. A commit that reads the emptied head and lands
@@ -714,7 +710,6 @@ def test_drop_beside_a_commit_on_its_emptied_head_loses_it() -> None:
     assert assert_sound(store) == {"late": 7}
 
 
-@pytest.mark.xfail(strict=True, reason="SQLite head versions restart at 1 after drop(): a stale compare-and-set wins")
 def test_sqlite_head_version_restarts_after_drop_so_a_stale_commit_publishes(tmp_path) -> None:
     """The SQLite store's version is a per-row counter; drop() deletes the head's row and the next write
     inserts it at version 1 (stores/sqlite.py, _put_many/_cas: INSERT ... version 1). A commit that read the
@@ -743,10 +738,6 @@ def test_sqlite_head_version_restarts_after_drop_so_a_stale_commit_publishes(tmp
     assert acked and all(found.get(m) == s for m, s in acked.items())  # every acknowledged write of the new set
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a first write that finds no head, then nodes of a set created meanwhile, raises HeadMissingError",
-)
 def test_first_writes_racing_on_a_new_set_raise_head_missing() -> None:
     """Two processes write the first entries of a new set. The first finds no head; before it lists the
     set's nodes (has_nodes) the other creates the head and commits. The listing then finds nodes, and
@@ -783,11 +774,6 @@ def test_drop_beside_a_writer_whose_cleanup_fails_leaves_a_headless_set() -> Non
     assert mdss.SortedSet(store, NAME).add("y", 2) is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a head deleted by drop() is taken as proof that a commit with a lost reply "
-    "did not land: it is applied again after the drop",
-)
 def test_a_commit_that_landed_before_a_drop_is_applied_again_after_it() -> None:
     """incr's compare-and-set lands, its reply is lost; a reader sees the increment; drop() removes the set.
     _cas_head (line 193) reads no head and decides LOST (an absent head proves nothing about a commit built on
@@ -812,17 +798,13 @@ def test_a_commit_that_landed_before_a_drop_is_applied_again_after_it() -> None:
     assert not reapplied and content(store) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after drop() and a restart, generations repeat: a commit whose request never "
-    "ran is judged pending for the whole store-call budget, then OutcomeUnknownError",
-)
 def test_a_commit_after_drop_and_restart_is_judged_by_generations_of_another_set() -> None:
     """Head.fate compares generations, and a set started again after drop() counts them from 1. A commit
     built on generation 13 whose compare-and-set never ran sees generation 2 and calls it PENDING
     (_head.py line 102), resends against a version that is gone, conflicts, reads generation 2 again...
-    for STORE_CALLS' 5 s, then says OutcomeUnknownError, although its version is gone (it never landed and
-    never will): the set's version changing is the proof it needs."""
+    for STORE_CALLS' 5 s, then says OutcomeUnknownError. Heads now carry an incarnation: the commit sees at once
+    that its set was dropped, deletes its nodes and says OutcomeUnknownError (it cannot tell this case from a
+    commit that landed just before the drop)."""
     import time
 
     store = mdss.open_store("memory://")
@@ -837,16 +819,14 @@ def test_a_commit_after_drop_and_restart_is_judged_by_generations_of_another_set
 
     writer = mdss.SortedSet(Scripted(store).on("_cas", 1, "before", drop_and_restart), NAME, gc_grace=0)
     started = time.monotonic()
-    assert writer.incr("x", 1) == 1  # its request never ran: a plain rebase on the new set
+    # Its request never ran, but to the writer that looks just like a reply lost after it landed (the test
+    # above): whether it was applied before the drop cannot be told, and it is said at once.
+    with pytest.raises(mdss.OutcomeUnknownError, match="dropped"):
+        writer.incr("x", 1)
     assert time.monotonic() - started < 1
-    assert content(store) == {"new": 1, "x": 1}
+    assert content(store) == {"new": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a failure deleting earlier garbage after a proven compare-and-set turns an "
-    "acknowledgeable commit into StoreUnavailableError",
-)
 def test_a_landed_commit_is_reported_failed_when_its_deferred_deletes_fail() -> None:
     """publish() proves the head landed, then Garbage.defer deletes what is due (_commit line 147,
     _garbage line 316) and lets a StoreUnavailableError through: the caller of incr is told the store
@@ -858,7 +838,6 @@ def test_a_landed_commit_is_reported_failed_when_its_deferred_deletes_fail() -> 
     assert writer.incr("m3", 1) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="load(replace=True) refuses a set whose head is missing (HeadMissingError)")
 def test_load_replace_of_a_headless_set() -> None:
     """SortedSet.load's docstring: replace=True "also replaces a damaged set". A set whose head vanished is
     damaged (check() says so), but load only drops on a CorruptDataError from its first, non-creating
@@ -870,7 +849,6 @@ def test_load_replace_of_a_headless_set() -> None:
     assert assert_sound(store) == {"a": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="gc(sweep=True) beside drop() says writers kept moving the head")
 def test_sweep_beside_drop_blames_writers() -> None:
     """advance_epoch (_garbage lines 333-345) breaks out of its loop when the head is gone and raises
     ConflictError "writers kept moving the head" at once: a wrong diagnosis; the set was dropped, nothing is
@@ -885,10 +863,6 @@ def test_sweep_beside_drop_blames_writers() -> None:
     assert sweeper.gc(wait=False, sweep=True) >= 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a garbage note orphaned in the current epoch never makes the sweep advance: it is never collected",
-)
 def test_a_note_orphaned_in_the_current_epoch_is_never_swept() -> None:
     """load(replace=True) of an empty mapping writes no nodes, only its garbage note; the reply of that put is
     lost. The note is named by no head, so only a sweep can find it, but _swept (_garbage line 448) advances

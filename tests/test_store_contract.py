@@ -223,3 +223,15 @@ def test_siblings_are_kept_and_resolved() -> None:
     assert store.get("t:s").values == (b"BC",)
     with pytest.raises(mdss.ConflictError):
         store.cas("t:s", b"x", seen.version)
+
+
+def test_delete_if_unchanged(store, k) -> None:
+    store.put(k("t:h"), b"v1")
+    seen = store.get(k("t:h"))
+    store.put(k("t:h"), b"v2")
+    with pytest.raises(mdss.ConflictError):
+        store.delete_if(k("t:h"), seen.version)  # written since: kept
+    assert store.get(k("t:h")).value == b"v2"
+    store.delete_if(k("t:h"), store.get(k("t:h")).version)
+    assert store.get(k("t:h")) is None
+    store.delete_if(k("t:h"), seen.version)  # absent: nothing to do

@@ -244,6 +244,16 @@ class Store:
         self._delete(key)
         self.stats.add(calls=1, deletes=1)
 
+    def delete_if(self, key: str, version: Any) -> None:
+        """Remove ``key`` only if it still holds the version read (:attr:`Record.version`); an absent key is
+        fine. Raises :class:`~mdss.exceptions.ConflictError` when it holds another version: nothing deleted."""
+        try:
+            self._delete_if(key, version)
+        except ConflictError:
+            self.stats.add(calls=1, conflicts=1)
+            raise
+        self.stats.add(calls=1, deletes=1)
+
     def delete_many(self, keys: Iterable[str]) -> None:
         """Remove every key, in one round trip."""
         keys = list(keys)
@@ -326,6 +336,9 @@ class Store:
     def _delete(self, key: str) -> None:
         raise NotImplementedError
 
+    def _delete_if(self, key: str, version: Any) -> None:
+        raise NotImplementedError
+
     def _delete_many(self, keys: Sequence[str]) -> None:
         for key in keys:
             self._delete(key)
@@ -337,4 +350,4 @@ class Store:
         pass
 
     #: The primitives every backend must implement itself.
-    REQUIRED = ("_get", "_put", "_cas", "_delete", "_keys")
+    REQUIRED = ("_get", "_put", "_cas", "_delete", "_delete_if", "_keys")

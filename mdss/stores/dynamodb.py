@@ -307,6 +307,20 @@ class DynamoDBStore(Store):
     def _delete(self, key: str) -> None:
         self._call("delete_item", TableName=self.table, Key=self._key(key))
 
+    def _delete_if(self, key: str, version: Any) -> None:
+        try:
+            self._call(
+                "delete_item",
+                TableName=self.table,
+                Key=self._key(key),
+                ConditionExpression="attribute_not_exists(k) OR r = :read",
+                ExpressionAttributeValues={":read": {"S": version}},
+            )
+        except StoreError as exc:  # resending after a lost reply is harmless: see the Redis store
+            if exc.__cause__ is None or _code(exc.__cause__) != "ConditionalCheckFailedException":
+                raise
+            raise ConflictError(f"key {key!r} changed since it was read") from None
+
     def _delete_many(self, keys: Sequence[str]) -> None:
         requests = [{"DeleteRequest": {"Key": self._key(key)}} for key in dict.fromkeys(keys)]
         self._parallel(lambda part: self._batch("batch_write_item", list(part)), _chunks(requests, WRITE_BATCH))

@@ -81,6 +81,13 @@ class MemoryStore(Store):
         with self._lock:
             self._data.pop(key, None)
 
+    def _delete_if(self, key: str, version: Any) -> None:
+        with self._lock:
+            values = self._data.get(key)
+            if values and frozenset(values) != version:
+                raise ConflictError(f"key {key!r} changed since it was read")
+            self._data.pop(key, None)
+
     def _delete_many(self, keys: Sequence[str]) -> None:
         with self._lock:
             for key in keys:

@@ -78,6 +78,15 @@ return 1
 """
 
 
+# KEYS[1]: the key; ARGV[1]: SHA-1 of the value read. Deletes it if unchanged (or absent): 1; else 0.
+_DELETE_IF = """
+local current = redis.call('GET', KEYS[1])
+if current and redis.sha1hex(current) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+
 def _boolean(text: str) -> bool:
     value = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
     try:
@@ -178,6 +187,7 @@ class _RedisBase(Store):
             self.client, self.where = client, where
             client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
             self._script = client.register_script(_CAS)
+            self._delete_script = client.register_script(_DELETE_IF)
             if check_policy:
                 self._check_policy()
         except BaseException:
@@ -210,6 +220,12 @@ class _RedisBase(Store):
 
     def _delete(self, key: str) -> None:
         self._call(self.client.delete, key)
+
+    def _delete_if(self, key: str, version: Any) -> None:
+        # Resending after a lost reply is harmless: a key deleted already is absent, and one written since
+        # holds another version either way.
+        if not self._call(self._delete_script, keys=[key], args=[version]):
+            raise ConflictError(f"key {key!r} changed since it was read")
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
         lost: Exception | None = None  # the first lost reply: from then on, never a ConflictError

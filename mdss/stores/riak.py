@@ -473,6 +473,9 @@ class RiakStore(Store):
                 continue
         raise ConflictError(f"key {key!r} kept changing while it was deleted, for {COMMITS.budget} s")
 
+    def _delete_if(self, key: str, version: Any) -> None:
+        self.remove(self._type(key), key, vclock=version)  # a stale vclock on a consistent type answers 412
+
     def _delete_many(self, keys: Sequence[str]) -> None:
         list(self._executor.map(self._delete, keys))
 

@@ -1,6 +1,9 @@
 """The embedded durable store: one SQLite file in WAL mode, safe for many threads and processes.
 
-One table ``kv(key, value, version)``. A compare-and-set is a single
+One table ``kv(key, value, version)``; a version is a random 63-bit number
+that changes on every write, never a counter (a counter starts again when a
+key is deleted and written anew, and a compare-and-set still in flight from
+before would then win). A compare-and-set is a single
 ``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE`` for "only if
 absent") whose row count says who won, so it is atomic across processes
 without holding a transaction open between the read and the write.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -196,28 +200,39 @@ class SQLiteStore(Store):
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         with self._transaction() as db:
             db.executemany(
-                "INSERT INTO kv (key, value, version) VALUES (?, ?, 1)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = version + 1",
+                "INSERT INTO kv (key, value, version) VALUES (?, ?, random())"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = random()",
                 items.items(),
             )
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
+        # Versions are random 64-bit numbers, not counters: a counter restarts when a key is deleted and
+        # written again, and a compare-and-set still in flight from before would then win (ABA).
+        written = secrets.randbits(63)
         with self._transaction() as db:
             if version is None:
-                changed = db.execute("INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, 1)", (key, value))
+                changed = db.execute(
+                    "INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, ?)", (key, value, written)
+                )
             else:
                 changed = db.execute(
-                    "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?",
-                    (value, key, version),
+                    "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?",
+                    (value, written, key, version),
                 )
             if changed.rowcount != 1:  # what it holds instead, read in the same transaction
                 row = db.execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
                 current = None if row is None else Record((_value(key, row[0]),), row[1])
                 raise ConflictError(f"key {key!r} changed since it was read", current=current, current_known=True)
-        return 1 if version is None else version + 1
+        return written
 
     def _delete(self, key: str) -> None:
         self._delete_many([key])
+
+    def _delete_if(self, key: str, version: Any) -> None:
+        with self._transaction() as db:
+            gone = db.execute("DELETE FROM kv WHERE key = ? AND version = ?", (key, version)).rowcount
+            if not gone and db.execute("SELECT 1 FROM kv WHERE key = ?", (key,)).fetchone() is not None:
+                raise ConflictError(f"key {key!r} changed since it was read")
 
     def _delete_many(self, keys: Sequence[str]) -> None:
         with self._transaction() as db:
