@@ -80,10 +80,11 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
     for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
         started[0] = time.monotonic()
-        # After a lost race whose compare-and-set returned the winner's head, rebase on it at once: it is
-        # as fresh as a read would be. A second loss in a row backs off and reads afresh.
+        # After a lost race, rebase at once on the winner's head (returned by the compare-and-set where the
+        # store can, else read): the loser's best chance is right after a commit landed. A second loss in a
+        # row backs off.
         rival = None
-        for _immediate in (False, True):
+        for _ in range(2):
             snap = _head.snapshot(sset, True, rival)
             try:
                 outcome = _attempt(sset, snap, pendings, members)
@@ -94,8 +95,6 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
                 return
             sset.retries += 1
             rival, sset._rival_head = sset._rival_head, None
-            if rival is None:
-                break
     raise ConflictError(
         f"commit to set {sset.name!r} lost to concurrent writers for its whole retry budget "
         f"({sset._policy.budget:g} s); nothing was applied"

@@ -69,7 +69,9 @@ class Backoff:
             time.sleep(pause)
 
 
-#: Contention on a head: long enough that a healthy store never fails a write.
-COMMITS = Backoff(budget=10.0, base=0.001, cap=0.25)
+#: Contention on a head: long enough that a healthy store never fails a write (a writer that loses every race
+#: for 10 s to others committing back to back does happen on a store with millisecond calls). A short cap:
+#: the others keep committing while a loser sleeps, so a long sleep buys it nothing but fewer chances.
+COMMITS = Backoff(budget=30.0, base=0.001, cap=0.1)
 #: A store call that failed transiently (a dropped connection, a locked file).
 STORE_CALLS = Backoff(budget=5.0, base=0.02, cap=1.0)
