@@ -341,7 +341,7 @@ class DynamoDBStore(Store):
                 return iter(found)
             request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
-    def _cas(self, key: str, value: bytes, version: Any) -> None:
+    def _cas(self, key: str, value: bytes, version: Any) -> Any:
         token = secrets.token_hex(_TOKEN_BYTES)
         request: dict[str, Any] = {"TableName": self.table, "Item": self._item(key, value, token)}
         if version is None:
@@ -354,7 +354,7 @@ class DynamoDBStore(Store):
         for _ in self.retry.attempts():
             try:
                 self._attempt("put_item", ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
-                return
+                return token  # the version written: the next compare-and-set needs no read
             except _Transient as exc:
                 failure = exc.cause
                 if not exc.applied:
@@ -374,14 +374,14 @@ class DynamoDBStore(Store):
                 old = exc.response.get("Item")  # DynamoDB returns it; engines without the option do not
                 current = self._record(old).version if old is not None else self._read_back(key, lost)
                 if current == token:
-                    return
+                    return token
                 raise OutcomeUnknownError(
                     f"{self.where}: a conditional put of {key!r} lost its reply ({lost}) and the key changed since"
                 ) from lost
             except boto_errors.BotoCoreError as exc:
                 raise self._refused("a conditional put", exc) from exc
             if current == token:
-                return
+                return token
             if current != version:
                 raise OutcomeUnknownError(
                     f"{self.where}: a conditional put of {key!r} lost its reply ({lost}) and the key changed since: "
