@@ -189,8 +189,9 @@ class Snapshot:
     def __init__(self, record: Record | None, head: Head, source: Source, key: KeyFn) -> None:
         self.version = None if record is None else record.version
         self.head = head
-        self.score_tree = Tree(source, key, *attrs.astuple(head.scores))
-        self.member_index = Tree(source, member_key, *attrs.astuple(head.members))
+        scores, members = head.scores, head.members
+        self.score_tree = Tree(source, key, scores.root, scores.height, scores.count)
+        self.member_index = Tree(source, member_key, members.root, members.height, members.count)
 
 
 def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:

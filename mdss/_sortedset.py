@@ -159,6 +159,11 @@ class SortedSet:
 
     def _read(self, fn: Callable[[Snapshot], T]) -> T:
         """Run ``fn`` on a fresh snapshot; if a node it needs was collected meanwhile, on a newer one."""
+        snap = self._snapshot()
+        try:
+            return fn(snap)  # the common case, without the retry loop's bookkeeping
+        except MissingNodeError:
+            _head.collected_meanwhile(self, snap)
         for _ in self._policy.attempts():
             snap = self._snapshot()
             try:
