@@ -37,20 +37,12 @@ _NUMBERS = {int, float}
 
 
 def seal(payload: bytes) -> bytes:
-    """``payload`` followed by its CRC-32 (4 bytes, big-endian), which :func:`unseal` verifies.
+    """``payload`` followed by its CRC-32 (4 bytes, big-endian), which :func:`unpack` verifies.
 
     A CRC-32 catches every flipped byte and every burst of up to 32 bits:
     stored bytes that still decode after damage are refused, not served.
     """
     return payload + zlib.crc32(payload).to_bytes(4, "big")
-
-
-def unseal(key: str, data: bytes) -> bytes:
-    """The payload of sealed bytes; :class:`CorruptDataError` naming ``key`` if the checksum fails."""
-    payload = data[:-4]
-    if len(data) < 5 or zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
-        raise CorruptDataError("stored bytes fail their checksum", key)
-    return payload
 
 
 def _sealed(data: bytes) -> memoryview | None:

@@ -77,6 +77,7 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     refused (the others still commit).
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
+    sset._rival_head = None  # what an earlier lost race (a load's) returned is stale by now
     started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
     for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
         started[0] = time.monotonic()
@@ -142,7 +143,8 @@ def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: 
     True once the head is published; False if another commit won (then the
     new nodes are deleted again, as nothing can ever name them).
     """
-    head, notes = _noted(sset, head, writer)
+    head, notes, note = _noted(sset, head, writer)
+    data = head.encode()
     if nodes is None:
         nodes = writer.encoded(sset._keys)
         sset.store.put_many({**nodes, **notes})
@@ -150,21 +152,21 @@ def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: 
         sset.store.put_many(notes)
     written = [*nodes, *notes]
     try:
-        landed = _cas_head(sset, snap, head)
+        landed = _cas_head(sset, snap, head, data)
     except _Dropped:
         _delete_unnamed(sset, written)
         raise
     if not landed:
         _delete_unnamed(sset, written)
         return False
-    remember(sset, head)
+    remember(sset, head, data)
     cache = sset._cache
     for node_id in writer.replaced:  # only readers of older heads could want them: they reload
         cache.discard(node_id)
     for node_id, node in writer.new.items():
         cache.put(node_id, node, len(nodes[sset._keys.node(node_id)]))
-    note = [key for key in notes if key[len(sset._keys.notes) :] in head.notes[:1]]  # its content is due with them
-    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + note)
+    # The note goes with the nodes it names (a page that lists it finds it gone, as gc() expects).
+    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + ([note] if note else []))
     return True
 
 
@@ -174,36 +176,38 @@ def _delete_unnamed(sset: SortedSet, keys: list[str]) -> None:
         sset.store.delete_many(keys)
 
 
-def _noted(sset: SortedSet, head: Head, writer: Writer) -> tuple[Head, dict[str, bytes]]:
-    """The head with a garbage note of the nodes this commit replaces, and the note (and page) to store.
+def _noted(sset: SortedSet, head: Head, writer: Writer) -> tuple[Head, dict[str, bytes], str | None]:
+    """The head with a garbage note of the nodes this commit replaces, what to store (the note, and a page
+    when the head's notes are full), and the note's key.
 
     The note makes the deferred deletion durable: if this process ends before
     the grace period does, ``gc()`` finds the replaced nodes from the head's
     notes, with no listing. Notes past :data:`NOTES_INLINE` move to a page.
     """
     if not writer.replaced:
-        return head, {}
+        return head, {}, None
     note = new_id(head.epoch)
-    stored = {sset._keys.note(note): encode_note(writer.replaced)}
+    key = sset._keys.note(note)
+    stored = {key: encode_note(writer.replaced)}
     notes = (note, *head.notes)
     if len(notes) <= NOTES_INLINE:
-        return attrs.evolve(head, notes=notes), stored
+        return attrs.evolve(head, notes=notes), stored, key
     page = new_id(head.epoch)
     stored[sset._keys.note(page)] = encode_page(notes, head.note_page)
-    return attrs.evolve(head, notes=(), note_page=page), stored
+    return attrs.evolve(head, notes=(), note_page=page), stored, key
 
 
 class _Dropped(OutcomeUnknownError):
     """The set was dropped while a commit's outcome was in doubt: its nodes can go, its outcome cannot be told."""
 
 
-def _cas_head(sset: SortedSet, snap: Snapshot, head: Head) -> bool:
+def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> bool:
     """Compare-and-set the head: True if it landed, False if it provably never will.
 
     Raises :class:`OutcomeUnknownError` when neither can be proven within the
     store-call budget.
     """
-    key, data, version = sset._keys.head, head.encode(), snap.version
+    key, version = sset._keys.head, snap.version
     nonce, ambiguous = head.recent[0], None
     for _ in STORE_CALLS.attempts():
         try:
@@ -252,12 +256,12 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
         raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
     pairs = check_pairs(pairs)
     try:
-        sset._snapshot(create=True)
+        snap = sset._snapshot(create=True)
     except CorruptDataError:  # a damaged head, or nodes without one: replace removes what is left first
         if not replace:
             raise
         sset.drop()
-    snap = sset._snapshot(create=True)
+        snap = sset._snapshot(create=True)
     if snap.head.scores.count and not replace:
         raise InvalidArgumentError(f"set {sset.name!r} already has entries; pass replace=True to replace them")
     writer = Writer(sset.chunk_size, snap.head.epoch)

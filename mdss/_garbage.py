@@ -142,7 +142,7 @@ def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True, sweep: bool = F
                 sset._keys.head,
             )
         return 0
-    notes, pages, garbage = _noted(sset, head)
+    notes, pages, garbage = _collect_noted(sset, head)
     if sweep:
         garbage = sorted({*garbage, *_swept(sset, min_age)})
     if garbage and wait:
@@ -174,7 +174,7 @@ def _walk(sset: SortedSet, head: Head) -> tuple[list[str], list[str]]:
     return notes, pages
 
 
-def _noted(sset: SortedSet, head: Head) -> tuple[list[str], list[str], list[str]]:
+def _collect_noted(sset: SortedSet, head: Head) -> tuple[list[str], list[str], list[str]]:
     """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name.
 
     A note's commit landed (the head names it), so the nodes it names are

@@ -210,9 +210,9 @@ def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | 
         sset._explicit = True
 
 
-def remember(sset: SortedSet, head: Head) -> None:
-    """The head a commit of ``sset`` just published: the next read of those bytes needs no decoding."""
-    sset._head_bytes, sset._head = head.encode(), head
+def remember(sset: SortedSet, head: Head, data: bytes) -> None:
+    """The head (and its bytes) a commit of ``sset`` just published: the next read of them needs no decoding."""
+    sset._head_bytes, sset._head = data, head
     sset._explicit = True
 
 

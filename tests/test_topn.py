@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mdss
-from mdss._codec import seal, unseal
+from mdss._codec import seal, unpack
 from mdss._order import Order
 from mdss.stores.memory import MemoryStore
 from mdss.topn import TopN, merge
@@ -114,7 +114,7 @@ def test_values_are_written_sealed_in_format_2(store) -> None:
     podium = TopN(store, "podium", n=3)
     podium.post_many({"ann": 5, "bob": 7.5})
     stored = store.get(podium.key).value
-    assert msgpack.unpackb(unseal(podium.key, stored)) == [2, 3, "desc", ["bob", "ann"], [7.5, 5]]
+    assert unpack(podium.key, stored, "top-N set")[1] == [2, 3, "desc", ["bob", "ann"], [7.5, 5]]
 
 
 def test_format_1_values_read_and_the_next_write_seals_them(store) -> None:
@@ -124,7 +124,7 @@ def test_format_1_values_read_and_the_next_write_seals_them(store) -> None:
     assert podium.post("ann", 2) is False and msgpack.unpackb(store.get(podium.key).value)[0] == 1  # no write
     assert podium.post("cid", 6) is True
     stored = store.get(podium.key).value
-    assert msgpack.unpackb(unseal(podium.key, stored)) == [2, 3, "desc", ["bob", "cid", "ann"], [7, 6, 5]]
+    assert unpack(podium.key, stored, "top-N set")[1] == [2, 3, "desc", ["bob", "cid", "ann"], [7, 6, 5]]
 
 
 def value(*fields: Any) -> bytes:
