@@ -18,15 +18,13 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from redis_servers import free_port
+from redis_servers import free_port, serving
 
 from conftest import unavailable
 
@@ -51,43 +49,15 @@ def dynalite(*extra: str) -> Iterator[int]:
     ``extra`` are more dynalite arguments (``"--maxItemSizeKb", "10"``).
     """
     binary, port = dynalite_binary(), free_port()
+    argv = [binary, "--host", "127.0.0.1", "--port", str(port), "--createTableMs", "0", "--deleteTableMs", "0"]
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--createTableMs",
-                "0",
-                "--deleteTableMs",
-                "0",
-                *extra,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"dynalite on port {port} did not start:\n{log.read()}")
-                time.sleep(0.05)
+
+        def answers() -> bool:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+
+        with serving([*argv, *extra], log, answers, f"dynalite on port {port}", 30):
             yield port
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def dummy_credentials() -> None:

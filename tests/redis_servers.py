@@ -17,8 +17,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from typing import IO
 
 import pytest
 
@@ -48,57 +49,66 @@ def free_port(cluster: bool = False) -> int:
 
 
 @contextmanager
+def serving(argv: list[str], log: IO[str], ready: Callable[[], bool], what: str, seconds: float) -> Iterator[None]:
+    """Run a test server until the block ends: wait (up to ``seconds``) until ``ready()``, stop it after.
+
+    ``log`` receives its output, shown if it does not start; a connection refused is "not yet".
+    """
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                if ready():
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"{what} did not start:\n{log.read()}")
+            time.sleep(0.05)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
 def redis_server(*extra: str, port: int | None = None) -> Iterator[int]:
     """Run ``redis-server`` on a free loopback port until the block ends; yields the port."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise FileNotFoundError("redis-server is not installed (apt-get install redis-server)")
     port = port or free_port()
-    with tempfile.TemporaryDirectory(prefix="mdss-redis-") as directory:
-        log = open(f"{directory}/log", "w+")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                directory,
-                "--protected-mode",
-                "yes",
-                *extra,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 15
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                        sock.sendall(b"PING\r\n")
-                        if sock.recv(16).startswith(b"+PONG"):
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"redis-server on port {port} did not start:\n{log.read()}")
-                time.sleep(0.05)
+    with tempfile.TemporaryDirectory(prefix="mdss-redis-") as directory, open(f"{directory}/log", "w+") as log:
+        argv = [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+            "--protected-mode",
+            "yes",
+            *extra,
+        ]
+
+        def answers() -> bool:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+
+        with serving(argv, log, answers, f"redis-server on port {port}", 15):
             yield port
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
 
 
 @contextmanager
