@@ -29,6 +29,8 @@ LEAF = 0
 MANIFEST = 1
 NOTE = 2
 PAGE = 3
+SEGMENT = 4
+LOG_PAGE = 5
 #: Deeper than any tree of 2**64 entries with at least 2 children per manifest.
 MAX_HEIGHT = 64
 
@@ -162,3 +164,49 @@ def decode_page(key: str, data: bytes) -> tuple[tuple[str, ...], str | None]:
 
 def _strings(ids: Any) -> bool:
     return type(ids) is tuple and set(map(type, ids)) <= {str}
+
+
+def encode_segment(first: int, entries: Sequence[Any]) -> bytes:
+    """A sealed log segment: the update log's entries from sequence number ``first`` on (see ``mdss._log``)."""
+    return seal(_packb([FORMAT, SEGMENT, first, entries]))
+
+
+def encode_log_page(segments: Sequence[tuple[str, int]]) -> bytes:
+    """A log manifest: ``(segment id, first sequence number)`` of every sealed segment older than the head's."""
+    return seal(_packb([FORMAT, LOG_PAGE, [list(s) for s in segments]]))
+
+
+def check_entry(entry: Any) -> bool:
+    """Whether ``entry`` is a log entry ``(member, old score, new score, commit nonce)``, ``None`` allowed
+    for the scores (absent) and for the nonce (not a commit's last entry)."""
+    return (
+        type(entry) in (tuple, list)
+        and len(entry) == 4
+        and type(entry[0]) is str
+        and all(s is None or (type(s) in _NUMBERS and s == s) for s in entry[1:3])
+        and (entry[3] is None or type(entry[3]) is str)
+    )
+
+
+def decode_segment(key: str, data: bytes) -> tuple[int, tuple[Any, ...]]:
+    _, found = unpack(key, data, "log segment", use_list=False)
+    if (
+        type(found) is tuple
+        and len(found) == 4
+        and found[1] == SEGMENT
+        and type(found[2]) is int
+        and found[2] >= 0
+        and type(found[3]) is tuple
+        and all(map(check_entry, found[3]))
+    ):
+        return found[2], found[3]
+    raise CorruptDataError("stored log segment is malformed", key)
+
+
+def decode_log_page(key: str, data: bytes) -> tuple[tuple[str, int], ...]:
+    _, found = unpack(key, data, "log manifest", use_list=False)
+    if type(found) is tuple and len(found) == 3 and found[1] == LOG_PAGE and type(found[2]) is tuple:
+        segments = found[2]
+        if all(type(s) is tuple and len(s) == 2 and type(s[0]) is str and type(s[1]) is int for s in segments):
+            return segments
+    raise CorruptDataError("stored log manifest is malformed", key)

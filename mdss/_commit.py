@@ -16,18 +16,15 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from . import _head
-from ._codec import encode_note, encode_page
+from . import _garbage, _head, _log, _merge
 from ._group import Pending
-from ._head import LANDED, LOST, NOTES_INLINE, PENDING, Head, TreeRef, collected_meanwhile, remember
+from ._head import LANDED, LOST, PENDING, UNKNOWN, Head, TreeRef, collected_meanwhile, remember
+from ._log import Log, log_limit
 from ._order import add_scores, check_count, check_pairs
 from ._retry import STORE_CALLS
-from ._writer import Writer, new_id
+from ._writer import Writer
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -74,25 +71,41 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     """Commit several callers' ops atomically, rebasing on concurrent commits.
 
     Sets each pending's ``result``, or its ``error`` if its own ops were
-    refused (the others still commit).
+    refused (the others still commit). Starts from the head this process
+    last saw, so that an uncontended append is one compare-and-set; a lost
+    race returns (or reads) the winner's head, and the next try starts from it.
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
-    sset._rival_head = None  # what an earlier lost race (a load's) returned is stale by now
     started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
     for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
         started[0] = time.monotonic()
         # After a lost race, rebase at once on the winner's head (returned by the compare-and-set where the
         # store can, else read): the loser's best chance is right after a commit landed. A second loss in a
         # row backs off.
-        rival = None
-        for _ in range(2):
+        held = sset._held
+        rival = None if held is None else (held[0],)
+        for _ in range(3):
             snap = _head.snapshot(sset, True, rival)
+            limit = log_limit(sset, snap.head)
+            if len(snap.head.log) >= max(2 * limit, 1):  # far past its limit: help merge (or wait for the merger)
+                _merge.merge(sset, wait=True)
+                break
+            fresh = held is None or rival is None or rival[0] is not held[0]
             try:
-                outcome = _attempt(sset, snap, pendings, members)
+                outcome = _attempt(sset, snap, pendings, members, limit, fresh)
             except MissingNodeError:
+                sset._held = None
                 collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
                 break
+            if outcome is _REREAD:
+                rival = None
+                continue
+            if outcome is None:
+                return
             if outcome:
+                if sset._head is not None and len(sset._head.log) >= max(limit, 1):
+                    with contextlib.suppress(ConflictError, StoreUnavailableError):  # the writes landed already
+                        _merge.merge(sset)
                 return
             sset.retries += 1
             rival, sset._rival_head = sset._rival_head, None
@@ -102,10 +115,24 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     )
 
 
-def _attempt(sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: list[str]) -> bool:
-    """Apply every pending's ops on ``snap`` and publish: True if committed (or nothing to change)."""
-    key = sset._order.key
-    old = dict(zip(members, snap.member_index.find(members)))
+#: What an attempt on the head this process last saw answers when only the current head may decide.
+_REREAD = object()
+
+
+def _attempt(
+    sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: list[str], limit: int, fresh: bool
+) -> Any:
+    """Apply every pending's ops on ``snap`` and publish: True if committed, False if it lost the race,
+    ``None`` if nothing changes.
+
+    Appends to the update log; a batch as long as the log limit (or every
+    batch, with ``log_limit=0``) goes straight into the trees, with the log.
+    On a head that was not read just now (``fresh``), only a plain append is
+    tried: "nothing to change" and writing nodes before the compare-and-set
+    (that a dropped set would leave behind) wait for the current head
+    (:data:`_REREAD`).
+    """
+    old = dict(zip(members, snap.index.find(members)))
     new = dict(old)
     for pending in pendings:
         pending.result, pending.error = None, None
@@ -113,96 +140,85 @@ def _attempt(sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: 
             pending.result = apply_ops(sset, pending, new)
         except InvalidScoreError as exc:
             pending.error = exc
-    score_ops, member_ops = [], []
-    for member in members:
-        was, now = old[member], new[member]
-        if type(was) is type(now) and was == now:
-            continue
-        if was is not None:
-            score_ops.append((key(member, was), member, None))
-        if now is not None:
-            score_ops.append((key(member, now), member, now))
-        member_ops.append((member, member, now))
-    if not member_ops:
-        return True
-    score_ops.sort(key=itemgetter(0))
-    member_ops.sort(key=itemgetter(0))
-    writer = Writer(sset.chunk_size, snap.head.epoch)
-    scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
-    index = TreeRef(*writer.apply(snap.member_index, member_ops))
-    if not publish(sset, snap, snap.head.next(secrets.token_hex(8), scores=scores, members=index), writer):
-        return False
+    changed = [(m, old[m], new[m], None) for m in members if not (type(old[m]) is type(new[m]) and old[m] == new[m])]
+    if not changed:
+        return None if fresh else _REREAD
+    nonce = secrets.token_hex(8)
+    head, log = snap.head, snap.head.log
+    if len(changed) < limit:
+        changed[-1] = (*changed[-1][:3], nonce)
+        appended, stored, replaced = _log.appended(sset, head, changed)
+        if stored and not fresh:
+            return _REREAD
+        writer = Writer(sset.chunk_size, head.epoch)
+        writer.replaced = replaced
+        if not publish(sset, snap, head.next(nonce, log=appended), writer, stored):
+            return False
+        _log.applied(sset, sset._head, log.seq, changed)
+    elif not fresh:
+        return _REREAD
+    else:
+        changes = snap.view.changes() if snap.view is not None else {}
+        for member, was, now, _ in changed:
+            changes[member] = (changes[member][0] if member in changes else was, now)
+        writer, scores, index = _merge.fold(sset, snap, changes)
+        writer.replaced.extend(_log.node_ids(sset, log))
+        end = log.seq + len(changed)
+        if not publish(sset, snap, head.next(nonce, scores=scores, members=index, log=Log(end, end)), writer):
+            return False
     sset.commits += 1
     return True
 
 
-def publish(sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: dict[str, bytes] | None = None) -> bool:
-    """Write the new nodes (unless given: already written) and the commit's garbage note, then
-    compare-and-set the head.
+def publish(
+    sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: dict[str, bytes] | None = None, written: bool = False
+) -> bool:
+    """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's
+    garbage note, then compare-and-set the head.
 
     True once the head is published; False if another commit won (then the
     new nodes are deleted again, as nothing can ever name them).
     """
-    head, notes, note = _noted(sset, head, writer)
+    note_key, note_data = _garbage.note_of(sset, head, writer.replaced)
+    head, stored = _garbage.attach_note(sset, head, note_key)
+    if note_key:
+        stored[note_key] = note_data
     data = head.encode()
     if nodes is None:
         nodes = writer.encoded(sset._keys)
-        sset.store.put_many({**nodes, **notes})
-    else:
-        sset.store.put_many(notes)
-    written = [*nodes, *notes]
+    sset.store.put_many(stored if written else {**nodes, **stored})
+    keys = [*nodes, *stored]
     try:
         landed = _cas_head(sset, snap, head, data)
     except _Dropped:
-        _delete_unnamed(sset, written)
+        _garbage.discard(sset, keys)
         raise
-    if not landed:
-        _delete_unnamed(sset, written)
+    if landed is None:
+        _garbage.discard(sset, keys)
         return False
-    remember(sset, head, data)
+    remember(sset, head, data, landed[0])
+    settle(sset, writer, nodes)
+    # The note goes with the nodes it names (a page that lists it finds it gone, as gc() expects).
+    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + ([note_key] if note_key else []))
+    return True
+
+
+def settle(sset: SortedSet, writer: Writer, nodes: dict[str, bytes]) -> None:
+    """After a commit landed: forget the nodes it replaced, cache the nodes it made."""
     cache = sset._cache
     for node_id in writer.replaced:  # only readers of older heads could want them: they reload
         cache.discard(node_id)
     for node_id, node in writer.new.items():
         cache.put(node_id, node, len(nodes[sset._keys.node(node_id)]))
-    # The note goes with the nodes it names (a page that lists it finds it gone, as gc() expects).
-    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + ([note] if note else []))
-    return True
-
-
-def _delete_unnamed(sset: SortedSet, keys: list[str]) -> None:
-    """Delete what a commit wrote that no head can ever name; if the store fails, ``gc(sweep=True)`` will."""
-    with contextlib.suppress(StoreUnavailableError):
-        sset.store.delete_many(keys)
-
-
-def _noted(sset: SortedSet, head: Head, writer: Writer) -> tuple[Head, dict[str, bytes], str | None]:
-    """The head with a garbage note of the nodes this commit replaces, what to store (the note, and a page
-    when the head's notes are full), and the note's key.
-
-    The note makes the deferred deletion durable: if this process ends before
-    the grace period does, ``gc()`` finds the replaced nodes from the head's
-    notes, with no listing. Notes past :data:`NOTES_INLINE` move to a page.
-    """
-    if not writer.replaced:
-        return head, {}, None
-    note = new_id(head.epoch)
-    key = sset._keys.note(note)
-    stored = {key: encode_note(writer.replaced)}
-    notes = (note, *head.notes)
-    if len(notes) <= NOTES_INLINE:
-        return attrs.evolve(head, notes=notes), stored, key
-    page = new_id(head.epoch)
-    stored[sset._keys.note(page)] = encode_page(notes, head.note_page)
-    return attrs.evolve(head, notes=(), note_page=page), stored, key
 
 
 class _Dropped(OutcomeUnknownError):
     """The set was dropped while a commit's outcome was in doubt: its nodes can go, its outcome cannot be told."""
 
 
-def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> bool:
-    """Compare-and-set the head: True if it landed, False if it provably never will.
+def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> tuple[Any] | None:
+    """Compare-and-set the head: ``(version written,)`` if it landed (``None`` in it when the store cannot
+    tell), ``None`` if it provably never will.
 
     Raises :class:`OutcomeUnknownError` when neither can be proven within the
     store-call budget.
@@ -211,13 +227,12 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> bool:
     nonce, ambiguous = head.recent[0], None
     for _ in STORE_CALLS.attempts():
         try:
-            sset.store.cas(key, data, version)
-            return True
+            return (sset.store.cas(key, data, version),)
         except ConflictError as exc:
             if ambiguous is None:  # a definite lost race: nothing of ours was written
                 if exc.current_known:
                     sset._rival_head = (exc.current,)  # the rebase starts from it without reading it again
-                return False
+                return None
         except StoreUnavailableError as exc:
             ambiguous = exc
         try:
@@ -225,7 +240,7 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> bool:
         except StoreUnavailableError:
             continue
         if record is not None and record.value == data:
-            return True
+            return (record.version,)
         now = None if record is None else Head.decode(key, record.value)
         if now is None or now.incarnation != snap.head.incarnation:
             # The set was dropped (and maybe started again) since: our version is gone for good, so our nodes
@@ -235,10 +250,12 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> bool:
                 "been applied before the drop, or not at all"
             ) from ambiguous
         fate = now.fate(nonce, snap.head.gen)
+        if fate == UNKNOWN and len(head.log) and head.log.base == snap.head.log.base:
+            fate = _log.fate(sset, now.log, head.log.seq - 1, nonce)  # an append: its last entry tells
         if fate == LANDED:
-            return True
+            return (None,)
         if fate == LOST:
-            return False
+            return None
         if fate != PENDING:
             break
     raise OutcomeUnknownError(
@@ -262,7 +279,7 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
             raise
         sset.drop()
         snap = sset._snapshot(create=True)
-    if snap.head.scores.count and not replace:
+    if snap.ranking.count and not replace:
         raise InvalidArgumentError(f"set {sset.name!r} already has entries; pass replace=True to replace them")
     writer = Writer(sset.chunk_size, snap.head.epoch)
     members = sorted(pairs)
@@ -271,7 +288,7 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
     ranked = sset._order.ranked(members, scores)
     by_score = TreeRef(*writer.build(snap.score_tree, [members[i] for i in ranked], [scores[i] for i in ranked]))
     if replace:
-        writer.replaced = _replaced(snap)
+        writer.replaced = _replaced(sset, snap)
     nodes = writer.encoded(sset._keys)
     names = list(nodes)
     for done in range(0, len(names), batch):
@@ -279,14 +296,15 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
         if progress is not None:
             progress(min(done + batch, len(names)), len(names))
     writer.new = {}  # a load does not fill the cache with the whole set
-    head = snap.head.next(secrets.token_hex(8), scores=by_score, members=index)
-    if not publish(sset, snap, head, writer, nodes):
+    end = snap.head.log.seq
+    head = snap.head.next(secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end))
+    if not publish(sset, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {sset.name!r} changed while it was being loaded; nothing was applied")
 
 
-def _replaced(snap: Snapshot) -> list[str]:
+def _replaced(sset: SortedSet, snap: Snapshot) -> list[str]:
     """The nodes a replacing load makes unreachable; those of a damaged tree are left to ``gc()``."""
     try:
-        return [*snap.score_tree.node_ids(), *snap.member_index.node_ids()]
+        return [*snap.score_tree.node_ids(), *snap.member_index.node_ids(), *_log.node_ids(sset, snap.head.log)]
     except CorruptDataError:
         return []

@@ -1,9 +1,9 @@
 """Page cursors: where a page ended, in a URL-safe string bound to its set.
 
-A cursor carries the snapshot's score tree (root, height, count), the
-position after the last entry returned and that entry, so the next page
-reads the same snapshot, or, once that snapshot is collected, continues by
-key. It holds a tag of the set's key prefix and a CRC-32, so a cursor of
+A cursor carries the snapshot's score tree (root, height, count) and its
+update log (base and end sequence numbers), the position after the last
+entry returned and that entry, so the next page reads the same snapshot,
+or, once that snapshot is collected or its log merged, continues by key. It holds a tag of the set's key prefix and a CRC-32, so a cursor of
 another set, a truncated or a tampered one is refused with
 :class:`InvalidArgumentError`; every field is range-checked. It pins no
 storage.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -21,7 +21,29 @@ from ._codec import MAX_HEIGHT
 from ._order import Score, check_member, check_score
 from .exceptions import InvalidArgumentError
 
-State = tuple[str | None, int, int, int, str, Score]  # root, height, count, position, last member, last score
+
+
+class State(NamedTuple):
+    """Where a page ended: the score tree (``size`` entries), the log's range, the merged ``count``, the
+    position after the last entry returned, and that entry."""
+
+    root: str | None
+    height: int
+    size: int
+    base: int
+    end: int
+    count: int
+    position: int
+    member: str
+    score: Score
+
+
+def state_of(ranking: Any, position: int, last: Any) -> State:
+    """The state after ``last`` at ``position`` of ``ranking`` (a tree, or a tree with a log view)."""
+    tree, view = (ranking, None) if not hasattr(ranking, "view") else (ranking.tree, ranking.view)
+    end = 0 if view is None else view.end
+    base = end if view is None else view.overlay.base
+    return State(tree.root, tree.height, tree.count, base, end, ranking.count, position, last.member, last.score)
 
 
 def _tag(prefix: str) -> int:
@@ -40,15 +62,18 @@ def decode(prefix: str, name: str, cursor: Any) -> State:
         payload = data[:-4]
         if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
             raise ValueError("checksum")
-        tag, root, height, count, position, member, score = msgpack.unpackb(payload)
+        tag, *fields = msgpack.unpackb(payload)
         if tag != _tag(prefix):
             raise ValueError("another set's cursor")
-        if not (root is None or type(root) is str) or not all(type(n) is int for n in (height, count, position)):
+        state = State(*fields)
+        if not (state.root is None or type(state.root) is str) or not all(type(n) is int for n in state[1:7]):
             raise ValueError("types")
-        if not (0 <= height <= MAX_HEIGHT and 0 < position < count):
+        if not (0 <= state.height <= MAX_HEIGHT and 0 < state.position < state.count and 0 <= state.size):
             raise ValueError("ranges")
-        check_member(member)
-        check_score(score)
+        if not 0 <= state.base <= state.end:
+            raise ValueError("log range")
+        check_member(state.member)
+        check_score(state.score)
     except Exception:
         raise InvalidArgumentError(f"not a page cursor of set {name!r}: {cursor!r:.80}") from None
-    return root, height, count, position, member, score
+    return state

@@ -36,9 +36,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import _writer
-from ._codec import decode_note, decode_page
-from ._head import EMPTY, Head, decode_for, forget, headless
+import attrs
+
+from . import _log, _writer
+from ._codec import decode_note, decode_page, encode_note, encode_page
+from ._head import EMPTY, NOTES_INLINE, Head, decode_for, forget, headless
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError, StoreUnavailableError
 
@@ -72,6 +74,39 @@ class Garbage:
                 sset.store.delete_many(due)
 
 
+def note_of(sset: SortedSet, head: Head, replaced: list[str]) -> tuple[str | None, bytes]:
+    """A garbage note of the nodes ``replaced`` by a commit on ``head``: its key and bytes (no key: nothing).
+
+    The note makes the deferred deletion durable: if the process ends before
+    the grace period does, ``gc()`` finds the nodes from the head's notes,
+    with no listing.
+    """
+    if not replaced:
+        return None, b""
+    return sset._keys.note(_writer.new_id(head.epoch)), encode_note(replaced)
+
+
+def attach_note(sset: SortedSet, head: Head, key: str | None) -> tuple[Head, dict[str, bytes]]:
+    """``head`` naming the note at ``key``, and a note page to store when the head's notes are full
+    (:data:`NOTES_INLINE`)."""
+    if key is None:
+        return head, {}
+    notes = (key[len(sset._keys.notes) :], *head.notes)
+    if len(notes) <= NOTES_INLINE:
+        return attrs.evolve(head, notes=notes), {}
+    page = _writer.new_id(head.epoch)
+    return (
+        attrs.evolve(head, notes=(), note_page=page),
+        {sset._keys.note(page): encode_page(notes, head.note_page)},
+    )
+
+
+def discard(sset: SortedSet, keys: list[str]) -> None:
+    """Delete what a commit wrote that no head can ever name; if the store fails, ``gc(sweep=True)`` will."""
+    with contextlib.suppress(StoreUnavailableError):
+        sset.store.delete_many(keys)
+
+
 def _rewrite_head(sset: SortedSet, change: Callable[[Head], Head | None], what: str) -> Head | None:
     """Compare-and-set the head to ``change(head)`` until it lands, or ``change`` answers ``None`` (nothing
     to do); the head after (``None``: there is no head)."""
@@ -97,26 +132,34 @@ def advance_epoch(sset: SortedSet, seen: Head) -> Head | None:
 
     An epoch is only advanced once a commit has landed in it (``gen >
     epoch_gen``): so that gc, however often it runs, never takes more than
-    one head write per commit from the writers.
+    one head write per commit from the writers; and not while a merge's
+    claim holds (see ``mdss._merge``), so that gc never starves merges.
     """
 
     def advance(head: Head) -> Head | None:
         if head.epoch > seen.epoch or head.gen <= head.epoch_gen:
             return None
+        claim = head.log.claim
+        if claim is not None and claim[1] > _writer.clock() * 1000:
+            return None  # a merge is folding the log: its nodes are of this epoch, it publishes in it
         return head.next(secrets.token_hex(8), epoch=head.epoch + 1)
 
     return _rewrite_head(sset, advance, "gc")
+
+
+def named(sset: SortedSet, snap: Snapshot) -> set[str]:
+    """The ids of every node ``snap``'s head names: both trees' nodes, the log's manifest and segments."""
+    return snap.score_tree.node_ids() | snap.member_index.node_ids() | _log.node_ids(sset, snap.head.log)
 
 
 def _unnamed(sset: SortedSet, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
     """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age``
     seconds ago (by their writer's clock)."""
 
-    def named(snap: Snapshot) -> tuple[Head, set[str], set[str]]:
-        live = snap.score_tree.node_ids() | snap.member_index.node_ids()
-        return snap.head, live, {i for ids in _walk(sset, snap.head) for i in ids}
+    def look(snap: Snapshot) -> tuple[Head, set[str], set[str]]:
+        return snap.head, named(sset, snap), {i for ids in _walk(sset, snap.head) for i in ids}
 
-    head, live, noted = sset._read(named)
+    head, live, noted = sset._read(look)
     cutoff, out = (_writer.clock() - min_age) * 1000, list[str]()
     for keys, prefix, kept in ((nodes, sset._keys.nodes, live), (notes, sset._keys.notes, noted)):
         start = len(prefix)
@@ -238,7 +281,15 @@ def drop(sset: SortedSet) -> None:
     try:
         emptied = _rewrite_head(
             sset,
-            lambda h: h.next(nonce, epoch=h.epoch + 1, scores=EMPTY, members=EMPTY, notes=(), note_page=None),
+            lambda h: h.next(
+                nonce,
+                epoch=h.epoch + 1,
+                scores=EMPTY,
+                members=EMPTY,
+                notes=(),
+                note_page=None,
+                log=_log.Log(h.log.seq, h.log.seq),
+            ),
             "drop",
         )
         spare, data = (None, None) if emptied is None else (emptied.epoch, emptied.encode())

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
-from ._order import KeyFn, member_key
+from ._log import EMPTY_LOG, Index, Log, Ranking, View, overlay_view
+from ._order import Order, member_key
 from ._tree import Source, Tree
 from .exceptions import (
     ConflictError,
@@ -64,6 +65,7 @@ class TreeRef:
 EMPTY = TreeRef()
 
 
+
 @attrs.frozen
 class Head:
     """One committed state of a set (immutable: a commit makes a new one)."""
@@ -84,6 +86,7 @@ class Head:
     #: Random, chosen when the set is created: a set dropped and started again is another incarnation, and a
     #: commit built on the old one can tell that its version is gone (generations start again at 1).
     incarnation: str = ""
+    log: Log = EMPTY_LOG
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
@@ -126,6 +129,7 @@ class Head:
                     "note_page": self.note_page,
                     "notes_done": self.notes_done,
                     "inc": self.incarnation,
+                    **({} if self.log == EMPTY_LOG else {"log": self.log.encode()}),
                 }
             )
         )
@@ -150,6 +154,7 @@ class Head:
                 note_page=found.get("note_page"),
                 notes_done=found.get("notes_done"),
                 incarnation=found.get("inc", ""),
+                log=Log.decode(found.get("log")),
             )
             head._check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -181,17 +186,26 @@ class Head:
 
 
 class Snapshot:
-    """One committed state: the head as read (with its record's version) and both trees as it names them,
-    the score tree (by sort key) and the member index (member -> score)."""
+    """One committed state: the head as read (with its record's version), both trees as it names them,
+    the score tree (by sort key) and the member index (member -> score), and the same with the update
+    log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
+    """
 
-    __slots__ = ("version", "head", "score_tree", "member_index")
+    __slots__ = ("version", "head", "score_tree", "member_index", "view", "ranking", "index")
 
-    def __init__(self, record: Record | None, head: Head, source: Source, key: KeyFn) -> None:
+    def __init__(self, record: Record | None, head: Head, source: Source, order: Order, view: View | None) -> None:
         self.version = None if record is None else record.version
         self.head = head
         scores, members = head.scores, head.members
-        self.score_tree = Tree(source, key, scores.root, scores.height, scores.count)
+        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count)
         self.member_index = Tree(source, member_key, members.root, members.height, members.count)
+        self.view = view
+        if view is None:
+            self.ranking: Tree | Ranking = self.score_tree
+            self.index: Tree | Index = self.member_index
+        else:
+            self.ranking = Ranking(self.score_tree, view, order.score_of)
+            self.index = Index(self.member_index, view)
 
 
 def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:
@@ -210,14 +224,16 @@ def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | 
         sset._explicit = True
 
 
-def remember(sset: SortedSet, head: Head, data: bytes) -> None:
-    """The head (and its bytes) a commit of ``sset`` just published: the next read of them needs no decoding."""
+def remember(sset: SortedSet, head: Head, data: bytes, version: Any) -> None:
+    """The head (its bytes, the version written) a commit of ``sset`` just published: the next read of them
+    needs no decoding, and the next commit starts from it without reading (when the version is known)."""
     sset._head_bytes, sset._head = data, head
+    sset._held = None if version is None else (Record((data,), version), head)
     sset._explicit = True
 
 
 def forget(sset: SortedSet) -> None:
-    sset._head_bytes = sset._head = None
+    sset._head_bytes = sset._head = sset._held = None
 
 
 def decode_for(sset: SortedSet, data: bytes) -> Head:
@@ -279,8 +295,18 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             fresh = Head(sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8))
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
         record = store.get(key)
-    head = Head(sset.order, sset.chunk_size) if record is None else decode_for(sset, record.value)
-    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order.key)
+    if record is None:
+        return Snapshot(None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None)
+    head = decode_for(sset, record.value)
+    hold(sset, record, head)
+    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, overlay_view(sset, head))
+
+
+def hold(sset: SortedSet, record: Record, head: Head) -> None:
+    """Keep the newest head record seen, so that the next commit can compare-and-set without reading it."""
+    held = sset._held
+    if held is None or held[1].gen <= head.gen or held[1].incarnation != head.incarnation:
+        sset._held = (record, head)
 
 
 def collected_meanwhile(sset: SortedSet, snap: Snapshot) -> None:

@@ -17,10 +17,11 @@ from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
-from . import _check, _commit, _cursor, _garbage, _head
+from . import _check, _commit, _cursor, _garbage, _head, _log, _merge
 from ._cache import NodeCache
 from ._group import GroupCommit
 from ._head import MAX_CHUNK, Head, Snapshot
+from ._log import Overlay
 from ._keys import Keyspace
 from ._order import (
     Entry,
@@ -106,6 +107,7 @@ class SortedSet:
         max_attempts: int | None = None,
         max_batch: int = 1000,
         max_wait: float = 0.0,
+        log_limit: int | None = None,
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
@@ -119,6 +121,8 @@ class SortedSet:
             check_seconds(seconds, what)
         if max_attempts is not None:
             check_count(max_attempts, "max_attempts", least=1)
+        if log_limit is not None:
+            check_count(log_limit, "log_limit")
         self.store = store
         self.name = name
         self._keys = Keyspace(store.namespace, name)
@@ -128,11 +132,18 @@ class SortedSet:
         self._garbage = _garbage.Garbage(self)
         self._local = threading.local()
         self._group = GroupCommit(lambda pendings: _commit.commit(self, pendings), max_batch, max_wait)
+        self.log_limit = log_limit
         self.commits = 0  # commits this object published
         self.retries = 0  # commits it re-applied after losing the race for the head
+        self.merges = 0  # merges of the update log it published
         self._head_bytes: bytes | None = None
         self._head: Head | None = None
+        self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
+        self._overlay: Overlay | None = None  # the update log applied in memory (mdss._log)
+        self._overlay_lock = threading.Lock()
+        self._log_pages: dict[str, Any] = {}  # log manifests read (immutable)
+        self._entry_bytes = 20.0  # stored bytes per entry, as this process sees them (sizes the log)
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)
@@ -179,7 +190,7 @@ class SortedSet:
 
     def __len__(self) -> int:
         """Number of members. One round trip (the head)."""
-        return self._read(lambda snap: snap.head.scores.count)
+        return self._read(lambda snap: snap.ranking.count)
 
     def info(self) -> dict[str, Any]:
         """The head's facts: members, settings, generation, each tree's height. One round trip.
@@ -187,15 +198,17 @@ class SortedSet:
         >>> SortedSet(mdss.open_store("memory://"), "b").info()["members"]
         0
         """
-        head = self._read(lambda snap: snap.head)
+        head, members = self._read(lambda snap: (snap.head, snap.ranking.count))
         return {
-            "members": head.scores.count,
+            "members": members,
             "order": self.order,
             "chunk_size": self.chunk_size,
             "generation": head.gen,
             "gc_epoch": head.epoch,
             "score_tree_height": head.scores.height + (head.scores.root is not None),
             "member_index_height": head.members.height + (head.members.root is not None),
+            "log_entries": len(head.log),
+            "log_limit": _log.log_limit(self, head),
         }
 
     def __contains__(self, member: object) -> bool:
@@ -210,12 +223,12 @@ class SortedSet:
         (3, None)
         """
         member = check_member(member)
-        return self._read(lambda snap: snap.member_index.get(member))
+        return self._read(lambda snap: snap.index.get(member))
 
     def scores(self, members: Iterable[str]) -> list[Score | None]:
         """The scores of many members (``None`` where absent), in one batched descent."""
         wanted = [check_member(m) for m in members]
-        return self._read(lambda snap: snap.member_index.find(wanted))
+        return self._read(lambda snap: snap.index.find(wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
         """The member's 1-based rank, or ``None`` if absent. O(log n).
@@ -229,11 +242,11 @@ class SortedSet:
         check_choice(ties, TIES, "ties")
 
         def run(snap: Snapshot) -> int | None:
-            score = snap.member_index.get(member)
+            score = snap.index.get(member)
             if score is None:
                 return None
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return snap.score_tree.rank_of(probe) + 1
+            return snap.ranking.rank_of(probe) + 1
 
         return self._read(run)
 
@@ -244,10 +257,10 @@ class SortedSet:
         with manifests cached (head, one entry set).
         """
         probe = self._order.first_key(check_score(score))
-        return self._read(lambda snap: snap.score_tree.rank_of(probe) + 1)
+        return self._read(lambda snap: snap.ranking.rank_of(probe) + 1)
 
     def _entries(self, snap: Snapshot, start: int, stop: int) -> list[Entry]:
-        members, scores = snap.score_tree.slice(start, stop)
+        members, scores = snap.ranking.slice(start, stop)
         return list(map(_entry, members, scores, range(start + 1, start + 1 + len(members))))
 
     def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
@@ -271,7 +284,7 @@ class SortedSet:
         low, high = self._order.first_key(best), self._order.last_key(worst)
         if high < low:
             return 0, 0
-        start, stop = snap.score_tree.count_below([low, high])
+        start, stop = snap.ranking.count_below([low, high])
         return start, stop
 
     def range_by_score(self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None) -> list[Entry]:
@@ -311,10 +324,10 @@ class SortedSet:
         check_count(after, "after")
 
         def run(snap: Snapshot) -> list[Entry]:
-            score = snap.member_index.get(member)
+            score = snap.index.get(member)
             if score is None:
                 return []
-            position = snap.score_tree.rank_of(self._order.key(member, score))
+            position = snap.ranking.rank_of(self._order.key(member, score))
             return self._entries(snap, max(position - before, 0), position + after + 1)
 
         return self._read(run)
@@ -339,27 +352,41 @@ class SortedSet:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
 
         if cursor is None:
-            tree, position, (members, scores) = self._read(
-                lambda snap: (snap.score_tree, 0, snap.score_tree.slice(0, limit))
+            ranking, position, (members, scores) = self._read(
+                lambda snap: (snap.ranking, 0, snap.ranking.slice(0, limit))
             )
         else:
-            root, height, count, position, member, score = _cursor.decode(self._keys.prefix, self.name, cursor)
-            tree = Tree(Source(self.store, self._keys, self._cache), self._order.key, root, height, count)
+            state = _cursor.decode(self._keys.prefix, self.name, cursor)
+            position, member, score = state.position, state.member, state.score
             try:
-                members, scores = tree.slice(position, position + limit)
-            except MissingNodeError:  # the snapshot was collected: go on from the newest head, after the last entry
+                ranking = self._cursor_ranking(state)
+                members, scores = ranking.slice(position, position + limit)
+            except MissingNodeError:  # the snapshot is gone: go on from the newest head, after the last entry
 
-                def resume(snap: Snapshot) -> tuple[Tree, int, tuple[list[str], list[Any]]]:
-                    at = snap.score_tree.count_below([self._order.key_after(member, score)])[0]
-                    return snap.score_tree, at, snap.score_tree.slice(at, at + limit)
+                def resume(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
+                    at = snap.ranking.count_below([self._order.key_after(member, score)])[0]
+                    return snap.ranking, at, snap.ranking.slice(at, at + limit)
 
-                tree, position, (members, scores) = self._read(resume)
+                ranking, position, (members, scores) = self._read(resume)
         entries = list(map(_entry, members, scores, range(position + 1, position + 1 + len(members))))
         position += len(entries)
-        if position >= tree.count or not entries:
+        if position >= ranking.count or not entries:
             return Page(entries, None)
-        state = (tree.root, tree.height, tree.count, position, members[-1], scores[-1])
-        return Page(entries, _cursor.encode(self._keys.prefix, state))
+        return Page(entries, _cursor.encode(self._keys.prefix, _cursor.state_of(ranking, position, entries[-1])))
+
+    def _cursor_ranking(self, state: _cursor.State) -> Tree | _log.Ranking:
+        """The snapshot a cursor was made on; MissingNodeError when it can no longer be had exactly."""
+        tree = Tree(Source(self.store, self._keys, self._cache), self._order.key, state.root, state.height, state.size)
+        if state.base == state.end:
+            return tree
+        for attempt in range(2):
+            overlay = self._overlay
+            if overlay is not None and overlay.state[1] == state.root and overlay.state[3] == state.base:
+                if overlay.seq >= state.end:
+                    return _log.Ranking(tree, overlay.view(state.end), self._order.score_of)
+            if attempt == 0:
+                self._read(lambda snap: None)  # catches this process's overlay up with the head
+        raise MissingNodeError("the log of the cursor's snapshot was merged", self._keys.head)
 
     def __iter__(self) -> Iterator[Entry]:
         """Every entry in order, one entry set at a time, from one snapshot while its nodes are kept; after
@@ -491,6 +518,15 @@ class SortedSet:
             raise InvalidArgumentError(f"sweep must be True or False, got {sweep!r:.80}")
         return _garbage.gc(self, check_seconds(min_age, "min_age"), wait, sweep)
 
+    def merge(self) -> bool:
+        """Fold the whole update log into the trees now; True if this call merged (False: the log was
+        empty, or another process's merge holds its claim).
+
+        Writes merge by themselves once the log reaches ``log_limit``; this is
+        for a quiet moment, a benchmark, or before a backup.
+        """
+        return _merge.merge(self)
+
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
         """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago.
 
@@ -502,9 +538,7 @@ class SortedSet:
 
     def node_keys(self) -> list[str]:
         """The store keys of every node the current head names (reads manifests only)."""
-        return self._read(
-            lambda snap: sorted(self._keys.node(i) for i in snap.score_tree.node_ids() | snap.member_index.node_ids())
-        )
+        return self._read(lambda snap: sorted(self._keys.node(i) for i in _garbage.named(self, snap)))
 
     def drop(self) -> None:
         """Remove the whole set, even a damaged one: its nodes, then its head."""

@@ -126,3 +126,10 @@ def shared_store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytes
 def store(store_factory: StoreFactory) -> mdss.Store:
     """A fresh store of each selected backend."""
     return store_factory()
+
+
+@pytest.fixture
+def tree_commits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sets made in the test commit straight into the trees (``log_limit=0``): for tests of the tree
+    commit protocol itself, whose assertions name tree nodes and notes."""
+    monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "log_limit", 0)

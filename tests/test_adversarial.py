@@ -42,6 +42,10 @@ import mdss
 import mdss._garbage
 import mdss._writer
 
+#: These interleavings exercise the tree commit protocol (``log_limit=0``), whose expectations name tree
+#: nodes and notes; ``test_log.py`` interleaves appends and merges.
+pytestmark = pytest.mark.usefixtures("tree_commits")
+
 NAME = "b"
 
 #: What the state machine did (operations, events fired, outcomes): printed by MDSS_ADVERSARIAL_STATS=1.

@@ -1,0 +1,548 @@
+"""The update log: writes append resolved entries to the head; reads see them through an in-memory overlay.
+
+A write does not rewrite tree nodes. It appends one entry per changed member,
+``(member, old score, new score, nonce)``, to the log the head carries, in
+one compare-and-set of the head (``mdss._commit``). The old score is
+resolved by the writer (from the log, else the member index), so that a
+reader never looks a logged member up: the log alone says what each logged
+member was in the trees and what it is now. A merge (``mdss._merge``) folds
+the log into both trees, rewriting each touched node once for many updates.
+
+The newest entries live in the head itself, up to :data:`INLINE_BYTES`;
+then they are sealed into an immutable segment, named by the head (up to
+:data:`SEGS_INLINE` of them) and then by an immutable log manifest.
+
+Reads answer as if the log were merged. Each process keeps an
+:class:`Overlay` per tree state: the logged members' tree scores and
+current scores, and two sorted lists of keys, the tree entries the log
+replaces (``removed``) and the entries it makes (``added``). A rank is the
+tree's count below a key, minus the removed keys below it, plus the added
+keys below it. A :class:`View` is the overlay as of one sequence number, so
+that a read stays one snapshot while other threads extend the overlay.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from sortedcontainers import SortedList
+
+from ._codec import _packb, check_entry, decode_log_page, decode_segment, encode_log_page, encode_segment
+from ._tree import Tree
+from ._writer import new_id
+from .exceptions import CorruptDataError, MissingNodeError
+
+if TYPE_CHECKING:
+    from ._head import Head
+    from ._sortedset import SortedSet
+
+#: The most bytes of entries the head holds inline before they are sealed into a segment.
+INLINE_BYTES = 1024
+#: The most sealed segments the head names before they move to a new log manifest.
+SEGS_INLINE = 8
+#: Bytes written per update that the default ``log_limit`` aims at, merges included.
+WRITE_BUDGET = 3584
+#: Bounds of the default ``log_limit``: small sets still batch; huge ones keep the overlay and a cold
+#: reader's catch-up bounded (100,000 entries: a few MB).
+LOG_MIN, LOG_MAX = 16, 100_000
+#: How long a merge claim holds off other mergers (a crashed merger's claim expires).
+CLAIM_MS = 20_000
+
+_MISSING = object()
+
+#: A log entry: (member, old score, new score, nonce of the commit it ends, else None); ``None`` scores: absent.
+LogEntry = tuple[str, Any, Any, Any]
+
+
+@attrs.frozen
+class Log:
+    """The update log as the head names it (see ``mdss._log``).
+
+    Entries ``base`` to ``seq - 1`` are not in the trees yet: the oldest in
+    sealed segments that the log manifest ``pages`` lists, newer ones in the
+    segments ``segs`` (``(id, first sequence number)``, oldest first), the
+    newest ``inline``, ending at ``seq - 1``. A segment may begin before
+    ``base`` (a merge folded its start): readers skip what is older.
+    ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
+    """
+
+    base: int = 0
+    seq: int = 0
+    pages: str | None = None
+    segs: tuple[tuple[str, int], ...] = ()
+    inline: tuple[LogEntry, ...] = ()
+    claim: tuple[str, int] | None = None
+
+    def __len__(self) -> int:
+        return self.seq - self.base
+
+    def encode(self) -> list[Any] | None:
+        if self == EMPTY_LOG:
+            return None
+        return [self.base, self.seq, self.pages, [list(s) for s in self.segs], [list(e) for e in self.inline],
+                None if self.claim is None else list(self.claim)]
+
+    @classmethod
+    def decode(cls, found: Any) -> Log:
+        if found is None:
+            return EMPTY_LOG
+        base, seq, pages, segs, inline, claim = found
+        log = cls(base, seq, pages, tuple(tuple(s) for s in segs), tuple(tuple(e) for e in inline),
+                  None if claim is None else tuple(claim))
+        log._check()
+        return log
+
+    def _check(self) -> None:
+        if type(self.base) is not int or type(self.seq) is not int or not 0 <= self.base <= self.seq:
+            raise ValueError(f"impossible log range {self.base!r}..{self.seq!r}")
+        if not (self.pages is None or type(self.pages) is str):
+            raise TypeError("the log manifest is named by an id string")
+        if not all(len(s) == 2 and type(s[0]) is str and type(s[1]) is int for s in self.segs):
+            raise TypeError("log segments are (id, first sequence number)")
+        firsts = [s[1] for s in self.segs]
+        if firsts != sorted(firsts) or (firsts and firsts[-1] > self.seq - len(self.inline)):
+            raise ValueError("log segments out of order")
+        if len(self.inline) > self.seq or not all(map(check_entry, self.inline)):
+            raise ValueError("malformed inline log entries")
+        if self.claim is not None and not (
+            len(self.claim) == 2 and type(self.claim[0]) is str and type(self.claim[1]) is int
+        ):
+            raise TypeError("a merge claim is (nonce, lease end)")
+
+
+EMPTY_LOG = Log()
+
+
+def log_limit(sset: SortedSet, head: Head) -> int:
+    """How long the log grows before a merge: the set's ``log_limit``, else derived from the byte target.
+
+    A merge of ``L`` random updates rewrites about every entry set of both
+    trees once ``L`` is past the number of entry sets, so an update costs
+    about ``tree bytes / L`` of merge plus one head write. With ``tree bytes
+    ~ 2 * n * entry bytes / 0.75`` (two trees, nodes three quarters full on
+    average), ``L = tree bytes / (WRITE_BUDGET - head bytes)``.
+    """
+    if sset.log_limit is not None:
+        return sset.log_limit
+    head_bytes = len(sset._head_bytes or b"") or 512
+    tree_bytes = 2 * head.scores.count * sset._entry_bytes / 0.75
+    wanted = math.ceil(tree_bytes / max(WRITE_BUDGET - head_bytes - INLINE_BYTES // 2, 512))
+    return min(max(wanted, LOG_MIN), LOG_MAX)
+
+
+# -- appending ----------------------------------------------------------------
+
+
+def appended(sset: SortedSet, head: Head, entries: Sequence[LogEntry]) -> tuple[Log, dict[str, bytes], list[str]]:
+    """The head's log with ``entries`` appended, the segment and log manifest to store first, and the ids
+    of what they replace.
+
+    When the inline entries pass :data:`INLINE_BYTES` they are sealed into a
+    segment; when the head would name more than :data:`SEGS_INLINE`
+    segments, they move to a new log manifest (the old one is replaced).
+    """
+    log = head.log
+    inline = (*log.inline, *entries)
+    seq = log.seq + len(entries)
+    if len(_packb(inline)) <= INLINE_BYTES:
+        return attrs.evolve(log, seq=seq, inline=inline), {}, []
+    keys = sset._keys
+    segment = new_id(head.epoch)
+    stored = {keys.node(segment): encode_segment(seq - len(inline), inline)}
+    segs, pages, replaced = (*log.segs, (segment, seq - len(inline))), log.pages, []
+    if len(segs) > SEGS_INLINE:
+        older = read_log_page(sset, log.pages) if log.pages is not None else ()
+        pages = new_id(head.epoch)
+        stored[keys.node(pages)] = encode_log_page([*older, *segs])
+        replaced = [log.pages] if log.pages is not None else []
+        segs = ()
+    return attrs.evolve(log, seq=seq, inline=(), segs=segs, pages=pages), stored, replaced
+
+
+def read_log_page(sset: SortedSet, page: str) -> tuple[tuple[str, int], ...]:
+    """The segments a log manifest lists (cached: manifests are immutable)."""
+    cached = sset._log_pages.get(page)
+    if cached is None:
+        key = sset._keys.node(page)
+        data = sset.store.get_many([key])[0]
+        if data is None:
+            raise MissingNodeError("a log manifest the head names is missing", key)
+        cached = decode_log_page(key, data)
+        if len(sset._log_pages) > 8:
+            sset._log_pages.clear()
+        sset._log_pages[page] = cached
+    return cached
+
+
+def segments(sset: SortedSet, log: Log) -> list[tuple[str, int]]:
+    """Every sealed segment the head's log leads to, oldest first (reads the log manifest if there is one)."""
+    older = read_log_page(sset, log.pages) if log.pages is not None else ()
+    return [*older, *log.segs]
+
+
+def node_ids(sset: SortedSet, log: Log) -> set[str]:
+    """The ids of the log's stored objects: its manifest and its segments."""
+    found = {seg for seg, _ in segments(sset, log)}
+    if log.pages is not None:
+        found.add(log.pages)
+    return found
+
+
+def entries(sset: SortedSet, log: Log, since: int) -> list[LogEntry]:
+    """The log's entries from sequence number ``since`` (at least ``log.base``) to ``log.seq - 1``.
+
+    Reads only the segments that hold entries from ``since`` on: none when
+    the inline entries reach back far enough, the head's newer segments (one
+    round trip), or also the log manifest (one more).
+    """
+    inline_first = log.seq - len(log.inline)
+    if since >= inline_first:
+        return list(log.inline[since - inline_first :])
+    segs = list(log.segs)
+    if not segs or segs[0][1] > since:
+        segs = segments(sset, log)
+    ends = [s[1] for s in segs[1:]] + [inline_first]
+    wanted = [(seg, first) for (seg, first), end in zip(segs, ends) if end > since]
+    keys = [sset._keys.node(seg) for seg, _ in wanted]
+    start = wanted[0][1] if wanted else inline_first
+    found: list[LogEntry] = []
+    for key, data, (_, listed) in zip(keys, sset.store.get_many(keys), wanted):
+        if data is None:
+            raise MissingNodeError("a log segment the head names is missing", key)
+        first, stored = decode_segment(key, data)
+        if first != listed or first != start + len(found):
+            raise CorruptDataError(f"log segment starts at {first}, not {start + len(found)}", key)
+        found.extend(stored)
+    if start + len(found) != inline_first or start > since:
+        raise CorruptDataError("the log's segments do not reach its inline entries", sset._keys.head)
+    return [*found[since - start :], *log.inline]
+
+
+# -- the overlay ----------------------------------------------------------------
+
+
+class Overlay:
+    """The log of one tree state, applied in memory: entries ``base`` to ``seq - 1``.
+
+    ``tree[m]`` is a logged member's score in the trees, ``now[m]`` its
+    score after the entries applied (``None``: absent); ``hist[m]`` the
+    sequence numbers of its entries. Extended in place under ``lock``; a
+    merge makes a new overlay (a new tree state), never changes an old one.
+    """
+
+    def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any) -> None:
+        self.state, self.base, self.seq, self.key = state, base, base, keyfn
+        self.entries: list[LogEntry] = []
+        self.tree: dict[str, Any] = {}
+        self.now: dict[str, Any] = {}
+        self.hist: dict[str, list[int]] = {}
+        self.removed = SortedList()
+        self.added = SortedList()
+        self.lock = threading.Lock()
+
+    def extend(self, start: int, entries: Sequence[LogEntry]) -> None:
+        """Apply ``entries`` that begin at sequence number ``start`` (those applied already are skipped)."""
+        key = self.key
+        with self.lock:
+            for seq in range(max(self.seq, start), start + len(entries)):
+                entry = entries[seq - start]
+                member, old, new = entry[0], entry[1], entry[2]
+                now = self.now.get(member, _MISSING)
+                if now is _MISSING:
+                    self.tree[member] = old
+                    self.hist[member] = [seq]
+                    if old is not None:
+                        self.removed.add(key(member, old))
+                else:
+                    self.hist[member].append(seq)
+                    if now is not None:
+                        self.added.remove(key(member, now))
+                self.now[member] = new
+                if new is not None:
+                    self.added.add(key(member, new))
+                self.entries.append(entry)
+                self.seq = seq + 1
+
+    def view(self, end: int) -> View:
+        return View(self, end)
+
+
+class View:
+    """An overlay as of sequence number ``end``: what a snapshot of the head with ``log.seq == end`` sees.
+
+    When other threads extended the overlay since, the entries after ``end``
+    are undone on the fly: small sorted corrections, cached per overlay length.
+    """
+
+    __slots__ = ("overlay", "end", "_at", "_fix")
+
+    def __init__(self, overlay: Overlay, end: int) -> None:
+        self.overlay, self.end = overlay, end
+        self._at, self._fix = end, None
+
+    def _fixes(self) -> Any:
+        """Corrections for entries after ``end`` (call under the lock): ``None`` when there are none."""
+        ov = self.overlay
+        if ov.seq == self.end:
+            return None
+        if self._at == ov.seq and self._fix is not None:
+            return self._fix
+        key, at_end = ov.key, {}
+        add_minus, add_plus, rem_minus = [], [], []
+        for member in {e[0] for e in ov.entries[self.end - ov.base :]}:
+            now = ov.now[member]
+            if now is not None:
+                add_minus.append(key(member, now))
+            seqs = ov.hist[member]
+            i = bisect_left(seqs, self.end)
+            if i == 0:
+                at_end[member] = _MISSING
+                if ov.tree[member] is not None:
+                    rem_minus.append(key(member, ov.tree[member]))
+            else:
+                then = ov.entries[seqs[i - 1] - ov.base][2]
+                at_end[member] = then
+                if then is not None:
+                    add_plus.append(key(member, then))
+        self._fix = (at_end, sorted(add_minus), sorted(add_plus), sorted(rem_minus))
+        self._at = ov.seq
+        return self._fix
+
+    def lookup(self, members: Sequence[str]) -> list[Any]:
+        """Each member's score as the log says (``None``: removed), or ``_MISSING`` if not logged."""
+        ov = self.overlay
+        with ov.lock:
+            fix = self._fixes()
+            out = [ov.now.get(m, _MISSING) for m in members]
+            if fix is not None:
+                at_end = fix[0]
+                out = [at_end.get(m, found) for m, found in zip(members, out)]
+        return out
+
+    def shift(self, probe: Any) -> int:
+        """Added minus removed keys strictly below ``probe``: what the log does to a tree count below it."""
+        ov = self.overlay
+        with ov.lock:
+            shift = ov.added.bisect_left(probe) - ov.removed.bisect_left(probe)
+            fix = self._fixes()
+            if fix is not None:
+                _, add_minus, add_plus, rem_minus = fix
+                shift += (
+                    bisect_left(add_plus, probe) - bisect_left(add_minus, probe) + bisect_left(rem_minus, probe)
+                )
+        return shift
+
+    def size(self) -> int:
+        """Added minus removed entries: what the log does to the count."""
+        ov = self.overlay
+        with ov.lock:
+            size = len(ov.added) - len(ov.removed)
+            fix = self._fixes()
+            if fix is not None:
+                size += len(fix[2]) - len(fix[1]) + len(fix[3])
+        return size
+
+    def added_from(self, low: Any, limit: int) -> list[Any]:
+        """Up to ``limit`` added keys from ``low`` on (all if ``low`` is ``None``), in order."""
+        ov = self.overlay
+        with ov.lock:
+            fix = self._fixes()
+            extra = 0 if fix is None else len(fix[1])
+            start = 0 if low is None else ov.added.bisect_left(low)
+            found = list(ov.added.islice(start, start + limit + extra))
+            if fix is not None:
+                _, add_minus, add_plus, _ = fix
+                gone = set(add_minus)
+                found = [k for k in found if k not in gone]
+                found.extend(k for k in add_plus if low is None or k >= low)
+                found.sort()
+        return found[:limit]
+
+    def removed_within(self, low: Any, high: Any) -> set[Any]:
+        """The removed keys from ``low`` to ``high`` inclusive."""
+        ov = self.overlay
+        with ov.lock:
+            found = set(ov.removed.irange(low, high))
+            fix = self._fixes()
+            if fix is not None:
+                found.difference_update(fix[3])
+        return found
+
+    def changes(self) -> dict[str, tuple[Any, Any]]:
+        """Every member the log changed as of ``end``: ``member -> (score in the trees, score now)``."""
+        ov = self.overlay
+        with ov.lock:
+            fix = self._fixes()
+            out = {m: (ov.tree[m], ov.now[m]) for m in ov.now}
+            if fix is not None:
+                for member, then in fix[0].items():
+                    if then is _MISSING:
+                        del out[member]
+                    else:
+                        out[member] = (ov.tree[member], then)
+        return out
+
+
+def overlay_view(sset: SortedSet, head: Head) -> View | None:
+    """The view of ``head``'s log in this process's overlay, extended (or rebuilt) to reach it; ``None``
+    when the log is empty."""
+    log = head.log
+    if not len(log):
+        return None
+    state = (head.incarnation, head.scores.root, head.members.root, log.base)
+    with sset._overlay_lock:
+        overlay = sset._overlay
+        if overlay is None or overlay.state != state:
+            fresh = Overlay(state, log.base, sset._order.key)
+            # Entries are facts of the incarnation: a merge moves the base, never changes an entry.
+            if overlay is not None and overlay.state[0] == state[0] and overlay.base <= log.base <= overlay.seq:
+                fresh.extend(log.base, overlay.entries[log.base - overlay.base :])
+            overlay = sset._overlay = fresh
+    if overlay.seq < log.seq:
+        overlay.extend(overlay.seq, entries(sset, log, overlay.seq))
+    return overlay.view(log.seq)
+
+
+def applied(sset: SortedSet, head: Head, start: int, appended: Sequence[LogEntry]) -> None:
+    """After this process appended ``appended`` at ``start``: extend its overlay with them (no read)."""
+    log = head.log
+    state = (head.incarnation, head.scores.root, head.members.root, log.base)
+    with sset._overlay_lock:
+        overlay = sset._overlay
+        if overlay is None or overlay.state != state:
+            if start != log.base:
+                return  # the next read catches up from the store
+            overlay = sset._overlay = Overlay(state, log.base, sset._order.key)
+    overlay.extend(start, appended)
+
+
+def fate(sset: SortedSet, log: Log, seq: int, nonce: str) -> str:
+    """What became of an append whose last entry would be number ``seq``, as the log tells (its nonce is
+    there, or another's): ``landed``, ``lost``, or ``unknown`` when merged already."""
+    if seq < log.base:
+        return "unknown"
+    if seq >= log.seq:  # sequence numbers never go back: it did not land where it was built to
+        return "lost"
+    return "landed" if entries(sset, log, seq)[0][3] == nonce else "lost"
+
+
+# -- merged reads ---------------------------------------------------------------
+
+
+class Index:
+    """The member index with the log applied: member -> score."""
+
+    __slots__ = ("tree", "view")
+
+    def __init__(self, tree: Tree, view: View) -> None:
+        self.tree, self.view = tree, view
+
+    def get(self, member: str) -> Any:
+        return self.find([member])[0]
+
+    def find(self, members: Sequence[str]) -> list[Any]:
+        found = self.view.lookup(members)
+        rest = [m for m, score in zip(members, found) if score is _MISSING]
+        if rest:
+            scores = iter(self.tree.find(rest))
+            found = [next(scores) if score is _MISSING else score for score in found]
+        return found
+
+
+class Ranking:
+    """The score tree with the log applied: counts below keys, and slices by position."""
+
+    __slots__ = ("tree", "view", "count", "score_of")
+
+    def __init__(self, tree: Tree, view: View, score_of: Any) -> None:
+        self.tree, self.view, self.score_of = tree, view, score_of
+        self.count = tree.count + view.size()
+
+    def rank_of(self, probe: Any) -> int:
+        return self.tree.rank_of(probe) + self.view.shift(probe)
+
+    def count_below(self, probes: Sequence[Any]) -> list[int]:
+        return [n + self.view.shift(p) for n, p in zip(self.tree.count_below(probes), probes)]
+
+    def _seek(self, start: int) -> tuple[Any, int, int, Any, int]:
+        """Where merged position ``start`` falls: ``(entry set, tree position of its first entry, index in it,
+        key from which to merge, merged position of that key)``; the key is ``None`` at the very start.
+
+        Descends by merged position: a child's merged start is its tree start
+        plus the log's shift below its first key, which only grows along a
+        manifest, so a bisection per node finds it. Reads what ``slice`` of
+        the tree would.
+        """
+        tree, shift = self.tree, self.view.shift
+        node_id, before, low = tree.root, 0, None
+        load, keyfn = tree.source.load_one, tree.keyfn
+        for height in range(tree.height, -1, -1):
+            node = load(node_id, keyfn, height)
+            keys = node.firsts if height else node.keys
+            lo, hi = 0, len(node) - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                at = before + (node.starts[mid] if height else mid)
+                if at + shift(keys[mid]) <= start:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            if lo or low is not None:
+                low = keys[lo]
+            if not height:
+                break
+            before += node.starts[lo]
+            node_id = node.ids[lo]
+        merged = 0 if low is None else before + lo + shift(low)
+        return node, before, lo, low, merged
+
+    def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
+        """Members and scores at merged positions ``start`` to ``stop - 1``, in key order."""
+        start, stop = max(start, 0), min(stop, self.count)
+        members: list[str] = []
+        scores: list[Any] = []
+        if start >= stop:
+            return members, scores
+        tree, view = self.tree, self.view
+        if tree.root is None:
+            leaf, before, index, low, merged = None, 0, 0, None, 0
+        else:
+            leaf, before, index, low, merged = self._seek(start)
+        need = stop - merged
+        added = view.added_from(low, need)
+        tree_keys = list(leaf.keys[index:]) if leaf is not None else []
+        tree_members = list(leaf.members[index:]) if leaf is not None else []
+        tree_scores = list(leaf.scores[index:]) if leaf is not None else []
+        fetched = before + index + len(tree_keys)
+        removed = view.removed_within(tree_keys[0], tree_keys[-1]) if tree_keys else set()
+        position, t, a = merged, 0, 0
+        while position < stop:
+            if t == len(tree_keys) and fetched < tree.count:
+                more_members, more_scores = tree.slice(fetched, fetched + max(stop - position, 16))
+                more_keys = list(map(tree.keyfn, more_members, more_scores))
+                removed |= view.removed_within(more_keys[0], more_keys[-1])
+                tree_keys.extend(more_keys)
+                tree_members.extend(more_members)
+                tree_scores.extend(more_scores)
+                fetched += len(more_keys)
+            if t < len(tree_keys) and tree_keys[t] in removed:
+                t += 1
+                continue
+            if t < len(tree_keys) and (a == len(added) or tree_keys[t] < added[a]):
+                member, score = tree_members[t], tree_scores[t]
+                t += 1
+            elif a < len(added):
+                member, score = added[a][-1], self.score_of(added[a])
+                a += 1
+            else:
+                break
+            if position >= start:
+                members.append(member)
+                scores.append(score)
+            position += 1
+        return members, scores

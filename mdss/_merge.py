@@ -1,0 +1,192 @@
+"""Merges: fold the update log's prefix into both trees in one batched copy-on-write commit.
+
+A merge takes the head at sequence number ``m``, rewrites every tree node
+the logged members touch (each once, for all their entries), writes the new
+nodes, then publishes a head with the new roots, ``log.base = m`` and the
+entries appended meanwhile. It publishes only while the head still names
+the roots and the log base it started from, so a prefix is never applied
+twice; appends that land meanwhile only cost it a cheap re-publish (the
+tree work stands). It deletes its nodes only once proven unpublished.
+
+Merges do not herd: the head carries a claim with a lease
+(:data:`mdss._log.CLAIM_MS`); others skip merging while it holds, and an
+append past twice the log limit merges itself or waits (``help``).
+A merge publishes only in the gc epoch it minted its nodes in, like every
+commit; ``gc()`` does not advance the epoch while a merge's claim holds, so
+gc never starves merges, and a merge never blocks gc longer than its lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import _commit, _garbage, _head, _log, _writer
+from ._head import TreeRef, remember
+from ._log import Log
+from ._writer import Writer
+from .exceptions import ConflictError, OutcomeUnknownError, StoreUnavailableError
+from .stores.base import Record
+
+if TYPE_CHECKING:
+    from ._head import Head, Snapshot
+    from ._sortedset import SortedSet
+
+
+def fold(sset: SortedSet, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) -> tuple[Writer, TreeRef, TreeRef]:
+    """Apply ``member -> (score in the trees, new score)`` to both trees copy-on-write: the writer with the
+    new nodes, and the new trees."""
+    key = sset._order.key
+    score_ops, member_ops = [], []
+    for member, (was, now) in changes.items():
+        if type(was) is type(now) and was == now:
+            continue
+        if was is not None:
+            score_ops.append((key(member, was), member, None))
+        if now is not None:
+            score_ops.append((key(member, now), member, now))
+        member_ops.append((member, member, now))
+    score_ops.sort(key=itemgetter(0))
+    member_ops.sort(key=itemgetter(0))
+    writer = Writer(sset.chunk_size, snap.head.epoch)
+    scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
+    index = TreeRef(*writer.apply(snap.member_index, member_ops))
+    return writer, scores, index
+
+
+def rest_of_log(sset: SortedSet, head: Head, merged: int) -> tuple[Log, dict[str, bytes], list[str]]:
+    """``head``'s log without the entries before ``merged`` (now in the trees): the log, a log manifest to
+    store if one is still needed, and the ids of segments and manifests it drops."""
+    log = head.log
+    segs = _log.segments(sset, log)
+    ends = [s[1] for s in segs[1:]] + [log.seq - len(log.inline)]
+    kept = [s for s, end in zip(segs, ends) if end > merged]
+    dropped = [s[0] for s, end in zip(segs, ends) if end <= merged]
+    inline_first = log.seq - len(log.inline)
+    inline = log.inline[max(merged - inline_first, 0) :]
+    stored: dict[str, bytes] = {}
+    pages = None
+    newer = set(log.segs)
+    older = [s for s in kept if s not in newer]
+    if log.pages is not None:
+        dropped.append(log.pages)
+        if older:
+            pages = _writer.new_id(head.epoch)
+            stored[sset._keys.node(pages)] = _log.encode_log_page(older)
+    rest = Log(merged, log.seq, pages, tuple(s for s in kept if s in newer), inline, None)
+    return rest, stored, dropped
+
+
+def merge(sset: SortedSet, *, wait: bool = False) -> bool:
+    """Fold the whole log into the trees; True if this call merged.
+
+    Skips (False) while another merger's claim holds, unless ``wait``: then
+    it waits for that merge, or for its lease to lapse and merges itself.
+    """
+    for _ in sset._policy.attempts():
+        snap = _head.snapshot(sset, False)
+        log = snap.head.log
+        if not len(log):
+            return False
+        claim = log.claim
+        if claim is not None and claim[1] > _now_ms():
+            if not wait:
+                return False
+            time.sleep(0.005)
+            continue
+        claimed = _claim(sset, snap)
+        if claimed is None:
+            continue
+        return _merge_claimed(sset, claimed)
+    raise ConflictError(f"merge of set {sset.name!r} could not claim the log for its whole retry budget")
+
+
+def _now_ms() -> int:
+    return int(_writer.clock() * 1000)
+
+
+def _claim(sset: SortedSet, snap: Snapshot) -> Snapshot | None:
+    """Compare-and-set a merge claim into the head: the snapshot of the claimed head, or ``None`` if it lost."""
+    nonce = secrets.token_hex(8)
+    log = attrs.evolve(snap.head.log, claim=(nonce, _now_ms() + _log.CLAIM_MS))
+    head = snap.head.next(nonce, log=log)
+    data = head.encode()
+    try:
+        version = sset.store.cas(sset._keys.head, data, snap.version)
+    except (ConflictError, StoreUnavailableError):
+        return None  # another writer moved the head (or the reply was lost: the next look at the head tells)
+    remember(sset, head, data, version)
+    return _head.snapshot(sset, False, None if version is None else (Record((data,), version),))
+
+
+def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
+    """Merge the log of ``snap`` (claimed by this process) and publish it; True if it landed."""
+    start = snap.head
+    merged = start.log.seq
+    changes = snap.view.changes() if snap.view is not None else {}
+    writer, scores, index = fold(sset, snap, changes)
+    nodes = writer.encoded(sset._keys)
+    note_key, note_data = _garbage.note_of(sset, start, writer.replaced)
+    written = {**nodes, **({note_key: note_data} if note_key else {})}
+    sset.store.put_many(written)
+    current, version = start, snap.version
+    for _ in sset._policy.attempts():
+        if (current.scores, current.members, current.log.base, current.incarnation) != (
+            start.scores,
+            start.members,
+            start.log.base,
+            start.incarnation,
+        ) or current.epoch != start.epoch:
+            _garbage.discard(sset, list(written))  # another merge or commit took the trees: ours can never be named
+            return False
+        rest, stored, dropped = rest_of_log(sset, current, merged)
+        head = current.next(secrets.token_hex(8), scores=scores, members=index, log=rest)
+        drop_key, drop_data = _garbage.note_of(sset, current, dropped)
+        for key, data in ((note_key, note_data), (drop_key, drop_data)):
+            head, pages = _garbage.attach_note(sset, head, key)
+            stored.update(pages)
+        if drop_key:
+            stored[drop_key] = drop_data
+        if stored:
+            sset.store.put_many(stored)
+        data = head.encode()
+        try:
+            version = sset.store.cas(sset._keys.head, data, version)
+        except ConflictError as exc:
+            _garbage.discard(sset, list(stored))
+            record = exc.current if exc.current_known else sset.store.get(sset._keys.head)
+            if record is None:
+                _garbage.discard(sset, list(written))
+                return False
+            current, version = _head.decode_for(sset, record.value), record.version
+            continue
+        except StoreUnavailableError as exc:
+            if not _landed(sset, scores, exc):
+                raise
+        else:
+            remember(sset, head, data, version)
+        _commit.settle(sset, writer, nodes)
+        sset._garbage.defer(
+            [sset._keys.node(i) for i in (*writer.replaced, *dropped)] + [k for k in (note_key, drop_key) if k]
+        )
+        sset.merges += 1
+        return True
+    raise ConflictError(f"merge of set {sset.name!r} lost the head to writers for its whole retry budget")
+
+
+def _landed(sset: SortedSet, scores: TreeRef, error: StoreUnavailableError) -> bool:
+    """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and
+    unique, so only this merge can have put it there); else :class:`OutcomeUnknownError`, deleting
+    nothing (``gc(sweep=True)`` collects the nodes if it did not land)."""
+    with contextlib.suppress(StoreUnavailableError):
+        record = sset.store.get(sset._keys.head)
+        if record is not None and _head.decode_for(sset, record.value).scores == scores:
+            return True
+    raise OutcomeUnknownError(
+        f"the store did not confirm a merge of set {sset.name!r} ({error}); the log is intact either way"
+    ) from error
