@@ -33,3 +33,6 @@ small_scores = st.integers(-6, 6)
 orders = st.sampled_from(["desc", "asc"])
 chunk_sizes = st.integers(2, 8)
 ops = st.sampled_from(["set", "incr", "best"])
+#: Update log limits: derived (None), none (0: commits go straight into the trees), and tiny ones so that
+#: merges interleave with every operation.
+log_limits = st.sampled_from([None, 0, 1, 2, 7])

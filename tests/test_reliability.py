@@ -302,6 +302,7 @@ def test_a_set_created_while_a_first_writer_looks_for_leftovers_is_not_headless(
 # -- 6. checksums ----------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("tree_commits")  # names tree nodes and notes
 def test_a_flipped_byte_that_still_decodes_is_refused(store) -> None:
     board = mdss.SortedSet(store, "b", chunk_size=4)
     board.add_many({f"m{i}": 5 for i in range(12)})
@@ -595,6 +596,7 @@ def test_gc_collects_what_ended_processes_replaced_without_listing(store) -> Non
     assert collector.gc(wait=False) == 0
 
 
+@pytest.mark.usefixtures("tree_commits")  # names tree nodes and notes
 def test_gc_of_notes_while_commits_move_them_to_pages(store) -> None:
     writer = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=3600)
     writer.add_many({f"m{i}": i for i in range(40)})

@@ -13,6 +13,13 @@ from mdss._order import MAX_MEMBER_BYTES
 from mdss._tree import Leaf
 
 
+@pytest.fixture(autouse=True, params=[None, 0, 1, 7], ids=lambda n: f"log{n}")
+def log_limit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
+    """Every test runs with the update log's limit derived, off (commits straight into the trees), and tiny."""
+    monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "log_limit", request.param)
+    return request.param
+
+
 @pytest.fixture
 def board(store) -> mdss.SortedSet:
     return mdss.SortedSet(store, "board", chunk_size=4)

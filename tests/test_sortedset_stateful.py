@@ -25,10 +25,11 @@ import mdss
 class SortedSetMachine(RuleBasedStateMachine):
     factory = None  # set per test: makes a fresh store
 
-    @initialize(order=S.orders, chunk=S.chunk_sizes)
-    def open(self, order: str, chunk: int) -> None:
+    @initialize(order=S.orders, chunk=S.chunk_sizes, log_limit=S.log_limits)
+    def open(self, order: str, chunk: int, log_limit: int | None) -> None:
         self.store = self.factory()
-        self.set = mdss.SortedSet(self.store, "board", order=order, chunk_size=chunk, gc_grace=0)
+        self.log_limit = log_limit
+        self.set = mdss.SortedSet(self.store, "board", order=order, chunk_size=chunk, gc_grace=0, log_limit=log_limit)
         self.model = Model(order)
 
     def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
@@ -85,9 +86,21 @@ class SortedSetMachine(RuleBasedStateMachine):
     @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), min_size=1, max_size=8))
     def ended_process_writes(self, pairs: list[tuple[str, int]]) -> None:
         """Another writer whose grace period never ends in this test: what it replaces waits for gc()."""
-        ended = mdss.SortedSet(self.store, "board", order=self.set.order, chunk_size=self.set.chunk_size, gc_grace=3600)
+        ended = mdss.SortedSet(
+            self.store,
+            "board",
+            order=self.set.order,
+            chunk_size=self.set.chunk_size,
+            gc_grace=3600,
+            log_limit=self.log_limit,
+        )
         self._expect([("set", m, s) for m, s in pairs])
         ended.add_many(pairs)
+
+    @rule()
+    def merge(self) -> None:
+        self.set.merge()
+        assert self.set.info()["log_entries"] == 0
 
     @rule(sweep=st.booleans())
     def collect(self, sweep: bool) -> None:
@@ -97,7 +110,14 @@ class SortedSetMachine(RuleBasedStateMachine):
     @rule(pairs=st.dictionaries(S.members, S.scores, max_size=20))
     def load(self, pairs: dict[str, float]) -> None:
         self.set = mdss.SortedSet.load(
-            self.store, "board", pairs, replace=True, gc_grace=0, order=self.set.order, chunk_size=self.set.chunk_size
+            self.store,
+            "board",
+            pairs,
+            replace=True,
+            gc_grace=0,
+            order=self.set.order,
+            chunk_size=self.set.chunk_size,
+            log_limit=self.log_limit,
         )
         self.model.scores = {m: (s + 0.0 if isinstance(s, float) else s) for m, s in pairs.items()}
 
