@@ -66,7 +66,7 @@ def _rate(n: int, seconds: float) -> float:
 class Workload:
     """The members, the sampled operations and the updates every system runs, identically."""
 
-    def __init__(self, n: int, samples: int, batch: int, seed: int) -> None:
+    def __init__(self, n: int, samples: int, batch: int, seed: int, singles: int = 10_000) -> None:
         rng = random.Random(seed + 1)
         self.scores = synthetic_scores(n, seed)
         self.members = list(self.scores)
@@ -80,6 +80,7 @@ class Workload:
         self.updates = [
             [(rng.choice(self.members), rng.randrange(0, 100_000)) for _ in range(batch)] for _ in range(rounds)
         ]
+        self.singles = [(rng.choice(self.members), rng.randrange(0, 100_000)) for _ in range(singles)]
 
 
 def value_bytes(store: mdss.Store, keys: Sequence[str]) -> int:
@@ -128,6 +129,7 @@ def bench_mdss(
     before = store.stats.snapshot()
     board.rank_of_score(w.scores[w.sample_members[0]])
     out["round_trips_per_rank_of_score"] = store.stats.since(before)["calls"]
+    out.update(bench_single_updates(board, w))
     start = time.perf_counter()
     for batch in w.updates:
         board.add_many(batch)
@@ -137,6 +139,32 @@ def bench_mdss(
     if problems:
         raise mdss.CorruptDataError(f"benchmark set failed check(): {problems[:3]}")
     board.drop()
+    return out
+
+
+def bench_single_updates(board: mdss.SortedSet, w: Workload) -> dict[str, Any]:
+    """One ``add`` per call (random members of the loaded set): the rate, and the bytes and round trips per
+    update, merges included; then the reads again with the update log filled to just below its limit."""
+    store, out = board.store, {}
+    before, start = store.stats.snapshot(), time.perf_counter()
+    merges = board.merges
+    for member, score in w.singles:
+        board.add(member, score)
+    seconds, spent = time.perf_counter() - start, store.stats.since(before)
+    out["single_update_per_s"] = _rate(len(w.singles), seconds)
+    out["bytes_written_per_update"] = spent["bytes_written"] / len(w.singles)
+    out["round_trips_per_update"] = spent["calls"] / len(w.singles)
+    out["merges"] = board.merges - merges
+    limit = board.info()["log_limit"]
+    rng = random.Random(7)
+    for _ in range(2 * limit):  # a full log: the reads' worst case before a merge
+        if board.info()["log_entries"] >= limit - 1:
+            break
+        board.add(rng.choice(w.members), rng.randrange(0, 100_000))
+    out["log_limit"] = limit
+    out.update(_named("rank_full_log", timed(lambda m: board.rank(m), w.sample_members)))
+    out.update(_named("page_full_log", timed(lambda o: board.range(o, PAGE), w.offsets)))
+    out.update(_named("around_full_log", timed(lambda m: board.around(m, 5, 5), w.sample_members)))
     return out
 
 
@@ -166,6 +194,7 @@ def bench_sortedlist(w: Workload) -> dict[str, Any]:
             scores[member] = score
             ranked.add((-score, member))
     out["update_per_s"] = _rate(sum(map(len, w.updates)), time.perf_counter() - start)
+    out["single_update_per_s"] = out["update_per_s"]  # the same thing: one add and one remove per update
     return out
 
 
@@ -237,6 +266,11 @@ def bench_redis_zset(store: Any, w: Workload) -> dict[str, Any]:
     out.update(
         _named("top", timed(lambda _: client.zrevrange(key, 0, PAGE - 1, withscores=True), range(len(w.offsets))))
     )
+    start = time.perf_counter()
+    for member, score in w.singles:  # one ZADD per call, no pipeline
+        client.zadd(key, {member: score})
+    out["single_update_per_s"] = _rate(len(w.singles), time.perf_counter() - start)
+    out["round_trips_per_update"] = 1
     start = time.perf_counter()
     for batch in w.updates:
         client.zadd(key, dict(batch))
@@ -313,6 +347,12 @@ COLUMNS = [
     ("page_p50_us", "page p50", "{:,.1f}"),
     ("around_p50_us", "around p50", "{:,.1f}"),
     ("top_p50_us", "top p50", "{:,.1f}"),
+    ("single_update_per_s", "single upd/s", "{:,.0f}"),
+    ("bytes_written_per_update", "bytes/update", "{:,.0f}"),
+    ("round_trips_per_update", "trips/update", "{:.2f}"),
+    ("rank_full_log_p50_us", "rank p50 full log", "{:,.1f}"),
+    ("page_full_log_p50_us", "page p50 full log", "{:,.1f}"),
+    ("around_full_log_p50_us", "around p50 full log", "{:,.1f}"),
     ("round_trips_per_rank", "trips/rank", "{:.2f}"),
     ("round_trips_per_median_rank", "trips/median", "{:.2f}"),
     ("bytes_per_member", "bytes/member", "{:,.1f}"),
@@ -333,10 +373,17 @@ def report(result: dict[str, Any]) -> Iterator[str]:
     mine = result["mdss"]
     for s in systems[1:]:
         ratios = []
-        for key, label, _ in COLUMNS[:8]:
+        for key, label, _ in COLUMNS[:9]:
             if mine.get(key) and result[s].get(key):
                 ratios.append(f"{label} {mine[key] / result[s][key]:.2f}x")
         yield f"mdss / {s}: " + ", ".join(ratios)
+    full = [
+        f"{what} {mine[f'{what}_full_log_p50_us'] / mine[f'{what}_p50_us']:.2f}x"
+        for what in ("rank", "page", "around")
+        if mine.get(f"{what}_full_log_p50_us") and mine.get(f"{what}_p50_us")
+    ]
+    if full:
+        yield f"mdss, full log ({mine['log_limit']:,} entries) / empty log: " + ", ".join(full)
 
 
 def single_redis(url: str) -> bool:
@@ -351,6 +398,7 @@ def run(
     chunk_size: int = 1000,
     batch_size: int = 20_000,
     samples: int = 2000,
+    singles: int = 10_000,
     cache_bytes: int = 4 << 30,
     seed: int = 1,
     progress: Callable[[str], None] = print,
@@ -362,7 +410,7 @@ def run(
     ``dynamodb://``, ``SortedList`` everywhere.
     """
     scheme = urlsplit(url).scheme
-    w = Workload(members, samples, min(batch_size, members), seed)
+    w = Workload(members, samples, min(batch_size, members), seed, singles)
     result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size}
     with mdss.open_store(url) as store:
         progress(f"mdss on {url} ...")

@@ -1,23 +1,29 @@
-"""Write throughput with many writers: threads (group commit on or off) and processes, on SQLite.
+"""Write throughput with many writers: threads (group commit on or off) and processes, on SQLite and Redis.
 
-    python benchmarks/writers.py [--seconds 5] [--members 100000] [--json benchmarks/results/writers.json]
+    python benchmarks/writers.py [--seconds 5] [--members 100000] [--stores sqlite,redis] [--json FILE]
 
 Each writer calls ``incr`` on random members of a preloaded set for a fixed
-time; the table shows operations per second, commits, and retries (commits
-re-applied after losing the head to another writer). "one commit per call"
-is the same run with ``max_batch=1``.
+time; the table shows operations per second, commits, retries (commits
+re-applied after losing the head to another writer) and merges of the update
+log. "one commit per call" is the same run with ``max_batch=1``. For Redis
+the script starts its own redis-server on a free loopback port (or uses
+``--redis URL``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
 import random
+import socket
+import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 
 import mdss
 
@@ -40,7 +46,7 @@ def _threads(url: str, threads: int, seconds: float, members: int, max_batch: in
     for thread in pool:
         thread.join()
     elapsed = time.monotonic() - start
-    return {"ops_per_s": sum(done) / elapsed, "commits": board.commits, "retries": board.retries}
+    return {"ops_per_s": sum(done) / elapsed, "commits": board.commits, "retries": board.retries, "merges": board.merges}
 
 
 def _process(url: str, seed: int, seconds: float, members: int, out: multiprocessing.Queue) -> None:
@@ -54,7 +60,15 @@ def _process(url: str, seed: int, seconds: float, members: int, out: multiproces
             n += 1
         except mdss.ConflictError:
             failures += 1
-    out.put({"ops": n, "commits": board.commits, "retries": board.retries, "conflict_errors": failures})
+    out.put(
+        {
+            "ops": n,
+            "commits": board.commits,
+            "retries": board.retries,
+            "merges": board.merges,
+            "conflict_errors": failures,
+        }
+    )
 
 
 def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
@@ -70,41 +84,75 @@ def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
         "ops_per_s": sum(r["ops"] for r in results) / seconds,
         "commits": sum(r["commits"] for r in results),
         "retries": sum(r["retries"] for r in results),
+        "merges": sum(r["merges"] for r in results),
         "conflict_errors": sum(r["conflict_errors"] for r in results),
     }
+
+
+def _rows(url: str, seconds: float, members: int) -> list[dict]:
+    mdss.SortedSet.load(mdss.open_store(url), "bench", {f"p{i}": i for i in range(members)}, replace=True)
+    rows = []
+    for threads in (1, 4):
+        for label, max_batch in (("group commit", 1000), ("one commit per call", 1)):
+            rows.append({"writers": f"{threads} threads", "mode": label, **_threads(url, threads, seconds, members, max_batch)})
+    for processes in (1, 2, 4):
+        row = _processes(url, processes, seconds, members)
+        rows.append({"writers": f"{processes} processes", "mode": "one object each", **row})
+    return rows
+
+
+@contextlib.contextmanager
+def _redis(url: str | None) -> Iterator[str]:
+    """``url``, or a redis-server of our own on a free loopback port, stopped afterwards."""
+    if url:
+        yield url
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as directory:
+        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        proc = subprocess.Popen([*argv, "--dir", directory], stdout=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+                    break
+                time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--members", type=int, default=100_000)
+    parser.add_argument("--stores", default="sqlite,redis")
+    parser.add_argument("--redis", default=None, help="a Redis URL (default: start a redis-server)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
-        url = f"sqlite:///{os.path.join(directory, 'writers.db')}"
-        mdss.SortedSet.load(mdss.open_store(url), "bench", {f"p{i}": i for i in range(args.members)})
-        rows = []
-        for threads in (1, 2, 4, 8):
-            for label, max_batch in (("group commit", 1000), ("one commit per call", 1)):
-                row = _threads(url, threads, args.seconds, args.members, max_batch)
-                rows.append({"writers": f"{threads} threads", "mode": label, **row})
-        for processes in (1, 2, 4):
-            rows.append(
-                {
-                    "writers": f"{processes} processes",
-                    "mode": "one object each",
-                    **_processes(url, processes, args.seconds, args.members),
-                }
+    results = {}
+    for store in args.stores.split(","):
+        if store == "sqlite":
+            with tempfile.TemporaryDirectory() as directory:
+                results[store] = _rows(f"sqlite:///{os.path.join(directory, 'writers.db')}", args.seconds, args.members)
+        elif store == "redis":
+            with _redis(args.redis) as url:
+                results[store] = _rows(url, args.seconds, args.members)
+        else:
+            parser.error(f"unknown store {store!r}")
+    for store, rows in results.items():
+        print(f"\n{store}, {args.members:,} members, {args.seconds:g} s per row")
+        print(f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}")
+        for row in rows:
+            print(
+                f"{row['writers']:<12} {row['mode']:<20} {row['ops_per_s']:>9,.0f} {row['commits']:>8,} "
+                f"{row['retries']:>8,} {row['merges']:>7,}"
             )
-    print(f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8}")
-    for row in rows:
-        print(
-            f"{row['writers']:<12} {row['mode']:<20} {row['ops_per_s']:>9,.0f} {row['commits']:>8,} "
-            f"{row['retries']:>8,}"
-        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"store": "sqlite", "members": args.members, "seconds": args.seconds, "rows": rows}, f, indent=1)
+            json.dump({"members": args.members, "seconds": args.seconds, "stores": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -290,6 +290,7 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
     if replace:
         writer.replaced = _replaced(sset, snap)
     nodes = writer.encoded(sset._keys)
+    _log.measure(sset, len(members), sum(map(len, nodes.values())))
     names = list(nodes)
     for done in range(0, len(names), batch):
         sset.store.put_many({k: nodes[k] for k in names[done : done + batch]})

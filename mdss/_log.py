@@ -123,16 +123,22 @@ def log_limit(sset: SortedSet, head: Head) -> int:
 
     A merge of ``L`` random updates rewrites about every entry set of both
     trees once ``L`` is past the number of entry sets, so an update costs
-    about ``tree bytes / L`` of merge plus one head write. With ``tree bytes
-    ~ 2 * n * entry bytes / 0.75`` (two trees, nodes three quarters full on
-    average), ``L = tree bytes / (WRITE_BUDGET - head bytes)``.
+    about ``tree bytes / L`` of merge, plus one head write (at most
+    :data:`INLINE_BYTES` of entries and ~512 bytes of the rest), plus its
+    share of segments. With ``tree bytes = n * entry bytes`` (both trees,
+    measured by this process at loads and merges),
+    ``L = tree bytes / (WRITE_BUDGET - INLINE_BYTES - 512)``.
     """
     if sset.log_limit is not None:
         return sset.log_limit
-    head_bytes = len(sset._head_bytes or b"") or 512
-    tree_bytes = 2 * head.scores.count * sset._entry_bytes / 0.75
-    wanted = math.ceil(tree_bytes / max(WRITE_BUDGET - head_bytes - INLINE_BYTES // 2, 512))
+    wanted = math.ceil(head.scores.count * sset._entry_bytes / (WRITE_BUDGET - INLINE_BYTES - 512))
     return min(max(wanted, LOG_MIN), LOG_MAX)
+
+
+def measure(sset: SortedSet, entries: int, stored: int) -> None:
+    """Record the stored bytes per member (both trees) seen in a load or a merge, for :func:`log_limit`."""
+    if entries >= 1000:
+        sset._entry_bytes = stored / entries
 
 
 # -- appending ----------------------------------------------------------------

@@ -131,6 +131,8 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
     changes = snap.view.changes() if snap.view is not None else {}
     writer, scores, index = fold(sset, snap, changes)
     nodes = writer.encoded(sset._keys)
+    leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0]
+    _log.measure(sset, sum(n for _, n in leaves) // 2, sum(len(nodes[sset._keys.node(i)]) for i, _ in leaves))
     note_key, note_data = _garbage.note_of(sset, start, writer.replaced)
     written = {**nodes, **({note_key: note_data} if note_key else {})}
     sset.store.put_many(written)

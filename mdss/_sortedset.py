@@ -143,7 +143,7 @@ class SortedSet:
         self._overlay: Overlay | None = None  # the update log applied in memory (mdss._log)
         self._overlay_lock = threading.Lock()
         self._log_pages: dict[str, Any] = {}  # log manifests read (immutable)
-        self._entry_bytes = 20.0  # stored bytes per entry, as this process sees them (sizes the log)
+        self._entry_bytes = 40.0  # stored bytes per member, both trees, as this process sees them (sizes the log)
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)

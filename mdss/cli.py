@@ -491,6 +491,13 @@ def _harness() -> ModuleType:
     "--samples", type=click.IntRange(min=10), default=2000, show_default=True, help="Calls timed per latency figure."
 )
 @click.option(
+    "--singles",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Single updates (one add per call) timed, merges included.",
+)
+@click.option(
     "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
 )
 @click.option("--seed", type=int, default=1, show_default=True)
@@ -501,6 +508,7 @@ def bench(
     chunk_size: int,
     batch_size: int,
     samples: int,
+    singles: int,
     cache_mb: int,
     seed: int,
     json_path: str | None,
@@ -513,6 +521,7 @@ def bench(
         chunk_size=chunk_size,
         batch_size=batch_size,
         samples=samples,
+        singles=singles,
         cache_bytes=cache_mb << 20,
         seed=seed,
         progress=lambda text: click.echo(text, err=True),
