@@ -15,8 +15,9 @@ number of keys below the probe without reading that entry set:
 
 The width is at most ``count - 1 < chunk_size``. The point estimate
 interpolates linearly on the sort score between the set's first key and the
-next set's first key, as the Datastore article's buckets do (seed 003); it
-is always kept within the bounds.
+next set's first key, as the Datastore article's buckets do (seed 003), with
+integer scores as unit slots; in the last entry set, which has no next key,
+at the density of the set before it. It is always kept within the bounds.
 
 :func:`estimate_in_tree` is a pure function of one tree and one probe and
 returns counts of keys strictly below the probe, so that a caller who knows
@@ -113,9 +114,17 @@ def _span(a: Any, b: Any) -> float:
 
 
 def _interpolate(s: Any, start: Any, end: Any, count: int) -> float | None:
-    """How many of ``count`` entries spread evenly over sort scores ``start .. end`` lie below ``s``."""
+    """How many of ``count`` entries spread evenly over sort scores ``start .. end`` lie below ``s``.
+
+    Integer scores are taken as slots of width one, ``end``'s included: the
+    entry set may end with ties of the next set's first score, and in a
+    tie-heavy board (points) it usually does. Linear interpolation alone
+    would count all of them below a probe of that score.
+    """
     if end is None:
         return None
+    if type(start) is int and type(end) is int and type(s) is int:
+        end += 1
     span = _span(start, end)
     if span <= 0:
         return None
