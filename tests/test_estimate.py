@@ -3,7 +3,11 @@ they read no entry set of the score tree; bad arguments are refused."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -160,3 +164,12 @@ def test_competition_ties_with_a_score_are_accepted() -> None:
     assert board.estimate_rank(score=1, ties="competition", max_error=0) == (1, 1, 1)
     assert board.estimate_rank("b", ties="competition", max_error=0) == (1, 1, 1)
     assert board.estimate_rank("b", max_error=0) == (2, 2, 2)
+
+
+def test_benchmark_smoke() -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "estimates.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(script.parent.parent), os.environ.get("PYTHONPATH", "")])}
+    args = ["--members", "5000", "--samples", "100", "--chunk-size", "50"]
+    out = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, check=True)
+    rows = [line for line in out.stdout.splitlines() if "| estimate_rank |" in line]
+    assert len(rows) == 2 and all("| 1.00 |" in row for row in rows), out.stdout
