@@ -14,6 +14,7 @@ one compare-and-set of a small head.
 [Entry(member='alice', score=30, rank=1), Entry(member='carol', score=20, rank=2)]
 """
 
+from ._estimate import Estimate, Percentile
 from ._order import MAX_MEMBER_BYTES, Entry
 from ._sortedset import SortedSet
 from .exceptions import (
@@ -41,6 +42,7 @@ __all__ = [
     "ConflictError",
     "CorruptDataError",
     "Entry",
+    "Estimate",
     "HeadMissingError",
     "InvalidArgumentError",
     "InvalidMemberError",
@@ -48,6 +50,7 @@ __all__ = [
     "MdssError",
     "MissingNodeError",
     "OutcomeUnknownError",
+    "Percentile",
     "Record",
     "SettingsMismatchError",
     "SiblingsError",

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
-from . import _check, _commit, _cursor, _garbage, _head, _log, _merge
+from . import _check, _commit, _cursor, _estimate, _garbage, _head, _log, _merge
 from ._cache import NodeCache
 from ._group import GroupCommit
 from ._head import MAX_CHUNK, Head, Snapshot
@@ -397,6 +397,108 @@ class SortedSet:
             yield from entries
             if cursor is None:
                 return
+
+    # -- estimates (the logic is in mdss._estimate) ------------------------
+
+    def _estimate_probe(self, snap: Snapshot, member: str | None, score: Score | None, ties: str) -> Any:
+        """The score tree probe of an estimate: the member's key (or its score's), or a score's first key."""
+        if member is None:
+            return self._order.first_key(score)  # type: ignore[arg-type]
+        found = snap.index.get(member)
+        if found is None:
+            return None
+        return self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
+
+    @staticmethod
+    def _estimate_below(snap: Snapshot, probe: Any, max_error: float | None) -> tuple[int, int, int]:
+        """Entries below ``probe``: the tree's estimate and bounds, shifted by the update log exactly."""
+        shift = 0 if snap.view is None else snap.view.shift(probe)
+        return tuple(n + shift for n in _estimate.bounded(snap.score_tree, probe, max_error))  # type: ignore[return-value]
+
+    def estimate_rank(
+        self,
+        member: str | None = None,
+        *,
+        score: Score | None = None,
+        ties: str | None = None,
+        max_error: int | None = None,
+    ) -> _estimate.Estimate | None:
+        """An estimated 1-based rank with bounds that always hold: ``low <= rank() <= high``.
+
+        Give exactly one of ``member`` (its rank, ``ties`` as in :meth:`rank`:
+        ``"ordinal"`` by default; ``None`` if it is absent) or ``score`` (the
+        competition rank, as :meth:`rank_of_score`). Reads the manifests of
+        the score tree only, never an entry set of it, so with them cached a
+        ``score`` estimate costs one round trip (the head) and a ``member``
+        one two (head, member index entry set); ``high - low < chunk_size``.
+        The update log adds no uncertainty: its shift is known exactly.
+        If the bounds are wider than ``max_error``, it reads the one entry
+        set and returns the exact rank (``low == high``); ``max_error=0``
+        always does.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
+        >>> rough = board.estimate_rank(score=42)
+        >>> rough.low <= board.rank_of_score(42) <= rough.high, rough.high - rough.low < 10
+        (True, True)
+        >>> board.estimate_rank("p42", max_error=0)
+        Estimate(rank=58, low=58, high=58)
+        """
+        member, score = self._estimate_args(member, score)
+        ties = "ordinal" if ties is None and member is not None else ties
+        if member is None and ties not in (None, "competition"):
+            raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
+        if ties is not None:
+            check_choice(ties, TIES, "ties")
+        if max_error is not None:
+            check_count(max_error, "max_error")
+
+        def run(snap: Snapshot) -> _estimate.Estimate | None:
+            probe = self._estimate_probe(snap, member, score, ties or "competition")
+            if probe is None:
+                return None
+            return _estimate.as_rank(self._estimate_below(snap, probe, max_error))
+
+        return self._read(run)
+
+    def estimate_percentile(
+        self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
+    ) -> _estimate.Percentile | None:
+        """The estimated share of members with a strictly better score than ``member``'s or than ``score``.
+
+        ``(rank_of_score(s) - 1) / len(self)``: 0.0 for the best score, and
+        ties share a value; ``1 - value`` is the share at or below it. An
+        empty set gives 0.0; an absent member ``None``. ``low <= exact <=
+        high`` always holds; if ``high - low`` exceeds ``max_error`` (a
+        fraction from 0) it reads the one entry set and is exact. Costs as
+        :meth:`estimate_rank`.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
+        >>> board.estimate_percentile("p89", max_error=0.0)
+        Percentile(value=0.1, low=0.1, high=0.1)
+        """
+        member, score = self._estimate_args(member, score)
+        if max_error is not None and (
+            not isinstance(max_error, (int, float)) or isinstance(max_error, bool) or not max_error >= 0
+        ):
+            raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {max_error!r:.80}")
+
+        def run(snap: Snapshot) -> _estimate.Percentile | None:
+            probe = self._estimate_probe(snap, member, score, "competition")
+            if probe is None:
+                return None
+            total = snap.ranking.count
+            keys = None if max_error is None else max_error * total
+            return _estimate.as_percentile(self._estimate_below(snap, probe, keys), total)
+
+        return self._read(run)
+
+    @staticmethod
+    def _estimate_args(member: Any, score: Any) -> tuple[str | None, Score | None]:
+        if (member is None) == (score is None):
+            raise InvalidArgumentError("give exactly one of member and score")
+        if member is not None:
+            return check_member(member), None
+        return None, check_score(score)
 
     # -- writes --------------------------------------------------------------
 
