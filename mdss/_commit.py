@@ -104,8 +104,8 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
                 return
             if outcome:
                 if sset._head is not None and len(sset._head.log) >= max(limit, 1):
-                    with contextlib.suppress(ConflictError, StoreUnavailableError):  # the writes landed already
-                        _merge.merge(sset)
+                    with contextlib.suppress(ConflictError, StoreUnavailableError, MissingNodeError):
+                        _merge.merge(sset)  # the writes landed already: a merge that fails is for later
                 return
             sset.retries += 1
             rival, sset._rival_head = sset._rival_head, None

@@ -299,7 +299,15 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
         return Snapshot(None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None)
     head = decode_for(sset, record.value)
     hold(sset, record, head)
-    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, overlay_view(sset, head))
+    try:
+        view = overlay_view(sset, head)
+    except MissingNodeError:  # a log segment of an older head, collected since: take the newer head
+        now = store.get(key)
+        if now is not None and now.version == record.version:
+            raise
+        sset._held = None
+        return snapshot(sset, create, (now,))
+    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, view)
 
 
 def hold(sset: SortedSet, record: Record, head: Head) -> None:

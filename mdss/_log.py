@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 INLINE_BYTES = 1024
 #: The most sealed segments the head names before they move to a new log manifest.
 SEGS_INLINE = 8
-#: Bytes written per update that the default ``log_limit`` aims at, merges included.
-WRITE_BUDGET = 3584
+#: Bytes of merge written per update that the default ``log_limit`` aims at: with the head write (up to
+#: 1.5 KB) and the segments' share, an update writes about 2.5-3 KB in all, under the 4 KB target.
+MERGE_BYTES = 1024
 #: Bounds of the default ``log_limit``: small sets still batch; huge ones keep the overlay and a cold
 #: reader's catch-up bounded (100,000 entries: a few MB).
 LOG_MIN, LOG_MAX = 16, 100_000
@@ -127,11 +128,11 @@ def log_limit(sset: SortedSet, head: Head) -> int:
     :data:`INLINE_BYTES` of entries and ~512 bytes of the rest), plus its
     share of segments. With ``tree bytes = n * entry bytes`` (both trees,
     measured by this process at loads and merges),
-    ``L = tree bytes / (WRITE_BUDGET - INLINE_BYTES - 512)``.
+    ``L = tree bytes / MERGE_BYTES``.
     """
     if sset.log_limit is not None:
         return sset.log_limit
-    wanted = math.ceil(head.scores.count * sset._entry_bytes / (WRITE_BUDGET - INLINE_BYTES - 512))
+    wanted = math.ceil(head.scores.count * sset._entry_bytes / MERGE_BYTES)
     return min(max(wanted, LOG_MIN), LOG_MAX)
 
 
@@ -475,75 +476,87 @@ class Ranking:
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         return [n + self.view.shift(p) for n, p in zip(self.tree.count_below(probes), probes)]
 
-    def _seek(self, start: int) -> tuple[Any, int, int, Any, int]:
-        """Where merged position ``start`` falls: ``(entry set, tree position of its first entry, index in it,
-        key from which to merge, merged position of that key)``; the key is ``None`` at the very start.
+    def _seek(self, start: int) -> tuple[int, int, Any]:
+        """The entry set where merged position ``start`` falls: ``(tree position of its first entry, its
+        entry count, the first key of its region)``, the key ``None`` for the leftmost region.
 
-        Descends by merged position: a child's merged start is its tree start
-        plus the log's shift below its first key, which only grows along a
-        manifest, so a bisection per node finds it. Reads what ``slice`` of
-        the tree would.
+        Descends the manifests by merged position: a child's merged start is
+        its tree start plus the log's shift below its first key, which only
+        grows along a manifest, so a bisection per node finds it.
         """
         tree, shift = self.tree, self.view.shift
-        node_id, before, low = tree.root, 0, None
+        node_id, before, count, low = tree.root, 0, tree.count, None
         load, keyfn = tree.source.load_one, tree.keyfn
-        for height in range(tree.height, -1, -1):
+        for height in range(tree.height, 0, -1):
             node = load(node_id, keyfn, height)
-            keys = node.firsts if height else node.keys
+            firsts, starts = node.firsts, node.starts
             lo, hi = 0, len(node) - 1
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                at = before + (node.starts[mid] if height else mid)
-                if at + shift(keys[mid]) <= start:
+                if before + starts[mid] + shift(firsts[mid]) <= start:
                     lo = mid
                 else:
                     hi = mid - 1
             if lo or low is not None:
-                low = keys[lo]
-            if not height:
-                break
-            before += node.starts[lo]
-            node_id = node.ids[lo]
-        merged = 0 if low is None else before + lo + shift(low)
-        return node, before, lo, low, merged
+                low = firsts[lo]
+            before, count, node_id = before + starts[lo], node.counts[lo], node.ids[lo]
+        return before, count, low
 
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
-        """Members and scores at merged positions ``start`` to ``stop - 1``, in key order."""
+        """Members and scores at merged positions ``start`` to ``stop - 1``, in key order.
+
+        One batched read of the tree from the entry set where ``start`` falls
+        (with the manifests cached, one round trip, as a tree's own slice).
+        """
         start, stop = max(start, 0), min(stop, self.count)
         members: list[str] = []
         scores: list[Any] = []
         if start >= stop:
             return members, scores
-        tree, view = self.tree, self.view
-        if tree.root is None:
-            leaf, before, index, low, merged = None, 0, 0, None, 0
+        tree, view, keyfn = self.tree, self.view, self.tree.keyfn
+        before, count, low = self._seek(start) if tree.root is not None else (0, 0, None)
+        fetched_to = before + count + (stop - start) + 16
+        tree_members, tree_scores = tree.slice(before, fetched_to)
+        shift = view.shift
+        # The last entry j of the entry set whose merged position M(j) = before + j + shift(key j) <= start.
+        j, lo, hi = 0, 0, count - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if before + mid + shift(keyfn(tree_members[mid], tree_scores[mid])) <= start:
+                lo = mid
+            else:
+                hi = mid - 1
+        j = lo
+        if j or low is not None:
+            low = keyfn(tree_members[j], tree_scores[j])
+            position = before + j + shift(low)
         else:
-            leaf, before, index, low, merged = self._seek(start)
-        need = stop - merged
-        added = view.added_from(low, need)
-        tree_keys = list(leaf.keys[index:]) if leaf is not None else []
-        tree_members = list(leaf.members[index:]) if leaf is not None else []
-        tree_scores = list(leaf.scores[index:]) if leaf is not None else []
-        fetched = before + index + len(tree_keys)
-        removed = view.removed_within(tree_keys[0], tree_keys[-1]) if tree_keys else set()
-        position, t, a = merged, 0, 0
+            position = 0
+        added = view.added_from(low, stop - position)
+        last = keyfn(tree_members[-1], tree_scores[-1]) if tree_members else None
+        removed = view.removed_within(low, last) if tree_members and low is not None else (
+            view.removed_within(keyfn(tree_members[0], tree_scores[0]), last) if tree_members else set()
+        )
+        t, a, fetched = j, 0, before + len(tree_members)
+        score_of = self.score_of
         while position < stop:
-            if t == len(tree_keys) and fetched < tree.count:
+            if t == len(tree_members) and fetched < tree.count:  # more entries were removed than foreseen
                 more_members, more_scores = tree.slice(fetched, fetched + max(stop - position, 16))
-                more_keys = list(map(tree.keyfn, more_members, more_scores))
-                removed |= view.removed_within(more_keys[0], more_keys[-1])
-                tree_keys.extend(more_keys)
+                removed |= view.removed_within(
+                    keyfn(more_members[0], more_scores[0]), keyfn(more_members[-1], more_scores[-1])
+                )
                 tree_members.extend(more_members)
                 tree_scores.extend(more_scores)
-                fetched += len(more_keys)
-            if t < len(tree_keys) and tree_keys[t] in removed:
+                fetched += len(more_members)
+            key = keyfn(tree_members[t], tree_scores[t]) if t < len(tree_members) else None
+            if key is not None and key in removed:
                 t += 1
                 continue
-            if t < len(tree_keys) and (a == len(added) or tree_keys[t] < added[a]):
+            if key is not None and (a == len(added) or key < added[a]):
                 member, score = tree_members[t], tree_scores[t]
                 t += 1
             elif a < len(added):
-                member, score = added[a][-1], self.score_of(added[a])
+                member, score = added[a][-1], score_of(added[a])
                 a += 1
             else:
                 break

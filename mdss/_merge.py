@@ -30,7 +30,7 @@ from . import _commit, _garbage, _head, _log, _writer
 from ._head import TreeRef, remember
 from ._log import Log
 from ._writer import Writer
-from .exceptions import ConflictError, OutcomeUnknownError, StoreUnavailableError
+from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreUnavailableError
 from .stores.base import Record
 
 if TYPE_CHECKING:
@@ -102,7 +102,10 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
         claimed = _claim(sset, snap)
         if claimed is None:
             continue
-        return _merge_claimed(sset, claimed)
+        try:
+            return _merge_claimed(sset, claimed)
+        except MissingNodeError:  # a node of the claimed head was collected: only if the head moved on
+            _head.collected_meanwhile(sset, claimed)
     raise ConflictError(f"merge of set {sset.name!r} could not claim the log for its whole retry budget")
 
 

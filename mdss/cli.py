@@ -394,6 +394,17 @@ def gc(min_age: float, wait: bool, sweep: bool) -> None:
 
 
 @cli.command()
+def merge() -> None:
+    """Fold the set's update log into its trees now (writes do it by themselves at the log's limit)."""
+    board = _ctx().board()
+    entries = board.info()["log_entries"]
+    if board.merge():
+        click.echo(f"merged {entries:,} log {'entry' if entries == 1 else 'entries'} into the trees")
+    else:
+        click.echo("nothing to merge" if not entries else "another process is merging the log")
+
+
+@cli.command()
 @click.confirmation_option(prompt="Delete the whole set?")
 def drop() -> None:
     """Delete the whole set."""

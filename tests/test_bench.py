@@ -30,7 +30,8 @@ def test_bench_smoke(kind, tmp_path, request) -> None:
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(
         cli,
-        ["bench", "--store", url, "--members", "2000", "--samples", "50", "--batch-size", "500", "--json", str(out)],
+        ["bench", "--store", url, "--members", "2000", "--samples", "50", "--singles", "300", "--batch-size", "500"]
+        + ["--json", str(out)],
     )
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())
@@ -42,7 +43,10 @@ def test_bench_smoke(kind, tmp_path, request) -> None:
     }[kind]
     for system in ["mdss", *anchors]:
         assert set(figures[system]) >= FIGURES, system
-    assert {"around_p50_us", "bytes_per_member"} <= set(figures["mdss"])
+    assert {"around_p50_us", "bytes_per_member", "single_update_per_s", "bytes_written_per_update"} <= set(
+        figures["mdss"]
+    )
+    assert {"rank_full_log_p50_us", "page_full_log_p50_us", "around_full_log_p50_us"} <= set(figures["mdss"])
     assert figures["mdss"]["round_trips_per_rank"] <= 3
     assert "mdss / sortedcontainers" in result.output
 

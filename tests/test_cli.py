@@ -198,3 +198,14 @@ def test_check_reports_garbage_apart_from_damage(run, tmp_path) -> None:
     assert "deleted 0" in run("gc", "--no-wait")  # no head ever named it: only a sweep finds it
     assert "deleted 1" in run("gc", "--no-wait", "--sweep")
     assert "await gc" not in run("check")
+
+
+def test_merge_folds_the_log(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    board = mdss.SortedSet(mdss.open_store(url), "b", log_limit=100)
+    board.add_many({"ann": 1, "bob": 2})
+    run = CliRunner().invoke
+    result = run(cli, ["--store", url, "--set", "b", "merge"])
+    assert result.exit_code == 0 and "merged 2 log entries" in result.output, result.output
+    assert "nothing to merge" in run(cli, ["--store", url, "--set", "b", "merge"]).output
+    assert mdss.SortedSet(mdss.open_store(url), "b").info()["log_entries"] == 0
