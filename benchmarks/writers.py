@@ -46,7 +46,12 @@ def _threads(url: str, threads: int, seconds: float, members: int, max_batch: in
     for thread in pool:
         thread.join()
     elapsed = time.monotonic() - start
-    return {"ops_per_s": sum(done) / elapsed, "commits": board.commits, "retries": board.retries, "merges": board.merges}
+    return {
+        "ops_per_s": sum(done) / elapsed,
+        "commits": board.commits,
+        "retries": board.retries,
+        "merges": board.merges,
+    }
 
 
 def _process(url: str, seed: int, seconds: float, members: int, out: multiprocessing.Queue) -> None:
@@ -94,7 +99,9 @@ def _rows(url: str, seconds: float, members: int) -> list[dict]:
     rows = []
     for threads in (1, 4):
         for label, max_batch in (("group commit", 1000), ("one commit per call", 1)):
-            rows.append({"writers": f"{threads} threads", "mode": label, **_threads(url, threads, seconds, members, max_batch)})
+            rows.append(
+                {"writers": f"{threads} threads", "mode": label, **_threads(url, threads, seconds, members, max_batch)}
+            )
     for processes in (1, 2, 4):
         row = _processes(url, processes, seconds, members)
         rows.append({"writers": f"{processes} processes", "mode": "one object each", **row})

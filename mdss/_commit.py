@@ -171,7 +171,12 @@ def _attempt(
 
 
 def publish(
-    sset: SortedSet, snap: Snapshot, head: Head, writer: Writer, nodes: dict[str, bytes] | None = None, written: bool = False
+    sset: SortedSet,
+    snap: Snapshot,
+    head: Head,
+    writer: Writer,
+    nodes: dict[str, bytes] | None = None,
+    written: bool = False,
 ) -> bool:
     """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's
     garbage note, then compare-and-set the head.

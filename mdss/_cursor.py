@@ -3,7 +3,8 @@
 A cursor carries the snapshot's score tree (root, height, count) and its
 update log (base and end sequence numbers), the position after the last
 entry returned and that entry, so the next page reads the same snapshot,
-or, once that snapshot is collected or its log merged, continues by key. It holds a tag of the set's key prefix and a CRC-32, so a cursor of
+or, once that snapshot is collected or its log merged, continues by key.
+It holds a tag of the set's key prefix and a CRC-32, so a cursor of
 another set, a truncated or a tampered one is refused with
 :class:`InvalidArgumentError`; every field is range-checked. It pins no
 storage.
@@ -20,7 +21,6 @@ import msgpack
 from ._codec import MAX_HEIGHT
 from ._order import Score, check_member, check_score
 from .exceptions import InvalidArgumentError
-
 
 
 class State(NamedTuple):
@@ -68,7 +68,7 @@ def decode(prefix: str, name: str, cursor: Any) -> State:
         state = State(*fields)
         if not (state.root is None or type(state.root) is str) or not all(type(n) is int for n in state[1:7]):
             raise ValueError("types")
-        if not (0 <= state.height <= MAX_HEIGHT and 0 < state.position < state.count and 0 <= state.size):
+        if not (0 <= state.height <= MAX_HEIGHT and 0 < state.position < state.count and state.size >= 0):
             raise ValueError("ranges")
         if not 0 <= state.base <= state.end:
             raise ValueError("log range")

@@ -65,7 +65,6 @@ class TreeRef:
 EMPTY = TreeRef()
 
 
-
 @attrs.frozen
 class Head:
     """One committed state of a set (immutable: a commit makes a new one)."""
@@ -296,7 +295,9 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
         record = store.get(key)
     if record is None:
-        return Snapshot(None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None)
+        return Snapshot(
+            None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None
+        )
     head = decode_for(sset, record.value)
     hold(sset, record, head)
     try:

@@ -52,7 +52,7 @@ MERGE_BYTES = 1024
 #: reader's catch-up bounded (100,000 entries: a few MB).
 LOG_MIN, LOG_MAX = 16, 100_000
 #: How long a merge claim holds off other mergers (a crashed merger's claim expires).
-CLAIM_MS = 20_000
+CLAIM_MS = 10_000
 
 _MISSING = object()
 
@@ -85,16 +85,28 @@ class Log:
     def encode(self) -> list[Any] | None:
         if self == EMPTY_LOG:
             return None
-        return [self.base, self.seq, self.pages, [list(s) for s in self.segs], [list(e) for e in self.inline],
-                None if self.claim is None else list(self.claim)]
+        return [
+            self.base,
+            self.seq,
+            self.pages,
+            [list(s) for s in self.segs],
+            [list(e) for e in self.inline],
+            None if self.claim is None else list(self.claim),
+        ]
 
     @classmethod
     def decode(cls, found: Any) -> Log:
         if found is None:
             return EMPTY_LOG
         base, seq, pages, segs, inline, claim = found
-        log = cls(base, seq, pages, tuple(tuple(s) for s in segs), tuple(tuple(e) for e in inline),
-                  None if claim is None else tuple(claim))
+        log = cls(
+            base,
+            seq,
+            pages,
+            tuple(tuple(s) for s in segs),
+            tuple(tuple(e) for e in inline),
+            None if claim is None else tuple(claim),
+        )
         log._check()
         return log
 
@@ -339,9 +351,7 @@ class View:
             fix = self._fixes()
             if fix is not None:
                 _, add_minus, add_plus, rem_minus = fix
-                shift += (
-                    bisect_left(add_plus, probe) - bisect_left(add_minus, probe) + bisect_left(rem_minus, probe)
-                )
+                shift += bisect_left(add_plus, probe) - bisect_left(add_minus, probe) + bisect_left(rem_minus, probe)
         return shift
 
     def size(self) -> int:
@@ -534,8 +544,10 @@ class Ranking:
             position = 0
         added = view.added_from(low, stop - position)
         last = keyfn(tree_members[-1], tree_scores[-1]) if tree_members else None
-        removed = view.removed_within(low, last) if tree_members and low is not None else (
-            view.removed_within(keyfn(tree_members[0], tree_scores[0]), last) if tree_members else set()
+        removed = (
+            view.removed_within(low, last)
+            if tree_members and low is not None
+            else (view.removed_within(keyfn(tree_members[0], tree_scores[0]), last) if tree_members else set())
         )
         t, a, fetched = j, 0, before + len(tree_members)
         score_of = self.score_of

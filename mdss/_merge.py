@@ -121,8 +121,13 @@ def _claim(sset: SortedSet, snap: Snapshot) -> Snapshot | None:
     data = head.encode()
     try:
         version = sset.store.cas(sset._keys.head, data, snap.version)
-    except (ConflictError, StoreUnavailableError):
-        return None  # another writer moved the head (or the reply was lost: the next look at the head tells)
+    except ConflictError:
+        return None  # another writer moved the head
+    except StoreUnavailableError:  # the reply was lost: the claim is ours if the head holds it
+        record = sset.store.get(sset._keys.head)
+        if record is None or record.value != data:
+            return None
+        version = record.version
     remember(sset, head, data, version)
     return _head.snapshot(sset, False, None if version is None else (Record((data,), version),))
 
@@ -152,7 +157,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
         rest, stored, dropped = rest_of_log(sset, current, merged)
         head = current.next(secrets.token_hex(8), scores=scores, members=index, log=rest)
         drop_key, drop_data = _garbage.note_of(sset, current, dropped)
-        for key, data in ((note_key, note_data), (drop_key, drop_data)):
+        for key in (note_key, drop_key):
             head, pages = _garbage.attach_note(sset, head, key)
             stored.update(pages)
         if drop_key:

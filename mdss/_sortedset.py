@@ -21,8 +21,8 @@ from . import _check, _commit, _cursor, _estimate, _garbage, _head, _log, _merge
 from ._cache import NodeCache
 from ._group import GroupCommit
 from ._head import MAX_CHUNK, Head, Snapshot
-from ._log import Overlay
 from ._keys import Keyspace
+from ._log import Overlay
 from ._order import (
     Entry,
     Order,
@@ -381,9 +381,9 @@ class SortedSet:
             return tree
         for attempt in range(2):
             overlay = self._overlay
-            if overlay is not None and overlay.state[1] == state.root and overlay.state[3] == state.base:
-                if overlay.seq >= state.end:
-                    return _log.Ranking(tree, overlay.view(state.end), self._order.score_of)
+            same = overlay is not None and overlay.state[1] == state.root and overlay.state[3] == state.base
+            if same and overlay.seq >= state.end:  # type: ignore[union-attr]
+                return _log.Ranking(tree, overlay.view(state.end), self._order.score_of)
             if attempt == 0:
                 self._read(lambda snap: None)  # catches this process's overlay up with the head
         raise MissingNodeError("the log of the cursor's snapshot was merged", self._keys.head)

@@ -91,13 +91,17 @@ SHARED = [f"s{i}" for i in range(12)]
 
 
 @pytest.mark.slow
-def test_processes_racing_on_one_set(shared_store_factory) -> None:
+@pytest.mark.parametrize("log_limit", [None, 3], ids=["log-derived", "log3"])
+def test_processes_racing_on_one_set(shared_store_factory, log_limit) -> None:
+    """Processes incr shared members while the others append and merge the update log: sums are exact."""
     url = shared_store_factory.url_for_new()
     mdss.SortedSet(mdss.open_store(url), "race", chunk_size=4).add("seed", 0)
     n_procs, n_ops = 4, 400 if shared_store_factory.kind == "dynamodb" else 1500  # dynalite: ms per call
     with SPAWN.Pool(n_procs + 1) as pool:
         reads = pool.apply_async(workers.reader, (url, "race", SHARED, 6.0))
-        results = pool.starmap(workers.writer, [(url, "race", i, n_ops, 1000 + i, SHARED) for i in range(n_procs)])
+        results = pool.starmap(
+            workers.writer, [(url, "race", i, n_ops, 1000 + i, SHARED, log_limit) for i in range(n_procs)]
+        )
         history = reads.get()
     board = mdss.SortedSet(mdss.open_store(url), "race")
     expected: dict[str, int] = {"seed": 0}
@@ -123,8 +127,13 @@ def test_processes_racing_on_one_set(shared_store_factory) -> None:
         high = sum(d for inv, _, d in acked if inv < completed)
         assert low <= total <= high
     assert [t for _, _, t in history] == sorted(t for _, _, t in history)
+    assert board.merge() is not None and board.check() == []  # the rest of the log folds in, and still agrees
+    assert {e.member: e.score for e in board} == expected
     commits, retries = sum(r["commits"] for r in results), sum(r["retries"] for r in results)
-    print(f"{shared_store_factory.kind}: {commits} commits, {retries} rebases, {dict(failures)} failures")
+    merges = sum(r["merges"] for r in results)
+    print(
+        f"{shared_store_factory.kind}: {commits} commits, {retries} rebases, {merges} merges, {dict(failures)} failures"
+    )
 
 
 @pytest.mark.slow

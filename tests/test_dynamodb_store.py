@@ -379,7 +379,21 @@ def test_keys_pages_through_the_scan(store) -> None:
 
 def test_bench_measures_the_seed_001_anchor(url, tmp_path) -> None:
     out = tmp_path / "bench.json"
-    args = ["bench", "--store", url, "--members", "2000", "--samples", "40", "--singles", "100", "--batch-size", "500", "--json", str(out)]
+    args = [
+        "bench",
+        "--store",
+        url,
+        "--members",
+        "2000",
+        "--samples",
+        "40",
+        "--singles",
+        "100",
+        "--batch-size",
+        "500",
+        "--json",
+        str(out),
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())

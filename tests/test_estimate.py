@@ -121,7 +121,9 @@ def test_an_estimate_reads_no_entry_set_of_the_score_tree(store) -> None:
 
 
 def test_tiny_trees() -> None:
-    board = mdss.SortedSet(mdss.open_store("memory://"), "b", chunk_size=4, log_limit=0)  # the tree itself is probed below
+    board = mdss.SortedSet(
+        mdss.open_store("memory://"), "b", chunk_size=4, log_limit=0
+    )  # the tree itself is probed below
     assert board.estimate_rank(score=3) == (1, 1, 1)
     assert board.estimate_percentile(score=3) == (0.0, 0.0, 0.0)
     board.add_many({"a": 1, "b": 2, "c": 3})  # a root that is an entry set: read, exact

@@ -8,7 +8,9 @@ import time
 import mdss
 
 
-def writer(url: str, name: str, index: int, n_ops: int, seed: int, shared: list[str]) -> dict:
+def writer(
+    url: str, name: str, index: int, n_ops: int, seed: int, shared: list[str], log_limit: int | None = None
+) -> dict:
     """Random incr on shared members, and add/set/remove/incr on members only this process owns.
 
     Returns the owned members' final model, every acknowledged increment of a
@@ -16,7 +18,7 @@ def writer(url: str, name: str, index: int, n_ops: int, seed: int, shared: list[
     the processes of one machine), and the failures by kind.
     """
     rng = random.Random(seed)
-    board = mdss.SortedSet(mdss.open_store(url), name, gc_grace=0.05)
+    board = mdss.SortedSet(mdss.open_store(url), name, gc_grace=0.05, log_limit=log_limit)
     owned: dict[str, int] = {}
     acked: list[tuple[str, int, int, int]] = []
     failures: dict[str, int] = {}
@@ -42,7 +44,8 @@ def writer(url: str, name: str, index: int, n_ops: int, seed: int, shared: list[
         except mdss.MdssError as exc:
             failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
     board.store.close()
-    return {"owned": owned, "acked": acked, "failures": failures, "commits": board.commits, "retries": board.retries}
+    counters = {"commits": board.commits, "retries": board.retries, "merges": board.merges}
+    return {"owned": owned, "acked": acked, "failures": failures, **counters}
 
 
 def reader(url: str, name: str, shared: list[str], seconds: float) -> list[tuple[int, int, int]]:
