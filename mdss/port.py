@@ -408,6 +408,11 @@ def _check(port: PortServer, s: Any) -> list[str]:
     return port.sorted_set(s).check()
 
 
+@op("merge", "Set")
+def _merge(port: PortServer, s: Any) -> bool:
+    return port.sorted_set(s).merge()
+
+
 @op("topn_post", "TopN, Member, Score")
 def _topn_post(port: PortServer, t: Any, member: Any, score: Any) -> bool:
     return port.top_n(t).post(_member(member), _score(score))

@@ -80,8 +80,11 @@ every_other_operation(Pid) ->
     ?assertEqual({ok, 11}, mdss:score(Pid, S, <<"m1">>)),
     ?assertEqual({ok, 2}, mdss:call(Pid, remove_many, [S, [<<"m9">>, <<"m2">>, <<"zz">>]])),
     ?assertEqual({ok, []}, mdss:call(Pid, check, [S])),
+    {ok, #{log_entries := Logged}} = mdss:call(Pid, info, [S]),
+    ?assert(Logged > 0),  % small writes wait in the update log
+    ?assertEqual({ok, true}, mdss:call(Pid, merge, [S])),
     {ok, Info} = mdss:call(Pid, info, [S]),
-    ?assertMatch(#{members := 5, order := desc, chunk_size := 1000, score_tree_height := 1}, Info).
+    ?assertMatch(#{members := 5, order := desc, chunk_size := 1000, score_tree_height := 1, log_entries := 0}, Info).
 
 pages_through_a_multi_level_set(Pid) ->
     S = {<<"paged">>, #{order => asc, chunk_size => 4}},
