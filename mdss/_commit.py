@@ -38,6 +38,7 @@ from .exceptions import (
 if TYPE_CHECKING:
     from ._head import Snapshot
     from ._sortedset import SortedSet
+    from .stores.base import Record
 
 
 def apply_ops(sset: SortedSet, pending: Pending, new: dict[str, Any]) -> list[Any]:
@@ -83,7 +84,7 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
         # store can, else read): the loser's best chance is right after a commit landed. A second loss in a
         # row backs off.
         held = sset._held
-        rival = None if held is None else (held[0],)
+        rival: tuple[Record | None] | None = None if held is None else (held[0],)
         for _ in range(3):
             snap = _head.snapshot(sset, True, rival)
             limit = log_limit(sset, snap.head)
@@ -140,7 +141,9 @@ def _attempt(
             pending.result = apply_ops(sset, pending, new)
         except InvalidScoreError as exc:
             pending.error = exc
-    changed = [(m, old[m], new[m], None) for m in members if not (type(old[m]) is type(new[m]) and old[m] == new[m])]
+    changed: list[tuple[str, Any, Any, str | None]] = [
+        (m, old[m], new[m], None) for m in members if not (type(old[m]) is type(new[m]) and old[m] == new[m])
+    ]
     if not changed:
         return None if fresh else _REREAD
     nonce = secrets.token_hex(8)
@@ -154,6 +157,7 @@ def _attempt(
         writer.replaced = replaced
         if not publish(sset, snap, head.next(nonce, log=appended), writer, stored):
             return False
+        assert sset._head is not None  # publish() remembered the head it landed
         _log.applied(sset, sset._head, log.seq, changed)
     elif not fresh:
         return _REREAD

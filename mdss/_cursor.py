@@ -32,7 +32,7 @@ class State(NamedTuple):
     size: int
     base: int
     end: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, as a NamedTuple field may
     position: int
     member: str
     score: Score

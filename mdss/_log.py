@@ -302,7 +302,8 @@ class View:
 
     def __init__(self, overlay: Overlay, end: int) -> None:
         self.overlay, self.end = overlay, end
-        self._at, self._fix = end, None
+        self._at = end
+        self._fix: Any = None  # corrections for entries after ``end``, see _fixes
 
     def _fixes(self) -> Any:
         """Corrections for entries after ``end`` (call under the lock): ``None`` when there are none."""
@@ -495,7 +496,8 @@ class Ranking:
         grows along a manifest, so a bisection per node finds it.
         """
         tree, shift = self.tree, self.view.shift
-        node_id, before, count, low = tree.root, 0, tree.count, None
+        node_id: Any = tree.root
+        before, count, low = 0, tree.count, None
         load, keyfn = tree.source.load_one, tree.keyfn
         for height in range(tree.height, 0, -1):
             node = load(node_id, keyfn, height)

@@ -382,7 +382,7 @@ class SortedSet:
         for attempt in range(2):
             overlay = self._overlay
             same = overlay is not None and overlay.state[1] == state.root and overlay.state[3] == state.base
-            if same and overlay.seq >= state.end:  # type: ignore[union-attr]
+            if same and overlay is not None and overlay.seq >= state.end:
                 return _log.Ranking(tree, overlay.view(state.end), self._order.score_of)
             if attempt == 0:
                 self._read(lambda snap: None)  # catches this process's overlay up with the head
