@@ -19,8 +19,12 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -105,8 +109,10 @@ def bench_mdss(
     chunk_size: int,
     cache_bytes: int,
     stored_bytes: Callable[[Any, Sequence[str]], int] = value_bytes,
+    url: str | None = None,
 ) -> dict[str, Any]:
-    """mdss' figures on ``store``; ``bytes_per_member`` counts the set's nodes by ``stored_bytes``."""
+    """mdss' figures on ``store``; ``bytes_per_member`` counts the set's nodes by ``stored_bytes``. With the
+    ``url`` of a store that processes share, also the reads beside a concurrent writer."""
     name = f"bench-{os.getpid()}-{time.monotonic_ns()}"
     start = time.perf_counter()
     board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes)
@@ -130,6 +136,8 @@ def bench_mdss(
     board.rank_of_score(w.scores[w.sample_members[0]])
     out["round_trips_per_rank_of_score"] = store.stats.since(before)["calls"]
     out.update(bench_single_updates(board, w))
+    if url is not None and urlsplit(url).scheme != "memory":
+        out.update(reads_with_writer(url, name, w))
     start = time.perf_counter()
     for batch in w.updates:
         board.add_many(batch)
@@ -144,7 +152,7 @@ def bench_mdss(
 
 def bench_single_updates(board: mdss.SortedSet, w: Workload) -> dict[str, Any]:
     """One ``add`` per call (random members of the loaded set): the rate, and the bytes and round trips per
-    update, merges included; then the reads again with the update log filled to just below its limit."""
+    update, merges included; then the reads with the update log full and just merged (:func:`log_reads`)."""
     store, out = board.store, {}
     before, start = store.stats.snapshot(), time.perf_counter()
     merges = board.merges
@@ -155,16 +163,74 @@ def bench_single_updates(board: mdss.SortedSet, w: Workload) -> dict[str, Any]:
     out["bytes_written_per_update"] = spent["bytes_written"] / len(w.singles)
     out["round_trips_per_update"] = spent["calls"] / len(w.singles)
     out["merges"] = board.merges - merges
+    out.update(log_reads(board, w))
+    return out
+
+
+READS = {
+    "rank": (lambda board, arg: board.rank(arg), "sample_members"),
+    "page": (lambda board, arg: board.range(arg, PAGE), "offsets"),
+    "around": (lambda board, arg: board.around(arg, 5, 5), "sample_members"),
+}
+
+
+def log_reads(board: mdss.SortedSet, w: Workload, rounds: int = 2) -> dict[str, Any]:
+    """Rank, page and around p50 with the update log full (one entry short of its limit), then just merged
+    (empty), alternately: the two regimes measured side by side, the best p50 of ``rounds`` kept for each,
+    so that a noisy machine skews the ratio less than two runs apart would."""
     limit = board.info()["log_limit"]
     rng = random.Random(7)
-    for _ in range(2 * limit):  # a full log: the reads' worst case before a merge
-        if board.info()["log_entries"] >= limit - 1:
-            break
-        board.add(rng.choice(w.members), rng.randrange(0, 100_000))
-    out["log_limit"] = limit
-    out.update(_named("rank_full_log", timed(lambda m: board.rank(m), w.sample_members)))
-    out.update(_named("page_full_log", timed(lambda o: board.range(o, PAGE), w.offsets)))
-    out.update(_named("around_full_log", timed(lambda m: board.around(m, 5, 5), w.sample_members)))
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        while board.info()["log_entries"] < limit - 1:  # a full log: the reads' worst case before a merge
+            board.add(rng.choice(w.members), rng.randrange(0, 100_000))
+        for regime in ("full_log", "merged"):
+            if regime == "merged":
+                board.merge()
+            for what, (call, args) in READS.items():
+                p50 = timed(partial(call, board), getattr(w, args))["p50_us"]
+                key = f"{what}_{regime}_p50_us"
+                best[key] = min(best.get(key, p50), p50)
+    return {"log_limit": limit, **best}
+
+
+WRITER = """
+import os, random, sys, time, mdss
+url, name, stop, seed = sys.argv[1:]
+rng, posted = random.Random(int(seed)), 0
+with mdss.open_store(url) as store:
+    board = mdss.SortedSet(store, name)
+    members = [entry.member for entry in board.range(0, 100_000)]
+    print("ready", flush=True)
+    start = time.perf_counter()
+    while not os.path.exists(stop):
+        board.add(rng.choice(members), rng.randrange(0, 100_000))
+        posted += 1
+    print(posted / (time.perf_counter() - start), board.merges, flush=True)
+"""
+
+
+def reads_with_writer(url: str, name: str, w: Workload) -> dict[str, Any]:
+    """Rank, page and around p50 in this process while another process posts single updates to the same
+    set: its merges replace nodes, so this process's caches keep turning cold. For stores that processes
+    share (not ``memory://``)."""
+    with tempfile.TemporaryDirectory() as tmp, mdss.open_store(url) as store:
+        stop = os.path.join(tmp, "stop")
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, name, stop, "3"], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+            board = mdss.SortedSet(store, name)
+            out: dict[str, Any] = {}
+            for what, (call, args) in READS.items():
+                before, samples = store.stats.snapshot(), getattr(w, args)
+                out[f"{what}_with_writer_p50_us"] = timed(partial(call, board), samples)["p50_us"]
+                out[f"round_trips_per_{what}_with_writer"] = store.stats.since(before)["calls"] / (2 * len(samples))
+        finally:
+            open(stop, "w").close()
+            rate, merges = writer.communicate(timeout=120)[0].split()
+        out["writer_update_per_s"], out["writer_merges"] = float(rate), int(merges)
     return out
 
 
@@ -351,8 +417,17 @@ COLUMNS = [
     ("bytes_written_per_update", "bytes/update", "{:,.0f}"),
     ("round_trips_per_update", "trips/update", "{:.2f}"),
     ("rank_full_log_p50_us", "rank p50 full log", "{:,.1f}"),
+    ("rank_merged_p50_us", "rank p50 merged", "{:,.1f}"),
     ("page_full_log_p50_us", "page p50 full log", "{:,.1f}"),
+    ("page_merged_p50_us", "page p50 merged", "{:,.1f}"),
     ("around_full_log_p50_us", "around p50 full log", "{:,.1f}"),
+    ("around_merged_p50_us", "around p50 merged", "{:,.1f}"),
+    ("rank_with_writer_p50_us", "rank p50 w/ writer", "{:,.1f}"),
+    ("page_with_writer_p50_us", "page p50 w/ writer", "{:,.1f}"),
+    ("around_with_writer_p50_us", "around p50 w/writer", "{:,.1f}"),
+    ("round_trips_per_rank_with_writer", "trips/rank w/wr", "{:.2f}"),
+    ("round_trips_per_page_with_writer", "trips/page w/wr", "{:.2f}"),
+    ("round_trips_per_around_with_writer", "trips/around w/wr", "{:.2f}"),
     ("round_trips_per_rank", "trips/rank", "{:.2f}"),
     ("round_trips_per_median_rank", "trips/median", "{:.2f}"),
     ("bytes_per_member", "bytes/member", "{:,.1f}"),
@@ -378,12 +453,22 @@ def report(result: dict[str, Any]) -> Iterator[str]:
                 ratios.append(f"{label} {mine[key] / result[s][key]:.2f}x")
         yield f"mdss / {s}: " + ", ".join(ratios)
     full = [
-        f"{what} {mine[f'{what}_full_log_p50_us'] / mine[f'{what}_p50_us']:.2f}x"
-        for what in ("rank", "page", "around")
-        if mine.get(f"{what}_full_log_p50_us") and mine.get(f"{what}_p50_us")
+        f"{what} {mine[f'{what}_full_log_p50_us'] / mine[f'{what}_merged_p50_us']:.2f}x"
+        for what in READS
+        if mine.get(f"{what}_full_log_p50_us") and mine.get(f"{what}_merged_p50_us")
     ]
     if full:
-        yield f"mdss, full log ({mine['log_limit']:,} entries) / empty log: " + ", ".join(full)
+        yield f"mdss, full log ({mine['log_limit'] - 1:,} entries) / just merged, side by side: " + ", ".join(full)
+    writer = [
+        f"{what} {mine[f'{what}_with_writer_p50_us'] / mine[f'{what}_merged_p50_us']:.2f}x"
+        for what in READS
+        if mine.get(f"{what}_with_writer_p50_us") and mine.get(f"{what}_merged_p50_us")
+    ]
+    if writer:
+        yield (
+            f"mdss, one concurrent writer ({mine['writer_update_per_s']:,.0f} upd/s, merging) / no writer: "
+            + ", ".join(writer)
+        )
 
 
 def single_redis(url: str) -> bool:
@@ -415,7 +500,7 @@ def run(
     with mdss.open_store(url) as store:
         progress(f"mdss on {url} ...")
         stored_bytes = redis_memory_usage if single_redis(url) else value_bytes
-        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes)
+        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes, url)
         progress("sortedcontainers ...")
         result["sortedcontainers"] = bench_sortedlist(w)
         if scheme == "sqlite":

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -365,31 +365,21 @@ class View:
                 size += len(fix[2]) - len(fix[1]) + len(fix[3])
         return size
 
-    def added_from(self, low: Any, limit: int) -> list[Any]:
-        """Up to ``limit`` added keys from ``low`` on (all if ``low`` is ``None``), in order."""
+    def between(self, low: Any, high: Any) -> tuple[list[Any], list[Any]]:
+        """The added and the removed keys from ``low`` to ``high`` inclusive (``None``: unbounded), each sorted."""
         ov = self.overlay
         with ov.lock:
+            added = list(ov.added.irange(low, high))
+            removed = list(ov.removed.irange(low, high))
             fix = self._fixes()
-            extra = 0 if fix is None else len(fix[1])
-            start = 0 if low is None else ov.added.bisect_left(low)
-            found = list(ov.added.islice(start, start + limit + extra))
-            if fix is not None:
-                _, add_minus, add_plus, _ = fix
-                gone = set(add_minus)
-                found = [k for k in found if k not in gone]
-                found.extend(k for k in add_plus if low is None or k >= low)
-                found.sort()
-        return found[:limit]
-
-    def removed_within(self, low: Any, high: Any) -> set[Any]:
-        """The removed keys from ``low`` to ``high`` inclusive."""
-        ov = self.overlay
-        with ov.lock:
-            found = set(ov.removed.irange(low, high))
-            fix = self._fixes()
-            if fix is not None:
-                found.difference_update(fix[3])
-        return found
+        if fix is not None:
+            _, add_minus, add_plus, rem_minus = fix
+            gone, unremoved = set(add_minus), set(rem_minus)
+            added = [k for k in added if k not in gone]
+            added.extend(k for k in add_plus if (low is None or k >= low) and (high is None or k <= high))
+            added.sort()
+            removed = [k for k in removed if k not in unremoved]
+        return added, removed
 
     def changes(self) -> dict[str, tuple[Any, Any]]:
         """Every member the log changed as of ``end``: ``member -> (score in the trees, score now)``."""
@@ -461,7 +451,8 @@ class Index:
         self.tree, self.view = tree, view
 
     def get(self, member: str) -> Any:
-        return self.find([member])[0]
+        found = self.view.lookup((member,))[0]
+        return self.tree.get(member) if found is _MISSING else found
 
     def find(self, members: Sequence[str]) -> list[Any]:
         found = self.view.lookup(members)
@@ -488,94 +479,152 @@ class Ranking:
         return [n + self.view.shift(p) for n, p in zip(self.tree.count_below(probes), probes)]
 
     def _seek(self, start: int) -> tuple[int, int, Any]:
-        """The entry set where merged position ``start`` falls: ``(tree position of its first entry, its
-        entry count, the first key of its region)``, the key ``None`` for the leftmost region.
+        """The entry set where merged position ``start`` falls: ``(tree position of its first entry, merged
+        position of its region, the first key of its region)``, the key ``None`` for the leftmost region.
 
         Descends the manifests by merged position: a child's merged start is
         its tree start plus the log's shift below its first key, which only
-        grows along a manifest, so a bisection per node finds it.
+        grows along a manifest.
         """
         tree, shift = self.tree, self.view.shift
         node_id: Any = tree.root
-        before, count, low = 0, tree.count, None
+        before, merged, low = 0, 0, None
         load, keyfn = tree.source.load_one, tree.keyfn
         for height in range(tree.height, 0, -1):
             node = load(node_id, keyfn, height)
-            firsts, starts = node.firsts, node.starts
-            lo, hi = 0, len(node) - 1
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if before + starts[mid] + shift(firsts[mid]) <= start:
-                    lo = mid
-                else:
-                    hi = mid - 1
+            region = merged - before  # the shift at the node's first key
+            lo, at = _child(node, start - before, region, shift)
             if lo or low is not None:
-                low = firsts[lo]
-            before, count, node_id = before + starts[lo], node.counts[lo], node.ids[lo]
-        return before, count, low
+                low = node.firsts[lo]
+            merged = before + at
+            before, node_id = before + node.starts[lo], node.ids[lo]
+        return before, merged, low
 
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
         """Members and scores at merged positions ``start`` to ``stop - 1``, in key order.
 
         One batched read of the tree from the entry set where ``start`` falls
         (with the manifests cached, one round trip, as a tree's own slice).
+        The tree's entries are spliced with the log's keys in runs: a
+        bisection per logged key in the region, and only the entries returned
+        are copied.
         """
         start, stop = max(start, 0), min(stop, self.count)
         members: list[str] = []
         scores: list[Any] = []
         if start >= stop:
             return members, scores
-        tree, view, keyfn = self.tree, self.view, self.tree.keyfn
-        before, count, low = self._seek(start) if tree.root is not None else (0, 0, None)
-        fetched_to = before + count + (stop - start) + 16
-        tree_members, tree_scores = tree.slice(before, fetched_to)
-        shift = view.shift
-        # The last entry j of the entry set whose merged position M(j) = before + j + shift(key j) <= start.
-        j, lo, hi = 0, 0, count - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if before + mid + shift(keyfn(tree_members[mid], tree_scores[mid])) <= start:
-                lo = mid
+        tree, view, score_of = self.tree, self.view, self.score_of
+        before, merged, low = self._seek(start) if tree.root is not None else (0, 0, None)
+        want_from, want_to = start - merged, stop - merged  # merged indices within the region
+        fetch = want_to + 16
+        while True:
+            runs = tree.leaf_runs(before, before + fetch)  # (entry set, first, end): the region's tree entries
+            offsets = [0]  # region index of each run's first entry
+            for _, a, b in runs:
+                offsets.append(offsets[-1] + b - a)
+            ended = before + offsets[-1] >= tree.count
+            added, removed = view.between(low, None if ended or not runs else runs[-1][0].keys[runs[-1][2] - 1])
+            if ended or offsets[-1] - len(removed) + len(added) >= want_to:
+                break
+            fetch *= 2  # more entries were removed than foreseen
+        lasts = [leaf.keys[b - 1] for leaf, _, b in runs]
+
+        def index(key: Any) -> int:  # the region index where ``key`` is or would go
+            r = bisect_left(lasts, key)
+            if r == len(runs):
+                return offsets[-1]
+            leaf, a, b = runs[r]
+            return offsets[r] + bisect_left(leaf.keys, key, a, b) - a
+
+        def copy(i: int, j: int, position: int) -> None:  # region entries i..j-1 from merged index ``position``
+            i, j = i + max(want_from - position, 0), i + min(want_to - position, j - i)
+            r = bisect_left(offsets, i + 1) - 1
+            while i < j:
+                leaf, a, b = runs[r]
+                k = min(j, offsets[r + 1])
+                members.extend(leaf.members[a + i - offsets[r] : a + k - offsets[r]])
+                scores.extend(leaf.scores[a + i - offsets[r] : a + k - offsets[r]])
+                i, r = k, r + 1
+
+        def key_at(i: int) -> Any:
+            r = bisect_right(offsets, i) - 1
+            return runs[r][0].keys[runs[r][1] + i - offsets[r]]
+
+        # Skip to the last tree entry at or before merged index ``want_from``: a bisection on the region,
+        # whose merged index i + (added below its key) - (removed below it) only grows with i.
+        hi = min(want_from + len(removed), offsets[-1] - 1)
+        t = max(min(want_from - len(added), hi), 0)
+        while t < hi:
+            mid = (t + hi + 1) // 2
+            key = key_at(mid)
+            if mid + bisect_left(added, key) - bisect_left(removed, key) <= want_from:
+                t = mid
             else:
                 hi = mid - 1
-        j = lo
-        if j or low is not None:
-            low = keyfn(tree_members[j], tree_scores[j])
-            position = before + j + shift(low)
+        if t:
+            key = key_at(t)
+            a, r = bisect_left(added, key), bisect_left(removed, key)
         else:
-            position = 0
-        added = view.added_from(low, stop - position)
-        last = keyfn(tree_members[-1], tree_scores[-1]) if tree_members else None
-        removed = (
-            view.removed_within(low, last)
-            if tree_members and low is not None
-            else (view.removed_within(keyfn(tree_members[0], tree_scores[0]), last) if tree_members else set())
-        )
-        t, a, fetched = j, 0, before + len(tree_members)
-        score_of = self.score_of
-        while position < stop:
-            if t == len(tree_members) and fetched < tree.count:  # more entries were removed than foreseen
-                more_members, more_scores = tree.slice(fetched, fetched + max(stop - position, 16))
-                removed |= view.removed_within(
-                    keyfn(more_members[0], more_scores[0]), keyfn(more_members[-1], more_scores[-1])
-                )
-                tree_members.extend(more_members)
-                tree_scores.extend(more_scores)
-                fetched += len(more_members)
-            key = keyfn(tree_members[t], tree_scores[t]) if t < len(tree_members) else None
-            if key is not None and key in removed:
-                t += 1
-                continue
-            if key is not None and (a == len(added) or key < added[a]):
-                member, score = tree_members[t], tree_scores[t]
-                t += 1
-            elif a < len(added):
-                member, score = added[a][-1], score_of(added[a])
-                a += 1
+            a = r = 0
+        position = t + a - r
+        while position < want_to and (a < len(added) or r < len(removed)):
+            # The next logged key, a removal first at equal keys.
+            if r < len(removed) and (a == len(added) or removed[r] <= added[a]):
+                key, r = removed[r], r + 1
+                i = index(key)
+                copy(t, i, position)
+                position, t = position + i - t, i + 1
             else:
-                break
-            if position >= start:
-                members.append(member)
-                scores.append(score)
-            position += 1
+                key, a = added[a], a + 1
+                i = max(index(key), t)  # after a removal of the same key
+                copy(t, i, position)
+                position, t = position + i - t, i
+                if want_from <= position < want_to:
+                    members.append(key[-1])
+                    scores.append(score_of(key))
+                position += 1
+        if position < want_to:
+            copy(t, offsets[-1], position)
         return members, scores
+
+
+def _child(node: Any, target: int, region: int, shift: Any) -> tuple[int, int]:
+    """The last child of manifest ``node`` whose merged start (relative to the node's tree start) is at most
+    ``target``, and that start; ``region`` is the log's shift at the node's first key.
+
+    The guess from ``region`` is almost always right: about two probes of
+    ``shift``, galloping and then bisecting where the log is lopsided.
+    """
+    firsts, starts, last = node.firsts, node.starts, len(node) - 1
+
+    seen = {0: region}
+
+    def at(i: int) -> int:
+        if i not in seen:
+            seen[i] = starts[i] + shift(firsts[i])
+        return seen[i]
+
+    lo = hi = min(max(bisect_right(starts, target - region) - 1, 0), last)
+    step = 1
+    if at(lo) > target:  # gallop down to a child starting at or before ``target``
+        while True:
+            hi, lo = lo - 1, max(lo - step, 0)
+            if at(lo) <= target:
+                break
+            step *= 2
+    else:  # gallop up past the children that do
+        while hi < last:
+            probe = min(hi + step, last)
+            if at(probe) > target:
+                hi = probe - 1
+                break
+            lo = hi = probe
+            step *= 2
+    while lo < hi:  # at(lo) <= target, and every child after hi starts past it
+        mid = (lo + hi + 1) // 2
+        if at(mid) <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo, at(lo)

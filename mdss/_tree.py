@@ -276,11 +276,18 @@ class Tree:
         One batched read per uncached level: a page spanning several entry
         sets still costs one round trip with the manifests cached.
         """
-        start, stop = max(start, 0), min(stop, self.count)
         members: list[str] = []
         scores: list[Any] = []
+        for leaf, a, b in self.leaf_runs(start, stop):
+            members.extend(leaf.members[a:b])
+            scores.extend(leaf.scores[a:b])
+        return members, scores
+
+    def leaf_runs(self, start: int, stop: int) -> list[tuple[Leaf, int, int]]:
+        """The entry sets holding positions ``start`` to ``stop - 1``, each with the run of it they hold."""
+        start, stop = max(start, 0), min(stop, self.count)
         if self.root is None or start >= stop:
-            return members, scores
+            return []
         frontier = [(self.root, 0)]  # (node id, position of its first entry)
         for height in range(self.height, 0, -1):
             nodes = self._load_many((node_id for node_id, _ in frontier), height)
@@ -292,12 +299,8 @@ class Tree:
                 nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))
             frontier = nxt
         leaves = self._load_many((node_id for node_id, _ in frontier), 0)
-        for node_id, base in frontier:
-            leaf = leaves[node_id]
-            a, b = max(start - base, 0), min(stop - base, len(leaf))
-            members.extend(leaf.members[a:b])
-            scores.extend(leaf.scores[a:b])
-        return members, scores
+        runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
+        return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
 
     def node_ids(self) -> set[str]:
         """The ids of every node of the tree, reading manifests only (entry set ids are in their parents)."""
