@@ -5,7 +5,9 @@
 Each writer calls ``incr`` on random members of a preloaded set for a fixed
 time; the table shows operations per second, commits, retries (commits
 re-applied after losing the head to another writer) and merges of the update
-log. "one commit per call" is the same run with ``max_batch=1``. For Redis
+log. "one commit per call" is the same run with ``max_batch=1``. Each process
+writes for one second before the measured ones (its caches warm, as a
+long-running writer's are), then all measure the same seconds. For Redis
 the script starts its own redis-server on a free loopback port (or uses
 ``--redis URL``).
 """
@@ -24,8 +26,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import mdss
+
+WARM_UP = 1.0  # seconds each writer process runs before the measured ones
 
 
 def _threads(url: str, threads: int, seconds: float, members: int, max_batch: int) -> dict:
@@ -54,9 +59,15 @@ def _threads(url: str, threads: int, seconds: float, members: int, max_batch: in
     }
 
 
-def _process(url: str, seed: int, seconds: float, members: int, out: multiprocessing.Queue) -> None:
+def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out: multiprocessing.Queue) -> None:
     board = mdss.SortedSet(mdss.open_store(url), "bench")
     rng, n = random.Random(seed), 0
+    warm = time.monotonic() + WARM_UP
+    while time.monotonic() < warm:  # fill this process's caches and overlay, as a long-running writer has
+        with contextlib.suppress(mdss.ConflictError):
+            board.incr(f"p{rng.randrange(members)}", 1)
+    commits, retries, merges = board.commits, board.retries, board.merges
+    ready.wait()  # every process measures the same seconds
     deadline = time.monotonic() + seconds
     failures = 0
     while time.monotonic() < deadline:
@@ -68,9 +79,9 @@ def _process(url: str, seed: int, seconds: float, members: int, out: multiproces
     out.put(
         {
             "ops": n,
-            "commits": board.commits,
-            "retries": board.retries,
-            "merges": board.merges,
+            "commits": board.commits - commits,
+            "retries": board.retries - retries,
+            "merges": board.merges - merges,
             "conflict_errors": failures,
         }
     )
@@ -78,8 +89,8 @@ def _process(url: str, seed: int, seconds: float, members: int, out: multiproces
 
 def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_process, args=(url, p, seconds, members, out)) for p in range(processes)]
+    out, ready = ctx.Queue(), ctx.Barrier(processes)
+    procs = [ctx.Process(target=_process, args=(url, p, seconds, members, ready, out)) for p in range(processes)]
     for proc in procs:
         proc.start()
     results = [out.get() for _ in procs]

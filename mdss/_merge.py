@@ -145,33 +145,31 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
     written = {**nodes, **({note_key: note_data} if note_key else {})}
     sset.store.put_many(written)
     current, version = start, snap.version
-    for _ in sset._policy.attempts():
+    prepared: _Prepared | None = None
+    # No backoff: the appends that land meanwhile are what a re-publish goes over, and each lost race
+    # returns the winner's head, so the merge tries again at once, one round trip per try.
+    for _ in attrs.evolve(sset._policy, base=0.0, cap=0.0).attempts():
         if (current.scores, current.members, current.log.base, current.incarnation) != (
             start.scores,
             start.members,
             start.log.base,
             start.incarnation,
         ) or current.epoch != start.epoch:
-            _garbage.discard(sset, list(written))  # another merge or commit took the trees: ours can never be named
+            # Another merge or commit took the trees: ours can never be named.
+            _garbage.discard(sset, [*written, *(prepared.stored if prepared else ())])
             return False
-        rest, stored, dropped = rest_of_log(sset, current, merged)
-        head = current.next(secrets.token_hex(8), scores=scores, members=index, log=rest)
-        drop_key, drop_data = _garbage.note_of(sset, current, dropped)
-        for key in (note_key, drop_key):
-            head, pages = _garbage.attach_note(sset, head, key)
-            stored.update(pages)
-        if drop_key:
-            stored[drop_key] = drop_data
-        if stored:
-            sset.store.put_many(stored)
+        if prepared is None or not prepared.fits(current):
+            if prepared is not None:
+                _garbage.discard(sset, list(prepared.stored))
+            prepared = _Prepared.make(sset, current, merged, note_key)
+        head = prepared.head(sset, current, merged, scores, index)
         data = head.encode()
         try:
             version = sset.store.cas(sset._keys.head, data, version)
         except ConflictError as exc:
-            _garbage.discard(sset, list(stored))
             record = exc.current if exc.current_known else sset.store.get(sset._keys.head)
             if record is None:
-                _garbage.discard(sset, list(written))
+                _garbage.discard(sset, [*written, *prepared.stored])
                 return False
             current, version = _head.decode_for(sset, record.value), record.version
             continue
@@ -182,11 +180,58 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
             remember(sset, head, data, version)
         _commit.settle(sset, writer, nodes)
         sset._garbage.defer(
-            [sset._keys.node(i) for i in (*writer.replaced, *dropped)] + [k for k in (note_key, drop_key) if k]
+            [sset._keys.node(i) for i in (*writer.replaced, *prepared.dropped)]
+            + [k for k in (note_key, prepared.drop_key) if k]
         )
         sset.merges += 1
         return True
+    _garbage.discard(sset, [*written, *(prepared.stored if prepared else ())])
     raise ConflictError(f"merge of set {sset.name!r} lost the head to writers for its whole retry budget")
+
+
+@attrs.frozen
+class _Prepared:
+    """What a merge's publish stores besides its nodes, for one shape of the current head's log: the log
+    manifest of the segments left, the note of the segments dropped, the head's notes naming both. Reused
+    while appends only add inline entries, so a re-publish is one compare-and-set."""
+
+    shape: tuple[Any, ...]
+    log: Log  # the log left, less its inline entries
+    notes: tuple[Any, Any]  # the head's (notes, note_page) once the merge's notes are attached
+    stored: dict[str, bytes]
+    dropped: list[str]
+    drop_key: str | None
+
+    @staticmethod
+    def _shape(head: Head) -> tuple[Any, ...]:
+        return (head.log.segs, head.log.pages, head.notes, head.note_page)
+
+    @classmethod
+    def make(cls, sset: SortedSet, current: Head, merged: int, note_key: str | None) -> _Prepared:
+        rest, stored, dropped = rest_of_log(sset, current, merged)
+        drop_key, drop_data = _garbage.note_of(sset, current, dropped)
+        head = current
+        for key in (note_key, drop_key):
+            head, pages = _garbage.attach_note(sset, head, key)
+            stored.update(pages)
+        if drop_key:
+            stored[drop_key] = drop_data
+        if stored:
+            sset.store.put_many(stored)
+        return cls(cls._shape(current), rest, (head.notes, head.note_page), stored, dropped, drop_key)
+
+    def fits(self, current: Head) -> bool:
+        return self._shape(current) == self.shape
+
+    def head(self, sset: SortedSet, current: Head, merged: int, scores: TreeRef, index: TreeRef) -> Head:
+        """The head to publish over ``current``: the new trees, and the log after ``merged``."""
+        log = current.log
+        inline = log.inline[max(merged - (log.seq - len(log.inline)), 0) :]
+        rest = attrs.evolve(self.log, seq=log.seq, inline=inline)
+        notes, note_page = self.notes
+        return current.next(
+            secrets.token_hex(8), scores=scores, members=index, log=rest, notes=notes, note_page=note_page
+        )
 
 
 def _landed(sset: SortedSet, scores: TreeRef, error: StoreUnavailableError) -> bool:
