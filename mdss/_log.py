@@ -458,7 +458,7 @@ class Index:
         found = self.view.lookup(members)
         rest = [m for m, score in zip(members, found) if score is _MISSING]
         if rest:
-            scores = iter(self.tree.find(rest))
+            scores = iter(self.tree.find(rest) if len(rest) > 1 else (self.tree.get(rest[0]),))
             found = [next(scores) if score is _MISSING else score for score in found]
         return found
 
