@@ -410,10 +410,37 @@ def overlay_view(sset: SortedSet, head: Head) -> View | None:
             # Entries are facts of the incarnation: a merge moves the base, never changes an entry.
             if overlay is not None and overlay.state[0] == state[0] and overlay.base <= log.base <= overlay.seq:
                 fresh.extend(log.base, overlay.entries[log.base - overlay.base :])
-            overlay = sset._overlay = fresh
+            _supersede(sset, fresh)
+            overlay = fresh
     if overlay.seq < log.seq:
         overlay.extend(overlay.seq, entries(sset, log, overlay.seq))
     return overlay.view(log.seq)
+
+
+#: Superseded overlays kept per set object, so that a cursor made on one stays exact after a merge (while its
+#: tree's nodes are kept, ``gc_grace``).
+PAST_OVERLAYS = 2
+
+
+def _supersede(sset: SortedSet, overlay: Overlay) -> None:
+    """Make ``overlay`` the set's current one (under its overlay lock), keeping the one it replaces."""
+    old = sset._overlay
+    if old is not None:
+        past = sset._past_overlays
+        past[old.state] = old
+        while len(past) > PAST_OVERLAYS:
+            del past[next(iter(past))]
+    sset._overlay = overlay
+
+
+def overlay_of(sset: SortedSet, root: Any, base: int, end: int) -> Overlay | None:
+    """The overlay of the tree state with score root ``root`` and log base ``base``, if this process still
+    holds it up to ``end``."""
+    with sset._overlay_lock:
+        for overlay in (sset._overlay, *reversed(sset._past_overlays.values())):
+            if overlay is not None and overlay.state[1] == root and overlay.state[3] == base and overlay.seq >= end:
+                return overlay
+    return None
 
 
 def applied(sset: SortedSet, head: Head, start: int, appended: Sequence[LogEntry]) -> None:
@@ -425,7 +452,8 @@ def applied(sset: SortedSet, head: Head, start: int, appended: Sequence[LogEntry
         if overlay is None or overlay.state != state:
             if start != log.base:
                 return  # the next read catches up from the store
-            overlay = sset._overlay = Overlay(state, log.base, sset._order.key)
+            overlay = Overlay(state, log.base, sset._order.key)
+            _supersede(sset, overlay)
     overlay.extend(start, appended)
 
 

@@ -141,6 +141,7 @@ class SortedSet:
         self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._overlay: Overlay | None = None  # the update log applied in memory (mdss._log)
+        self._past_overlays: dict[tuple[Any, ...], Overlay] = {}  # superseded ones, for cursors made on them
         self._overlay_lock = threading.Lock()
         self._log_pages: dict[str, Any] = {}  # log manifests read (immutable)
         self._entry_bytes = 40.0  # stored bytes per member, both trees, as this process sees them (sizes the log)
@@ -380,9 +381,8 @@ class SortedSet:
         if state.base == state.end:
             return tree
         for attempt in range(2):
-            overlay = self._overlay
-            same = overlay is not None and overlay.state[1] == state.root and overlay.state[3] == state.base
-            if same and overlay is not None and overlay.seq >= state.end:
+            overlay = _log.overlay_of(self, state.root, state.base, state.end)
+            if overlay is not None:
                 return _log.Ranking(tree, overlay.view(state.end), self._order.score_of)
             if attempt == 0:
                 self._read(lambda snap: None)  # catches this process's overlay up with the head
