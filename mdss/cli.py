@@ -150,12 +150,17 @@ def _echo_entries(entries: list[mdss.Entry]) -> None:
 @cli.command()
 @click.argument("member")
 @click.argument("score", type=SCORE)
-@click.option("--op", type=click.Choice(["set", "incr", "best"]), default="set", show_default=True)
-def add(member: str, score: int | float, op: str) -> None:
-    """Set, increase (incr) or improve (best) MEMBER's score."""
+@click.option("--op", type=click.Choice(["set", "incr", "best", "gt", "lt"]), default="set", show_default=True)
+@click.option("--only", type=click.Choice(["new", "existing"]), default=None, help="Redis' NX / XX.")
+def add(member: str, score: int | float, op: str, only: str | None) -> None:
+    """Set, increase (incr), improve (best), raise (gt) or lower (lt) MEMBER's score."""
     board = _ctx().board()
-    new = board.add(member, score, op=op)
-    click.echo(f"{member}: {_score(board.score(member))} ({'new' if new else 'updated'})")  # type: ignore[arg-type]
+    new = board.add(member, score, op=op, only=only)
+    now = board.score(member)
+    if now is None:  # only="existing" kept it out
+        click.echo(f"{member}: absent (not added)")
+        return
+    click.echo(f"{member}: {_score(now)} ({'new' if new else 'updated'})")
 
 
 @cli.command()
