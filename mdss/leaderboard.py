@@ -357,7 +357,7 @@ class Leaderboard:
         """Column name -> the member that spells the row's key there (columns whose fields it all has)."""
         found = {}
         for column in self.columns.values():
-            parts = [(values.get(field), direction) for field, direction in column.parts]
+            parts: list[tuple[Any, str]] = [(values.get(field), direction) for field, direction in column.parts]
             if all(_number(v) for v, _ in parts):
                 found[column.name] = column_member(column.slot, parts, owner)
         return found
@@ -496,7 +496,8 @@ class Leaderboard:
         pointer = _ROW + owner
         for _ in range(_POST_ATTEMPTS):
             version = sset.score(pointer)
-            row, posts = None, []
+            row: Row | None = None
+            posts: list[str] = []
             if version is not None:
                 data = self.store.get_many([rows.node(f"{version:x}")])[0]
                 if data is None:

@@ -9,7 +9,7 @@ import threading
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import mdss
 from mdss import _windows
@@ -26,9 +26,7 @@ class BoardModel:
     """What a leaderboard should hold: per window instance, owner -> (values, updated, post ids)."""
 
     def __init__(self, columns=COLUMNS, accumulate=ACCUMULATE, keep_best=KEEP_BEST) -> None:
-        self.columns = {
-            name: [(name, spec)] if isinstance(spec, str) else list(spec) for name, spec in columns.items()
-        }
+        self.columns = {name: [(name, spec)] if isinstance(spec, str) else list(spec) for name, spec in columns.items()}
         self.accumulate, self.keep_best = set(accumulate), dict(keep_best)
         self.windows: dict[str, dict[str, tuple[dict, float, list]]] = {}
 
@@ -99,7 +97,9 @@ VALUES = st.fixed_dictionaries(
 class LeaderboardMachine(RuleBasedStateMachine):
     """Posts with an injected clock, retried post ids and only=, against the model; check() after every step."""
 
-    @initialize(chunk=st.integers(2, 5), log_limit=st.sampled_from([0, 3, None]), tz=st.sampled_from([None, "Asia/Tokyo"]))
+    @initialize(
+        chunk=st.integers(2, 5), log_limit=st.sampled_from([0, 3, None]), tz=st.sampled_from([None, "Asia/Tokyo"])
+    )
     def start(self, chunk: int, log_limit, tz) -> None:
         self.clock = [float(T0)]
         self.tz = _windows.check_tz(tz)
@@ -126,9 +126,7 @@ class LeaderboardMachine(RuleBasedStateMachine):
     def post(self, owner, values, reuse, only) -> None:
         post_id = self.post_ids[-1] if reuse and self.post_ids else f"p{len(self.post_ids)}"
         self.post_ids.append(post_id)
-        expected = {
-            i: self.model.post(i, owner, values, post_id, only, self.clock[0]) for i in self.instances()
-        }
+        expected = {i: self.model.post(i, owner, values, post_id, only, self.clock[0]) for i in self.instances()}
         assert self.board.post(owner, values, post_id=post_id, only=only) == expected
 
     @rule(days=st.sampled_from([0.25, 1, 3, 8]))
