@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from . import _ops, _windows
+from . import _head, _ops, _windows
 from ._codec import FORMAT, seal, unpack
 from ._keys import Keyspace
 from ._order import (
@@ -63,8 +63,10 @@ from .exceptions import (
     InvalidArgumentError,
     InvalidMemberError,
     InvalidScoreError,
+    MdssError,
     MissingNodeError,
     SettingsMismatchError,
+    StoreUnavailableError,
 )
 from .stores.base import Store
 
@@ -104,6 +106,16 @@ class Page(NamedTuple):
 
     rows: list[RankedRow]
     cursor: str | None
+
+
+class _Plan(NamedTuple):
+    """One window's part of a post: the ops of its commit, and the row record it names."""
+
+    instance: str
+    ops: list[tuple[str, str, Any]]
+    key: str
+    record: bytes
+    replaced: str | None  # the row record it replaces
 
 
 class _Column(NamedTuple):
@@ -474,66 +486,118 @@ class Leaderboard:
             )
         self._merged(None, checked, ops)  # size and field-count limits, before anything is written
         when = _windows.moment(self._now)
-        stamp = when.timestamp()
-        done = {}
-        for kind in self.windows_kinds:
-            instance = _windows.instance(kind, when, self.tz)
+        instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
+        for instance in instances:
             self._register(instance)
-            done[instance] = self._post_one(instance, owner, checked, ops, post_id, only, stamp)
-        return done
+        done: dict[str, bool] = {}
+        fresh = False
+        for _ in range(_POST_ATTEMPTS):
+            pending = [i for i in instances if i not in done]
+            if not pending:
+                return {i: done[i] for i in instances}
+            plans = self._plan(pending, owner, checked, ops, post_id, only, when.timestamp(), fresh, done)
+            if plans is None:  # a row record collected since its pointer was read, or a no-op to confirm
+                fresh = True
+                continue
+            fresh = not self._commit(plans, done)
+        raise ConflictError(f"posts for owner {owner!r} kept colliding; windows done: {done}")
 
-    def _post_one(
+    def _pointer(self, sset: SortedSet, pointer: str, fresh: bool) -> Any:
+        """The row version ``pointer`` holds: from the head this process last saw (no read) unless
+        ``fresh``. A stale answer costs nothing but a retry: the commit expects the version it read."""
+        held = sset._held
+        if not fresh and held is not None:
+            try:
+                return _head.snapshot(sset, False, (held[0],)).index.get(pointer)
+            except MdssError:
+                pass
+        return sset.score(pointer)
+
+    def _plan(
         self,
-        instance: str,
+        pending: list[str],
         owner: str,
         values: dict[str, Any],
         ops: dict[str, str],
         post_id: str | None,
         only: str | None,
         stamp: float,
-    ) -> bool:
-        sset, rows = self._set(instance), self._rows_keys(instance)
+        fresh: bool,
+        done: dict[str, bool],
+    ) -> list[_Plan] | None:
+        """Read the owner's rows in the ``pending`` windows (one ``get_many``), merge the post into each
+        (refusing bad values before anything is written) and write the new row records (one ``put_many``).
+
+        Windows where the post does nothing (its ``post_id`` is there, ``only`` excludes the row) go to
+        ``done`` as ``False``. ``None`` when a row record has gone since its pointer was read, or when a
+        no-op was decided on the head this process last saw (it may be old: a fresh read decides).
+        """
         pointer = _ROW + owner
-        for _ in range(_POST_ATTEMPTS):
-            version = sset.score(pointer)
+        versions = {i: self._pointer(self._set(i), pointer, fresh) for i in pending}
+        keys = {i: self._rows_keys(i).node(f"{v:x}") for i, v in versions.items() if v is not None}
+        datas = dict(zip(keys, self.store.get_many(list(keys.values())))) if keys else {}
+        plans: list[_Plan] = []
+        for instance in pending:
             row: Row | None = None
             posts: list[str] = []
-            if version is not None:
-                data = self.store.get_many([rows.node(f"{version:x}")])[0]
+            if instance in keys:
+                data = datas[instance]
                 if data is None:
-                    continue  # replaced (and collected) since: read again
-                row, posts = self._decode_row(rows.node(f"{version:x}"), data)
-            if post_id is not None and post_id in posts:
-                return False
-            if only is not None and (row is None) != (only == "new"):
-                return False
+                    return None
+                row, posts = self._decode_row(keys[instance], data)
+            if post_id is not None and post_id in posts or only is not None and (row is None) != (only == "new"):
+                if not fresh:  # the head this process last saw may be old: only the current one may say no
+                    self.store.delete_many([plan.key for plan in plans])
+                    return None
+                done[instance] = False
+                continue
             merged = self._merged(row, values, ops)
             old = self._members(owner, row.values) if row is not None else {}
             new = self._members(owner, merged)
-            fresh = _FIRST_VERSION + secrets.randbits(62)
-            commit: list[tuple[str, str, Any]] = [("expect", pointer, version)]
+            fresh_version = _FIRST_VERSION + secrets.randbits(62)
+            commit: list[tuple[str, str, Any]] = [("expect", pointer, versions[instance])]
             for column, member in old.items():
                 if new.get(column) != member:
                     commit.append(("remove", member, None))
             for column, member in new.items():
                 if old.get(column) != member:
                     commit.append(("set", member, self.columns[column].slot))
-            commit.append(("set", pointer, fresh))
-            key = rows.node(f"{fresh:x}")
-            keep = ([*posts, post_id] if post_id is not None else posts)[-KEEP_POSTS:]
-            self.store.put(key, self._encode_row(owner, merged, stamp, keep))
+            commit.append(("set", pointer, fresh_version))
+            record = self._encode_row(owner, merged, stamp, ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:])
+            plans.append(
+                _Plan(
+                    instance,
+                    commit,
+                    self._rows_keys(instance).node(f"{fresh_version:x}"),
+                    record,
+                    keys.get(instance),
+                )
+            )
+        if plans:
+            self.store.put_many({plan.key: plan.record for plan in plans})
+        return plans
+
+    def _commit(self, plans: list[_Plan], done: dict[str, bool]) -> bool:
+        """Commit each window's plan in turn (one append each); False if one lost to another post of the
+        owner (that window is tried again from a fresh read). Records never named are deleted."""
+        clean = True
+        for n, plan in enumerate(plans):
             try:
-                sset._submit(commit)
+                self._set(plan.instance)._submit(plan.ops)
             except _ops.Stale:
-                self.store.delete(key)  # never named: another post of this owner landed first
+                self.store.delete(plan.key)  # never named: another post of this owner landed first
+                clean = False
                 continue
-            except ConflictError:
-                self.store.delete(key)
+            except StoreUnavailableError:  # may have landed: its record stays (a leak at worst)
+                self.store.delete_many([p.key for p in plans[n + 1 :]])
                 raise
-            if version is not None:
-                sset._garbage.defer([rows.node(f"{version:x}")])  # readers of older snapshots may still want it
-            return True
-        raise ConflictError(f"posts for owner {owner!r} in {instance!r} kept colliding; nothing of this one applied")
+            except BaseException:
+                self.store.delete_many([p.key for p in plans[n:]])
+                raise
+            done[plan.instance] = True
+            if plan.replaced is not None:  # readers of older snapshots may still want it
+                self._set(plan.instance)._garbage.defer([plan.replaced])
+        return clean
 
     # -- reads -----------------------------------------------------------------------------------------------------
 

@@ -312,23 +312,33 @@ def test_ops_and_only_in_posts() -> None:
 
 def test_a_crash_between_windows_is_finished_by_retrying_once() -> None:
     board = board_of(windows=["all", "week", "day"], now=lambda: T0)
-    real = board._post_one
-    calls = []
+    board.post("bob", {"xp": 1})  # opens the windows' sets
+    week = board._set(board.windows("week")[0])
 
-    def crash_on_the_second_window(instance, *args):
-        calls.append(instance)
-        if len(calls) == 2:
-            raise mdss.StoreUnavailableError("the process died")
-        return real(instance, *args)
+    def died(ops):
+        raise RuntimeError("the process died")
 
-    board._post_one = crash_on_the_second_window  # type: ignore[method-assign]
-    with pytest.raises(mdss.StoreUnavailableError):
+    week._submit = died  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
         board.post("ann", {"shots": 10, "xp": 1}, post_id="p1")
-    board._post_one = real  # type: ignore[method-assign]
+    del week._submit
+    assert board.row("ann", window="week") is None and board.row("ann").values["shots"] == 10
     done = board.post("ann", {"shots": 10, "xp": 1}, post_id="p1")
     assert list(done.values()) == [False, True, True]
     for instance in board.windows():
         assert board.row("ann", window=instance).values["shots"] == 10
+        board._check(instance)
+    # The record the failed commit wrote is gone: only named records remain.
+    for instance in board.windows():
+        assert len(list(board.store.keys(board._rows_keys(instance).nodes))) == 2
+
+
+def test_an_overflow_in_any_window_writes_nothing() -> None:
+    board = board_of(windows=["all", "day"], now=lambda: T0)
+    board.post("ann", {"shots": 2**63 - 2})
+    with pytest.raises(mdss.InvalidScoreError):
+        board.post("ann", {"shots": 5})
+    assert board.row("ann").values["shots"] == 2**63 - 2
 
 
 def test_retention_keeps_the_newest_windows() -> None:
