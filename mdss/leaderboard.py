@@ -228,6 +228,32 @@ class Leaderboard:
         self._registry = SortedSet(store, f"{name}#windows", order="asc", **options)
         self._adopt_settings()
 
+    @classmethod
+    def open(cls, store: Store, name: str, **options: Any) -> Leaderboard:
+        """The board ``name`` with the columns, ``accumulate`` and ``keep_best`` it was stored with (by the
+        first :class:`Leaderboard` that used it); ``options`` as for the constructor (windows, tz...).
+
+        >>> store = mdss.open_store("memory://")
+        >>> _ = Leaderboard(store, "g", columns={"race": [("laps", "desc"), ("ms", "asc")]}, accumulate=["k"])
+        >>> Leaderboard.open(store, "g", windows=["day"])
+        Leaderboard('g', columns=['race'], windows=['day'])
+        """
+        if not isinstance(store, Store):
+            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
+        key = Keyspace(store.namespace, f"{name}#board").head
+        record = store.get(key)
+        if record is None:
+            raise InvalidArgumentError(f"there is no leaderboard {name!r} in this store (create it with its columns)")
+        _, found = unpack(key, record.value, "leaderboard settings")
+        try:
+            columns = {column: [(field, how) for field, how in parts] for column, parts in found[1]}
+            accumulate, keep_best = list(found[2]), {field: how for field, how in found[3]}
+        except (TypeError, ValueError, IndexError):
+            raise CorruptDataError("stored leaderboard settings have the wrong shape", key) from None
+        return cls(store, name, columns=columns, accumulate=accumulate, keep_best=keep_best, **options)
+
     # -- settings ------------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -777,6 +803,46 @@ class Leaderboard:
         """How many rows ``column`` ranks (rows that have all its fields)."""
         col = self._column(column)
         return self._read(window, lambda snap, rows: self._size(snap, col))
+
+    def percentile(self, owner: str, column: str, *, window: str | None = None) -> float | None:
+        """The share of the column's rows ranked strictly better than the owner's: ``(competition rank - 1)
+        / rows``, 0.0 for the best (ties share it); ``None`` if the row is absent or lacks the column.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "b", columns={"xp": "desc"})
+        >>> for i in range(10):
+        ...     _ = board.post(f"p{i}", {"xp": i})
+        >>> board.percentile("p9", "xp"), board.percentile("p0", "xp"), board.at_percentile("xp", 0.5).owner
+        (0.0, 0.9, 'p4')
+        """
+        owner, col = self._owner(owner), self._column(column)
+
+        def run(snap: Any, rows: Keyspace) -> float | None:
+            row = self._rows_of(snap, rows, [owner])[0]
+            member = None if row is None else self._members(owner, row.values).get(col.name)
+            if member is None:
+                return None
+            return (self._ranks(snap, col, [member], "competition")[0] - 1) / self._size(snap, col)
+
+        return self._read(window, run)
+
+    def at_percentile(
+        self, column: str, p: float, *, window: str | None = None, ties: str = "ordinal"
+    ) -> RankedRow | None:
+        """The ranked row at share ``p`` (0 to 1) of the column: position ``floor(p * rows)`` (the last row
+        for 1.0), so that ``percentile`` of its owner is at most ``p``; ``None`` for an empty column."""
+        col, ties = self._column(column), self._ties(ties)
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
+            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
+
+        def run(snap: Any, rows: Keyspace) -> RankedRow | None:
+            size = self._size(snap, col)
+            if not size:
+                return None
+            at = min(int(p * size), size - 1)
+            found, _ = self._listing(snap, rows, col, at, at + 1, ties)
+            return found[0] if found else None
+
+        return self._read(window, run)
 
     # -- cursors ---------------------------------------------------------------------------------------------------
 

@@ -153,6 +153,11 @@ class LeaderboardMachine(RuleBasedStateMachine):
                         if self.model.key(c, rows[owner][0]) is not None
                     }
                     assert self.board.positions(owner, window=instance, ties=ties) == expected
+                for column in COLUMNS:
+                    ranked = self.model.ranked(instance, column, "competition")
+                    rank = dict((o, r) for r, o in ranked).get(owner)
+                    share = None if rank is None else (rank - 1) / len(ranked)
+                    assert self.board.percentile(owner, column, window=instance) == share
             for column in COLUMNS:
                 for ties in ("ordinal", "competition"):
                     ranked = self.model.ranked(instance, column, ties)
@@ -167,6 +172,10 @@ class LeaderboardMachine(RuleBasedStateMachine):
                     assert _as_pairs(got) == ranked
                     assert all(r.values == rows[r.owner][0] for r in got)
                     assert _as_pairs(self.board.top(column, 3, window=instance, ties=ties)) == ranked[:3]
+                    for p in (0.0, 0.5, 0.99, 1.0):
+                        found = self.board.at_percentile(column, p, window=instance, ties=ties)
+                        at = min(int(p * len(ranked)), len(ranked) - 1)
+                        assert (found and (found.rank, found.owner)) == (ranked[at] if ranked else None)
                     friends = ["ann", "cid", "fay", "zed"]
                     ranked_friends = [p for p in ranked if p[1] in friends]
                     unranked = sorted(o for o in friends if o in rows and all(o != p[1] for p in ranked))
