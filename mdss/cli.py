@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 import mdss
 
+from ._board_cli import board as board_command
 from ._order import check_member, check_score
 
 T = TypeVar("T")
@@ -135,6 +136,9 @@ def cli(ctx: click.Context, store_url: str | None, set_name: str) -> None:
     """mdss: exact leaderboards of any size in a plain key-value store."""
     ctx.obj = Context(store_url or "", set_name)
     ctx.call_on_close(lambda: ctx.obj._store is not None and ctx.obj._store.close())
+
+
+cli.add_command(board_command)
 
 
 def _ctx(default_store: str = DEFAULT_STORE) -> Context:
