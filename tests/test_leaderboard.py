@@ -419,3 +419,64 @@ def test_round_trips_with_a_warm_cache() -> None:
     assert trips(lambda: board.page("xp", limit=100)) <= 4  # head, column entry sets, member index, rows
     assert trips(lambda: board.around("o7", "xp")) <= 6
     assert trips(lambda: board.post("o7", {"xp": 99})) <= 3 * 4  # per window: pointer, row, row record, append
+
+
+def test_every_store(store) -> None:
+    """Posts, every view, retention and drop on each backend, against the model."""
+    import random
+
+    rng = random.Random(14)
+    clock = [float(T0)]
+    board = mdss.Leaderboard(
+        store,
+        "game",
+        columns=COLUMNS,
+        accumulate=ACCUMULATE,
+        keep_best=KEEP_BEST,
+        windows=["all", "day"],
+        retention={"day": 2},
+        now=lambda: clock[0],
+        chunk_size=4,
+        log_limit=5,
+    )
+    model = BoardModel()
+    owners = [f"o{i}" for i in range(12)]
+    for step in range(60):
+        owner = rng.choice(owners)
+        values = {"xp": rng.randint(0, 5), "shots": 1, "laps": rng.randint(0, 2), "time_ms": rng.randint(1, 9)}
+        if rng.random() < 0.3:
+            values["accuracy"] = rng.choice([0.5, 1, math.inf])
+        when = dt.datetime.fromtimestamp(clock[0], dt.timezone.utc)
+        expected = {
+            i: model.post(i, owner, values, f"p{step}", None, clock[0])
+            for i in (_windows.instance(k, when, dt.timezone.utc) for k in ("all", "day"))
+        }
+        assert board.post(owner, values, post_id=f"p{step}") == expected
+        if step % 20 == 19:
+            clock[0] += DAY
+    assert len(board.windows("day")) == 2  # retention dropped the first day
+    for instance in board.windows():
+        rows = model.windows[instance]
+        for column in COLUMNS:
+            for ties in ("ordinal", "competition"):
+                ranked = model.ranked(instance, column, ties)
+                got, cursor = [], None
+                while True:
+                    page = board.page(column, limit=5, cursor=cursor, window=instance, ties=ties)
+                    got += page.rows
+                    if page.cursor is None:
+                        break
+                    cursor = page.cursor
+                assert _as_pairs(got) == ranked
+                assert _as_pairs(board.rows(owners[:5], column, window=instance, ties=ties)) == [
+                    p for p in ranked if p[1] in owners[:5]
+                ] + [(None, o) for o in sorted(owners[:5]) if o in rows and all(o != p[1] for p in ranked)]
+        for owner in owners:
+            found = board.row(owner, window=instance)
+            assert (found and found.values) == (rows[owner][0] if owner in rows else None)
+        board._check(instance)
+    dropped = board.windows("day")[0]
+    board.drop_window(dropped)
+    assert dropped not in board.windows() and board.row("o1", window=dropped) is None
+    board.drop()
+    assert store.existing(list(store.keys(f"{store.namespace}:"))) == []  # Riak lists tombstones a while
