@@ -61,6 +61,14 @@ def apply_ops(sset: SortedSet, pending: Pending, new: dict[str, Any]) -> list[An
                 raise _ops.Stale(f"member {member!r} is {current!r}, not {value!r}")
             results.append(True)
             continue
+        if op == "group":  # mdss.Leaderboard's tie group entry: present while its size entry counts rows
+            size, slot = value
+            alive = trial[size] not in (None, 0)
+            if not alive:
+                trial[size] = None
+            trial[member] = slot if alive else None
+            results.append(alive)
+            continue
         now, applied = _ops.resolve(op, current, value, better)
         trial[member] = now
         want = wants[n] if isinstance(wants, list) else wants

@@ -76,8 +76,12 @@ MAX_ROW_BYTES = 4096
 MAX_FIELD_NAME = 64
 #: The post ids a row keeps to recognise a retried post.
 KEEP_POSTS = 8
-#: Ranks a leaderboard can return (``dense`` is not implemented yet: see docs/leaderboard.md).
-TIES = ("ordinal", "competition")
+#: Ranks a leaderboard can return.
+TIES = ("ordinal", "competition", "dense")
+#: A column's tie groups (for dense ranks) live at its slot plus this.
+_GROUPS = MAX_FIELDS
+#: The member of a tie group's size entry (score: minus the rows in the group) starts with this.
+_SIZE = "n:"
 #: Row pointer scores (row versions) lie above every column slot.
 _FIRST_VERSION = 1 << 40
 _ROW = "r:"
@@ -585,9 +589,11 @@ class Leaderboard:
             for column, member in old.items():
                 if new.get(column) != member:
                     commit.append(("remove", member, None))
+                    commit += self._group_ops(self.columns[column], member, leaving=True)
             for column, member in new.items():
                 if old.get(column) != member:
                     commit.append(("set", member, self.columns[column].slot))
+                    commit += self._group_ops(self.columns[column], member, leaving=False)
             commit.append(("set", pointer, fresh_version))
             record = self._encode_row(owner, merged, stamp, ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:])
             plans.append(
@@ -602,6 +608,22 @@ class Leaderboard:
         if plans:
             self.store.put_many({plan.key: plan.record for plan in plans})
         return plans
+
+    @staticmethod
+    def _group_ops(column: _Column, member: str, leaving: bool) -> list[tuple[str, str, Any]]:
+        """The ops that keep the tie group of ``member`` counted as a row joins or leaves it.
+
+        A column's tie groups are entries of their own (slot + ``_GROUPS``,
+        member: the group's key without an owner), so that a dense rank is a
+        count of groups below a key. Each group has a size entry (member
+        ``n:<tie>``, score minus its rows, below every column). Both are
+        resolved in the commit (``incr`` and the ``group`` op of
+        ``mdss._commit.apply_ops``), so posts of different owners to one
+        group never conflict.
+        """
+        tie = column_tie(member, len(column.parts))
+        size = _SIZE + tie
+        return [("incr", size, 1 if leaving else -1), ("group", _group(column, tie), (size, column.slot + _GROUPS))]
 
     def _commit(self, plans: list[_Plan], done: dict[str, bool]) -> bool:
         """Commit each window's plan in turn (one append each); False if one lost to another post of the
@@ -651,15 +673,17 @@ class Leaderboard:
 
     @staticmethod
     def _ties(ties: Any) -> str:
-        if ties == "dense":
-            raise InvalidArgumentError('ties="dense" is not implemented for leaderboards yet (see docs/leaderboard.md)')
         return check_choice(ties, TIES, "ties")
 
     def _ranks(self, snap: Any, column: _Column, members: Sequence[str], ties: str) -> list[int]:
         """1-based ranks in ``column`` of entries spelled by ``members``, in one batched count."""
         parts = len(column.parts)
-        probes: list[Any] = [(column.slot,)]
-        probes += [(column.slot, m if ties == "ordinal" else column_tie(m, parts)) for m in members]
+        if ties == "dense":  # 1 + the tie groups before the member's
+            groups = column.slot + _GROUPS
+            probes: list[Any] = [(groups,)] + [(groups, _group(column, column_tie(m, parts))) for m in members]
+        else:
+            probes = [(column.slot,)]
+            probes += [(column.slot, m if ties == "ordinal" else column_tie(m, parts)) for m in members]
         counts = snap.ranking.count_below(probes)
         return [n - counts[0] + 1 for n in counts[1:]]
 
@@ -697,11 +721,13 @@ class Leaderboard:
         owners = [column_owner(m, parts) for m in members]
         found = self._rows_of(snap, rows, owners)
         ranks = list(range(start + 1, start + 1 + len(members)))
-        if ties == "competition":
+        if ties != "ordinal":
             ranks[0] = self._ranks(snap, column, members[:1], ties)[0]
             for i in range(1, len(members)):
                 if column_tie(members[i], parts) == column_tie(members[i - 1], parts):
                     ranks[i] = ranks[i - 1]
+                elif ties == "dense":
+                    ranks[i] = ranks[i - 1] + 1
         result = []
         for rank, owner, row in zip(ranks, owners, found):
             if row is None:
@@ -890,11 +916,18 @@ class Leaderboard:
             if row.owner != owner:
                 problems.append(f"row record {key} belongs to {row.owner!r}, not {owner!r}")
             for name, member in self._members(owner, row.values).items():
-                expected[member] = self.columns[name].slot
+                column = self.columns[name]
+                expected[member] = column.slot
+                tie = column_tie(member, len(column.parts))
+                expected[_group(column, tie)] = column.slot + _GROUPS
+                expected[_SIZE + tie] = expected.get(_SIZE + tie, 0) - 1
         if column_entries != expected:
             extra = sorted(set(column_entries) - set(expected))[:5]
             missing = sorted(set(expected) - set(column_entries))[:5]
-            problems.append(f"column entries disagree with the rows: extra {extra}, missing {missing}")
+            wrong = sorted(m for m in set(expected) & set(column_entries) if expected[m] != column_entries[m])[:5]
+            problems.append(
+                f"column entries disagree with the rows: extra {extra}, missing {missing}, wrong counts {wrong}"
+            )
         return problems
 
     def _check(self, window: str | None = None) -> None:
@@ -910,3 +943,8 @@ def _strings(items: Any, what: str) -> list[Any]:
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InvalidArgumentError(f"{what} must be a list of names, got {items!r:.80}")
     return list(items)
+
+
+def _group(column: _Column, tie: str) -> str:
+    """The member of a tie group's entry: the tie's parts under the column's group slot."""
+    return column_tag(column.slot + _GROUPS) + tie[3:]

@@ -66,7 +66,12 @@ class BoardModel:
         )
         result = []
         for i, (key, owner) in enumerate(keyed):
-            rank = i + 1 if ties == "ordinal" else 1 + sum(1 for k, _ in keyed if k < key)
+            if ties == "ordinal":
+                rank = i + 1
+            elif ties == "competition":
+                rank = 1 + sum(1 for k, _ in keyed if k < key)
+            else:  # dense
+                rank = 1 + len({k for k, _ in keyed if k < key})
             result.append((rank, owner))
         return result
 
@@ -146,7 +151,7 @@ class LeaderboardMachine(RuleBasedStateMachine):
                     assert self.board.positions(owner, window=instance) == {}
                     continue
                 assert row == mdss.Row(owner, rows[owner][0], rows[owner][1])
-                for ties in ("ordinal", "competition"):
+                for ties in ("ordinal", "competition", "dense"):
                     expected = {
                         c: dict((o, r) for r, o in self.model.ranked(instance, c, ties))[owner]
                         for c in COLUMNS
@@ -159,7 +164,7 @@ class LeaderboardMachine(RuleBasedStateMachine):
                     share = None if rank is None else (rank - 1) / len(ranked)
                     assert self.board.percentile(owner, column, window=instance) == share
             for column in COLUMNS:
-                for ties in ("ordinal", "competition"):
+                for ties in ("ordinal", "competition", "dense"):
                     ranked = self.model.ranked(instance, column, ties)
                     # Pages of 2 walk the whole column; every row is the model's.
                     got, cursor = [], None
@@ -245,6 +250,8 @@ def test_composite_keys_are_exact() -> None:
     assert _as_pairs(board.top("big")) == [(1, "y"), (2, "x"), (3, "z")]
     assert _as_pairs(board.top("big", ties="competition")) == [(1, "y"), (2, "x"), (2, "z")]
     assert _as_pairs(board.top("duo", ties="competition")) == [(1, "x"), (1, "z"), (3, "y")]
+    assert _as_pairs(board.top("duo", ties="dense")) == [(1, "x"), (1, "z"), (2, "y")]
+    assert board.positions("y", ties="dense") == {"big": 1, "duo": 2}
 
 
 @given(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False)), min_size=2, max_size=8))
@@ -280,7 +287,7 @@ def test_bad_values_write_nothing() -> None:
     with pytest.raises(mdss.InvalidArgumentError):
         board.top("nope")
     with pytest.raises(mdss.InvalidArgumentError):
-        board.top("xp", ties="dense")
+        board.top("xp", ties="modified")
     with pytest.raises(mdss.InvalidArgumentError):
         board.top("xp", window="fortnight")
     with pytest.raises(mdss.InvalidArgumentError):
@@ -458,7 +465,7 @@ def test_every_store(store) -> None:
     for instance in board.windows():
         rows = model.windows[instance]
         for column in COLUMNS:
-            for ties in ("ordinal", "competition"):
+            for ties in ("ordinal", "competition", "dense"):
                 ranked = model.ranked(instance, column, ties)
                 got, cursor = [], None
                 while True:
