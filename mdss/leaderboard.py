@@ -399,9 +399,9 @@ class Leaderboard:
         """Column name -> the member that spells the row's key there (columns whose fields it all has)."""
         found = {}
         for column in self.columns.values():
-            parts: list[tuple[Any, str]] = [(values.get(field), direction) for field, direction in column.parts]
-            if all(_number(v) for v, _ in parts):
-                found[column.name] = column_member(column.slot, parts, owner)
+            member = _member(column, owner, values)
+            if member is not None:
+                found[column.name] = member
         return found
 
     def _column(self, column: Any) -> _Column:
@@ -757,7 +757,7 @@ class Leaderboard:
 
         def run(snap: Any, rows: Keyspace) -> list[RankedRow]:
             row = self._rows_of(snap, rows, [owner])[0]
-            member = None if row is None else self._members(owner, row.values).get(col.name)
+            member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return []
             at = self._ranks(snap, col, [member], "ordinal")[0] - 1
@@ -777,7 +777,7 @@ class Leaderboard:
 
         def run(snap: Any, rows: Keyspace) -> list[RankedRow]:
             found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, rows, wanted)) if r is not None]
-            members = [self._members(o, r.values).get(col.name) for o, r in found]
+            members = [_member(col, o, r.values) for o, r in found]
             ranked = [m for m in members if m is not None]
             ranks = iter(self._ranks(snap, col, ranked, ties) if ranked else [])
             result = [
@@ -844,7 +844,7 @@ class Leaderboard:
 
         def run(snap: Any, rows: Keyspace) -> float | None:
             row = self._rows_of(snap, rows, [owner])[0]
-            member = None if row is None else self._members(owner, row.values).get(col.name)
+            member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return None
             return (self._ranks(snap, col, [member], "competition")[0] - 1) / self._size(snap, col)
@@ -948,3 +948,11 @@ def _strings(items: Any, what: str) -> list[Any]:
 def _group(column: _Column, tie: str) -> str:
     """The member of a tie group's entry: the tie's parts under the column's group slot."""
     return column_tag(column.slot + _GROUPS) + tie[3:]
+
+
+def _member(column: _Column, owner: str, values: Mapping[str, Any]) -> str | None:
+    """The member that spells the row's key in ``column``; ``None`` if the row lacks one of its fields."""
+    parts: list[tuple[Any, str]] = [(values.get(field), direction) for field, direction in column.parts]
+    if all(_number(v) for v, _ in parts):
+        return column_member(column.slot, parts, owner)
+    return None
