@@ -200,8 +200,9 @@ class Leaderboard:
     ) -> None:
         if not isinstance(store, Store):
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
-        if not isinstance(name, str) or not name:
-            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
+        if not isinstance(name, str) or not name or "#" in name:
+            # '#' separates a board's name from its parts' ("game#week:2026-W48", "game#rows#all")
+            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {name!r:.80}")
         self.store, self.name = store, name
         self.columns = self._check_columns(columns)
         self.accumulate = tuple(dict.fromkeys(_check_field(f) for f in _strings(accumulate, "accumulate")))

@@ -304,9 +304,10 @@ def test_bad_settings_are_refused() -> None:
         {"columns": {"xp": "desc"}, "windows": ["year"]},
         {"columns": {"xp": "desc"}, "windows": ["all"], "retention": {"day": 3}},
         {"columns": {"xp": "desc"}, "tz": "Mars/Olympus"},
+        {"columns": {"xp": "desc"}, "name": "a#rows"},
     ):
         with pytest.raises(mdss.InvalidArgumentError):
-            mdss.Leaderboard(mdss.open_store("memory://"), "g", **options)
+            mdss.Leaderboard(mdss.open_store("memory://"), options.pop("name", "g"), **options)
     store = mdss.open_store("memory://")
     mdss.Leaderboard(store, "g", columns={"xp": "desc"})
     with pytest.raises(mdss.SettingsMismatchError):
