@@ -488,3 +488,49 @@ def test_every_store(store) -> None:
     assert dropped not in board.windows() and board.row("o1", window=dropped) is None
     board.drop()
     assert store.existing(list(store.keys(f"{store.namespace}:"))) == []  # Riak lists tombstones a while
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["failed-call", "lost-reply"])
+def test_a_post_retried_after_any_store_failure_counts_once(after: bool) -> None:
+    """A failure at every store call of a 3-window post (before the call, or its reply lost); the post is
+    retried with its post_id until it succeeds: every window counts it exactly once, and check() holds."""
+    from faulty import FaultyStore
+
+    k = 0
+    while True:
+        k += 1
+        store = FaultyStore(mdss.open_store("memory://"))
+        board = mdss.Leaderboard(
+            store,
+            "g",
+            columns={"xp": "desc", "race": [("laps", "desc"), ("ms", "asc")]},
+            accumulate=["shots"],
+            windows=["all", "week", "day"],
+            now=lambda: T0,
+            log_limit=2,
+            gc_grace=0,
+        )
+        board.post("bob", {"xp": 3, "shots": 1, "laps": 1, "ms": 5})
+        board.post("ann", {"xp": 1, "shots": 1, "laps": 2, "ms": 9}, post_id="p0")
+        store.count, store.fail_at, store.after = 0, k, after
+        try:
+            board.post("ann", {"xp": 7, "shots": 10, "laps": 2, "ms": 8}, post_id="p1")
+            failed = False
+        except mdss.StoreUnavailableError:
+            failed = True
+        calls = store.count
+        store.fail_at = None
+        for _ in range(3):
+            try:
+                board.post("ann", {"xp": 7, "shots": 10, "laps": 2, "ms": 8}, post_id="p1")
+                break
+            except mdss.StoreUnavailableError:
+                continue
+        for instance in board.windows():
+            row = board.row("ann", window=instance)
+            assert row is not None and row.values["shots"] == 11, (k, instance, row)
+            assert board.positions("ann", window=instance, ties="dense") == {"xp": 1, "race": 1}
+            board._check(instance)
+        if not failed and calls < k:  # the post made fewer calls than k: every call has failed once
+            break
+    assert k > 5  # a 3-window post makes at least 5 store calls
