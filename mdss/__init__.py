@@ -32,6 +32,7 @@ from .exceptions import (
     StoreError,
     StoreUnavailableError,
 )
+from .leaderboard import Leaderboard, RankedRow, Row
 from .stores import Record, Stats, Store, open_store
 from .topn import TopN
 
@@ -47,11 +48,14 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidMemberError",
     "InvalidScoreError",
+    "Leaderboard",
     "MdssError",
     "MissingNodeError",
     "OutcomeUnknownError",
     "Percentile",
+    "RankedRow",
     "Record",
+    "Row",
     "SettingsMismatchError",
     "SiblingsError",
     "SortedSet",

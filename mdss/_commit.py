@@ -18,11 +18,11 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import _garbage, _head, _log, _merge
+from . import _garbage, _head, _log, _merge, _ops
 from ._group import Pending
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head, TreeRef, collected_meanwhile, remember
 from ._log import Log, log_limit
-from ._order import add_scores, check_count, check_pairs
+from ._order import check_count, check_pairs
 from ._retry import STORE_CALLS
 from ._writer import Writer
 from .exceptions import (
@@ -56,16 +56,35 @@ def apply_ops(sset: SortedSet, pending: Pending, new: dict[str, Any]) -> list[An
             results.append(current is not None)
             trial[member] = None
             continue
-        if op == "set":
-            trial[member] = value
-        elif op == "incr":
-            trial[member] = add_scores(0 if current is None else current, value)
-        else:  # best
-            trial[member] = value if current is None else better(current, value)
+        if op == "expect":  # a precondition of the whole caller (mdss.Leaderboard's row version)
+            if not _same(current, value):
+                raise _ops.Stale(f"member {member!r} is {current!r}, not {value!r}")
+            results.append(True)
+            continue
+        if op == "group":  # mdss.Leaderboard's tie group entry: present while its size entry counts rows
+            size, slot = value
+            alive = trial[size] not in (None, 0)
+            if not alive:
+                trial[size] = None
+            trial[member] = slot if alive else None
+            results.append(alive)
+            continue
+        now, applied = _ops.resolve(op, current, value, better)
+        trial[member] = now
         want = wants[n] if isinstance(wants, list) else wants
-        results.append(trial[member] if want else current is None)
+        if want == "changed":  # Redis' ZADD CH: added, or its score now differs
+            results.append(now is not None and not _same(current, now))
+        elif want:  # the new score; None where a condition kept the op from applying (Redis' nil)
+            results.append(now if applied else None)
+        else:  # whether the member was added
+            results.append(current is None and now is not None)
     new.update(trial)
     return results
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same stored score (``1`` and ``1.0`` differ: the type is kept)."""
+    return type(a) is type(b) and a == b
 
 
 def commit(sset: SortedSet, pendings: list[Pending]) -> None:
@@ -139,7 +158,7 @@ def _attempt(
         pending.result, pending.error = None, None
         try:
             pending.result = apply_ops(sset, pending, new)
-        except InvalidScoreError as exc:
+        except (InvalidScoreError, _ops.Stale) as exc:
             pending.error = exc
     changed: list[tuple[str, Any, Any, str | None]] = [
         (m, old[m], new[m], None) for m in members if not (type(old[m]) is type(new[m]) and old[m] == new[m])

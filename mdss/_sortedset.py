@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
-from . import _check, _commit, _cursor, _estimate, _garbage, _head, _log, _merge
+from . import _check, _commit, _cursor, _estimate, _garbage, _head, _log, _merge, _ops
 from ._cache import NodeCache
 from ._group import GroupCommit
 from ._head import MAX_CHUNK, Head, Snapshot
@@ -46,7 +46,7 @@ from .stores.base import Record, Stats, Store
 T = TypeVar("T")
 
 DEFAULT_CHUNK = 1000
-OPS = ("set", "incr", "best")
+OPS = _ops.OPS
 TIES = ("ordinal", "competition")
 
 _entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
@@ -66,7 +66,7 @@ class Batch:
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, str, Any]] = []
-        self.want_scores: list[bool] = []
+        self.want_scores: list[bool | str] = []
         self.results: list[Any] | None = None
 
 
@@ -502,24 +502,57 @@ class SortedSet:
 
     # -- writes --------------------------------------------------------------
 
-    def add(self, member: str, score: Score, *, op: str = "set") -> bool | None:
-        """Set (``op="set"``), add to (``"incr"``) or improve (``"best"``) a member's score.
+    def add(
+        self, member: str, score: Score, *, op: str = "set", only: str | None = None, changed: bool = False
+    ) -> bool | None:
+        """Set (``op="set"``), add to (``"incr"``), improve (``"best"``), raise (``"gt"``) or lower
+        (``"lt"``) a member's score; ``only="new"`` / ``"existing"`` restricts it to absent / present
+        members (Redis' ``ZADD`` NX/XX/GT/LT, see ``mdss._ops``).
 
-        Returns whether the member is new (``None`` inside :meth:`batch`). One commit: O(log n).
+        Returns whether the member was added, or with ``changed=True`` whether it was added or its
+        score changed (Redis' ``CH``); ``None`` inside :meth:`batch`. One commit: O(log n).
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add("ann", 5), board.add("ann", 3, op="gt", changed=True), board.add("bob", 1, only="existing")
+        (True, False, False)
         """
-        added = self.add_many([(member, score)], op=op)
+        added = self.add_many([(member, score)], op=op, only=only, changed=changed)
         return None if added is None else added == 1
 
-    def add_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], *, op: str = "set") -> int | None:
-        """Apply ``op`` to many ``(member, score)`` pairs in one commit; returns how many members are new."""
-        check_choice(op, OPS, "op")
-        ops = [(op, member, score) for member, score in each_pair(pairs)]
-        results = self._submit(ops)
+    def add_many(
+        self,
+        pairs: Mapping[str, Score] | Iterable[tuple[str, Score]],
+        *,
+        op: str = "set",
+        only: str | None = None,
+        changed: bool = False,
+    ) -> int | None:
+        """Apply ``op`` (as in :meth:`add`) to many ``(member, score)`` pairs in one commit.
+
+        Returns how many members were added (Redis' ``ZADD`` reply), or with
+        ``changed=True`` how many were added or changed score (``ZADD CH``).
+        """
+        how = _ops.code(op, only)
+        if type(changed) is not bool:
+            raise InvalidArgumentError(f"changed must be True or False, got {changed!r:.80}")
+        ops = [(how, member, score) for member, score in each_pair(pairs)]
+        results = self._submit(ops, want_score="changed" if changed else False)
         return None if results is None else sum(1 for new in results if new)
 
-    def incr(self, member: str, delta: Score) -> Score | None:
-        """Add ``delta`` to the member's score (absent members start from 0); returns the new score."""
-        results = self._submit([("incr", check_member(member), check_score(delta))], want_score=True)
+    def incr(self, member: str, delta: Score, *, only: str | None = None, when: str | None = None) -> Score | None:
+        """Add ``delta`` to the member's score (absent members start from 0); returns the new score.
+
+        ``only="new"`` / ``"existing"`` and ``when="gt"`` / ``"lt"`` (the
+        result must be greater / less than the current score) are Redis'
+        ``ZADD INCR`` with NX/XX/GT/LT: when a condition fails nothing
+        changes and it returns ``None``, as Redis answers ``nil``.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.incr("ann", 5), board.incr("ann", -1, when="gt"), board.incr("bob", 1, only="existing")
+        (5, None, None)
+        """
+        how = _ops.code("incr", only, when)
+        results = self._submit([(how, check_member(member), check_score(delta))], want_score=True)
         return None if results is None else results[0]
 
     def remove(self, member: str) -> bool | None:
@@ -560,12 +593,14 @@ class SortedSet:
         if batch.ops:
             batch.results = self._submit(batch.ops, want_score=batch.want_scores)
 
-    def _submit(self, ops: list[tuple[str, str, Any]], want_score: bool | list[bool] = False) -> list[Any] | None:
+    def _submit(
+        self, ops: list[tuple[str, str, Any]], want_score: bool | str | list[bool | str] = False
+    ) -> list[Any] | None:
         """Commit ``ops`` (through group commit), or add them to this thread's open batch."""
         batch = getattr(self._local, "batch", None)
         if batch is not None:
             batch.ops.extend(ops)
-            batch.want_scores.extend([bool(want_score)] * len(ops))
+            batch.want_scores.extend(want_score if isinstance(want_score, list) else [want_score] * len(ops))
             return None
         if not ops:
             return []

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 import mdss
 
+from ._board_cli import board as board_command
 from ._order import check_member, check_score
 
 T = TypeVar("T")
@@ -137,6 +138,9 @@ def cli(ctx: click.Context, store_url: str | None, set_name: str) -> None:
     ctx.call_on_close(lambda: ctx.obj._store is not None and ctx.obj._store.close())
 
 
+cli.add_command(board_command)
+
+
 def _ctx(default_store: str = DEFAULT_STORE) -> Context:
     obj: Context = click.get_current_context().obj
     obj.store_url = obj.store_url or default_store
@@ -150,12 +154,17 @@ def _echo_entries(entries: list[mdss.Entry]) -> None:
 @cli.command()
 @click.argument("member")
 @click.argument("score", type=SCORE)
-@click.option("--op", type=click.Choice(["set", "incr", "best"]), default="set", show_default=True)
-def add(member: str, score: int | float, op: str) -> None:
-    """Set, increase (incr) or improve (best) MEMBER's score."""
+@click.option("--op", type=click.Choice(["set", "incr", "best", "gt", "lt"]), default="set", show_default=True)
+@click.option("--only", type=click.Choice(["new", "existing"]), default=None, help="Redis' NX / XX.")
+def add(member: str, score: int | float, op: str, only: str | None) -> None:
+    """Set, increase (incr), improve (best), raise (gt) or lower (lt) MEMBER's score."""
     board = _ctx().board()
-    new = board.add(member, score, op=op)
-    click.echo(f"{member}: {_score(board.score(member))} ({'new' if new else 'updated'})")  # type: ignore[arg-type]
+    new = board.add(member, score, op=op, only=only)
+    now = board.score(member)
+    if now is None:  # only="existing" kept it out
+        click.echo(f"{member}: absent (not added)")
+        return
+    click.echo(f"{member}: {_score(now)} ({'new' if new else 'updated'})")
 
 
 @cli.command()

@@ -378,13 +378,13 @@ def _page(port: PortServer, s: Any, limit: Any, cursor: Any = None) -> Any:
 
 @op("add", "Set, Member, Score, [Op]")
 def _add(port: PortServer, s: Any, member: Any, score: Any, how: Any = None) -> Any:
-    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best"))
+    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best", "gt", "lt"))
     return port.sorted_set(s).add(_member(member), _score(score), op=how)
 
 
 @op("add_many", "Set, Pairs, [Op]")
 def _add_many(port: PortServer, s: Any, pairs: Any, how: Any = None) -> Any:
-    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best"))
+    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best", "gt", "lt"))
     return port.sorted_set(s).add_many(_pairs(pairs), op=how)
 
 

@@ -1,0 +1,218 @@
+"""``mdss board``: a leaderboard's posts and five views from the command line (``--json`` for scripts).
+
+The board is the global ``--set`` name. Its columns, accumulators and
+best-of fields are stored by the first use: give them once with
+``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; afterwards the
+board opens from what is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+import mdss
+
+from .leaderboard import Leaderboard, RankedRow
+
+
+class _Board:
+    def __init__(self, options: dict[str, Any], as_json: bool) -> None:
+        self.options, self.as_json = options, as_json
+
+    def open(self) -> Leaderboard:
+        ctx = click.get_current_context().find_root().obj
+        ctx.store_url = ctx.store_url or "sqlite:///mdss.db"
+        columns = self.options.pop("columns")
+        if columns is None:
+            return Leaderboard.open(ctx.store, ctx.set_name, **self.options)
+        try:
+            parsed = json.loads(columns)
+        except ValueError as exc:
+            raise mdss.InvalidArgumentError(f"--columns must be JSON: {exc}") from None
+        return Leaderboard(ctx.store, ctx.set_name, columns=parsed, **self.options)
+
+
+def _value(text: str) -> Any:
+    """A field value typed on the command line: int, float, true/false, else the text.
+
+    >>> [_value(t) for t in ("3", "-2.5", "inf", "true", "False", "ann")]
+    [3, -2.5, inf, True, False, 'ann']
+    """
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    return {"true": True, "false": False}.get(lowered, text)
+
+
+def _echo(board: _Board, found: Any) -> None:
+    if board.as_json:
+        click.echo(json.dumps(_plain(found), sort_keys=True))
+    elif isinstance(found, list):
+        click.echo(_table(found))
+    else:
+        click.echo(found)
+
+
+def _plain(found: Any) -> Any:
+    """Rows (named tuples) as JSON objects, everywhere in ``found``."""
+    if isinstance(found, tuple) and hasattr(found, "_asdict"):
+        return {k: _plain(v) for k, v in found._asdict().items()}
+    if isinstance(found, (list, tuple)):
+        return [_plain(v) for v in found]
+    if isinstance(found, dict):
+        return {k: _plain(v) for k, v in found.items()}
+    return found
+
+
+def _table(rows: list[Any]) -> str:
+    if not rows:
+        return "  (no rows)"
+    if not isinstance(rows[0], RankedRow):
+        return "\n".join(map(str, rows))
+    width = max(len(r.owner) for r in rows)
+    lines = [f"  {'rank':>8}  {'owner':<{width}}  values"]
+    lines += [
+        f"  {'-' if r.rank is None else f'{r.rank:,}':>8}  {r.owner:<{width}}  {json.dumps(r.values, sort_keys=True)}"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+@click.group()
+@click.option("--columns", default=None, metavar="JSON", help='A new board\'s columns, e.g. \'{"xp": "desc"}\'.')
+@click.option("--accumulate", default="", metavar="F1,F2", help="A new board's accumulated fields.")
+@click.option("--keep-best", default="", metavar="F=min,G=max", help="A new board's best-of fields.")
+@click.option("--windows", default="all", show_default=True, metavar="K1,K2", help="all, day, week, month.")
+@click.option("--tz", default=None, help="Time zone that cuts the windows (default UTC).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_context
+def board(
+    ctx: click.Context,
+    columns: str | None,
+    accumulate: str,
+    keep_best: str,
+    windows: str,
+    tz: str | None,
+    as_json: bool,
+) -> None:
+    """A leaderboard (named by --set): posts and its five views."""
+    options: dict[str, Any] = {"columns": columns, "windows": [w for w in windows.split(",") if w], "tz": tz}
+    if columns is not None:
+        options["accumulate"] = [f for f in accumulate.split(",") if f]
+        best = {}
+        for item in filter(None, keep_best.split(",")):
+            field, _, how = item.partition("=")
+            best[field] = how
+        options["keep_best"] = best
+    ctx.obj = _Board(options, as_json)
+
+
+def _board() -> tuple[_Board, Leaderboard]:
+    found: _Board = click.get_current_context().obj
+    return found, found.open()
+
+
+_WINDOW = click.option("--window", default=None, help="A kind (current instance) or an instance, e.g. week:2026-W48.")
+_TIES = click.option("--ties", type=click.Choice(["ordinal", "competition"]), default="ordinal", show_default=True)
+
+
+@board.command()
+@click.argument("owner")
+@click.argument("values", nargs=-1, required=True, metavar="FIELD=VALUE...")
+@click.option("--post-id", default=None, help="Makes a retried post a no-op.")
+@click.option("--only", type=click.Choice(["new", "existing"]), default=None)
+def post(owner: str, values: tuple[str, ...], post_id: str | None, only: str | None) -> None:
+    """Post VALUES for OWNER to every window."""
+    parsed = {}
+    for item in values:
+        field, sep, text = item.partition("=")
+        if not sep:
+            raise mdss.InvalidArgumentError(f"values are FIELD=VALUE, got {item!r}")
+        parsed[field] = _value(text)
+    found, lb = _board()
+    _echo(found, lb.post(owner, parsed, post_id=post_id, only=only))
+
+
+@board.command()
+@click.argument("owner")
+@_WINDOW
+def row(owner: str, window: str | None) -> None:
+    """OWNER's row."""
+    found, lb = _board()
+    _echo(found, lb.row(owner, window=window))
+
+
+@board.command()
+@click.argument("owner")
+@_WINDOW
+@_TIES
+def positions(owner: str, window: str | None, ties: str) -> None:
+    """OWNER's rank in every column."""
+    found, lb = _board()
+    _echo(found, lb.positions(owner, window=window, ties=ties))
+
+
+@board.command()
+@click.argument("owner")
+@click.argument("column")
+@click.option("--before", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--after", type=click.IntRange(min=0), default=5, show_default=True)
+@_WINDOW
+@_TIES
+def around(owner: str, column: str, before: int, after: int, window: str | None, ties: str) -> None:
+    """The rows around OWNER's in COLUMN."""
+    found, lb = _board()
+    _echo(found, lb.around(owner, column, before=before, after=after, window=window, ties=ties))
+
+
+@board.command()
+@click.argument("column")
+@click.argument("owners", nargs=-1, required=True)
+@_WINDOW
+@_TIES
+def rows(column: str, owners: tuple[str, ...], window: str | None, ties: str) -> None:
+    """OWNERS' rows ranked by COLUMN (friends)."""
+    found, lb = _board()
+    _echo(found, lb.rows(owners, column, window=window, ties=ties))
+
+
+@board.command()
+@click.argument("column")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--cursor", default=None)
+@_WINDOW
+@_TIES
+def page(column: str, limit: int, cursor: str | None, window: str | None, ties: str) -> None:
+    """A page of COLUMN; prints the next page's cursor."""
+    found, lb = _board()
+    result = lb.page(column, limit=limit, cursor=cursor, window=window, ties=ties)
+    if found.as_json:
+        _echo(found, {"rows": result.rows, "cursor": result.cursor})
+        return
+    _echo(found, result.rows)
+    click.echo(f"next: {result.cursor}" if result.cursor else "(last page)")
+
+
+@board.command()
+@click.argument("column")
+@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
+@_WINDOW
+@_TIES
+def top(column: str, count: int, window: str | None, ties: str) -> None:
+    """The best rows of COLUMN."""
+    found, lb = _board()
+    _echo(found, lb.top(column, count, window=window, ties=ties))
+
+
+@board.command()
+@click.argument("kind", required=False)
+def windows(kind: str | None) -> None:
+    """The window instances that hold posts (of KIND)."""
+    found, lb = _board()
+    _echo(found, lb.windows(kind))
