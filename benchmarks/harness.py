@@ -452,23 +452,21 @@ def report(result: dict[str, Any]) -> Iterator[str]:
             if mine.get(key) and result[s].get(key):
                 ratios.append(f"{label} {mine[key] / result[s][key]:.2f}x")
         yield f"mdss / {s}: " + ", ".join(ratios)
-    full = [
-        f"{what} {mine[f'{what}_full_log_p50_us'] / mine[f'{what}_merged_p50_us']:.2f}x"
-        for what in READS
-        if mine.get(f"{what}_full_log_p50_us") and mine.get(f"{what}_merged_p50_us")
-    ]
+    full = _regime_ratios(mine, "full_log")
     if full:
-        yield f"mdss, full log ({mine['log_limit'] - 1:,} entries) / just merged, side by side: " + ", ".join(full)
-    writer = [
-        f"{what} {mine[f'{what}_with_writer_p50_us'] / mine[f'{what}_merged_p50_us']:.2f}x"
-        for what in READS
-        if mine.get(f"{what}_with_writer_p50_us") and mine.get(f"{what}_merged_p50_us")
-    ]
+        yield f"mdss, full log ({mine['log_limit'] - 1:,} entries) / just merged, side by side: {full}"
+    writer = _regime_ratios(mine, "with_writer")
     if writer:
-        yield (
-            f"mdss, one concurrent writer ({mine['writer_update_per_s']:,.0f} upd/s, merging) / no writer: "
-            + ", ".join(writer)
-        )
+        yield f"mdss, one concurrent writer ({mine['writer_update_per_s']:,.0f} upd/s, merging) / no writer: {writer}"
+
+
+def _regime_ratios(mine: dict[str, Any], regime: str) -> str:
+    """Rank, page and around p50 in ``regime`` over the same reads just after a merge, alone."""
+    return ", ".join(
+        f"{what} {mine[f'{what}_{regime}_p50_us'] / mine[f'{what}_merged_p50_us']:.2f}x"
+        for what in READS
+        if mine.get(f"{what}_{regime}_p50_us") and mine.get(f"{what}_merged_p50_us")
+    )
 
 
 def single_redis(url: str) -> bool:
