@@ -1,0 +1,457 @@
+"""Adversarial fault tests of the update log: appends, segments, log manifests, merges and gc.
+
+The promise (issue: the update log): kill -9 at any point, or a failed or ambiguous store call at any point
+of an append or a merge, leaves every acknowledged write readable and ``check()`` clean; the gc protocol
+covers segments, log manifests and merge nodes.
+
+Two layers, like ``test_adversarial.py`` (whose ``Scripted`` store and model transforms they reuse), but with
+the update log on (``test_adversarial.py`` pins ``log_limit=0``):
+
+1. An exhaustive enumerator: small scenarios (chunk size 2-4, ``log_limit`` 1-3, and logs of big entries
+   that seal segments and roll them into log manifests) x every operation (an append, an append that merges,
+   a direct commit, an append that seals a segment, one that rolls segments into a manifest, ``merge()``,
+   ``gc()`` with and without sweep) x every event mode (fail before the call, fail after it: a lost reply,
+   pause: another object's operation runs in between, kill -9 before or after the call: the object is
+   abandoned) x another process's operation (an append, an increment, a merge, gc, a sweep) x every store
+   call of the operation. Each case is judged: the content is one a linearisation allows, a write that
+   returned is in with its result, a write that raised is fully in or fully out (a plain
+   ``StoreUnavailableError``: out), every read path (score, scores, rank, range, page, around, count,
+   range_by_score) agrees with the model through a fresh object and through the objects that took part,
+   ``check()`` is clean, the head names no missing node; then the set takes writes and merges again, and
+   gc with grace 0 and a sweep leaves nothing unreferenced and nothing the head names missing.
+2. A Hypothesis state machine: several ``SortedSet`` objects (``log_limit`` 1, 2, 3 and 40; tiny chunks;
+   gc_grace 0 and one of an "ended process" that never deletes) on one memory store; appends, big appends
+   that seal segments, merges, gc, reads, time passing, and events (failures, lost replies, other objects'
+   operations, kills) armed at upcoming store calls; model-checked after every step.
+
+The merge lease is on the clock of ``mdss._writer``; these tests run it on a virtual clock that a merger
+waiting for a lease moves on (no real 10 s waits), and that moves past a killed merger's lease.
+``MDSS_LOG_FAULTS=full`` enumerates every (mode, meanwhile) pair; the default runs a reduced cross product
+(every operation, mode and store call, fewer meanwhile actions per kill mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from readable import readable_keys
+from test_adversarial import (
+    T_IDENTITY,
+    Scripted,
+    Transform,
+    allowed,
+    frozen,
+    t_add,
+    t_add_many,
+    t_incr,
+    t_remove_many,
+)
+
+import mdss
+import mdss._log
+import mdss._merge
+import mdss._retry
+import mdss._writer
+from mdss.stores.memory import MemoryStore
+
+NAME = "lb"
+FULL = os.environ.get("MDSS_LOG_FAULTS", "") == "full"
+
+#: What the runs did (events fired, outcomes, lease waits): printed by MDSS_LOG_FAULTS_STATS=1.
+STATS: Counter[str] = Counter()
+
+
+# -- a virtual clock for merge leases -------------------------------------------------------------------
+
+
+class Clock:
+    """The wall clock of ``mdss._writer`` (node ids, merge leases) as real time plus an offset; a merger
+    waiting for a lease (``mdss._merge``'s ``time.sleep``) moves it on instead of sleeping."""
+
+    offset = 0.0
+    waited = 0.0  # virtual seconds mergers waited for a lease
+
+    @classmethod
+    def now(cls) -> float:
+        return time.time() + cls.offset
+
+    @classmethod
+    def sleep(cls, seconds: float) -> None:
+        cls.offset += 2.0
+        cls.waited += 2.0
+
+    @classmethod
+    def lapse(cls) -> None:
+        """Time passes beyond any merge lease (a killed merger's claim expires)."""
+        cls.offset += mdss._log.CLAIM_MS / 1000 + 1
+
+
+class _MergeTime:
+    sleep = staticmethod(Clock.sleep)
+    monotonic = staticmethod(time.monotonic)
+
+
+@pytest.fixture(autouse=True)
+def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mdss._writer, "clock", Clock.now)
+    monkeypatch.setattr(mdss._merge, "time", _MergeTime)
+    # No backoff between retries: the cases run one thread, and a rival's waits are virtual.
+    monkeypatch.setattr(mdss._retry.Backoff, "delay", lambda self, attempt, latency=0.0: 0.0)
+    Clock.offset = Clock.waited = 0.0
+
+
+# -- a store with failures, pauses and kills --------------------------------------------------------------
+
+
+class Killed(BaseException):
+    """kill -9: the process stops inside a store call (no mdss handler sees it: the object is abandoned)."""
+
+
+class Faults(Scripted):
+    """``Scripted`` plus two modes: ``kill`` (the process dies before the call reaches the store) and
+    ``kill-after`` (the call is performed, the process dies before it sees the reply); ``action`` runs in
+    between, as another process's operation."""
+
+    def _call(self, name: str, *args: Any) -> Any:
+        self.count += 1
+        self.seen[name] = self.seen.get(name, 0) + 1
+        event = self.events.pop(self.count, None) or self.by_name.pop((name, self.seen[name]), None)
+        if event is None:
+            return getattr(self.inner, name)(*args)
+        mode, action = event
+        self.fired.append((self.count, name, mode))
+        if mode in ("after", "kill-after"):
+            getattr(self.inner, name)(*args)
+        if action is not None:
+            action()
+        if mode == "pause":
+            return getattr(self.inner, name)(*args)
+        if mode.startswith("kill"):
+            raise Killed(f"killed {mode} call {self.count} ({name})")
+        raise mdss.StoreUnavailableError(f"injected failure {mode} call {self.count} ({name})")
+
+
+def clone(store: MemoryStore) -> MemoryStore:
+    """A copy of a memory store's content (versions kept), to run many cases from one prepared state."""
+    copy = MemoryStore(namespace=store.namespace)
+    with store._lock:
+        copy._data = {key: dict(values) for key, values in store._data.items()}
+        top = max((dot for values in store._data.values() for dot in values), default=0)
+    copy._dots = iter(range(top + 1, 1 << 62))  # type: ignore[assignment]
+    return copy
+
+
+# -- judging: the content, every read path, the store's garbage -----------------------------------------------
+
+
+def sorted_pairs(state: dict[str, Any], order: str) -> list[tuple[str, Any]]:
+    return sorted(state.items(), key=lambda kv: (-kv[1] if order == "desc" else kv[1], kv[0]))
+
+
+def content(store: mdss.Store) -> dict[str, Any]:
+    return {e.member: e.score for e in mdss.SortedSet(store, NAME, cache_bytes=0)}
+
+
+def assert_sound(store: mdss.Store, where: str = "") -> dict[str, Any]:
+    """check() finds nothing, every node the head names (trees, segments, log manifest) is stored; the
+    content."""
+    reader = mdss.SortedSet(store, NAME, cache_bytes=0)
+    problems = reader.check()
+    assert problems == [], f"{where}: {problems}"
+    keys = reader.node_keys()
+    missing = [k for k, v in zip(keys, store.get_many(keys)) if v is None]
+    assert missing == [], f"{where}: the head names missing nodes {missing}"
+    return content(store)
+
+
+def assert_reads(sset: mdss.SortedSet, state: dict[str, Any], where: str, sample: int = 4) -> None:
+    """Every read path of ``sset`` answers as the model ``state`` does."""
+    want = sorted_pairs(state, sset.order)
+    n = len(want)
+    where = f"{where} (reading through {sset!r})"
+    assert len(sset) == n, where
+    assert [(e.member, e.score) for e in sset.range(0, n + 2)] == want, where
+    paged: list[tuple[str, Any]] = []
+    cursor = None
+    while True:
+        page = sset.page(3, cursor)
+        paged.extend((e.member, e.score) for e in page.entries)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert paged == want, f"{where}: paged"
+    probes = [m for m, _ in want] + ["absent", "n1"]
+    assert sset.scores(probes) == [state.get(m) for m in probes], where
+    ranks = {m: i + 1 for i, (m, _) in enumerate(want)}
+    step = max(n // sample, 1)
+    for i in range(0, n, step):
+        m = want[i][0]
+        assert sset.score(m) == state[m], f"{where}: score({m})"
+        assert sset.rank(m) == ranks[m], f"{where}: rank({m})"
+        around = [(e.member, e.score) for e in sset.around(m, 2, 2)]
+        assert around == want[max(i - 2, 0) : i + 3], f"{where}: around({m})"
+    assert sset.rank("absent") is None and sset.around("absent") == [], where
+    if want:
+        scores = sorted({s for _, s in want}, reverse=sset.order == "desc")
+        best, worst = scores[0], scores[len(scores) // 2]
+        inside = [(m, s) for m, s in want if (worst <= s <= best if sset.order == "desc" else best <= s <= worst)]
+        assert sset.count(best, worst) == len(inside), f"{where}: count"
+        assert [(e.member, e.score) for e in sset.range_by_score(best, worst)] == inside, f"{where}: by score"
+
+
+def stored_nodes(store: mdss.Store, sset: mdss.SortedSet) -> list[str]:
+    return readable_keys(store, sset._keys.nodes)
+
+
+def assert_collected(store: mdss.Store, chunk: int, where: str) -> None:
+    """After gc with grace 0 and a sweep (twice: a commit between, so the epoch moves): only what the head
+    names is stored, and no garbage note."""
+    collector = mdss.SortedSet(store, NAME, gc_grace=0, log_limit=0)
+    collector.add("zz-gc", 1)
+    collector.gc(wait=False, sweep=True)
+    collector.remove("zz-gc")
+    collector.gc(wait=False, sweep=True)
+    assert collector.unreferenced() == [], where
+    assert stored_nodes(store, collector) == collector.node_keys(), where
+    assert readable_keys(store, collector._keys.notes) == [], where
+
+
+# -- the scenarios -----------------------------------------------------------------------------------------
+
+
+def big(name: str) -> str:
+    """A member of 250 bytes: three entries fit the head inline (INLINE_BYTES), a fourth seals them."""
+    return f"{name}-".ljust(250, "x")
+
+
+def initial() -> dict[str, int]:
+    return {f"p{i}": i for i in range(10)}
+
+
+Op = tuple[Callable[[mdss.SortedSet], Any], Transform, bool]  # (run it, its effect, whether its result is judged)
+
+
+class Scenario:
+    """A prepared state (made once, cloned per case) and the operations that run on it."""
+
+    def __init__(self, label: str, chunk: int, limit: int, log: int = 0, sealed: int = 0, pending: int = 0):
+        self.label, self.chunk, self.limit = label, chunk, limit
+        self.log, self.sealed, self.pending = log, sealed, pending
+        self._store: MemoryStore | None = None
+
+    def __repr__(self) -> str:
+        return self.label
+
+    @property
+    def bigs(self) -> bool:
+        return bool(self.sealed or self.pending)
+
+    def prepare(self) -> MemoryStore:
+        """The tree of ``initial()`` with noted commits of an ended process (gc_grace 3600), then a log of
+        ``log`` small entries, ``sealed`` segments of four big entries and ``pending`` big inline entries."""
+        store = MemoryStore()
+        ended = mdss.SortedSet(store, NAME, chunk_size=self.chunk, gc_grace=3600, log_limit=0)
+        ended.add_many(initial())
+        for i in range(3):
+            ended.add(f"p{i}", 100 + i)
+        logger = mdss.SortedSet(store, NAME, gc_grace=3600, log_limit=1000)
+        for i in range(self.log):
+            logger.incr(f"p{3 + i}", 1)
+        for s in range(self.sealed):
+            logger.add_many({big(f"s{s}.{j}"): 10 * s + j for j in range(4)})
+        for j in range(self.pending):
+            logger.add(big(f"q{j}"), 50 + j)
+        log = logger._snapshot().head.log
+        assert len(log) == self.log + 4 * self.sealed + self.pending, log
+        assert len(mdss._log.segments(logger, log)) == self.sealed
+        return store
+
+    def fresh(self) -> MemoryStore:
+        if self._store is None:
+            self._store = self.prepare()
+            self.start = content(self._store)
+        return clone(self._store)
+
+    def open(self, store: mdss.Store, grace: float = 0.0) -> mdss.SortedSet:
+        return mdss.SortedSet(store, NAME, chunk_size=self.chunk, gc_grace=grace, log_limit=self.limit)
+
+    def operations(self) -> dict[str, Op]:
+        limit = self.limit
+        direct = {f"d{i}": 20 + i for i in range(max(limit, 1))}
+        ops: dict[str, Op] = {
+            "add": (lambda s: s.add("n1", 45), t_add("n1", 45), True),
+            "incr": (lambda s: s.incr("p3", 10), t_incr("p3", 10), True),
+            "remove": (lambda s: s.remove_many(["p4"]), t_remove_many(["p4"]), True),
+            "direct": (lambda s: s.add_many(direct), t_add_many(direct), True),
+            "merge": (lambda s: s.merge(), T_IDENTITY, False),
+            "gc": (lambda s: s.gc(wait=False), T_IDENTITY, False),
+            "sweep": (lambda s: s.gc(wait=False, sweep=True), T_IDENTITY, False),
+        }
+        if self.bigs:
+            seal = {big("n2"): 46}
+            ops = {k: ops[k] for k in ("add", "merge", "gc", "sweep")}
+            ops["seal"] = (lambda s: s.add_many(seal), t_add_many(seal), True)
+        return ops
+
+    def meanwhiles(self, store: mdss.Store) -> dict[str, tuple[Callable[[], Any], Transform]]:
+        """Another process's operation, on objects of its own: name -> (run it, its effect)."""
+        rival = self.open(store)
+        ended = self.open(store, grace=3600)
+        direct = {f"e{i}": 30 + i for i in range(max(self.limit, 1))}
+        if self.bigs:  # four big entries: the rival seals a segment (and rolls segments into a manifest)
+            pairs = {big(f"r{j}"): 60 + j for j in range(4)}
+            append: tuple[Callable[[], Any], Transform] = (lambda: rival.add_many(pairs), t_add_many(pairs))
+        else:
+            append = (lambda: rival.add("zz", 99), t_add("zz", 99))
+        return {
+            "none": (lambda: None, T_IDENTITY),
+            "append": append,
+            "incr": (lambda: ended.incr("p3", 1000), t_incr("p3", 1000)),
+            "merge": (lambda: rival.merge(), T_IDENTITY),
+            # 17 appends: the op's nonce scrolls out of the head's recent ones (the log tells its fate).
+            "burst": (lambda: [ended.incr("p7", 1) for _ in range(17)], t_incr("p7", 17)),
+            # A batch of the log limit's size or more: straight into the trees, with the whole log.
+            "direct": (lambda: rival.add_many(direct), t_add_many(direct)),
+            "gc": (lambda: rival.gc(wait=False), T_IDENTITY),
+            "sweep": (lambda: rival.gc(wait=False, sweep=True), T_IDENTITY),
+        }
+
+
+SCENARIOS = [
+    # log_limit 1 with 3 entries logged: an append first helps merge (the log is at twice its limit).
+    Scenario("c2-limit1-log3", chunk=2, limit=1, log=3),
+    # log_limit 2 with 1 entry: an append reaches the limit and merges in the same call.
+    Scenario("c3-limit2-log1", chunk=3, limit=2, log=1),
+    # log_limit 3 with 1 entry: a plain append; an add_many of 3 is a direct commit.
+    Scenario("c4-limit3-log1", chunk=4, limit=3, log=1),
+    # Three big entries inline, one segment: the next append seals them (with a fourth) into a second one.
+    Scenario("c3-seal", chunk=3, limit=40, sealed=1, pending=3),
+    # Eight segments named by the head, three big entries inline: the next append's segment is the ninth,
+    # and all of them move to a new log manifest.
+    Scenario("c4-roll", chunk=4, limit=60, sealed=8, pending=3),
+    # A log manifest and eight segments: the next one rolls them into a manifest replacing the old one.
+    Scenario("c4-reroll", chunk=4, limit=100, sealed=17, pending=3),
+]
+
+MODES = ("before", "after", "pause", "kill", "kill-after")
+MEANWHILES = ("none", "append", "incr", "merge", "burst", "direct", "gc", "sweep")
+
+
+def combos(mode: str, k: int) -> list[str]:
+    """The meanwhile actions run at call ``k`` in ``mode``: all of them with MDSS_LOG_FAULTS=full; by
+    default one per call, in rotation (every call and every action, not every pair)."""
+    actions = [m for m in MEANWHILES if not (mode == "pause" and m == "none")]
+    return actions if FULL else [actions[k % len(actions)]]
+
+
+_calls: dict[tuple[str, str], int] = {}
+
+
+def count_calls(scenario: Scenario, op: str) -> int:
+    if (scenario.label, op) not in _calls:
+        counting = Faults(scenario.fresh())
+        scenario.operations()[op][0](scenario.open(counting))
+        _calls[(scenario.label, op)] = counting.count
+    return _calls[(scenario.label, op)]
+
+
+def run_case(scenario: Scenario, op: str, mode: str, meanwhile: str, k: int) -> None:
+    """``op`` with event ``mode`` at its ``k``-th store call, ``meanwhile`` running there: judged."""
+    store = scenario.fresh()
+    start = scenario.start
+    run, mine, comparable = scenario.operations()[op]
+    action, theirs = scenario.meanwhiles(store)[meanwhile]
+    faults = Faults(store)
+    board = scenario.open(faults)
+    done: list[bool] = []
+
+    def other() -> None:
+        action()
+        done.append(True)
+
+    faults.at(k, mode, other)
+    killed = False
+    waited = Clock.waited
+    try:
+        result, raised = run(board), None
+    except mdss.StoreUnavailableError as exc:  # OutcomeUnknownError included
+        result, raised = None, exc
+    except mdss.ConflictError as exc:
+        result, raised = None, exc
+    except Killed as exc:
+        result, raised, killed = None, exc, True
+    faults.clear()
+    where = f"{scenario} {op} with {mode} at call {k} ({faults.fired}), meanwhile {meanwhile}, raised {raised!r}"
+    STATS[f"outcome {type(raised).__name__ if raised else 'ok'}"] += 1
+    if Clock.waited > waited:
+        STATS[f"lease wait in {op} with {mode} beside {meanwhile}"] += 1
+    assert not isinstance(raised, mdss.ConflictError), f"{where}: gave up"
+    found = assert_sound(store, where)
+    states = allowed(start, mine, [theirs] if done else [], may_skip=raised is not None)
+    if isinstance(raised, mdss.StoreUnavailableError) and not isinstance(raised, mdss.OutcomeUnknownError):
+        if mine is not T_IDENTITY:  # a plain failure of a write: it did not land
+            states = {s: r for s, r in states.items() if "skipped" in r}
+    assert frozen(found) in states, f"{where}: {found} is none of {list(states)}"
+    if raised is None and comparable:
+        assert result in states[frozen(found)], f"{where}: returned {result!r}, expected {states[frozen(found)]}"
+    # Every read path, through a fresh object and the objects that took part (their overlays and caches).
+    readers = [mdss.SortedSet(store, NAME, cache_bytes=0), scenario.open(store)]
+    if not killed:
+        readers.append(board)
+    for reader in readers:
+        assert_reads(reader, found, where)
+    if killed:
+        Clock.lapse()  # a killed merger's claim runs out
+    # Without failures, the garbage is noted: gc alone, with no listing, leaves nothing unreferenced.
+    if mode == "pause" and op not in ("sweep",) and meanwhile not in ("sweep",):
+        collector = mdss.SortedSet(store, NAME, gc_grace=0)
+        collector.gc(wait=False)
+        assert collector.unreferenced() == [], f"{where}: gc() left noted garbage"
+    # The set goes on: the object that failed (unless killed) and a fresh one write, append and merge.
+    writer = board if not killed else scenario.open(store)
+    if writer.add("after", 1) is not True:
+        raise AssertionError(f"{where}: a write after it was refused")
+    more = {**found, "after": 1}
+    merger = scenario.open(store)
+    if not merger.merge() and len(merger._snapshot().head.log):
+        STATS[f"merge skipped, a claim holds: {op} with {mode} beside {meanwhile}"] += 1
+    assert_reads(writer, more, where)
+    assert_collected(store, scenario.chunk, where)
+    assert assert_sound(store, where) == more, where
+    assert_reads(mdss.SortedSet(store, NAME, cache_bytes=0), more, where, sample=2)
+
+
+CASES = [
+    pytest.param(scenario, op, mode, id=f"{scenario}-{op}-{mode}")
+    for scenario in SCENARIOS
+    for op in scenario.operations()
+    for mode in MODES
+]
+
+
+@pytest.mark.parametrize(("scenario", "op", "mode"), CASES)
+def test_every_store_call_of_appends_and_merges(scenario: Scenario, op: str, mode: str) -> None:
+    """An event at every store call of an operation (and one past its last), each beside another
+    process's operation."""
+    n = count_calls(scenario, op)
+    for k in range(1, n + 2):
+        for meanwhile in combos(mode, k):
+            STATS[f"case {mode}"] += 1
+            run_case(scenario, op, mode, meanwhile, k)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def print_stats():
+    STATS.clear()
+    yield
+    if os.environ.get("MDSS_LOG_FAULTS_STATS"):
+        print("\n" + "\n".join(f"{n:8d} {what}" for what, n in sorted(STATS.items())))
