@@ -694,3 +694,25 @@ def test_an_append_whose_fate_is_read_from_a_log_merged_meanwhile_is_not_applied
         assert board.incr("p3", 10) == 13
     assert [name for _, name, _ in faults.fired] == ["_cas", "_get_many"]
     assert assert_sound(store)["p3"] == 13
+
+
+def test_a_merge_claim_whose_reply_was_lost_is_recognised_after_appends() -> None:
+    """merge() claims the log; the reply is lost and another process appends meanwhile (appends carry the
+    claim on). _claim compared the head's bytes with its own, found them changed and gave the claim up; the
+    next attempt saw a claim that holds (its own) and merge() returned False: the log stayed claimed by
+    nobody for the lease (10 s), and every writer that found the log at twice its limit waited for it. Now
+    the claim is recognised by its nonce: the merge goes on from the head that carries it."""
+    store = MemoryStore()
+    mdss.SortedSet(store, NAME, chunk_size=2, log_limit=0).add_many(initial())
+    mdss.SortedSet(store, NAME, log_limit=100).incr("p1", 1)
+    rival = mdss.SortedSet(store, NAME, log_limit=100)
+    board = mdss.SortedSet(Faults(store).on("_cas", 1, "after", lambda: rival.add("zz", 9)), NAME, log_limit=100)
+    assert board.merge() is True
+    head = board._snapshot().head
+    assert len(head.log) == 0 and head.log.claim is None
+    waited = Clock.waited
+    writer = mdss.SortedSet(store, NAME, log_limit=1)
+    writer.add("a", 1)
+    writer.add("b", 2)
+    assert Clock.waited == waited  # no lease to wait out
+    assert assert_sound(store) == {**initial(), "p1": 2, "zz": 9, "a": 1, "b": 2}
