@@ -26,8 +26,8 @@ the update log on (``test_adversarial.py`` pins ``log_limit=0``):
 
 The merge lease is on the clock of ``mdss._writer``; these tests run it on a virtual clock that a merger
 waiting for a lease moves on (no real 10 s waits), and that moves past a killed merger's lease.
-``MDSS_LOG_FAULTS=full`` enumerates every (mode, meanwhile) pair; the default runs a reduced cross product
-(every operation, mode and store call, fewer meanwhile actions per kill mode).
+``MDSS_LOG_FAULTS=full`` (or ``HYPOTHESIS_PROFILE=deep``) enumerates every (mode, meanwhile) pair at every
+call; the default runs every operation, mode and store call with the meanwhile actions in rotation.
 """
 
 from __future__ import annotations
@@ -42,7 +42,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from readable import readable_keys
 from test_adversarial import (
     T_IDENTITY,
@@ -64,7 +71,9 @@ import mdss._writer
 from mdss.stores.memory import MemoryStore
 
 NAME = "lb"
-FULL = os.environ.get("MDSS_LOG_FAULTS", "") == "full"
+#: Every (mode, meanwhile) pair at every call (about 20,000 cases, 15-20 min): MDSS_LOG_FAULTS=full, or the deep
+#: Hypothesis profile (which also runs the state machine long).
+FULL = os.environ.get("MDSS_LOG_FAULTS", "") == "full" or os.environ.get("HYPOTHESIS_PROFILE") == "deep"
 
 #: What the runs did (events fired, outcomes, lease waits): printed by MDSS_LOG_FAULTS_STATS=1.
 STATS: Counter[str] = Counter()
@@ -122,22 +131,20 @@ class Faults(Scripted):
     between, as another process's operation."""
 
     def _call(self, name: str, *args: Any) -> Any:
-        self.count += 1
-        self.seen[name] = self.seen.get(name, 0) + 1
-        event = self.events.pop(self.count, None) or self.by_name.pop((name, self.seen[name]), None)
-        if event is None:
-            return getattr(self.inner, name)(*args)
+        n, nth = self.count + 1, self.seen.get(name, 0) + 1
+        event = self.events.get(n) or self.by_name.get((name, nth))
+        if event is None or not event[0].startswith("kill"):
+            return super()._call(name, *args)
+        self.count, self.seen[name] = n, nth
+        if self.events.pop(n, None) is None:
+            del self.by_name[(name, nth)]
         mode, action = event
-        self.fired.append((self.count, name, mode))
-        if mode in ("after", "kill-after"):
+        self.fired.append((n, name, mode))
+        if mode == "kill-after":
             getattr(self.inner, name)(*args)
         if action is not None:
             action()
-        if mode == "pause":
-            return getattr(self.inner, name)(*args)
-        if mode.startswith("kill"):
-            raise Killed(f"killed {mode} call {self.count} ({name})")
-        raise mdss.StoreUnavailableError(f"injected failure {mode} call {self.count} ({name})")
+        raise Killed(f"killed {mode} call {n} ({name})")
 
 
 def clone(store: MemoryStore) -> MemoryStore:
@@ -206,6 +213,18 @@ def assert_reads(sset: mdss.SortedSet, state: dict[str, Any], where: str, sample
         inside = [(m, s) for m, s in want if (worst <= s <= best if sset.order == "desc" else best <= s <= worst)]
         assert sset.count(best, worst) == len(inside), f"{where}: count"
         assert [(e.member, e.score) for e in sset.range_by_score(best, worst)] == inside, f"{where}: by score"
+
+
+def outcomes(start: dict[str, Any], mine: Transform, others: list[Transform], raised: BaseException | None) -> dict:
+    """The final states a linearisation allows (``test_adversarial.allowed``), each with what ``mine`` may
+    have returned. A write that raised may be in or out; one that raised a plain StoreUnavailableError (not
+    OutcomeUnknownError) is out: mdss says OutcomeUnknownError whenever a write may have landed (stronger
+    than StoreUnavailableError's documented "may or may not", and what a caller retrying an incr needs)."""
+    states = allowed(start, mine, others, may_skip=raised is not None)
+    plain = isinstance(raised, mdss.StoreUnavailableError) and not isinstance(raised, mdss.OutcomeUnknownError)
+    if plain and mine is not T_IDENTITY:
+        states = {s: r for s, r in states.items() if "skipped" in r}
+    return states
 
 
 def stored_nodes(store: mdss.Store, sset: mdss.SortedSet) -> list[str]:
@@ -306,6 +325,7 @@ class Scenario:
         """Another process's operation, on objects of its own: name -> (run it, its effect)."""
         rival = self.open(store)
         ended = self.open(store, grace=3600)
+        self.rivals = [rival, ended]  # the objects that took part, read through after the case
         direct = {f"e{i}": 30 + i for i in range(max(self.limit, 1))}
         if self.bigs:  # four big entries: the rival seals a segment (and rolls segments into a manifest)
             pairs = {big(f"r{j}"): 60 + j for j in range(4)}
@@ -396,17 +416,13 @@ def run_case(scenario: Scenario, op: str, mode: str, meanwhile: str, k: int) -> 
         STATS[f"lease wait in {op} with {mode} beside {meanwhile}"] += 1
     assert not isinstance(raised, mdss.ConflictError), f"{where}: gave up"
     found = assert_sound(store, where)
-    states = allowed(start, mine, [theirs] if done else [], may_skip=raised is not None)
-    if isinstance(raised, mdss.StoreUnavailableError) and not isinstance(raised, mdss.OutcomeUnknownError):
-        if mine is not T_IDENTITY:  # a plain failure of a write: it did not land
-            states = {s: r for s, r in states.items() if "skipped" in r}
+    states = outcomes(start, mine, [theirs] if done else [], raised)
     assert frozen(found) in states, f"{where}: {found} is none of {list(states)}"
     if raised is None and comparable:
         assert result in states[frozen(found)], f"{where}: returned {result!r}, expected {states[frozen(found)]}"
-    # Every read path, through a fresh object and the objects that took part (their overlays and caches).
-    readers = [mdss.SortedSet(store, NAME, cache_bytes=0), scenario.open(store)]
-    if not killed:
-        readers.append(board)
+    # Every read path, through a fresh object and the objects that took part (their overlays and caches:
+    # the rivals as they were left by the operation they ran, the object that failed unless it was killed).
+    readers = [mdss.SortedSet(store, NAME, cache_bytes=0)] + scenario.rivals * bool(done) + [board] * (not killed)
     for reader in readers:
         assert_reads(reader, found, where)
     if killed:
@@ -427,7 +443,6 @@ def run_case(scenario: Scenario, op: str, mode: str, meanwhile: str, k: int) -> 
     assert_reads(writer, more, where)
     assert_collected(store, scenario.chunk, where)
     assert assert_sound(store, where) == more, where
-    assert_reads(mdss.SortedSet(store, NAME, cache_bytes=0), more, where, sample=2)
 
 
 CASES = [
@@ -516,23 +531,21 @@ class LogInterleavings(RuleBasedStateMachine):
     def meanwhile(self, kind: str, rival: int, member: str, value: int) -> Callable[[], None]:
         who = self.rivals[rival]
 
+        pairs = {m: value for m in MEMBERS if len(m) > 10}  # the big ones: the rival seals a segment
+        actions: dict[str, tuple[Callable[[], Any], Transform | None]] = {
+            "add": (lambda: who.add(member, value), t_add(member, value)),
+            "incr": (lambda: who.incr(member, value), t_incr(member, value)),
+            "seal": (lambda: who.add_many(pairs), t_add_many(pairs)),
+            "merge": (who.merge, None),
+            "gc": (lambda: who.gc(wait=False), None),
+            "sweep": (lambda: who.gc(wait=False, sweep=True), None),
+        }
+        act, effect = actions[kind]
+
         def run() -> None:
-            if kind == "add":
-                who.add(member, value)
-                self.fired.append(t_add(member, value))
-            elif kind == "incr":
-                who.incr(member, value)
-                self.fired.append(t_incr(member, value))
-            elif kind == "seal":
-                pairs = {m: value for m in MEMBERS if len(m) > 10}
-                who.add_many(pairs)
-                self.fired.append(t_add_many(pairs))
-            elif kind == "merge":
-                who.merge()
-            elif kind == "gc":
-                who.gc(wait=False)
-            elif kind == "sweep":
-                who.gc(wait=False, sweep=True)
+            act()
+            if effect is not None:
+                self.fired.append(effect)
 
         return run
 
@@ -574,10 +587,7 @@ class LogInterleavings(RuleBasedStateMachine):
             p.restart()
         assert not isinstance(raised, mdss.ConflictError), f"{where}: gave up"
         found = assert_sound(self.store, where)
-        states = allowed(start, mine, list(self.fired), may_skip=raised is not None)
-        if isinstance(raised, mdss.StoreUnavailableError) and not isinstance(raised, mdss.OutcomeUnknownError):
-            if mine is not T_IDENTITY:
-                states = {s: r for s, r in states.items() if "skipped" in r}
+        states = outcomes(start, mine, list(self.fired), raised)
         assert frozen(found) in states, f"{where}: found {found}, allowed {list(states)}"
         if raised is None and mine is not T_IDENTITY:
             assert result in states[frozen(found)], f"{where}: returned {result!r}, allowed {states[frozen(found)]}"
