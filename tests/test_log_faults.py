@@ -537,6 +537,10 @@ class LogInterleavings(RuleBasedStateMachine):
             "incr": (lambda: who.incr(member, value), t_incr(member, value)),
             "seal": (lambda: who.add_many(pairs), t_add_many(pairs)),
             "merge": (who.merge, None),
+            # 17 commits: a lost reply's nonce scrolls out of the head's recent ones (the log tells its fate).
+            "burst": (lambda: [who.incr(member, 1) for _ in range(17)], t_incr(member, 17)),
+            # A batch as long as the log limit: straight into the trees with the whole log (log_limit 1: 2).
+            "direct": (lambda: who.add_many({"ann": value, "bob": value}), t_add_many({"ann": value, "bob": value})),
             "gc": (lambda: who.gc(wait=False), None),
             "sweep": (lambda: who.gc(wait=False, sweep=True), None),
         }
@@ -557,7 +561,7 @@ class LogInterleavings(RuleBasedStateMachine):
         proc=st.integers(0, len(LIMITS)),
         k=st.integers(1, 4) | st.integers(5, 16),
         mode=st.sampled_from(MODES),
-        kind=st.sampled_from(["none", "add", "incr", "seal", "merge", "gc", "sweep"]),
+        kind=st.sampled_from(["none", "add", "incr", "seal", "merge", "burst", "direct", "gc", "sweep"]),
         rival=st.integers(0, 1),
         member=members,
         value=small,
