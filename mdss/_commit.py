@@ -279,7 +279,12 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> tuple
             ) from ambiguous
         fate = now.fate(nonce, snap.head.gen)
         if fate == UNKNOWN and len(head.log) and head.log.base == snap.head.log.base:
-            fate = _log.fate(sset, now.log, head.log.seq - 1, nonce)  # an append: its last entry tells
+            try:
+                fate = _log.fate(sset, now.log, head.log.seq - 1, nonce)  # an append: its last entry tells
+            except (MissingNodeError, StoreUnavailableError):
+                # The log moved on since that head was read (a merge or a new log manifest, the old segments
+                # collected), or the read failed: read the head again. Never a rebase: it may have landed.
+                continue
         if fate == LANDED:
             return (None,)
         if fate == LOST:

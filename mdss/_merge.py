@@ -125,8 +125,13 @@ def _claim(sset: SortedSet, snap: Snapshot) -> Snapshot | None:
         return None  # another writer moved the head
     except StoreUnavailableError:  # the reply was lost: the claim is ours if the head holds it
         record = sset.store.get(sset._keys.head)
-        if record is None or record.value != data:
+        if record is None:
             return None
+        if record.value != data:  # appends since carry the claim on: ours if the head names its nonce
+            now = _head.decode_for(sset, record.value)
+            if now.incarnation != head.incarnation or now.log.claim != log.claim:
+                return None
+            head, data = now, record.value
         version = record.version
     remember(sset, head, data, version)
     return _head.snapshot(sset, False, None if version is None else (Record((data,), version),))

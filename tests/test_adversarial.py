@@ -43,7 +43,7 @@ import mdss._garbage
 import mdss._writer
 
 #: These interleavings exercise the tree commit protocol (``log_limit=0``), whose expectations name tree
-#: nodes and notes; ``test_log.py`` interleaves appends and merges.
+#: nodes and notes; ``test_log_faults.py`` interleaves appends and merges.
 pytestmark = pytest.mark.usefixtures("tree_commits")
 
 NAME = "b"
