@@ -41,6 +41,7 @@ import msgpack
 
 from . import _head, _ops, _windows
 from ._codec import FORMAT, seal, unpack
+from ._estimate import Estimate
 from ._keys import Keyspace
 from ._order import (
     INT_MAX,
@@ -676,16 +677,19 @@ class Leaderboard:
     def _ties(ties: Any) -> str:
         return check_choice(ties, TIES, "ties")
 
-    def _ranks(self, snap: Any, column: _Column, members: Sequence[str], ties: str) -> list[int]:
-        """1-based ranks in ``column`` of entries spelled by ``members``, in one batched count."""
+    @staticmethod
+    def _probes(column: _Column, members: Sequence[str], ties: str) -> list[Any]:
+        """The keys whose counts below rank ``members`` in ``column``: the column's start first, then each
+        member's (its tie group's for competition and dense ranks)."""
         parts = len(column.parts)
         if ties == "dense":  # 1 + the tie groups before the member's
             groups = column.slot + _GROUPS
-            probes: list[Any] = [(groups,)] + [(groups, _group(column, column_tie(m, parts))) for m in members]
-        else:
-            probes = [(column.slot,)]
-            probes += [(column.slot, m if ties == "ordinal" else column_tie(m, parts)) for m in members]
-        counts = snap.ranking.count_below(probes)
+            return [(groups,)] + [(groups, _group(column, column_tie(m, parts))) for m in members]
+        return [(column.slot,)] + [(column.slot, m if ties == "ordinal" else column_tie(m, parts)) for m in members]
+
+    def _ranks(self, snap: Any, column: _Column, members: Sequence[str], ties: str) -> list[int]:
+        """1-based ranks in ``column`` of entries spelled by ``members``, in one batched count."""
+        counts = snap.ranking.count_below(self._probes(column, members, ties))
         return [n - counts[0] + 1 for n in counts[1:]]
 
     def row(self, owner: str, window: str | None = None) -> Row | None:
@@ -693,18 +697,45 @@ class Leaderboard:
         owner = self._owner(owner)
         return self._read(window, lambda snap, rows: self._rows_of(snap, rows, [owner])[0])
 
-    def positions(self, owner: str, window: str | None = None, *, ties: str = "ordinal") -> dict[str, int]:
-        """View 1: the owner's rank in every column its row has (``{}`` without a row). One snapshot."""
-        owner, ties = self._owner(owner), self._ties(ties)
+    def positions(
+        self,
+        owner: str,
+        window: str | None = None,
+        *,
+        ties: str = "ordinal",
+        estimate: bool = False,
+        max_error: int | None = None,
+    ) -> dict[str, Any]:
+        """View 1: the owner's rank in every column its row has (``{}`` without a row). One snapshot.
 
-        def run(snap: Any, rows: Keyspace) -> dict[str, int]:
+        With ``estimate=True``, each rank is an :class:`~mdss.Estimate` whose
+        bounds always hold, read from the score tree's manifests only (as
+        :meth:`SortedSet.estimate_rank`): the column's start and the owner's
+        entry each fall in an entry set the manifests cannot see into, so
+        ``high - low`` is under twice the chunk size. Bounds wider than
+        ``max_error`` read those entry sets and are exact.
+        """
+        owner, ties = self._owner(owner), self._ties(ties)
+        if type(estimate) is not bool:
+            raise InvalidArgumentError(f"estimate must be True or False, got {estimate!r:.80}")
+        if max_error is not None:
+            check_count(max_error, "max_error")
+
+        def run(snap: Any, rows: Keyspace) -> dict[str, Any]:
             row = self._rows_of(snap, rows, [owner])[0]
             if row is None:
                 return {}
-            members = self._members(owner, row.values)
-            found = {}
-            for name, member in members.items():
-                found[name] = self._ranks(snap, self.columns[name], [member], ties)[0]
+            found: dict[str, Any] = {}
+            for name, member in self._members(owner, row.values).items():
+                column = self.columns[name]
+                if not estimate:
+                    found[name] = self._ranks(snap, column, [member], ties)[0]
+                    continue
+                start, at = (
+                    SortedSet._estimate_below(snap, p, max_error) for p in self._probes(column, [member], ties)
+                )
+                rank = max(at[0] - start[0] + 1, 1)
+                found[name] = Estimate(rank, max(at[1] - start[2] + 1, 1), at[2] - start[1] + 1)
             return found
 
         return self._read(window, run)

@@ -534,3 +534,32 @@ def test_a_post_retried_after_any_store_failure_counts_once(after: bool) -> None
         if not failed and calls < k:  # the post made fewer calls than k: every call has failed once
             break
     assert k > 5  # a 3-window post makes at least 5 store calls
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([f"o{i}" for i in range(40)]),
+        st.fixed_dictionaries({"xp": st.integers(0, 30), "laps": st.integers(0, 3), "time_ms": st.integers(0, 9)}),
+        min_size=1,
+    ),
+    st.integers(2, 5),
+    st.sampled_from(["ordinal", "competition", "dense"]),
+    st.sampled_from([None, 0, 3]),
+)
+def test_estimated_positions_bound_the_exact_ones(posts, chunk, ties, max_error) -> None:
+    """``positions(estimate=True)``: bounds that hold for every column and tie mode, under twice the chunk
+    size wide (two entry sets unseen: the column's start and the owner's), exact when ``max_error`` asks."""
+    board = board_of(windows=["all"], chunk_size=chunk)
+    for owner, values in posts.items():
+        board.post(owner, values)
+    for owner in posts:
+        exact = board.positions(owner, ties=ties)
+        rough = board.positions(owner, ties=ties, estimate=True, max_error=max_error)
+        assert set(rough) == set(exact)
+        for column, estimate in rough.items():
+            assert estimate.low <= exact[column] <= estimate.high and estimate.low <= estimate.rank <= estimate.high
+            assert estimate.high - estimate.low < 2 * chunk
+            if max_error is not None and max_error < chunk:
+                assert estimate.high - estimate.low <= 2 * max_error
+    assert board.positions("nobody", estimate=True) == {}
