@@ -123,7 +123,8 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
             if outcome is None:
                 return
             if outcome:
-                if sset._head is not None and len(sset._head.log) >= max(limit, 1):
+                held_log = None if sset._head is None else sset._head.log
+                if held_log is not None and len(held_log) >= max(limit, 1) and not _merge.claimed_by_another(held_log):
                     with contextlib.suppress(ConflictError, StoreUnavailableError, MissingNodeError):
                         _merge.merge(sset)  # the writes landed already: a merge that fails is for later
                 return

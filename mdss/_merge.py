@@ -88,16 +88,21 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
     Skips (False) while another merger's claim holds, unless ``wait``: then
     it waits for that merge, or for its lease to lapse and merges itself.
     """
+    record: tuple[Record] | None = None  # the head as a waiting call last read it
     for _ in sset._policy.attempts():
-        snap = _head.snapshot(sset, False)
-        log = snap.head.log
+        snap = _head.snapshot(sset, False, record)
+        record, log = None, snap.head.log
         if not len(log):
             return False
-        claim = log.claim
-        if claim is not None and claim[1] > _now_ms():
+        if claimed_by_another(log):
             if not wait:
                 return False
-            time.sleep(0.005)
+            while claimed_by_another(log):  # poll the head alone: the merger is about to replace the log
+                time.sleep(0.005)
+                found = sset.store.get(sset._keys.head)
+                if found is None:
+                    break
+                record, log = (found,), _head.decode_for(sset, found.value).log
             continue
         claimed = _claim(sset, snap)
         if claimed is None:
@@ -107,6 +112,11 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
         except MissingNodeError:  # a node of the claimed head was collected: only if the head moved on
             _head.collected_meanwhile(sset, claimed)
     raise ConflictError(f"merge of set {sset.name!r} could not claim the log for its whole retry budget")
+
+
+def claimed_by_another(log: Log) -> bool:
+    """Whether ``log`` carries a merge claim whose lease still runs."""
+    return log.claim is not None and log.claim[1] > _now_ms()
 
 
 def _now_ms() -> int:
