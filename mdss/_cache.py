@@ -20,6 +20,8 @@ class NodeCache:
         self.size = 0
         self._nodes: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self.leaf_entries = 0  # entries and stored bytes of the entry sets read from the store (sizes the log)
+        self.leaf_bytes = 0
 
     def get(self, key: str) -> Any:
         with self._lock:
@@ -41,6 +43,11 @@ class NodeCache:
             while self.size > self.max_bytes:
                 _, (_, evicted) = self._nodes.popitem(last=False)
                 self.size -= evicted
+
+    def seen(self, entries: int, size: int) -> None:
+        """Count an entry set read from the store: ``entries`` entries in ``size`` stored bytes."""
+        self.leaf_entries += entries
+        self.leaf_bytes += size
 
     def discard(self, key: str) -> None:
         with self._lock:

@@ -51,6 +51,8 @@ MERGE_BYTES = 1024
 #: Bounds of the default ``log_limit``: small sets still batch; huge ones keep the overlay and a cold
 #: reader's catch-up bounded (100,000 entries: a few MB).
 LOG_MIN, LOG_MAX = 16, 100_000
+#: Stored bytes per member over both trees before any is measured (the benchmark's members: about 41).
+ENTRY_BYTES_GUESS = 40.0
 #: How long a merge claim holds off other mergers (a crashed merger's claim expires).
 CLAIM_MS = 10_000
 
@@ -144,7 +146,7 @@ def log_limit(sset: SortedSet, head: Head) -> int:
     """
     if sset.log_limit is not None:
         return sset.log_limit
-    wanted = math.ceil(head.scores.count * sset._entry_bytes / MERGE_BYTES)
+    wanted = math.ceil(head.scores.count * entry_bytes(sset) / MERGE_BYTES)
     return min(max(wanted, LOG_MIN), LOG_MAX)
 
 
@@ -152,6 +154,18 @@ def measure(sset: SortedSet, entries: int, stored: int) -> None:
     """Record the stored bytes per member (both trees) seen in a load or a merge, for :func:`log_limit`."""
     if entries >= 1000:
         sset._entry_bytes = stored / entries
+
+
+def entry_bytes(sset: SortedSet) -> float:
+    """Stored bytes per member, both trees: as this process's last load or merge measured them, else from
+    the entry sets it has read (an entry is in both trees), else a guess. So that processes that never
+    merged derive about the same limit as those that did."""
+    if sset._entry_bytes is not None:
+        return sset._entry_bytes
+    cache = sset._cache
+    if cache.leaf_entries >= 1000:
+        return 2 * cache.leaf_bytes / cache.leaf_entries
+    return ENTRY_BYTES_GUESS
 
 
 # -- appending ----------------------------------------------------------------

@@ -144,7 +144,7 @@ class SortedSet:
         self._past_overlays: dict[tuple[Any, ...], Overlay] = {}  # superseded ones, for cursors made on them
         self._overlay_lock = threading.Lock()
         self._log_pages: dict[str, Any] = {}  # log manifests read (immutable)
-        self._entry_bytes = 40.0  # stored bytes per member, both trees, as this process sees them (sizes the log)
+        self._entry_bytes: float | None = None  # stored bytes per member, both trees, measured (sizes the log)
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)

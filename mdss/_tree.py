@@ -143,6 +143,8 @@ class Source:
                     raise MissingNodeError("a node the head names is missing", key)
                 node = decode(key, data, keyfn)
                 cache.put(node_id, node, len(data))
+                if node.height == 0:
+                    cache.seen(len(node), len(data))
                 pins[node_id] = node
                 if node.height != height:
                     raise _misplaced(key, node, height)
