@@ -52,6 +52,22 @@ TIES = ("ordinal", "competition")
 _entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
 
 
+def _ranked(order: Order, ranking: Any, start: int, members: list[str], scores: list[Any], ties: str) -> list[Entry]:
+    """Entries for ``members`` and ``scores`` found at position ``start`` of ``ranking``, ranked by ``ties``.
+
+    A competition rank is 1 + the entries with a strictly better score: the
+    count below the first entry's score, then each later entry's position
+    unless it ties with the one before.
+    """
+    ranks = list(range(start + 1, start + 1 + len(members)))
+    if ties == "competition" and members:
+        ranks[0] = ranking.count_below([order.first_key(scores[0])])[0] + 1
+        for i in range(1, len(ranks)):
+            if scores[i] == scores[i - 1]:
+                ranks[i] = ranks[i - 1]
+    return list(map(_entry, members, scores, ranks))
+
+
 class Page(NamedTuple):
     """A page of entries and the cursor that continues after it (``None`` at the end)."""
 
@@ -260,25 +276,30 @@ class SortedSet:
         probe = self._order.first_key(check_score(score))
         return self._read(lambda snap: snap.ranking.rank_of(probe) + 1)
 
-    def _entries(self, snap: Snapshot, start: int, stop: int) -> list[Entry]:
+    def _entries(self, snap: Snapshot, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
         members, scores = snap.ranking.slice(start, stop)
-        return list(map(_entry, members, scores, range(start + 1, start + 1 + len(members))))
+        return _ranked(self._order, snap.ranking, start, members, scores, ties)
 
-    def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
+    def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
 
         O(log n + limit); with manifests cached, two round trips (head and the
-        entry sets the page spans, fetched together).
+        entry sets the page spans, fetched together). Each entry's ``rank``
+        follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
+        entries better than the first one's score (one more descent, its
+        entry set usually the page's own), and later ranks follow from it.
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
-        return self._read(lambda snap: self._entries(snap, offset, offset + limit))
+        check_choice(ties, TIES, "ties")
+        return self._read(lambda snap: self._entries(snap, offset, offset + limit, ties))
 
-    def at(self, rank: int) -> Entry | None:
-        """The entry at a 1-based rank, or ``None`` past the end (FindScore)."""
+    def at(self, rank: int, *, ties: str = "ordinal") -> Entry | None:
+        """The entry at a 1-based ordinal rank (position), or ``None`` past the end (FindScore); its
+        ``rank`` follows ``ties``."""
         if type(rank) is not int or rank < 1:
             raise InvalidArgumentError(f"rank must be an int >= 1, got {rank!r}")
-        found = self.range(rank - 1, 1)
+        found = self.range(rank - 1, 1, ties=ties)
         return found[0] if found else None
 
     def _score_bounds(self, snap: Snapshot, best: Score, worst: Score) -> tuple[int, int]:
@@ -288,7 +309,9 @@ class SortedSet:
         start, stop = snap.ranking.count_below([low, high])
         return start, stop
 
-    def range_by_score(self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None) -> list[Entry]:
+    def range_by_score(
+        self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None, ties: str = "ordinal"
+    ) -> list[Entry]:
         """Entries whose score lies between ``best`` and ``worst`` inclusive, best first.
 
         For a ``desc`` set ``best`` is the higher bound. ``offset`` and
@@ -298,13 +321,14 @@ class SortedSet:
         check_count(offset, "offset")
         if limit is not None:
             check_count(limit, "limit")
+        check_choice(ties, TIES, "ties")
 
         def run(snap: Snapshot) -> list[Entry]:
             start, stop = self._score_bounds(snap, best, worst)
             start += offset
             if limit is not None:
                 stop = min(stop, start + limit)
-            return self._entries(snap, start, stop)
+            return self._entries(snap, start, stop, ties)
 
         return self._read(run)
 
@@ -318,22 +342,23 @@ class SortedSet:
 
         return self._read(run)
 
-    def around(self, member: str, before: int = 5, after: int = 5) -> list[Entry]:
-        """The entries around ``member`` (it included), or ``[]`` if it is absent."""
+    def around(self, member: str, before: int = 5, after: int = 5, *, ties: str = "ordinal") -> list[Entry]:
+        """The entries around ``member`` (it included), or ``[]`` if it is absent; ranks follow ``ties``."""
         member = check_member(member)
         check_count(before, "before")
         check_count(after, "after")
+        check_choice(ties, TIES, "ties")
 
         def run(snap: Snapshot) -> list[Entry]:
             score = snap.index.get(member)
             if score is None:
                 return []
             position = snap.ranking.rank_of(self._order.key(member, score))
-            return self._entries(snap, max(position - before, 0), position + after + 1)
+            return self._entries(snap, max(position - before, 0), position + after + 1, ties)
 
         return self._read(run)
 
-    def page(self, limit: int = 100, cursor: str | None = None) -> Page:
+    def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
         Pages read the snapshot of the first page (no head read), so paging
@@ -351,6 +376,7 @@ class SortedSet:
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+        check_choice(ties, TIES, "ties")
 
         if cursor is None:
             ranking, position, (members, scores) = self._read(
@@ -369,7 +395,7 @@ class SortedSet:
                     return snap.ranking, at, snap.ranking.slice(at, at + limit)
 
                 ranking, position, (members, scores) = self._read(resume)
-        entries = list(map(_entry, members, scores, range(position + 1, position + 1 + len(members))))
+        entries = _ranked(self._order, ranking, position, members, scores, ties)
         position += len(entries)
         if position >= ranking.count or not entries:
             return Page(entries, None)
