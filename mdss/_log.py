@@ -87,14 +87,7 @@ class Log:
     def encode(self) -> list[Any] | None:
         if self == EMPTY_LOG:
             return None
-        return [
-            self.base,
-            self.seq,
-            self.pages,
-            [list(s) for s in self.segs],
-            [list(e) for e in self.inline],
-            None if self.claim is None else list(self.claim),
-        ]
+        return [self.base, self.seq, self.pages, self.segs, self.inline, self.claim]  # tuples pack as arrays
 
     @classmethod
     def decode(cls, found: Any) -> Log:
