@@ -1,0 +1,1081 @@
+"""Sharded sets: one logical sorted set kept as ``S`` independent trees, each under its own head and log.
+
+A member lives in shard ``crc32(utf-8 member) % S`` (zlib's CRC-32: stable
+across processes, machines and Python versions). Each shard is an ordinary
+set of its own (a :class:`_Shard`, a ``SortedSet`` whose keys are named by
+the shard) with its own head, trees, update log and group commit, so writers
+of different shards never race for one compare-and-set. The number of
+shards and the shards' key names are fixed when the set is created and kept
+in a settings record beside the set's keys (``{ns}:{set}:s``).
+
+Reads answer exactly what the unsharded set would, from one snapshot: all
+``S`` heads are read in one ``get_many``. Every later step of a read (the
+member index entry set of a rank, the score entry sets of every shard)
+batches all shards' fetches into one ``get_many``, so round trips do not grow
+with ``S``:
+
+- a count below a key (a rank, ``count``, ``rank_of_score``) is the sum of
+  the shards' counts, each exact over its log (``mdss._log.Ranking``);
+- a page at global offset ``k`` is an exact selection across shards. Each
+  shard is seen as a list of *intervals* of its tree, from the root down:
+  an interval knows the keys it spans and the exact count of the shard's
+  entries below its first key. Summing, over shards, the counts below a key
+  at the granularity reached so far bounds that key's global rank from
+  below and above; an interval that cannot hold a global rank of the page
+  is never read. The candidates are read, a level per round trip (the
+  manifests are usually cached: one round trip), until every candidate is
+  an entry set; then every key of the page lies in all shards' candidate
+  key ranges, the exact count below the first candidate of each shard is
+  known, and a selection over the candidate entries (a binary search that
+  halves the widest shard's window) finds the page. See
+  docs/architecture.md ("Sharded sets").
+
+Writes route each operation to its member's shard. A batch that spans shards
+commits shard by shard: it is atomic within each shard, not across shards.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import heapq
+import re
+import threading
+import zlib
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import attrs
+import msgpack
+
+from . import _estimate
+from ._cache import NodeCache
+from ._codec import FORMAT, _packb, seal, unpack
+from ._head import Head, Snapshot, decode_for
+from ._keys import Keyspace, _part
+from ._log import overlay_view
+from ._order import (
+    Entry,
+    Order,
+    Score,
+    add_scores,
+    check_choice,
+    check_count,
+    check_member,
+    check_pairs,
+    check_score,
+)
+from ._retry import COMMITS
+from ._sortedset import TIES, Batch, Page, SortedSet
+from ._tree import Leaf, Source, Tree, decode
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    InvalidScoreError,
+    MissingNodeError,
+    SettingsMismatchError,
+)
+from .stores.base import Record, Stats, Store
+
+T = TypeVar("T")
+
+#: Most shards a set may have.
+MAX_SHARDS = 1024
+#: Redis Cluster's hash slots: a shard's head key is placed in slot range ``i * SLOTS // S ..``.
+SLOTS = 16384
+_PART = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+")
+_EMPTY_LEAF = Leaf((), (), ())
+
+
+def shard_of(member: str, shards: int) -> int:
+    """The shard of ``member``: the CRC-32 of its UTF-8 bytes modulo ``shards``.
+
+    >>> shard_of("alice", 4), shard_of("bob", 4)
+    (1, 0)
+    """
+    return zlib.crc32(member.encode("utf-8")) % shards
+
+
+def slot(key: str) -> int:
+    """The Redis Cluster hash slot of a key without a hash tag (CRC-16/XMODEM modulo 16384)."""
+    return binascii.crc_hqx(key.encode("utf-8"), 0) % SLOTS
+
+
+def shard_parts(namespace: str, name: str, shards: int) -> list[str]:
+    """The key names of a new set's shards: ``{set}|{i}.{salt}``.
+
+    ``|`` never appears in a percent-encoded set name, so shard keys never
+    collide with another set's. The salt is the first that puts shard ``i``'s
+    head in the ``i``-th of ``shards`` equal ranges of Redis Cluster's hash
+    slots: a cluster whose masters own equal slot ranges (as ``redis-cli
+    --cluster create`` makes them) then holds the heads as evenly as the
+    counts allow, so shards' compare-and-sets land on different masters.
+    """
+    base, prefix = _part(name, "set name"), _part(namespace, "namespace")
+    parts = []
+    for i in range(shards):
+        low, high, salt = i * SLOTS // shards, (i + 1) * SLOTS // shards, 0
+        while not low <= slot(f"{prefix}:{base}|{i}.{salt:x}:h") < high:
+            salt += 1
+        parts.append(f"{base}|{i}.{salt:x}")
+    return parts
+
+
+def shard_keyspace(namespace: str, part: str) -> Keyspace:
+    """The keys of one shard: those of a set whose encoded name is ``part``."""
+    keys = Keyspace.__new__(Keyspace)
+    keys.prefix = prefix = f"{_part(namespace, 'namespace')}:{part}:"
+    keys.head, keys.nodes, keys.notes, keys.topn = prefix + "h", prefix + "n:", prefix + "g:", prefix + "t"
+    return keys
+
+
+def settings_key(keys: Keyspace) -> str:
+    return keys.prefix + "s"
+
+
+@attrs.frozen
+class Settings:
+    """What a sharded set fixes when it is created: shard count, order, chunk size, the shards' key names."""
+
+    shards: int
+    order: str
+    chunk: int
+    parts: tuple[str, ...]
+
+    def encode(self) -> bytes:
+        return seal(
+            _packb(
+                {"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts}
+            )
+        )
+
+    @classmethod
+    def decode(cls, key: str, data: bytes) -> Settings:
+        _, found = unpack(key, data, "shard settings")
+        try:
+            settings = cls(found["shards"], found["order"], found["chunk"], tuple(found["parts"]))
+            ok = (
+                type(settings.shards) is int
+                and 2 <= settings.shards <= MAX_SHARDS
+                and settings.order in ("asc", "desc")
+                and type(settings.chunk) is int
+                and len(settings.parts) == settings.shards
+                and all(type(p) is str and _PART.fullmatch(p) for p in settings.parts)
+            )
+        except (KeyError, TypeError) as exc:
+            raise CorruptDataError(f"stored shard settings are malformed ({exc})", key) from None
+        if not ok:
+            raise CorruptDataError("stored shard settings are malformed", key)
+        return settings
+
+
+def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
+    """``SortedSet(store, name, **options)``: a plain ``SortedSet`` or, when the set is (to be) sharded, a
+    :class:`ShardedSet`. Reads the set's settings record (one round trip)."""
+    given = "shards" in options
+    shards = options.pop("shards", None) if given else (cls.__init__.__kwdefaults__ or {}).get("shards")
+    if not isinstance(store, Store) or not isinstance(name, str) or not name:
+        return object.__new__(cls)  # __init__ says what is wrong
+    if shards is not None and (type(shards) is not int or not 1 <= shards <= MAX_SHARDS):
+        raise InvalidArgumentError(f"shards must be an int from 1 to {MAX_SHARDS}, got {shards!r:.80}")
+    keys = Keyspace(store.namespace, name)
+    record = store.get(settings_key(keys))
+    if record is None:
+        if shards is None or shards == 1:
+            return object.__new__(cls)
+        if store.get(keys.head) is not None:  # an unsharded set of that name exists
+            if given:
+                raise SettingsMismatchError(f"set {name!r} is stored with shards=1, not {shards}")
+            return object.__new__(cls)
+        return ShardedSet(store, name, shards=shards, **options)
+    stored = Settings.decode(settings_key(keys), record.value)
+    if given and shards != stored.shards:
+        raise SettingsMismatchError(f"set {name!r} is stored with shards={stored.shards}, not {shards}")
+    return ShardedSet(store, name, shards=stored.shards, **options)
+
+
+class _Shard(SortedSet):
+    """One shard of a sharded set: a ``SortedSet`` whose keys are named by the shard's key name."""
+
+    def __init__(self, part: str, store: Store, name: str, **options: Any) -> None:
+        self._part = part
+        super().__init__(store, name, **options)
+
+    def _keyspace(self, namespace: str, name: str) -> Keyspace:
+        return shard_keyspace(namespace, self._part)
+
+
+def _snapshot_of(shard: _Shard, data: bytes | None) -> Snapshot:
+    """A shard's snapshot from its head's bytes, read with the other shards' heads in one ``get_many``."""
+    if data is None:
+        if shard._head is None:  # never written: empty, without a second read
+            source = Source(shard.store, shard._keys, shard._cache)
+            return Snapshot(None, Head(shard.order, shard.chunk_size), source, shard._order, None)
+        return shard._snapshot()  # a head seen before vanished: the shard's own rules (HeadMissingError)
+    head = decode_for(shard, data)
+    try:
+        view = overlay_view(shard, head)
+    except MissingNodeError:  # a log segment collected since: the shard reads its newer head itself
+        return shard._snapshot()
+    source = Source(shard.store, shard._keys, shard._cache)
+    return Snapshot(Record((data,), None), head, source, shard._order, view)
+
+
+# -- fetching across shards: one get_many per step ------------------------------
+
+
+def _load_all(wanted: list[tuple[Tree, str, int]]) -> list[Any]:
+    """The nodes ``(tree, node id, height)`` from pins, cache, or one ``get_many`` for all of them; they stay
+    pinned in each tree's source, so the tree's own reads find them without a round trip."""
+    found: list[Any] = [None] * len(wanted)
+    missing: dict[str, list[int]] = {}
+    for n, (tree, node_id, _) in enumerate(wanted):
+        source = tree.source
+        node = source.pins.get(node_id)
+        if node is None:
+            node = source.cache.get(node_id)
+            if node is not None:
+                source.pins[node_id] = node
+        if node is None:
+            missing.setdefault(source.keyspace.node(node_id), []).append(n)
+        else:
+            found[n] = node
+    if missing:
+        keys = list(missing)
+        for key, data in zip(keys, wanted[missing[key][0]][0].source.store.get_many(keys)):
+            if data is None:
+                raise MissingNodeError("a node the head names is missing", key)
+            first = wanted[missing[key][0]]
+            node = decode(key, data, first[0].keyfn)
+            first[0].source.cache.put(first[1], node, len(data))
+            for n in missing[key]:
+                wanted[n][0].source.pins[wanted[n][1]] = node
+                found[n] = node
+    for n, (tree, node_id, height) in enumerate(wanted):
+        if found[n].height != height:
+            raise CorruptDataError(
+                f"stored node is at height {found[n].height} where one of height {height} belongs",
+                tree.source.keyspace.node(node_id),
+            )
+    return found
+
+
+class _Reach:
+    """One shard's tree seen down to where a read needed it: intervals of keys, in order.
+
+    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to
+    ``firsts[j + 1]`` (or the end); ``starts[j]`` tree entries precede it. It is
+    a node still to read (``ids[j]``, ``heights[j]``), an entry set read
+    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it
+    never needs, kept as one interval). ``below(j)`` is the exact count of the
+    shard's entries (the log applied) below ``firsts[j]``, so any key's count
+    lies between the counts below its interval's first key and the next one's.
+    """
+
+    __slots__ = ("tree", "view", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
+
+    def __init__(self, tree: Tree, view: Any, total: int) -> None:
+        self.tree, self.view, self.total = tree, view, total
+        self.firsts: list[Any] = [None]
+        self.starts = [0]
+        self.ids: list[str | None] = [tree.root]
+        self.heights = [tree.height]
+        self.leaves: list[Any] = [_EMPTY_LEAF if tree.root is None else None]
+        self._below: list[int | None] = [0]
+
+    def shift(self, key: Any) -> int:
+        return 0 if self.view is None or key is None else self.view.shift(key)
+
+    def below(self, j: int) -> int:
+        """Entries of the shard below interval ``j``'s first key (all of them for ``j`` past the end)."""
+        if j >= len(self.firsts):
+            return self.total
+        found = self._below[j]
+        if found is None:
+            found = self._below[j] = self.starts[j] + self.shift(self.firsts[j])
+        return found
+
+    def find(self, key: Any) -> int:
+        return bisect_right(self.firsts, key, 1) - 1
+
+    def bounds(self, key: Any) -> tuple[int, int]:
+        """Least and most entries of the shard that can lie below ``key`` (``None``: the start), as far as
+        the intervals read tell."""
+        if key is None:
+            return 0, 0
+        j = self.find(key)
+        leaf = self.leaves[j]
+        if leaf is not None:
+            exact = self.starts[j] + bisect_left(leaf.keys, key) + self.shift(key)
+            return exact, exact
+        return self.below(j), self.below(j + 1)
+
+    def pending(self, j: int) -> bool:
+        return self.ids[j] is not None and self.leaves[j] is None
+
+    def expand(self, j: int, node: Any, keep: Callable[[list[Any], list[int]], Iterable[int]]) -> None:
+        """Put what interval ``j``'s node holds in its place: an entry set's keys, or a manifest's children
+        that ``keep(boundaries, starts)`` selects (runs of the others become opaque intervals)."""
+        if node.height == 0:
+            self.leaves[j] = node
+            return
+        start = self.starts[j]
+        bounds = [self.firsts[j], *node.firsts[1:], self.firsts[j + 1] if j + 1 < len(self.firsts) else None]
+        starts = [start + s for s in node.starts]
+        kept = sorted(set(keep(bounds, starts)))
+        firsts, begins, ids, heights, leaves = [], [], [], [], []
+        c, n = 0, len(node)
+        for k in [*kept, n]:
+            if c < k:  # an opaque run of children
+                firsts.append(bounds[c])
+                begins.append(starts[c])
+                ids.append(None)
+                heights.append(-1)
+                leaves.append(None)
+            if k < n:
+                firsts.append(bounds[k])
+                begins.append(starts[k])
+                ids.append(node.ids[k])
+                heights.append(node.height - 1)
+                leaves.append(None)
+            c = k + 1
+        below = self._below[j]
+        self.firsts[j : j + 1] = firsts
+        self.starts[j : j + 1] = begins
+        self.ids[j : j + 1] = ids
+        self.heights[j : j + 1] = heights
+        self.leaves[j : j + 1] = leaves
+        self._below[j : j + 1] = [below] + [None] * (len(firsts) - 1)
+
+
+def _fetch_and_expand(wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, int], Any]) -> None:
+    """Read the nodes of intervals ``wanted`` in one round trip and expand them (the last first, so that
+    indices hold)."""
+    nodes = _load_all([(r.tree, r.ids[j], r.heights[j]) for r, j in wanted])  # type: ignore[misc]
+    for (reach, j), node in sorted(zip(wanted, nodes), key=lambda item: -item[0][1]):
+        reach.expand(j, node, keep(reach, j))
+
+
+def route(items: list[tuple[_Reach, list[Any]]], leaves: bool = True) -> None:
+    """Read, across shards, the nodes on the paths to each shard's probe keys: one ``get_many`` per level
+    (none for cached levels). ``leaves=False`` stops above the entry sets (estimates)."""
+
+    by_reach = {id(reach): probes for reach, probes in items}
+
+    def keep(reach: _Reach, j: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
+        def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
+            low, high, inner = bounds[0], bounds[-1], bounds[1:-1]
+            for p in by_reach[id(reach)]:
+                if (low is None or p >= low) and (high is None or p < high):
+                    yield bisect_right(inner, p)
+
+        return chosen
+
+    while True:
+        wanted = []
+        for reach, probes in items:
+            for j in sorted({reach.find(p) for p in probes}):
+                if reach.pending(j) and (leaves or reach.heights[j] > 0):
+                    wanted.append((reach, j))
+        if not wanted:
+            return
+        _fetch_and_expand(wanted, keep)
+
+
+def select(lists: list[list[Any]], k: int) -> list[int]:
+    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k``
+    smallest items of the sorted ``lists`` (items distinct across lists).
+
+    Each step takes the middle item of the widest window, counts the items below it in every list,
+    and halves that window: O(S log n) steps of S bisections.
+
+    >>> select([[1, 4, 9], [2, 3, 10], [5]], 4)
+    [1, 2, 1]
+    """
+    low = [0] * len(lists)
+    high = [len(items) for items in lists]
+    while True:
+        widest = max(range(len(lists)), key=lambda i: high[i] - low[i], default=None)
+        if widest is None or high[widest] == low[widest]:
+            break
+        mid = (low[widest] + high[widest]) // 2
+        pivot = lists[widest][mid]
+        counts = [bisect_left(items, pivot) for items in lists]
+        below = sum(counts)
+        if below == k:
+            return counts
+        if below < k:  # the pivot is among the k smallest
+            low = [max(a, c) for a, c in zip(low, counts)]
+            low[widest] = mid + 1
+        else:
+            high = [min(b, c) for b, c in zip(high, counts)]
+    if sum(low) != k:
+        raise AssertionError(f"selection of {k} from lists of {[len(x) for x in lists]} found {low}")
+    return low
+
+
+def _added_between(view: Any, low: Any, high: Any) -> list[Any]:
+    """The log's added keys from ``low`` (``None``: the start) to below ``high`` (``None``: the end)."""
+    limit = 64
+    while True:
+        found = view.added_from(low, limit)
+        if len(found) < limit or (high is not None and found[-1] >= high):
+            return [key for key in found if high is None or key < high]
+        limit *= 4
+
+
+class ShardedSet:
+    """A sorted set split into ``shards`` independent trees; see :class:`SortedSet`, whose reads and writes
+    it answers identically. Made by ``SortedSet(store, name, shards=S)``; ``S`` is fixed at creation.
+
+    Writes are atomic per shard: a batch that spans shards commits shard by
+    shard (an ``incr`` that would overflow is refused before any shard commits).
+
+    >>> board = SortedSet(mdss.open_store("memory://"), "board", shards=3, chunk_size=4)
+    >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
+    4
+    >>> board.rank("cid"), board.range(1, 2)
+    (3, [Entry(member='ann', score=5, rank=2), Entry(member='cid', score=5, rank=3)])
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        *,
+        shards: int,
+        order: str | None = None,
+        chunk_size: int | None = None,
+        cache_bytes: int = 64 << 20,
+        **options: Any,
+    ) -> None:
+        check_count(cache_bytes, "cache_bytes")
+        if order is not None:
+            check_choice(order, ("desc", "asc"), "order")
+        self.store, self.name = store, name
+        self._keys = Keyspace(store.namespace, name)
+        self._settings_key = settings_key(self._keys)
+        settings = self._settings(shards, order, chunk_size)
+        self.shards = settings.shards
+        self._order = Order(settings.order)
+        self.order, self.chunk_size = settings.order, settings.chunk
+        self._cache = NodeCache(cache_bytes)
+        self._engines = [
+            _Shard(part, store, f"{name}[{i}]", order=settings.order, chunk_size=settings.chunk, cache_bytes=0, **options)
+            for i, part in enumerate(settings.parts)
+        ]
+        for engine in self._engines:
+            engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
+        first = self._engines[0]
+        self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
+        self._local = threading.local()
+        self._settled = True
+
+    def _settings(self, shards: int, order: str | None, chunk_size: int | None) -> Settings:
+        """The stored settings, or new ones stored now (compare-and-set "only if absent": one creator wins)."""
+        key = self._settings_key
+        record = self.store.get(key)
+        if record is None:
+            if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= 100_000):
+                raise InvalidArgumentError(f"chunk_size must be an int from 2 to 100000, got {chunk_size!r:.80}")
+            chunk = chunk_size or 1000
+            self.store.check_chunk_size(chunk)
+            fresh = Settings(shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards)))
+            try:
+                self.store.cas(key, fresh.encode(), None)
+                return fresh
+            except ConflictError:
+                record = self.store.get(key)
+                if record is None:
+                    raise
+        stored = Settings.decode(key, record.value)
+        for what, wanted, have in (
+            ("shards", shards, stored.shards),
+            ("order", order, stored.order),
+            ("chunk_size", chunk_size, stored.chunk),
+        ):
+            if wanted is not None and wanted != have:
+                raise SettingsMismatchError(f"set {self.name!r} is stored with {what}={have!r}, not {wanted!r}")
+        return stored
+
+    def _ensure_settings(self) -> None:
+        """Store the settings again before writing, if ``drop()`` removed them."""
+        if not self._settled:
+            fresh = Settings(self.shards, self.order, self.chunk_size, tuple(e._part for e in self._engines))
+            try:
+                self.store.cas(self._settings_key, fresh.encode(), None)
+            except ConflictError:
+                self._settings(self.shards, self.order, self.chunk_size)
+            self._settled = True
+
+    def __repr__(self) -> str:
+        return f"SortedSet({self.name!r}, order={self.order!r}, chunk_size={self.chunk_size}, shards={self.shards})"
+
+    @property
+    def stats(self) -> Stats:
+        """The store's counters of round trips and bytes (shared by every set on that store)."""
+        return self.store.stats
+
+    @property
+    def commits(self) -> int:
+        return sum(e.commits for e in self._engines)
+
+    @property
+    def retries(self) -> int:
+        return sum(e.retries for e in self._engines)
+
+    @property
+    def merges(self) -> int:
+        return sum(e.merges for e in self._engines)
+
+    def shard_of(self, member: str) -> int:
+        """The shard ``member`` lives in (:func:`shard_of`)."""
+        return shard_of(check_member(member), self.shards)
+
+    # -- snapshots ---------------------------------------------------------------
+
+    def _snapshots(self) -> tuple[list[bytes | None], list[Snapshot]]:
+        datas = self.store.get_many([e._keys.head for e in self._engines])
+        return datas, [_snapshot_of(e, d) for e, d in zip(self._engines, datas)]
+
+    def _read(self, fn: Callable[[list[Snapshot]], T]) -> T:
+        """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs
+        was collected meanwhile, on newer heads."""
+        datas, snaps = self._snapshots()
+        for _ in self._policy.attempts():
+            try:
+                return fn(snaps)
+            except MissingNodeError:
+                now, snaps = self._snapshots()
+                if now == datas:
+                    raise MissingNodeError(
+                        f"set {self.name!r}: a node the current head names is missing from the store (damaged)"
+                    ) from None
+                datas = now
+        raise ConflictError(
+            f"reads of set {self.name!r} kept losing their snapshot to garbage collection for "
+            f"{self._policy.budget:g} s: raise gc_grace above the time a read takes"
+        )
+
+    @staticmethod
+    def _count(snaps: list[Snapshot]) -> int:
+        return sum(snap.ranking.count for snap in snaps)
+
+    def _count_below(self, snaps: list[Snapshot], probes: list[Any]) -> list[int]:
+        """For each probe key, the entries of the whole set below it: every shard's entry sets in one step."""
+        route([(_Reach(s.score_tree, s.view, s.ranking.count), probes) for s in snaps])
+        totals = [0] * len(probes)
+        for snap in snaps:
+            for n, below in enumerate(snap.ranking.count_below(probes)):
+                totals[n] += below
+        return totals
+
+    def _find(self, snaps: list[Snapshot], members: list[str]) -> list[Score | None]:
+        """The scores of ``members``: each shard's member index entry sets, all in one step."""
+        by_shard: dict[int, list[str]] = {}
+        for member in members:
+            by_shard.setdefault(shard_of(member, self.shards), []).append(member)
+        route(
+            [
+                (_Reach(snaps[i].member_index, None, snaps[i].member_index.count), sorted(set(group)))
+                for i, group in by_shard.items()
+            ]
+        )
+        found: dict[str, Score | None] = {}
+        for i, group in by_shard.items():
+            found.update(zip(group, snaps[i].index.find(group)))
+        return [found[m] for m in members]
+
+    def _window(self, snaps: list[Snapshot], start: int, stop: int) -> list[Entry]:
+        """The entries at global positions ``start`` to ``stop - 1``: an exact selection across shards."""
+        total = self._count(snaps)
+        start, stop = max(start, 0), min(stop, total)
+        if start >= stop:
+            return []
+        reaches = [_Reach(s.score_tree, s.view, s.ranking.count) for s in snaps]
+        first, last = start, stop - 1
+
+        def low_sum(key: Any, skip: _Reach) -> int:
+            return 0 if key is None else sum(r.bounds(key)[0] for r in reaches if r is not skip)
+
+        def high_sum(key: Any, skip: _Reach) -> int:
+            if key is None:
+                return sum(r.total for r in reaches if r is not skip)
+            return sum(r.bounds(key)[1] for r in reaches if r is not skip)
+
+        def candidates(reach: _Reach) -> range:
+            """The intervals of ``reach`` that can hold a global position from ``first`` to ``last``: a run,
+            since both bounds grow with the key."""
+            n = len(reach.firsts)
+            lo, hi = 0, n  # first j whose interval can reach up to ``first``
+            while lo < hi:
+                mid = (lo + hi) // 2
+                nxt = reach.firsts[mid + 1] if mid + 1 < n else None
+                if reach.below(mid + 1) + high_sum(nxt, reach) >= first + 1:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            a, hi = lo, n  # first j whose interval starts past ``last``
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if reach.below(mid) + low_sum(reach.firsts[mid], reach) > last:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return range(a, lo)
+
+        def keep(reach: _Reach, j: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
+            def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
+                n = len(starts) - 1
+
+                def below(c: int) -> int:  # this shard's exact count below child c's first key
+                    if c == n:
+                        return reach.below(j + 1)
+                    return starts[c] + reach.shift(bounds[c]) if bounds[c] is not None else 0
+
+                lo, hi = 0, n
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if below(mid + 1) + high_sum(bounds[mid + 1], reach) >= first + 1:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                a, hi = lo, n
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if below(mid) + low_sum(bounds[mid], reach) > last:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                return range(a, lo)
+
+            return chosen
+
+        while True:
+            wanted = [(r, j) for r in reaches for j in candidates(r) if r.pending(j)]
+            if not wanted:
+                break
+            _fetch_and_expand(wanted, keep)
+
+        lists, base = [], 0
+        for reach in reaches:
+            run = candidates(reach)
+            if not run:
+                raise AssertionError(f"no candidate interval in a shard for positions {start}..{stop}")
+            keys: list[Any] = []
+            for j in run:
+                keys.extend(reach.leaves[j].keys)
+            view = reach.view
+            if view is not None:
+                if keys:
+                    removed = view.removed_within(keys[0], keys[-1])
+                    if removed:
+                        keys = [k for k in keys if k not in removed]
+                after = run[-1] + 1
+                added = _added_between(view, reach.firsts[run[0]], reach.firsts[after] if after < len(reach.firsts) else None)
+                if added:
+                    keys = sorted(keys + added)
+            lists.append(keys)
+            base += reach.below(run[0])
+        splits = select(lists, start - base)
+        merged = heapq.merge(*(keys[c : c + stop - start] for keys, c in zip(lists, splits)))
+        found = [next(merged) for _ in range(stop - start)]
+        score_of = self._order.score_of
+        return [Entry(key[1], score_of(key), rank) for rank, key in zip(range(start + 1, stop + 1), found)]
+
+    # -- reads -----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of members: the shards' counts, from their heads (one round trip)."""
+        return self._read(self._count)
+
+    def info(self) -> dict[str, Any]:
+        """The heads' facts: members, settings, and each shard's size, generation and tree heights."""
+
+        def run(snaps: list[Snapshot]) -> dict[str, Any]:
+            shards = []
+            for engine, snap in zip(self._engines, snaps):
+                head = snap.head
+                shards.append(
+                    {
+                        "members": snap.ranking.count,
+                        "generation": head.gen,
+                        "score_tree_height": head.scores.height + (head.scores.root is not None),
+                        "member_index_height": head.members.height + (head.members.root is not None),
+                        "log_entries": len(head.log),
+                        "head_key": engine._keys.head,
+                    }
+                )
+            return {
+                "members": self._count(snaps),
+                "order": self.order,
+                "chunk_size": self.chunk_size,
+                "shards": self.shards,
+                "generation": sum(s["generation"] for s in shards),
+                "score_tree_height": max(s["score_tree_height"] for s in shards),
+                "member_index_height": max(s["member_index_height"] for s in shards),
+                "log_entries": sum(s["log_entries"] for s in shards),
+                "per_shard": shards,
+            }
+
+        return self._read(run)
+
+    __contains__ = SortedSet.__contains__
+
+    def score(self, member: str) -> Score | None:
+        """The member's score, or ``None``: its shard alone (head, member index entry set)."""
+        member = check_member(member)
+        return self._engines[shard_of(member, self.shards)].score(member)
+
+    def scores(self, members: Iterable[str]) -> list[Score | None]:
+        """The scores of many members (``None`` where absent): every shard's entry sets in one step."""
+        wanted = [check_member(m) for m in members]
+        return self._read(lambda snaps: self._find(snaps, wanted))
+
+    def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
+        """The member's 1-based rank: the sum over shards of the entries before its key. Three round trips
+        with manifests cached (heads, the member's index entry set, every shard's score entry set)."""
+        member = check_member(member)
+        check_choice(ties, TIES, "ties")
+
+        def run(snaps: list[Snapshot]) -> int | None:
+            score = snaps[shard_of(member, self.shards)].index.get(member)
+            if score is None:
+                return None
+            probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
+            return self._count_below(snaps, [probe])[0] + 1
+
+        return self._read(run)
+
+    def rank_of_score(self, score: Score) -> int:
+        """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
+        probe = self._order.first_key(check_score(score))
+        return self._read(lambda snaps: self._count_below(snaps, [probe])[0] + 1)
+
+    def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
+        """Up to ``limit`` entries from global position ``offset``; two round trips with manifests cached."""
+        check_count(offset, "offset")
+        check_count(limit, "limit")
+        return self._read(lambda snaps: self._window(snaps, offset, offset + limit))
+
+    at = SortedSet.at
+
+    def _score_bounds(self, snaps: list[Snapshot], best: Score, worst: Score) -> tuple[int, int]:
+        low, high = self._order.first_key(best), self._order.last_key(worst)
+        if high < low:
+            return 0, 0
+        start, stop = self._count_below(snaps, [low, high])
+        return start, stop
+
+    def range_by_score(self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None) -> list[Entry]:
+        """Entries whose score lies between ``best`` and ``worst`` inclusive, best first (see SortedSet)."""
+        best, worst = check_score(best), check_score(worst)
+        check_count(offset, "offset")
+        if limit is not None:
+            check_count(limit, "limit")
+
+        def run(snaps: list[Snapshot]) -> list[Entry]:
+            start, stop = self._score_bounds(snaps, best, worst)
+            start += offset
+            if limit is not None:
+                stop = min(stop, start + limit)
+            return self._window(snaps, start, stop)
+
+        return self._read(run)
+
+    def count(self, best: Score, worst: Score) -> int:
+        """How many members have a score between ``best`` and ``worst`` inclusive."""
+        best, worst = check_score(best), check_score(worst)
+
+        def run(snaps: list[Snapshot]) -> int:
+            start, stop = self._score_bounds(snaps, best, worst)
+            return stop - start
+
+        return self._read(run)
+
+    def around(self, member: str, before: int = 5, after: int = 5) -> list[Entry]:
+        """The entries around ``member`` (it included), or ``[]`` if it is absent."""
+        member = check_member(member)
+        check_count(before, "before")
+        check_count(after, "after")
+
+        def run(snaps: list[Snapshot]) -> list[Entry]:
+            score = snaps[shard_of(member, self.shards)].index.get(member)
+            if score is None:
+                return []
+            position = self._count_below(snaps, [self._order.key(member, score)])[0]
+            return self._window(snaps, max(position - before, 0), position + after + 1)
+
+        return self._read(run)
+
+    def _cursor_tag(self) -> int:
+        return zlib.crc32(f"{self._keys.prefix}shards".encode())
+
+    def page(self, limit: int = 100, cursor: str | None = None) -> Page:
+        """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
+
+        The cursor holds the last entry returned; the next page continues
+        just after it on the newest state (by key), so a member unchanged
+        throughout is never skipped nor repeated, however other writers
+        change the set; ranks are those of the newest state. The first page
+        costs two round trips with manifests cached, the next ones three.
+        """
+        if type(limit) is not int or limit < 1:
+            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+        if cursor is None:
+            after = None
+        else:
+            member, score = self._decode_cursor(cursor)
+            after = self._order.key_after(member, score)
+
+        def run(snaps: list[Snapshot]) -> tuple[list[Entry], int]:
+            position = 0 if after is None else self._count_below(snaps, [after])[0]
+            return self._window(snaps, position, position + limit), self._count(snaps)
+
+        entries, total = self._read(run)
+        if not entries or entries[-1].rank >= total:
+            return Page(entries, None)
+        last = entries[-1]
+        payload = msgpack.packb([self._cursor_tag(), last.member, last.score])
+        text = base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii")
+        return Page(entries, text.rstrip("="))
+
+    def _decode_cursor(self, cursor: Any) -> tuple[str, Score]:
+        try:
+            data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+            payload = data[:-4]
+            if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
+                raise ValueError("checksum")
+            tag, member, score = msgpack.unpackb(payload)
+            if tag != self._cursor_tag():
+                raise ValueError("another set's cursor")
+            return check_member(member), check_score(score)
+        except Exception:
+            raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None
+
+    __iter__ = SortedSet.__iter__
+
+    # -- estimates ------------------------------------------------------------------
+
+    def _estimate_below(self, snaps: list[Snapshot], member: str | None, score: Any, ties: str, max_error: Any) -> Any:
+        """Entries below the probe, summed over shards: estimates and bounds from manifests, or exact."""
+        if member is not None:
+            found = snaps[shard_of(member, self.shards)].index.get(member)
+            if found is None:
+                return None
+            probe = self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
+        else:
+            probe = self._order.first_key(score)
+        route([(_Reach(s.score_tree, s.view, s.ranking.count), [probe]) for s in snaps], leaves=False)
+        rank = low = high = 0
+        for snap in snaps:
+            shift = 0 if snap.view is None else snap.view.shift(probe)
+            r, lo, hi = _estimate.estimate_in_tree(snap.score_tree, probe)
+            rank, low, high = rank + r + shift, low + lo + shift, high + hi + shift
+        if max_error is not None and high - low > max_error:
+            exact = self._count_below(snaps, [probe])[0]
+            return exact, exact, exact
+        return rank, low, high
+
+    def estimate_rank(
+        self,
+        member: str | None = None,
+        *,
+        score: Score | None = None,
+        ties: str | None = None,
+        max_error: int | None = None,
+    ) -> _estimate.Estimate | None:
+        """An estimated 1-based rank whose bounds always hold (see :meth:`SortedSet.estimate_rank`): the
+        shards' estimates and bounds add up, so ``high - low < shards * chunk_size``."""
+        member, score = SortedSet._estimate_args(member, score)
+        ties = "ordinal" if ties is None and member is not None else ties
+        if member is None and ties not in (None, "competition"):
+            raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
+        if ties is not None:
+            check_choice(ties, TIES, "ties")
+        if max_error is not None:
+            check_count(max_error, "max_error")
+
+        def run(snaps: list[Snapshot]) -> _estimate.Estimate | None:
+            below = self._estimate_below(snaps, member, score, ties or "competition", max_error)
+            return None if below is None else _estimate.as_rank(below)
+
+        return self._read(run)
+
+    def estimate_percentile(
+        self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
+    ) -> _estimate.Percentile | None:
+        """The estimated share of members with a strictly better score (see :meth:`SortedSet.estimate_percentile`)."""
+        member, score = SortedSet._estimate_args(member, score)
+        if max_error is not None and (
+            not isinstance(max_error, (int, float)) or isinstance(max_error, bool) or not max_error >= 0
+        ):
+            raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {max_error!r:.80}")
+
+        def run(snaps: list[Snapshot]) -> _estimate.Percentile | None:
+            total = self._count(snaps)
+            keys = None if max_error is None else max_error * total
+            below = self._estimate_below(snaps, member, score, "competition", keys)
+            return None if below is None else _estimate.as_percentile(below, total)
+
+        return self._read(run)
+
+    # -- writes -----------------------------------------------------------------------
+
+    add = SortedSet.add
+    add_many = SortedSet.add_many
+    incr = SortedSet.incr
+    remove = SortedSet.remove
+    remove_many = SortedSet.remove_many
+
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Collect this thread's writes and commit them at the end: atomically within each shard, shard by
+        shard (see :meth:`SortedSet.batch`)."""
+        if getattr(self._local, "batch", None) is not None:
+            yield self._local.batch
+            return
+        batch = self._local.batch = Batch()
+        try:
+            yield batch
+        finally:
+            self._local.batch = None
+        if batch.ops:
+            batch.results = self._submit(batch.ops, want_score=batch.want_scores)
+
+    def _submit(self, ops: list[tuple[str, str, Any]], want_score: bool | list[bool] = False) -> list[Any] | None:
+        """Route each operation to its member's shard and commit shard by shard (each through its own
+        group commit); results in the order of ``ops``."""
+        batch = getattr(self._local, "batch", None)
+        if batch is not None:
+            batch.ops.extend(ops)
+            batch.want_scores.extend([bool(want_score)] * len(ops))
+            return None
+        if not ops:
+            return []
+        wants = want_score if isinstance(want_score, list) else [want_score] * len(ops)
+        groups: dict[int, list[int]] = {}
+        for n, (_, member, _) in enumerate(ops):
+            groups.setdefault(shard_of(member, self.shards), []).append(n)
+        if len(groups) > 1 and any(op == "incr" for op, _, _ in ops):
+            self._refuse_overflow(ops)
+        self._ensure_settings()
+        results: list[Any] = [None] * len(ops)
+        for i, indices in sorted(groups.items()):
+            got = self._engines[i]._submit([ops[n] for n in indices], [wants[n] for n in indices])
+            for n, result in zip(indices, got or ()):
+                results[n] = result
+        return results
+
+    def _refuse_overflow(self, ops: list[tuple[str, str, Any]]) -> None:
+        """A batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) is refused before
+        any shard commits, as the scores read now tell (a concurrent writer may still make one shard's
+        commit refuse it after others committed: atomicity is per shard)."""
+        members = sorted({member for _, member, _ in ops})
+        now: dict[str, Any] = dict(zip(members, self.scores(members)))
+        for op, member, value in ops:
+            if op == "incr":
+                now[member] = add_scores(0 if now[member] is None else now[member], value)
+            elif op == "set":
+                now[member] = value
+            elif op == "best":
+                now[member] = value if now[member] is None else self._order.better(now[member], value)
+            else:
+                now[member] = None
+
+    # -- whole-set operations -------------------------------------------------------
+
+    @classmethod
+    def load(cls, store: Store, name: str, pairs: Any, *, shards: int, **options: Any) -> Any:
+        """:meth:`SortedSet.load` with ``shards``."""
+        return SortedSet.load(store, name, pairs, shards=shards, **options)
+
+    def _load(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], replace: bool, progress: Any, batch: int) -> None:
+        """Load each shard's members into it (``SortedSet.load``): one commit per shard."""
+        from . import _commit
+
+        if type(replace) is not bool:
+            raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
+        check_count(batch, "batch", least=1)
+        if progress is not None and not callable(progress):
+            raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
+        checked = check_pairs(pairs)
+        if not replace and len(self):
+            raise InvalidArgumentError(f"set {self.name!r} already has entries; pass replace=True to replace them")
+        parts: list[dict[str, Score]] = [{} for _ in self._engines]
+        for member, score in checked.items():
+            parts[shard_of(member, self.shards)][member] = score
+        self._ensure_settings()
+        done = 0
+        for engine, part in zip(self._engines, parts):
+
+            def report(d: int, t: int, offset: int = done) -> None:
+                if progress is not None:
+                    progress(offset + d, offset + t)
+
+            last: list[int] = [0]
+
+            def counted(d: int, t: int, report: Any = report, last: list[int] = last) -> None:
+                last[0] = t
+                report(d, t)
+
+            _commit.load(engine, part, replace, counted, batch)
+            done += last[0]
+
+    def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
+        """Collect every shard (see :meth:`SortedSet.gc`); their grace periods run side by side."""
+        with ThreadPoolExecutor(max_workers=min(self.shards, 16)) as pool:
+            return sum(pool.map(lambda e: e.gc(min_age=min_age, wait=wait, sweep=sweep), self._engines))
+
+    def merge(self) -> bool:
+        """Merge every shard's update log now; True if any was merged."""
+        return any([e.merge() for e in self._engines])
+
+    def unreferenced(self, min_age: float = 0.0) -> list[str]:
+        return [key for e in self._engines for key in e.unreferenced(min_age)]
+
+    def node_keys(self) -> list[str]:
+        return sorted(key for e in self._engines for key in e.node_keys())
+
+    def drop(self) -> None:
+        """Remove the whole set: every shard, then the settings record."""
+        for engine in self._engines:
+            engine.drop()
+        self.store.delete(self._settings_key)
+        self._settled = False
+
+    def check(self) -> list[str]:
+        """Every shard's invariants, every member in the shard its hash names, and the settings record."""
+        problems = []
+        try:
+            record = self.store.get(self._settings_key)
+            if record is None and any(self.store.get(e._keys.head) is not None for e in self._engines):
+                problems.append(f"the settings record {self._settings_key} is missing")
+            elif record is not None:
+                Settings.decode(self._settings_key, record.value)
+        except CorruptDataError as exc:
+            problems.append(str(exc))
+        for i, engine in enumerate(self._engines):
+            found = engine.check()
+            problems.extend(f"shard {i}: {p}" for p in found)
+            if not found:
+                strays = [e.member for e in engine if shard_of(e.member, self.shards) != i]
+                if strays:
+                    problems.append(f"shard {i} holds members of other shards: {strays[:5]!r}")
+        return problems
+
+    def _check(self) -> None:
+        problems = self.check()
+        if problems:
+            from . import _check
+
+            described = "\n  ".join(f"shard {i}: {_check.describe(e)}" for i, e in enumerate(self._engines))
+            raise AssertionError(f"{self!r} is broken:\n  " + "\n  ".join(problems) + "\n  " + described)
+
+
+__all__ = ["MAX_SHARDS", "ShardedSet", "shard_of"]
+_ = InvalidScoreError  # raised by add_scores in _refuse_overflow
