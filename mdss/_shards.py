@@ -246,7 +246,8 @@ def _load_all(wanted: list[tuple[Tree, str, int]]) -> list[Any]:
             found[n] = node
     if missing:
         keys = list(missing)
-        for key, data in zip(keys, wanted[missing[key][0]][0].source.store.get_many(keys)):
+        store = wanted[missing[keys[0]][0]][0].source.store
+        for key, data in zip(keys, store.get_many(keys)):
             if data is None:
                 raise MissingNodeError("a node the head names is missing", key)
             first = wanted[missing[key][0]]
@@ -370,7 +371,7 @@ def route(items: list[tuple[_Reach, list[Any]]], leaves: bool = True) -> None:
         def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
             low, high, inner = bounds[0], bounds[-1], bounds[1:-1]
             for p in by_reach[id(reach)]:
-                if (low is None or p >= low) and (high is None or p < high):
+                if (low is None or not p < low) and (high is None or p < high):  # probes may end in TOP: only <
                     yield bisect_right(inner, p)
 
         return chosen
