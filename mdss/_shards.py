@@ -95,7 +95,7 @@ def shard_of(member: str, shards: int) -> int:
     """The shard of ``member``: the CRC-32 of its UTF-8 bytes modulo ``shards``.
 
     >>> shard_of("alice", 4), shard_of("bob", 4)
-    (1, 0)
+    (3, 0)
     """
     return zlib.crc32(member.encode("utf-8")) % shards
 
@@ -354,8 +354,12 @@ class _Reach:
 
 
 def _fetch_and_expand(wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, int], Any]) -> None:
-    """Read the nodes of intervals ``wanted`` in one round trip and expand them (the last first, so that
-    indices hold)."""
+    """Expand the intervals ``wanted``: those whose node is cached first, without a round trip (shards of
+    different heights descend their cached manifests before anything is read); when none is, read all of
+    their nodes in one ``get_many``. Expands the last first, so that indices hold."""
+    cached = [(r, j) for r, j in wanted if r.ids[j] in r.tree.source.pins or r.tree.source.cache.get(r.ids[j])]
+    if cached:
+        wanted = cached
     nodes = _load_all([(r.tree, r.ids[j], r.heights[j]) for r, j in wanted])  # type: ignore[misc]
     for (reach, j), node in sorted(zip(wanted, nodes), key=lambda item: -item[0][1]):
         reach.expand(j, node, keep(reach, j))
@@ -427,6 +431,147 @@ def _added_between(view: Any, low: Any, high: Any) -> list[Any]:
         if len(found) < limit or (high is not None and found[-1] >= high):
             return [key for key in found if high is None or key < high]
         limit *= 4
+
+
+def _narrow(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> tuple[Any, Any]:
+    """Keys ``low`` (``None``: the start) and ``high`` (``None``: the end) with every key of positions
+    ``start`` to ``stop - 1`` in ``[low, high)`` and few others: a binary search over a sample of the
+    candidate entry sets' keys (every 16th), counting exactly where every shard's candidates reach."""
+    floor: Any = None  # the key range where every shard's count is exact: [floor, ceiling)
+    ceiling: Any = None
+    for reach, run in zip(reaches, runs):
+        first = reach.firsts[run[0]]
+        after = run[-1] + 1
+        end = reach.firsts[after] if after < len(reach.firsts) else None
+        if first is not None and (floor is None or first > floor):
+            floor = first
+        if end is not None and (ceiling is None or end < ceiling):
+            ceiling = end
+    sample = sorted(
+        key
+        for reach, run in zip(reaches, runs)
+        for j in run
+        for key in reach.leaves[j].keys[::16]
+        if (floor is None or not key < floor) and (ceiling is None or key < ceiling)
+    )
+
+    def below(key: Any) -> int:
+        return sum(reach.bounds(key)[0] for reach in reaches)
+
+    lo, hi = 0, len(sample)  # the first sample with more than ``start`` entries below it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if below(sample[mid]) > start:
+            hi = mid
+        else:
+            lo = mid + 1
+    low = sample[lo - 1] if lo else floor
+    hi = len(sample)  # the first sample with at least ``stop`` entries below it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if below(sample[mid]) >= stop:
+            hi = mid
+        else:
+            lo = mid + 1
+    high = sample[lo] if lo < len(sample) else ceiling
+    return low, high
+
+
+class _Sweep:
+    """Bounds on the global count below any key, from every shard's intervals at one moment: the shards'
+    interval boundaries in key order with running sums of the least (``lows``) and most (``highs``)
+    entries below, so that a bound costs one bisection however many shards there are.
+
+    A shard's count below a key in its interval ``j`` lies between its counts below ``firsts[j]`` and
+    ``firsts[j + 1]``; at its own boundary it is exact. Entry sets read count as intervals here: coarser
+    bounds only keep more candidates, never fewer.
+    """
+
+    __slots__ = ("keys", "lows", "highs", "widths", "low0", "high0", "total")
+
+    def __init__(self, reaches: list[_Reach]) -> None:
+        events = []
+        low0 = high0 = 0
+        for reach in reaches:
+            n = len(reach.firsts)
+            high0 += reach.below(1)
+            for j in range(1, n):
+                events.append((reach.firsts[j], reach.below(j) - reach.below(j - 1), reach.below(j + 1) - reach.below(j)))
+        events.sort(key=lambda event: event[0])
+        self.keys = [e[0] for e in events]
+        self.lows, self.highs, self.widths = [], [], []
+        low, high = low0, high0
+        for _, step, width in events:
+            low += step  # the shard moves from interval j - 1 to j: its least count grows to below(j)
+            high += width  # and its most to below(j + 1)
+            self.lows.append(low)
+            self.highs.append(high)
+            self.widths.append(width)
+        self.low0, self.high0 = low0, high0
+        self.total = sum(r.total for r in reaches)
+
+    def low(self, key: Any) -> int:
+        if key is None:
+            return 0
+        i = bisect_right(self.keys, key) - 1
+        return self.low0 if i < 0 else self.lows[i]
+
+    def high(self, key: Any) -> int:
+        """The most entries below ``key``: exact for the shard whose boundary ``key`` is."""
+        if key is None:
+            return self.total
+        i = bisect_right(self.keys, key) - 1
+        if i < 0:
+            return self.high0
+        return self.highs[i] - (self.widths[i] if self.keys[i] == key else 0)
+
+    def candidates(self, reach: _Reach, first: int, last: int) -> range:
+        """The intervals of ``reach`` that can hold a global position from ``first`` to ``last``: a run, as
+        both bounds grow with the key."""
+        n = len(reach.firsts)
+        a = 0
+        while a < n and self.high(reach.firsts[a + 1] if a + 1 < n else None) < first + 1:
+            a += 1
+        b = a
+        while b < n and self.low(reach.firsts[b]) <= last:
+            b += 1
+        return range(a, b)
+
+    def keep(self, reach: _Reach, j: int, first: int, last: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
+        """Which children of interval ``j``'s manifest can hold a position from ``first`` to ``last``: the
+        other shards' bounds from the sweep, this shard's exact counts at the children's first keys."""
+        own_low, own_high = reach.below(j), reach.below(j + 1)
+
+        def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
+            n = len(starts) - 1
+
+            def low(c: int) -> int:  # least entries below child c's first key
+                if c == 0:
+                    return self.low(bounds[0])
+                return starts[c] + reach.shift(bounds[c]) + self.low(bounds[c]) - own_low
+
+            def high(c: int) -> int:  # most entries below child c's first key (c == n: the next interval's)
+                if c == n or c == 0:
+                    return self.high(bounds[c])
+                return starts[c] + reach.shift(bounds[c]) + self.high(bounds[c]) - own_high
+
+            lo, hi = 0, n
+            while lo < hi:  # the first child whose end can reach ``first``
+                mid = (lo + hi) // 2
+                if high(mid + 1) >= first + 1:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            a, hi = lo, n
+            while lo < hi:  # the first child that starts past ``last``
+                mid = (lo + hi) // 2
+                if low(mid) > last:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return range(a, lo)
+
+        return chosen
 
 
 class ShardedSet:
@@ -598,90 +743,36 @@ class ShardedSet:
         if start >= stop:
             return []
         reaches = [_Reach(s.score_tree, s.view, s.ranking.count) for s in snaps]
-        first, last = start, stop - 1
-
-        def low_sum(key: Any, skip: _Reach) -> int:
-            return 0 if key is None else sum(r.bounds(key)[0] for r in reaches if r is not skip)
-
-        def high_sum(key: Any, skip: _Reach) -> int:
-            if key is None:
-                return sum(r.total for r in reaches if r is not skip)
-            return sum(r.bounds(key)[1] for r in reaches if r is not skip)
-
-        def candidates(reach: _Reach) -> range:
-            """The intervals of ``reach`` that can hold a global position from ``first`` to ``last``: a run,
-            since both bounds grow with the key."""
-            n = len(reach.firsts)
-            lo, hi = 0, n  # first j whose interval can reach up to ``first``
-            while lo < hi:
-                mid = (lo + hi) // 2
-                nxt = reach.firsts[mid + 1] if mid + 1 < n else None
-                if reach.below(mid + 1) + high_sum(nxt, reach) >= first + 1:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            a, hi = lo, n  # first j whose interval starts past ``last``
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if reach.below(mid) + low_sum(reach.firsts[mid], reach) > last:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            return range(a, lo)
-
-        def keep(reach: _Reach, j: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
-            def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
-                n = len(starts) - 1
-
-                def below(c: int) -> int:  # this shard's exact count below child c's first key
-                    if c == n:
-                        return reach.below(j + 1)
-                    return starts[c] + reach.shift(bounds[c]) if bounds[c] is not None else 0
-
-                lo, hi = 0, n
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if below(mid + 1) + high_sum(bounds[mid + 1], reach) >= first + 1:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                a, hi = lo, n
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if below(mid) + low_sum(bounds[mid], reach) > last:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                return range(a, lo)
-
-            return chosen
-
         while True:
-            wanted = [(r, j) for r in reaches for j in candidates(r) if r.pending(j)]
+            sweep = _Sweep(reaches)
+            runs = [sweep.candidates(reach, start, stop - 1) for reach in reaches]
+            wanted = [(reach, j) for reach, run in zip(reaches, runs) for j in run if reach.pending(j)]
             if not wanted:
                 break
-            _fetch_and_expand(wanted, keep)
-
+            _fetch_and_expand(wanted, lambda reach, j: sweep.keep(reach, j, start, stop - 1))
+        for reach, run in zip(reaches, runs):
+            if not run or any(reach.leaves[j] is None for j in run):
+                raise AssertionError(f"shard intervals {run} cannot hold positions {start}..{stop}")
+        low, high = _narrow(reaches, runs, start, stop)
         lists, base = [], 0
-        for reach in reaches:
-            run = candidates(reach)
-            if not run:
-                raise AssertionError(f"no candidate interval in a shard for positions {start}..{stop}")
+        for reach, run in zip(reaches, runs):
             keys: list[Any] = []
             for j in run:
-                keys.extend(reach.leaves[j].keys)
+                leaf_keys = reach.leaves[j].keys
+                a = 0 if low is None else bisect_left(leaf_keys, low)
+                b = len(leaf_keys) if high is None else bisect_left(leaf_keys, high)
+                keys.extend(leaf_keys[a:b])
             view = reach.view
             if view is not None:
                 if keys:
                     removed = view.removed_within(keys[0], keys[-1])
                     if removed:
                         keys = [k for k in keys if k not in removed]
-                after = run[-1] + 1
-                added = _added_between(view, reach.firsts[run[0]], reach.firsts[after] if after < len(reach.firsts) else None)
+                added = _added_between(view, low if low is not None else reach.firsts[run[0]], high)
                 if added:
                     keys = sorted(keys + added)
             lists.append(keys)
-            base += reach.below(run[0])
+            base += reach.bounds(low)[0]
         splits = select(lists, start - base)
         merged = heapq.merge(*(keys[c : c + stop - start] for keys, c in zip(lists, splits)))
         found = [next(merged) for _ in range(stop - start)]
