@@ -105,11 +105,13 @@ def bench_mdss(
     chunk_size: int,
     cache_bytes: int,
     stored_bytes: Callable[[Any, Sequence[str]], int] = value_bytes,
+    shards: int = 1,
 ) -> dict[str, Any]:
     """mdss' figures on ``store``; ``bytes_per_member`` counts the set's nodes by ``stored_bytes``."""
     name = f"bench-{os.getpid()}-{time.monotonic_ns()}"
     start = time.perf_counter()
-    board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes)
+    sharded = {"shards": shards} if shards > 1 else {}
+    board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes, **sharded)
     out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start)}
     out["bytes_per_member"] = stored_bytes(store, list(board.node_keys())) / w.n
     rank = timed(lambda m: board.rank(m), w.sample_members)
@@ -124,6 +126,10 @@ def bench_mdss(
         board.rank(member)
     out["round_trips_per_median_rank"] = store.stats.since(before)["calls"] / len(w.median_members)
     out.update(_named("page", timed(lambda o: board.range(o, PAGE), w.offsets)))
+    before = store.stats.snapshot()
+    for offset in w.offsets:
+        board.range(offset, PAGE)
+    out["round_trips_per_page"] = store.stats.since(before)["calls"] / len(w.offsets)
     out.update(_named("around", timed(lambda m: board.around(m, 5, 5), w.sample_members)))
     out.update(_named("top", timed(lambda _: board.range(0, PAGE), range(len(w.offsets)))))
     before = store.stats.snapshot()
@@ -355,6 +361,7 @@ COLUMNS = [
     ("around_full_log_p50_us", "around p50 full log", "{:,.1f}"),
     ("round_trips_per_rank", "trips/rank", "{:.2f}"),
     ("round_trips_per_median_rank", "trips/median", "{:.2f}"),
+    ("round_trips_per_page", "trips/page", "{:.2f}"),
     ("bytes_per_member", "bytes/member", "{:,.1f}"),
 ]
 
@@ -362,7 +369,8 @@ COLUMNS = [
 def report(result: dict[str, Any]) -> Iterator[str]:
     """The lines of a :func:`run`'s table: one column per system, then mdss' ratio to each anchor."""
     systems = [s for s in result if isinstance(result[s], dict)]
-    yield f"{result['members']:,} members on {result['store']} (times in microseconds)"
+    shards = f", {result['shards']} shards" if result.get("shards", 1) > 1 else ""
+    yield f"{result['members']:,} members on {result['store']}{shards} (times in microseconds)"
     yield f"{'':<16}" + "".join(f"{s:>18}" for s in systems)
     for key, label, fmt in COLUMNS:
         cells = []
@@ -401,6 +409,7 @@ def run(
     singles: int = 10_000,
     cache_bytes: int = 4 << 30,
     seed: int = 1,
+    shards: int = 1,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Measure mdss on the store ``url`` names, and every anchor that fits that store, on one workload.
@@ -411,11 +420,11 @@ def run(
     """
     scheme = urlsplit(url).scheme
     w = Workload(members, samples, min(batch_size, members), seed, singles)
-    result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size}
+    result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size, "shards": shards}
     with mdss.open_store(url) as store:
         progress(f"mdss on {url} ...")
         stored_bytes = redis_memory_usage if single_redis(url) else value_bytes
-        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes)
+        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes, shards)
         progress("sortedcontainers ...")
         result["sortedcontainers"] = bench_sortedlist(w)
         if scheme == "sqlite":

@@ -176,8 +176,9 @@ class Settings:
 def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
     """``SortedSet(store, name, **options)``: a plain ``SortedSet`` or, when the set is (to be) sharded, a
     :class:`ShardedSet`. Reads the set's settings record (one round trip)."""
-    given = "shards" in options
+    given = options.get("shards") is not None
     shards = options.pop("shards", None) if given else (cls.__init__.__kwdefaults__ or {}).get("shards")
+    options.pop("shards", None)
     if not isinstance(store, Store) or not isinstance(name, str) or not name:
         return object.__new__(cls)  # __init__ says what is wrong
     if shards is not None and (type(shards) is not int or not 1 <= shards <= MAX_SHARDS):

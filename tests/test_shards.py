@@ -253,3 +253,29 @@ def test_drop_removes_every_shard_and_writes_start_again(store) -> None:
     board.add("ann", 1)
     assert isinstance(mdss.SortedSet(store, "b"), mdss.ShardedSet)
     assert board.check() == []
+
+
+def test_cli_creates_sharded_sets_and_shows_each_shard(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from mdss.cli import cli
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    csv = tmp_path / "pairs.csv"
+    csv.write_text("".join(f"m{i},{i}\n" for i in range(300)))
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(cli, ["--store", url, "--set", "board", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "300 members loaded" in run("load", str(csv), "--shards", "3", "--chunk-size", "8")
+    out = run("stats")
+    assert "shards: 3" in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"])]
+    assert len(rows) == 3 and sum(int(r[1].replace(",", "")) for r in rows) == 300
+    assert "m299 is ranked 1st of 300" in run("rank", "m299")
+    assert "every invariant holds" in run("check")
+    store = mdss.open_store(url)
+    assert mdss.SortedSet(store, "board").shards == 3
+    store.close()
