@@ -185,9 +185,7 @@ def _sharded_row(url: str, shards: int, processes: int, seconds: float, members:
     mdss.SortedSet.load(store, name, {f"p{i}": i for i in range(members)}, **options)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_sharded_process, args=(url, name, p, seconds, members, out)) for p in range(processes)
-    ]
+    procs = [ctx.Process(target=_sharded_process, args=(url, name, p, seconds, members, out)) for p in range(processes)]
     for proc in procs:
         proc.start()
     results = [out.get() for _ in procs]
@@ -207,7 +205,8 @@ def _sharded_row(url: str, shards: int, processes: int, seconds: float, members:
     board.scores([e.member for e in board])  # every node of both trees in the cache
     trips = {"rank": 0, "page": 0}
     for i in range(50):
-        for what, call in (("rank", lambda: board.rank(ranked[i])), ("page", lambda: board.range(offsets[i], 100))):
+        calls = (("rank", lambda i=i: board.rank(ranked[i])), ("page", lambda i=i: board.range(offsets[i], 100)))
+        for what, call in calls:
             manifests_only()
             before = store.stats.snapshot()
             call()
@@ -250,9 +249,7 @@ def _cluster(url: str | None) -> Iterator[str]:
 
 def _cluster_main(args: argparse.Namespace) -> None:
     with _cluster(args.redis_cluster) as url:
-        rows = [
-            _sharded_row(url, int(s), args.processes, args.seconds, args.members) for s in args.shards.split(",")
-        ]
+        rows = [_sharded_row(url, int(s), args.processes, args.seconds, args.members) for s in args.shards.split(",")]
     one = rows[0]
     print(f"\nredis cluster (3 masters), {args.members:,} members, {args.processes} processes, {args.seconds:g} s each")
     print(

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import heapq
 import re
 import threading
@@ -68,7 +69,6 @@ from ._order import (
     check_pairs,
     check_score,
 )
-from ._retry import COMMITS
 from ._sortedset import TIES, Batch, Page, SortedSet
 from ._tree import Leaf, Source, Tree, decode
 from .exceptions import (
@@ -148,9 +148,7 @@ class Settings:
 
     def encode(self) -> bytes:
         return seal(
-            _packb(
-                {"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts}
-            )
+            _packb({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
         )
 
     @classmethod
@@ -177,7 +175,8 @@ def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
     """``SortedSet(store, name, **options)``: a plain ``SortedSet`` or, when the set is (to be) sharded, a
     :class:`ShardedSet`. Reads the set's settings record (one round trip)."""
     given = options.get("shards") is not None
-    shards = options.pop("shards", None) if given else (cls.__init__.__kwdefaults__ or {}).get("shards")
+    defaults = SortedSet.__init__.__kwdefaults__ or {}  # the tests set a default shard count there
+    shards = options.pop("shards", None) if given else defaults.get("shards")
     options.pop("shards", None)
     if not isinstance(store, Store) or not isinstance(name, str) or not name:
         return object.__new__(cls)  # __init__ says what is wrong
@@ -329,7 +328,11 @@ class _Reach:
         bounds = [self.firsts[j], *node.firsts[1:], self.firsts[j + 1] if j + 1 < len(self.firsts) else None]
         starts = [start + s for s in node.starts]
         kept = sorted(set(keep(bounds, starts)))
-        firsts, begins, ids, heights, leaves = [], [], [], [], []
+        firsts: list[Any] = []
+        begins: list[int] = []
+        ids: list[str | None] = []
+        heights: list[int] = []
+        leaves: list[Any] = []
         c, n = 0, len(node)
         for k in [*kept, n]:
             if c < k:  # an opaque run of children
@@ -358,7 +361,7 @@ def _fetch_and_expand(wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, 
     """Expand the intervals ``wanted``: those whose node is cached first, without a round trip (shards of
     different heights descend their cached manifests before anything is read); when none is, read all of
     their nodes in one ``get_many``. Expands the last first, so that indices hold."""
-    cached = [(r, j) for r, j in wanted if r.ids[j] in r.tree.source.pins or r.tree.source.cache.get(r.ids[j])]
+    cached = [(r, j) for r, j in wanted if r.ids[j] in r.tree.source.pins or r.tree.source.cache.get(r.ids[j] or "")]
     if cached:
         wanted = cached
     nodes = _load_all([(r.tree, r.ids[j], r.heights[j]) for r, j in wanted])  # type: ignore[misc]
@@ -497,7 +500,9 @@ class _Sweep:
             n = len(reach.firsts)
             high0 += reach.below(1)
             for j in range(1, n):
-                events.append((reach.firsts[j], reach.below(j) - reach.below(j - 1), reach.below(j + 1) - reach.below(j)))
+                events.append(
+                    (reach.firsts[j], reach.below(j) - reach.below(j - 1), reach.below(j + 1) - reach.below(j))
+                )
         events.sort(key=lambda event: event[0])
         self.keys = [e[0] for e in events]
         self.lows, self.highs, self.widths = [], [], []
@@ -612,7 +617,9 @@ class ShardedSet:
         self.order, self.chunk_size = settings.order, settings.chunk
         self._cache = NodeCache(cache_bytes)
         self._engines = [
-            _Shard(part, store, f"{name}[{i}]", order=settings.order, chunk_size=settings.chunk, cache_bytes=0, **options)
+            _Shard(
+                part, store, f"{name}[{i}]", order=settings.order, chunk_size=settings.chunk, cache_bytes=0, **options
+            )
             for i, part in enumerate(settings.parts)
         ]
         for engine in self._engines:
@@ -632,7 +639,9 @@ class ShardedSet:
                 raise InvalidArgumentError(f"chunk_size must be an int from 2 to 100000, got {chunk_size!r:.80}")
             chunk = chunk_size or 1000
             self.store.check_chunk_size(chunk)
-            fresh = Settings(shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards)))
+            fresh = Settings(
+                shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards))
+            )
             try:
                 self.store.cas(key, fresh.encode(), None)
                 return fresh
@@ -751,7 +760,7 @@ class ShardedSet:
             wanted = [(reach, j) for reach, run in zip(reaches, runs) for j in run if reach.pending(j)]
             if not wanted:
                 break
-            _fetch_and_expand(wanted, lambda reach, j: sweep.keep(reach, j, start, stop - 1))
+            _fetch_and_expand(wanted, functools.partial(_Sweep.keep, sweep, first=start, last=stop - 1))
         for reach, run in zip(reaches, runs):
             if not run or any(reach.leaves[j] is None for j in run):
                 raise AssertionError(f"shard intervals {run} cannot hold positions {start}..{stop}")
@@ -791,7 +800,7 @@ class ShardedSet:
         """The heads' facts: members, settings, and each shard's size, generation and tree heights."""
 
         def run(snaps: list[Snapshot]) -> dict[str, Any]:
-            shards = []
+            shards: list[dict[str, Any]] = []
             for engine, snap in zip(self._engines, snaps):
                 head = snap.head
                 shards.append(
@@ -1114,7 +1123,9 @@ class ShardedSet:
         """:meth:`SortedSet.load` with ``shards``."""
         return SortedSet.load(store, name, pairs, shards=shards, **options)
 
-    def _load(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], replace: bool, progress: Any, batch: int) -> None:
+    def _load(
+        self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], replace: bool, progress: Any, batch: int
+    ) -> None:
         """Load each shard's members into it (``SortedSet.load``): one commit per shard."""
         from . import _commit
 

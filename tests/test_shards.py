@@ -170,7 +170,9 @@ def test_sharded_reads_equal_unsharded_ones() -> None:
         for score in [-1, 0, 7, 20.5, 45, 99]:
             assert board.rank_of_score(score) == plain.rank_of_score(score)
             assert board.count(score, 10) == plain.count(score, 10)
-            assert board.range_by_score(40, score, offset=2, limit=7) == plain.range_by_score(40, score, offset=2, limit=7)
+            assert board.range_by_score(40, score, offset=2, limit=7) == plain.range_by_score(
+                40, score, offset=2, limit=7
+            )
             estimate = board.estimate_rank(score=score)
             assert estimate.low <= plain.rank_of_score(score) <= estimate.high
             assert board.estimate_rank(score=score, max_error=0) == plain.estimate_rank(score=score, max_error=0)
