@@ -44,9 +44,8 @@ import re
 import threading
 import zlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import attrs
@@ -69,7 +68,7 @@ from ._order import (
     check_pairs,
     check_score,
 )
-from ._sortedset import TIES, Batch, Page, SortedSet
+from ._sortedset import TIES, Page, SortedSet
 from ._tree import Leaf, Source, Tree, decode
 from .exceptions import (
     ConflictError,
@@ -747,7 +746,7 @@ class ShardedSet:
             found.update(zip(group, snaps[i].index.find(group)))
         return [found[m] for m in members]
 
-    def _window(self, snaps: list[Snapshot], start: int, stop: int) -> list[Entry]:
+    def _entries(self, snaps: list[Snapshot], start: int, stop: int) -> list[Entry]:
         """The entries at global positions ``start`` to ``stop - 1``: an exact selection across shards."""
         total = self._count(snaps)
         start, stop = max(start, 0), min(stop, total)
@@ -859,12 +858,6 @@ class ShardedSet:
         probe = self._order.first_key(check_score(score))
         return self._read(lambda snaps: self._count_below(snaps, [probe])[0] + 1)
 
-    def range(self, offset: int = 0, limit: int = 10) -> list[Entry]:
-        """Up to ``limit`` entries from global position ``offset``; two round trips with manifests cached."""
-        check_count(offset, "offset")
-        check_count(limit, "limit")
-        return self._read(lambda snaps: self._window(snaps, offset, offset + limit))
-
     at = SortedSet.at
 
     def _score_bounds(self, snaps: list[Snapshot], best: Score, worst: Score) -> tuple[int, int]:
@@ -874,31 +867,11 @@ class ShardedSet:
         start, stop = self._count_below(snaps, [low, high])
         return start, stop
 
-    def range_by_score(self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None) -> list[Entry]:
-        """Entries whose score lies between ``best`` and ``worst`` inclusive, best first (see SortedSet)."""
-        best, worst = check_score(best), check_score(worst)
-        check_count(offset, "offset")
-        if limit is not None:
-            check_count(limit, "limit")
-
-        def run(snaps: list[Snapshot]) -> list[Entry]:
-            start, stop = self._score_bounds(snaps, best, worst)
-            start += offset
-            if limit is not None:
-                stop = min(stop, start + limit)
-            return self._window(snaps, start, stop)
-
-        return self._read(run)
-
-    def count(self, best: Score, worst: Score) -> int:
-        """How many members have a score between ``best`` and ``worst`` inclusive."""
-        best, worst = check_score(best), check_score(worst)
-
-        def run(snaps: list[Snapshot]) -> int:
-            start, stop = self._score_bounds(snaps, best, worst)
-            return stop - start
-
-        return self._read(run)
+    # SortedSet's range, range_by_score and count, over this class's _score_bounds and _entries (a snapshot
+    # is a list of shards' snapshots here): two round trips with manifests cached (three with score bounds).
+    range = SortedSet.range
+    range_by_score = SortedSet.range_by_score
+    count = SortedSet.count
 
     def around(self, member: str, before: int = 5, after: int = 5) -> list[Entry]:
         """The entries around ``member`` (it included), or ``[]`` if it is absent."""
@@ -911,7 +884,7 @@ class ShardedSet:
             if score is None:
                 return []
             position = self._count_below(snaps, [self._order.key(member, score)])[0]
-            return self._window(snaps, max(position - before, 0), position + after + 1)
+            return self._entries(snaps, max(position - before, 0), position + after + 1)
 
         return self._read(run)
 
@@ -937,7 +910,7 @@ class ShardedSet:
 
         def run(snaps: list[Snapshot]) -> tuple[list[Entry], int]:
             position = 0 if after is None else self._count_below(snaps, [after])[0]
-            return self._window(snaps, position, position + limit), self._count(snaps)
+            return self._entries(snaps, position, position + limit), self._count(snaps)
 
         entries, total = self._read(run)
         if not entries or entries[-1].rank >= total:
@@ -1035,20 +1008,7 @@ class ShardedSet:
     remove = SortedSet.remove
     remove_many = SortedSet.remove_many
 
-    @contextmanager
-    def batch(self) -> Iterator[Batch]:
-        """Collect this thread's writes and commit them at the end: atomically within each shard, shard by
-        shard (see :meth:`SortedSet.batch`)."""
-        if getattr(self._local, "batch", None) is not None:
-            yield self._local.batch
-            return
-        batch = self._local.batch = Batch()
-        try:
-            yield batch
-        finally:
-            self._local.batch = None
-        if batch.ops:
-            batch.results = self._submit(batch.ops, want_score=batch.want_scores)
+    batch = SortedSet.batch  # atomic within each shard: _submit commits shard by shard
 
     def _submit(self, ops: list[tuple[str, str, Any]], want_score: bool | list[bool] = False) -> list[Any] | None:
         """Route each operation to its member's shard and commit shard by shard (each through its own
