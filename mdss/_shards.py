@@ -51,7 +51,7 @@ from typing import Any, TypeVar
 import attrs
 import msgpack
 
-from . import _estimate
+from . import _estimate, _log
 from ._cache import NodeCache
 from ._codec import FORMAT, _packb, seal, unpack
 from ._head import Head, Snapshot, decode_for
@@ -809,6 +809,7 @@ class ShardedSet:
                         "score_tree_height": head.scores.height + (head.scores.root is not None),
                         "member_index_height": head.members.height + (head.members.root is not None),
                         "log_entries": len(head.log),
+                        "log_limit": _log.log_limit(engine, head),
                         "head_key": engine._keys.head,
                     }
                 )
@@ -821,6 +822,7 @@ class ShardedSet:
                 "score_tree_height": max(s["score_tree_height"] for s in shards),
                 "member_index_height": max(s["member_index_height"] for s in shards),
                 "log_entries": sum(s["log_entries"] for s in shards),
+                "log_limit": sum(s["log_limit"] for s in shards),
                 "per_shard": shards,
             }
 
