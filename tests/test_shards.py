@@ -132,6 +132,9 @@ def test_round_trips_do_not_grow_with_shards(shards) -> None:
         "rank_of_score": lambda: fresh.rank_of_score(321),
         "count": lambda: fresh.count(800, 200),
         "len": lambda: len(fresh),
+        "scores": lambda: fresh.scores(["p1", "p999", "p12345", "p19999", "nobody"]),
+        "range_by_score": lambda: fresh.range_by_score(800, 200, offset=10, limit=100),
+        "around": lambda: fresh.around("p4567", 50, 50),
     }.items():
         _warm_manifests_only(fresh)
         before = store.stats.snapshot()
@@ -145,6 +148,9 @@ def test_round_trips_do_not_grow_with_shards(shards) -> None:
         "rank_of_score": 2,
         "count": 2,
         "len": 1,
+        "scores": 2,
+        "range_by_score": 3 if shards > 1 else 2,
+        "around": 4,  # unsharded too, with entries in the log
     }
 
 
