@@ -104,21 +104,29 @@ def slot(key: str) -> int:
     return binascii.crc_hqx(key.encode("utf-8"), 0) % SLOTS
 
 
-def shard_parts(namespace: str, name: str, shards: int) -> list[str]:
+def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> list[str]:
     """The key names of a new set's shards: ``{set}|{i}.{salt}``.
 
     ``|`` never appears in a percent-encoded set name, so shard keys never
-    collide with another set's. The salt is the first that puts shard ``i``'s
-    head in the ``i``-th of ``shards`` equal ranges of Redis Cluster's hash
-    slots: a cluster whose masters own equal slot ranges (as ``redis-cli
-    --cluster create`` makes them) then holds the heads as evenly as the
-    counts allow, so shards' compare-and-sets land on different masters.
+    collide with another set's. The salt places the shards' heads: hash tags
+    would choose slots, not masters, so on a Redis Cluster (a store whose
+    client knows the slot owners) the salt is the first that puts shard
+    ``i``'s head on master ``i mod M``, as the cluster is when the set is
+    created: the heads are as evenly spread as ``S`` allows. Elsewhere it is
+    the first that puts the head in the ``i``-th of ``S`` equal ranges of the
+    hash slots, which spreads them over any cluster of equal slot ranges.
     """
     base, prefix = _part(name, "set name"), _part(namespace, "namespace")
+    client: Any = getattr(store, "client", None)
+    owner: Any = getattr(client, "get_node_from_key", None)
+    masters = sorted(node.name for node in client.get_primaries()) if owner is not None else []
     parts = []
     for i in range(shards):
         low, high, salt = i * SLOTS // shards, (i + 1) * SLOTS // shards, 0
-        while not low <= slot(f"{prefix}:{base}|{i}.{salt:x}:h") < high:
+        while True:
+            head = f"{prefix}:{base}|{i}.{salt:x}:h"
+            if (owner(head).name == masters[i % len(masters)]) if masters else low <= slot(head) < high:
+                break
             salt += 1
         parts.append(f"{base}|{i}.{salt:x}")
     return parts
@@ -402,7 +410,7 @@ def select(lists: list[list[Any]], k: int) -> list[int]:
     and halves that window: O(S log n) steps of S bisections.
 
     >>> select([[1, 4, 9], [2, 3, 10], [5]], 4)
-    [1, 2, 1]
+    [2, 2, 0]
     """
     low = [0] * len(lists)
     high = [len(items) for items in lists]

@@ -226,8 +226,8 @@ def test_paging_with_cursors_stays_exact_while_other_writers_post(store_factory)
 
 
 def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
-    """Hash tags choose slots, not masters: each shard's head is salted into its own slot range, so the
-    three masters (equal slot ranges) hold the heads as evenly as S allows."""
+    """Hash tags choose slots, not masters: each shard's head is salted onto master ``i mod 3`` of the
+    cluster as it is at creation, so the three masters hold the heads as evenly as S allows."""
     store = mdss.open_store(f"{redis_cluster_url}?namespace=heads{time.monotonic_ns()}")
     for shards in (2, 3, 4, 16, 64):
         board = mdss.SortedSet(store, f"b{shards}", shards=shards)
@@ -235,7 +235,7 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
         masters = Counter(store.client.get_node_from_key(e._keys.head).name for e in board._engines)
         assert len(masters) == min(shards, 3)
         assert max(masters.values()) - min(masters.values()) <= 1, masters
-        assert sorted(slot(e._keys.head) for e in board._engines) == [
+        assert [slot(e._keys.head) for e in board._engines] == [
             store.client.keyslot(e._keys.head) for e in board._engines
         ]
         assert board.range(0, 2) == [
@@ -243,6 +243,13 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
             mdss.Entry(f"m{3 * shards - 2}", 3 * shards - 2, 2),
         ]
     store.close()
+
+
+def test_heads_take_equal_slot_ranges_where_no_cluster_is_known() -> None:
+    """Without a cluster's slot owners, shard i's head lies in the i-th of S equal slot ranges."""
+    for shards in (2, 5, 16):
+        heads = [f"ns:{part}:h" for part in shard_parts("ns", "board", shards)]
+        assert [slot(h) * shards // 16384 for h in heads] == list(range(shards))
 
 
 def test_settings_record_round_trips() -> None:
