@@ -376,30 +376,32 @@ def _fetch_and_expand(wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, 
         reach.expand(j, node, keep(reach, j))
 
 
-def route(items: list[tuple[_Reach, list[Any]]], leaves: bool = True) -> None:
-    """Read, across shards, the nodes on the paths to each shard's probe keys: one ``get_many`` per level
-    (none for cached levels). ``leaves=False`` stops above the entry sets (estimates)."""
+def route(items: list[tuple[Tree, list[Any]]], leaves: bool = True) -> None:
+    """Read, across shards, the nodes on the paths to each tree's probe keys, leaving them pinned for the
+    trees' own reads: one ``get_many`` per level that is not cached, for all trees at once (trees whose
+    next nodes are cached descend first, so trees of different heights share a round trip). Each node
+    routes its run of sorted probes with two bisections per child (``Manifest.runs``). ``leaves=False``
+    stops above the entry sets (estimates)."""
+    paths: list[list[Any]] = []  # [tree, height, runs (node id, lo, hi) over probes, sorted probes]
+    for tree, probes in items:
+        if tree.root is not None and probes and (leaves or tree.height > 0):
+            paths.append([tree, tree.height, [(tree.root, 0, len(probes))], sorted(probes)])
 
-    by_reach = {id(reach): probes for reach, probes in items}
+    def cached(tree: Tree, node_id: str) -> bool:
+        return node_id in tree.source.pins or tree.source.cache.get(node_id) is not None
 
-    def keep(reach: _Reach, j: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
-        def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
-            low, high, inner = bounds[0], bounds[-1], bounds[1:-1]
-            for p in by_reach[id(reach)]:
-                if (low is None or not p < low) and (high is None or p < high):  # probes may end in TOP: only <
-                    yield bisect_right(inner, p)
-
-        return chosen
-
-    while True:
-        wanted = []
-        for reach, probes in items:
-            for j in sorted({reach.find(p) for p in probes}):
-                if reach.pending(j) and (leaves or reach.heights[j] > 0):
-                    wanted.append((reach, j))
-        if not wanted:
-            return
-        _fetch_and_expand(wanted, keep)
+    while paths:
+        step = [p for p in paths if all(cached(p[0], run[0]) for run in p[2])] or paths
+        nodes = iter(_load_all([(p[0], run[0], p[1]) for p in step for run in p[2]]))
+        for path in step:
+            tree, height, runs, probes = path
+            following: list[tuple[str, int, int]] = []
+            for _, lo, hi in runs:
+                node = next(nodes)
+                if height:
+                    following.extend((node.ids[i], a, b) for i, a, b in node.runs(probes, lo, hi))
+            path[1], path[2] = height - 1, following
+        paths = [p for p in paths if p[1] >= (0 if leaves else 1)]
 
 
 def select(lists: list[list[Any]], k: int) -> list[int]:
@@ -731,7 +733,7 @@ class ShardedSet:
 
     def _count_below(self, snaps: list[Snapshot], probes: list[Any]) -> list[int]:
         """For each probe key, the entries of the whole set below it: every shard's entry sets in one step."""
-        route([(_Reach(s.score_tree, s.view, s.ranking.count), probes) for s in snaps])
+        route([(s.score_tree, probes) for s in snaps])
         totals = [0] * len(probes)
         for snap in snaps:
             for n, below in enumerate(snap.ranking.count_below(probes)):
@@ -743,12 +745,7 @@ class ShardedSet:
         by_shard: dict[int, list[str]] = {}
         for member in members:
             by_shard.setdefault(shard_of(member, self.shards), []).append(member)
-        route(
-            [
-                (_Reach(snaps[i].member_index, None, snaps[i].member_index.count), sorted(set(group)))
-                for i, group in by_shard.items()
-            ]
-        )
+        route([(snaps[i].member_index, group) for i, group in by_shard.items()])
         found: dict[str, Score | None] = {}
         for i, group in by_shard.items():
             found.update(zip(group, snaps[i].index.find(group)))
@@ -956,7 +953,7 @@ class ShardedSet:
             probe = self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
         else:
             probe = self._order.first_key(score)
-        route([(_Reach(s.score_tree, s.view, s.ranking.count), [probe]) for s in snaps], leaves=False)
+        route([(s.score_tree, [probe]) for s in snaps], leaves=False)
         rank = low = high = 0
         for snap in snaps:
             shift = 0 if snap.view is None else snap.view.shift(probe)
