@@ -110,12 +110,14 @@ def bench_mdss(
     cache_bytes: int,
     stored_bytes: Callable[[Any, Sequence[str]], int] = value_bytes,
     url: str | None = None,
+    shards: int = 1,
 ) -> dict[str, Any]:
     """mdss' figures on ``store``; ``bytes_per_member`` counts the set's nodes by ``stored_bytes``. With the
     ``url`` of a store that processes share, also the reads beside a concurrent writer."""
     name = f"bench-{os.getpid()}-{time.monotonic_ns()}"
     start = time.perf_counter()
-    board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes)
+    sharded = {"shards": shards} if shards > 1 else {}
+    board = mdss.SortedSet.load(store, name, w.scores, chunk_size=chunk_size, cache_bytes=cache_bytes, **sharded)
     out: dict[str, Any] = {"load_per_s": _rate(w.n, time.perf_counter() - start)}
     out["bytes_per_member"] = stored_bytes(store, list(board.node_keys())) / w.n
     rank = timed(lambda m: board.rank(m), w.sample_members)
@@ -130,6 +132,10 @@ def bench_mdss(
         board.rank(member)
     out["round_trips_per_median_rank"] = store.stats.since(before)["calls"] / len(w.median_members)
     out.update(_named("page", timed(lambda o: board.range(o, PAGE), w.offsets)))
+    before = store.stats.snapshot()
+    for offset in w.offsets:
+        board.range(offset, PAGE)
+    out["round_trips_per_page"] = store.stats.since(before)["calls"] / len(w.offsets)
     out.update(_named("around", timed(lambda m: board.around(m, 5, 5), w.sample_members)))
     out.update(_named("top", timed(lambda _: board.range(0, PAGE), range(len(w.offsets)))))
     before = store.stats.snapshot()
@@ -182,7 +188,9 @@ def log_reads(board: mdss.SortedSet, w: Workload, rounds: int = 2) -> dict[str, 
     rng = random.Random(7)
     best: dict[str, float] = {}
     for _ in range(rounds):
-        while board.info()["log_entries"] < limit - 1:  # a full log: the reads' worst case before a merge
+        for _ in range(2 * limit):  # a full log: the reads' worst case before a merge (sharded: about full)
+            if board.info()["log_entries"] >= limit - 1:
+                break
             board.add(rng.choice(w.members), rng.randrange(0, 100_000))
         for regime in ("full_log", "merged"):
             if regime == "merged":
@@ -430,6 +438,7 @@ COLUMNS = [
     ("round_trips_per_around_with_writer", "trips/around w/wr", "{:.2f}"),
     ("round_trips_per_rank", "trips/rank", "{:.2f}"),
     ("round_trips_per_median_rank", "trips/median", "{:.2f}"),
+    ("round_trips_per_page", "trips/page", "{:.2f}"),
     ("bytes_per_member", "bytes/member", "{:,.1f}"),
 ]
 
@@ -437,7 +446,8 @@ COLUMNS = [
 def report(result: dict[str, Any]) -> Iterator[str]:
     """The lines of a :func:`run`'s table: one column per system, then mdss' ratio to each anchor."""
     systems = [s for s in result if isinstance(result[s], dict)]
-    yield f"{result['members']:,} members on {result['store']} (times in microseconds)"
+    shards = f", {result['shards']} shards" if result.get("shards", 1) > 1 else ""
+    yield f"{result['members']:,} members on {result['store']}{shards} (times in microseconds)"
     yield f"{'':<16}" + "".join(f"{s:>18}" for s in systems)
     for key, label, fmt in COLUMNS:
         cells = []
@@ -484,6 +494,7 @@ def run(
     singles: int = 10_000,
     cache_bytes: int = 4 << 30,
     seed: int = 1,
+    shards: int = 1,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Measure mdss on the store ``url`` names, and every anchor that fits that store, on one workload.
@@ -494,11 +505,11 @@ def run(
     """
     scheme = urlsplit(url).scheme
     w = Workload(members, samples, min(batch_size, members), seed, singles)
-    result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size}
+    result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size, "shards": shards}
     with mdss.open_store(url) as store:
         progress(f"mdss on {url} ...")
         stored_bytes = redis_memory_usage if single_redis(url) else value_bytes
-        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes, url)
+        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes, url, shards)
         progress("sortedcontainers ...")
         result["sortedcontainers"] = bench_sortedlist(w)
         if scheme == "sqlite":

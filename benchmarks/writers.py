@@ -1,6 +1,7 @@
 """Write throughput with many writers: threads (group commit on or off) and processes, on SQLite and Redis.
 
     python benchmarks/writers.py [--seconds 5] [--members 100000] [--stores sqlite,redis] [--json FILE]
+    python benchmarks/writers.py --cluster [--shards 1,4,16] [--processes 4] [--seconds 10] [--json FILE]
 
 Each writer calls ``incr`` on random members of a preloaded set for a fixed
 time; the table shows operations per second, commits, retries (commits
@@ -10,6 +11,13 @@ writes for one second before the measured ones (its caches warm, as a
 long-running writer's are), then all measure the same seconds. For Redis
 the script starts its own redis-server on a free loopback port (or uses
 ``--redis URL``).
+
+``--cluster`` measures sharded sets (issue 13) instead: ``--processes``
+processes post ``incr`` to one logical set on a 3-master Redis Cluster (started
+with tests/redis_servers.py, or ``--redis-cluster URL``), once per shard
+count, and the table shows total updates per second, compare-and-set
+conflicts per update, round trips per rank and per page of 100 (manifests
+cached), and rank and page p50 with every node cached, against ``S = 1``.
 """
 
 from __future__ import annotations
@@ -21,11 +29,13 @@ import multiprocessing
 import os
 import random
 import socket
+import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mdss
@@ -142,6 +152,135 @@ def _redis(url: str | None) -> Iterator[str]:
             proc.wait()
 
 
+def _sharded_process(url: str, name: str, seed: int, seconds: float, members: int, out: multiprocessing.Queue) -> None:
+    store = mdss.open_store(url)
+    board = mdss.SortedSet(store, name)
+    rng, n, failures = random.Random(seed), 0, 0
+    before = store.stats.snapshot()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            board.incr(f"p{rng.randrange(members)}", 1)
+            n += 1
+        except mdss.ConflictError:
+            failures += 1
+    cost = store.stats.since(before)
+    out.put(
+        {
+            "ops": n,
+            "conflicts": cost["conflicts"],
+            "calls": cost["calls"],
+            "conflict_errors": failures,
+            "merges": board.merges,
+            "retries": board.retries,
+        }
+    )
+
+
+def _p50_us(call: Callable[[int], object], n: int) -> float:
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        call(i)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def _sharded_row(url: str, shards: int, processes: int, seconds: float, members: int) -> dict:
+    """One logical set of ``shards`` shards: ``processes`` writers, then reads from this process."""
+    from mdss._tree import Leaf
+
+    store = mdss.open_store(url)
+    name = f"writers-{shards}-{time.monotonic_ns()}"
+    options = {"shards": shards} if shards > 1 else {}
+    mdss.SortedSet.load(store, name, {f"p{i}": i for i in range(members)}, **options)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_sharded_process, args=(url, name, p, seconds, members, out)) for p in range(processes)]
+    for proc in procs:
+        proc.start()
+    results = [out.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    ops = sum(r["ops"] for r in results)
+    board = mdss.SortedSet(store, name)
+    board.merge()
+    rng = random.Random(7)
+    ranked = [f"p{rng.randrange(members)}" for _ in range(200)]
+    offsets = [rng.randrange(members - 100) for _ in range(200)]
+
+    def manifests_only() -> None:
+        for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
+            board._cache.discard(key)
+
+    board.scores([e.member for e in board])  # every node of both trees in the cache
+    trips = {"rank": 0, "page": 0}
+    for i in range(50):
+        calls = (("rank", lambda i=i: board.rank(ranked[i])), ("page", lambda i=i: board.range(offsets[i], 100)))
+        for what, call in calls:
+            manifests_only()
+            before = store.stats.snapshot()
+            call()
+            trips[what] += store.stats.since(before)["calls"]
+    board.scores([e.member for e in board])
+    row = {
+        "shards": shards,
+        "processes": processes,
+        "updates_per_s": ops / seconds,
+        "conflicts_per_update": sum(r["conflicts"] for r in results) / max(ops, 1),
+        "conflict_errors": sum(r["conflict_errors"] for r in results),
+        "merges": sum(r["merges"] for r in results),
+        "retries": sum(r["retries"] for r in results),
+        "round_trips_per_update": sum(r["calls"] for r in results) / max(ops, 1),
+        "round_trips_per_rank": trips["rank"] / 50,
+        "round_trips_per_page": trips["page"] / 50,
+        "rank_p50_us": _p50_us(lambda i: board.rank(ranked[i]), len(ranked)),
+        "page_p50_us": _p50_us(lambda i: board.range(offsets[i], 100), len(offsets)),
+    }
+    problems = board.check()
+    if problems:
+        raise mdss.CorruptDataError(f"the benchmark set failed check(): {problems[:3]}")
+    board.drop()
+    store.close()
+    return row
+
+
+@contextlib.contextmanager
+def _cluster(url: str | None) -> Iterator[str]:
+    """``url``, or a 3-master Redis Cluster of our own (tests/redis_servers.py), stopped afterwards."""
+    if url:
+        yield url
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from redis_servers import redis_cluster
+
+    with redis_cluster(3) as ports:
+        yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+
+
+def _cluster_main(args: argparse.Namespace) -> None:
+    with _cluster(args.redis_cluster) as url:
+        rows = [_sharded_row(url, int(s), args.processes, args.seconds, args.members) for s in args.shards.split(",")]
+    one = rows[0]
+    print(f"\nredis cluster (3 masters), {args.members:,} members, {args.processes} processes, {args.seconds:g} s each")
+    print(
+        f"{'shards':>6} {'updates/s':>10} {'vs S=1':>7} {'conflicts/update':>17} {'trips/rank':>10} "
+        f"{'trips/page':>10} {'rank p50 us':>11} {'vs S=1':>7} {'page p50 us':>11} {'vs S=1':>7}"
+    )
+    for row in rows:
+        print(
+            f"{row['shards']:>6} {row['updates_per_s']:>10,.0f} {row['updates_per_s'] / one['updates_per_s']:>6.2f}x "
+            f"{row['conflicts_per_update']:>17.3f} {row['round_trips_per_rank']:>10.2f} "
+            f"{row['round_trips_per_page']:>10.2f} {row['rank_p50_us']:>11,.0f} "
+            f"{row['rank_p50_us'] / one['rank_p50_us']:>6.2f}x {row['page_p50_us']:>11,.0f} "
+            f"{row['page_p50_us'] / one['page_p50_us']:>6.2f}x   "
+            f"(trips/update {row['round_trips_per_update']:.2f}, retries {row['retries']:,}, merges {row['merges']:,})"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"members": args.members, "seconds": args.seconds, "cluster": rows}, f, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -149,7 +288,14 @@ def main() -> None:
     parser.add_argument("--stores", default="sqlite,redis")
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start a redis-server)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--cluster", action="store_true", help="sharded sets on a Redis Cluster (see above)")
+    parser.add_argument("--redis-cluster", default=None, help="a redis+cluster:// URL (default: start a cluster)")
+    parser.add_argument("--shards", default="1,4,16", help="shard counts for --cluster")
+    parser.add_argument("--processes", type=int, default=4, help="writer processes for --cluster")
     args = parser.parse_args()
+    if args.cluster:
+        _cluster_main(args)
+        return
     results = {}
     for store in args.stores.split(","):
         if store == "sqlite":

@@ -16,6 +16,7 @@ one compare-and-set of a small head.
 
 from ._estimate import Estimate, Percentile
 from ._order import MAX_MEMBER_BYTES, Entry
+from ._shards import ShardedSet
 from ._sortedset import SortedSet
 from .exceptions import (
     ConflictError,
@@ -57,6 +58,7 @@ __all__ = [
     "Record",
     "Row",
     "SettingsMismatchError",
+    "ShardedSet",
     "SiblingsError",
     "SortedSet",
     "Stats",

@@ -102,6 +102,10 @@ class SortedSet:
     if given). Writes from concurrent threads are grouped into one commit of
     up to ``max_batch`` operations; a commit waits up to ``max_wait`` seconds
     for more to join (0: only what queued while the previous commit ran).
+    ``shards=S`` (fixed when the set is created, stored in its settings)
+    splits the set into ``S`` independent trees with their own heads and
+    update logs; every read still answers exactly. ``SortedSet(...)`` then
+    returns a :class:`mdss.ShardedSet` (see docs/architecture.md).
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -110,11 +114,20 @@ class SortedSet:
     (3, 2)
     """
 
+    def __new__(cls, *args: Any, **options: Any) -> Any:
+        # A sharded set (``shards`` > 1 given, or stored in the set's settings) is a ShardedSet (mdss._shards).
+        if cls is not SortedSet or len(args) != 2:
+            return super().__new__(cls)
+        from . import _shards
+
+        return _shards.open_set(cls, *args, options)
+
     def __init__(
         self,
         store: Store,
         name: str,
         *,
+        shards: int | None = None,
         order: str | None = None,
         chunk_size: int | None = None,
         cache_bytes: int = 64 << 20,
@@ -141,7 +154,7 @@ class SortedSet:
             check_count(log_limit, "log_limit")
         self.store = store
         self.name = name
-        self._keys = Keyspace(store.namespace, name)
+        self._keys = self._keyspace(store.namespace, name)
         self._cache = NodeCache(cache_bytes)
         self.gc_grace = gc_grace
         self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
@@ -164,6 +177,9 @@ class SortedSet:
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)
+
+    def _keyspace(self, namespace: str, name: str) -> Keyspace:
+        return Keyspace(namespace, name)  # a shard of a sharded set names its keys otherwise (mdss._shards)
 
     def _settle(self, order: str, chunk_size: int) -> None:
         self.store.check_chunk_size(chunk_size)  # a node must fit in one value of the store (DynamoDB: 400 KB)
@@ -660,6 +676,9 @@ class SortedSet:
         ['b', 'a']
         """
         sset = cls(store, name, order=order, chunk_size=chunk_size, **options)
+        if not isinstance(sset, SortedSet):  # sharded: each shard loads its members (mdss._shards)
+            sset._load(pairs, replace, progress, batch)
+            return sset
         _commit.load(sset, pairs, replace, progress, batch)
         return sset
 

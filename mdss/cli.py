@@ -307,13 +307,24 @@ def _read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, i
 @click.option("--order", type=click.Choice(["desc", "asc"]), default=None, help="Order of a new set.")
 @click.option("--chunk-size", type=click.IntRange(2, 100_000), default=None, help="Chunk size of a new set.")
 @click.option(
+    "--shards", type=click.IntRange(1, 1024), default=None, help="Shards of a new set (fixed at creation). [default: 1]"
+)
+@click.option(
     "--batch",
     type=click.IntRange(min=1),
     default=10_000,
     show_default=True,
     help="Members per commit when adding to an existing set.",
 )
-def load(path: str, header: bool | None, replace: bool, order: str | None, chunk_size: int | None, batch: int) -> None:
+def load(
+    path: str,
+    header: bool | None,
+    replace: bool,
+    order: str | None,
+    chunk_size: int | None,
+    shards: int | None,
+    batch: int,
+) -> None:
     """Load a UTF-8 CSV of member,score rows (- for standard input)."""
     try:
         with click.open_file(path, "rb") as stream:
@@ -327,9 +338,9 @@ def load(path: str, header: bool | None, replace: bool, order: str | None, chunk
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise click.ClickException(f"{len(problems)} bad rows in {path}, nothing loaded:\n  {shown}{more}")
     obj = _ctx()
-    board = obj.board(order=order, chunk_size=chunk_size)
+    board = obj.board(order=order, chunk_size=chunk_size, shards=shards)
     if replace or len(board) == 0:
-        _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, replace=replace)
+        _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, shards=shards, replace=replace)
     else:
         items = list(pairs.items())
         with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
@@ -367,10 +378,19 @@ def check() -> None:
 
 @cli.command()
 def stats() -> None:
-    """Print the set's size, settings, tree heights and storage."""
+    """Print the set's size, settings, tree heights and storage (and each shard's, for a sharded set)."""
     board = _ctx().board()
-    for name, value in board.info().items():
+    info = board.info()
+    shards = info.pop("per_shard", None)
+    for name, value in info.items():
         click.echo(f"{name:>22}: {value:,}" if isinstance(value, int) else f"{name:>22}: {value}")
+    if shards:
+        click.echo(f"{'shard':>8} {'members':>12} {'score tree':>10} {'member index':>12} {'log':>7}  head key")
+        for i, shard in enumerate(shards):
+            click.echo(
+                f"{i:>8} {shard['members']:>12,} {shard['score_tree_height']:>10} "
+                f"{shard['member_index_height']:>12} {shard['log_entries']:>7,}  {shard['head_key']}"
+            )
     click.echo(f"{'nodes':>22}: {len(board.node_keys()):,}")
     counters = board.stats.snapshot()
     click.echo(
@@ -447,7 +467,8 @@ def synthetic_players(n: int, seed: int) -> Iterator[tuple[str, int]]:
 @click.option("--members", type=click.IntRange(min=1), default=1_000_000, show_default=True)
 @click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
-def demo(members: int, chunk_size: int, seed: int) -> None:
+@click.option("--shards", type=click.IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
+def demo(members: int, chunk_size: int, seed: int, shards: int) -> None:
     """Build a leaderboard of synthetic players and query it, showing each query's cost."""
     obj = _ctx(DEMO_STORE)
     click.echo(f"Building a leaderboard of {members:,} players in {obj.store_url} (chunk size {chunk_size})")
@@ -455,7 +476,11 @@ def demo(members: int, chunk_size: int, seed: int) -> None:
     players = dict(
         tqdm(synthetic_players(members, seed), total=members, unit="player", desc="generating", disable=None)
     )
-    board = _bulk_load(obj.store, obj.set_name, players, chunk_size=chunk_size, order="desc", replace=True)
+    if shards > 1 or isinstance(obj.board(), mdss.ShardedSet):  # a different shard count: start afresh
+        obj.board().drop()
+    board = _bulk_load(
+        obj.store, obj.set_name, players, chunk_size=chunk_size, order="desc", replace=True, shards=shards
+    )
     written = board.stats.snapshot()
     click.echo(
         f"Loaded in {time.perf_counter() - start:,.1f} s: {written['writes']:,} nodes, "
@@ -521,6 +546,7 @@ def _harness() -> ModuleType:
     "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
 )
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--shards", type=click.IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
 def bench(
     store_url: str,
@@ -531,6 +557,7 @@ def bench(
     singles: int,
     cache_mb: int,
     seed: int,
+    shards: int,
     json_path: str | None,
 ) -> None:
     """Measure mdss against the anchors that fit the store, in the same run (from a source checkout)."""
@@ -544,6 +571,7 @@ def bench(
         singles=singles,
         cache_bytes=cache_mb << 20,
         seed=seed,
+        shards=shards,
         progress=lambda text: click.echo(text, err=True),
     )
     for line in harness.report(result):

@@ -20,6 +20,18 @@ def log_limit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return request.param
 
 
+@pytest.fixture(autouse=True, params=[1, 2, 3, 5], ids=lambda n: f"shards{n}")
+def shards(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every test runs on an unsharded set and on sets of 2, 3 and 5 shards (issue 13): the same answers."""
+    monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "shards", request.param)
+    return request.param
+
+
+def keyspaces(board) -> list[Keyspace]:
+    """The keyspaces holding a set's heads and nodes: its own, or each shard's."""
+    return [e._keys for e in getattr(board, "_engines", [board])]
+
+
 @pytest.fixture
 def board(store) -> mdss.SortedSet:
     return mdss.SortedSet(store, "board", chunk_size=4)
@@ -104,14 +116,14 @@ def test_reopening_uses_stored_settings_and_refuses_others(store) -> None:
         mdss.SortedSet(store, "lap", chunk_size=4)
 
 
-def test_corrupt_node_is_named(store, board) -> None:
-    board.add_many({f"p{i}": i for i in range(20)})
-    node_key = next(iter(store.keys(board._keys.nodes)))
+def test_corrupt_node_is_named(store, board, shards) -> None:
+    board.add_many({f"p{i}": i for i in range(20 * shards)})  # enough for every shard to leave its log
+    node_key = next(key for keys in keyspaces(board) for key in store.keys(keys.nodes))
     store.put(node_key, b"\xc1garbage")
     fresh = mdss.SortedSet(store, "board")  # no cached nodes
     with pytest.raises(mdss.CorruptDataError, match="key") as info:
         list(fresh)  # the score tree
-        fresh.scores([f"p{i}" for i in range(20)])  # the member index
+        fresh.scores([f"p{i}" for i in range(20 * shards)])  # the member index
     assert info.value.key == node_key
     assert any(node_key in problem for problem in fresh.check())
 
@@ -217,6 +229,7 @@ def test_drop(store, board) -> None:
     board.drop()
     assert len(board) == 0
     assert readable_keys(store, board._keys.prefix) == []
+    assert [readable_keys(store, keys.prefix) for keys in keyspaces(board)] == [[]] * len(keyspaces(board))
 
 
 # -- costs ---------------------------------------------------------------------

@@ -24,12 +24,15 @@ import mdss
 
 class SortedSetMachine(RuleBasedStateMachine):
     factory = None  # set per test: makes a fresh store
+    shards = 1  # set per test: 1 is the unsharded layout
 
     @initialize(order=S.orders, chunk=S.chunk_sizes, log_limit=S.log_limits)
     def open(self, order: str, chunk: int, log_limit: int | None) -> None:
         self.store = self.factory()
         self.log_limit = log_limit
-        self.set = mdss.SortedSet(self.store, "board", order=order, chunk_size=chunk, gc_grace=0, log_limit=log_limit)
+        self.set = mdss.SortedSet(
+            self.store, "board", order=order, chunk_size=chunk, gc_grace=0, log_limit=log_limit, shards=self.shards
+        )
         self.model = Model(order)
 
     def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
@@ -183,6 +186,9 @@ class SortedSetMachine(RuleBasedStateMachine):
         assert self.set.at(rank) == (expected[rank - 1] if rank <= len(expected) else None)
 
 
-def test_sorted_set_matches_model(store_factory) -> None:
+@pytest.mark.parametrize("shards", [1, 2, 3, 5])
+def test_sorted_set_matches_model(store_factory, shards: int) -> None:
+    """Unsharded and sharded sets (issue 13) against the same model."""
     SortedSetMachine.factory = staticmethod(store_factory)
+    SortedSetMachine.shards = shards
     run_state_machine_as_test(SortedSetMachine)
