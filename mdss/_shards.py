@@ -436,16 +436,6 @@ def select(lists: list[list[Any]], k: int) -> list[int]:
     return low
 
 
-def _added_between(view: Any, low: Any, high: Any) -> list[Any]:
-    """The log's added keys from ``low`` (``None``: the start) to below ``high`` (``None``: the end)."""
-    limit = 64
-    while True:
-        found = view.added_from(low, limit)
-        if len(found) < limit or (high is not None and found[-1] >= high):
-            return [key for key in found if high is None or key < high]
-        limit *= 4
-
-
 def _narrow(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> tuple[Any, Any]:
     """Keys ``low`` (``None``: the start) and ``high`` (``None``: the end) with every key of positions
     ``start`` to ``stop - 1`` in ``[low, high)`` and few others: a binary search over a sample of the
@@ -751,8 +741,9 @@ class ShardedSet:
             found.update(zip(group, snaps[i].index.find(group)))
         return [found[m] for m in members]
 
-    def _entries(self, snaps: list[Snapshot], start: int, stop: int) -> list[Entry]:
-        """The entries at global positions ``start`` to ``stop - 1``: an exact selection across shards."""
+    def _entries(self, snaps: list[Snapshot], start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
+        """The entries at global positions ``start`` to ``stop - 1``: an exact selection across shards;
+        ranks by ``ties`` (a competition rank: the entries better than the first one's score, summed)."""
         total = self._count(snaps)
         start, stop = max(start, 0), min(stop, total)
         if start >= stop:
@@ -780,10 +771,11 @@ class ShardedSet:
             view = reach.view
             if view is not None:
                 if keys:
-                    removed = view.removed_within(keys[0], keys[-1])
+                    removed = set(view.between(keys[0], keys[-1])[1])
                     if removed:
                         keys = [k for k in keys if k not in removed]
-                added = _added_between(view, low if low is not None else reach.firsts[run[0]], high)
+                added = view.between(low if low is not None else reach.firsts[run[0]], high)[0]
+                added = [k for k in added if high is None or k < high]  # the log's keys in [low, high)
                 if added:
                     keys = sorted(keys + added)
             lists.append(keys)
@@ -792,7 +784,14 @@ class ShardedSet:
         merged = heapq.merge(*(keys[c : c + stop - start] for keys, c in zip(lists, splits)))
         found = [next(merged) for _ in range(stop - start)]
         score_of = self._order.score_of
-        return [Entry(key[1], score_of(key), rank) for rank, key in zip(range(start + 1, stop + 1), found)]
+        scores = [score_of(key) for key in found]
+        ranks = list(range(start + 1, stop + 1))
+        if ties == "competition" and found:
+            ranks[0] = self._count_below(snaps, [self._order.first_key(scores[0])])[0] + 1
+            for i in range(1, len(ranks)):
+                if scores[i] == scores[i - 1]:
+                    ranks[i] = ranks[i - 1]
+        return [Entry(key[1], score, rank) for key, score, rank in zip(found, scores, ranks)]
 
     # -- reads -----------------------------------------------------------------------
 
@@ -880,25 +879,26 @@ class ShardedSet:
     range_by_score = SortedSet.range_by_score
     count = SortedSet.count
 
-    def around(self, member: str, before: int = 5, after: int = 5) -> list[Entry]:
-        """The entries around ``member`` (it included), or ``[]`` if it is absent."""
+    def around(self, member: str, before: int = 5, after: int = 5, *, ties: str = "ordinal") -> list[Entry]:
+        """The entries around ``member`` (it included), or ``[]`` if it is absent; ranks follow ``ties``."""
         member = check_member(member)
         check_count(before, "before")
         check_count(after, "after")
+        check_choice(ties, TIES, "ties")
 
         def run(snaps: list[Snapshot]) -> list[Entry]:
             score = snaps[shard_of(member, self.shards)].index.get(member)
             if score is None:
                 return []
             position = self._count_below(snaps, [self._order.key(member, score)])[0]
-            return self._entries(snaps, max(position - before, 0), position + after + 1)
+            return self._entries(snaps, max(position - before, 0), position + after + 1, ties)
 
         return self._read(run)
 
     def _cursor_tag(self) -> int:
         return zlib.crc32(f"{self._keys.prefix}shards".encode())
 
-    def page(self, limit: int = 100, cursor: str | None = None) -> Page:
+    def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
         The cursor holds the last entry returned; the next page continues
@@ -909,18 +909,20 @@ class ShardedSet:
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+        check_choice(ties, TIES, "ties")
         if cursor is None:
             after = None
         else:
             member, score = self._decode_cursor(cursor)
             after = self._order.key_after(member, score)
 
-        def run(snaps: list[Snapshot]) -> tuple[list[Entry], int]:
+        def run(snaps: list[Snapshot]) -> tuple[list[Entry], int, int]:
             position = 0 if after is None else self._count_below(snaps, [after])[0]
-            return self._entries(snaps, position, position + limit), self._count(snaps)
+            entries = self._entries(snaps, position, position + limit, ties)
+            return entries, position + len(entries), self._count(snaps)
 
-        entries, total = self._read(run)
-        if not entries or entries[-1].rank >= total:
+        entries, end, total = self._read(run)
+        if not entries or end >= total:
             return Page(entries, None)
         last = entries[-1]
         payload = msgpack.packb([self._cursor_tag(), last.member, last.score])

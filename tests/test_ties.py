@@ -31,11 +31,14 @@ def expected(model: dict[str, int], order: str, ties: str) -> list[tuple[str, in
     st.integers(2, 4),
     st.sampled_from([None, 0, 1, 7]),
     st.sampled_from(["ordinal", "competition"]),
+    st.sampled_from([1, 3]),
     st.data(),
 )
-def test_listing_ranks_follow_ties(start, later, order, chunk, log_limit, ties, data) -> None:
-    board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", start, chunk_size=chunk, order=order)
-    board.log_limit = log_limit
+def test_listing_ranks_follow_ties(start, later, order, chunk, log_limit, ties, shards, data) -> None:
+    sharded = {"shards": shards} if shards > 1 else {}
+    board = mdss.SortedSet.load(
+        mdss.open_store("memory://"), "b", start, chunk_size=chunk, order=order, log_limit=log_limit, **sharded
+    )
     model = dict(start)
     for member, score in later:  # logged (or committed) after the load: listings read over the log too
         if score is None:
