@@ -639,7 +639,7 @@ class ShardedSet:
             chunk = chunk_size or 1000
             self.store.check_chunk_size(chunk)
             fresh = Settings(
-                shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards))
+                shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards, self.store))
             )
             try:
                 self.store.cas(key, fresh.encode(), None)
