@@ -976,14 +976,7 @@ class ShardedSet:
     ) -> _estimate.Estimate | None:
         """An estimated 1-based rank whose bounds always hold (see :meth:`SortedSet.estimate_rank`): the
         shards' estimates and bounds add up, so ``high - low < shards * chunk_size``."""
-        member, score = SortedSet._estimate_args(member, score)
-        ties = "ordinal" if ties is None and member is not None else ties
-        if member is None and ties not in (None, "competition"):
-            raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
-        if ties is not None:
-            check_choice(ties, TIES, "ties")
-        if max_error is not None:
-            check_count(max_error, "max_error")
+        member, score, ties = SortedSet._estimate_rank_args(member, score, ties, max_error)
 
         def run(snaps: list[Snapshot]) -> _estimate.Estimate | None:
             below = self._estimate_below(snaps, member, score, ties or "competition", max_error)

@@ -485,14 +485,7 @@ class SortedSet:
         >>> board.estimate_rank("p42", max_error=0)
         Estimate(rank=58, low=58, high=58)
         """
-        member, score = self._estimate_args(member, score)
-        ties = "ordinal" if ties is None and member is not None else ties
-        if member is None and ties not in (None, "competition"):
-            raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
-        if ties is not None:
-            check_choice(ties, TIES, "ties")
-        if max_error is not None:
-            check_count(max_error, "max_error")
+        member, score, ties = self._estimate_rank_args(member, score, ties, max_error)
 
         def run(snap: Snapshot) -> _estimate.Estimate | None:
             probe = self._estimate_probe(snap, member, score, ties or "competition")
@@ -533,6 +526,20 @@ class SortedSet:
             return _estimate.as_percentile(self._estimate_below(snap, probe, keys), total)
 
         return self._read(run)
+
+    @staticmethod
+    def _estimate_rank_args(member: Any, score: Any, ties: Any, max_error: Any) -> tuple[str | None, Score | None, Any]:
+        """:meth:`estimate_rank`'s arguments checked: the member or score, and the ties mode (``None``: a
+        score's competition rank)."""
+        member, score = SortedSet._estimate_args(member, score)
+        ties = "ordinal" if ties is None and member is not None else ties
+        if member is None and ties not in (None, "competition"):
+            raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
+        if ties is not None:
+            check_choice(ties, TIES, "ties")
+        if max_error is not None:
+            check_count(max_error, "max_error")
+        return member, score, ties
 
     @staticmethod
     def _estimate_args(member: Any, score: Any) -> tuple[str | None, Score | None]:
