@@ -576,9 +576,9 @@ class Ranking:
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         return [n + self.view.shift(p) for n, p in zip(self.tree.count_below(probes), probes)]
 
-    def _seek(self, start: int) -> tuple[list[tuple[Any, int]], int, int, Any, Any]:
-        """The entry set where merged position ``start`` falls: ``(path, tree position of its first entry,
-        merged position of its region, the region's first key, the next region's first key)``.
+    def _seek(self, start: int) -> tuple[list[tuple[Any, int]], int, Any, Any]:
+        """The entry set where merged position ``start`` falls: ``(path, merged position of its region, the
+        region's first key, the next region's first key)``.
 
         A region is the key range of one entry set, from its first key (``None`` for the leftmost) to the
         next entry set's (``None`` for the rightmost); the log's keys in it belong to it. ``path`` holds the
@@ -602,7 +602,7 @@ class Ranking:
             merged = before + at
             before, node_id = before + node.starts[lo], node.ids[lo]
             path.append((node, lo))
-        return path, before, merged, low, high
+        return path, merged, low, high
 
     def _next(self, path: list[tuple[Any, int]]) -> Any:
         """Step ``path`` to the next entry set in key order; the next region's first key after it (``None``
@@ -641,7 +641,7 @@ class Ranking:
         if tree.root is None:  # every entry is in the log
             keys = view.between(None, None, closed=False)[0][start:stop]
             return [k[-1] for k in keys], [score_of(k) for k in keys]
-        path, _, merged, low, high = self._seek(start)
+        path, merged, low, high = self._seek(start)
         want, need = start - merged, stop - start  # where the page starts in the first region; entries wanted
         regions = []  # (entry set id, the entry set if cached, its merged entries if known, the log's keys)
         covered, peek = -want, tree.source.peek
