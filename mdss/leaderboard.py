@@ -930,7 +930,9 @@ class Leaderboard:
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return None
-            return (self._ranks(snap, col, [member], "competition")[0] - 1) / self._size(snap, col)
+            probes = [*self._probes(col, [member], "competition"), (col.slot, TOP)]
+            start, better, end = snap.ranking.count_below(probes)  # one batched count
+            return (better - start) / (end - start)
 
         return self._read(window, run)
 
