@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from . import _head, _ops, _windows
+from ._cache import NodeCache
 from ._codec import FORMAT, seal, unpack
 from ._estimate import Estimate
 from ._keys import Keyspace
@@ -126,7 +127,16 @@ class _Plan(NamedTuple):
     ops: list[tuple[str, str, Any]]
     key: str
     record: bytes
+    decoded: tuple[Row, list[str]]  # the record's row and post ids, cached once the commit lands
     replaced: str | None  # the row record it replaces
+
+
+class _Window(NamedTuple):
+    """Where a read of one window instance finds its row records: their keys, and the cache of decoded ones
+    (the window's set's node cache: records are immutable, like nodes)."""
+
+    rows: Keyspace
+    cache: NodeCache
 
 
 class _Column(NamedTuple):
@@ -614,16 +624,16 @@ class Leaderboard:
         pointer = _ROW + owner
         seen = {i: self._pointer(self._set(i), pointer, fresh) for i in pending}
         keys = {i: self._rows_keys(i).node(f"{v:x}") for i, (v, _) in seen.items() if v is not None}
-        datas = dict(zip(keys, self.store.get_many(list(keys.values())))) if keys else {}
+        records = dict(zip(keys, self._records([(self._set(i)._cache, k) for i, k in keys.items()])))
         plans: list[_Plan] = []
         for instance in pending:
             row: Row | None = None
             posts: list[str] = []
             if instance in keys:
-                data = datas[instance]
-                if data is None:
+                record = records[instance]
+                if record is None:
                     return None
-                row, posts = self._decode_row(keys[instance], data)
+                row, posts = record
             if post_id is not None and post_id in posts or only is not None and (row is None) != (only == "new"):
                 if not fresh:  # the head this process last saw may be old: only the current one may say no
                     return None  # (nothing is written yet)
@@ -646,13 +656,14 @@ class Leaderboard:
                     commit.append(("set", member, self.columns[column].slot))
                     commit += self._group_ops(self.columns[column], member, leaving=False)
             commit.append(("set", pointer, fresh_version))
-            record = self._encode_row(owner, merged, stamp, ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:])
+            kept = ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:]
             plans.append(
                 _Plan(
                     instance,
                     commit,
                     self._rows_keys(instance).node(f"{fresh_version:x}"),
-                    record,
+                    self._encode_row(owner, merged, stamp, kept),
+                    (Row(owner, merged, stamp), kept),
                     keys.get(instance),
                 )
             )
@@ -694,32 +705,47 @@ class Leaderboard:
                 self.store.delete_many([p.key for p in plans[n:]])
                 raise
             done[plan.instance] = True
+            self._set(plan.instance)._cache.put(plan.key, plan.decoded, len(plan.record))
             if plan.replaced is not None:  # readers of older snapshots may still want it
                 self._retired.add([plan.replaced])
         return clean
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def _read(self, window: Any, fn: Callable[[Any, Keyspace], Any]) -> Any:
+    def _read(self, window: Any, fn: Callable[[Any, _Window], Any]) -> Any:
         instance = self._instance(window)
-        rows = self._rows_keys(instance)
-        return self._set(instance)._read(lambda snap: fn(snap, rows))
+        sset = self._set(instance)
+        win = _Window(self._rows_keys(instance), sset._cache)
+        return sset._read(lambda snap: fn(snap, win))
 
-    def _rows_of(self, snap: Any, rows: Keyspace, owners: Sequence[str]) -> list[Row | None]:
+    def _records(self, wanted: Sequence[tuple[NodeCache, str]]) -> list[tuple[Row, list[str]] | None]:
+        """The row records at the keys ``wanted`` (with the cache of each one's window), decoded: from the
+        caches, else in one ``get_many``; ``None`` where none is stored."""
+        found: list[tuple[Row, list[str]] | None] = [cache.get(key) for cache, key in wanted]
+        missing = [i for i, record in enumerate(found) if record is None]
+        if missing:
+            for i, data in zip(missing, self.store.get_many([wanted[i][1] for i in missing])):
+                if data is not None:
+                    cache, key = wanted[i]
+                    found[i] = self._decode_row(key, data)
+                    cache.put(key, found[i], len(data))
+        return found
+
+    def _rows_of(self, snap: Any, win: _Window, owners: Sequence[str]) -> list[Row | None]:
         """The rows of ``owners`` in one snapshot (``None``: no row); a collected row record retries the read."""
         versions = snap.index.find([_ROW + o for o in owners])
-        keys = [rows.node(f"{v:x}") for v in versions if v is not None]
-        found = iter(self.store.get_many(keys)) if keys else iter(())
+        keys = [win.rows.node(f"{v:x}") for v in versions if v is not None]
+        found = iter(self._records([(win.cache, key) for key in keys]))
         result: list[Row | None] = []
         for version in versions:
             if version is None:
                 result.append(None)
                 continue
-            data = next(found)
-            key = rows.node(f"{version:x}")
-            if data is None:
-                raise MissingNodeError("a row record the snapshot names is gone", key)
-            result.append(self._decode_row(key, data)[0])
+            record = next(found)
+            if record is None:
+                raise MissingNodeError("a row record the snapshot names is gone", win.rows.node(f"{version:x}"))
+            row = record[0]
+            result.append(Row(row.owner, dict(row.values), row.updated))  # the cached one stays as stored
         return result
 
     @staticmethod
@@ -744,7 +770,7 @@ class Leaderboard:
     def row(self, owner: str, window: str | None = None) -> Row | None:
         """View 2: the owner's row in a window (the current instance of a kind, or a named instance)."""
         owner = self._owner(owner)
-        return self._read(window, lambda snap, rows: self._rows_of(snap, rows, [owner])[0])
+        return self._read(window, lambda snap, win: self._rows_of(snap, win, [owner])[0])
 
     def positions(
         self,
@@ -770,8 +796,8 @@ class Leaderboard:
         if max_error is not None:
             check_count(max_error, "max_error")
 
-        def run(snap: Any, rows: Keyspace) -> dict[str, Any]:
-            row = self._rows_of(snap, rows, [owner])[0]
+        def run(snap: Any, win: _Window) -> dict[str, Any]:
+            row = self._rows_of(snap, win, [owner])[0]
             if row is None:
                 return {}
             members = self._members(owner, row.values)
@@ -792,7 +818,7 @@ class Leaderboard:
         return self._read(window, run)
 
     def _listing(
-        self, snap: Any, rows: Keyspace, column: _Column, start: int, stop: int, ties: str
+        self, snap: Any, win: _Window, column: _Column, start: int, stop: int, ties: str
     ) -> tuple[list[RankedRow], str | None]:
         """Ranked rows at positions ``start`` to ``stop - 1`` of ``column`` (positions within the column),
         and the member of the last one."""
@@ -802,7 +828,7 @@ class Leaderboard:
             return [], None
         parts = len(column.parts)
         owners = [column_owner(m, parts) for m in members]
-        found = self._rows_of(snap, rows, owners)
+        found = self._rows_of(snap, win, owners)
         ranks = list(range(start + 1, start + 1 + len(members)))
         if ties != "ordinal":
             ranks[0] = self._ranks(snap, column, members[:1], ties)[0]
@@ -838,13 +864,13 @@ class Leaderboard:
         check_count(before, "before")
         check_count(after, "after")
 
-        def run(snap: Any, rows: Keyspace) -> list[RankedRow]:
-            row = self._rows_of(snap, rows, [owner])[0]
+        def run(snap: Any, win: _Window) -> list[RankedRow]:
+            row = self._rows_of(snap, win, [owner])[0]
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return []
             at = self._ranks(snap, col, [member], "ordinal")[0] - 1
-            return self._listing(snap, rows, col, max(at - before, 0), at + after + 1, ties)[0]
+            return self._listing(snap, win, col, max(at - before, 0), at + after + 1, ties)[0]
 
         return self._read(window, run)
 
@@ -858,8 +884,8 @@ class Leaderboard:
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
         col, ties = self._column(column), self._ties(ties)
 
-        def run(snap: Any, rows: Keyspace) -> list[RankedRow]:
-            found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, rows, wanted)) if r is not None]
+        def run(snap: Any, win: _Window) -> list[RankedRow]:
+            found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, win, wanted)) if r is not None]
             members = [_member(col, o, r.values) for o, r in found]
             ranked = [m for m in members if m is not None]
             ranks = iter(self._ranks(snap, col, ranked, ties) if ranked else [])
@@ -892,10 +918,10 @@ class Leaderboard:
         instance = self._instance(window)
         after = None if cursor is None else self._decode_cursor(cursor, instance, col.name)
 
-        def run(snap: Any, rows: Keyspace) -> tuple[list[RankedRow], str | None]:
+        def run(snap: Any, win: _Window) -> tuple[list[RankedRow], str | None]:
             low, high = snap.ranking.count_below([(col.slot,), (col.slot, TOP)])
             start = 0 if after is None else snap.ranking.count_below([(col.slot, after + "\0")])[0] - low
-            found, last = self._listing(snap, rows, col, start, start + limit, ties)
+            found, last = self._listing(snap, win, col, start, start + limit, ties)
             return found, last if start + len(found) < high - low else None
 
         found, last = self._read(instance, run)
@@ -911,7 +937,7 @@ class Leaderboard:
     def count(self, column: str, *, window: str | None = None) -> int:
         """How many rows ``column`` ranks (rows that have all its fields)."""
         col = self._column(column)
-        return self._read(window, lambda snap, rows: self._size(snap, col))
+        return self._read(window, lambda snap, win: self._size(snap, col))
 
     def percentile(self, owner: str, column: str, *, window: str | None = None) -> float | None:
         """The share of the column's rows ranked strictly better than the owner's: ``(competition rank - 1)
@@ -925,8 +951,8 @@ class Leaderboard:
         """
         owner, col = self._owner(owner), self._column(column)
 
-        def run(snap: Any, rows: Keyspace) -> float | None:
-            row = self._rows_of(snap, rows, [owner])[0]
+        def run(snap: Any, win: _Window) -> float | None:
+            row = self._rows_of(snap, win, [owner])[0]
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return None
@@ -945,12 +971,12 @@ class Leaderboard:
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
 
-        def run(snap: Any, rows: Keyspace) -> RankedRow | None:
+        def run(snap: Any, win: _Window) -> RankedRow | None:
             size = self._size(snap, col)
             if not size:
                 return None
             at = min(int(p * size), size - 1)
-            found, _ = self._listing(snap, rows, col, at, at + 1, ties)
+            found, _ = self._listing(snap, win, col, at, at + 1, ties)
             return found[0] if found else None
 
         return self._read(window, run)
