@@ -552,9 +552,11 @@ def bench_board_sortedlist(bw: BoardWorkload) -> dict[str, Any]:
 
 def bench_board_sql(path: str, bw: BoardWorkload) -> dict[str, Any]:
     """The same posts as one upsert per window in one transaction, on an indexed table; ``rows`` of friends as
-    one ``SELECT ... IN`` plus the naive ``COUNT(*)`` rank of each."""
+    one ``SELECT ... IN`` plus the naive ``COUNT(*)`` rank of each. WAL and ``synchronous=NORMAL``, as mdss'
+    SQLite store by default."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
     db.execute("DROP TABLE IF EXISTS board_anchor")
     db.execute(
         "CREATE TABLE board_anchor (win TEXT, owner TEXT, xp INTEGER, accuracy REAL, laps INTEGER, "
