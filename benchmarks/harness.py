@@ -456,11 +456,9 @@ class BoardWorkload:
         self.friends = [rng.sample(self.owners, min(FRIENDS, owners)) for _ in range(samples)]
 
 
-def bench_board_mdss(store: mdss.Store, bw: BoardWorkload, cache_bytes: int) -> dict[str, Any]:
-    """``mdss.Leaderboard``: the load, posts/s with round trips and bytes per post (merges included), and
-    ``rows`` of 100 friends by xp (p50/p99 after a warm-up, and round trips per call)."""
-    name = f"bench-board-{os.getpid()}-{time.monotonic_ns()}"
-    board = mdss.Leaderboard(
+def new_board(store: mdss.Store, name: str, cache_bytes: int) -> mdss.Leaderboard:
+    """The benchmark's board: 3 columns (one composite), 2 accumulators, a best-of time, 3 windows."""
+    return mdss.Leaderboard(
         store,
         name,
         columns=BOARD_COLUMNS,
@@ -469,6 +467,12 @@ def bench_board_mdss(store: mdss.Store, bw: BoardWorkload, cache_bytes: int) -> 
         windows=BOARD_WINDOWS,
         cache_bytes=cache_bytes,
     )
+
+
+def bench_board_mdss(store: mdss.Store, bw: BoardWorkload, cache_bytes: int) -> dict[str, Any]:
+    """``mdss.Leaderboard``: the load, posts/s with round trips and bytes per post (merges included), and
+    ``rows`` of 100 friends by xp (p50/p99 after a warm-up, and round trips per call)."""
+    board = new_board(store, f"bench-board-{os.getpid()}-{time.monotonic_ns()}", cache_bytes)
     start = time.perf_counter()
     for owner, values in bw.first:
         board.post(owner, values)

@@ -5,7 +5,8 @@ friends, for mdss.Leaderboard and the anchors that fit the store (see ``harness.
     python benchmarks/leaderboard.py --store sqlite:///lb.db
     python benchmarks/leaderboard.py --store redis://127.0.0.1:6379/0 --json lb.json
 
-``mdss bench`` measures the same, after the sorted-set figures, in the same run.
+``mdss bench`` measures the same, after the sorted-set figures, in the same run. ``--calls`` also counts
+mdss' posts' store calls by kind (a wrapper around the store: a little slower).
 """
 
 from __future__ import annotations
@@ -14,11 +15,70 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import mdss  # noqa: E402
-from harness import bench_board, board_report  # noqa: E402
+from harness import BoardWorkload, bench_board, board_report, new_board  # noqa: E402
+from mdss.stores.base import Store  # noqa: E402
+
+
+class CountingStore(Store):
+    """Delegates to ``inner`` and counts its calls by primitive (``get``, ``get_many``, ``put_many``, ``cas``...)."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(namespace=inner.namespace)
+        self.inner, self.calls = inner, Counter[str]()
+        self.keeps_siblings = inner.keeps_siblings
+
+    def _call(self, name: str, *args: Any) -> Any:
+        self.calls[name] += 1
+        return getattr(self.inner, f"_{name}")(*args)
+
+    def _get(self, key):  # type: ignore[no-untyped-def]
+        return self._call("get", key)
+
+    def _get_many(self, keys):  # type: ignore[no-untyped-def]
+        return self._call("get_many", keys)
+
+    def _put(self, key, value, context):  # type: ignore[no-untyped-def]
+        return self._call("put", key, value, context)
+
+    def _put_many(self, items):  # type: ignore[no-untyped-def]
+        return self._call("put_many", items)
+
+    def _cas(self, key, value, version):  # type: ignore[no-untyped-def]
+        return self._call("cas", key, value, version)
+
+    def _delete(self, key):  # type: ignore[no-untyped-def]
+        return self._call("delete", key)
+
+    def _delete_if(self, key, version):  # type: ignore[no-untyped-def]
+        return self._call("delete_if", key, version)
+
+    def _delete_many(self, keys):  # type: ignore[no-untyped-def]
+        return self._call("delete_many", keys)
+
+    def _keys(self, prefix):  # type: ignore[no-untyped-def]
+        return self._call("keys", prefix)
+
+
+def calls_per_post(url: str, owners: int, posts: int, seed: int) -> dict[str, float]:
+    """mdss' posts of the same workload again, on a fresh board: their store calls per post, by primitive."""
+    bw = BoardWorkload(owners, posts, 1, seed)
+    with mdss.open_store(url) as inner:
+        store = CountingStore(inner)
+        board = new_board(store, f"bench-calls-{os.getpid()}", 4 << 30)
+        for owner, values in bw.first:
+            board.post(owner, values)
+        store.calls.clear()
+        for n, (owner, values) in enumerate(bw.posts):
+            board.post(owner, values, post_id=f"p{n}")
+        counted = {name: n / posts for name, n in sorted(store.calls.items())}
+        board.drop()
+    return counted
 
 
 def main() -> None:
@@ -30,11 +90,17 @@ def main() -> None:
     parser.add_argument("--cache-mb", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--calls", action="store_true", help="also count a post's store calls by kind")
     args = parser.parse_args()
     with mdss.open_store(args.store) as store:
         result = bench_board(store, args.store, args.owners, args.posts, args.samples, args.cache_mb << 20, args.seed)
+    if args.calls:
+        result["mdss"]["calls_per_post"] = calls_per_post(args.store, args.owners, args.posts, args.seed)
     for line in board_report(result):
         print(line)
+    if args.calls:
+        counted = result["mdss"]["calls_per_post"]
+        print("mdss' store calls per post:", ", ".join(f"{name} {n:.3f}" for name, n in counted.items()))
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump(result, f, indent=1)
