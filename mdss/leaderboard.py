@@ -91,7 +91,6 @@ _ROW = "r:"
 #: The board's gc epoch in each window's set (see :meth:`Leaderboard.gc`): member, and the score of epoch 0.
 _EPOCH = "e:"
 _EPOCH_BASE = 1 << 32
-_POST_ATTEMPTS = 64
 #: Pointers read per snapshot by the sweep of row records.
 _SWEEP_PAGE = 10_000
 
@@ -577,16 +576,26 @@ class Leaderboard:
             self._register(instance)
         done: dict[str, bool] = {}
         fresh = False
-        for _ in range(_POST_ATTEMPTS):
+        policy = self._set(instances[0])._policy
+
+        def plan(fresh: bool) -> list[_Plan] | None:
             pending = [i for i in instances if i not in done]
-            if not pending:
-                return {i: done[i] for i in instances}
-            plans = self._plan(pending, owner, checked, ops, post_id, only, when.timestamp(), fresh, done)
-            if plans is None:  # a row record collected since its pointer was read, or a no-op to confirm
+            return self._plan(pending, owner, checked, ops, post_id, only, when.timestamp(), fresh, done)
+
+        for _ in policy.attempts():  # the sets' commit budget, with their backoff: rivals spread out
+            plans = plan(fresh)
+            if plans is None and not fresh:  # a no-op decided on the head this process last saw: confirm it
                 fresh = True
+                plans = plan(fresh)
+            if plans is None:  # a row record collected since its pointer was read
                 continue
             fresh = not self._commit(plans, done)
-        raise ConflictError(f"posts for owner {owner!r} kept colliding; windows done: {done}")
+            if len(done) == len(instances):
+                return {i: done[i] for i in instances}
+        raise ConflictError(
+            f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); "
+            f"windows done: {done}"
+        )
 
     def _pointer(self, sset: SortedSet, pointer: str, fresh: bool) -> tuple[Any, Any]:
         """The row version ``pointer`` holds and the window's gc epoch, from one snapshot: the head this
@@ -1041,22 +1050,24 @@ class Leaderboard:
     def _unnamed_rows(self, instance: str) -> list[str]:
         """The row records of ``instance`` that no head can ever name again (see :meth:`gc`)."""
         rows, sset = self._rows_keys(instance), self._set(instance)
-        listed = list(self.store.keys(rows.nodes))
+        listed: dict[str, int] = {}
+        for key in self.store.keys(rows.nodes):
+            try:
+                listed[key] = int(key[len(rows.nodes) :], 16)
+            except ValueError:
+                continue  # not a row record
         if not listed:
+            return []
+        # Only records no pointer names now may be garbage; with none, the epoch stays (posts in flight land).
+        named = self._versions(sset)
+        candidates = [key for key, version in listed.items() if version not in named]
+        if not candidates:
             return []
         # Every listed record was written by a post that read an epoch <= the one this advances from: from now
         # on no commit can name it unless the state this reads names it already.
         self._advance_epoch(sset)
         named = self._versions(sset)
-        unnamed = []
-        for key in listed:
-            try:
-                version = int(key[len(rows.nodes) :], 16)
-            except ValueError:
-                continue  # not a row record
-            if version not in named:
-                unnamed.append(key)
-        return self.store.existing(unnamed)
+        return self.store.existing([key for key in candidates if listed[key] not in named])
 
     @staticmethod
     def _advance_epoch(sset: SortedSet) -> None:

@@ -787,3 +787,12 @@ def test_gc_collects_replaced_rows_an_ended_process_left() -> None:
         board._check(instance)
     with pytest.raises(mdss.InvalidArgumentError):
         board.gc(sweep="yes")
+
+
+def test_a_post_whose_last_attempt_lands_returns(store) -> None:
+    """The retry budget counts attempts that lose: a post that lands on its last allowed attempt reports what
+    it did (it once raised ConflictError after landing, and its caller posted again)."""
+    board = gc_board(store, max_attempts=1)
+    assert board.post("p0", {"shots": 2, "xp": 5}, post_id="a") == dict.fromkeys(board.windows(), True)
+    assert board.post("p0", {"shots": 2, "xp": 5}, post_id="a") == dict.fromkeys(board.windows(), False)
+    assert board.row("p0").values["shots"] == 2
