@@ -593,8 +593,7 @@ class Leaderboard:
             if len(done) == len(instances):
                 return {i: done[i] for i in instances}
         raise ConflictError(
-            f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); "
-            f"windows done: {done}"
+            f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); windows done: {done}"
         )
 
     def _pointer(self, sset: SortedSet, pointer: str, fresh: bool) -> tuple[Any, Any]:
