@@ -24,6 +24,7 @@ See docs/architecture.md ("Sharded sets").
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
@@ -166,14 +167,27 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     then what is missing at a level is read for all shards in one ``get_many``."""
     totals = [0] * len(probes)
     todo: list[list[Any]] = []
+    peek = g.peek
     for part in g.parts:
+        view = part.view
         for p, probe in enumerate(probes):
             if part.root is None:
-                totals[p] += part.shift(probe)
-            else:
-                todo.append([part, p, probe, part.root, part.height, 0])
-    peek = g.peek
+                totals[p] += 0 if view is None else view.shift(probe)
+                continue
+            node_id, height, before = part.root, part.height, 0
+            while True:  # the hot path: every node cached, no list per probe
+                node = peek(part, node_id, height)
+                if node is None:
+                    todo.append([part, p, probe, node_id, height, before])
+                    break
+                if not height:
+                    totals[p] += before + bisect_left(node.keys, probe) + (0 if view is None else view.shift(probe))
+                    break
+                i = bisect_right(node.firsts, probe) - 1
+                before += node.starts[i if i > 0 else 0]
+                node_id, height = node.ids[i if i > 0 else 0], height - 1
     while todo:
+        g.fetch((item[0], item[3], item[4], g.keyfn) for item in todo)
         missing = []
         for item in todo:
             part, p, probe, node_id, height, before = item
@@ -190,8 +204,6 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                 i = i if i > 0 else 0
                 before += node.starts[i]
                 node_id, height = node.ids[i], height - 1
-        if missing:
-            g.fetch((item[0], item[3], item[4], g.keyfn) for item in missing)
         todo = missing
     return totals
 
@@ -225,12 +237,21 @@ def route(g: Gather, items: list[tuple[Part, Tree, list[Any]]], leaves: bool = T
 
 def page(g: Gather, start: int, stop: int) -> list[Any]:
     """The keys at global positions ``start`` to ``stop - 1`` (within the set): an exact selection across
-    shards, from cached entry sets when it can (:func:`_guess_page`), else guided by the manifests."""
+    shards, from cached entry sets when it can (:func:`_guess_page`); else the manifests narrow every
+    shard to the entry sets that can hold the page, read in one round trip, and the guess is tried again
+    over them before the slower exact selection (:func:`_select_page`)."""
     try:
         found = _guess_page(g, start, stop)
+        uncached = False
     except _Uncached:
-        found = None
-    return _select_page(g, start, stop) if found is None else found
+        found, uncached = None, True
+    if found is not None:
+        return found
+    reaches, runs = _candidates(g, start, stop)
+    if uncached:
+        with contextlib.suppress(_Uncached):
+            found = _guess_page(g, start, stop)
+    return _select_page(reaches, runs, start, stop) if found is None else found
 
 
 class _Spot:
@@ -403,9 +424,10 @@ def _window(g: Gather, spot: _Spot, pivot: Any, back: int, ahead: int) -> tuple[
     return keys, f, e
 
 
-def _select_page(g: Gather, start: int, stop: int) -> list[Any]:
-    """The page guided by the manifests: each shard narrowed to the entry sets that can hold it (all shards'
-    candidates of a level in one ``get_many``), then an exact selection over their keys."""
+def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[range]]:
+    """Each shard narrowed, by the manifests' counts and first keys, to the entry sets that can hold global
+    positions ``start`` to ``stop - 1``: all shards' candidates of a level read in one ``get_many``
+    (with the manifests cached, one round trip for the candidate entry sets)."""
     reaches = [_Reach(part, g.score_tree(part)) for part in g.parts]
     while True:
         sweep = _Sweep(reaches)
@@ -417,6 +439,12 @@ def _select_page(g: Gather, start: int, stop: int) -> list[Any]:
     for reach, run in zip(reaches, runs):
         if not run or any(reach.leaves[j] is None for j in run):
             raise AssertionError(f"shard intervals {run} cannot hold positions {start}..{stop}")
+    return reaches, runs
+
+
+def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> list[Any]:
+    """The page from every shard's candidate entry sets: a key range that holds it and few others
+    (:func:`_narrow`), then an exact selection over the shards' keys in that range."""
     low, high = _narrow(reaches, runs, start, stop)
     lists, base = [], 0
     for reach, run in zip(reaches, runs):

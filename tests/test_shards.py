@@ -255,16 +255,17 @@ def _write(board, model: dict[str, int], writes: list) -> None:
     st.sampled_from([2, 3, 5, 16]),
     st.sampled_from([0, 2, 10_000, 10_000]),  # mostly long logs: many logged keys between tree keys
     st.sampled_from(["warm", "warm", "cold", "some"]),
-    st.booleans(),
+    st.sampled_from(["guess", "narrow", "manifests"]),
 )
 def test_pages_and_counts_across_shards_match_a_model(
-    start, writes, later, order, chunk, shards, log_limit, cache, narrow
+    start, writes, later, order, chunk, shards, log_limit, cache, way
 ) -> None:
     """Every page (every offset and length) and every count of one snapshot equal the model's, whichever
-    way the page is found: from cached entry sets by guessing (warm; ``narrow`` starts from windows too
-    small, so they widen, and gives way to the manifests after a few tries), guided by the manifests
-    (cold: nothing cached), or a mix (a cache of a few nodes). Writes in this process after the snapshot
-    (merges too, with tiny logs) must not show in it: its views undo them."""
+    way the page is found: by guessing from cached entry sets (warm), after the manifests chose the entry
+    sets to read (cold: nothing cached; some: a cache of a few nodes); ``narrow`` starts the guesses from
+    windows too small, so they widen and give way to the manifests' selection after a few tries, and
+    ``manifests`` always selects that way. Writes in this process after the snapshot (merges too, with
+    tiny logs) must not show in it: its views undo them."""
     store = mdss.open_store("memory://")
     cache_bytes = {"warm": 64 << 20, "cold": 0, "some": 700}[cache]
     options = {"chunk_size": chunk, "order": order, "shards": shards, "log_limit": log_limit}
@@ -281,7 +282,10 @@ def test_pages_and_counts_across_shards_match_a_model(
         ranked = sorted(expected.items(), key=lambda kv: (sign * kv[1], kv[0]))
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         keys = [board._order.key(m, s) for m, s in ranked]
-        with mock.patch.object(_gather, "_spread", (lambda mean: 0) if narrow else _gather._spread):
+        with (
+            mock.patch.object(_gather, "_spread", (lambda mean: 0) if way == "narrow" else _gather._spread),
+            mock.patch.object(_gather, "_guess_page", (lambda *a: None) if way == "manifests" else _gather._guess_page),
+        ):
             for first in range(len(entries) + 2):
                 for length in (1, 2, 3, 7, len(entries) + 1):
                     assert board._entries(snap, first, first + length) == entries[first : first + length]
