@@ -47,7 +47,7 @@ class Part:
     merged count, and where the score tree starts. Immutable, so it is kept per shard while its head's
     bytes stay the same; the trees a read needs are made per read (:meth:`Gather.score_tree`)."""
 
-    __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top")
+    __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top", "reads", "_log")
 
     def __init__(self, engine: Any, data: bytes | None, head: Head, view: View | None) -> None:
         self.engine, self.data, self.head, self.view = engine, data, head, view
@@ -55,6 +55,19 @@ class Part:
         self.root, self.height, self.size = scores.root, scores.height, scores.count
         self.count = scores.count + (0 if view is None else view.size())
         self.top: Any = None  # the score tree's root node, once a read has it (it never changes)
+        self.reads = 0  # reads that saw this part
+        self._log: tuple[list[Any], list[Any]] | None = None  # the log's added and removed keys, once copied
+
+    def seen(self) -> Part:
+        """Count one more read of this part; a part read often enough keeps its log's keys as two plain
+        sorted lists (the view as of its head never changes), so that shifts and ranges of the log are
+        bisections of lists rather than calls into the shared overlay. Copying costs about as much as a
+        few hundred view calls of a big log, so a part copies after ``1 + entries // 256`` reads: never on
+        a head that writers replace at every read."""
+        self.reads += 1
+        if self._log is None and self.view is not None and self.reads > 1 + len(self.head.log) // 256:
+            self._log = self.view.between(None, None)
+        return self
 
     @classmethod
     def of(cls, engine: Any, snap: Snapshot) -> Part:
@@ -63,7 +76,30 @@ class Part:
 
     def shift(self, key: Any) -> int:
         """What the log does to the tree's count below ``key``."""
+        if self._log is not None:
+            added, removed = self._log
+            return bisect_left(added, key) - bisect_left(removed, key) if key is not None else 0
         return 0 if self.view is None or key is None else self.view.shift(key)
+
+    def between(self, low: Any, high: Any) -> tuple[list[Any], list[Any]]:
+        """The log's added and removed keys from ``low`` (inclusive) to ``high`` (exclusive); ``None``:
+        unbounded."""
+        if self._log is not None:
+            added, removed = self._log
+            a = 0 if low is None else bisect_left(added, low)
+            b = len(added) if high is None else bisect_left(added, high)
+            c = 0 if low is None else bisect_left(removed, low)
+            d = len(removed) if high is None else bisect_left(removed, high)
+            return added[a:b], removed[c:d]
+        if self.view is None:
+            return [], []
+        added, removed = self.view.between(low, high)
+        if high is not None:
+            if added and added[-1] >= high:
+                added = added[: bisect_left(added, high)]
+            if removed and removed[-1] >= high:
+                removed = removed[: bisect_left(removed, high)]
+        return added, removed
 
 
 class Gather:
@@ -169,10 +205,9 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     todo: list[list[Any]] = []
     peek = g.peek
     for part in g.parts:
-        view = part.view
         for p, probe in enumerate(probes):
             if part.root is None:
-                totals[p] += 0 if view is None else view.shift(probe)
+                totals[p] += part.shift(probe)
                 continue
             node_id, height, before = part.root, part.height, 0
             while True:  # the hot path: every node cached, no list per probe
@@ -181,7 +216,7 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                     todo.append([part, p, probe, node_id, height, before])
                     break
                 if not height:
-                    totals[p] += before + bisect_left(node.keys, probe) + (0 if view is None else view.shift(probe))
+                    totals[p] += before + bisect_left(node.keys, probe) + part.shift(probe)
                     break
                 i = bisect_right(node.firsts, probe) - 1
                 before += node.starts[i if i > 0 else 0]
@@ -409,18 +444,14 @@ def _window(g: Gather, spot: _Spot, pivot: Any, back: int, ahead: int) -> tuple[
         t = end
     f = None if lo == 0 else (pivot if lo == a else keys[0])
     e = None if hi == part.size else _key_at(g, spot, hi)
-    view = part.view
-    if view is not None:
-        added, removed = view.between(f, e)
-        for key in reversed(removed):  # a few: found by bisection, not by hashing every key
-            i = bisect_left(keys, key)
-            if i < len(keys) and keys[i] == key:
-                del keys[i]
-        if added:
-            if e is not None and added[-1] >= e:
-                added = [key for key in added if key < e]
-            keys.extend(added)
-            keys.sort()
+    added, removed = part.between(f, e)
+    for key in reversed(removed):  # a few: found by bisection, not by hashing every key
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            del keys[i]
+    if added:
+        keys.extend(added)
+        keys.sort()
     return keys, f, e
 
 
@@ -454,14 +485,12 @@ def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int
             a = 0 if low is None else bisect_left(leaf_keys, low)
             b = len(leaf_keys) if high is None else bisect_left(leaf_keys, high)
             keys.extend(leaf_keys[a:b])
-        view = reach.view
-        if view is not None:
-            if keys:
-                removed = set(view.between(keys[0], keys[-1])[1])
-                if removed:
-                    keys = [k for k in keys if k not in removed]
-            added = view.between(low if low is not None else reach.firsts[run[0]], high)[0]
-            added = [k for k in added if high is None or k < high]  # the log's keys in [low, high)
+        part = reach.part
+        if part.view is not None:
+            added, removed = part.between(low if low is not None else reach.firsts[run[0]], high)  # [low, high)
+            if removed:
+                gone = set(removed)
+                keys = [k for k in keys if k not in gone]
             if added:
                 keys = sorted(keys + added)
         lists.append(keys)
@@ -482,10 +511,10 @@ class _Reach:
     lies between the counts below its interval's first key and the next one's.
     """
 
-    __slots__ = ("part", "tree", "view", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
+    __slots__ = ("part", "tree", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
 
     def __init__(self, part: Part, tree: Tree) -> None:
-        self.part, self.tree, self.view, self.total = part, tree, part.view, part.count
+        self.part, self.tree, self.total = part, tree, part.count
         self.firsts: list[Any] = [None]
         self.starts = [0]
         self.ids: list[str | None] = [tree.root]
@@ -494,7 +523,7 @@ class _Reach:
         self._below: list[int | None] = [0]
 
     def shift(self, key: Any) -> int:
-        return 0 if self.view is None or key is None else self.view.shift(key)
+        return self.part.shift(key)
 
     def below(self, j: int) -> int:
         """Entries of the shard below interval ``j``'s first key (all of them for ``j`` past the end)."""

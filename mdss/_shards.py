@@ -219,7 +219,7 @@ def _part_of(engine: _Shard, data: bytes | None) -> Part:
     ``get_many``): the part seen last while the bytes are the same, else decoded with its log's view."""
     seen = engine._seen
     if data is not None and seen is not None and seen.data == data:
-        return seen
+        return seen.seen()
     if data is None:
         if engine._head is None:  # never written: empty, without a second read
             return Part(engine, None, Head(engine.order, engine.chunk_size), None)
