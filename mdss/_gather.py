@@ -351,6 +351,16 @@ def _locate(g: Gather, spot: _Spot, key: Any) -> None:
     spot.c = spot.a + part.shift(key)
 
 
+def _estimate(g: Gather, spot: _Spot, merged: int) -> Any:
+    """The shard's key at about merged position ``merged``: at that tree position, moved back by the log's
+    shift there (one step; a log of many moved members would otherwise bias every shard's guess alike)."""
+    last = spot.part.size - 1
+    key = _key_at(g, spot, min(merged, last))
+    if spot.part.view is not None:
+        key = _key_at(g, spot, min(max(merged - spot.part.shift(key), 0), last))
+    return key
+
+
 def _median(keys: list[Any]) -> Any:
     keys.sort()
     return keys[len(keys) // 2]
@@ -371,9 +381,9 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
     """The page from cached nodes, or ``None`` when the guesses do not settle (raises :class:`_Uncached`
     when a node is not cached).
 
-    1. Pivot: the median of each shard's key at its proportional position (tree positions: the log is
-       ignored for guessing). Its exact global count says how far the page is; while it is far, the
-       median of each shard's key that far on (by its share) is the next pivot.
+    1. Pivot: the median of each shard's key at its proportional position (:func:`_estimate`). Its
+       exact global count says how far the page is; while it is far, the median of each shard's key
+       that far on (by its share) is the next pivot.
     2. Windows: each shard's merged keys in a run of tree positions around its pivot position, wide enough
        for its binomial share of the page plus the distance to it, as ``[f, e)`` key ranges (``None``:
        unbounded) with the exact count below ``f``.
@@ -385,10 +395,11 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
     spots = [_Spot(part) for part in parts]
     trees = [spot for spot in spots if spot.part.size]
     tree_total = sum(spot.part.size for spot in trees)
+    total = max(sum(spot.part.count for spot in spots), 1)
     length = stop - start
     pivot: Any = None
     if trees:
-        pivot = _median([_key_at(g, s, min(s.part.size - 1, start * s.part.size // tree_total)) for s in trees])
+        pivot = _median([_estimate(g, spot, start * spot.part.count // total) for spot in trees])
     far = max(8 * len(spots), length)
     for guess in range(_GUESSES + 1):
         if pivot is not None:
@@ -400,7 +411,6 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
         pivot = _median(
             [_key_at(g, s, min(max(s.a + off * s.part.size // tree_total, 0), s.part.size - 1)) for s in trees]
         )
-    total = max(sum(spot.part.count for spot in spots), 1)
     back = [0 if off >= 0 else _spread(-off * spot.part.count / total) for spot in spots]
     ahead = [_spread(max(off + length, 0) * spot.part.count / total) for spot in spots]
     windows: list[Any] = [None] * len(spots)
