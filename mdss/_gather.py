@@ -2,10 +2,11 @@
 
 A read takes all ``S`` heads in one ``get_many`` and sees each shard as a
 :class:`Part`: its head, its log's view and its merged count, kept per head
-value so that a shard whose head did not change costs nothing to see again.
-Every later step batches the fetches of all shards into one ``get_many``, and
-the nodes a read has seen stay pinned for it (:class:`Gather`), so round trips
-do not grow with ``S``.
+value so that a shard whose head did not change costs nothing to see again
+(and, read often, answers its log's shifts from plain lists). Every later
+step batches the fetches of all shards into one ``get_many``, and the nodes
+a read has seen stay pinned for it (:class:`Gather`), so round trips do not
+grow with ``S``.
 
 - A count below a key is the sum of each shard's exact count (descents from
   cached nodes first, one ``get_many`` per level that is not cached).
@@ -15,9 +16,10 @@ do not grow with ``S``.
   count is far off, then a window of each shard's keys around the pivot, wide
   enough for the page by the binomial spread of members over shards, sorted
   together; the windows' key ranges prove the page exact, else they widen.
-  Otherwise (:func:`_select_page`): the manifests' counts and first keys
+  Otherwise (:func:`_candidates`): the manifests' counts and first keys
   narrow every shard to the entry sets that can hold the page, read in one
-  round trip, and a selection over those finds it.
+  round trip, and the guess runs over those, or a selection over their keys
+  (:func:`_select_page`) finds the page.
 
 See docs/architecture.md ("Sharded sets").
 """
@@ -44,8 +46,9 @@ _EMPTY_LEAF = Leaf((), (), ())
 
 class Part:
     """One shard as reads see it at one head value: the head, the log's view (``None``: empty log), the
-    merged count, and where the score tree starts. Immutable, so it is kept per shard while its head's
-    bytes stay the same; the trees a read needs are made per read (:meth:`Gather.score_tree`)."""
+    merged count, and where the score tree starts. None of it changes while the head's bytes stay the
+    same, so the part is kept per shard until then, with what reads learn of it (the score tree's root
+    node, the log's keys as lists); the trees a read needs are made per read (:meth:`Gather.score_tree`)."""
 
     __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top", "reads", "_log")
 
@@ -202,30 +205,15 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     """For each probe key, the entries of the whole set below it: every shard descends its cached nodes,
     then what is missing at a level is read for all shards in one ``get_many``."""
     totals = [0] * len(probes)
-    todo: list[list[Any]] = []
+    todo = [[part, p, probe, part.root, part.height, 0] for part in g.parts for p, probe in enumerate(probes)]
     peek = g.peek
-    for part in g.parts:
-        for p, probe in enumerate(probes):
-            if part.root is None:
-                totals[p] += part.shift(probe)
-                continue
-            node_id, height, before = part.root, part.height, 0
-            while True:  # the hot path: every node cached, no list per probe
-                node = peek(part, node_id, height)
-                if node is None:
-                    todo.append([part, p, probe, node_id, height, before])
-                    break
-                if not height:
-                    totals[p] += before + bisect_left(node.keys, probe) + part.shift(probe)
-                    break
-                i = bisect_right(node.firsts, probe) - 1
-                before += node.starts[i if i > 0 else 0]
-                node_id, height = node.ids[i if i > 0 else 0], height - 1
-    while todo:
-        g.fetch((item[0], item[3], item[4], g.keyfn) for item in todo)
+    while True:
         missing = []
         for item in todo:
             part, p, probe, node_id, height, before = item
+            if node_id is None:  # an empty tree: the log alone
+                totals[p] += part.shift(probe)
+                continue
             while True:
                 node = peek(part, node_id, height)
                 if node is None:
@@ -239,8 +227,10 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                 i = i if i > 0 else 0
                 before += node.starts[i]
                 node_id, height = node.ids[i], height - 1
+        if not missing:
+            return totals
+        g.fetch((item[0], item[3], item[4], g.keyfn) for item in missing)
         todo = missing
-    return totals
 
 
 def route(g: Gather, items: list[tuple[Part, Tree, list[Any]]], leaves: bool = True) -> None:
@@ -431,7 +421,7 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
         if found and len(found) == length and (low is None or found[0] >= low) and (high is None or found[-1] < high):
             return found
         for n, (_, f, e) in enumerate(windows):  # widen the windows that stopped short of the page
-            if f is not None and (not found or f > found[0]):
+            if f is not None and (k < 0 or (found and f > found[0])):
                 back[n], windows[n] = 2 * back[n] + 8, None
             if e is not None and (len(found) < length or e <= found[-1]):
                 ahead[n], windows[n] = 2 * ahead[n] + 8, None
