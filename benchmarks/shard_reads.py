@@ -3,6 +3,7 @@ cached, and round trips, entry sets and bytes per read with only the manifests c
 
     python benchmarks/shard_reads.py [--stores memory,redis,redis-cluster] [--members 100000]
         [--shards 1,2,4,8,16,64] [--updates 3000] [--samples 500] [--rounds 3] [--json FILE]
+        [--mdss CHECKOUT]
 
 For each store (memory; a redis-server and a 3-master Redis Cluster started
 on loopback with tests/redis_servers.py, or ``--redis URL`` /
@@ -14,7 +15,9 @@ node once. Then, ``--rounds`` times over all shard counts in turn (so that
 the machine's other load falls on every count alike), the p50 of rank and of
 a page of 100 at random offsets; the best round's p50 is kept. Round trips
 per call are counted with every node cached and with the entry sets dropped
-from the cache before each call (``harness.manifests_only``).
+from the cache before each call (``harness.manifests_only``). ``--mdss`` runs
+this script and harness against the ``mdss`` package of another checkout
+(before and after a change, on the same machine).
 """
 
 from __future__ import annotations
@@ -27,9 +30,6 @@ import sys
 import time
 from collections.abc import Iterator
 from typing import Any
-
-import harness
-import mdss
 
 TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
 
@@ -56,6 +56,9 @@ def _url(kind: str, args: argparse.Namespace) -> Iterator[str]:
 
 
 def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, Any]]:
+    import harness  # after --mdss chose the package (the harness imports it too)
+    import mdss
+
     counts = [int(s) for s in args.shards.split(",")]
     w = harness.Workload(args.members, args.samples, 1000, args.seed, singles=args.updates)
     store = mdss.open_store(url)
@@ -132,7 +135,14 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start a redis-server)")
     parser.add_argument("--redis-cluster", default=None, help="a redis+cluster:// URL (default: start a cluster)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--mdss", default=None, help="import mdss from this checkout instead (before/after runs)")
     args = parser.parse_args()
+    if args.mdss:  # ahead of an editable install's finder, which would answer first
+        sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in str(finder)]
+        sys.path.insert(0, os.path.abspath(args.mdss))
+    import mdss
+
+    print(f"mdss from {os.path.dirname(mdss.__file__)}", file=sys.stderr)
     results: dict[str, Any] = {"members": args.members, "updates": args.updates, "samples": args.samples}
     for kind in args.stores.split(","):
         if kind not in ("memory", "redis", "redis-cluster"):
