@@ -149,6 +149,7 @@ def bench_mdss(
     before = store.stats.snapshot()
     board.rank_of_score(w.scores[w.sample_members[0]])
     out["round_trips_per_rank_of_score"] = store.stats.since(before)["calls"]
+    out.update(manifests_only(board, w))
     out.update(bench_single_updates(board, w))
     if url is not None and urlsplit(url).scheme != "memory":
         out.update(reads_with_writer(url, name, w))
@@ -161,6 +162,33 @@ def bench_mdss(
     if problems:
         raise mdss.CorruptDataError(f"benchmark set failed check(): {problems[:3]}")
     board.drop()
+    return out
+
+
+def manifests_only(board: Any, w: Workload, calls: int = 100) -> dict[str, float]:
+    """Round trips, entry sets and bytes read per rank and per page of 100 with only the manifests cached
+    (every entry set dropped from the cache before each call): what a reader whose cache holds the
+    manifests, not the entry sets, pays; a sharded set reads its S heads and entry sets of every shard."""
+    from mdss._tree import Leaf
+
+    store, heads = board.store, getattr(board, "shards", 1)
+    out: dict[str, float] = {}
+    for what, call, args in (
+        ("rank", board.rank, w.sample_members[:calls]),
+        ("page", lambda offset: board.range(offset, PAGE), w.offsets[:calls]),
+    ):
+        spent = {"calls": 0, "reads": 0, "bytes_read": 0}
+        for arg in args:
+            for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
+                board._cache.discard(key)
+            before = store.stats.snapshot()
+            call(arg)
+            for k, v in store.stats.since(before).items():
+                if k in spent:
+                    spent[k] += v
+        out[f"round_trips_per_{what}_manifests_only"] = spent["calls"] / len(args)
+        out[f"entry_sets_per_{what}_manifests_only"] = spent["reads"] / len(args) - heads
+        out[f"bytes_per_{what}_manifests_only"] = spent["bytes_read"] / len(args)
     return out
 
 
@@ -727,15 +755,25 @@ COLUMNS = [
     ("round_trips_per_rank", "trips/rank", "{:.2f}"),
     ("round_trips_per_median_rank", "trips/median", "{:.2f}"),
     ("round_trips_per_page", "trips/page", "{:.2f}"),
+    ("round_trips_per_rank_manifests_only", "trips/rank cold", "{:.2f}"),
+    ("round_trips_per_page_manifests_only", "trips/page cold", "{:.2f}"),
+    ("entry_sets_per_page_manifests_only", "entry sets/page c", "{:.2f}"),
+    ("bytes_per_page_manifests_only", "bytes/page cold", "{:,.0f}"),
     ("bytes_per_member", "bytes/member", "{:,.1f}"),
 ]
+#: Figures compared between shard counts (``mdss bench --shards 1,16``), as ratios to the first count.
+SHARD_RATIOS = ("rank_p50_us", "page_p50_us", "around_p50_us", "bytes_per_page_manifests_only")
 
 
 def report(result: dict[str, Any]) -> Iterator[str]:
     """The lines of a :func:`run`'s table: one column per system, then mdss' ratio to each anchor; then the
     leaderboard's."""
     systems = [s for s in result if isinstance(result[s], dict) and s != "leaderboard"]
-    shards = f", {result['shards']} shards" if result.get("shards", 1) > 1 else ""
+    counts = result.get("shards", 1)
+    if isinstance(counts, list):
+        shards = f", shards {', '.join(map(str, counts))} (columns mdss S=...)"
+    else:
+        shards = f", {counts} shards" if counts > 1 else ""
     yield f"{result['members']:,} members on {result['store']}{shards} (times in microseconds)"
     yield f"{'':<16}" + "".join(f"{s:>18}" for s in systems)
     for key, label, fmt in COLUMNS:
@@ -745,7 +783,21 @@ def report(result: dict[str, Any]) -> Iterator[str]:
             cells.append("-" if value is None else fmt.format(value))
         yield f"{label:<16}" + "".join(f"{c:>18}" for c in cells)
     mine = result["mdss"]
+    variants = [s for s in systems if s.startswith("mdss S=")]
+    for s in variants:
+        ratios = [
+            f"{key.removesuffix('_us').replace('_', ' ')} {result[s][key] / mine[key]:.2f}x" for key in SHARD_RATIOS
+        ]
+        trips = ", ".join(
+            f"trips/{what} {mine[f'round_trips_per_{what}']:.2f} -> {result[s][f'round_trips_per_{what}']:.2f}"
+            f" (manifests only {mine[f'round_trips_per_{what}_manifests_only']:.2f} -> "
+            f"{result[s][f'round_trips_per_{what}_manifests_only']:.2f})"
+            for what in ("rank", "page")
+        )
+        yield f"{s} / S={counts[0]}: " + ", ".join(ratios) + f"; {trips}"
     for s in systems[1:]:
+        if s in variants:
+            continue
         ratios = []
         for key, label, _ in COLUMNS[:9]:
             if mine.get(key) and result[s].get(key):
@@ -786,7 +838,7 @@ def run(
     singles: int = 10_000,
     cache_bytes: int = 4 << 30,
     seed: int = 1,
-    shards: int = 1,
+    shards: int | Sequence[int] = 1,
     board_owners: int = 5000,
     board_posts: int = 2000,
     board_samples: int = 200,
@@ -797,15 +849,24 @@ def run(
 
     The anchors are chosen by the URL's scheme: the SQL count on ``sqlite://``,
     the native sorted set on a single Redis server, the Query count on
-    ``dynamodb://``, ``SortedList`` everywhere.
+    ``dynamodb://``, ``SortedList`` everywhere. Several shard counts measure
+    mdss once per count on the same workload (``mdss``, then ``mdss S=...``).
     """
     scheme = urlsplit(url).scheme
     w = Workload(members, samples, min(batch_size, members), seed, singles)
-    result: dict[str, Any] = {"members": members, "store": scheme, "chunk_size": chunk_size, "shards": shards}
+    counts = [shards] if isinstance(shards, int) else list(shards)
+    result: dict[str, Any] = {
+        "members": members,
+        "store": scheme,
+        "chunk_size": chunk_size,
+        "shards": counts[0] if len(counts) == 1 else counts,
+    }
     with mdss.open_store(url) as store:
-        progress(f"mdss on {url} ...")
         stored_bytes = redis_memory_usage if single_redis(url) else value_bytes
-        result["mdss"] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes, url, shards)
+        for n, count in enumerate(counts):
+            progress(f"mdss on {url}" + (f", {count} shards" if count > 1 else "") + " ...")
+            key = "mdss" if n == 0 else f"mdss S={count}"
+            result[key] = bench_mdss(store, w, chunk_size, cache_bytes, stored_bytes, url, count)
         progress("sortedcontainers ...")
         result["sortedcontainers"] = bench_sortedlist(w)
         if scheme == "sqlite":

@@ -38,12 +38,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
-import heapq
 import re
 import threading
 import zlib
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -51,10 +48,11 @@ from typing import Any, TypeVar
 import attrs
 import msgpack
 
-from . import _estimate, _log
+from . import _estimate, _gather, _log
 from ._cache import NodeCache
 from ._codec import FORMAT, _packb, seal, unpack
-from ._head import Head, Snapshot, decode_for
+from ._gather import Gather, Part
+from ._head import Head, decode_for
 from ._keys import Keyspace, _part
 from ._log import overlay_view
 from ._order import (
@@ -69,7 +67,7 @@ from ._order import (
     check_score,
 )
 from ._sortedset import TIES, Page, SortedSet
-from ._tree import Leaf, Source, Tree, decode
+from ._tree import Tree
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -78,7 +76,7 @@ from .exceptions import (
     MissingNodeError,
     SettingsMismatchError,
 )
-from .stores.base import Record, Stats, Store
+from .stores.base import Stats, Store
 
 T = TypeVar("T")
 
@@ -87,7 +85,6 @@ MAX_SHARDS = 1024
 #: Redis Cluster's hash slots: a shard's head key is placed in slot range ``i * SLOTS // S ..``.
 SLOTS = 16384
 _PART = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+")
-_EMPTY_LEAF = Leaf((), (), ())
 
 
 def shard_of(member: str, shards: int) -> int:
@@ -210,373 +207,30 @@ class _Shard(SortedSet):
 
     def __init__(self, part: str, store: Store, name: str, **options: Any) -> None:
         self._part = part
+        self._seen: Part | None = None  # the shard as the last read saw it (mdss._gather)
         super().__init__(store, name, **options)
 
     def _keyspace(self, namespace: str, name: str) -> Keyspace:
         return shard_keyspace(namespace, self._part)
 
 
-def _snapshot_of(shard: _Shard, data: bytes | None) -> Snapshot:
-    """A shard's snapshot from its head's bytes, read with the other shards' heads in one ``get_many``."""
+def _part_of(engine: _Shard, data: bytes | None) -> Part:
+    """A shard as a read sees it, from its head's bytes (read with the other shards' heads in one
+    ``get_many``): the part seen last while the bytes are the same, else decoded with its log's view."""
+    seen = engine._seen
+    if data is not None and seen is not None and seen.data == data:
+        return seen.seen()
     if data is None:
-        if shard._head is None:  # never written: empty, without a second read
-            source = Source(shard.store, shard._keys, shard._cache)
-            return Snapshot(None, Head(shard.order, shard.chunk_size), source, shard._order, None)
-        return shard._snapshot()  # a head seen before vanished: the shard's own rules (HeadMissingError)
-    head = decode_for(shard, data)
+        if engine._head is None:  # never written: empty, without a second read
+            return Part(engine, None, Head(engine.order, engine.chunk_size), None)
+        return Part.of(engine, engine._snapshot())  # a head seen before vanished: the shard's own rules
+    head = decode_for(engine, data)
     try:
-        view = overlay_view(shard, head)
+        view = overlay_view(engine, head)
     except MissingNodeError:  # a log segment collected since: the shard reads its newer head itself
-        return shard._snapshot()
-    source = Source(shard.store, shard._keys, shard._cache)
-    return Snapshot(Record((data,), None), head, source, shard._order, view)
-
-
-# -- fetching across shards: one get_many per step ------------------------------
-
-
-def _load_all(wanted: list[tuple[Tree, str, int]]) -> list[Any]:
-    """The nodes ``(tree, node id, height)`` from pins, cache, or one ``get_many`` for all of them; they stay
-    pinned in each tree's source, so the tree's own reads find them without a round trip."""
-    found: list[Any] = [None] * len(wanted)
-    missing: dict[str, list[int]] = {}
-    for n, (tree, node_id, _) in enumerate(wanted):
-        source = tree.source
-        node = source.pins.get(node_id)
-        if node is None:
-            node = source.cache.get(node_id)
-            if node is not None:
-                source.pins[node_id] = node
-        if node is None:
-            missing.setdefault(source.keyspace.node(node_id), []).append(n)
-        else:
-            found[n] = node
-    if missing:
-        keys = list(missing)
-        store = wanted[missing[keys[0]][0]][0].source.store
-        for key, data in zip(keys, store.get_many(keys)):
-            if data is None:
-                raise MissingNodeError("a node the head names is missing", key)
-            first = wanted[missing[key][0]]
-            node = decode(key, data, first[0].keyfn)
-            first[0].source.cache.put(first[1], node, len(data))
-            for n in missing[key]:
-                wanted[n][0].source.pins[wanted[n][1]] = node
-                found[n] = node
-    for n, (tree, node_id, height) in enumerate(wanted):
-        if found[n].height != height:
-            raise CorruptDataError(
-                f"stored node is at height {found[n].height} where one of height {height} belongs",
-                tree.source.keyspace.node(node_id),
-            )
-    return found
-
-
-class _Reach:
-    """One shard's tree seen down to where a read needed it: intervals of keys, in order.
-
-    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to
-    ``firsts[j + 1]`` (or the end); ``starts[j]`` tree entries precede it. It is
-    a node still to read (``ids[j]``, ``heights[j]``), an entry set read
-    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it
-    never needs, kept as one interval). ``below(j)`` is the exact count of the
-    shard's entries (the log applied) below ``firsts[j]``, so any key's count
-    lies between the counts below its interval's first key and the next one's.
-    """
-
-    __slots__ = ("tree", "view", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
-
-    def __init__(self, tree: Tree, view: Any, total: int) -> None:
-        self.tree, self.view, self.total = tree, view, total
-        self.firsts: list[Any] = [None]
-        self.starts = [0]
-        self.ids: list[str | None] = [tree.root]
-        self.heights = [tree.height]
-        self.leaves: list[Any] = [_EMPTY_LEAF if tree.root is None else None]
-        self._below: list[int | None] = [0]
-
-    def shift(self, key: Any) -> int:
-        return 0 if self.view is None or key is None else self.view.shift(key)
-
-    def below(self, j: int) -> int:
-        """Entries of the shard below interval ``j``'s first key (all of them for ``j`` past the end)."""
-        if j >= len(self.firsts):
-            return self.total
-        found = self._below[j]
-        if found is None:
-            found = self._below[j] = self.starts[j] + self.shift(self.firsts[j])
-        return found
-
-    def find(self, key: Any) -> int:
-        return bisect_right(self.firsts, key, 1) - 1
-
-    def bounds(self, key: Any) -> tuple[int, int]:
-        """Least and most entries of the shard that can lie below ``key`` (``None``: the start), as far as
-        the intervals read tell."""
-        if key is None:
-            return 0, 0
-        j = self.find(key)
-        leaf = self.leaves[j]
-        if leaf is not None:
-            exact = self.starts[j] + bisect_left(leaf.keys, key) + self.shift(key)
-            return exact, exact
-        return self.below(j), self.below(j + 1)
-
-    def pending(self, j: int) -> bool:
-        return self.ids[j] is not None and self.leaves[j] is None
-
-    def expand(self, j: int, node: Any, keep: Callable[[list[Any], list[int]], Iterable[int]]) -> None:
-        """Put what interval ``j``'s node holds in its place: an entry set's keys, or a manifest's children
-        that ``keep(boundaries, starts)`` selects (runs of the others become opaque intervals)."""
-        if node.height == 0:
-            self.leaves[j] = node
-            return
-        start = self.starts[j]
-        bounds = [self.firsts[j], *node.firsts[1:], self.firsts[j + 1] if j + 1 < len(self.firsts) else None]
-        starts = [start + s for s in node.starts]
-        kept = sorted(set(keep(bounds, starts)))
-        firsts: list[Any] = []
-        begins: list[int] = []
-        ids: list[str | None] = []
-        heights: list[int] = []
-        leaves: list[Any] = []
-        c, n = 0, len(node)
-        for k in [*kept, n]:
-            if c < k:  # an opaque run of children
-                firsts.append(bounds[c])
-                begins.append(starts[c])
-                ids.append(None)
-                heights.append(-1)
-                leaves.append(None)
-            if k < n:
-                firsts.append(bounds[k])
-                begins.append(starts[k])
-                ids.append(node.ids[k])
-                heights.append(node.height - 1)
-                leaves.append(None)
-            c = k + 1
-        below = self._below[j]
-        self.firsts[j : j + 1] = firsts
-        self.starts[j : j + 1] = begins
-        self.ids[j : j + 1] = ids
-        self.heights[j : j + 1] = heights
-        self.leaves[j : j + 1] = leaves
-        self._below[j : j + 1] = [below] + [None] * (len(firsts) - 1)
-
-
-def _fetch_and_expand(wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, int], Any]) -> None:
-    """Expand the intervals ``wanted``: those whose node is cached first, without a round trip (shards of
-    different heights descend their cached manifests before anything is read); when none is, read all of
-    their nodes in one ``get_many``. Expands the last first, so that indices hold."""
-    cached = [(r, j) for r, j in wanted if r.ids[j] in r.tree.source.pins or r.tree.source.cache.get(r.ids[j] or "")]
-    if cached:
-        wanted = cached
-    nodes = _load_all([(r.tree, r.ids[j], r.heights[j]) for r, j in wanted])  # type: ignore[misc]
-    for (reach, j), node in sorted(zip(wanted, nodes), key=lambda item: -item[0][1]):
-        reach.expand(j, node, keep(reach, j))
-
-
-def route(items: list[tuple[Tree, list[Any]]], leaves: bool = True) -> None:
-    """Read, across shards, the nodes on the paths to each tree's probe keys, leaving them pinned for the
-    trees' own reads: one ``get_many`` per level that is not cached, for all trees at once (trees whose
-    next nodes are cached descend first, so trees of different heights share a round trip). Each node
-    routes its run of sorted probes with two bisections per child (``Manifest.runs``). ``leaves=False``
-    stops above the entry sets (estimates)."""
-    paths: list[list[Any]] = []  # [tree, height, runs (node id, lo, hi) over probes, sorted probes]
-    for tree, probes in items:
-        if tree.root is not None and probes and (leaves or tree.height > 0):
-            paths.append([tree, tree.height, [(tree.root, 0, len(probes))], sorted(probes)])
-
-    def cached(tree: Tree, node_id: str) -> bool:
-        return node_id in tree.source.pins or tree.source.cache.get(node_id) is not None
-
-    while paths:
-        step = [p for p in paths if all(cached(p[0], run[0]) for run in p[2])] or paths
-        nodes = iter(_load_all([(p[0], run[0], p[1]) for p in step for run in p[2]]))
-        for path in step:
-            tree, height, runs, probes = path
-            following: list[tuple[str, int, int]] = []
-            for _, lo, hi in runs:
-                node = next(nodes)
-                if height:
-                    following.extend((node.ids[i], a, b) for i, a, b in node.runs(probes, lo, hi))
-            path[1], path[2] = height - 1, following
-        paths = [p for p in paths if p[1] >= (0 if leaves else 1)]
-
-
-def select(lists: list[list[Any]], k: int) -> list[int]:
-    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k``
-    smallest items of the sorted ``lists`` (items distinct across lists).
-
-    Each step takes the middle item of the widest window, counts the items below it in every list,
-    and halves that window: O(S log n) steps of S bisections.
-
-    >>> select([[1, 4, 9], [2, 3, 10], [5]], 4)
-    [2, 2, 0]
-    """
-    low = [0] * len(lists)
-    high = [len(items) for items in lists]
-    while True:
-        widest = max(range(len(lists)), key=lambda i: high[i] - low[i], default=None)
-        if widest is None or high[widest] == low[widest]:
-            break
-        mid = (low[widest] + high[widest]) // 2
-        pivot = lists[widest][mid]
-        counts = [bisect_left(items, pivot) for items in lists]
-        below = sum(counts)
-        if below == k:
-            return counts
-        if below < k:  # the pivot is among the k smallest
-            low = [max(a, c) for a, c in zip(low, counts)]
-            low[widest] = mid + 1
-        else:
-            high = [min(b, c) for b, c in zip(high, counts)]
-    if sum(low) != k:
-        raise AssertionError(f"selection of {k} from lists of {[len(x) for x in lists]} found {low}")
-    return low
-
-
-def _narrow(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> tuple[Any, Any]:
-    """Keys ``low`` (``None``: the start) and ``high`` (``None``: the end) with every key of positions
-    ``start`` to ``stop - 1`` in ``[low, high)`` and few others: a binary search over a sample of the
-    candidate entry sets' keys (every 16th), counting exactly where every shard's candidates reach."""
-    floor: Any = None  # the key range where every shard's count is exact: [floor, ceiling)
-    ceiling: Any = None
-    for reach, run in zip(reaches, runs):
-        first = reach.firsts[run[0]]
-        after = run[-1] + 1
-        end = reach.firsts[after] if after < len(reach.firsts) else None
-        if first is not None and (floor is None or first > floor):
-            floor = first
-        if end is not None and (ceiling is None or end < ceiling):
-            ceiling = end
-    sample = sorted(
-        key
-        for reach, run in zip(reaches, runs)
-        for j in run
-        for key in reach.leaves[j].keys[::16]
-        if (floor is None or not key < floor) and (ceiling is None or key < ceiling)
-    )
-
-    def below(key: Any) -> int:
-        return sum(reach.bounds(key)[0] for reach in reaches)
-
-    lo, hi = 0, len(sample)  # the first sample with more than ``start`` entries below it
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if below(sample[mid]) > start:
-            hi = mid
-        else:
-            lo = mid + 1
-    low = sample[lo - 1] if lo else floor
-    hi = len(sample)  # the first sample with at least ``stop`` entries below it
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if below(sample[mid]) >= stop:
-            hi = mid
-        else:
-            lo = mid + 1
-    high = sample[lo] if lo < len(sample) else ceiling
-    return low, high
-
-
-class _Sweep:
-    """Bounds on the global count below any key, from every shard's intervals at one moment: the shards'
-    interval boundaries in key order with running sums of the least (``lows``) and most (``highs``)
-    entries below, so that a bound costs one bisection however many shards there are.
-
-    A shard's count below a key in its interval ``j`` lies between its counts below ``firsts[j]`` and
-    ``firsts[j + 1]``; at its own boundary it is exact. Entry sets read count as intervals here: coarser
-    bounds only keep more candidates, never fewer.
-    """
-
-    __slots__ = ("keys", "lows", "highs", "widths", "low0", "high0", "total")
-
-    def __init__(self, reaches: list[_Reach]) -> None:
-        events = []
-        low0 = high0 = 0
-        for reach in reaches:
-            n = len(reach.firsts)
-            high0 += reach.below(1)
-            for j in range(1, n):
-                events.append(
-                    (reach.firsts[j], reach.below(j) - reach.below(j - 1), reach.below(j + 1) - reach.below(j))
-                )
-        events.sort(key=lambda event: event[0])
-        self.keys = [e[0] for e in events]
-        self.lows, self.highs, self.widths = [], [], []
-        low, high = low0, high0
-        for _, step, width in events:
-            low += step  # the shard moves from interval j - 1 to j: its least count grows to below(j)
-            high += width  # and its most to below(j + 1)
-            self.lows.append(low)
-            self.highs.append(high)
-            self.widths.append(width)
-        self.low0, self.high0 = low0, high0
-        self.total = sum(r.total for r in reaches)
-
-    def low(self, key: Any) -> int:
-        if key is None:
-            return 0
-        i = bisect_right(self.keys, key) - 1
-        return self.low0 if i < 0 else self.lows[i]
-
-    def high(self, key: Any) -> int:
-        """The most entries below ``key``: exact for the shard whose boundary ``key`` is."""
-        if key is None:
-            return self.total
-        i = bisect_right(self.keys, key) - 1
-        if i < 0:
-            return self.high0
-        return self.highs[i] - (self.widths[i] if self.keys[i] == key else 0)
-
-    def candidates(self, reach: _Reach, first: int, last: int) -> range:
-        """The intervals of ``reach`` that can hold a global position from ``first`` to ``last``: a run, as
-        both bounds grow with the key."""
-        n = len(reach.firsts)
-        a = 0
-        while a < n and self.high(reach.firsts[a + 1] if a + 1 < n else None) < first + 1:
-            a += 1
-        b = a
-        while b < n and self.low(reach.firsts[b]) <= last:
-            b += 1
-        return range(a, b)
-
-    def keep(self, reach: _Reach, j: int, first: int, last: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
-        """Which children of interval ``j``'s manifest can hold a position from ``first`` to ``last``: the
-        other shards' bounds from the sweep, this shard's exact counts at the children's first keys."""
-        own_low, own_high = reach.below(j), reach.below(j + 1)
-
-        def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
-            n = len(starts) - 1
-
-            def low(c: int) -> int:  # least entries below child c's first key
-                if c == 0:
-                    return self.low(bounds[0])
-                return starts[c] + reach.shift(bounds[c]) + self.low(bounds[c]) - own_low
-
-            def high(c: int) -> int:  # most entries below child c's first key (c == n: the next interval's)
-                if c == n or c == 0:
-                    return self.high(bounds[c])
-                return starts[c] + reach.shift(bounds[c]) + self.high(bounds[c]) - own_high
-
-            lo, hi = 0, n
-            while lo < hi:  # the first child whose end can reach ``first``
-                mid = (lo + hi) // 2
-                if high(mid + 1) >= first + 1:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            a, hi = lo, n
-            while lo < hi:  # the first child that starts past ``last``
-                mid = (lo + hi) // 2
-                if low(mid) > last:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            return range(a, lo)
-
-        return chosen
+        return Part.of(engine, engine._snapshot())
+    part = engine._seen = Part(engine, data, head, view)
+    return part
 
 
 class ShardedSet:
@@ -623,6 +277,7 @@ class ShardedSet:
         ]
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
+        self._head_keys = [engine._keys.head for engine in self._engines]
         first = self._engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
         self._local = threading.local()
@@ -694,19 +349,21 @@ class ShardedSet:
 
     # -- snapshots ---------------------------------------------------------------
 
-    def _snapshots(self) -> tuple[list[bytes | None], list[Snapshot]]:
-        datas = self.store.get_many([e._keys.head for e in self._engines])
-        return datas, [_snapshot_of(e, d) for e, d in zip(self._engines, datas)]
+    def _gather(self) -> tuple[list[bytes | None], Gather]:
+        """One snapshot of every shard: their heads in one ``get_many``."""
+        datas = self.store.get_many(self._head_keys)
+        parts = [_part_of(e, d) for e, d in zip(self._engines, datas)]
+        return datas, Gather(parts, self.store, self._cache, self._order.key)
 
-    def _read(self, fn: Callable[[list[Snapshot]], T]) -> T:
+    def _read(self, fn: Callable[[Gather], T]) -> T:
         """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs
         was collected meanwhile, on newer heads."""
-        datas, snaps = self._snapshots()
+        datas, g = self._gather()
         for _ in self._policy.attempts():
             try:
-                return fn(snaps)
+                return fn(g)
             except MissingNodeError:
-                now, snaps = self._snapshots()
+                now, g = self._gather()
                 if now == datas:
                     raise MissingNodeError(
                         f"set {self.name!r}: a node the current head names is missing from the store (damaged)"
@@ -718,76 +375,43 @@ class ShardedSet:
         )
 
     @staticmethod
-    def _count(snaps: list[Snapshot]) -> int:
-        return sum(snap.ranking.count for snap in snaps)
+    def _count(g: Gather) -> int:
+        return g.count
 
-    def _count_below(self, snaps: list[Snapshot], probes: list[Any]) -> list[int]:
+    @staticmethod
+    def _count_below(g: Gather, probes: list[Any]) -> list[int]:
         """For each probe key, the entries of the whole set below it: every shard's entry sets in one step."""
-        route([(s.score_tree, probes) for s in snaps])
-        totals = [0] * len(probes)
-        for snap in snaps:
-            for n, below in enumerate(snap.ranking.count_below(probes)):
-                totals[n] += below
-        return totals
+        return _gather.counts(g, probes)
 
-    def _find(self, snaps: list[Snapshot], members: list[str]) -> list[Score | None]:
+    def _find(self, g: Gather, members: list[str]) -> list[Score | None]:
         """The scores of ``members``: each shard's member index entry sets, all in one step."""
         by_shard: dict[int, list[str]] = {}
         for member in members:
             by_shard.setdefault(shard_of(member, self.shards), []).append(member)
-        route([(snaps[i].member_index, group) for i, group in by_shard.items()])
+        indexes = {i: g.index(g.parts[i]) for i in by_shard}
+        trees = {i: index if isinstance(index, Tree) else index.tree for i, index in indexes.items()}
+        _gather.route(g, [(g.parts[i], trees[i], group) for i, group in by_shard.items()])
         found: dict[str, Score | None] = {}
         for i, group in by_shard.items():
-            found.update(zip(group, snaps[i].index.find(group)))
+            found.update(zip(group, indexes[i].find(group)))
         return [found[m] for m in members]
 
-    def _entries(self, snaps: list[Snapshot], start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
+    def _score(self, g: Gather, member: str) -> Score | None:
+        """The member's score in this read's snapshot (its shard's member index)."""
+        return g.index(g.parts[shard_of(member, self.shards)]).get(member)
+
+    def _entries(self, g: Gather, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
         """The entries at global positions ``start`` to ``stop - 1``: an exact selection across shards;
         ranks by ``ties`` (a competition rank: the entries better than the first one's score, summed)."""
-        total = self._count(snaps)
-        start, stop = max(start, 0), min(stop, total)
+        start, stop = max(start, 0), min(stop, g.count)
         if start >= stop:
             return []
-        reaches = [_Reach(s.score_tree, s.view, s.ranking.count) for s in snaps]
-        while True:
-            sweep = _Sweep(reaches)
-            runs = [sweep.candidates(reach, start, stop - 1) for reach in reaches]
-            wanted = [(reach, j) for reach, run in zip(reaches, runs) for j in run if reach.pending(j)]
-            if not wanted:
-                break
-            _fetch_and_expand(wanted, functools.partial(_Sweep.keep, sweep, first=start, last=stop - 1))
-        for reach, run in zip(reaches, runs):
-            if not run or any(reach.leaves[j] is None for j in run):
-                raise AssertionError(f"shard intervals {run} cannot hold positions {start}..{stop}")
-        low, high = _narrow(reaches, runs, start, stop)
-        lists, base = [], 0
-        for reach, run in zip(reaches, runs):
-            keys: list[Any] = []
-            for j in run:
-                leaf_keys = reach.leaves[j].keys
-                a = 0 if low is None else bisect_left(leaf_keys, low)
-                b = len(leaf_keys) if high is None else bisect_left(leaf_keys, high)
-                keys.extend(leaf_keys[a:b])
-            view = reach.view
-            if view is not None:
-                if keys:
-                    removed = set(view.between(keys[0], keys[-1])[1])
-                    if removed:
-                        keys = [k for k in keys if k not in removed]
-                added = view.between(low if low is not None else reach.firsts[run[0]], high)[0]
-                added = [k for k in added if high is None or k < high]  # the log's keys in [low, high)
-                if added:
-                    keys = sorted(keys + added)
-            lists.append(keys)
-            base += reach.bounds(low)[0]
-        splits = select(lists, start - base)
-        merged = heapq.merge(*(keys[c : c + stop - start] for keys, c in zip(lists, splits)))
-        found = [next(merged) for _ in range(stop - start)]
+        found = _gather.page(g, start, stop)
         score_of = self._order.score_of
         scores = [score_of(key) for key in found]
         ranks = list(range(start + 1, stop + 1))
         if ties == "competition" and found:
-            ranks[0] = self._count_below(snaps, [self._order.first_key(scores[0])])[0] + 1
+            ranks[0] = self._count_below(g, [self._order.first_key(scores[0])])[0] + 1
             for i in range(1, len(ranks)):
                 if scores[i] == scores[i - 1]:
                     ranks[i] = ranks[i - 1]
@@ -802,13 +426,13 @@ class ShardedSet:
     def info(self) -> dict[str, Any]:
         """The heads' facts: members, settings, and each shard's size, generation and tree heights."""
 
-        def run(snaps: list[Snapshot]) -> dict[str, Any]:
+        def run(g: Gather) -> dict[str, Any]:
             shards: list[dict[str, Any]] = []
-            for engine, snap in zip(self._engines, snaps):
-                head = snap.head
+            for engine, part in zip(self._engines, g.parts):
+                head = part.head
                 shards.append(
                     {
-                        "members": snap.ranking.count,
+                        "members": part.count,
                         "generation": head.gen,
                         "score_tree_height": head.scores.height + (head.scores.root is not None),
                         "member_index_height": head.members.height + (head.members.root is not None),
@@ -818,7 +442,7 @@ class ShardedSet:
                     }
                 )
             return {
-                "members": self._count(snaps),
+                "members": g.count,
                 "order": self.order,
                 "chunk_size": self.chunk_size,
                 "shards": self.shards,
@@ -842,7 +466,7 @@ class ShardedSet:
     def scores(self, members: Iterable[str]) -> list[Score | None]:
         """The scores of many members (``None`` where absent): every shard's entry sets in one step."""
         wanted = [check_member(m) for m in members]
-        return self._read(lambda snaps: self._find(snaps, wanted))
+        return self._read(lambda g: self._find(g, wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
         """The member's 1-based rank: the sum over shards of the entries before its key. Three round trips
@@ -850,31 +474,31 @@ class ShardedSet:
         member = check_member(member)
         check_choice(ties, TIES, "ties")
 
-        def run(snaps: list[Snapshot]) -> int | None:
-            score = snaps[shard_of(member, self.shards)].index.get(member)
+        def run(g: Gather) -> int | None:
+            score = self._score(g, member)
             if score is None:
                 return None
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return self._count_below(snaps, [probe])[0] + 1
+            return self._count_below(g, [probe])[0] + 1
 
         return self._read(run)
 
     def rank_of_score(self, score: Score) -> int:
         """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
         probe = self._order.first_key(check_score(score))
-        return self._read(lambda snaps: self._count_below(snaps, [probe])[0] + 1)
+        return self._read(lambda g: self._count_below(g, [probe])[0] + 1)
 
     at = SortedSet.at
 
-    def _score_bounds(self, snaps: list[Snapshot], best: Score, worst: Score) -> tuple[int, int]:
+    def _score_bounds(self, g: Gather, best: Score, worst: Score) -> tuple[int, int]:
         low, high = self._order.first_key(best), self._order.last_key(worst)
         if high < low:
             return 0, 0
-        start, stop = self._count_below(snaps, [low, high])
+        start, stop = self._count_below(g, [low, high])
         return start, stop
 
     # SortedSet's range, range_by_score and count, over this class's _score_bounds and _entries (a snapshot
-    # is a list of shards' snapshots here): two round trips with manifests cached (three with score bounds).
+    # is a Gather of the shards' parts here): two round trips with manifests cached (three with score bounds).
     range = SortedSet.range
     range_by_score = SortedSet.range_by_score
     count = SortedSet.count
@@ -886,12 +510,12 @@ class ShardedSet:
         check_count(after, "after")
         check_choice(ties, TIES, "ties")
 
-        def run(snaps: list[Snapshot]) -> list[Entry]:
-            score = snaps[shard_of(member, self.shards)].index.get(member)
+        def run(g: Gather) -> list[Entry]:
+            score = self._score(g, member)
             if score is None:
                 return []
-            position = self._count_below(snaps, [self._order.key(member, score)])[0]
-            return self._entries(snaps, max(position - before, 0), position + after + 1, ties)
+            position = self._count_below(g, [self._order.key(member, score)])[0]
+            return self._entries(g, max(position - before, 0), position + after + 1, ties)
 
         return self._read(run)
 
@@ -916,10 +540,10 @@ class ShardedSet:
             member, score = self._decode_cursor(cursor)
             after = self._order.key_after(member, score)
 
-        def run(snaps: list[Snapshot]) -> tuple[list[Entry], int, int]:
-            position = 0 if after is None else self._count_below(snaps, [after])[0]
-            entries = self._entries(snaps, position, position + limit, ties)
-            return entries, position + len(entries), self._count(snaps)
+        def run(g: Gather) -> tuple[list[Entry], int, int]:
+            position = 0 if after is None else self._count_below(g, [after])[0]
+            entries = self._entries(g, position, position + limit, ties)
+            return entries, position + len(entries), g.count
 
         entries, end, total = self._read(run)
         if not entries or end >= total:
@@ -946,23 +570,24 @@ class ShardedSet:
 
     # -- estimates ------------------------------------------------------------------
 
-    def _estimate_below(self, snaps: list[Snapshot], member: str | None, score: Any, ties: str, max_error: Any) -> Any:
+    def _estimate_below(self, g: Gather, member: str | None, score: Any, ties: str, max_error: Any) -> Any:
         """Entries below the probe, summed over shards: estimates and bounds from manifests, or exact."""
         if member is not None:
-            found = snaps[shard_of(member, self.shards)].index.get(member)
+            found = self._score(g, member)
             if found is None:
                 return None
             probe = self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
         else:
             probe = self._order.first_key(score)
-        route([(s.score_tree, [probe]) for s in snaps], leaves=False)
+        trees = [(part, g.score_tree(part)) for part in g.parts]
+        _gather.route(g, [(part, tree, [probe]) for part, tree in trees], leaves=False)
         rank = low = high = 0
-        for snap in snaps:
-            shift = 0 if snap.view is None else snap.view.shift(probe)
-            r, lo, hi = _estimate.estimate_in_tree(snap.score_tree, probe)
+        for part, tree in trees:
+            shift = part.shift(probe)
+            r, lo, hi = _estimate.estimate_in_tree(tree, probe)
             rank, low, high = rank + r + shift, low + lo + shift, high + hi + shift
         if max_error is not None and high - low > max_error:
-            exact = self._count_below(snaps, [probe])[0]
+            exact = self._count_below(g, [probe])[0]
             return exact, exact, exact
         return rank, low, high
 
@@ -978,8 +603,8 @@ class ShardedSet:
         shards' estimates and bounds add up, so ``high - low < shards * chunk_size``."""
         member, score, ties = SortedSet._estimate_rank_args(member, score, ties, max_error)
 
-        def run(snaps: list[Snapshot]) -> _estimate.Estimate | None:
-            below = self._estimate_below(snaps, member, score, ties or "competition", max_error)
+        def run(g: Gather) -> _estimate.Estimate | None:
+            below = self._estimate_below(g, member, score, ties or "competition", max_error)
             return None if below is None else _estimate.as_rank(below)
 
         return self._read(run)
@@ -994,10 +619,10 @@ class ShardedSet:
         ):
             raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {max_error!r:.80}")
 
-        def run(snaps: list[Snapshot]) -> _estimate.Percentile | None:
-            total = self._count(snaps)
+        def run(g: Gather) -> _estimate.Percentile | None:
+            total = g.count
             keys = None if max_error is None else max_error * total
-            below = self._estimate_below(snaps, member, score, "competition", keys)
+            below = self._estimate_below(g, member, score, "competition", keys)
             return None if below is None else _estimate.as_percentile(below, total)
 
         return self._read(run)

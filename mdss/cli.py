@@ -521,6 +521,17 @@ def _harness() -> ModuleType:
     return harness
 
 
+def _shard_counts(value: str) -> list[int]:
+    """``--shards``: one shard count or several, comma-separated, each from 1 to 1024."""
+    try:
+        counts = [int(part) for part in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected shard counts like 16 or 1,4,16, got {value!r}") from None
+    if not counts or not all(1 <= count <= 1024 for count in counts):
+        raise click.BadParameter(f"each shard count must be from 1 to 1024, got {value!r}")
+    return counts
+
+
 @cli.command()
 @click.option("--store", "store_url", default="memory://", show_default=True, metavar="URL")
 @click.option("--members", type=click.IntRange(min=200), default=100_000, show_default=True)
@@ -546,7 +557,13 @@ def _harness() -> ModuleType:
     "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
 )
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--shards", type=click.IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
+@click.option(
+    "--shards",
+    default="1",
+    show_default=True,
+    callback=lambda ctx, param, value: _shard_counts(value),
+    help="Shards of the set; several (1,4,16) measure each on the same workload, side by side.",
+)
 @click.option(
     "--board-owners",
     type=click.IntRange(min=0),
@@ -571,7 +588,7 @@ def bench(
     singles: int,
     cache_mb: int,
     seed: int,
-    shards: int,
+    shards: list[int],
     board_owners: int,
     board_posts: int,
     json_path: str | None,
@@ -588,7 +605,7 @@ def bench(
         singles=singles,
         cache_bytes=cache_mb << 20,
         seed=seed,
-        shards=shards,
+        shards=shards[0] if len(shards) == 1 else shards,
         board_owners=board_owners,
         board_posts=board_posts,
         board_samples=min(samples, 200),

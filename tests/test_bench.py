@@ -60,6 +60,30 @@ def test_bench_smoke(kind, tmp_path, request) -> None:
     assert "leaderboard: 300 owners, 60 posts" in result.output and "mdss / sortedcontainers: posts/s" in result.output
 
 
+def test_bench_compares_shard_counts_side_by_side(tmp_path) -> None:
+    """``--shards 1,3`` measures each count on the same workload: rank and page p50 against the first count,
+    and round trips, entry sets and bytes per read with only the manifests cached (issue 13)."""
+    out = tmp_path / "bench.json"
+    args = ["bench", "--members", "3000", "--samples", "40", "--singles", "200", "--batch-size", "500"]
+    result = CliRunner().invoke(cli, [*args, "--chunk-size", "50", "--shards", "1,3", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["shards"] == [1, 3]
+    for system in ("mdss", "mdss S=3"):
+        mine = figures[system]
+        assert mine["round_trips_per_rank"] == mine["round_trips_per_page"] == 1  # every node cached: the heads
+        assert mine["round_trips_per_rank_manifests_only"] <= 3 and mine["round_trips_per_page_manifests_only"] <= 3
+        assert mine["entry_sets_per_page_manifests_only"] >= 1 and mine["bytes_per_page_manifests_only"] > 0
+    assert (
+        figures["mdss S=3"]["entry_sets_per_page_manifests_only"]
+        > figures["mdss"]["entry_sets_per_page_manifests_only"]
+    )
+    assert "mdss S=3 / S=1: rank p50 " in result.output and "mdss S=3 / sortedcontainers" not in result.output
+    for bad in ("0", "1,x", "2000"):
+        refused = CliRunner().invoke(cli, [*args, "--shards", bad])
+        assert refused.exit_code == 2 and "shard count" in refused.output
+
+
 def test_bench_outside_a_source_checkout_is_a_clear_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(mdss.cli, "BENCHMARKS", tmp_path / "benchmarks")  # as in a wheel: no benchmarks/
     result = CliRunner().invoke(cli, ["bench", "--members", "200"])

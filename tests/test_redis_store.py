@@ -109,6 +109,28 @@ def test_a_set_spreads_over_every_cluster_node(redis_cluster_url) -> None:
     store.close()
 
 
+def test_cluster_batch_reads_go_per_master_and_follow_a_moved_slot(redis_cluster_url) -> None:
+    """get_many sends one MGET per slot to every master before reading: values in order, None where absent,
+    one round trip; with a stale slot map (a slot moved), the MOVED reply sends it redis-py's way."""
+    store = mdss.open_store(f"{redis_cluster_url}?namespace=batch{time.monotonic_ns()}")
+    keys = [f"{store.namespace}:k{i}" for i in range(40)]
+    store.put_many({key: f"v{i}".encode() for i, key in enumerate(keys) if i % 3})
+    expected = [None if i % 3 == 0 else f"v{i}".encode() for i in range(40)]
+    before = store.stats.snapshot()
+    assert store.get_many(keys) == expected
+    assert store.get_many([*keys[5:9], keys[5]]) == [*expected[5:9], expected[5]]
+    assert store.stats.since(before)["calls"] == 2
+    slots = store.client.nodes_manager.slots_cache
+    slot = store.client.keyslot(keys[1])
+    owner = slots[slot][0]
+    other = next(node for node in store.client.get_primaries() if node.name != owner.name)
+    slots[slot] = [other]  # this client now believes the slot lives elsewhere: the server answers MOVED
+    assert store.get_many(keys) == expected
+    assert store.client.get_node_from_key(keys[1]).name == owner.name  # redis-py refreshed its map
+    assert store.get_many(keys) == expected  # and no connection was left out of step
+    store.close()
+
+
 def test_an_unreachable_server_raises_store_unavailable_in_bounded_time() -> None:
     with redis_server() as port:
         store = mdss.open_store(f"redis://127.0.0.1:{port}/0?retries=2&backoff=0.01&socket_timeout=1")

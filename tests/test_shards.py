@@ -10,14 +10,20 @@ from __future__ import annotations
 import random
 import threading
 import time
+from bisect import bisect_left
 from collections import Counter
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from readable import readable_keys
 
 import mdss
+from mdss import _gather
+from mdss._gather import select
 from mdss._keys import Keyspace
-from mdss._shards import MAX_SHARDS, Settings, select, shard_of, shard_parts, slot
+from mdss._shards import MAX_SHARDS, Settings, shard_of, shard_parts, slot
 from mdss._tree import Leaf
 
 
@@ -222,6 +228,167 @@ def test_paging_with_cursors_stays_exact_while_other_writers_post(store_factory)
             thread.join()
     members = [e.member for e in seen]
     assert [m for m in members if m.startswith("s")] == sorted(steady, key=lambda m: (-steady[m], m))
+    assert board.check() == []
+
+
+SHARD_MEMBERS = [f"m{i:02d}" for i in range(60)]
+SHARD_WRITES = st.lists(st.tuples(st.sampled_from(SHARD_MEMBERS), st.none() | st.integers(-4, 4)), max_size=60)
+
+
+def _write(board, model: dict[str, int], writes: list) -> None:
+    for member, score in writes:
+        if score is None:
+            board.remove(member)
+            model.pop(member, None)
+        else:
+            board.add(member, score)
+            model[member] = score
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
+    SHARD_WRITES,
+    SHARD_WRITES,
+    st.sampled_from(["desc", "asc"]),
+    st.integers(2, 5),
+    st.sampled_from([2, 3, 5, 16]),
+    st.sampled_from([0, 2, 10_000, 10_000]),  # mostly long logs: many logged keys between tree keys
+    st.sampled_from(["warm", "warm", "cold", "some"]),
+    st.sampled_from(["guess", "narrow", "manifests"]),
+    st.booleans(),
+)
+def test_pages_and_counts_across_shards_match_a_model(
+    start, writes, later, order, chunk, shards, log_limit, cache, way, copied
+) -> None:
+    """Every page (every offset and length) and every count of one snapshot equal the model's, whichever
+    way the page is found: by guessing from cached entry sets (warm), after the manifests chose the entry
+    sets to read (cold: nothing cached; some: a cache of a few nodes); ``narrow`` starts the guesses from
+    windows too small, so they widen and give way to the manifests' selection after a few tries, and
+    ``manifests`` always selects that way. Writes in this process after the snapshot (merges too, with
+    tiny logs) must not show in it: its views undo them, also in the plain lists of the log's keys that a
+    part read often keeps (``copied``: every part of the snapshot keeps them, made after those writes)."""
+    store = mdss.open_store("memory://")
+    cache_bytes = {"warm": 64 << 20, "cold": 0, "some": 700}[cache]
+    options = {"chunk_size": chunk, "order": order, "shards": shards, "log_limit": log_limit}
+    board = mdss.SortedSet.load(store, "b", start, cache_bytes=cache_bytes, **options)
+    model = dict(start)
+    _write(board, model, writes)
+    board.scores(SHARD_MEMBERS)
+    list(board)  # every node of both trees read once (cached when the cache holds them)
+    g = board._gather()[1]
+    then = dict(model)
+    _write(board, model, later)  # extends this process's overlays, which ``g`` reads as of its heads
+    sign = -1 if order == "desc" else 1
+    for snap, expected in ((g, then), (board._gather()[1], model)):
+        for part in snap.parts:
+            part._log = part.view.between(None, None) if copied and part.view is not None else None
+        ranked = sorted(expected.items(), key=lambda kv: (sign * kv[1], kv[0]))
+        entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
+        keys = [board._order.key(m, s) for m, s in ranked]
+        with (
+            mock.patch.object(_gather, "_spread", (lambda mean: 0) if way == "narrow" else _gather._spread),
+            mock.patch.object(_gather, "_guess_page", (lambda *a: None) if way == "manifests" else _gather._guess_page),
+        ):
+            for first in range(len(entries) + 2):
+                for length in (1, 2, 3, 7, len(entries) + 1):
+                    assert board._entries(snap, first, first + length) == entries[first : first + length]
+        probes = [*keys, *(board._order.first_key(s) for s in range(-5, 6)), board._order.last_key(9)]
+        assert board._count_below(snap, probes) == [bisect_left(keys, p) for p in probes]
+    assert board.check() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 250),
+    st.integers(0, 400),
+    st.integers(0, 2**32),
+    st.sampled_from([2, 3, 5, 16]),
+    st.integers(2, 8),
+    st.sampled_from([4, 40, 10**6]),
+    st.booleans(),
+)
+def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shards, chunk, spread, narrow) -> None:
+    """Larger sets than the test above, most of their changes in long logs (no merges), every entry set
+    cached: many logged keys fall between a pivot and a shard's next tree key, where a window's first key
+    must be the pivot itself. ``spread`` sets how many scores tie."""
+    rng = random.Random(seed)
+    names = [f"p{i}" for i in range(members + 60)]
+    model = {name: rng.randrange(spread) for name in rng.sample(names, members)}
+    board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", model, chunk_size=chunk, shards=shards)
+    board = mdss.SortedSet(board.store, "b", log_limit=10**6)
+    for _ in range(writes):
+        member = rng.choice(names)
+        if rng.random() < 0.2:
+            board.remove(member)
+            model.pop(member, None)
+        else:
+            model[member] = rng.randrange(spread)
+            board.add(member, model[member])
+    list(board)
+    ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
+    entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
+    g = board._gather()[1]
+    with mock.patch.object(_gather, "_spread", (lambda mean: 0) if narrow else _gather._spread):
+        for first in range(len(entries) + 1):
+            for length in (1, 3, 10):
+                assert board._entries(g, first, first + length) == entries[first : first + length]
+
+
+def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
+    """With every entry set cached, a page of a set whose members spread evenly is found from the cached
+    keys around a guessed pivot, never by the manifests' slower selection (which guards odd shapes)."""
+    store = mdss.open_store("memory://")
+    rng = random.Random(3)
+    board = mdss.SortedSet.load(store, "b", {f"p{i}": rng.randrange(10**6) for i in range(20_000)}, shards=8)
+    board.add_many({f"p{rng.randrange(20_000)}": rng.randrange(10**6) for _ in range(300)})  # in the logs
+    list(board)
+    calls = []
+    with mock.patch.object(_gather, "_select_page", lambda *a: calls.append(a) or []):
+        for offset in [0, 1, 99, 5_000, 12_345, 19_900, 19_999, *(rng.randrange(20_000) for _ in range(200))]:
+            board.range(offset, 100)
+            board.range(offset, 1)
+    assert calls == []
+
+
+def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory) -> None:
+    """Writers swap the scores of two members of one shard in one batch (atomic within the shard), so every
+    snapshot holds the same scores: each page must show exactly the scores at its offsets, counts and
+    ranks of a score never change, while merges (a tiny log) replace the nodes readers cache."""
+    store = store_factory()
+    shards = 3
+    scores = {f"s{i:03d}": i * 7 % 401 for i in range(240)}
+    board = mdss.SortedSet.load(store, "b", scores, chunk_size=6, shards=shards, log_limit=5)
+    expected = sorted(scores.values(), reverse=True)
+    stop = threading.Event()
+
+    def swap(shard: int) -> None:
+        writer = mdss.SortedSet(store, "b")
+        mine = {m: s for m, s in scores.items() if shard_of(m, shards) == shard}
+        rng = random.Random(shard)
+        while not stop.is_set():
+            a, b = rng.sample(sorted(mine), 2)
+            mine[a], mine[b] = mine[b], mine[a]
+            writer.add_many({a: mine[a], b: mine[b]})
+
+    threads = [threading.Thread(target=swap, args=(i,)) for i in range(shards)]
+    for thread in threads:
+        thread.start()
+    rng = random.Random(9)
+    try:
+        for _ in range(60):
+            offset, limit = rng.randrange(250), rng.choice([1, 5, 30])
+            page = board.range(offset, limit)
+            assert [e.score for e in page] == expected[offset : offset + limit]
+            assert [e.rank for e in page] == list(range(offset + 1, offset + 1 + len(page)))
+            score = rng.randrange(401)
+            assert board.rank_of_score(score) == 1 + sum(s > score for s in expected)
+            assert board.count(300, 100) == sum(100 <= s <= 300 for s in expected)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert sorted((s for _, s in ((e.member, e.score) for e in board)), reverse=True) == expected
     assert board.check() == []
 
 

@@ -5,9 +5,11 @@ value; a compare-and-set is one Lua script that compares it with
 ``redis.sha1hex`` of the current value and sets the key, atomically on the
 key's node (heads carry a generation number and commit ids, so equal bytes
 mean the same state: no ABA). Batches are one MGET / MSET / DEL on a single
-server; on a cluster redis-py splits them by hash slot and pipelines them per
-node, so a set's nodes spread over every slot of the cluster (mdss' keys have
-no hash tags) and a batch still costs one round trip per node.
+server; on a cluster a batch is split by hash slot and pipelined per node (reads
+send one MGET per slot to every master before reading any reply; writes and
+anything unusual, a moved slot, go through redis-py), so a set's nodes spread
+over every slot of the cluster (mdss' keys have no hash tags) and a batch
+still costs one round trip.
 
 **The server must not evict keys.** Under memory pressure a Redis with
 ``maxmemory-policy`` ``allkeys-lru``, ``allkeys-lfu`` or ``allkeys-random``
@@ -56,6 +58,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
 from redis.retry import Retry
 
 from .._retry import STORE_CALLS, Backoff
@@ -416,7 +419,48 @@ class RedisClusterStore(_RedisBase):
             raise StoreUnavailableError(f"no Redis Cluster reachable at {netloc}: {exc}") from exc
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self._call(self.client.mget_nonatomic, keys)
+        try:
+            return self._mget_by_node(keys)
+        except (redis.RedisError, redis.exceptions.RedisClusterException, OSError):  # a moved slot, a failover,
+            # a lost connection: redis-py's own way (its retries, redirections and refreshed slot map)
+            return self._call(self.client.mget_nonatomic, keys)
+
+    def _mget_by_node(self, keys: Sequence[str]) -> list[bytes | None]:
+        """One MGET per slot, the slots of each master pipelined on one of its connections, sent to every
+        master before any reply is read: one round trip, as ``mget_nonatomic``, at about half its CPU (a
+        sharded set reads its S heads, on S slots, for every read). Raises on anything unusual (a MOVED
+        reply, a node without a client): the caller then goes redis-py's way, which follows redirections."""
+        groups: dict[str, tuple[Any, dict[int, list[int]]]] = {}
+        node_of = self.client.get_node_from_key
+        for n, key in enumerate(keys):
+            node = node_of(key)
+            group = groups.get(node.name)
+            if group is None:
+                group = groups[node.name] = (node, {})
+            group[1].setdefault(key_slot(key.encode("utf-8")), []).append(n)
+        found: list[bytes | None] = [None] * len(keys)
+        sent: list[tuple[Any, Any, dict[int, list[int]]]] = []
+        done = False
+        try:
+            for node, slots in groups.values():
+                if node.redis_connection is None:
+                    raise redis.ConnectionError(f"no connection to cluster node {node.name}")
+                pool = node.redis_connection.connection_pool
+                connection = pool.get_connection()
+                sent.append((pool, connection, slots))
+                commands = [("MGET", *[keys[n] for n in indices]) for indices in slots.values()]
+                connection.send_packed_command(connection.pack_commands(commands))
+            for _, connection, slots in sent:
+                for indices in slots.values():
+                    for n, value in zip(indices, connection.read_response()):
+                        found[n] = value
+            done = True
+        finally:
+            for pool, connection, _ in sent:
+                if not done:  # replies may be left unread: the connection's stream is out of step
+                    connection.disconnect()
+                pool.release(connection)
+        return found
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         self._call(self.client.mset_nonatomic, items)

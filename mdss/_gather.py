@@ -1,0 +1,778 @@
+"""Reads across the shards of a sharded set: one snapshot of every head, exact counts, exact pages.
+
+A read takes all ``S`` heads in one ``get_many`` and sees each shard as a
+:class:`Part`: its head, its log's view and its merged count, kept per head
+value so that a shard whose head did not change costs nothing to see again
+(and, read often, answers its log's shifts from plain lists). Every later
+step batches the fetches of all shards into one ``get_many``, and the nodes
+a read has seen stay pinned for it (:class:`Gather`), so round trips do not
+grow with ``S``.
+
+- A count below a key is the sum of each shard's exact count (descents from
+  cached nodes first, one ``get_many`` per level that is not cached).
+- A page at global offset ``k`` is an exact selection across shards. With the
+  entry sets cached (:func:`_guess_page`): a pivot key from the shards'
+  proportional positions, its exact global count, a better pivot while that
+  count is far off, then a window of each shard's keys around the pivot, wide
+  enough for the page by the binomial spread of members over shards, sorted
+  together; the windows' key ranges prove the page exact, else they widen.
+  Otherwise (:func:`_candidates`): the manifests' counts and first keys
+  narrow every shard to the entry sets that can hold the page, read in one
+  round trip, and the guess runs over those, or a selection over their keys
+  (:func:`_select_page`) finds the page.
+
+See docs/architecture.md ("Sharded sets").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
+from math import isqrt
+from typing import Any
+
+from ._cache import NodeCache
+from ._head import Head, Snapshot
+from ._log import Index, View
+from ._order import member_key
+from ._tree import Leaf, Source, Tree, decode
+from .exceptions import CorruptDataError, MissingNodeError
+from .stores.base import Store
+
+_EMPTY_LEAF = Leaf((), (), ())
+
+
+class Part:
+    """One shard as reads see it at one head value: the head, the log's view (``None``: empty log), the
+    merged count, and where the score tree starts. None of it changes while the head's bytes stay the
+    same, so the part is kept per shard until then, with what reads learn of it (the score tree's root
+    node, the log's keys as lists); the trees a read needs are made per read (:meth:`Gather.score_tree`)."""
+
+    __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top", "reads", "_log")
+
+    def __init__(self, engine: Any, data: bytes | None, head: Head, view: View | None) -> None:
+        self.engine, self.data, self.head, self.view = engine, data, head, view
+        scores = head.scores
+        self.root, self.height, self.size = scores.root, scores.height, scores.count
+        self.count = scores.count + (0 if view is None else view.size())
+        self.top: Any = None  # the score tree's root node, once a read has it (it never changes)
+        self.reads = 0  # reads that saw this part
+        self._log: tuple[list[Any], list[Any]] | None = None  # the log's added and removed keys, once copied
+
+    def seen(self) -> Part:
+        """Count one more read of this part; a part read often enough keeps its log's keys as two plain
+        sorted lists (the view as of its head never changes), so that shifts and ranges of the log are
+        bisections of lists rather than calls into the shared overlay. Copying costs about as much as a
+        few hundred view calls of a big log, so a part copies after ``1 + entries // 256`` reads: never on
+        a head that writers replace at every read."""
+        self.reads += 1
+        if self._log is None and self.view is not None and self.reads > 1 + len(self.head.log) // 256:
+            self._log = self.view.between(None, None)
+        return self
+
+    @classmethod
+    def of(cls, engine: Any, snap: Snapshot) -> Part:
+        """From a snapshot the shard took itself (a head that vanished, a log segment collected)."""
+        return cls(engine, None, snap.head, snap.view)
+
+    def shift(self, key: Any) -> int:
+        """What the log does to the tree's count below ``key``."""
+        if self._log is not None:
+            added, removed = self._log
+            return bisect_left(added, key) - bisect_left(removed, key) if key is not None else 0
+        return 0 if self.view is None or key is None else self.view.shift(key)
+
+    def between(self, low: Any, high: Any) -> tuple[list[Any], list[Any]]:
+        """The log's added and removed keys from ``low`` (inclusive) to ``high`` (exclusive); ``None``:
+        unbounded."""
+        if self._log is not None:
+            added, removed = self._log
+            a = 0 if low is None else bisect_left(added, low)
+            b = len(added) if high is None else bisect_left(added, high)
+            c = 0 if low is None else bisect_left(removed, low)
+            d = len(removed) if high is None else bisect_left(removed, high)
+            return added[a:b], removed[c:d]
+        if self.view is None:
+            return [], []
+        added, removed = self.view.between(low, high)
+        if high is not None:
+            if added and added[-1] >= high:
+                added = added[: bisect_left(added, high)]
+            if removed and removed[-1] >= high:
+                removed = removed[: bisect_left(removed, high)]
+        return added, removed
+
+
+class Gather:
+    """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
+    nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
+
+    __slots__ = ("parts", "pins", "cache", "store", "keyfn")
+
+    def __init__(self, parts: list[Part], store: Store, cache: NodeCache, keyfn: Any) -> None:
+        self.parts, self.store, self.cache, self.keyfn = parts, store, cache, keyfn
+        self.pins: dict[str, Any] = {}
+
+    @property
+    def count(self) -> int:
+        return sum(part.count for part in self.parts)
+
+    def _source(self, part: Part) -> Source:
+        source = Source(self.store, part.engine._keys, self.cache)
+        source.pins = self.pins
+        return source
+
+    def score_tree(self, part: Part) -> Tree:
+        return Tree(self._source(part), self.keyfn, part.root, part.height, part.size)
+
+    def member_index(self, part: Part) -> Tree:
+        members = part.head.members
+        return Tree(self._source(part), member_key, members.root, members.height, members.count)
+
+    def index(self, part: Part) -> Tree | Index:
+        """The shard's member index with its log applied."""
+        tree = self.member_index(part)
+        return tree if part.view is None else Index(tree, part.view)
+
+    # -- nodes: pinned, cached, or one get_many per step for every shard ----------------
+
+    def peek(self, part: Part, node_id: str, height: int) -> Any:
+        """A node this read has pinned or the cache holds (pinned now), else ``None``: no round trip. The
+        score tree's root stays with the part, for every read of that head."""
+        if node_id is part.root:
+            node = part.top
+            if node is None:
+                node = part.top = self._peek(part, node_id, height)
+            return node
+        return self._peek(part, node_id, height)
+
+    def _peek(self, part: Part, node_id: str, height: int) -> Any:
+        node = self.pins.get(node_id)
+        if node is None:
+            node = self.cache.get(node_id)
+            if node is None:
+                return None
+            self.pins[node_id] = node
+        if node.height != height:
+            raise _misplaced(node, height, part.engine._keys.node(node_id))
+        return node
+
+    def fetch(self, wanted: Iterable[tuple[Part, str, int, Any]]) -> None:
+        """Read the nodes ``(part, node id, height, keyfn)`` not pinned or cached, all in one ``get_many``,
+        and pin them."""
+        missing: dict[str, tuple[Part, str, int, Any]] = {}
+        for item in wanted:
+            part, node_id, height, _ = item
+            if self.peek(part, node_id, height) is None:
+                missing.setdefault(part.engine._keys.node(node_id), item)
+        if not missing:
+            return
+        keys = list(missing)
+        for key, data in zip(keys, self.store.get_many(keys)):
+            if data is None:
+                raise MissingNodeError("a node the head names is missing", key)
+            _, node_id, height, keyfn = missing[key]
+            node = decode(key, data, keyfn)
+            if node.height != height:
+                raise _misplaced(node, height, key)
+            self.cache.put(node_id, node, len(data))
+            if not height:
+                self.cache.seen(len(node), len(data))
+            self.pins[node_id] = node
+
+    def load(self, wanted: list[tuple[Part, str, int, Any]]) -> list[Any]:
+        """The nodes ``(part, node id, height, keyfn)``, in order: pinned, cached, or all read in one
+        ``get_many``."""
+        self.fetch(wanted)
+        return [self.peek(part, node_id, height) for part, node_id, height, _ in wanted]
+
+
+def _misplaced(node: Any, height: int, key: str) -> CorruptDataError:
+    what = "an entry set" if node.height == 0 else f"a manifest of height {node.height}"
+    return CorruptDataError(f"stored node is {what} where a node of height {height} belongs", key)
+
+
+class _Uncached(Exception):
+    """A node the guessing page selection needs is not cached: it gives way to the manifests' selection."""
+
+
+# -- counts ------------------------------------------------------------------------------
+
+
+def counts(g: Gather, probes: list[Any]) -> list[int]:
+    """For each probe key, the entries of the whole set below it: every shard descends its cached nodes,
+    then what is missing at a level is read for all shards in one ``get_many``."""
+    totals = [0] * len(probes)
+    todo = [[part, p, probe, part.root, part.height, 0] for part in g.parts for p, probe in enumerate(probes)]
+    peek = g.peek
+    while True:
+        missing = []
+        for item in todo:
+            part, p, probe, node_id, height, before = item
+            if node_id is None:  # an empty tree: the log alone
+                totals[p] += part.shift(probe)
+                continue
+            while True:
+                node = peek(part, node_id, height)
+                if node is None:
+                    item[3:] = node_id, height, before
+                    missing.append(item)
+                    break
+                if not height:
+                    totals[p] += before + bisect_left(node.keys, probe) + part.shift(probe)
+                    break
+                i = bisect_right(node.firsts, probe) - 1
+                i = i if i > 0 else 0
+                before += node.starts[i]
+                node_id, height = node.ids[i], height - 1
+        if not missing:
+            return totals
+        g.fetch((item[0], item[3], item[4], g.keyfn) for item in missing)
+        todo = missing
+
+
+def route(g: Gather, items: list[tuple[Part, Tree, list[Any]]], leaves: bool = True) -> None:
+    """Read, across shards, the nodes on the paths to each tree's probe keys, leaving them pinned for the
+    trees' own reads: one ``get_many`` per level that is not cached, for all trees at once (trees whose
+    next nodes are cached descend first, so trees of different heights share a round trip). Each node
+    routes its run of sorted probes with two bisections per child (``Manifest.runs``). ``leaves=False``
+    stops above the entry sets (estimates)."""
+    paths: list[list[Any]] = []  # [part, tree, height, runs (node id, lo, hi) over probes, sorted probes]
+    for part, tree, probes in items:
+        if tree.root is not None and probes and (leaves or tree.height > 0):
+            paths.append([part, tree, tree.height, [(tree.root, 0, len(probes))], sorted(probes)])
+    while paths:
+        step = [p for p in paths if all(g.peek(p[0], run[0], p[2]) is not None for run in p[3])] or paths
+        nodes = iter(g.load([(p[0], run[0], p[2], p[1].keyfn) for p in step for run in p[3]]))
+        for path in step:
+            _, _, height, runs, probes = path
+            following: list[tuple[str, int, int]] = []
+            for _, lo, hi in runs:
+                node = next(nodes)
+                if height:
+                    following.extend((node.ids[i], a, b) for i, a, b in node.runs(probes, lo, hi))
+            path[2], path[3] = height - 1, following
+        paths = [p for p in paths if p[2] >= (0 if leaves else 1)]
+
+
+# -- pages -------------------------------------------------------------------------------
+
+
+def page(g: Gather, start: int, stop: int) -> list[Any]:
+    """The keys at global positions ``start`` to ``stop - 1`` (within the set): an exact selection across
+    shards, from cached entry sets when it can (:func:`_guess_page`); else the manifests narrow every
+    shard to the entry sets that can hold the page, read in one round trip, and the guess is tried again
+    over them before the slower exact selection (:func:`_select_page`)."""
+    try:
+        found = _guess_page(g, start, stop)
+        uncached = False
+    except _Uncached:
+        found, uncached = None, True
+    if found is not None:
+        return found
+    reaches, runs = _candidates(g, start, stop)
+    if uncached:
+        with contextlib.suppress(_Uncached):
+            found = _guess_page(g, start, stop)
+    return _select_page(reaches, runs, start, stop) if found is None else found
+
+
+class _Spot:
+    """Where a shard stands in the guessing selection: an entry set it has reached (``leaf``, its first
+    entry's tree position ``at``), the pivot's tree position ``a`` and merged count ``c`` in it."""
+
+    __slots__ = ("part", "leaf", "at", "a", "c")
+
+    def __init__(self, part: Part) -> None:
+        self.part, self.leaf, self.at, self.a, self.c = part, _EMPTY_LEAF, 0, 0, 0
+
+
+def _leaf_at(g: Gather, spot: _Spot, t: int) -> tuple[Leaf, int]:
+    """The entry set holding tree position ``t`` of the shard, and its first entry's position (cached
+    nodes only)."""
+    leaf, at = spot.leaf, spot.at
+    if at <= t < at + len(leaf):
+        return leaf, at
+    part = spot.part
+    node_id: Any = part.root
+    height, at = part.height, 0
+    while True:
+        node = g.peek(part, node_id, height)
+        if node is None:
+            raise _Uncached
+        if not height:
+            spot.leaf, spot.at = node, at
+            return node, at
+        starts = node.starts
+        i = bisect_right(starts, t - at) - 1
+        i = min(i, len(node) - 1)
+        at += starts[i]
+        node_id, height = node.ids[i], height - 1
+
+
+def _key_at(g: Gather, spot: _Spot, t: int) -> Any:
+    leaf, at = _leaf_at(g, spot, t)
+    return leaf.keys[t - at]
+
+
+def _locate(g: Gather, spot: _Spot, key: Any) -> None:
+    """Set the shard's pivot: ``a`` tree keys below ``key``, ``c`` merged ones (cached nodes only)."""
+    part, leaf, at = spot.part, spot.leaf, spot.at
+    if part.root is None:
+        spot.a, spot.c = 0, part.shift(key)
+        return
+    keys = leaf.keys
+    if not (keys and (at == 0 or keys[0] <= key) and (key <= keys[-1] or at + len(keys) == part.size)):
+        node_id, height, at = part.root, part.height, 0
+        while True:
+            node = g.peek(part, node_id, height)
+            if node is None:
+                raise _Uncached
+            if not height:
+                break
+            i = bisect_right(node.firsts, key) - 1
+            i = i if i > 0 else 0
+            at += node.starts[i]
+            node_id, height = node.ids[i], height - 1
+        spot.leaf, spot.at, keys = node, at, node.keys
+    spot.a = at + bisect_left(keys, key)
+    spot.c = spot.a + part.shift(key)
+
+
+def _estimate(g: Gather, spot: _Spot, merged: int) -> Any:
+    """The shard's key at about merged position ``merged``: at that tree position, moved back by the log's
+    shift there (one step; a log of many moved members would otherwise bias every shard's guess alike)."""
+    last = spot.part.size - 1
+    key = _key_at(g, spot, min(merged, last))
+    if spot.part.view is not None:
+        key = _key_at(g, spot, min(max(merged - spot.part.shift(key), 0), last))
+    return key
+
+
+def _median(keys: list[Any]) -> Any:
+    keys.sort()
+    return keys[len(keys) // 2]
+
+
+def _spread(mean: float) -> int:
+    """A shard's share of ``mean`` keys with a margin: members fall in shards as by a fair die, so a shard's
+    count over a stretch of the global order is binomial; three standard deviations and two more (a
+    window that stops short widens)."""
+    return int(mean + 3 * isqrt(int(mean) + 1)) + 2
+
+
+#: How many guesses of the page's position, and widenings of the windows, before the manifests take over.
+_GUESSES = 4
+
+
+def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
+    """The page from cached nodes, or ``None`` when the guesses do not settle (raises :class:`_Uncached`
+    when a node is not cached).
+
+    1. Pivot: the median of each shard's key at its proportional position (:func:`_estimate`). Its
+       exact global count says how far the page is; while it is far, the median of each shard's key
+       that far on (by its share) is the next pivot.
+    2. Windows: each shard's merged keys in a run of tree positions around its pivot position, wide enough
+       for its binomial share of the page plus the distance to it, as ``[f, e)`` key ranges (``None``:
+       unbounded) with the exact count below ``f``.
+    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows.
+       It is exact when it lies in every window's key range (then each shard's count at its first key is
+       exact, and every key between its first and last is in a window); else the windows widen.
+    """
+    parts = [part for part in g.parts if part.count or part.size]
+    spots = [_Spot(part) for part in parts]
+    trees = [spot for spot in spots if spot.part.size]
+    tree_total = sum(spot.part.size for spot in trees)
+    total = max(sum(spot.part.count for spot in spots), 1)
+    length = stop - start
+    pivot: Any = None
+    if trees:
+        pivot = _median([_estimate(g, spot, start * spot.part.count // total) for spot in trees])
+    far = max(8 * len(spots), length)
+    for guess in range(_GUESSES + 1):
+        if pivot is not None:
+            for spot in spots:
+                _locate(g, spot, pivot)
+        off = start - sum(spot.c for spot in spots)  # the page begins ``off`` entries after the pivot
+        if abs(off) <= far or guess == _GUESSES or not trees:
+            break
+        pivot = _median(
+            [_key_at(g, s, min(max(s.a + off * s.part.size // tree_total, 0), s.part.size - 1)) for s in trees]
+        )
+    back = [0 if off >= 0 else _spread(-off * spot.part.count / total) for spot in spots]
+    ahead = [_spread(max(off + length, 0) * spot.part.count / total) for spot in spots]
+    windows: list[Any] = [None] * len(spots)
+    for _ in range(_GUESSES):
+        low, high, base = None, None, 0
+        for n, spot in enumerate(spots):
+            if windows[n] is None:
+                windows[n] = _window(g, spot, pivot, back[n], ahead[n])
+            keys, f, e = windows[n]
+            base += spot.c - (0 if pivot is None else bisect_left(keys, pivot))
+            if f is not None and (low is None or f > low):
+                low = f
+            if e is not None and (high is None or e < high):
+                high = e
+        merged = sorted([key for keys, _, _ in windows for key in keys])
+        k = start - base
+        found = merged[k : k + length] if k >= 0 else []
+        if found and len(found) == length and (low is None or found[0] >= low) and (high is None or found[-1] < high):
+            return found
+        for n, (_, f, e) in enumerate(windows):  # widen the windows that stopped short of the page
+            if f is not None and (k < 0 or (found and f > found[0])):
+                back[n], windows[n] = 2 * back[n] + 8, None
+            if e is not None and (len(found) < length or e <= found[-1]):
+                ahead[n], windows[n] = 2 * ahead[n] + 8, None
+    return None
+
+
+def _window(g: Gather, spot: _Spot, pivot: Any, back: int, ahead: int) -> tuple[list[Any], Any, Any]:
+    """The shard's merged keys in ``[f, e)``: its tree keys from ``back`` positions before the pivot's to
+    ``ahead`` after it, with the log's keys in that range; ``f`` is the pivot itself when ``back`` is 0
+    (so the count below ``f`` is the pivot's), ``None`` at either end of the tree."""
+    part = spot.part
+    a = spot.a
+    lo, hi = max(a - back, 0), min(a + ahead, part.size)
+    keys: list[Any] = []
+    t = lo
+    while t < hi:
+        leaf, at = _leaf_at(g, spot, t)
+        end = min(hi, at + len(leaf))
+        keys.extend(leaf.keys[t - at : end - at])
+        t = end
+    f = None if lo == 0 else (pivot if lo == a else keys[0])
+    e = None if hi == part.size else _key_at(g, spot, hi)
+    added, removed = part.between(f, e)
+    for key in reversed(removed):  # a few: found by bisection, not by hashing every key
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            del keys[i]
+    if added:
+        keys.extend(added)
+        keys.sort()
+    return keys, f, e
+
+
+def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[range]]:
+    """Each shard narrowed, by the manifests' counts and first keys, to the entry sets that can hold global
+    positions ``start`` to ``stop - 1``: all shards' candidates of a level read in one ``get_many``
+    (with the manifests cached, one round trip for the candidate entry sets)."""
+    reaches = [_Reach(part, g.score_tree(part)) for part in g.parts]
+    while True:
+        sweep = _Sweep(reaches)
+        runs = [sweep.candidates(reach, start, stop - 1) for reach in reaches]
+        wanted = [(reach, j) for reach, run in zip(reaches, runs) for j in run if reach.pending(j)]
+        if not wanted:
+            break
+        _fetch_and_expand(g, wanted, functools.partial(_Sweep.keep, sweep, first=start, last=stop - 1))
+    for reach, run in zip(reaches, runs):
+        if not run or any(reach.leaves[j] is None for j in run):
+            raise AssertionError(f"shard intervals {run} cannot hold positions {start}..{stop}")
+    return reaches, runs
+
+
+def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> list[Any]:
+    """The page from every shard's candidate entry sets: a key range that holds it and few others
+    (:func:`_narrow`), then an exact selection over the shards' keys in that range."""
+    low, high = _narrow(reaches, runs, start, stop)
+    lists, base = [], 0
+    for reach, run in zip(reaches, runs):
+        keys: list[Any] = []
+        for j in run:
+            leaf_keys = reach.leaves[j].keys
+            a = 0 if low is None else bisect_left(leaf_keys, low)
+            b = len(leaf_keys) if high is None else bisect_left(leaf_keys, high)
+            keys.extend(leaf_keys[a:b])
+        part = reach.part
+        if part.view is not None:
+            added, removed = part.between(low if low is not None else reach.firsts[run[0]], high)  # [low, high)
+            if removed:
+                gone = set(removed)
+                keys = [k for k in keys if k not in gone]
+            if added:
+                keys = sorted(keys + added)
+        lists.append(keys)
+        base += reach.bounds(low)[0]
+    splits = select(lists, start - base)
+    return sorted([key for keys, c in zip(lists, splits) for key in keys[c : c + stop - start]])[: stop - start]
+
+
+class _Reach:
+    """One shard's tree seen down to where a read needed it: intervals of keys, in order.
+
+    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to
+    ``firsts[j + 1]`` (or the end); ``starts[j]`` tree entries precede it. It is
+    a node still to read (``ids[j]``, ``heights[j]``), an entry set read
+    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it
+    never needs, kept as one interval). ``below(j)`` is the exact count of the
+    shard's entries (the log applied) below ``firsts[j]``, so any key's count
+    lies between the counts below its interval's first key and the next one's.
+    """
+
+    __slots__ = ("part", "tree", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
+
+    def __init__(self, part: Part, tree: Tree) -> None:
+        self.part, self.tree, self.total = part, tree, part.count
+        self.firsts: list[Any] = [None]
+        self.starts = [0]
+        self.ids: list[str | None] = [tree.root]
+        self.heights = [tree.height]
+        self.leaves: list[Any] = [_EMPTY_LEAF if tree.root is None else None]
+        self._below: list[int | None] = [0]
+
+    def shift(self, key: Any) -> int:
+        return self.part.shift(key)
+
+    def below(self, j: int) -> int:
+        """Entries of the shard below interval ``j``'s first key (all of them for ``j`` past the end)."""
+        if j >= len(self.firsts):
+            return self.total
+        found = self._below[j]
+        if found is None:
+            found = self._below[j] = self.starts[j] + self.shift(self.firsts[j])
+        return found
+
+    def find(self, key: Any) -> int:
+        return bisect_right(self.firsts, key, 1) - 1
+
+    def bounds(self, key: Any) -> tuple[int, int]:
+        """Least and most entries of the shard that can lie below ``key`` (``None``: the start), as far as
+        the intervals read tell."""
+        if key is None:
+            return 0, 0
+        j = self.find(key)
+        leaf = self.leaves[j]
+        if leaf is not None:
+            exact = self.starts[j] + bisect_left(leaf.keys, key) + self.shift(key)
+            return exact, exact
+        return self.below(j), self.below(j + 1)
+
+    def pending(self, j: int) -> bool:
+        return self.ids[j] is not None and self.leaves[j] is None
+
+    def expand(self, j: int, node: Any, keep: Callable[[list[Any], list[int]], Iterable[int]]) -> None:
+        """Put what interval ``j``'s node holds in its place: an entry set's keys, or a manifest's children
+        that ``keep(boundaries, starts)`` selects (runs of the others become opaque intervals)."""
+        if node.height == 0:
+            self.leaves[j] = node
+            return
+        start = self.starts[j]
+        bounds = [self.firsts[j], *node.firsts[1:], self.firsts[j + 1] if j + 1 < len(self.firsts) else None]
+        starts = [start + s for s in node.starts]
+        kept = sorted(set(keep(bounds, starts)))
+        firsts: list[Any] = []
+        begins: list[int] = []
+        ids: list[str | None] = []
+        heights: list[int] = []
+        leaves: list[Any] = []
+        c, n = 0, len(node)
+        for k in [*kept, n]:
+            if c < k:  # an opaque run of children
+                firsts.append(bounds[c])
+                begins.append(starts[c])
+                ids.append(None)
+                heights.append(-1)
+                leaves.append(None)
+            if k < n:
+                firsts.append(bounds[k])
+                begins.append(starts[k])
+                ids.append(node.ids[k])
+                heights.append(node.height - 1)
+                leaves.append(None)
+            c = k + 1
+        below = self._below[j]
+        self.firsts[j : j + 1] = firsts
+        self.starts[j : j + 1] = begins
+        self.ids[j : j + 1] = ids
+        self.heights[j : j + 1] = heights
+        self.leaves[j : j + 1] = leaves
+        self._below[j : j + 1] = [below] + [None] * (len(firsts) - 1)
+
+
+def _fetch_and_expand(g: Gather, wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, int], Any]) -> None:
+    """Expand the intervals ``wanted``: those whose node is cached first, without a round trip (shards of
+    different heights descend their cached manifests before anything is read); when none is, read all of
+    their nodes in one ``get_many``. Expands the last first, so that indices hold."""
+    cached = [(r, j) for r, j in wanted if g.peek(r.part, r.ids[j], r.heights[j]) is not None]  # type: ignore[arg-type]
+    if cached:
+        wanted = cached
+    nodes = g.load([(r.part, r.ids[j], r.heights[j], g.keyfn) for r, j in wanted])  # type: ignore[misc]
+    for (reach, j), node in sorted(zip(wanted, nodes), key=lambda item: -item[0][1]):
+        reach.expand(j, node, keep(reach, j))
+
+
+def select(lists: list[list[Any]], k: int) -> list[int]:
+    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k``
+    smallest items of the sorted ``lists`` (items distinct across lists).
+
+    Each step takes the middle item of the widest window, counts the items below it in every list,
+    and halves that window: O(S log n) steps of S bisections.
+
+    >>> select([[1, 4, 9], [2, 3, 10], [5]], 4)
+    [2, 2, 0]
+    """
+    low = [0] * len(lists)
+    high = [len(items) for items in lists]
+    while True:
+        widest = max(range(len(lists)), key=lambda i: high[i] - low[i], default=None)
+        if widest is None or high[widest] == low[widest]:
+            break
+        mid = (low[widest] + high[widest]) // 2
+        pivot = lists[widest][mid]
+        counts = [bisect_left(items, pivot) for items in lists]
+        below = sum(counts)
+        if below == k:
+            return counts
+        if below < k:  # the pivot is among the k smallest
+            low = [max(a, c) for a, c in zip(low, counts)]
+            low[widest] = mid + 1
+        else:
+            high = [min(b, c) for b, c in zip(high, counts)]
+    if sum(low) != k:
+        raise AssertionError(f"selection of {k} from lists of {[len(x) for x in lists]} found {low}")
+    return low
+
+
+def _narrow(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> tuple[Any, Any]:
+    """Keys ``low`` (``None``: the start) and ``high`` (``None``: the end) with every key of positions
+    ``start`` to ``stop - 1`` in ``[low, high)`` and few others: a binary search over a sample of the
+    candidate entry sets' keys (every 16th), counting exactly where every shard's candidates reach."""
+    floor: Any = None  # the key range where every shard's count is exact: [floor, ceiling)
+    ceiling: Any = None
+    for reach, run in zip(reaches, runs):
+        first = reach.firsts[run[0]]
+        after = run[-1] + 1
+        end = reach.firsts[after] if after < len(reach.firsts) else None
+        if first is not None and (floor is None or first > floor):
+            floor = first
+        if end is not None and (ceiling is None or end < ceiling):
+            ceiling = end
+    sample = sorted(
+        key
+        for reach, run in zip(reaches, runs)
+        for j in run
+        for key in reach.leaves[j].keys[::16]
+        if (floor is None or not key < floor) and (ceiling is None or key < ceiling)
+    )
+
+    def below(key: Any) -> int:
+        return sum(reach.bounds(key)[0] for reach in reaches)
+
+    lo, hi = 0, len(sample)  # the first sample with more than ``start`` entries below it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if below(sample[mid]) > start:
+            hi = mid
+        else:
+            lo = mid + 1
+    low = sample[lo - 1] if lo else floor
+    hi = len(sample)  # the first sample with at least ``stop`` entries below it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if below(sample[mid]) >= stop:
+            hi = mid
+        else:
+            lo = mid + 1
+    high = sample[lo] if lo < len(sample) else ceiling
+    return low, high
+
+
+class _Sweep:
+    """Bounds on the global count below any key, from every shard's intervals at one moment: the shards'
+    interval boundaries in key order with running sums of the least (``lows``) and most (``highs``)
+    entries below, so that a bound costs one bisection however many shards there are.
+
+    A shard's count below a key in its interval ``j`` lies between its counts below ``firsts[j]`` and
+    ``firsts[j + 1]``; at its own boundary it is exact. Entry sets read count as intervals here: coarser
+    bounds only keep more candidates, never fewer.
+    """
+
+    __slots__ = ("keys", "lows", "highs", "widths", "low0", "high0", "total")
+
+    def __init__(self, reaches: list[_Reach]) -> None:
+        events = []
+        low0 = high0 = 0
+        for reach in reaches:
+            n = len(reach.firsts)
+            high0 += reach.below(1)
+            for j in range(1, n):
+                events.append(
+                    (reach.firsts[j], reach.below(j) - reach.below(j - 1), reach.below(j + 1) - reach.below(j))
+                )
+        events.sort(key=lambda event: event[0])
+        self.keys = [e[0] for e in events]
+        self.lows, self.highs, self.widths = [], [], []
+        low, high = low0, high0
+        for _, step, width in events:
+            low += step  # the shard moves from interval j - 1 to j: its least count grows to below(j)
+            high += width  # and its most to below(j + 1)
+            self.lows.append(low)
+            self.highs.append(high)
+            self.widths.append(width)
+        self.low0, self.high0 = low0, high0
+        self.total = sum(r.total for r in reaches)
+
+    def low(self, key: Any) -> int:
+        if key is None:
+            return 0
+        i = bisect_right(self.keys, key) - 1
+        return self.low0 if i < 0 else self.lows[i]
+
+    def high(self, key: Any) -> int:
+        """The most entries below ``key``: exact for the shard whose boundary ``key`` is."""
+        if key is None:
+            return self.total
+        i = bisect_right(self.keys, key) - 1
+        if i < 0:
+            return self.high0
+        return self.highs[i] - (self.widths[i] if self.keys[i] == key else 0)
+
+    def candidates(self, reach: _Reach, first: int, last: int) -> range:
+        """The intervals of ``reach`` that can hold a global position from ``first`` to ``last``: a run, as
+        both bounds grow with the key."""
+        n = len(reach.firsts)
+        a = 0
+        while a < n and self.high(reach.firsts[a + 1] if a + 1 < n else None) < first + 1:
+            a += 1
+        b = a
+        while b < n and self.low(reach.firsts[b]) <= last:
+            b += 1
+        return range(a, b)
+
+    def keep(self, reach: _Reach, j: int, first: int, last: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
+        """Which children of interval ``j``'s manifest can hold a position from ``first`` to ``last``: the
+        other shards' bounds from the sweep, this shard's exact counts at the children's first keys."""
+        own_low, own_high = reach.below(j), reach.below(j + 1)
+
+        def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:
+            n = len(starts) - 1
+
+            def low(c: int) -> int:  # least entries below child c's first key
+                if c == 0:
+                    return self.low(bounds[0])
+                return starts[c] + reach.shift(bounds[c]) + self.low(bounds[c]) - own_low
+
+            def high(c: int) -> int:  # most entries below child c's first key (c == n: the next interval's)
+                if c == n or c == 0:
+                    return self.high(bounds[c])
+                return starts[c] + reach.shift(bounds[c]) + self.high(bounds[c]) - own_high
+
+            lo, hi = 0, n
+            while lo < hi:  # the first child whose end can reach ``first``
+                mid = (lo + hi) // 2
+                if high(mid + 1) >= first + 1:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            a, hi = lo, n
+            while lo < hi:  # the first child that starts past ``last``
+                mid = (lo + hi) // 2
+                if low(mid) > last:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return range(a, lo)
+
+        return chosen
