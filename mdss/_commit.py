@@ -109,10 +109,11 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
         while losses < QUICK_RETRIES:
             started[0] = time.monotonic()
             held = sset._held
-            if known is None and not read and held is not None and sset._stale <= STALE:
+            if known is None and not read and held is not None and not _read_first(sset):
                 known = (held[0],)
+            reads = known is None
             snap = _head.snapshot(sset, True, known)
-            if learn and known is None:
+            if learn and reads:
                 learn = _learn(sset, held is not None and snap.version != held[0].version)
             fresh = held is None or known is None or known[0] is not held[0]
             known, read = None, False
@@ -165,12 +166,23 @@ COLD_MERGE = 1.25
 
 
 def _learn(sset: SortedSet, moved: bool) -> bool:
-    """Follow how often the head this process held had moved by its next commit (``sset._stale``, a moving
-    average). A compare-and-set from a stale head loses and its attempt is wasted, while a read first costs
-    one round trip: above :data:`STALE`, commits read first (others mostly commit in between, as on a set
-    whose writers spread over many shards). Returns False: learnt, for this commit."""
-    sset._stale = 0.8 * sset._stale + 0.2 * moved
+    """Follow how often the head this process held had moved by its next commit (``sset._stale[0]``, a
+    moving average; see :func:`_read_first`). The shards of a sharded set share one: the other writers of
+    a set spread over its shards alike, and a process writing S shards sees each of them S times less
+    often. Returns False: learnt, for this commit."""
+    stale = sset._stale
+    stale[0] = 0.8 * stale[0] + 0.2 * moved
     return False
+
+
+def _read_first(sset: SortedSet) -> bool:
+    """Whether a commit should read the head before its compare-and-set, rather than start from the head
+    this process holds: when that head had mostly moved by the next commit lately (more than
+    :data:`STALE` of the time), as it has for writers spread over many shards, or several writers of one
+    set taking turns. From a stale head the compare-and-set loses; the lost race returns (or reads) the
+    winner's head, so it costs about the round trips of a read first, plus a wasted attempt and a conflict.
+    """
+    return sset._stale[0] > STALE
 
 
 def _merge_at(sset: SortedSet, head: Head, limit: int) -> int:

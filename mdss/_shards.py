@@ -621,8 +621,10 @@ class ShardedSet:
             )
             for i, part in enumerate(settings.parts)
         ]
+        stale = [0.0]
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
+            engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
         first = self._engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
         self._local = threading.local()
