@@ -9,7 +9,9 @@ time; the table shows operations per second, commits, retries (commits
 re-applied after losing the head to another writer) and merges of the update
 log. "one commit per call" is the same run with ``max_batch=1``. Each process
 writes for one second before the measured ones (its caches warm, as a
-long-running writer's are), then all measure the same seconds. For Redis
+long-running writer's are), then all measure the same seconds; process rows
+also show the slowest and fastest process, the CPU time of all writer
+processes per update, and the p99 and maximum time of one update. For Redis
 the script starts its own redis-server on a free loopback port (or uses
 ``--redis URL``).
 
@@ -85,17 +87,22 @@ def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out:
             board.incr(f"p{rng.randrange(members)}", 1)
     commits, retries, merges = board.commits, board.retries, board.merges
     ready.wait()  # every process measures the same seconds
+    cpu, latencies = time.process_time(), []
     deadline = time.monotonic() + seconds
     failures = 0
     while time.monotonic() < deadline:
+        start = time.perf_counter()
         try:
             board.incr(f"p{rng.randrange(members)}", 1)
             n += 1
         except mdss.ConflictError:
             failures += 1
+        latencies.append(time.perf_counter() - start)
     out.put(
         {
             "ops": n,
+            "cpu": time.process_time() - cpu,
+            "latencies": latencies,
             "commits": board.commits - commits,
             "retries": board.retries - retries,
             "merges": board.merges - merges,
@@ -113,8 +120,14 @@ def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
     results = [out.get() for _ in procs]
     for proc in procs:
         proc.join()
+    ops = sum(r["ops"] for r in results)
+    latencies = sorted(t for r in results for t in r["latencies"])
     return {
-        "ops_per_s": sum(r["ops"] for r in results) / seconds,
+        "ops_per_s": ops / seconds,
+        "process_ops_per_s": sorted(r["ops"] / seconds for r in results),  # the slowest writer first
+        "cpu_us_per_op": sum(r["cpu"] for r in results) / max(ops, 1) * 1e6,  # all writer processes' CPU
+        "p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1e3,
+        "max_ms": latencies[-1] * 1e3,
         "commits": sum(r["commits"] for r in results),
         "retries": sum(r["retries"] for r in results),
         "merges": sum(r["merges"] for r in results),
@@ -405,12 +418,22 @@ def main() -> None:
             parser.error(f"unknown store {store!r}")
     for store, rows in results.items():
         print(f"\n{store}, {args.members:,} members, {args.seconds:g} s per row")
-        print(f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}")
+        print(
+            f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}   "
+            "processes: slowest..fastest ops/s, CPU us/op, p99 / max ms per update"
+        )
         for row in rows:
-            print(
+            line = (
                 f"{row['writers']:<12} {row['mode']:<20} {row['ops_per_s']:>9,.0f} {row['commits']:>8,} "
                 f"{row['retries']:>8,} {row['merges']:>7,}"
             )
+            if "process_ops_per_s" in row:
+                each = row["process_ops_per_s"]
+                line += (
+                    f"   {each[0]:,.0f}..{each[-1]:,.0f}, {row['cpu_us_per_op']:,.0f}, "
+                    f"{row['p99_ms']:.2f} / {row['max_ms']:,.0f}"
+                )
+            print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"members": args.members, "seconds": args.seconds, "stores": results}, f, indent=1)
