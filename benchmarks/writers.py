@@ -1,14 +1,17 @@
 """Write throughput with many writers: threads (group commit on or off) and processes, on SQLite and Redis.
 
     python benchmarks/writers.py [--seconds 5] [--members 100000] [--stores sqlite,redis] [--json FILE]
-    python benchmarks/writers.py --cluster [--shards 1,4,16] [--processes 4] [--seconds 10] [--json FILE]
+    python benchmarks/writers.py --cluster [--shards 1,4,16] [--processes 4] [--rtt-ms 0,0.5] [--seconds 10]
+                                 [--json FILE]
 
 Each writer calls ``incr`` on random members of a preloaded set for a fixed
 time; the table shows operations per second, commits, retries (commits
 re-applied after losing the head to another writer) and merges of the update
 log. "one commit per call" is the same run with ``max_batch=1``. Each process
 writes for one second before the measured ones (its caches warm, as a
-long-running writer's are), then all measure the same seconds. For Redis
+long-running writer's are), then all measure the same seconds; process rows
+also show the slowest and fastest process, the CPU time of all writer
+processes per update, and the p99 and maximum time of one update. For Redis
 the script starts its own redis-server on a free loopback port (or uses
 ``--redis URL``).
 
@@ -16,8 +19,13 @@ the script starts its own redis-server on a free loopback port (or uses
 processes post ``incr`` to one logical set on a 3-master Redis Cluster (started
 with tests/redis_servers.py, or ``--redis-cluster URL``), once per shard
 count, and the table shows total updates per second, compare-and-set
-conflicts per update, round trips per rank and per page of 100 (manifests
-cached), and rank and page p50 with every node cached, against ``S = 1``.
+conflicts per update (every head compare-and-set that lost, appends and
+merges alike, from the writers' ``store.stats``, divided by the updates),
+round trips per rank and per page of 100 (manifests cached), and rank and
+page p50 with every node cached, against ``S = 1``. Each writer warms up for
+a second, then all measure the same seconds. ``--rtt-ms 0,0.5`` runs every
+shard count once per round-trip latency, emulated on the client side
+(:class:`DelayedStore`; 0: loopback as it is).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mdss
+from mdss.stores.base import Store
 
 WARM_UP = 1.0  # seconds each writer process runs before the measured ones
 
@@ -78,17 +87,22 @@ def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out:
             board.incr(f"p{rng.randrange(members)}", 1)
     commits, retries, merges = board.commits, board.retries, board.merges
     ready.wait()  # every process measures the same seconds
+    cpu, latencies = time.process_time(), []
     deadline = time.monotonic() + seconds
     failures = 0
     while time.monotonic() < deadline:
+        start = time.perf_counter()
         try:
             board.incr(f"p{rng.randrange(members)}", 1)
             n += 1
         except mdss.ConflictError:
             failures += 1
+        latencies.append(time.perf_counter() - start)
     out.put(
         {
             "ops": n,
+            "cpu": time.process_time() - cpu,
+            "latencies": latencies,
             "commits": board.commits - commits,
             "retries": board.retries - retries,
             "merges": board.merges - merges,
@@ -106,8 +120,14 @@ def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
     results = [out.get() for _ in procs]
     for proc in procs:
         proc.join()
+    ops = sum(r["ops"] for r in results)
+    latencies = sorted(t for r in results for t in r["latencies"])
     return {
-        "ops_per_s": sum(r["ops"] for r in results) / seconds,
+        "ops_per_s": ops / seconds,
+        "process_ops_per_s": sorted(r["ops"] / seconds for r in results),  # the slowest writer first
+        "cpu_us_per_op": sum(r["cpu"] for r in results) / max(ops, 1) * 1e6,  # all writer processes' CPU
+        "p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1e3,
+        "max_ms": latencies[-1] * 1e3,
         "commits": sum(r["commits"] for r in results),
         "retries": sum(r["retries"] for r in results),
         "merges": sum(r["merges"] for r in results),
@@ -152,10 +172,76 @@ def _redis(url: str | None) -> Iterator[str]:
             proc.wait()
 
 
-def _sharded_process(url: str, name: str, seed: int, seconds: float, members: int, out: multiprocessing.Queue) -> None:
+class DelayedStore(Store):
+    """Emulated network latency, on the client side: every store call waits ``rtt / 2`` before it reaches the
+    store and ``rtt / 2`` after its answer, asleep (the CPU is free meanwhile, as on a network).
+
+    A stand-in for ``tc qdisc ... netem delay`` on a veth pair into a network
+    namespace holding the cluster: network namespaces work on this machine,
+    but its kernel has no ``netem`` qdisc (nor ``fq`` for departure-time
+    delays). Redis Cluster's batched calls (one pipeline per master, in
+    parallel) count as one round trip, as they take about one on a network.
+    """
+
+    def __init__(self, inner: Store, rtt: float) -> None:
+        super().__init__(namespace=inner.namespace)
+        self.inner, self.half = inner, rtt / 2
+
+    def _call(self, name: str, *args: Any) -> Any:
+        time.sleep(self.half)
+        try:
+            return getattr(self.inner, name)(*args)
+        finally:
+            time.sleep(self.half)
+
+    def _get(self, key: str) -> Any:
+        return self._call("_get", key)
+
+    def _get_many(self, keys: Any) -> Any:
+        return self._call("_get_many", keys)
+
+    def _put(self, key: str, value: bytes, context: Any) -> None:
+        self._call("_put", key, value, context)
+
+    def _put_many(self, items: Any) -> None:
+        self._call("_put_many", items)
+
+    def _cas(self, key: str, value: bytes, version: Any) -> Any:
+        return self._call("_cas", key, value, version)
+
+    def _delete(self, key: str) -> None:
+        self._call("_delete", key)
+
+    def _delete_if(self, key: str, version: Any) -> None:
+        self._call("_delete_if", key, version)
+
+    def _delete_many(self, keys: Any) -> None:
+        self._call("_delete_many", keys)
+
+    def _keys(self, prefix: str) -> Any:
+        return self._call("_keys", prefix)
+
+    def _close(self) -> None:
+        self.inner.close()
+
+
+def _open(url: str, rtt: float) -> Store:
     store = mdss.open_store(url)
+    return DelayedStore(store, rtt) if rtt else store
+
+
+def _sharded_process(
+    url: str, rtt: float, name: str, seed: int, seconds: float, members: int, ready: Any, out: multiprocessing.Queue
+) -> None:
+    store = _open(url, rtt)
     board = mdss.SortedSet(store, name)
     rng, n, failures = random.Random(seed), 0, 0
+    warm = time.monotonic() + WARM_UP
+    while time.monotonic() < warm:  # fill this process's caches and overlays, as a long-running writer has
+        with contextlib.suppress(mdss.ConflictError):
+            board.incr(f"p{rng.randrange(members)}", 1)
+    merges, retries = board.merges, board.retries
+    ready.wait()  # every process measures the same seconds
     before = store.stats.snapshot()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -171,8 +257,8 @@ def _sharded_process(url: str, name: str, seed: int, seconds: float, members: in
             "conflicts": cost["conflicts"],
             "calls": cost["calls"],
             "conflict_errors": failures,
-            "merges": board.merges,
-            "retries": board.retries,
+            "merges": board.merges - merges,
+            "retries": board.retries - retries,
         }
     )
 
@@ -186,17 +272,20 @@ def _p50_us(call: Callable[[int], object], n: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def _sharded_row(url: str, shards: int, processes: int, seconds: float, members: int) -> dict:
+def _sharded_row(url: str, rtt: float, shards: int, processes: int, seconds: float, members: int) -> dict:
     """One logical set of ``shards`` shards: ``processes`` writers, then reads from this process."""
     from mdss._tree import Leaf
 
-    store = mdss.open_store(url)
+    store = _open(url, rtt)
     name = f"writers-{shards}-{time.monotonic_ns()}"
     options = {"shards": shards} if shards > 1 else {}
-    mdss.SortedSet.load(store, name, {f"p{i}": i for i in range(members)}, **options)
+    mdss.SortedSet.load(mdss.open_store(url), name, {f"p{i}": i for i in range(members)}, **options)
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_sharded_process, args=(url, name, p, seconds, members, out)) for p in range(processes)]
+    out, ready = ctx.Queue(), ctx.Barrier(processes)
+    procs = [
+        ctx.Process(target=_sharded_process, args=(url, rtt, name, p, seconds, members, ready, out))
+        for p in range(processes)
+    ]
     for proc in procs:
         proc.start()
     results = [out.get() for _ in procs]
@@ -224,6 +313,8 @@ def _sharded_row(url: str, shards: int, processes: int, seconds: float, members:
             trips[what] += store.stats.since(before)["calls"]
     board.scores([e.member for e in board])
     row = {
+        "rtt_ms": rtt * 1000,
+        "trip_us": _trip_us(store, board),
         "shards": shards,
         "processes": processes,
         "updates_per_s": ops / seconds,
@@ -245,6 +336,12 @@ def _sharded_row(url: str, shards: int, processes: int, seconds: float, members:
     return row
 
 
+def _trip_us(store: Store, board: Any) -> float:
+    """The median round trip of a head read, as the writers saw it (with the emulated latency, if any)."""
+    key = board._engines[0]._keys.head if hasattr(board, "_engines") else board._keys.head
+    return _p50_us(lambda i: store.get(key), 200)
+
+
 @contextlib.contextmanager
 def _cluster(url: str | None) -> Iterator[str]:
     """``url``, or a 3-master Redis Cluster of our own (tests/redis_servers.py), stopped afterwards."""
@@ -259,23 +356,31 @@ def _cluster(url: str | None) -> Iterator[str]:
 
 
 def _cluster_main(args: argparse.Namespace) -> None:
+    rtts = [float(ms) / 1000 for ms in args.rtt_ms.split(",")]
+    shards = [int(s) for s in args.shards.split(",")]
     with _cluster(args.redis_cluster) as url:
-        rows = [_sharded_row(url, int(s), args.processes, args.seconds, args.members) for s in args.shards.split(",")]
-    one = rows[0]
+        rows = [_sharded_row(url, rtt, s, args.processes, args.seconds, args.members) for rtt in rtts for s in shards]
     print(f"\nredis cluster (3 masters), {args.members:,} members, {args.processes} processes, {args.seconds:g} s each")
-    print(
-        f"{'shards':>6} {'updates/s':>10} {'vs S=1':>7} {'conflicts/update':>17} {'trips/rank':>10} "
-        f"{'trips/page':>10} {'rank p50 us':>11} {'vs S=1':>7} {'page p50 us':>11} {'vs S=1':>7}"
-    )
-    for row in rows:
+    for rtt in rtts:
+        regime = [row for row in rows if row["rtt_ms"] == rtt * 1000]
+        one = regime[0]
+        added = f"{rtt * 1000:g} ms round trips added on the client side" if rtt else "loopback, no added latency"
+        print(f"\n{added} (a head read: {one['trip_us']:,.0f} us p50)")
         print(
-            f"{row['shards']:>6} {row['updates_per_s']:>10,.0f} {row['updates_per_s'] / one['updates_per_s']:>6.2f}x "
-            f"{row['conflicts_per_update']:>17.3f} {row['round_trips_per_rank']:>10.2f} "
-            f"{row['round_trips_per_page']:>10.2f} {row['rank_p50_us']:>11,.0f} "
-            f"{row['rank_p50_us'] / one['rank_p50_us']:>6.2f}x {row['page_p50_us']:>11,.0f} "
-            f"{row['page_p50_us'] / one['page_p50_us']:>6.2f}x   "
-            f"(trips/update {row['round_trips_per_update']:.2f}, retries {row['retries']:,}, merges {row['merges']:,})"
+            f"{'shards':>6} {'updates/s':>10} {'vs S=1':>7} {'conflicts/update':>17} {'trips/rank':>10} "
+            f"{'trips/page':>10} {'rank p50 us':>11} {'vs S=1':>7} {'page p50 us':>11} {'vs S=1':>7}"
         )
+        for row in regime:
+            print(
+                f"{row['shards']:>6} {row['updates_per_s']:>10,.0f} "
+                f"{row['updates_per_s'] / one['updates_per_s']:>6.2f}x "
+                f"{row['conflicts_per_update']:>17.3f} {row['round_trips_per_rank']:>10.2f} "
+                f"{row['round_trips_per_page']:>10.2f} {row['rank_p50_us']:>11,.0f} "
+                f"{row['rank_p50_us'] / one['rank_p50_us']:>6.2f}x {row['page_p50_us']:>11,.0f} "
+                f"{row['page_p50_us'] / one['page_p50_us']:>6.2f}x   "
+                f"(trips/update {row['round_trips_per_update']:.2f}, retries {row['retries']:,}, "
+                f"merges {row['merges']:,})"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"members": args.members, "seconds": args.seconds, "cluster": rows}, f, indent=1)
@@ -292,6 +397,11 @@ def main() -> None:
     parser.add_argument("--redis-cluster", default=None, help="a redis+cluster:// URL (default: start a cluster)")
     parser.add_argument("--shards", default="1,4,16", help="shard counts for --cluster")
     parser.add_argument("--processes", type=int, default=4, help="writer processes for --cluster")
+    parser.add_argument(
+        "--rtt-ms",
+        default="0",
+        help="for --cluster: round-trip latencies (ms, comma-separated) to emulate per store call (DelayedStore)",
+    )
     args = parser.parse_args()
     if args.cluster:
         _cluster_main(args)
@@ -308,12 +418,22 @@ def main() -> None:
             parser.error(f"unknown store {store!r}")
     for store, rows in results.items():
         print(f"\n{store}, {args.members:,} members, {args.seconds:g} s per row")
-        print(f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}")
+        print(
+            f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}   "
+            "processes: slowest..fastest ops/s, CPU us/op, p99 / max ms per update"
+        )
         for row in rows:
-            print(
+            line = (
                 f"{row['writers']:<12} {row['mode']:<20} {row['ops_per_s']:>9,.0f} {row['commits']:>8,} "
                 f"{row['retries']:>8,} {row['merges']:>7,}"
             )
+            if "process_ops_per_s" in row:
+                each = row["process_ops_per_s"]
+                line += (
+                    f"   {each[0]:,.0f}..{each[-1]:,.0f}, {row['cpu_us_per_op']:,.0f}, "
+                    f"{row['p99_ms']:.2f} / {row['max_ms']:,.0f}"
+                )
+            print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"members": args.members, "seconds": args.seconds, "stores": results}, f, indent=1)

@@ -92,25 +92,36 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
 
     Sets each pending's ``result``, or its ``error`` if its own ops were
     refused (the others still commit). Starts from the head this process
-    last saw, so that an uncontended append is one compare-and-set; a lost
-    race returns (or reads) the winner's head, and the next try starts from it.
+    last saw, so that an uncontended append is one compare-and-set, unless
+    that head was mostly stale lately (:func:`_learn`): then it reads first.
+    A lost race returns (or reads) the winner's head, and the next try
+    starts from it.
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
     started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
+    learn = sset._held is not None  # the first attempt tells whether the held head had moved (see _learn)
+    known: tuple[Record | None] | None = None  # the head a lost race returned: the next attempt starts there
+    read = False  # the next attempt reads the head first
     for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
-        started[0] = time.monotonic()
-        # After a lost race, rebase at once on the winner's head (returned by the compare-and-set where the
-        # store can, else read): the loser's best chance is right after a commit landed. A second loss in a
-        # row backs off.
-        held = sset._held
-        rival: tuple[Record | None] | None = None if held is None else (held[0],)
-        for _ in range(3):
-            snap = _head.snapshot(sset, True, rival)
+        # After a lost race, rebase at once on the winner's head: the loser's best chance is right after a
+        # commit landed. Three losses in a row back off.
+        losses = 0
+        while losses < QUICK_RETRIES:
+            started[0] = time.monotonic()
+            held = sset._held
+            if known is None and not read and held is not None and not _read_first(sset):
+                known = (held[0],)
+            reads = known is None
+            snap = _head.snapshot(sset, True, known)
+            if learn and reads:
+                learn = _learn(sset, held is not None and snap.version != held[0].version)
+            fresh = held is None or known is None or known[0] is not held[0]
+            known, read = None, False
             limit = log_limit(sset, snap.head)
             if len(snap.head.log) >= max(2 * limit, 1):  # far past its limit: help merge (or wait for the merger)
                 _merge.merge(sset, wait=True)
-                break
-            fresh = held is None or rival is None or rival[0] is not held[0]
+                read = True  # then at once: the wait was for the merger, not a lost race
+                continue
             try:
                 outcome = _attempt(sset, snap, pendings, members, limit, fresh)
             except MissingNodeError:
@@ -118,18 +129,26 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
                 collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
                 break
             if outcome is _REREAD:
-                rival = None
+                read = True
                 continue
             if outcome is None:
                 return
+            if learn:
+                learn = _learn(sset, not outcome)
             if outcome:
-                held_log = None if sset._head is None else sset._head.log
-                if held_log is not None and len(held_log) >= max(limit, 1) and not _merge.claimed_by_another(held_log):
+                landed = sset._head
+                if (
+                    landed is not None
+                    and len(landed.log) >= max(_merge_at(sset, landed, limit), 1)
+                    and not _merge.claimed_by_another(landed.log)
+                ):
                     with contextlib.suppress(ConflictError, StoreUnavailableError, MissingNodeError):
                         _merge.merge(sset)  # the writes landed already: a merge that fails is for later
                 return
             sset.retries += 1
-            rival, sset._rival_head = sset._rival_head, None
+            losses += 1
+            known, sset._rival_head = sset._rival_head, None  # the winner's head, where the store returned it
+            read = known is None
     raise ConflictError(
         f"commit to set {sset.name!r} lost to concurrent writers for its whole retry budget "
         f"({sset._policy.budget:g} s); nothing was applied"
@@ -138,6 +157,43 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
 
 #: What an attempt on the head this process last saw answers when only the current head may decide.
 _REREAD = object()
+#: Lost races in a row that rebase at once, before the commit backs off.
+QUICK_RETRIES = 3
+#: Above this share of stale held heads (a moving average), a commit reads the head first.
+STALE = 0.5
+#: How much longer the log grows before a writer merges that did not make the current trees (see _merge_at).
+COLD_MERGE = 1.25
+
+
+def _learn(sset: SortedSet, moved: bool) -> bool:
+    """Follow how often the head this process held had moved by its next commit (``sset._stale[0]``, a
+    moving average; see :func:`_read_first`). The shards of a sharded set share one: the other writers of
+    a set spread over its shards alike, and a process writing S shards sees each of them S times less
+    often. Returns False: learnt, for this commit."""
+    stale = sset._stale
+    stale[0] = 0.8 * stale[0] + 0.2 * moved
+    return False
+
+
+def _read_first(sset: SortedSet) -> bool:
+    """Whether a commit should read the head before its compare-and-set, rather than start from the head
+    this process holds: when that head had mostly moved by the next commit lately (more than
+    :data:`STALE` of the time), as it has for writers spread over many shards, or several writers of one
+    set taking turns. From a stale head the compare-and-set loses; the lost race returns (or reads) the
+    winner's head, so it costs about the round trips of a read first, plus a wasted attempt and a conflict.
+    """
+    return sset._stale[0] > STALE
+
+
+def _merge_at(sset: SortedSet, head: Head, limit: int) -> int:
+    """The log length at which this writer merges: ``limit`` if it made the trees ``head`` names (its last
+    merge, direct commit or load: its cache holds every node they have), else :data:`COLD_MERGE` times that.
+
+    With several processes appending, the one that merged last merges again without reading a node; any
+    other would first read and decode both trees (its cache holds only the entry sets its lookups
+    needed). The others still merge if that one stops writing.
+    """
+    return limit if sset._built == (head.scores.root, head.members.root) else int(limit * COLD_MERGE)
 
 
 def _attempt(
@@ -190,6 +246,7 @@ def _attempt(
         end = log.seq + len(changed)
         if not publish(sset, snap, head.next(nonce, scores=scores, members=index, log=Log(end, end)), writer):
             return False
+        sset._built = (scores.root, index.root)
     sset.commits += 1
     return True
 
@@ -335,6 +392,7 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
     head = snap.head.next(secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end))
     if not publish(sset, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {sset.name!r} changed while it was being loaded; nothing was applied")
+    sset._built = (by_score.root, index.root)
 
 
 def _replaced(sset: SortedSet, snap: Snapshot) -> list[str]:

@@ -194,6 +194,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
         else:
             remember(sset, head, data, version)
         _commit.settle(sset, writer, nodes)
+        sset._built = (scores.root, index.root)  # its cache holds them: it merges next (mdss._commit._merge_at)
         sset._garbage.defer(
             [sset._keys.node(i) for i in (*writer.replaced, *prepared.dropped)]
             + [k for k in (note_key, prepared.drop_key) if k]

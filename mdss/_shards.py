@@ -275,14 +275,15 @@ class ShardedSet:
             )
             for i, part in enumerate(settings.parts)
         ]
+        stale = [0.0]
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
+            engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
         self._head_keys = [engine._keys.head for engine in self._engines]
         first = self._engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
         self._local = threading.local()
         self._settled = True
-        self._stale = [0.0] * self.shards  # how often each shard's held head had moved (see _commit_to)
 
     def _settings(self, shards: int, order: str | None, chunk_size: int | None) -> Settings:
         """The stored settings, or new ones stored now (compare-and-set "only if absent": one creator wins)."""
@@ -658,36 +659,12 @@ class ShardedSet:
         self._ensure_settings()
         results: list[Any] = [None] * len(ops)
         for i, indices in sorted(groups.items()):
-            got = self._commit_to(i, [ops[n] for n in indices], [wants[n] for n in indices])
+            # Each shard's engine starts from its head as last seen, or reads it first when that was mostly
+            # stale lately (mdss._commit._learn): a process spreading writes over S shards holds older heads.
+            got = self._engines[i]._submit([ops[n] for n in indices], [wants[n] for n in indices])
             for n, result in zip(indices, got or ()):
                 results[n] = result
         return results
-
-    def _commit_to(self, i: int, ops: list[tuple[str, str, Any]], wants: list[bool | str]) -> list[Any] | None:
-        """Commit ``ops`` to shard ``i``, starting from its head as last seen, or from a fresh read when the
-        heads this process held for that shard were mostly stale lately.
-
-        A process spreads its writes over S shards, so the head it last saw
-        of one shard is older, by S times, than an unsharded set's: other
-        writers have likely moved it, and a compare-and-set from it would
-        lose (a conflict, then a retry from the winner's head). Reading first
-        costs the same two round trips without the conflict. ``_stale``
-        follows how often the held head had moved (a moving average).
-        """
-        engine = self._engines[i]
-        held = engine._held
-        held_gen = None if held is None else held[1].gen
-        if held is not None and self._stale[i] > 0.5:
-            engine._held = None  # read the head first
-        retries = engine.retries
-        got = engine._submit(ops, wants)
-        now = engine._held
-        if held_gen is not None and now is not None and engine.retries == retries:
-            moved = now[1].gen - 1 != held_gen  # someone else committed between our two commits
-            self._stale[i] = 0.8 * self._stale[i] + 0.2 * moved
-        elif engine.retries != retries:
-            self._stale[i] = 0.8 * self._stale[i] + 0.2
-        return got
 
     def _refuse_overflow(self, ops: list[tuple[str, str, Any]]) -> None:
         """A batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) is refused before

@@ -16,6 +16,13 @@ commit and survives power loss too, at the cost of one fsync per commit.
 
 URL options: ``synchronous``, ``timeout`` (seconds a write waits for another
 connection's write lock; 30 by default) and ``namespace``; any other is an error.
+
+Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between
+tries, while a commit of mdss holds the write lock for tens of microseconds
+(a head's compare-and-set), so a writer waiting in it slept through dozens of
+commits. The connections have no busy timeout; a write waits for the lock in
+full-jitter steps from 20 µs to 1 ms, and the rare SQLITE_BUSY of a read (a
+WAL being recovered or restarted by another process) is retried from 1 ms.
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
+
+import attrs
 
 from .._retry import Backoff
 from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
@@ -37,6 +46,7 @@ from .base import Record, Store, parse_number, store_options
 _CHUNK = 900
 #: Parsers of the URL's query options (``?timeout=5&synchronous=full``).
 _OPTIONS: dict[str, Callable[[str], Any]] = {"namespace": str, "synchronous": str.lower, "timeout": parse_number}
+T = TypeVar("T")
 
 
 def _value(key: str, value: object) -> bytes:
@@ -45,6 +55,11 @@ def _value(key: str, value: object) -> bytes:
     if not isinstance(value, bytes):
         raise CorruptDataError(f"the stored value is SQLite {type(value).__name__}, not a BLOB", key)
     return value
+
+
+#: How a read retries SQLITE_BUSY (rare in WAL mode), and how a write waits for the write lock.
+_READ_WAIT = Backoff(base=0.001, cap=0.05)
+_LOCK_WAIT = Backoff(base=2e-5, cap=0.001)
 
 
 def _busy(exc: sqlite3.Error) -> bool:
@@ -73,6 +88,7 @@ class SQLiteStore(Store):
         self.timeout = float(timeout)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
+        self._waits = (attrs.evolve(_READ_WAIT, budget=self.timeout), attrs.evolve(_LOCK_WAIT, budget=self.timeout))
         self._lock = threading.Lock()
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
@@ -105,6 +121,7 @@ class SQLiteStore(Store):
                 db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+                db.execute("PRAGMA busy_timeout = 0")  # every wait is ours (see the module's docstring)
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc) from exc
             self._local.db = db
@@ -113,11 +130,25 @@ class SQLiteStore(Store):
         return db
 
     def _has_table(self) -> bool:
-        try:
-            found = self._connection().execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'")
-            return found.fetchone() is not None
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kv'"
+        return self._read(lambda db: db.execute(query).fetchone() is not None)
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)``, retried on SQLITE_BUSY (rolled back first) within the timeout."""
+        db = self._connection()
+        busy: sqlite3.Error | None = None
+        for _ in self._waits[False].attempts():
+            try:
+                return fn(db)
+            except sqlite3.OperationalError as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if not _busy(exc):
+                    raise self._error(exc) from exc
+                busy = exc
+            except sqlite3.DatabaseError as exc:
+                raise self._error(exc) from exc
+        raise self._error(busy) from busy  # type: ignore[arg-type]
 
     def _error(self, exc: sqlite3.Error) -> Exception:
         text = str(exc)
@@ -132,36 +163,49 @@ class SQLiteStore(Store):
         return StoreUnavailableError(f"SQLite store {self.path}: {text}")
 
     class _Transaction:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; "database is locked" is retried.
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; "database is locked" is waited out.
 
         IMMEDIATE takes the write lock at BEGIN, so two writers never both
-        read and then deadlock on the upgrade (which SQLite reports as
-        SQLITE_BUSY without waiting for the busy timeout).
+        read and then deadlock on the upgrade.
         """
 
-        def __init__(self, store: SQLiteStore, write: bool) -> None:
-            self.store, self.write = store, write
+        def __init__(self, store: SQLiteStore) -> None:
+            self.store = store
 
         def __enter__(self) -> sqlite3.Connection:
             self.db = self.store._connection()
-            # The connection's busy timeout already waits for the lock; this loop covers the SQLITE_BUSY
-            # that SQLite returns without waiting (a WAL being recovered or restarted by another process).
-            for _ in Backoff(budget=self.store.timeout, base=0.001, cap=0.05).attempts():
+            try:
+                self._run("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self.store._error(exc) from exc
+            return self.db
+
+        def _run(self, statement: str) -> None:
+            """Run ``statement``, waiting out SQLITE_BUSY (another connection's lock) within the timeout."""
+            db, store = self.db, self.store
+            try:  # the common case, without the wait's bookkeeping
+                db.execute(statement)
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                busy = exc
+            for _ in store._waits[True].attempts():
                 try:
-                    self.db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
-                    return self.db
+                    db.execute(statement)
+                    return
                 except sqlite3.OperationalError as exc:
                     if not _busy(exc):
-                        raise self.store._error(exc) from exc
+                        raise
                     busy = exc
-                except sqlite3.DatabaseError as exc:
-                    raise self.store._error(exc) from exc
-            raise self.store._error(busy) from busy
+            raise busy
 
         def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
             try:
                 if exc is None:
-                    self.db.execute("COMMIT")
+                    # In WAL mode a commit never waits; in rollback-journal mode (a file system without WAL)
+                    # it waits for readers, and SQLITE_BUSY leaves the transaction open to try again.
+                    self._run("COMMIT")
                     return
             except sqlite3.Error as error:
                 exc = error
@@ -172,26 +216,34 @@ class SQLiteStore(Store):
             if isinstance(exc, sqlite3.Error):
                 raise self.store._error(exc) from exc
 
-    def _transaction(self, write: bool = True) -> SQLiteStore._Transaction:
-        return SQLiteStore._Transaction(self, write)
+    def _transaction(self) -> SQLiteStore._Transaction:
+        return SQLiteStore._Transaction(self)
 
     # -- primitives ---------------------------------------------------------
 
     def _get(self, key: str) -> Record | None:
-        try:
-            row = self._connection().execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        row = self._read(lambda db: db.execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone())
         return None if row is None else Record((_value(key, row[0]),), row[1])
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        found: dict[str, bytes] = {}
         unique = list(dict.fromkeys(keys))
-        with self._transaction(write=False) as db:  # one snapshot for every chunk
+
+        def select(db: sqlite3.Connection) -> dict[str, bytes]:
+            if len(unique) <= _CHUNK:  # one statement is one snapshot
+                return dict(
+                    db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(unique))})", unique)
+                )
+            found: dict[str, bytes] = {}
+            db.execute("BEGIN")  # one snapshot for every chunk
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start : start + _CHUNK]
-                marks = ",".join("?" * len(chunk))
-                found.update(db.execute(f"SELECT key, value FROM kv WHERE key IN ({marks})", chunk).fetchall())
+                found.update(
+                    db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+                )
+            db.execute("COMMIT")
+            return found
+
+        found = self._read(select)
         return [None if (value := found.get(key)) is None else _value(key, value) for key in keys]
 
     def _put(self, key: str, value: bytes, context: Any) -> None:
@@ -241,15 +293,13 @@ class SQLiteStore(Store):
     def _keys(self, prefix: str) -> Iterator[str]:
         # A range scan on the primary key: prefix <= key < prefix with its last character incremented.
         upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else None
-        try:
-            db = self._connection()
+
+        def select(db: sqlite3.Connection) -> list[Any]:
             if upper is None:
-                rows = db.execute("SELECT key FROM kv").fetchall()
-            else:
-                rows = db.execute("SELECT key FROM kv WHERE key >= ? AND key < ?", (prefix, upper)).fetchall()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-        return iter([row[0] for row in rows])
+                return db.execute("SELECT key FROM kv").fetchall()
+            return db.execute("SELECT key FROM kv WHERE key >= ? AND key < ?", (prefix, upper)).fetchall()
+
+        return iter([row[0] for row in self._read(select)])
 
     def _close(self) -> None:
         with self._lock:
