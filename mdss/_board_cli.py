@@ -119,7 +119,9 @@ def _board() -> tuple[_Board, Leaderboard]:
 
 
 _WINDOW = click.option("--window", default=None, help="A kind (current instance) or an instance, e.g. week:2026-W48.")
-_TIES = click.option("--ties", type=click.Choice(["ordinal", "competition"]), default="ordinal", show_default=True)
+_TIES = click.option(
+    "--ties", type=click.Choice(["ordinal", "competition", "dense"]), default="ordinal", show_default=True
+)
 
 
 @board.command()

@@ -246,6 +246,7 @@ def test_round_trips_with_warm_cache(store) -> None:
     cost = {}
     for name, call in {
         "rank": lambda: fresh.rank("p4567"),
+        "dense rank": lambda: fresh.rank("p4567", ties="dense"),
         "page": lambda: fresh.range(7_777, 100),
         "rank_of_score": lambda: fresh.rank_of_score(321),
     }.items():
@@ -254,7 +255,7 @@ def test_round_trips_with_warm_cache(store) -> None:
         before = store.stats.snapshot()
         call()
         cost[name] = store.stats.since(before)["calls"]
-    assert cost == {"rank": 3, "page": 2, "rank_of_score": 2}
+    assert cost == {"rank": 3, "dense rank": 3, "page": 2, "rank_of_score": 2}
 
 
 def test_cache_stays_within_budget(store) -> None:
