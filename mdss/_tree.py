@@ -57,10 +57,9 @@ class Leaf:
     __slots__ = ("keys", "members", "scores", "_groups")
     height = 0
 
-    def __init__(
-        self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any], groups: tuple[int, ...] | None = None
-    ) -> None:
-        self.keys, self.members, self.scores, self._groups = keys, members, scores, groups
+    def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
+        self.keys, self.members, self.scores = keys, members, scores
+        self._groups: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

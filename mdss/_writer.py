@@ -28,7 +28,7 @@ from typing import Any
 from ._codec import encode_leaf
 from ._keys import Keyspace
 from ._order import member_key
-from ._tree import Leaf, Manifest, Node, Summary, Tree, group_starts
+from ._tree import Leaf, Manifest, Node, Summary, Tree
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -106,15 +106,14 @@ class Writer:
         dense = self.dense
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id(self.epoch)
-            groups = group_starts(scores[a:b]) if dense else None
             if keys is None:
                 self.built[node_id] = encode_leaf(members[a:b], scores[a:b])
             else:
-                self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b], groups)
-            if groups is None:
-                out.append((node_id, b - a, members[a], scores[a], None, None))
+                self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
+            if dense:  # equal scores are adjacent, and a set counts 1 and 1.0 once: its size is the groups'
+                out.append((node_id, b - a, members[a], scores[a], len(set(scores[a:b])), scores[b - 1]))
             else:
-                out.append((node_id, b - a, members[a], scores[a], len(groups), scores[b - 1]))
+                out.append((node_id, b - a, members[a], scores[a], None, None))
         return out
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
