@@ -1,7 +1,8 @@
 """What dense ranks cost: reads against ordinal and competition ranks, writes and loads against the same code with
 the distinct counts turned off (format-2 manifests), the update log, and a set stored before format 3.
 
-    python benchmarks/dense.py [--store memory://] [--members 1000000] [--log 2000] [--json out.json]
+    python benchmarks/dense.py [--store memory://] [--members 1000000] [--log 2000] [--commits 100]
+        [--json out.json]
 
 All in one run, so that the figures are ratios to anchors measured beside them:
 
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--store", default="memory://")
     parser.add_argument("--members", type=int, default=1_000_000)
     parser.add_argument("--log", type=int, default=2_000, help="updates in the log for the 'log' figures")
+    parser.add_argument("--commits", type=int, default=100, help="commits of 100 updates, per mode")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     rng = random.Random(14)
@@ -89,37 +91,35 @@ def main() -> None:
     names = list(pairs)
     out: dict[str, Any] = {"members": args.members, "store": args.store, "distinct_scores": len(set(pairs.values()))}
 
-    # -- loads and commits, counts on and off ----------------------------------------------------------------
+    # -- loads and commits, counts on and off: commits alternate, the same batch to each ---------------------
     writes: dict[str, Any] = {}
+    boards, samples, written = {}, {"off": [], "on": []}, {"off": 0, "on": 0}
     for mode in ("off", "on"):
         with counts_off() if mode == "off" else nullcontext():
             start = time.process_time()
-            board = mdss.SortedSet.load(store, f"dense-{mode}", pairs, replace=True, log_limit=0, gc_grace=0)
+            boards[mode] = mdss.SortedSet.load(store, f"dense-{mode}", pairs, replace=True, log_limit=0, gc_grace=0)
             load_s = time.process_time() - start
-            tree = board._snapshot().score_tree
-            keys = [board._keys.node(path[-1]) for height, path, _ in tree.walk() if height]
-            manifest_bytes = sum(len(store.get(key).value) for key in keys)
-            samples, written, same = [], 0, random.Random(7)  # the same batches in both modes
-            for _ in range(30):
-                batch = {same.choice(names): same.randrange(10_000) for _ in range(100)}
+        tree = boards[mode]._snapshot().score_tree
+        keys = [boards[mode]._keys.node(path[-1]) for height, path, _ in tree.walk() if height]
+        writes[mode] = {
+            "load_cpu_s": round(load_s, 2),
+            "score_tree_manifest_bytes": sum(len(store.get(k).value) for k in keys),
+        }
+    for _ in range(args.commits):
+        batch = {rng.choice(names): rng.randrange(10_000) for _ in range(100)}
+        for mode in ("off", "on"):
+            with counts_off() if mode == "off" else nullcontext():
                 before = store.stats.snapshot()
                 start_ns = time.thread_time_ns()
-                board.add_many(batch)
-                samples.append(time.thread_time_ns() - start_ns)
-                written += store.stats.since(before)["bytes_written"]
-            samples.sort()
-            writes[mode] = {
-                "load_cpu_s": round(load_s, 2),
-                "commit_of_100_cpu_us_p50": samples[len(samples) // 2] // 1000,
-                "bytes_written_per_commit": written // 30,
-                "score_tree_manifest_bytes": manifest_bytes,
-            }
-            board.drop()
-    writes["ratio_load"] = round(writes["on"]["load_cpu_s"] / writes["off"]["load_cpu_s"], 2)
-    writes["ratio_commit_cpu"] = round(
-        writes["on"]["commit_of_100_cpu_us_p50"] / writes["off"]["commit_of_100_cpu_us_p50"], 2
-    )
-    for what in ("bytes_written_per_commit", "score_tree_manifest_bytes"):
+                boards[mode].add_many(batch)
+                samples[mode].append(time.thread_time_ns() - start_ns)
+                written[mode] += store.stats.since(before)["bytes_written"]
+    for mode in ("off", "on"):
+        ordered = sorted(samples[mode])
+        writes[mode]["commit_of_100_cpu_us_p50"] = ordered[len(ordered) // 2] // 1000
+        writes[mode]["bytes_written_per_commit"] = written[mode] // args.commits
+        boards[mode].drop()
+    for what in ("load_cpu_s", "commit_of_100_cpu_us_p50", "bytes_written_per_commit", "score_tree_manifest_bytes"):
         writes[f"ratio_{what}"] = round(writes["on"][what] / writes["off"][what], 3)
     out["writes"] = writes
 
