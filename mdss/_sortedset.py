@@ -363,8 +363,9 @@ class SortedSet:
         O(log n + limit); with manifests cached, two round trips (head and the
         entry sets the page spans, fetched together). Each entry's ``rank``
         follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
-        entries better than the first one's score (one more descent, its
-        entry set usually the page's own), and later ranks follow from it.
+        entries better than the first one's score, ``"dense"`` their distinct
+        scores (one more descent, its entry set usually the page's own), and
+        later ranks follow from it.
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
