@@ -54,6 +54,7 @@ ties_and_scores(Pid) ->
                                             {<<"big">>, Max}]]),
     ?assertEqual({ok, 4}, mdss:rank(Pid, S, <<"c">>)),
     ?assertEqual({ok, 3}, mdss:call(Pid, rank, [S, <<"c">>, competition])),
+    ?assertEqual({ok, 4}, mdss:call(Pid, rank, [S, <<"ü✓"/utf8>>, dense])),
     ?assertEqual({ok, Max}, mdss:score(Pid, S, <<"big">>)),
     ?assertEqual({ok, 2.5}, mdss:score(Pid, S, <<"ü✓"/utf8>>)),
     ?assertEqual({ok, 1}, mdss:call(Pid, rank_of_score, [S, Max])),
