@@ -80,7 +80,7 @@ def dense_reads_match(board: mdss.SortedSet, model: dict[str, Any], order: str, 
 
 @settings(max_examples=120, deadline=None)
 @given(
-    st.dictionaries(st.sampled_from(MEMBERS), SCORES),
+    st.dictionaries(st.sampled_from(MEMBERS), SCORES) | st.dictionaries(st.sampled_from(MEMBERS), SCORES, min_size=30),
     st.lists(WRITES, max_size=5),
     st.sampled_from(["desc", "asc"]),
     st.integers(2, 5),
