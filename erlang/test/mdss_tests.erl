@@ -127,7 +127,7 @@ errors_name_the_mdss_exception(Pid) ->
     ?assertMatch({error, {'InvalidScoreError', _}}, mdss:incr(Pid, S, <<"a">>, 1)),
     ?assertMatch({error, {'InvalidArgumentError', <<"unknown operation", _/binary>>}}, mdss:call(Pid, nope, [S])),
     ?assertMatch({error, {'InvalidArgumentError', <<"rank takes", _/binary>>}}, mdss:call(Pid, rank, [S])),
-    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:call(Pid, rank, [S, <<"a">>, dense])),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:call(Pid, rank, [S, <<"a">>, '1223'])),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:call(Pid, rank, not_a_list)),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:range(Pid, S, -1, 10)),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:range(Pid, S, 0, 1.5)),
