@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import threading
 from typing import Any
 
 import msgpack
@@ -256,3 +257,41 @@ def test_malformed_distinct_counts_are_refused(damage: Any) -> None:
     store.put(key, seal(msgpack.packb(fields)))
     with pytest.raises(mdss.CorruptDataError, match="malformed"):
         mdss.SortedSet(store, "b").rank("p00", ties="dense")
+
+
+def test_dense_counts_stay_one_snapshot_while_other_threads_append() -> None:
+    """Readers take snapshots and count tie groups over them while a writer thread appends to the log and
+    extends the same overlay: each count is that of its own snapshot (its listing, counted naively)."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "b", {m: i % 7 for i, m in enumerate(MEMBERS)}, chunk_size=3, log_limit=10**4)
+    stop, failures = threading.Event(), []
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            board.incr(MEMBERS[i * 7 % len(MEMBERS)], 1 if i % 3 else -2)
+            i += 1
+
+    def read() -> None:
+        try:
+            for _ in range(100):
+                ranking = board._snapshot().ranking
+                _, scores = ranking.slice(0, ranking.count)
+                distinct = sorted(set(scores), reverse=True)
+                probes = [board._order.first_key(s) for s in distinct]
+                assert _log.dense_below(ranking, probes) == list(range(len(distinct)))
+        except AssertionError as exc:
+            failures.append(exc)
+
+    writer = threading.Thread(target=write)
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    writer.start()
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    stop.set()
+    writer.join()
+    assert not failures, failures[0]
+    assert board.info()["log_entries"] > 100
+    board._check()
