@@ -10,6 +10,14 @@ same engine. Latencies are per call, reported as
 p50/p99 (never the mean), after a warm-up pass over the same samples, so
 "warm" means every node those calls need is cached.
 
+A leaderboard row too (:func:`bench_board`): posts of 3 columns (one
+composite) plus accumulators to 3 windows, and ``rows`` of 100 friends, on
+``mdss.Leaderboard`` and on the same posts and reads as plain code: a dict of
+rows and a ``SortedList`` per column and window in process (every store), an
+upserted SQL table with ``COUNT(*)`` ranks (``sqlite://``), or pipelined Redis
+commands (a ``ZADD`` per column and window and the row's hash per post,
+``ZREVRANK`` + ``HGETALL`` per friend).
+
 It lives outside the package (a wheel does not ship it): ``mdss bench``
 loads it from the source checkout mdss runs from (see the README, "Benchmarks").
 """
@@ -413,6 +421,285 @@ def bench_dynamodb_count(store: Any, w: Workload) -> dict[str, Any]:
     return out
 
 
+# -- the leaderboard row -----------------------------------------------------------------------------------------------
+
+BOARD_COLUMNS = {"xp": "desc", "accuracy": "desc", "race": [("laps", "desc"), ("time_ms", "asc")]}
+BOARD_ACCUMULATE = ("shots", "kills")
+BOARD_WINDOWS = ("all", "week", "day")
+FRIENDS = 100
+
+
+class BoardWorkload:
+    """The owners, posts and friend lists every leaderboard system runs, identically.
+
+    Each owner posts once (the load), then ``posts`` random owners post again:
+    new xp, accuracy, laps and time (kept at its best, the least), shots and
+    kills added up. ``samples`` lists of 100 random friends are read by ``rows``.
+    """
+
+    def __init__(self, owners: int, posts: int, samples: int, seed: int) -> None:
+        rng = random.Random(seed + 2)
+
+        def values() -> dict[str, Any]:
+            return {
+                "xp": rng.randint(0, 10_000),
+                "accuracy": round(rng.random(), 3),
+                "laps": rng.randint(1, 5),
+                "time_ms": rng.randint(50_000, 90_000),
+                "shots": rng.randint(1, 50),
+                "kills": rng.randint(0, 5),
+            }
+
+        self.owners = [f"owner-{i:07d}" for i in range(owners)]
+        self.first = [(owner, values()) for owner in self.owners]
+        self.posts = [(rng.choice(self.owners), values()) for _ in range(posts)]
+        self.friends = [rng.sample(self.owners, min(FRIENDS, owners)) for _ in range(samples)]
+
+
+def new_board(store: mdss.Store, name: str, cache_bytes: int) -> mdss.Leaderboard:
+    """The benchmark's board: 3 columns (one composite), 2 accumulators, a best-of time, 3 windows."""
+    return mdss.Leaderboard(
+        store,
+        name,
+        columns=BOARD_COLUMNS,
+        accumulate=BOARD_ACCUMULATE,
+        keep_best={"time_ms": "min"},
+        windows=BOARD_WINDOWS,
+        cache_bytes=cache_bytes,
+    )
+
+
+def bench_board_mdss(store: mdss.Store, bw: BoardWorkload, cache_bytes: int) -> dict[str, Any]:
+    """``mdss.Leaderboard``: the load, posts/s with round trips and bytes per post (merges included), and
+    ``rows`` of 100 friends by xp (p50/p99 after a warm-up, and round trips per call)."""
+    board = new_board(store, f"bench-board-{os.getpid()}-{time.monotonic_ns()}", cache_bytes)
+    start = time.perf_counter()
+    for owner, values in bw.first:
+        board.post(owner, values)
+    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
+    sets = [board._set(instance) for instance in board.windows()]
+    merges = sum(s.merges for s in sets)
+    before, start = store.stats.snapshot(), time.perf_counter()
+    for n, (owner, values) in enumerate(bw.posts):
+        board.post(owner, values, post_id=f"p{n}")
+    seconds, spent = time.perf_counter() - start, store.stats.since(before)
+    out["posts_per_s"] = _rate(len(bw.posts), seconds)
+    out["round_trips_per_post"] = spent["calls"] / len(bw.posts)
+    out["bytes_written_per_post"] = spent["bytes_written"] / len(bw.posts)
+    out["merges"] = sum(s.merges for s in sets) - merges
+    out.update(_named("rows", timed(lambda friends: board.rows(friends, "xp"), bw.friends)))
+    before = store.stats.snapshot()
+    for friends in bw.friends:
+        board.rows(friends, "xp")
+    out["round_trips_per_rows"] = store.stats.since(before)["calls"] / len(bw.friends)
+    problems = [p for instance in board.windows() for p in board.check(instance)]
+    if problems:
+        raise mdss.CorruptDataError(f"benchmark board failed check(): {problems[:3]}")
+    board.drop()
+    return out
+
+
+def _board_key(column: str, values: dict[str, Any]) -> tuple[Any, ...]:
+    spec = BOARD_COLUMNS[column]
+    parts = [(column, spec)] if isinstance(spec, str) else spec
+    return tuple(-values[f] if how == "desc" else values[f] for f, how in parts)
+
+
+def _merged(row: dict[str, Any] | None, values: dict[str, Any]) -> dict[str, Any]:
+    """The board's merge rule: accumulators add up, time_ms keeps the least, the rest take the post."""
+    if row is None:
+        return dict(values)
+    merged = {**row, **values}
+    for field in BOARD_ACCUMULATE:
+        merged[field] = row[field] + values[field]
+    merged["time_ms"] = min(row["time_ms"], values["time_ms"])
+    return merged
+
+
+def bench_board_sortedlist(bw: BoardWorkload) -> dict[str, Any]:
+    """The same posts and reads in process: per window a dict of rows and a ``SortedList`` of (key, owner)
+    per column, moved on every post (no windows cut by time, no post ids: one window set each)."""
+    windows = {w: ({}, {c: SortedList() for c in BOARD_COLUMNS}) for w in BOARD_WINDOWS}
+
+    def post(owner: str, values: dict[str, Any]) -> None:
+        for rows, columns in windows.values():
+            old = rows.get(owner)
+            new = rows[owner] = _merged(old, values)
+            for column, ranked in columns.items():
+                key = _board_key(column, new)
+                if old is not None:
+                    was = _board_key(column, old)
+                    if was == key:
+                        continue
+                    ranked.remove((was, owner))
+                ranked.add((key, owner))
+
+    start = time.perf_counter()
+    for owner, values in bw.first:
+        post(owner, values)
+    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
+    start = time.perf_counter()
+    for owner, values in bw.posts:
+        post(owner, values)
+    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    out["round_trips_per_post"] = out["round_trips_per_rows"] = 0
+    rows, columns = windows["all"]
+
+    def friends_rows(friends: list[str]) -> list[tuple[int, str, dict[str, Any]]]:
+        ranked = columns["xp"]
+        found = [(ranked.bisect_left((_board_key("xp", rows[f]), f)) + 1, f, rows[f]) for f in friends if f in rows]
+        return sorted(found, key=lambda t: t[0])
+
+    out.update(_named("rows", timed(friends_rows, bw.friends)))
+    return out
+
+
+def bench_board_sql(path: str, bw: BoardWorkload) -> dict[str, Any]:
+    """The same posts as one upsert per window in one transaction, on an indexed table; ``rows`` of friends as
+    one ``SELECT ... IN`` plus the naive ``COUNT(*)`` rank of each. WAL and ``synchronous=NORMAL``, as mdss'
+    SQLite store by default."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("DROP TABLE IF EXISTS board_anchor")
+    db.execute(
+        "CREATE TABLE board_anchor (win TEXT, owner TEXT, xp INTEGER, accuracy REAL, laps INTEGER, "
+        "time_ms INTEGER, shots INTEGER, kills INTEGER, PRIMARY KEY (win, owner))"
+    )
+    db.execute("CREATE INDEX board_anchor_xp ON board_anchor (win, xp, owner)")
+    db.execute("CREATE INDEX board_anchor_accuracy ON board_anchor (win, accuracy, owner)")
+    db.execute("CREATE INDEX board_anchor_race ON board_anchor (win, laps, time_ms, owner)")
+    upsert = (
+        "INSERT INTO board_anchor VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (win, owner) DO UPDATE SET "
+        "xp = excluded.xp, accuracy = excluded.accuracy, laps = excluded.laps, "
+        "time_ms = min(time_ms, excluded.time_ms), shots = shots + excluded.shots, kills = kills + excluded.kills"
+    )
+
+    def post(owner: str, v: dict[str, Any]) -> None:
+        db.execute("BEGIN")
+        db.executemany(
+            upsert,
+            [
+                (w, owner, v["xp"], v["accuracy"], v["laps"], v["time_ms"], v["shots"], v["kills"])
+                for w in BOARD_WINDOWS
+            ],
+        )
+        db.execute("COMMIT")
+
+    start = time.perf_counter()
+    for owner, values in bw.first:
+        post(owner, values)
+    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
+    start = time.perf_counter()
+    for owner, values in bw.posts:
+        post(owner, values)
+    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    out["round_trips_per_post"] = 3  # BEGIN, the upserts, COMMIT
+
+    def friends_rows(friends: list[str]) -> list[tuple[int, str]]:
+        marks = ",".join("?" * len(friends))
+        found = db.execute(f"SELECT owner, xp FROM board_anchor WHERE win = 'all' AND owner IN ({marks})", friends)
+        count = "SELECT COUNT(*) FROM board_anchor WHERE win = 'all' AND (xp > ? OR xp = ? AND owner < ?)"
+        ranked = [(1 + db.execute(count, (xp, xp, owner)).fetchone()[0], owner) for owner, xp in found.fetchall()]
+        return sorted(ranked)
+
+    out.update(_named("rows", timed(friends_rows, bw.friends)))
+    out["round_trips_per_rows"] = 1 + FRIENDS
+    db.execute("DROP TABLE board_anchor")
+    db.close()
+    return out
+
+
+def bench_board_redis(store: Any, bw: BoardWorkload) -> dict[str, Any]:
+    """The same posts as pipelined plain commands, one round trip per post: per window a ``ZADD`` per column
+    (the race as one score, laps then time) and the row's hash (``HSET``, ``HINCRBY`` for the accumulators);
+    ``rows`` of friends as pipelined ``ZREVRANK`` + ``HGETALL``. No post ids, no best-of time in the race
+    score, no atomicity across the commands: less than the board does."""
+    client, prefix = store.client, f"{store.namespace}:anchor-board-{os.getpid()}"
+
+    def post(owner: str, v: dict[str, Any]) -> None:
+        pipe = client.pipeline(transaction=False)
+        for w in BOARD_WINDOWS:
+            pipe.zadd(f"{prefix}:{w}:xp", {owner: v["xp"]})
+            pipe.zadd(f"{prefix}:{w}:accuracy", {owner: v["accuracy"]})
+            pipe.zadd(f"{prefix}:{w}:race", {owner: v["laps"] * 1_000_000 - v["time_ms"]})
+            row = f"{prefix}:{w}:row:{owner}"
+            pipe.hset(row, mapping={f: v[f] for f in ("xp", "accuracy", "laps", "time_ms")})
+            for field in BOARD_ACCUMULATE:
+                pipe.hincrby(row, field, v[field])
+        pipe.execute()
+
+    start = time.perf_counter()
+    for owner, values in bw.first:
+        post(owner, values)
+    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
+    start = time.perf_counter()
+    for owner, values in bw.posts:
+        post(owner, values)
+    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    out["round_trips_per_post"] = out["round_trips_per_rows"] = 1
+
+    def friends_rows(friends: list[str]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for f in friends:
+            pipe.zrevrank(f"{prefix}:all:xp", f)
+            pipe.hgetall(f"{prefix}:all:row:{f}")
+        found = pipe.execute()
+        return sorted(zip(found[::2], friends, found[1::2]), key=lambda t: t[0])
+
+    out.update(_named("rows", timed(friends_rows, bw.friends)))
+    keys = [f"{prefix}:{w}:{c}" for w in BOARD_WINDOWS for c in BOARD_COLUMNS]
+    keys += [f"{prefix}:{w}:row:{o}" for w in BOARD_WINDOWS for o in bw.owners]
+    for first in range(0, len(keys), 10_000):
+        client.delete(*keys[first : first + 10_000])
+    return out
+
+
+def bench_board(
+    store: mdss.Store, url: str, owners: int, posts: int, samples: int, cache_bytes: int, seed: int
+) -> dict[str, Any]:
+    """The leaderboard row: mdss and every anchor that fits the store, on one :class:`BoardWorkload`."""
+    bw = BoardWorkload(owners, posts, samples, seed)
+    result: dict[str, Any] = {"owners": owners, "posts": posts, "friends": FRIENDS, "samples": samples}
+    result["mdss"] = bench_board_mdss(store, bw, cache_bytes)
+    result["sortedcontainers"] = bench_board_sortedlist(bw)
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        result["sql"] = bench_board_sql(store.path, bw)
+    if single_redis(url):
+        result["redis_commands"] = bench_board_redis(store, bw)
+    return result
+
+
+BOARD_FIGURES = [
+    ("posts_per_s", "posts/s", "{:,.0f}"),
+    ("round_trips_per_post", "trips/post", "{:.2f}"),
+    ("rows_p50_us", "rows p50", "{:,.1f}"),
+    ("rows_p99_us", "rows p99", "{:,.1f}"),
+    ("round_trips_per_rows", "trips/rows", "{:.2f}"),
+    ("first_posts_per_s", "first posts/s", "{:,.0f}"),
+]
+
+
+def board_report(board: dict[str, Any]) -> Iterator[str]:
+    """The lines of :func:`bench_board`'s table, then mdss' ratio to each anchor."""
+    systems = [s for s in board if isinstance(board[s], dict)]
+    yield (
+        f"leaderboard: {board['owners']:,} owners, {board['posts']:,} posts of 3 columns to 3 windows, "
+        f"rows of {board['friends']} friends (times in microseconds)"
+    )
+    yield f"{'':<16}" + "".join(f"{s:>18}" for s in systems)
+    for key, label, fmt in BOARD_FIGURES:
+        cells = ["-" if board[s].get(key) is None else fmt.format(board[s][key]) for s in systems]
+        yield f"{label:<16}" + "".join(f"{c:>18}" for c in cells)
+    mine = board["mdss"]
+    for s in systems[1:]:
+        yield (
+            f"mdss / {s}: posts/s {mine['posts_per_s'] / board[s]['posts_per_s']:.2f}x, "
+            f"rows p50 {mine['rows_p50_us'] / board[s]['rows_p50_us']:.2f}x"
+        )
+
+
 COLUMNS = [
     ("load_per_s", "load/s", "{:,.0f}"),
     ("update_per_s", "update/s", "{:,.0f}"),
@@ -445,8 +732,9 @@ COLUMNS = [
 
 
 def report(result: dict[str, Any]) -> Iterator[str]:
-    """The lines of a :func:`run`'s table: one column per system, then mdss' ratio to each anchor."""
-    systems = [s for s in result if isinstance(result[s], dict)]
+    """The lines of a :func:`run`'s table: one column per system, then mdss' ratio to each anchor; then the
+    leaderboard's."""
+    systems = [s for s in result if isinstance(result[s], dict) and s != "leaderboard"]
     shards = f", {result['shards']} shards" if result.get("shards", 1) > 1 else ""
     yield f"{result['members']:,} members on {result['store']}{shards} (times in microseconds)"
     yield f"{'':<16}" + "".join(f"{s:>18}" for s in systems)
@@ -469,6 +757,9 @@ def report(result: dict[str, Any]) -> Iterator[str]:
     writer = _regime_ratios(mine, "with_writer")
     if writer:
         yield f"mdss, one concurrent writer ({mine['writer_update_per_s']:,.0f} upd/s, merging) / no writer: {writer}"
+    if "leaderboard" in result:
+        yield ""
+        yield from board_report(result["leaderboard"])
 
 
 def _regime_ratios(mine: dict[str, Any], regime: str) -> str:
@@ -496,9 +787,13 @@ def run(
     cache_bytes: int = 4 << 30,
     seed: int = 1,
     shards: int = 1,
+    board_owners: int = 5000,
+    board_posts: int = 2000,
+    board_samples: int = 200,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Measure mdss on the store ``url`` names, and every anchor that fits that store, on one workload.
+    """Measure mdss on the store ``url`` names, and every anchor that fits that store, on one workload; then
+    the leaderboard row (``board_owners=0`` leaves it out).
 
     The anchors are chosen by the URL's scheme: the SQL count on ``sqlite://``,
     the native sorted set on a single Redis server, the Query count on
@@ -522,4 +817,7 @@ def run(
         if scheme == "dynamodb":
             progress("DynamoDB Query count ...")
             result["dynamodb_count"] = bench_dynamodb_count(store, w)
+        if board_owners:
+            progress("leaderboard: mdss.Leaderboard and its anchors ...")
+            result["leaderboard"] = bench_board(store, url, board_owners, board_posts, board_samples, cache_bytes, seed)
     return result

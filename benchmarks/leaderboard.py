@@ -1,12 +1,12 @@
-"""Leaderboard figures: posts/s of 3-column posts to 3 windows, and ``rows`` of 100 friends (p50, p90, p99).
+"""The leaderboard row of ``mdss bench`` alone: posts/s of 3-column posts to 3 windows and ``rows`` of 100
+friends, for mdss.Leaderboard and the anchors that fit the store (see ``harness.bench_board``).
 
     python benchmarks/leaderboard.py --store memory:// --owners 5000 --posts 2000
     python benchmarks/leaderboard.py --store sqlite:///lb.db
-    python benchmarks/leaderboard.py --store redis://127.0.0.1:6379/0
+    python benchmarks/leaderboard.py --store redis://127.0.0.1:6379/0 --json lb.json
 
-Posts come from one thread (each is one update-log append per window); a
-warm-up pass fills the caches before the timed ``rows`` calls. Not part of
-``mdss bench`` yet (see docs/leaderboard.md).
+``mdss bench`` measures the same, after the sorted-set figures, in the same run. ``--calls`` also counts
+mdss' posts' store calls by kind (a wrapper around the store: a little slower).
 """
 
 from __future__ import annotations
@@ -14,66 +14,71 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
-import time
+from collections import Counter
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import mdss  # noqa: E402
-from harness import percentiles  # noqa: E402
+from harness import BoardWorkload, bench_board, board_report, new_board  # noqa: E402
+from mdss.stores.base import Store  # noqa: E402
 
 
-def run(url: str, owners: int, posts: int, seed: int) -> dict[str, float]:
-    rng = random.Random(seed)
-    with mdss.open_store(url) as store:
-        name = f"bench-board-{os.getpid()}-{time.monotonic_ns()}"
-        board = mdss.Leaderboard(
-            store,
-            name,
-            columns={"xp": "desc", "accuracy": "desc", "race": [("laps", "desc"), ("time_ms", "asc")]},
-            accumulate=["shots", "kills"],
-            keep_best={"time_ms": "min"},
-            windows=["all", "week", "day"],
-        )
+class CountingStore(Store):
+    """Delegates to ``inner`` and counts its calls by primitive (``get``, ``get_many``, ``put_many``, ``cas``...)."""
 
-        def values() -> dict[str, float]:
-            return {
-                "xp": rng.randint(0, 10_000),
-                "accuracy": round(rng.random(), 3),
-                "laps": rng.randint(1, 5),
-                "time_ms": rng.randint(50_000, 90_000),
-                "shots": rng.randint(1, 50),
-                "kills": rng.randint(0, 5),
-            }
+    def __init__(self, inner: Store) -> None:
+        super().__init__(namespace=inner.namespace)
+        self.inner, self.calls = inner, Counter[str]()
+        self.keeps_siblings = inner.keeps_siblings
 
-        names = [f"owner-{i:07d}" for i in range(owners)]
-        start = time.perf_counter()
-        for owner in names:
-            board.post(owner, values())
-        loaded = time.perf_counter() - start
-        before = store.stats.snapshot()
-        start = time.perf_counter()
-        for i in range(posts):
-            board.post(rng.choice(names), values(), post_id=f"p{i}")
-        elapsed = time.perf_counter() - start
-        trips = store.stats.since(before)["calls"] / posts
-        friends = [rng.sample(names, 100) for _ in range(200)]
-        for group in friends:  # warm-up
-            board.rows(group, "xp")
-        samples = []
-        for group in friends:
-            t = time.perf_counter_ns()
-            board.rows(group, "xp")
-            samples.append(time.perf_counter_ns() - t)
-        figures = {"owners": owners, "first_posts_per_s": owners / loaded, "posts_per_s": posts / elapsed}
-        figures["round_trips_per_post"] = trips
-        figures.update({f"rows100_{k}": v for k, v in percentiles(samples).items()})
-        problems = [p for w in board.windows() for p in board.check(w)]
-        if problems:
-            raise SystemExit(f"check() failed: {problems[:3]}")
+    def _call(self, name: str, *args: Any) -> Any:
+        self.calls[name] += 1
+        return getattr(self.inner, f"_{name}")(*args)
+
+    def _get(self, key):  # type: ignore[no-untyped-def]
+        return self._call("get", key)
+
+    def _get_many(self, keys):  # type: ignore[no-untyped-def]
+        return self._call("get_many", keys)
+
+    def _put(self, key, value, context):  # type: ignore[no-untyped-def]
+        return self._call("put", key, value, context)
+
+    def _put_many(self, items):  # type: ignore[no-untyped-def]
+        return self._call("put_many", items)
+
+    def _cas(self, key, value, version):  # type: ignore[no-untyped-def]
+        return self._call("cas", key, value, version)
+
+    def _delete(self, key):  # type: ignore[no-untyped-def]
+        return self._call("delete", key)
+
+    def _delete_if(self, key, version):  # type: ignore[no-untyped-def]
+        return self._call("delete_if", key, version)
+
+    def _delete_many(self, keys):  # type: ignore[no-untyped-def]
+        return self._call("delete_many", keys)
+
+    def _keys(self, prefix):  # type: ignore[no-untyped-def]
+        return self._call("keys", prefix)
+
+
+def calls_per_post(url: str, owners: int, posts: int, seed: int) -> dict[str, float]:
+    """mdss' posts of the same workload again, on a fresh board: their store calls per post, by primitive."""
+    bw = BoardWorkload(owners, posts, 1, seed)
+    with mdss.open_store(url) as inner:
+        store = CountingStore(inner)
+        board = new_board(store, f"bench-calls-{os.getpid()}", 4 << 30)
+        for owner, values in bw.first:
+            board.post(owner, values)
+        store.calls.clear()
+        for n, (owner, values) in enumerate(bw.posts):
+            board.post(owner, values, post_id=f"p{n}")
+        counted = {name: n / posts for name, n in sorted(store.calls.items())}
         board.drop()
-        return figures
+    return counted
 
 
 def main() -> None:
@@ -81,9 +86,24 @@ def main() -> None:
     parser.add_argument("--store", default="memory://")
     parser.add_argument("--owners", type=int, default=5000)
     parser.add_argument("--posts", type=int, default=2000)
+    parser.add_argument("--samples", type=int, default=200, help="rows calls timed")
+    parser.add_argument("--cache-mb", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--calls", action="store_true", help="also count a post's store calls by kind")
     args = parser.parse_args()
-    print(json.dumps(run(args.store, args.owners, args.posts, args.seed), indent=1))
+    with mdss.open_store(args.store) as store:
+        result = bench_board(store, args.store, args.owners, args.posts, args.samples, args.cache_mb << 20, args.seed)
+    if args.calls:
+        result["mdss"]["calls_per_post"] = calls_per_post(args.store, args.owners, args.posts, args.seed)
+    for line in board_report(result):
+        print(line)
+    if args.calls:
+        counted = result["mdss"]["calls_per_post"]
+        print("mdss' store calls per post:", ", ".join(f"{name} {n:.3f}" for name, n in counted.items()))
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ ROWS = [
 
 def table(name: str) -> str:
     result = json.loads((RESULTS / f"{name}.json").read_text())
-    systems = [s for s, v in result.items() if isinstance(v, dict)]
+    systems = [s for s, v in result.items() if isinstance(v, dict) and s != "leaderboard"]
     lines = [
         f"N = {result['members']:,}, store `{result['store']}`, chunk size {result['chunk_size']}, "
         f"update batches of {result['mdss']['update_batch']:,}.",
@@ -39,6 +39,37 @@ def table(name: str) -> str:
     for key, label, fmt in ROWS:
         cells = [fmt.format(result[s][key]) if result[s].get(key) is not None else "–" for s in systems]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+BOARD_ROWS = [
+    ("posts_per_s", "posts/s (3 columns, 3 windows)", "{:,.0f}"),
+    ("round_trips_per_post", "round trips per post", "{:.2f}"),
+    ("rows_p50_us", "rows of 100 friends p50 µs", "{:,.1f}"),
+    ("rows_p99_us", "rows of 100 friends p99 µs", "{:,.1f}"),
+    ("round_trips_per_rows", "round trips per rows", "{:.2f}"),
+]
+
+
+def leaderboard(names: tuple[str, ...] = ("memory", "sqlite", "redis")) -> str:
+    """The leaderboard row of each store's run: mdss and that store's anchors."""
+    lines = []
+    for name in names:
+        board = json.loads((RESULTS / f"{name}.json").read_text()).get("leaderboard")
+        if board is None:
+            lines.append(f"{name}: no leaderboard row in this run\n")
+            continue
+        systems = [s for s, v in board.items() if isinstance(v, dict)]
+        lines += [
+            f"{name}: {board['owners']:,} owners, {board['posts']:,} posts, rows of {board['friends']} friends.",
+            "",
+            "| | " + " | ".join(systems) + " |",
+            "|---|" + "---:|" * len(systems),
+        ]
+        for key, label, fmt in BOARD_ROWS:
+            cells = [fmt.format(board[s][key]) if board[s].get(key) is not None else "–" for s in systems]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -81,4 +112,5 @@ def writers() -> str:
 if __name__ == "__main__":
     for name in ("memory", "sqlite", "redis"):
         print(f"### {name}\n\n{table(name)}\n")
+    print(f"### leaderboard\n\n{leaderboard()}\n")
     print(f"### growth\n\n{growth()}\n\n### writers\n\n{writers()}\n\n### update batch\n\n{update_batch()}")

@@ -218,3 +218,19 @@ def windows(kind: str | None) -> None:
     """The window instances that hold posts (of KIND)."""
     found, lb = _board()
     _echo(found, lb.windows(kind))
+
+
+@board.command()
+@click.option("--window", default=None, help="One window instance (default: every window and the registry).")
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Wait the grace period before deleting, so that readers of older snapshots finish.",
+)
+@click.option("--sweep", is_flag=True, help="Also list the windows' keys: rows and nodes that crashed posts left.")
+def gc(window: str | None, wait: bool, sweep: bool) -> None:
+    """Delete what no head can name again (safe beside any writer)."""
+    found, lb = _board()
+    deleted = lb.gc(window, wait=wait, sweep=sweep)
+    _echo(found, deleted if found.as_json else f"deleted {deleted:,} unreferenced keys")

@@ -52,13 +52,15 @@ def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
 
 
 class Leaf:
-    """An entry set: parallel tuples, ``keys`` derived from members and scores."""
+    """An entry set: parallel tuples, ``keys`` derived from members and scores; ``merged``: its entries with
+    the update log applied, as a read last merged them (``mdss._log.View.keep``)."""
 
-    __slots__ = ("keys", "members", "scores", "_groups")
+    __slots__ = ("keys", "members", "scores", "merged", "_groups")
     height = 0
 
     def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
         self.keys, self.members, self.scores = keys, members, scores
+        self.merged: Any = None
         self._groups: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
@@ -235,6 +237,16 @@ class Source:
                     raise _misplaced(key, node, height)
                 found[node_id] = node
         return found
+
+    def peek(self, node_id: str) -> Leaf | None:
+        """The entry set ``node_id`` if pinned or cached (pinned from now on), else ``None``: never a read."""
+        node = self.pins.get(node_id)
+        if node is None:
+            node = self.cache.get(node_id)
+            if node is None:
+                return None
+            self.pins[node_id] = node
+        return node if isinstance(node, Leaf) else None
 
     def load_one(self, node_id: str, keyfn: KeyFn, height: int) -> Any:
         """One node: the hot path of a single-key read, with no batch bookkeeping."""

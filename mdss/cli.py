@@ -547,6 +547,20 @@ def _harness() -> ModuleType:
 )
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--shards", type=click.IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
+@click.option(
+    "--board-owners",
+    type=click.IntRange(min=0),
+    default=5000,
+    show_default=True,
+    help="Owners of the leaderboard row (each posts once first); 0 leaves the row out.",
+)
+@click.option(
+    "--board-posts",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="Leaderboard posts timed (3 columns to 3 windows).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
 def bench(
     store_url: str,
@@ -558,9 +572,12 @@ def bench(
     cache_mb: int,
     seed: int,
     shards: int,
+    board_owners: int,
+    board_posts: int,
     json_path: str | None,
 ) -> None:
-    """Measure mdss against the anchors that fit the store, in the same run (from a source checkout)."""
+    """Measure mdss against the anchors that fit the store, in the same run (from a source checkout); then
+    mdss.Leaderboard against the same posts and reads in plain code."""
     harness = _harness()
     result = harness.run(
         store_url,
@@ -572,6 +589,9 @@ def bench(
         cache_bytes=cache_mb << 20,
         seed=seed,
         shards=shards,
+        board_owners=board_owners,
+        board_posts=board_posts,
+        board_samples=min(samples, 200),
         progress=lambda text: click.echo(text, err=True),
     )
     for line in harness.report(result):

@@ -34,12 +34,14 @@ import math
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
 
 from . import _head, _ops, _windows
+from ._cache import NodeCache
 from ._codec import FORMAT, seal, unpack
 from ._estimate import Estimate
 from ._keys import Keyspace
@@ -86,7 +88,12 @@ _SIZE = "n:"
 #: Row pointer scores (row versions) lie above every column slot.
 _FIRST_VERSION = 1 << 40
 _ROW = "r:"
+#: The board's gc epoch in each window's set (see :meth:`Leaderboard.gc`): member, and the score of epoch 0.
+_EPOCH = "e:"
+_EPOCH_BASE = 1 << 32
 _POST_ATTEMPTS = 64
+#: Pointers read per snapshot by the sweep of row records.
+_SWEEP_PAGE = 10_000
 
 
 class Row(NamedTuple):
@@ -120,13 +127,55 @@ class _Plan(NamedTuple):
     ops: list[tuple[str, str, Any]]
     key: str
     record: bytes
+    decoded: tuple[Row, list[str]]  # the record's row and post ids, cached once the commit lands
     replaced: str | None  # the row record it replaces
+
+
+class _Window(NamedTuple):
+    """Where a read of one window instance finds its row records: their keys, and the cache of decoded ones
+    (the window's set's node cache: records are immutable, like nodes)."""
+
+    rows: Keyspace
+    cache: NodeCache
 
 
 class _Column(NamedTuple):
     name: str
     slot: int
     parts: tuple[tuple[str, str], ...]  # (field, "asc" | "desc")
+
+
+class _Retired:
+    """Row records this process's posts replaced, deleted in batches once their grace period is over.
+
+    Readers of older snapshots may still want a replaced record for
+    ``gc_grace`` seconds. Deleting each one as it falls due would cost a round
+    trip per post and window; so what is due is deleted at most once a second
+    (every ``gc_grace`` if shorter), one call for the whole board. What a
+    process that ends leaves is :meth:`Leaderboard.gc`'s (``sweep=True``).
+    """
+
+    def __init__(self, store: Store, grace: float) -> None:
+        self.store, self.grace, self.every = store, grace, min(1.0, grace)
+        self._due: deque[tuple[float, str]] = deque()  # (monotonic deadline, key), deadlines in order
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, keys: list[str]) -> None:
+        now = time.monotonic()
+        due: list[str] = []
+        with self._lock:
+            self._due.extend((now + self.grace, key) for key in keys)
+            if now - self._last < self.every:
+                return
+            self._last = now
+            while self._due and self._due[0][0] <= now:
+                due.append(self._due.popleft()[1])
+        for start in range(0, len(due), 1000):  # a failure leaves them to gc(sweep=True)
+            try:
+                self.store.delete_many(due[start : start + 1000])
+            except StoreUnavailableError:
+                return
 
 
 def _check_field(name: Any, what: str = "field") -> str:
@@ -232,6 +281,8 @@ class Leaderboard:
         self._lock = threading.Lock()
         self._registered: set[str] = set()
         self._registry = SortedSet(store, f"{name}#windows", order="asc", **options)
+        self._retired = _Retired(store, self._registry.gc_grace)
+        self._keyspaces: dict[str, Keyspace] = {}
         self._adopt_settings()
 
     @classmethod
@@ -341,7 +392,10 @@ class Leaderboard:
             return found
 
     def _rows_keys(self, instance: str) -> Keyspace:
-        return Keyspace(self.store.namespace, f"{self.name}#rows#{instance}")
+        found = self._keyspaces.get(instance)
+        if found is None:
+            found = self._keyspaces[instance] = Keyspace(self.store.namespace, f"{self.name}#rows#{instance}")
+        return found
 
     def windows(self, kind: str | None = None) -> list[str]:
         """The window instances that hold posts, oldest first; only those of ``kind`` if given.
@@ -534,16 +588,19 @@ class Leaderboard:
             fresh = not self._commit(plans, done)
         raise ConflictError(f"posts for owner {owner!r} kept colliding; windows done: {done}")
 
-    def _pointer(self, sset: SortedSet, pointer: str, fresh: bool) -> Any:
-        """The row version ``pointer`` holds: from the head this process last saw (no read) unless
-        ``fresh``. A stale answer costs nothing but a retry: the commit expects the version it read."""
+    def _pointer(self, sset: SortedSet, pointer: str, fresh: bool) -> tuple[Any, Any]:
+        """The row version ``pointer`` holds and the window's gc epoch, from one snapshot: the head this
+        process last saw (no read) unless ``fresh``. A stale answer costs nothing but a retry: the commit
+        expects both values it read."""
         held = sset._held
         if not fresh and held is not None:
             try:
-                return _head.snapshot(sset, False, (held[0],)).index.get(pointer)
+                version, epoch = _head.snapshot(sset, False, (held[0],)).index.find([pointer, _EPOCH])
+                return version, epoch
             except MdssError:
                 pass
-        return sset.score(pointer)
+        version, epoch = sset.scores([pointer, _EPOCH])
+        return version, epoch
 
     def _plan(
         self,
@@ -565,29 +622,31 @@ class Leaderboard:
         no-op was decided on the head this process last saw (it may be old: a fresh read decides).
         """
         pointer = _ROW + owner
-        versions = {i: self._pointer(self._set(i), pointer, fresh) for i in pending}
-        keys = {i: self._rows_keys(i).node(f"{v:x}") for i, v in versions.items() if v is not None}
-        datas = dict(zip(keys, self.store.get_many(list(keys.values())))) if keys else {}
+        seen = {i: self._pointer(self._set(i), pointer, fresh) for i in pending}
+        keys = {i: self._rows_keys(i).node(f"{v:x}") for i, (v, _) in seen.items() if v is not None}
+        records = dict(zip(keys, self._records([(self._set(i)._cache, k) for i, k in keys.items()])))
         plans: list[_Plan] = []
         for instance in pending:
             row: Row | None = None
             posts: list[str] = []
             if instance in keys:
-                data = datas[instance]
-                if data is None:
+                record = records[instance]
+                if record is None:
                     return None
-                row, posts = self._decode_row(keys[instance], data)
+                row, posts = record
             if post_id is not None and post_id in posts or only is not None and (row is None) != (only == "new"):
                 if not fresh:  # the head this process last saw may be old: only the current one may say no
-                    self.store.delete_many([plan.key for plan in plans])
-                    return None
+                    return None  # (nothing is written yet)
                 done[instance] = False
                 continue
             merged = self._merged(row, values, ops)
             old = self._members(owner, row.values) if row is not None else {}
             new = self._members(owner, merged)
             fresh_version = _FIRST_VERSION + secrets.randbits(62)
-            commit: list[tuple[str, str, Any]] = [("expect", pointer, versions[instance])]
+            # The record is named only if the row and the window's gc epoch are still what was read: a gc that
+            # lists the record before this commit lands advances the epoch first, and then refuses it.
+            commit: list[tuple[str, str, Any]] = [("expect", pointer, seen[instance][0])]
+            commit.append(("expect", _EPOCH, seen[instance][1]))
             for column, member in old.items():
                 if new.get(column) != member:
                     commit.append(("remove", member, None))
@@ -597,13 +656,14 @@ class Leaderboard:
                     commit.append(("set", member, self.columns[column].slot))
                     commit += self._group_ops(self.columns[column], member, leaving=False)
             commit.append(("set", pointer, fresh_version))
-            record = self._encode_row(owner, merged, stamp, ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:])
+            kept = ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:]
             plans.append(
                 _Plan(
                     instance,
                     commit,
                     self._rows_keys(instance).node(f"{fresh_version:x}"),
-                    record,
+                    self._encode_row(owner, merged, stamp, kept),
+                    (Row(owner, merged, stamp), kept),
                     keys.get(instance),
                 )
             )
@@ -635,7 +695,7 @@ class Leaderboard:
             try:
                 self._set(plan.instance)._submit(plan.ops)
             except _ops.Stale:
-                self.store.delete(plan.key)  # never named: another post of this owner landed first
+                self.store.delete(plan.key)  # never named: another post of this owner, or a gc, landed first
                 clean = False
                 continue
             except StoreUnavailableError:  # may have landed: its record stays (a leak at worst)
@@ -645,32 +705,47 @@ class Leaderboard:
                 self.store.delete_many([p.key for p in plans[n:]])
                 raise
             done[plan.instance] = True
+            self._set(plan.instance)._cache.put(plan.key, plan.decoded, len(plan.record))
             if plan.replaced is not None:  # readers of older snapshots may still want it
-                self._set(plan.instance)._garbage.defer([plan.replaced])
+                self._retired.add([plan.replaced])
         return clean
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def _read(self, window: Any, fn: Callable[[Any, Keyspace], Any]) -> Any:
+    def _read(self, window: Any, fn: Callable[[Any, _Window], Any]) -> Any:
         instance = self._instance(window)
-        rows = self._rows_keys(instance)
-        return self._set(instance)._read(lambda snap: fn(snap, rows))
+        sset = self._set(instance)
+        win = _Window(self._rows_keys(instance), sset._cache)
+        return sset._read(lambda snap: fn(snap, win))
 
-    def _rows_of(self, snap: Any, rows: Keyspace, owners: Sequence[str]) -> list[Row | None]:
+    def _records(self, wanted: Sequence[tuple[NodeCache, str]]) -> list[tuple[Row, list[str]] | None]:
+        """The row records at the keys ``wanted`` (with the cache of each one's window), decoded: from the
+        caches, else in one ``get_many``; ``None`` where none is stored."""
+        found: list[tuple[Row, list[str]] | None] = [cache.get(key) for cache, key in wanted]
+        missing = [i for i, record in enumerate(found) if record is None]
+        if missing:
+            for i, data in zip(missing, self.store.get_many([wanted[i][1] for i in missing])):
+                if data is not None:
+                    cache, key = wanted[i]
+                    found[i] = self._decode_row(key, data)
+                    cache.put(key, found[i], len(data))
+        return found
+
+    def _rows_of(self, snap: Any, win: _Window, owners: Sequence[str]) -> list[Row | None]:
         """The rows of ``owners`` in one snapshot (``None``: no row); a collected row record retries the read."""
         versions = snap.index.find([_ROW + o for o in owners])
-        keys = [rows.node(f"{v:x}") for v in versions if v is not None]
-        found = iter(self.store.get_many(keys)) if keys else iter(())
+        keys = [win.rows.node(f"{v:x}") for v in versions if v is not None]
+        found = iter(self._records([(win.cache, key) for key in keys]))
         result: list[Row | None] = []
         for version in versions:
             if version is None:
                 result.append(None)
                 continue
-            data = next(found)
-            key = rows.node(f"{version:x}")
-            if data is None:
-                raise MissingNodeError("a row record the snapshot names is gone", key)
-            result.append(self._decode_row(key, data)[0])
+            record = next(found)
+            if record is None:
+                raise MissingNodeError("a row record the snapshot names is gone", win.rows.node(f"{version:x}"))
+            row = record[0]
+            result.append(Row(row.owner, dict(row.values), row.updated))  # the cached one stays as stored
         return result
 
     @staticmethod
@@ -695,7 +770,7 @@ class Leaderboard:
     def row(self, owner: str, window: str | None = None) -> Row | None:
         """View 2: the owner's row in a window (the current instance of a kind, or a named instance)."""
         owner = self._owner(owner)
-        return self._read(window, lambda snap, rows: self._rows_of(snap, rows, [owner])[0])
+        return self._read(window, lambda snap, win: self._rows_of(snap, win, [owner])[0])
 
     def positions(
         self,
@@ -721,16 +796,18 @@ class Leaderboard:
         if max_error is not None:
             check_count(max_error, "max_error")
 
-        def run(snap: Any, rows: Keyspace) -> dict[str, Any]:
-            row = self._rows_of(snap, rows, [owner])[0]
+        def run(snap: Any, win: _Window) -> dict[str, Any]:
+            row = self._rows_of(snap, win, [owner])[0]
             if row is None:
                 return {}
+            members = self._members(owner, row.values)
+            if not estimate:  # every column's two counts in one batched descent (one read per uncached level)
+                probes = [p for name, m in members.items() for p in self._probes(self.columns[name], [m], ties)]
+                counts = snap.ranking.count_below(probes) if probes else []
+                return {name: counts[2 * i + 1] - counts[2 * i] + 1 for i, name in enumerate(members)}
             found: dict[str, Any] = {}
-            for name, member in self._members(owner, row.values).items():
+            for name, member in members.items():
                 column = self.columns[name]
-                if not estimate:
-                    found[name] = self._ranks(snap, column, [member], ties)[0]
-                    continue
                 start, at = (
                     SortedSet._estimate_below(snap, p, max_error) for p in self._probes(column, [member], ties)
                 )
@@ -741,7 +818,7 @@ class Leaderboard:
         return self._read(window, run)
 
     def _listing(
-        self, snap: Any, rows: Keyspace, column: _Column, start: int, stop: int, ties: str
+        self, snap: Any, win: _Window, column: _Column, start: int, stop: int, ties: str
     ) -> tuple[list[RankedRow], str | None]:
         """Ranked rows at positions ``start`` to ``stop - 1`` of ``column`` (positions within the column),
         and the member of the last one."""
@@ -751,7 +828,7 @@ class Leaderboard:
             return [], None
         parts = len(column.parts)
         owners = [column_owner(m, parts) for m in members]
-        found = self._rows_of(snap, rows, owners)
+        found = self._rows_of(snap, win, owners)
         ranks = list(range(start + 1, start + 1 + len(members)))
         if ties != "ordinal":
             ranks[0] = self._ranks(snap, column, members[:1], ties)[0]
@@ -787,13 +864,13 @@ class Leaderboard:
         check_count(before, "before")
         check_count(after, "after")
 
-        def run(snap: Any, rows: Keyspace) -> list[RankedRow]:
-            row = self._rows_of(snap, rows, [owner])[0]
+        def run(snap: Any, win: _Window) -> list[RankedRow]:
+            row = self._rows_of(snap, win, [owner])[0]
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return []
             at = self._ranks(snap, col, [member], "ordinal")[0] - 1
-            return self._listing(snap, rows, col, max(at - before, 0), at + after + 1, ties)[0]
+            return self._listing(snap, win, col, max(at - before, 0), at + after + 1, ties)[0]
 
         return self._read(window, run)
 
@@ -807,8 +884,8 @@ class Leaderboard:
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
         col, ties = self._column(column), self._ties(ties)
 
-        def run(snap: Any, rows: Keyspace) -> list[RankedRow]:
-            found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, rows, wanted)) if r is not None]
+        def run(snap: Any, win: _Window) -> list[RankedRow]:
+            found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, win, wanted)) if r is not None]
             members = [_member(col, o, r.values) for o, r in found]
             ranked = [m for m in members if m is not None]
             ranks = iter(self._ranks(snap, col, ranked, ties) if ranked else [])
@@ -841,10 +918,10 @@ class Leaderboard:
         instance = self._instance(window)
         after = None if cursor is None else self._decode_cursor(cursor, instance, col.name)
 
-        def run(snap: Any, rows: Keyspace) -> tuple[list[RankedRow], str | None]:
+        def run(snap: Any, win: _Window) -> tuple[list[RankedRow], str | None]:
             low, high = snap.ranking.count_below([(col.slot,), (col.slot, TOP)])
             start = 0 if after is None else snap.ranking.count_below([(col.slot, after + "\0")])[0] - low
-            found, last = self._listing(snap, rows, col, start, start + limit, ties)
+            found, last = self._listing(snap, win, col, start, start + limit, ties)
             return found, last if start + len(found) < high - low else None
 
         found, last = self._read(instance, run)
@@ -860,7 +937,7 @@ class Leaderboard:
     def count(self, column: str, *, window: str | None = None) -> int:
         """How many rows ``column`` ranks (rows that have all its fields)."""
         col = self._column(column)
-        return self._read(window, lambda snap, rows: self._size(snap, col))
+        return self._read(window, lambda snap, win: self._size(snap, col))
 
     def percentile(self, owner: str, column: str, *, window: str | None = None) -> float | None:
         """The share of the column's rows ranked strictly better than the owner's: ``(competition rank - 1)
@@ -874,12 +951,14 @@ class Leaderboard:
         """
         owner, col = self._owner(owner), self._column(column)
 
-        def run(snap: Any, rows: Keyspace) -> float | None:
-            row = self._rows_of(snap, rows, [owner])[0]
+        def run(snap: Any, win: _Window) -> float | None:
+            row = self._rows_of(snap, win, [owner])[0]
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return None
-            return (self._ranks(snap, col, [member], "competition")[0] - 1) / self._size(snap, col)
+            probes = [*self._probes(col, [member], "competition"), (col.slot, TOP)]
+            start, better, end = snap.ranking.count_below(probes)  # one batched count
+            return (better - start) / (end - start)
 
         return self._read(window, run)
 
@@ -892,12 +971,12 @@ class Leaderboard:
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
 
-        def run(snap: Any, rows: Keyspace) -> RankedRow | None:
+        def run(snap: Any, win: _Window) -> RankedRow | None:
             size = self._size(snap, col)
             if not size:
                 return None
             at = min(int(p * size), size - 1)
-            found, _ = self._listing(snap, rows, col, at, at + 1, ties)
+            found, _ = self._listing(snap, win, col, at, at + 1, ties)
             return found[0] if found else None
 
         return self._read(window, run)
@@ -924,6 +1003,96 @@ class Leaderboard:
 
     # -- maintenance -----------------------------------------------------------------------------------------------
 
+    def gc(self, window: str | None = None, *, wait: bool = True, sweep: bool = False) -> int:
+        """Delete what no head can name again, in one window (``window``) or in every window and the
+        registry; returns how many keys it deleted.
+
+        Each window's set collects its garbage as :meth:`SortedSet.gc` does.
+        ``sweep=True`` also lists the set's nodes and the window's **row
+        records**, and deletes the records no row pointer can ever name: those
+        of posts that crashed or timed out before their commit, and the
+        replaced ones a process ended too soon to delete. That is safe
+        whatever writers do, for the reason node sweeps are (gc epochs,
+        docs/architecture.md "Garbage"): every post expects the window's board
+        epoch it read, and the sweep lists the records first, then advances
+        that epoch by a commit; so a listed record that a later head does not
+        name can never be named again (a post still in flight with it is
+        refused, and posts again with a fresh record). Unless ``wait=False``,
+        it waits ``gc_grace`` seconds before deleting, so that readers of older
+        snapshots finish.
+        """
+        if type(wait) is not bool or type(sweep) is not bool:
+            raise InvalidArgumentError(f"wait and sweep must be True or False, got {wait!r:.40}, {sweep!r:.40}")
+        instances = self.windows() if window is None else [self._instance(window)]
+        deleted = 0
+        for instance in instances:
+            started = time.monotonic()
+            doomed = self._unnamed_rows(instance) if sweep else []
+            deleted += self._set(instance).gc(wait=wait, sweep=sweep)
+            if doomed and wait:
+                time.sleep(max(0.0, self._retired.grace - (time.monotonic() - started)))
+            for first in range(0, len(doomed), 1000):
+                self.store.delete_many(doomed[first : first + 1000])
+            deleted += len(doomed)
+        if window is None:
+            deleted += self._registry.gc(wait=wait, sweep=sweep)
+        return deleted
+
+    def _unnamed_rows(self, instance: str) -> list[str]:
+        """The row records of ``instance`` that no head can ever name again (see :meth:`gc`)."""
+        rows, sset = self._rows_keys(instance), self._set(instance)
+        listed = list(self.store.keys(rows.nodes))
+        if not listed:
+            return []
+        # Every listed record was written by a post that read an epoch <= the one this advances from: from now
+        # on no commit can name it unless the state this reads names it already.
+        self._advance_epoch(sset)
+        named = self._versions(sset)
+        unnamed = []
+        for key in listed:
+            try:
+                version = int(key[len(rows.nodes) :], 16)
+            except ValueError:
+                continue  # not a row record
+            if version not in named:
+                unnamed.append(key)
+        return self.store.existing(unnamed)
+
+    @staticmethod
+    def _advance_epoch(sset: SortedSet) -> None:
+        """Move the window's board epoch on by one commit (posts that read an older one can no longer land)."""
+        for _ in sset._policy.attempts():
+            epoch = sset.score(_EPOCH)
+            try:
+                sset._submit([("expect", _EPOCH, epoch), ("set", _EPOCH, (epoch or _EPOCH_BASE) + 1)])
+                return
+            except _ops.Stale:
+                continue  # another gc advanced it meanwhile: advance again, after this listing
+        raise ConflictError(f"gc of {sset.name!r} lost its epoch to other gc calls for its whole retry budget")
+
+    @staticmethod
+    def _versions(sset: SortedSet) -> set[int]:
+        """The row versions the set's pointers name, paged by key (a snapshot per page).
+
+        A pointer present through the whole walk is never skipped (each page
+        resumes just after the last key seen); a record named in the
+        advanced state but replaced meanwhile is garbage anyway.
+        """
+        named: set[int] = set()
+        after: tuple[Any, ...] = (_FIRST_VERSION,)
+        while True:
+
+            def page(snap: Any, after: tuple[Any, ...] = after) -> tuple[list[str], list[Any]]:
+                start = snap.ranking.count_below([after])[0]
+                members, scores = snap.ranking.slice(start, start + _SWEEP_PAGE)
+                return members, scores
+
+            members, scores = sset._read(page)
+            named.update(s for m, s in zip(members, scores) if m.startswith(_ROW))
+            if len(members) < _SWEEP_PAGE:
+                return named
+            after = (scores[-1], members[-1] + "\0")
+
     def check(self, window: str | None = None) -> list[str]:
         """Every invariant of one window: its set's (``SortedSet.check``), and that each row's column entries
         are exactly those its values spell, with nothing else in the columns. Reads everything: O(n)."""
@@ -935,7 +1104,10 @@ class Leaderboard:
         rows = self._rows_keys(instance)
         entries = list(sset)
         pointers = {e.member[len(_ROW) :]: e.score for e in entries if e.member.startswith(_ROW)}
-        column_entries = {e.member: e.score for e in entries if not e.member.startswith(_ROW)}
+        column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _EPOCH))}
+        epoch = [e.score for e in entries if e.member == _EPOCH]
+        if epoch and not (type(epoch[0]) is int and _EPOCH_BASE < epoch[0] < _FIRST_VERSION):
+            problems.append(f"the board's gc epoch entry holds {epoch[0]!r}")
         expected: dict[str, int] = {}
         owners = sorted(pointers)
         datas = self.store.get_many([rows.node(f"{pointers[o]:x}") for o in owners]) if owners else []

@@ -18,9 +18,11 @@ infinities (Erlang floats have none); an entry is ``{Member, Score, Rank}``;
 ``None`` is ``undefined``. ``Args`` is a list that starts with the set: a
 name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it with
 those settings. Top-N sets (the ``topn_*`` operations) are ``Name`` (n 10,
-desc) or ``{Name, #{n => N, order => Order}}``. Each set is opened once and
-kept. :data:`OPS` lists every operation with its arguments; erlang/README.md
-documents them and the Erlang client.
+desc) or ``{Name, #{n => N, order => Order}}``. Leaderboards (the ``board_*``
+operations) are ``Name`` (a stored board) or ``{Name, #{columns => ...,
+windows => ...}}``; their rows are maps of field names (binaries) to values.
+Each set and board is opened once and kept. :data:`OPS` lists every operation
+with its arguments; erlang/README.md documents them and the Erlang client.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from .exceptions import (
     MdssError,
     SettingsMismatchError,
 )
+from .leaderboard import Leaderboard
 from .stores.base import Store
 from .topn import TopN
 
@@ -162,6 +165,8 @@ def to_term(value: Any) -> Any:
         return [to_term(v) for v in value]
     if isinstance(value, tuple):  # entries and pages too (named tuples)
         return tuple(to_term(v) for v in value)
+    if isinstance(value, dict):  # a leaderboard's rows, positions, posts
+        return {to_term(k): to_term(v) for k, v in value.items()}
     return value
 
 
@@ -200,6 +205,7 @@ class PortServer:
         self.threads = threads
         self._sets: dict[str, SortedSet] = {}
         self._topns: dict[tuple[str, int, str], TopN] = {}
+        self._boards: dict[tuple[str, str], Leaderboard] = {}
         self._write = threading.Lock()
 
     # -- the objects, opened once per name
@@ -229,6 +235,24 @@ class PortServer:
         if podium is None:
             podium = self._topns.setdefault(key, TopN(self.store, *key))
         return podium
+
+    def board(self, term: Any) -> Leaderboard:
+        """The leaderboard a request names: ``Name`` (its stored columns; windows ``[all]``) or ``{Name,
+        #{columns => ..., accumulate => [...], keep_best => #{...}, windows => [...], tz => Zone, retention =>
+        #{Kind => N}, chunk_size => N}}``, one object per name and options."""
+        options: dict[str, Any] = {}
+        if type(term) is tuple and len(term) == 2:
+            term, options = term[0], _board_options(term[1])
+        name = _text(term, "a leaderboard name")
+        key = (name, repr(sorted(options.items())))
+        board = self._boards.get(key)
+        if board is None:  # opened outside any lock (it reads the store); two racing opens keep the first
+            if "columns" in options:
+                board = Leaderboard(self.store, name, **options)
+            else:
+                board = Leaderboard.open(self.store, name, **options)
+            board = self._boards.setdefault(key, board)
+        return board
 
     # -- one request
 
@@ -431,6 +455,184 @@ def _topn_top(port: PortServer, t: Any) -> Any:
 @op("topn_threshold", "TopN")
 def _topn_threshold(port: PortServer, t: Any) -> Any:
     return port.top_n(t).threshold()
+
+
+# -- leaderboards: terms ---------------------------------------------------------------------
+
+
+def _name(term: Any, what: str) -> str:
+    """A field, column or window name: a binary or an atom."""
+    name = _atom(term)
+    return name if name is not None else _text(term, what)
+
+
+def _map(term: Any, what: str) -> dict[Any, Any]:
+    if not isinstance(term, dict):
+        raise InvalidArgumentError(f"{what} must be a map, got {_show(term)}")
+    return term
+
+
+def _value(term: Any) -> Any:
+    """A row's value: an integer, a float, ``inf`` / ``'-inf'``, a binary (text), ``true`` or ``false``."""
+    if type(term) in (int, float, bool):
+        return term
+    if isinstance(term, OtpErlangBinary):
+        return _text(term, "a text value")
+    if _atom(term) in _INF:
+        return _score(term)
+    raise InvalidArgumentError(f"a value must be a number, inf, '-inf', a binary, true or false, got {_show(term)}")
+
+
+def _columns(term: Any) -> dict[str, Any]:
+    """``#{Column => asc | desc | [{Field, asc | desc}]}``."""
+    columns: dict[str, Any] = {}
+    for column, spec in _map(term, "columns").items():
+        if type(spec) is list:
+            parts = []
+            for part in spec:
+                if type(part) is not tuple or len(part) != 2:
+                    raise InvalidArgumentError(f"a column part must be {{Field, asc | desc}}, got {_show(part)}")
+                parts.append((_name(part[0], "a field"), _choice(part[1], "a direction", ("asc", "desc"))))
+            columns[_name(column, "a column")] = parts
+        else:
+            columns[_name(column, "a column")] = _choice(spec, "a direction", ("asc", "desc"))
+    return columns
+
+
+def _board_options(term: Any) -> dict[str, Any]:
+    """A board's options map as :class:`Leaderboard`'s keyword arguments."""
+    options: dict[str, Any] = {}
+    for key, value in _map(term, "board options").items():
+        name = _atom(key)
+        if name == "columns":
+            options[name] = _columns(value)
+        elif name in ("accumulate", "windows"):
+            options[name] = [_name(v, "a name") for v in _list(value, name)]
+        elif name == "keep_best":
+            options[name] = {
+                _name(f, "a field"): _choice(how, "keep_best", ("min", "max")) for f, how in _map(value, name).items()
+            }
+        elif name == "retention":
+            options[name] = {_name(k, "a window kind"): _int(n, "retention") for k, n in _map(value, name).items()}
+        elif name == "tz":
+            options[name] = _text(value, "tz")
+        elif name == "chunk_size":
+            options[name] = _int(value, name)
+        else:
+            raise InvalidArgumentError(
+                f"unknown board option {_show(key)}: the options are columns, accumulate, keep_best, windows, tz, "
+                "retention, chunk_size"
+            )
+    return options
+
+
+def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A view's options map: ``window`` (a kind or an instance), ``ties``, and what ``allowed`` adds."""
+    if term is None:
+        return {}
+    found: dict[str, Any] = {}
+    for key, value in _map(term, "options").items():
+        name = _atom(key)
+        if name not in allowed:
+            raise InvalidArgumentError(f"unknown option {_show(key)}: the options are {', '.join(allowed)}")
+        if name == "window":
+            found[name] = _name(value, "a window")
+        elif name == "ties":
+            found[name] = _choice(value, "ties", ("ordinal", "competition", "dense"))
+        elif name == "only":
+            found[name] = _choice(value, "only", ("new", "existing"))
+        elif name == "post_id":
+            found[name] = _text(value, "a post id")
+        elif name == "ops":
+            ops = ("set", "incr", "best", "gt", "lt")
+            found[name] = {_name(f, "a field"): _choice(op, "an op", ops) for f, op in _map(value, name).items()}
+        else:  # sweep, wait
+            if type(value) is not bool:
+                raise InvalidArgumentError(f"{name} must be true or false, got {_show(value)}")
+            found[name] = value
+    return found
+
+
+_READ = ("window", "ties")
+
+
+# -- leaderboards: operations ---------------------------------------------------------------
+
+
+@op("board_post", "Board, Owner, Values, [Opts]")
+def _board_post(port: PortServer, b: Any, owner: Any, values: Any, opts: Any = None) -> Any:
+    row = {_name(f, "a field"): _value(v) for f, v in _map(values, "values").items()}
+    return port.board(b).post(_member(owner), row, **_view(opts, ("post_id", "only", "ops")))
+
+
+@op("board_row", "Board, Owner, [Opts]")
+def _board_row(port: PortServer, b: Any, owner: Any, opts: Any = None) -> Any:
+    return port.board(b).row(_member(owner), **_view(opts, ("window",)))
+
+
+@op("board_positions", "Board, Owner, [Opts]")
+def _board_positions(port: PortServer, b: Any, owner: Any, opts: Any = None) -> Any:
+    return port.board(b).positions(_member(owner), **_view(opts, _READ))
+
+
+@op("board_around", "Board, Owner, Column, Before, After, [Opts]")
+def _board_around(port: PortServer, b: Any, owner: Any, column: Any, before: Any, after: Any, opts: Any = None) -> Any:
+    return port.board(b).around(
+        _member(owner),
+        _name(column, "a column"),
+        before=_int(before, "before"),
+        after=_int(after, "after"),
+        **_view(opts, _READ),
+    )
+
+
+@op("board_rows", "Board, Owners, Column, [Opts]")
+def _board_rows(port: PortServer, b: Any, owners: Any, column: Any, opts: Any = None) -> Any:
+    friends = [_member(o) for o in _list(owners, "owners")]
+    return port.board(b).rows(friends, _name(column, "a column"), **_view(opts, _READ))
+
+
+@op("board_page", "Board, Column, Limit, [Cursor], [Opts]")
+def _board_page(port: PortServer, b: Any, column: Any, limit: Any, cursor: Any = None, opts: Any = None) -> Any:
+    at = None if cursor is None else _text(cursor, "a cursor")
+    found = port.board(b).page(_name(column, "a column"), limit=_int(limit, "limit"), cursor=at, **_view(opts, _READ))
+    return tuple(found)
+
+
+@op("board_top", "Board, Column, N, [Opts]")
+def _board_top(port: PortServer, b: Any, column: Any, n: Any, opts: Any = None) -> Any:
+    return port.board(b).top(_name(column, "a column"), _int(n, "n"), **_view(opts, _READ))
+
+
+@op("board_count", "Board, Column, [Opts]")
+def _board_count(port: PortServer, b: Any, column: Any, opts: Any = None) -> int:
+    return port.board(b).count(_name(column, "a column"), **_view(opts, ("window",)))
+
+
+@op("board_windows", "Board, [Kind]")
+def _board_windows(port: PortServer, b: Any, kind: Any = None) -> Any:
+    return port.board(b).windows(None if kind is None else _name(kind, "a window kind"))
+
+
+@op("board_percentile", "Board, Owner, Column, [Opts]")
+def _board_percentile(port: PortServer, b: Any, owner: Any, column: Any, opts: Any = None) -> Any:
+    return port.board(b).percentile(_member(owner), _name(column, "a column"), **_view(opts, ("window",)))
+
+
+@op("board_at_percentile", "Board, Column, P, [Opts]")
+def _board_at_percentile(port: PortServer, b: Any, column: Any, p: Any, opts: Any = None) -> Any:
+    return port.board(b).at_percentile(_name(column, "a column"), _score(p), **_view(opts, _READ))
+
+
+@op("board_check", "Board, [Opts]")
+def _board_check(port: PortServer, b: Any, opts: Any = None) -> list[str]:
+    return port.board(b).check(**_view(opts, ("window",)))
+
+
+@op("board_gc", "Board, [Opts]")
+def _board_gc(port: PortServer, b: Any, opts: Any = None) -> int:
+    found = _view(opts, ("window", "sweep", "wait"))
+    return port.board(b).gc(found.pop("window", None), **found)
 
 
 # -- the program ------------------------------------------------------------------------

@@ -17,8 +17,10 @@ class FaultyStore(Store):
 
     ``after=True`` performs the call first, then raises, like a reply lost on
     the network. ``meanwhile()``, if given, runs between the failed call and
-    the exception (another writer committing, a gc running). ``fail_at=None``
-    never fails and just counts calls.
+    the exception (another writer committing, a gc running). ``dies=True``
+    fails every call after ``fail_at`` too, before it reaches the store: a
+    process that crashed makes no more calls (not even to clean up).
+    ``fail_at=None`` never fails and just counts calls.
     """
 
     def __init__(
@@ -28,13 +30,17 @@ class FaultyStore(Store):
         *,
         after: bool = False,
         meanwhile: Callable[[], Any] | None = None,
+        dies: bool = False,
     ) -> None:
         super().__init__(namespace=inner.namespace)
         self.inner, self.fail_at, self.after, self.meanwhile, self.count = inner, fail_at, after, meanwhile, 0
+        self.dies = dies
         self.keeps_siblings = inner.keeps_siblings
 
     def _call(self, name: str, *args: Any) -> Any:
         self.count += 1
+        if self.dies and self.fail_at is not None and self.count > self.fail_at:
+            raise mdss.StoreUnavailableError(f"call {self.count} ({name}) after the process died")
         failing = self.count == self.fail_at
         if failing and not self.after:
             if self.meanwhile is not None:

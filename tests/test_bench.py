@@ -31,7 +31,7 @@ def test_bench_smoke(kind, tmp_path, request) -> None:
     result = CliRunner().invoke(
         cli,
         ["bench", "--store", url, "--members", "2000", "--samples", "50", "--singles", "300", "--batch-size", "500"]
-        + ["--json", str(out)],
+        + ["--board-owners", "300", "--board-posts", "60", "--json", str(out)],
     )
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())
@@ -49,6 +49,15 @@ def test_bench_smoke(kind, tmp_path, request) -> None:
     assert {"rank_full_log_p50_us", "page_full_log_p50_us", "around_full_log_p50_us"} <= set(figures["mdss"])
     assert figures["mdss"]["round_trips_per_rank"] <= 3
     assert "mdss / sortedcontainers" in result.output
+    board = figures["leaderboard"]
+    board_anchors = {"memory": ["sortedcontainers"], "sqlite": ["sortedcontainers", "sql"]}.get(
+        kind, ["sortedcontainers", "redis_commands"]
+    )
+    assert set(board) == {"owners", "posts", "friends", "samples", "mdss", *board_anchors}
+    for system in ["mdss", *board_anchors]:
+        assert {"posts_per_s", "rows_p50_us", "rows_p99_us", "round_trips_per_post"} <= set(board[system]), system
+    assert board["mdss"]["round_trips_per_rows"] <= 3  # everything cached after the warm-up: head, rows, nothing else
+    assert "leaderboard: 300 owners, 60 posts" in result.output and "mdss / sortedcontainers: posts/s" in result.output
 
 
 def test_bench_outside_a_source_checkout_is_a_clear_error(tmp_path, monkeypatch) -> None:

@@ -46,6 +46,9 @@ def test_posts_and_views(run) -> None:
     assert json.loads(run("--json", "windows", "day"))[0].startswith("day:")
     assert "ann" in run("--windows", "day", "around", "ann", "xp", "--window", "day")
     assert "must be an int or a float" in run("post", "ann", "xp=lots", code=1)
+    assert "deleted" in run("--windows", "all,day", "gc", "--sweep", "--no-wait")
+    assert json.loads(run("--json", "gc", "--window", "all", "--no-wait")) == 0
+    assert json.loads(run("--json", "positions", "ann", "--ties", "dense")) == {"xp": 2, "race": 2}
     assert "columns must be a non-empty mapping" in run("--columns", "{}", "top", "xp", code=1)
 
 

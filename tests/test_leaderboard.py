@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import threading
 
@@ -137,6 +138,17 @@ class LeaderboardMachine(RuleBasedStateMachine):
     @rule(days=st.sampled_from([0.25, 1, 3, 8]))
     def tick(self, days) -> None:
         self.clock[0] += days * DAY
+
+    @rule(version=st.integers(1 << 41, 1 << 50))
+    def crash_then_sweep(self, version) -> None:
+        """A post died after writing its row records; a gc sweep then leaves only what pointers name."""
+        store = self.board.store
+        store.put_many(
+            {self.board._rows_keys(i).node(f"{version:x}"): b"a crashed post's row" for i in self.board.windows()}
+        )
+        self.board.gc(sweep=True, wait=False)
+        for instance in self.board.windows():
+            assert unnamed_records(self.board, instance) == []
 
     @invariant()
     def views_match(self) -> None:
@@ -405,16 +417,47 @@ def test_two_processes_share_a_board(tmp_path) -> None:
     one._check()
 
 
-def test_round_trips_with_a_warm_cache() -> None:
-    board = board_of(windows=["all", "week", "day"], now=lambda: T0, chunk_size=50)
+def test_round_trips() -> None:
+    """Store calls per view and per post, rows returned: with the caches warm (every node and row record
+    the call needs cached), and with only the manifests cached (the issue's condition)."""
+    from collections import Counter
+
+    from faulty import FaultyStore
+
+    from mdss._tree import Manifest
+
+    class Counting(FaultyStore):
+        def _call(self, name, *args):
+            self.calls[name] += 1
+            return getattr(self.inner, name)(*args)
+
+    store = Counting(mdss.open_store("memory://"))
+    store.calls = Counter()
+    board = mdss.Leaderboard(
+        store,
+        "game",
+        columns=COLUMNS,
+        accumulate=ACCUMULATE,
+        keep_best=KEEP_BEST,
+        windows=["all", "week", "day"],
+        now=lambda: T0,
+        chunk_size=50,
+    )
     for i in range(300):
         board.post(f"o{i}", {"xp": i % 37, "accuracy": i % 11, "laps": i % 3, "time_ms": i})
+    sets = [board._set(instance) for instance in board.windows()]
+    for sset in sets:  # the trees alone (what a read over a full log costs is tests/test_log_reads.py's)
+        sset.merge()
+        sset.scores([e.member for e in sset])  # every node of both trees cached
     friends = [f"o{i}" for i in range(0, 300, 3)]
-    for _ in range(2):  # warm the caches
-        board.positions("o7")
-        board.rows(friends, "xp")
-        board.page("xp", limit=100)
-        board.around("o7", "xp")
+    views = {
+        "row": lambda: board.row("o7"),
+        "positions": lambda: board.positions("o7"),  # 3 columns
+        "rows": lambda: board.rows(friends, "xp"),  # 100 owners
+        "page": lambda: board.page("xp", limit=100),
+        "around": lambda: board.around("o150", "xp"),
+        "percentile": lambda: board.percentile("o7", "xp"),
+    }
     stats = board.store.stats
 
     def trips(fn) -> int:
@@ -422,11 +465,32 @@ def test_round_trips_with_a_warm_cache() -> None:
         fn()
         return stats.since(before)["calls"]
 
-    assert trips(lambda: board.positions("o7")) <= 4  # head, member index, row, column entry sets
-    assert trips(lambda: board.rows(friends, "xp")) <= 4
-    assert trips(lambda: board.page("xp", limit=100)) <= 4  # head, column entry sets, member index, rows
-    assert trips(lambda: board.around("o7", "xp")) <= 6
-    assert trips(lambda: board.post("o7", {"xp": 99})) <= 3 * 4  # per window: pointer, row, row record, append
+    warm = {name: (fn(), trips(fn))[1] for name, fn in views.items()}
+    assert warm == dict.fromkeys(views, 1)  # the head: nodes and row records never change, caches stay exact
+
+    def manifests_only(fn) -> int:
+        for sset in sets:
+            for key in [k for k, (node, _) in sset._cache._nodes.items() if not isinstance(node, Manifest)]:
+                sset._cache.discard(key)  # entry sets and row records
+        return trips(fn)
+
+    cold = {name: manifests_only(fn) for name, fn in views.items()}
+    # One more than the issue's bounds: an owner's row is two dependent reads (its pointer in the member
+    # index, then its record), and a listing's rows two more (the pointers, then the records); see
+    # docs/leaderboard.md, "Reads".
+    assert cold == {"row": 3, "positions": 4, "rows": 4, "page": 5, "around": 6, "percentile": 4}
+
+    for sset in sets:
+        sset.scores([e.member for e in sset])  # every node of both trees cached, as in a busy process
+    for rows_cached in (False, True):  # o7's records are cached once this process has posted them
+        store.calls.clear()
+        board.post("o7", {"xp": 99 + rows_cached, "accuracy": 3})
+        # The rows (one get_many, unless cached), the new row records (one put_many), one append (a head
+        # compare-and-set) per window: the issue's "post to 3 windows <= 3 appends". A post logs more than
+        # the head holds inline (mdss._log.INLINE_BYTES), so an append may also seal a segment (a put_many),
+        # after reading the head.
+        assert store.calls["_cas"] == 3 and store.calls["_get_many"] == (not rows_cached)
+        assert sum(store.calls.values()) <= (not rows_cached) + 1 + 3 + 2 * 3, store.calls
 
 
 def test_every_store(store) -> None:
@@ -563,3 +627,163 @@ def test_estimated_positions_bound_the_exact_ones(posts, chunk, ties, max_error)
             if max_error is not None and max_error < chunk:
                 assert estimate.high - estimate.low <= 2 * max_error
     assert board.positions("nobody", estimate=True) == {}
+
+
+# -- gc: row records that no head can name -----------------------------------------------------------------------------
+
+
+def unnamed_records(board: mdss.Leaderboard, instance: str) -> list[str]:
+    """The stored row records of a window that its pointers do not name (``check()`` finds the converse)."""
+    store, rows = board.store, board._rows_keys(instance)
+    named = {rows.node(f"{v:x}") for v in board._versions(board._set(instance))}
+    return sorted(set(store.existing(list(store.keys(rows.nodes)))) - named)
+
+
+def gc_board(store, name: str = "g", **options) -> mdss.Leaderboard:
+    options = {
+        "columns": {"xp": "desc", "race": [("laps", "desc"), ("ms", "asc")]},
+        "accumulate": ["shots"],
+        "windows": ["all", "week", "day"],
+        "now": lambda: T0,
+        "log_limit": 2,
+        "chunk_size": 3,
+        "gc_grace": 0,
+        **options,
+    }
+    return mdss.Leaderboard(store, name, **options)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["failed-call", "lost-reply"])
+def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, after: bool, monkeypatch) -> None:
+    """The process dies at every store call of a 3-window post in turn (makes no call after it, not even to
+    clean up); another process's ``gc(sweep=True)`` then leaves exactly the records the pointers name, and
+    the post retried with its post_id counts once in every window."""
+    from faulty import FaultyStore
+
+    import mdss._commit
+    from mdss._retry import Backoff
+
+    # A dead process's commit would ask a head it cannot reach for 5 s: once is enough here.
+    monkeypatch.setattr(mdss._commit, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))
+
+    k = 0
+    while True:
+        k += 1
+        dying = FaultyStore(store, dies=True, after=after)
+        board = gc_board(dying, f"g{k}")
+        board.post("bob", {"xp": 3, "shots": 1, "laps": 1, "ms": 5})
+        board.post("ann", {"xp": 1, "shots": 1, "laps": 2, "ms": 9}, post_id="p0")
+        dying.count, dying.fail_at = 0, k
+        try:
+            board.post("ann", {"xp": 7, "shots": 10, "laps": 2, "ms": 8}, post_id="p1")
+            crashed = False
+        except mdss.StoreUnavailableError:
+            crashed = True
+        calls = dying.count
+        survivor = gc_board(store, f"g{k}")  # another process
+        survivor.gc(sweep=True, wait=False)
+        for instance in survivor.windows():
+            assert unnamed_records(survivor, instance) == [], (k, instance)
+            survivor._check(instance)
+        survivor.post("ann", {"xp": 7, "shots": 10, "laps": 2, "ms": 8}, post_id="p1")
+        for instance in survivor.windows():
+            assert survivor.row("ann", window=instance).values["shots"] == 11, (k, instance)
+            assert survivor.positions("ann", window=instance, ties="dense") == {"xp": 1, "race": 1}
+        if not crashed and calls < k:  # the post made fewer calls than k: it has died at every one
+            break
+    assert k > 5
+
+
+def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
+    """Another process sweeps just before each store call of a 3-window post in turn: the post's commits
+    that the sweep overtook are refused and post again, so the post lands once everywhere, every pointer
+    names a stored record, and nothing is left over."""
+    from faulty import FaultyStore
+
+    class Sweeping(FaultyStore):
+        def _call(self, name, *args):
+            self.count += 1
+            if self.count == self.fail_at:
+                self.meanwhile()
+            return getattr(self.inner, name)(*args)
+
+    k = 0
+    while True:
+        k += 1
+        other = gc_board(store, f"g{k}")
+        sweeping = Sweeping(store, meanwhile=functools.partial(other.gc, sweep=True, wait=False))
+        board = gc_board(sweeping, f"g{k}")
+        board.post("bob", {"xp": 3, "shots": 1, "laps": 1, "ms": 5})
+        board.post("ann", {"xp": 1, "shots": 1, "laps": 2, "ms": 9})
+        sweeping.count, sweeping.fail_at = 0, k
+        assert board.post("ann", {"xp": 7, "shots": 10, "laps": 2, "ms": 8}, post_id="p1") == dict.fromkeys(
+            board.windows(), True
+        )
+        calls = sweeping.count
+        for instance in board.windows():
+            board._check(instance)
+            assert board.row("ann", window=instance).values["shots"] == 11
+        other.gc(sweep=True, wait=False)
+        for instance in board.windows():
+            assert unnamed_records(board, instance) == []
+            board._check(instance)
+        if calls < k:
+            break
+    assert k > 5
+
+
+def test_gc_beside_concurrent_posts(store) -> None:
+    """Posting threads while another sweeps in a loop, with records of crashed posts planted first: every
+    accumulation counts once, check() holds throughout, and the last sweep leaves only named records."""
+    board = gc_board(store)
+    board.post("p0", {"xp": 0})
+    stray = {i: board._rows_keys(i).node(f"{(1 << 41) + n:x}") for n, i in enumerate(board.windows())}
+    store.put_many(dict.fromkeys(stray.values(), b"a crashed post's row"))
+    sweeps, stop, errors = [0], threading.Event(), []
+
+    def sweeper() -> None:
+        other = gc_board(store)
+        try:
+            while not stop.is_set():
+                other.gc(sweep=True, wait=False)
+                sweeps[0] += 1
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def poster(n: int) -> None:
+        mine = gc_board(store)  # a process of its own
+        for i in range(8):
+            mine.post(f"p{i % 3}", {"shots": 1, "xp": n * 10 + i, "laps": i % 2, "ms": n}, post_id=f"{n}-{i}")
+
+    gc_thread = threading.Thread(target=sweeper)
+    gc_thread.start()
+    posters = [threading.Thread(target=poster, args=(n,)) for n in range(3)]
+    for t in posters:
+        t.start()
+    for t in posters:
+        t.join()
+    stop.set()
+    gc_thread.join()
+    assert errors == [] and sweeps[0] >= 1
+    board.gc(sweep=True, wait=False)
+    for instance in board.windows():
+        assert sum(board.row(f"p{i}", window=instance).values.get("shots", 0) for i in range(3)) == 24
+        assert unnamed_records(board, instance) == []
+        assert not store.existing([stray[instance]])
+        board._check(instance)
+
+
+def test_gc_collects_replaced_rows_an_ended_process_left() -> None:
+    store = mdss.open_store("memory://")
+    board = gc_board(store, gc_grace=60)  # ends before the grace period does
+    for xp in range(3):
+        board.post("ann", {"xp": xp})
+    assert len(unnamed_records(board, "all")) == 2
+    gc_board(store).gc(wait=False)  # the sets' noted garbage; rows are only found by listing them
+    assert len(unnamed_records(board, "all")) == 2
+    assert gc_board(store).gc(sweep=True, wait=False) == 6  # two replaced records in each of three windows
+    for instance in board.windows():
+        assert unnamed_records(board, instance) == []
+        board._check(instance)
+    with pytest.raises(mdss.InvalidArgumentError):
+        board.gc(sweep="yes")

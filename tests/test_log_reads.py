@@ -54,3 +54,35 @@ def test_slices_over_the_log_match_the_model(start, writes, later, order, chunk)
     apply(board, model, later)  # extends the overlay that ``before`` reads
     every_slice_matches(before.ranking, then, order)
     every_slice_matches(board._snapshot().ranking, model, order)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 400),
+    st.lists(st.tuples(st.integers(0, 599), st.none() | st.integers(-50, 50)), min_size=150, max_size=300),
+    st.sampled_from([4, 64, 1000]),
+    st.sampled_from(["desc", "asc"]),
+    st.data(),
+)
+def test_crowded_regions_match_the_model(loaded, writes, chunk, order, data) -> None:
+    """Regions holding many logged keys (over 64 added in one entry set's range, long runs removed), merged
+    regions kept with their cached entry sets (none, a few, all) and reused by views at other sequence
+    numbers."""
+    store = mdss.open_store("memory://")
+    cache = data.draw(st.sampled_from([0, 20_000, 64 << 20]))
+    start = {f"m{i:03d}": i % 7 for i in range(loaded)}
+    board = mdss.SortedSet.load(store, "b", start, chunk_size=chunk, order=order, log_limit=10_000, cache_bytes=cache)
+    model = dict(start)
+    half = len(writes) // 2
+    apply(board, model, [(f"m{i:03d}", s) for i, s in writes[:half]])
+    before, then = board._snapshot(), dict(model)
+    apply(board, model, [(f"m{i:03d}", s) for i, s in writes[half:]])
+    now = board._snapshot()
+    for ranking, state in ((now.ranking, model), (before.ranking, then), (now.ranking, model)):
+        members, scores = listing(state, order)
+        assert ranking.count == len(members)
+        for _ in range(20):
+            begin = data.draw(st.integers(0, len(members) + 1))
+            length = data.draw(st.integers(1, 150))
+            got = ranking.slice(begin, begin + length)
+            assert got == (members[begin : begin + length], scores[begin : begin + length]), (begin, length)

@@ -83,6 +83,72 @@ def test_sorted_set_operations(port: PortServer) -> None:
     assert (reply[":members"], reply[":order"], reply[":chunk_size"]) == (5, ":desc", 1000)
 
 
+def test_leaderboard_operations(port: PortServer) -> None:
+    board = (
+        B("game"),
+        {
+            A("columns"): {A("xp"): A("desc"), B("race"): [(A("laps"), A("desc")), (B("ms"), A("asc"))]},
+            A("accumulate"): [A("shots")],
+            A("keep_best"): {A("ms"): A("min")},
+            A("windows"): [A("all"), B("day")],
+        },
+    )
+    ann = {A("xp"): 5, A("shots"): 2, A("laps"): 3, A("ms"): 90, B("name"): B("Ann"), A("pro"): True}
+    posted = ask(port, "board_post", board, B("ann"), ann, {A("post_id"): B("p1")})
+    assert posted[0] == ":reply" and list(posted[2].values()) == [True, True] and "all" in posted[2]
+    assert list(ask(port, "board_post", board, B("ann"), ann, {A("post_id"): B("p1")})[2].values()) == [False, False]
+    ask(port, "board_post", board, B("bob"), {A("xp"): 7, A("laps"): 3, A("ms"): A("inf")})
+    ask(port, "board_post", board, B("ann"), {A("shots"): 1, A("ms"): 99}, {A("ops"): {A("ms"): A("set")}})
+    row = ask(port, "board_row", B("game"), B("ann"))[2]  # a stored board by name: its columns, windows [all]
+    assert row[0] == "ann" and row[1] == {"xp": 5, "shots": 3, "laps": 3, "ms": 99, "name": "Ann", "pro": True}
+    assert ask(port, "board_row", board, B("zed")) == (":reply", 1, None)
+    assert ask(port, "board_positions", board, B("ann")) == (":reply", 1, {"xp": 2, "race": 1})
+    assert ask(port, "board_positions", board, B("ann"), {A("window"): A("day"), A("ties"): A("dense")})[2] == {
+        "xp": 2,
+        "race": 1,
+    }
+    assert ask(port, "board_count", board, A("race")) == (":reply", 1, 2)
+    top = ask(port, "board_top", board, A("race"), 10)[2]
+    assert [(r[0], r[1]) for r in top] == [(1, "ann"), (2, "bob")] and top[1][2]["ms"] == ":inf"
+    around = ask(port, "board_around", board, B("bob"), A("xp"), 0, 1, {A("ties"): A("competition")})[2]
+    assert [(r[0], r[1]) for r in around] == [(1, "bob"), (2, "ann")]
+    friends = ask(port, "board_rows", board, [B("ann"), B("zed"), B("bob")], A("xp"))[2]
+    assert [(r[0], r[1]) for r in friends] == [(1, "bob"), (2, "ann")]
+    first, cursor = ask(port, "board_page", board, A("xp"), 1)[2]
+    assert [r[1] for r in first] == ["bob"] and cursor == ask_cursor
+    second, end = ask(port, "board_page", board, A("xp"), 1, B(cursor), {A("window"): A("all")})[2]
+    assert [r[1] for r in second] == ["ann"] and end is None
+    assert (
+        len(ask(port, "board_windows", board)[2]) == 2
+        and ask(port, "board_windows", board, A("day"))[2][0][:4] == "day:"
+    )
+    assert ask(port, "board_percentile", board, B("ann"), A("xp")) == (":reply", 1, 0.5)
+    assert ask(port, "board_at_percentile", board, A("xp"), 1)[2][1] == "ann"
+    assert ask(port, "board_check", board, {A("window"): A("day")}) == (":reply", 1, [])
+    assert isinstance(ask(port, "board_gc", board, {A("sweep"): True, A("wait"): False})[2], int)
+
+
+@pytest.mark.parametrize(
+    "args, kind",
+    [
+        ([(B("g"), {A("columns"): {A("xp"): A("up")}}), B("ann"), {}], "InvalidArgumentError"),
+        ([(B("g"), {A("columns"): {A("xp"): [(A("a"),)]}}), B("ann"), {}], "InvalidArgumentError"),
+        ([(B("g"), {A("colour"): A("red")}), B("ann"), {}], "InvalidArgumentError"),
+        ([(B("g"), {A("columns"): {A("xp"): A("desc")}}), B("ann"), {A("xp"): [1]}], "InvalidArgumentError"),
+        ([(B("g"), {A("columns"): {A("xp"): A("desc")}}), B("ann"), {A("xp"): B("lots")}], "InvalidScoreError"),
+        (
+            [(B("g"), {A("columns"): {A("xp"): A("desc")}}), B("ann"), {A("xp"): 1}, {A("only"): A("old")}],
+            "InvalidArgumentError",
+        ),
+        ([(B("g"), {A("columns"): {A("xp"): A("desc")}}), b"ann", {A("xp"): 1}], "InvalidMemberError"),
+        ([B("never stored"), B("ann"), {A("xp"): 1}], "InvalidArgumentError"),
+    ],
+)
+def test_bad_board_posts_name_the_exception(port: PortServer, args: Any, kind: str) -> None:
+    reply = ask(port, "board_post", *args)
+    assert reply[0] == ":error" and reply[2][0] == ":" + kind, reply
+
+
 def test_every_operation_is_documented() -> None:
     text = (pathlib.Path(__file__).resolve().parent.parent / "erlang" / "README.md").read_text(encoding="utf-8")
     assert [name for name in OPS if f"`{name}`" not in text] == []

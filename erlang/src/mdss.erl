@@ -10,7 +10,11 @@
 %% `{error, {port_exited, Message}}' and the next call starts a new port.
 %%
 %% Sets and members are UTF-8 binaries; scores are integers, floats, or
-%% the atoms `inf' and `-inf'. Entries are `{Member, Score, Rank}'. Every
+%% the atoms `inf' and `-inf'. Entries are `{Member, Score, Rank}'.
+%% Leaderboards (the `board_' functions) take a `Board': a name, or
+%% `{Name, #{columns => ..., windows => ...}}'; rows come back as
+%% `{Owner, Values, Updated}' and ranked rows as `{Rank, Owner, Values, Updated}',
+%% with `Values' a map of field names (binaries) to values. Every
 %% function returns `{ok, Value}' or `{error, {Kind, Message}}', where
 %% `Kind' is the name of the mdss exception (`InvalidMemberError', ...), or
 %% `timeout', `port_exited' or `port_failed' for what happens on this side.
@@ -20,6 +24,8 @@
 
 -export([start_link/1, start_link/2, stop/1]).
 -export([add/4, incr/4, rank/3, score/3, range/4, around/5, top/3, remove/3]).
+-export([board_post/4, board_post/5, board_row/3, board_positions/3, board_around/6, board_rows/4,
+         board_page/5, board_top/4, board_windows/2, board_percentile/4]).
 -export([call/3, call/4, os_pid/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -84,6 +90,39 @@ top(Pid, Set, N) -> call(Pid, range, [Set, 0, N]).
 
 %% @doc Remove `Member'; `{ok, true}' if it was there.
 remove(Pid, Set, Member) -> call(Pid, remove, [Set, Member]).
+
+%% -- leaderboards (more options through call/3: see erlang/README.md) ------------
+
+%% @doc Post `Values' (a map) for `Owner' to every window of the board; `{ok, #{Window => Changed}}'.
+board_post(Pid, Board, Owner, Values) -> call(Pid, board_post, [Board, Owner, Values]).
+
+%% @doc Post with options: `post_id' (a retried post is a no-op), `only' (`new' | `existing'), `ops'.
+board_post(Pid, Board, Owner, Values, Options) -> call(Pid, board_post, [Board, Owner, Values, Options]).
+
+%% @doc `Owner''s row in the default window: `{ok, {Owner, Values, Updated}}' or `{ok, undefined}'.
+board_row(Pid, Board, Owner) -> call(Pid, board_row, [Board, Owner]).
+
+%% @doc `Owner''s rank in every column its row has: `{ok, #{Column => Rank}}'.
+board_positions(Pid, Board, Owner) -> call(Pid, board_positions, [Board, Owner]).
+
+%% @doc The ranked rows around `Owner''s in `Column': up to `Before' better, up to `After' worse.
+board_around(Pid, Board, Owner, Column, Before, After) ->
+    call(Pid, board_around, [Board, Owner, Column, Before, After]).
+
+%% @doc The ranked rows of `Owners' (friends) in `Column', best first.
+board_rows(Pid, Board, Owners, Column) -> call(Pid, board_rows, [Board, Owners, Column]).
+
+%% @doc A page of `Column': `{ok, {RankedRows, NextCursor or undefined}}'; `Cursor' `undefined' for the first.
+board_page(Pid, Board, Column, Limit, Cursor) -> call(Pid, board_page, [Board, Column, Limit, Cursor]).
+
+%% @doc The best `N' ranked rows of `Column'.
+board_top(Pid, Board, Column, N) -> call(Pid, board_top, [Board, Column, N]).
+
+%% @doc The board's window instances, oldest first (`<<"all">>', `<<"week:2026-W47">>', ...).
+board_windows(Pid, Board) -> call(Pid, board_windows, [Board]).
+
+%% @doc The share of `Column''s rows ranked strictly better than `Owner''s (0.0 for the best), or `undefined'.
+board_percentile(Pid, Board, Owner, Column) -> call(Pid, board_percentile, [Board, Owner, Column]).
 
 %% @doc Any operation of the port (see erlang/README.md), with the client's timeout.
 -spec call(pid(), atom(), list()) -> result().

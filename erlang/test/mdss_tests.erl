@@ -12,6 +12,7 @@ client_test_() ->
              fun every_other_operation/1,
              fun pages_through_a_multi_level_set/1,
              fun top_n/1,
+             fun leaderboard/1,
              fun errors_name_the_mdss_exception/1,
              fun concurrent_callers/1,
              fun timeout_then_late_reply_is_dropped/1,
@@ -114,6 +115,45 @@ top_n(Pid) ->
     ?assertEqual({ok, [{<<"dee">>, 10, 1}, {<<"bob">>, 9, 2}, {<<"cid">>, 8, 3}]}, mdss:call(Pid, topn_top, [T])),
     ?assertEqual({ok, 8}, mdss:call(Pid, topn_threshold, [T])),
     ?assertEqual({ok, undefined}, mdss:call(Pid, topn_threshold, [<<"empty podium">>])).
+
+leaderboard(Pid) ->
+    B = {<<"mission-7">>, #{columns => #{xp => desc, race => [{laps, desc}, {time_ms, asc}]},
+                            accumulate => [shots], keep_best => #{time_ms => min}, windows => [all, week]}},
+    Ann = #{xp => 600, shots => 10, laps => 3, time_ms => 61000, name => <<"Ann">>, pro => true},
+    {ok, Posted} = mdss:board_post(Pid, B, <<"ann">>, Ann, #{post_id => <<"job-1">>}),
+    ?assertEqual([true, true], maps:values(Posted)),
+    {ok, Again} = mdss:board_post(Pid, B, <<"ann">>, Ann, #{post_id => <<"job-1">>}),  % a retry
+    ?assertEqual([false, false], maps:values(Again)),
+    {ok, _} = mdss:board_post(Pid, B, <<"bob">>, #{xp => 900, shots => 4, laps => 3, time_ms => 59000}),
+    {ok, _} = mdss:board_post(Pid, B, <<"cid">>, #{xp => 600, laps => 2, time_ms => inf}),
+    ?assertMatch({ok, {<<"ann">>, #{<<"xp">> := 600, <<"shots">> := 10, <<"name">> := <<"Ann">>, <<"pro">> := true},
+                       _}}, mdss:board_row(Pid, B, <<"ann">>)),
+    ?assertEqual({ok, undefined}, mdss:board_row(Pid, B, <<"nobody">>)),
+    ?assertEqual({ok, #{<<"xp">> => 2, <<"race">> => 2}}, mdss:board_positions(Pid, B, <<"ann">>)),
+    ?assertEqual({ok, #{<<"xp">> => 2, <<"race">> => 3}},
+                 mdss:call(Pid, board_positions, [B, <<"cid">>, #{ties => competition}])),
+    ?assertEqual([{1, <<"bob">>}, {2, <<"ann">>}, {3, <<"cid">>}], ranks(mdss:board_top(Pid, B, xp, 10))),
+    ?assertEqual([{1, <<"bob">>}, {2, <<"ann">>}, {2, <<"cid">>}],
+                 ranks(mdss:call(Pid, board_top, [B, xp, 10, #{ties => dense}]))),
+    ?assertEqual([{1, <<"bob">>}, {2, <<"ann">>}], ranks(mdss:board_around(Pid, B, <<"ann">>, <<"race">>, 5, 0))),
+    ?assertEqual([{1, <<"bob">>}, {3, <<"cid">>}], ranks(mdss:board_rows(Pid, B, [<<"cid">>, <<"bob">>, <<"zed">>], race))),
+    {ok, {First, Cursor}} = mdss:board_page(Pid, B, xp, 2, undefined),
+    {ok, {Second, undefined}} = mdss:board_page(Pid, B, xp, 2, Cursor),
+    ?assertEqual([<<"bob">>, <<"ann">>, <<"cid">>], [O || {_, O, _, _} <- First ++ Second]),
+    {ok, [<<"all">>, <<"week:", _/binary>>]} = mdss:board_windows(Pid, B),
+    {ok, Share} = mdss:board_percentile(Pid, B, <<"ann">>, xp),
+    ?assert(abs(Share - 1 / 3) < 1.0e-9),
+    ?assertMatch({ok, {1, <<"bob">>, _, _}}, mdss:call(Pid, board_at_percentile, [B, xp, 0.0])),
+    ?assertEqual({ok, 3}, mdss:call(Pid, board_count, [<<"mission-7">>, xp])),  % a stored board, by name
+    ?assertEqual({ok, []}, mdss:call(Pid, board_check, [B, #{window => week}])),
+    {ok, Deleted} = mdss:call(Pid, board_gc, [B, #{sweep => true, wait => false}]),
+    ?assert(is_integer(Deleted)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_post(Pid, B, <<"ann">>, #{xp => [1]})),
+    ?assertMatch({error, {'InvalidScoreError', _}}, mdss:board_post(Pid, B, <<"ann">>, #{xp => <<"lots">>})),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_top(Pid, B, nope, 10)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_row(Pid, <<"no such board">>, <<"ann">>)).
+
+ranks({ok, Rows}) -> [{Rank, Owner} || {Rank, Owner, _, _} <- Rows].
 
 errors_name_the_mdss_exception(Pid) ->
     S = <<"errors">>,
