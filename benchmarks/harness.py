@@ -188,7 +188,7 @@ READS = {
 }
 
 
-def log_reads(board: mdss.SortedSet, w: Workload, rounds: int = 2) -> dict[str, Any]:
+def log_reads(board: mdss.SortedSet, w: Workload, rounds: int = 3) -> dict[str, Any]:
     """Rank, page and around p50 with the update log full (one entry short of its limit), then just merged
     (empty), alternately: the two regimes measured side by side, the best p50 of ``rounds`` kept for each,
     so that a noisy machine skews the ratio less than two runs apart would."""

@@ -420,7 +420,8 @@ class View:
         found = None if leaf is None else leaf.merged
         if found is not None and found[0] == state and found[1] == self.end:
             return found[3], None
-        logged = self.between(low, high, closed=False)
+        added, removed = self.between(low, high, closed=False)
+        logged = (tuple(added), tuple(removed))  # tuples, as the merged entries: kept, the collector skips them
         if found is not None and found[0] == state and found[2] == logged:
             if self.end > found[1]:
                 leaf.merged = (state, self.end, logged, found[3])  # type: ignore[union-attr]
@@ -675,14 +676,16 @@ class Ranking:
         return out_members, out_scores
 
 
-def _merged(leaf: Any, added: list[Any], removed: list[Any], score_of: Any) -> tuple[list[str], list[Any]]:
+def _merged(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:
     """The members and scores of an entry set's region with the log applied: its entries without
-    ``removed`` (keys of it), with ``added`` (the log's keys in the region), all sorted."""
+    ``removed`` (keys of it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are
+    kept with the entry set, and CPython's collector stops tracking tuples of strings and numbers (lists
+    would make every full collection walk them)."""
     keys = leaf.keys
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
         dropped = set(removed)
         merged = list(heapq.merge([k for k in keys if k not in dropped] if dropped else keys, added))
-        return [k[-1] for k in merged], [score_of(k) for k in merged]
+        return tuple([k[-1] for k in merged]), tuple([score_of(k) for k in merged])
     members, scores = list(leaf.members), list(leaf.scores)
     gone = [bisect_left(keys, key) for key in removed]
     for i in reversed(gone):
@@ -692,7 +695,7 @@ def _merged(leaf: Any, added: list[Any], removed: list[Any], score_of: Any) -> t
         i += j - bisect_left(gone, i)
         members.insert(i, key[-1])
         scores.insert(i, score_of(key))
-    return members, scores
+    return tuple(members), tuple(scores)
 
 
 def _child(node: Any, target: int, region: int, shift: Any) -> tuple[int, int]:
