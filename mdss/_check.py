@@ -10,7 +10,8 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from ._head import headless
-from ._tree import Manifest, Tree
+from ._order import member_key
+from ._tree import Manifest, Tree, group_starts
 from .exceptions import CorruptDataError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -44,10 +45,19 @@ def _check_snapshot(sset: SortedSet, snap: Snapshot) -> list[str]:
 
 
 def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tuple[str, Any]]:
-    """Check one tree's invariants, appending problems; returns its (member, score) pairs."""
+    """Check one tree's invariants, appending problems; returns its (member, score) pairs.
+
+    In the score tree, also every child's distinct scores and last score
+    that its manifest records (format 3), against the child's own, computed
+    bottom-up from the entry sets.
+    """
     minimum = max(chunk // 2, 1)
+    scored = tree.keyfn is not member_key
     pairs: set[tuple[str, Any]] = set()
     expected: dict[str, tuple[int, Any]] = {}  # node id -> (count, first key) its parent records
+    recorded: dict[str, tuple[Any, Any]] = {}  # node id -> (distinct scores, last score) its parent records
+    dense: dict[str, tuple[int, Any]] = {}  # node id -> its true (distinct scores, last score)
+    manifests: list[tuple[str, Manifest]] = []  # in walk order: parents before children
     previous_last = None
     total = 0
     for height, path, node in tree.walk():
@@ -63,6 +73,9 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
             keys = node.firsts
             for child, count, first in zip(node.ids, node.counts, node.firsts):
                 expected[child] = (count, first)
+            if node.distincts is not None:
+                recorded.update(zip(node.ids, zip(node.distincts, node.lasts)))  # type: ignore[arg-type]
+            manifests.append((node_id, node))
             count = node.total
         else:
             keys = node.keys
@@ -72,6 +85,8 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
                 problems.append(f"{where} starts at {node.keys[0]!r}, not after the previous entry set's last key")
             if node.keys:
                 previous_last = node.keys[-1]
+                if scored:
+                    dense[node_id] = (len(group_starts(node.scores)), node.scores[-1])
             total += count
         if any(not a < b for a, b in zip(keys, keys[1:])):
             problems.append(f"{where} is not strictly sorted")
@@ -85,6 +100,23 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
                 )
     if total != tree.count:
         problems.append(f"head says the {what} holds {tree.count} entries, it holds {total}")
+    if not scored:
+        if recorded:
+            problems.append(f"{what} manifests record distinct scores, which only score tree manifests keep")
+        return pairs
+    for node_id, node in reversed(manifests):  # children before parents
+        if not all(child in dense for child in node.ids):
+            continue  # a damaged child, reported above
+        children = [dense[child] for child in node.ids]
+        joins = sum(1 for (_, last), first in zip(children, node.scores[1:]) if last == first)
+        dense[node_id] = (sum(d for d, _ in children) - joins, children[-1][1])
+    for node_id, (distinct, last) in recorded.items():
+        true = dense.get(node_id)
+        if distinct is not None and true is not None and (distinct, last) != true:
+            problems.append(
+                f"{what} node {node_id}: its manifest records {distinct} distinct scores and last score {last!r}, "
+                f"it holds {true[0]} and ends at {true[1]!r}"
+            )
     return pairs
 
 

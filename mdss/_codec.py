@@ -6,8 +6,12 @@ Format 2 (written since the gc epochs and checksums): an entry set is
 first_scores]))`` (the first entry of each child, from which the tree derives
 its key); the head is ``seal(msgpack(map))`` (see ``mdss._head``). ``seal``
 appends the CRC-32 of the msgpack bytes, so a flipped byte that still decodes
-is refused instead of served. Format 1 (the same without the checksum) is
-still read. Integers stay integers (msgpack has 64-bit ints), floats are IEEE
+is refused instead of served. Format 3 (since dense ranks) changed manifests
+of the score tree only: ``[3, 1, height, child_ids, child_counts,
+first_members, first_scores, distincts, last_scores]``, each child's number
+of distinct scores and its last score (nil for a child summarized before
+format 3); every other value is written as in format 2. Formats 1 (the same
+as 2 without the checksum) and 2 are still read. Integers stay integers (msgpack has 64-bit ints), floats are IEEE
 doubles. Anything that does not decode to the right shape and types raises
 :class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md
 describes every field.
@@ -23,7 +27,11 @@ import msgpack
 
 from .exceptions import CorruptDataError
 
+#: The format field of every value but score-tree manifests.
 FORMAT = 2
+#: The format field of score-tree manifests since dense ranks (distinct counts and last scores per child); the
+#: newest stored format, so a set written now is "format 3".
+DENSE = 3
 LEGACY = 1
 LEAF = 0
 MANIFEST = 1
@@ -55,8 +63,8 @@ def _sealed(data: bytes) -> memoryview | None:
     return None
 
 
-def unpack(key: str, data: bytes, what: str, **options: Any) -> tuple[int, Any]:
-    """``(format, object)`` from stored bytes: sealed format 2, or the unsealed format 1 before it.
+def unpack(key: str, data: bytes, what: str, sealed: tuple[int, ...] = (FORMAT,), **options: Any) -> tuple[int, Any]:
+    """``(format, object)`` from stored bytes: sealed, of a format in ``sealed`` (2), or the unsealed format 1.
 
     Damaged format-2 bytes fail the checksum and then fail as format 1 too
     (the checksum trailer is extra data, or the version is not 1).
@@ -70,7 +78,7 @@ def unpack(key: str, data: bytes, what: str, **options: Any) -> tuple[int, Any]:
         version = (
             found.get("v") if type(found) is dict else found[0] if type(found) in (tuple, list) and found else None
         )
-        if type(version) is int and version == (FORMAT if payload is not None else LEGACY):
+        if type(version) is int and (version in sealed if payload is not None else version == LEGACY):
             return version, found
         error = f"format {version!r}"
     if payload is None:
@@ -83,9 +91,19 @@ def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:
 
 
 def encode_manifest(
-    height: int, ids: Sequence[str], counts: Sequence[int], members: Sequence[str], scores: Sequence[Any]
+    height: int,
+    ids: Sequence[str],
+    counts: Sequence[int],
+    members: Sequence[str],
+    scores: Sequence[Any],
+    distincts: Sequence[int | None] | None = None,
+    lasts: Sequence[Any] | None = None,
 ) -> bytes:
-    return seal(_packb([FORMAT, MANIFEST, height, ids, counts, members, scores]))
+    """A manifest: format 3 with each child's distinct scores and last score (the score tree's), else format 2
+    (the member index's, whose scores are in no order)."""
+    if distincts is None:
+        return seal(_packb([FORMAT, MANIFEST, height, ids, counts, members, scores]))
+    return seal(_packb([DENSE, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
 
 
 def _scores_ok(scores: tuple[Any, ...]) -> bool:
@@ -93,19 +111,21 @@ def _scores_ok(scores: tuple[Any, ...]) -> bool:
 
 
 def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
-    """The node's fields: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts, members, scores)``.
+    """The node's fields: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts, members, scores,
+    distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2.
 
     Every field is checked for its type (members and ids are strings,
-    scores ints or floats and never NaN, counts positive ints), so no
-    wrongly typed value reaches the tree. Arrays decode as tuples: immutable
-    like the nodes, and the garbage collector stops tracking a tuple of
-    strings and numbers after one look.
+    scores ints or floats and never NaN, counts positive ints, a child's
+    distinct scores from 1 to its count, nil together with its last score),
+    so no wrongly typed value reaches the tree. Arrays decode as tuples:
+    immutable like the nodes, and the garbage collector stops tracking a
+    tuple of strings and numbers after one look.
     """
-    _, node = unpack(key, data, "node", use_list=False)
+    version, node = unpack(key, data, "node", (FORMAT, DENSE), use_list=False)
     if type(node) is not tuple or len(node) < 4:
         raise CorruptDataError("stored node is malformed", key)
     kind, fields = node[1], node[2:]
-    if kind == LEAF and len(fields) == 2:
+    if kind == LEAF and len(fields) == 2 and version != DENSE:
         members, scores = fields
         if (
             type(members) is tuple
@@ -115,21 +135,38 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
             and _scores_ok(scores)
         ):
             return node[1:]
-    elif kind == MANIFEST and len(fields) == 5:
-        height, ids, counts, members, scores = fields
+    elif kind == MANIFEST and len(fields) == 5 and version != DENSE and _manifest_ok(fields):
+        return (*node[1:], None, None)
+    elif kind == MANIFEST and len(fields) == 7 and version == DENSE and _manifest_ok(fields[:5]):
+        counts, scores, distincts, lasts = fields[2], fields[4], fields[5], fields[6]
         if (
-            type(height) is int
-            and 1 <= height <= MAX_HEIGHT
-            and all(type(x) is tuple for x in fields[1:])
-            and len(ids) == len(counts) == len(members) == len(scores) >= 1
-            and set(map(type, ids)) <= {str}
-            and set(map(type, counts)) <= {int}
-            and min(counts) >= 1
-            and set(map(type, members)) <= {str}
-            and _scores_ok(scores)
+            type(distincts) is tuple
+            and type(lasts) is tuple
+            and len(distincts) == len(lasts) == len(counts)
+            and all(
+                (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _NUMBERS)
+                for d, n, last in zip(distincts, counts, lasts)
+            )
+            and all(last == last for last in lasts)
         ):
             return node[1:]
     raise CorruptDataError("stored node is malformed (wrong shape or field types)", key)
+
+
+def _manifest_ok(fields: tuple[Any, ...]) -> bool:
+    """Whether a manifest's ``height, ids, counts, first members, first scores`` are well typed."""
+    height, ids, counts, members, scores = fields
+    return (
+        type(height) is int
+        and 1 <= height <= MAX_HEIGHT
+        and all(type(x) is tuple for x in fields[1:])
+        and len(ids) == len(counts) == len(members) == len(scores) >= 1
+        and set(map(type, ids)) <= {str}
+        and set(map(type, counts)) <= {int}
+        and min(counts) >= 1
+        and set(map(type, members)) <= {str}
+        and _scores_ok(scores)
+    )
 
 
 def encode_note(node_ids: Sequence[str]) -> bytes:

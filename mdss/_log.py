@@ -19,6 +19,8 @@ replaces (``removed``) and the entries it makes (``added``). A rank is the
 tree's count below a key, minus the removed keys below it, plus the added
 keys below it. A :class:`View` is the overlay as of one sequence number, so
 that a read stays one snapshot while other threads extend the overlay.
+A dense rank counts tie groups instead: :class:`Groups` and
+:func:`dense_below`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import attrs
 from sortedcontainers import SortedList
 
 from ._codec import _packb, check_entry, decode_log_page, decode_segment, encode_log_page, encode_segment
+from ._order import TOP
 from ._tree import Leaf, Tree
 from ._writer import new_id
 from .exceptions import CorruptDataError, MissingNodeError
@@ -272,6 +275,7 @@ class Overlay:
         self.added = SortedList()
         self.shifts: dict[Any, tuple[int, int]] = {}  # manifest first key -> (seq, shift), see View.first_shift
         self.lock = threading.Lock()
+        self.groups: Groups | None = None  # tie groups for dense ranks, made by the first dense read
 
     def extend(self, start: int, entries: Sequence[LogEntry]) -> None:
         """Apply ``entries`` that begin at sequence number ``start`` (those applied already are skipped)."""
@@ -733,3 +737,153 @@ def _child(node: Any, target: int, region: int, shift: Any) -> tuple[int, int]:
         else:
             hi = mid - 1
     return lo, at(lo)
+
+
+# -- dense ranks over the log -------------------------------------------------------
+
+
+class Groups:
+    """What an overlay's log does to the tie groups (distinct scores) of the trees, for dense ranks.
+
+    A logged score makes a tie group where no tree entry has that score, and
+    a group vanishes when the log removed every tree entry of it: so the
+    change at a score ``s`` (a score key: the first part of a sort key) is
+    ``[T - R + A > 0] - [T > 0]``, with ``A`` and ``R`` the log's added and
+    removed keys of score ``s`` and ``T`` the tree's entries of score ``s``.
+    ``T`` is not in the log (an append reads nothing but the member index):
+    the first dense read of an overlay state finds ``T`` for every score
+    logged since (``pending``), in the descent it makes anyway
+    (:func:`dense_below`), and keeps it (``tree``): the overlay's tree never
+    changes. ``gained`` and ``lost`` are the scores whose change is +1 and
+    -1 as of ``seq``, sorted, so that the change below a score is two
+    bisections. Called under the overlay's lock.
+    """
+
+    __slots__ = ("overlay", "seq", "tree", "pending", "added", "removed", "change", "gained", "lost")
+
+    def __init__(self, overlay: Overlay) -> None:
+        self.overlay, self.seq = overlay, overlay.base
+        self.tree: dict[Any, int] = {}  # score key -> the tree's entries with it (resolved)
+        self.pending: set[Any] = set()  # score keys logged whose tree entries are not known yet
+        self.added: dict[Any, int] = {}
+        self.removed: dict[Any, int] = {}
+        self.change: dict[Any, int] = {}  # score key -> +1 / -1 (resolved ones only; absent: 0)
+        self.gained = SortedList()
+        self.lost = SortedList()
+
+    def _effects(self, seq: int) -> list[tuple[Any, int, int]]:
+        """What the entry ``seq`` does to the counts: ``(score key, added, removed)`` changes, as
+        :meth:`Overlay.extend` applies it (a member's first entry removes its tree key, a later one replaces
+        its logged key)."""
+        ov = self.overlay
+        member, _, new = ov.entries[seq - ov.base][:3]
+        seqs = ov.hist[member]
+        k = bisect_left(seqs, seq)
+        found = []
+        if k == 0:
+            if ov.tree[member] is not None:
+                found.append((ov.key(member, ov.tree[member])[0], 0, 1))
+        else:
+            before = ov.entries[seqs[k - 1] - ov.base][2]
+            if before is not None:
+                found.append((ov.key(member, before)[0], -1, 0))
+        if new is not None:
+            found.append((ov.key(member, new)[0], 1, 0))
+        return found
+
+    def _advance(self) -> None:
+        """Catch up with the overlay's entries."""
+        touched = set()
+        added, removed = self.added, self.removed
+        for seq in range(self.seq, self.overlay.seq):
+            for s, a, r in self._effects(seq):
+                added[s] = added.get(s, 0) + a
+                removed[s] = removed.get(s, 0) + r
+                touched.add(s)
+        self.seq = self.overlay.seq
+        for s in touched:
+            if s in self.tree:
+                self._settle(s)
+            else:
+                self.pending.add(s)
+
+    def _settle(self, s: Any) -> None:
+        t = self.tree[s]
+        new = (t - self.removed.get(s, 0) + self.added.get(s, 0) > 0) - (t > 0)
+        old = self.change.get(s, 0)
+        if new != old:
+            if old:
+                (self.gained if old > 0 else self.lost).remove(s)
+            if new:
+                (self.gained if new > 0 else self.lost).add(s)
+            self.change[s] = new
+
+    def unresolved(self) -> list[Any]:
+        """The score keys logged whose tree entries are not known yet."""
+        with self.overlay.lock:
+            self._advance()
+            return list(self.pending)
+
+    def resolve(self, sizes: dict[Any, int]) -> None:
+        """Record the tree's entries of score keys (from :meth:`unresolved`)."""
+        with self.overlay.lock:
+            self.tree.update(sizes)
+            self.pending.difference_update(sizes)
+            for s in sizes:
+                self._settle(s)
+            self._advance()
+
+    def shift(self, end: int, keys: Sequence[Any]) -> list[int]:
+        """For each score key, what the log up to ``end`` does to the number of tie groups strictly below it.
+
+        Entries after ``end`` (other threads extended the overlay) are
+        undone for the few scores they touch. Every score logged before
+        ``end`` is resolved by then (:func:`dense_below`); one logged only
+        after it changes nothing as of ``end``.
+        """
+        with self.overlay.lock:
+            self._advance()
+            undo: dict[Any, list[int]] = {}
+            for seq in range(end, self.seq):
+                for s, a, r in self._effects(seq):
+                    counts = undo.setdefault(s, [0, 0])
+                    counts[0] -= a
+                    counts[1] -= r
+            fixes = []
+            for s, (a, r) in undo.items():
+                t = self.tree.get(s)
+                if t is not None:
+                    then = (t - self.removed.get(s, 0) - r + self.added.get(s, 0) + a > 0) - (t > 0)
+                    if then != self.change.get(s, 0):
+                        fixes.append((s, then - self.change.get(s, 0)))
+            gained, lost = self.gained, self.lost
+            return [gained.bisect_left(k) - lost.bisect_left(k) + sum(c for s, c in fixes if s < k) for k in keys]
+
+
+def dense_below(ranking: Tree | Ranking, probes: Sequence[Any]) -> list[int]:
+    """For each probe, the first key of a score: the distinct scores strictly below it, the log applied (the
+    dense rank of that score, less one).
+
+    The tree's distinct scores below the probe (:meth:`Tree.below`) plus the
+    tie groups the log makes below it, less those it empties (:class:`Groups`).
+    The scores logged since this overlay state's last dense read are resolved
+    in the same batched descent as the probes (two probes each: the tree's
+    entries with that score), so the round trips are those of a count; the
+    entry sets read are those of the probes and of the newly logged scores.
+    """
+    if isinstance(ranking, Tree):
+        return [distinct for _, distinct in ranking.below(probes)]
+    view = ranking.view
+    overlay = view.overlay
+    with overlay.lock:
+        if overlay.groups is None:
+            overlay.groups = Groups(overlay)
+        groups = overlay.groups
+    pending = groups.unresolved()
+    edges = [key for s in pending for key in ((s,), (s, TOP))]
+    found = ranking.tree.below([*probes, *edges])
+    n = len(probes)
+    if pending:
+        groups.resolve({s: found[n + 2 * i + 1][0] - found[n + 2 * i][0] for i, s in enumerate(pending)})
+    shifts = groups.shift(view.end, [probe[0] for probe in probes])
+    return [found[i][1] + shift for i, shift in enumerate(shifts)]

@@ -473,7 +473,7 @@ class ShardedSet:
         """The member's 1-based rank: the sum over shards of the entries before its key. Three round trips
         with manifests cached (heads, the member's index entry set, every shard's score entry set)."""
         member = check_member(member)
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
 
         def run(g: Gather) -> int | None:
             score = self._score(g, member)
@@ -483,6 +483,37 @@ class ShardedSet:
             return self._count_below(g, [probe])[0] + 1
 
         return self._read(run)
+
+    def _check_ties(self, ties: Any) -> None:
+        check_choice(ties, TIES, "ties")
+        if ties == "dense":
+            raise InvalidArgumentError(
+                "dense ranks count distinct scores, and a tie group spans shards: a sharded set has no exact "
+                "dense rank short of reading every shard's scores; use ties='competition' or an unsharded set"
+            )
+
+    def percentile(self, member: str) -> float | None:
+        """The share of members with a strictly better score than ``member``'s (see
+        :meth:`SortedSet.percentile`): the shards' counts below its score, summed, over their sizes.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(10)}, shards=3)
+        >>> board.percentile("p9"), board.percentile("p0"), board.at_percentile(0.5, ties="competition")
+        (0.0, 0.9, Entry(member='p4', score=4, rank=6))
+        """
+        member = check_member(member)
+
+        def run(snaps: list[Snapshot]) -> float | None:
+            score = snaps[shard_of(member, self.shards)].index.get(member)
+            if score is None:
+                return None
+            return self._count_below(snaps, [self._order.first_key(score)])[0] / self._count(snaps)
+
+        return self._read(run)
+
+    at_percentile = SortedSet.at_percentile
+
+    def _size(self, snaps: list[Snapshot]) -> int:
+        return self._count(snaps)
 
     def rank_of_score(self, score: Score) -> int:
         """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
@@ -509,7 +540,7 @@ class ShardedSet:
         member = check_member(member)
         check_count(before, "before")
         check_count(after, "after")
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
 
         def run(g: Gather) -> list[Entry]:
             score = self._score(g, member)
@@ -534,7 +565,7 @@ class ShardedSet:
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
         if cursor is None:
             after = None
         else:

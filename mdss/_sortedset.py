@@ -47,7 +47,7 @@ T = TypeVar("T")
 
 DEFAULT_CHUNK = 1000
 OPS = _ops.OPS
-TIES = ("ordinal", "competition")
+TIES = ("ordinal", "competition", "dense")
 
 _entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
 
@@ -57,7 +57,9 @@ def _ranked(order: Order, ranking: Any, start: int, members: list[str], scores: 
 
     A competition rank is 1 + the entries with a strictly better score: the
     count below the first entry's score, then each later entry's position
-    unless it ties with the one before.
+    unless it ties with the one before. A dense rank is 1 + the distinct
+    scores strictly better: the first entry's (``mdss._log.dense_below``),
+    then one more at each change of score.
     """
     ranks = list(range(start + 1, start + 1 + len(members)))
     if ties == "competition" and members:
@@ -65,6 +67,10 @@ def _ranked(order: Order, ranking: Any, start: int, members: list[str], scores: 
         for i in range(1, len(ranks)):
             if scores[i] == scores[i - 1]:
                 ranks[i] = ranks[i - 1]
+    elif ties == "dense" and members:
+        ranks[0] = _log.dense_below(ranking, [order.first_key(scores[0])])[0] + 1
+        for i in range(1, len(ranks)):
+            ranks[i] = ranks[i - 1] + (scores[i] != scores[i - 1])
     return list(map(_entry, members, scores, ranks))
 
 
@@ -110,8 +116,8 @@ class SortedSet:
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
     4
-    >>> board.rank("cid"), board.rank("cid", ties="competition")
-    (3, 2)
+    >>> board.rank("cid"), board.rank("cid", ties="competition"), board.rank("dee", ties="dense")
+    (3, 2, 3)
     """
 
     def __new__(cls, *args: Any, **options: Any) -> Any:
@@ -270,20 +276,75 @@ class SortedSet:
 
         ``ties="ordinal"``: ties broken by member, every rank distinct.
         ``ties="competition"``: 1 + the number of members with a strictly
-        better score ("1224" ranking). With manifests cached: three round
-        trips (head, member index entry set, score entry set).
+        better score ("1224" ranking). ``ties="dense"``: 1 + the number of
+        distinct scores strictly better ("1223"). With manifests cached:
+        three round trips (head, member index entry set, score entry set),
+        whichever ``ties``; a dense rank over the update log also reads, in
+        that last round trip, the entry sets of the scores logged since the
+        last dense read (see docs/architecture.md).
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add_many({"ann": 9, "bob": 9, "cid": 7, "dee": 5})
+        4
+        >>> [board.rank("dee", ties=t) for t in ("ordinal", "competition", "dense")]
+        [4, 4, 3]
         """
         member = check_member(member)
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
 
         def run(snap: Snapshot) -> int | None:
             score = snap.index.get(member)
             if score is None:
                 return None
+            if ties == "dense":
+                return _log.dense_below(snap.ranking, [self._order.first_key(score)])[0] + 1
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
             return snap.ranking.rank_of(probe) + 1
 
         return self._read(run)
+
+    def _check_ties(self, ties: Any) -> None:
+        check_choice(ties, TIES, "ties")
+
+    def percentile(self, member: str) -> float | None:
+        """The share of members with a strictly better score than ``member``'s: ``(competition rank - 1) /
+        len(self)``, 0.0 for the best score (ties share it); ``None`` if the member is absent. The exact
+        value of :meth:`estimate_percentile`; costs as :meth:`rank`.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(10)})
+        >>> board.percentile("p9"), board.percentile("p0"), board.at_percentile(0.5)
+        (0.0, 0.9, Entry(member='p4', score=4, rank=6))
+        """
+        member = check_member(member)
+
+        def run(snap: Snapshot) -> float | None:
+            score = snap.index.get(member)
+            if score is None:
+                return None
+            return snap.ranking.rank_of(self._order.first_key(score)) / snap.ranking.count
+
+        return self._read(run)
+
+    def at_percentile(self, p: float, *, ties: str = "ordinal") -> Entry | None:
+        """The entry at share ``p`` (0 to 1) of the set: position ``floor(p * len)`` (the last entry for 1.0),
+        so that :meth:`percentile` of its member is at most ``p``; its rank follows ``ties``. ``None`` for an
+        empty set. Costs as :meth:`at`."""
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
+            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
+        self._check_ties(ties)
+
+        def run(snap: Any) -> Entry | None:
+            size = self._size(snap)
+            if not size:
+                return None
+            at = min(int(p * size), size - 1)
+            found = self._entries(snap, at, at + 1, ties)
+            return found[0] if found else None
+
+        return self._read(run)
+
+    def _size(self, snap: Snapshot) -> int:
+        return snap.ranking.count
 
     def rank_of_score(self, score: Score) -> int:
         """The competition rank a member with ``score`` would have (1 + members strictly better).
@@ -304,12 +365,13 @@ class SortedSet:
         O(log n + limit); with manifests cached, two round trips (head and the
         entry sets the page spans, fetched together). Each entry's ``rank``
         follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
-        entries better than the first one's score (one more descent, its
-        entry set usually the page's own), and later ranks follow from it.
+        entries better than the first one's score, ``"dense"`` their distinct
+        scores (one more descent, its entry set usually the page's own), and
+        later ranks follow from it.
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
         return self._read(lambda snap: self._entries(snap, offset, offset + limit, ties))
 
     def at(self, rank: int, *, ties: str = "ordinal") -> Entry | None:
@@ -339,7 +401,7 @@ class SortedSet:
         check_count(offset, "offset")
         if limit is not None:
             check_count(limit, "limit")
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
 
         def run(snap: Snapshot) -> list[Entry]:
             start, stop = self._score_bounds(snap, best, worst)
@@ -365,7 +427,7 @@ class SortedSet:
         member = check_member(member)
         check_count(before, "before")
         check_count(after, "after")
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
 
         def run(snap: Snapshot) -> list[Entry]:
             score = snap.index.get(member)
@@ -394,7 +456,7 @@ class SortedSet:
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
-        check_choice(ties, TIES, "ties")
+        self._check_ties(ties)
 
         if cursor is None:
             ranking, position, (members, scores) = self._read(
@@ -537,6 +599,8 @@ class SortedSet:
         ties = "ordinal" if ties is None and member is not None else ties
         if member is None and ties not in (None, "competition"):
             raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
+        if ties == "dense":
+            raise InvalidArgumentError("estimates count entries, not distinct scores: use rank(member, ties='dense')")
         if ties is not None:
             check_choice(ties, TIES, "ties")
         if max_error is not None:

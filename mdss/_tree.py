@@ -3,9 +3,10 @@
 An *entry set* (leaf) holds at most ``chunk`` entries in key order. A
 *manifest* holds at most ``chunk`` children and, for each, its id, its entry
 count and its first entry (member and score, from which the tree derives the
-child's first key). A manifest of manifests is the seed's master manifest;
-the tree grows a level when the root splits and loses one when the root is
-left with a single child.
+child's first key); in the score tree also the child's number of distinct
+scores and its last score, for dense ranks (see :meth:`Tree.below`). A
+manifest of manifests is the seed's master manifest; the tree grows a level
+when the root splits and loses one when the root is left with a single child.
 
 The same structure serves two trees: the *score tree*, keyed by the set
 order's sort key ``(s, member)``, and the *member index*, keyed by member.
@@ -19,9 +20,11 @@ whatever the number of keys or positions it asks for.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
+from operator import ne
 from typing import Any
 
 from ._cache import NodeCache
@@ -31,32 +34,63 @@ from ._order import KeyFn
 from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
 
-#: A child summary: (node id, entry count, first member, first score).
-Summary = tuple[str, int, str, Any]
+#: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
+#: ``None`` in the member index, and where unknown (a child summarized before format 3).
+Summary = tuple[str, int, str, Any, Any, Any]
+
+#: Children of nodes whose distinct counts are unknown, read per round trip when a dense read computes them.
+COMPLETE_BATCH = 256
+_LEARN = threading.Lock()
+
+
+def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
+    """Where each tie group (a run of equal scores) of ``scores`` starts: 0, then every index whose score
+    differs from the one before (``1 == 1.0``: one group)."""
+    if not scores:
+        return ()
+    return (0, *compress(range(1, len(scores)), map(ne, scores[1:], scores[:-1])))
 
 
 class Leaf:
     """An entry set: parallel tuples, ``keys`` derived from members and scores; ``merged``: its entries with
     the update log applied, as a read last merged them (``mdss._log.View.keep``)."""
 
-    __slots__ = ("keys", "members", "scores", "merged")
+    __slots__ = ("keys", "members", "scores", "merged", "_groups")
     height = 0
 
     def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
         self.keys, self.members, self.scores = keys, members, scores
         self.merged: Any = None
+        self._groups: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def groups(self) -> tuple[int, ...]:
+        """:func:`group_starts` of the scores, computed once (the node is immutable)."""
+        found = self._groups
+        if found is None:
+            found = self._groups = group_starts(self.scores)
+        return found
+
+    def dense(self) -> tuple[int, Any]:
+        """(distinct scores, last score): what a score tree manifest records of this entry set."""
+        return len(self.groups()), self.scores[-1]
 
     def encode(self) -> bytes:
         return encode_leaf(self.members, self.scores)
 
 
 class Manifest:
-    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts."""
+    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts.
 
-    __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts")
+    In the score tree also each child's distinct scores and last score
+    (``distincts``, ``lasts``; ``None`` for a child summarized before format
+    3, and both ``None`` in the member index and in manifests of format 1 or
+    2). :meth:`dense_starts` are the distinct scores before each child.
+    """
+
+    __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts", "distincts", "lasts", "_dense")
 
     def __init__(
         self,
@@ -66,10 +100,14 @@ class Manifest:
         members: Sequence[str],
         scores: Sequence[Any],
         firsts: Sequence[Any],
+        distincts: Sequence[int | None] | None = None,
+        lasts: Sequence[Any] | None = None,
     ) -> None:
         self.height, self.ids, self.counts, self.members, self.scores = height, ids, counts, members, scores
         self.firsts = firsts
         self.starts = (0, *accumulate(counts))
+        self.distincts, self.lasts = distincts, lasts
+        self._dense: Any = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -79,7 +117,53 @@ class Manifest:
         return self.starts[-1]
 
     def summaries(self) -> list[Summary]:
-        return list(zip(self.ids, self.counts, self.members, self.scores))
+        if self.distincts is None:
+            nothing = (None,) * len(self.ids)
+            return list(zip(self.ids, self.counts, self.members, self.scores, nothing, nothing))
+        return list(zip(self.ids, self.counts, self.members, self.scores, self.distincts, self.lasts))  # type: ignore[arg-type]
+
+    def dense_starts(self) -> tuple[int, ...]:
+        """``starts[i]``: the distinct scores of children ``0..i-1`` together, for ``i`` up to the first child
+        whose count is unknown. A tie group that crosses from child ``k-1`` into child ``k`` (its last score
+        equals the next first score) is counted once."""
+        distincts, cached = self.distincts, self._dense
+        if cached is not None and cached[0] is distincts:
+            return cached[1]
+        starts = [0]
+        if distincts is not None:
+            lasts, scores = self.lasts, self.scores
+            for k, d in enumerate(distincts):
+                if d is None:
+                    break
+                starts.append(starts[-1] + d - (k > 0 and lasts[k - 1] == scores[k]))  # type: ignore[index]
+        found = tuple(starts)
+        self._dense = (distincts, found)
+        return found
+
+    def dense(self) -> tuple[int | None, Any]:
+        """(distinct scores, last score) of the whole manifest, ``(None, None)`` where a child's is unknown."""
+        starts = self.dense_starts()
+        if len(starts) <= len(self.ids):
+            return None, None
+        return starts[-1], self.lasts[-1]  # type: ignore[index]
+
+    def dense_before(self, i: int, distinct: int, last: Any) -> tuple[int, Any]:
+        """The distinct scores and the last score of everything before child ``i``, given those before this
+        manifest (``last`` ``None`` when nothing is). Children ``0..i-1`` must be known (:meth:`Tree.complete`)."""
+        if not i:
+            return distinct, last
+        join = last is not None and last == self.scores[0]
+        return distinct + self.dense_starts()[i] - join, self.lasts[i - 1]  # type: ignore[index]
+
+    def learn(self, found: dict[int, tuple[int, Any]]) -> None:
+        """Record the distinct scores and last scores of children, computed from them (for a format-2 node)."""
+        n = len(self.ids)
+        with _LEARN:  # values only go from unknown to known: concurrent learners never undo each other
+            distincts = list(self.distincts or (None,) * n)
+            lasts = list(self.lasts or (None,) * n)
+            for i, (distinct, last) in found.items():
+                distincts[i], lasts[i] = distinct, last
+            self.lasts, self.distincts = tuple(lasts), tuple(distincts)  # facts of immutable children: shareable
 
     def child(self, key: Any) -> int:
         """The index of the child whose key range holds ``key`` (the first child for keys before all)."""
@@ -99,7 +183,8 @@ class Manifest:
             lo = end
 
     def encode(self) -> bytes:
-        return encode_manifest(self.height, self.ids, self.counts, self.members, self.scores)
+        fields = self.height, self.ids, self.counts, self.members, self.scores
+        return encode_manifest(*fields, self.distincts, self.lasts)
 
 
 Node = Leaf | Manifest
@@ -188,8 +273,8 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
         if fields[0] == LEAF:
             members, scores = fields[1], fields[2]
             return Leaf(tuple(map(keyfn, members, scores)), members, scores)
-        height, ids, counts, members, scores = fields[1:]
-        return Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
+        height, ids, counts, members, scores, distincts, lasts = fields[1:]
+        return Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)), distincts, lasts)
     except TypeError as exc:  # e.g. a score that is not a number
         raise CorruptDataError(f"stored node holds a value of the wrong type: {exc}", key) from None
 
@@ -275,6 +360,81 @@ class Tree:
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         """For each probe key, how many keys are strictly below it."""
         return [before + bisect_left(leaf.keys, probe) for (leaf, before), probe in zip(self.descend(probes), probes)]
+
+    def below(self, probes: Sequence[Any]) -> list[tuple[int, int]]:
+        """For each probe key (in any order): how many keys are strictly below it, and how many distinct
+        scores they hold (a dense rank is 1 + the latter, below a score's first key).
+
+        The descent of :meth:`count_below`, carrying the distinct scores and
+        the last score of everything to the left: a manifest adds its
+        children's distinct counts before the child it routes to, less one
+        for every tie group that crosses from one child into the next (the
+        last score of one equals the first of the next), and the entry set
+        adds its tie groups before the probe. The same round trips as a
+        count. Manifests of format 1 or 2 know no distinct counts: they are
+        computed from their children first (:meth:`complete`).
+        """
+        if self.root is None:
+            return [(0, 0)] * len(probes)
+        order = None
+        if any(a > b for a, b in zip(probes, probes[1:])):
+            order = sorted(range(len(probes)), key=probes.__getitem__)
+            probes = [probes[i] for i in order]
+        # (node id, entries before it, distinct scores before it, the last score before it, probes lo:hi)
+        runs: list[tuple[str, int, int, Any, int, int]] = [(self.root, 0, 0, None, 0, len(probes))]
+        for height in range(self.height, 0, -1):
+            nodes = self._load_many((run[0] for run in runs), height)
+            routed = [(run, nodes[run[0]], list(nodes[run[0]].runs(probes, run[4], run[5]))) for run in runs]
+            self.complete([(node, children[-1][0]) for _, node, children in routed], height)
+            nxt = []
+            for (_, before, distinct, last, _, _), node, children in routed:
+                for i, a, b in children:
+                    nxt.append((node.ids[i], before + node.starts[i], *node.dense_before(i, distinct, last), a, b))
+            runs = nxt
+        leaves = self._load_many((run[0] for run in runs), 0)
+        found: list[tuple[int, int]] = []
+        for node_id, before, distinct, last, lo, hi in runs:
+            leaf = leaves[node_id]
+            keys, groups = leaf.keys, leaf.groups()
+            join = last is not None and bool(keys) and last == leaf.scores[0]
+            for probe in probes[lo:hi]:
+                at = bisect_left(keys, probe)
+                found.append((before + at, distinct + bisect_left(groups, at) - join if at else distinct))
+        if order is None:
+            return found
+        out: list[Any] = [None] * len(found)
+        for i, item in zip(order, found):
+            out[i] = item
+        return out
+
+    def complete(self, needs: Sequence[tuple[Manifest, int]], height: int) -> None:
+        """Make known the distinct counts of children ``0..i-1`` of each ``(manifest, i)`` at ``height``,
+        computing unknown ones from the children (format-2 manifests: whole subtrees are read once, then kept
+        on the decoded manifests). Reads :data:`COMPLETE_BATCH` children per round trip and keeps none pinned.
+        """
+        todo: dict[str, list[tuple[Manifest, int]]] = {}
+        for node, i in needs:
+            known = len(node.dense_starts()) - 1
+            for j in range(known, i):
+                if node.distincts is None or node.distincts[j] is None:
+                    todo.setdefault(node.ids[j], []).append((node, j))
+        if not todo:
+            return
+        ids, pins = list(todo), self.source.pins
+        learned: dict[int, tuple[Manifest, dict[int, tuple[int, Any]]]] = {}
+        for start in range(0, len(ids), COMPLETE_BATCH):
+            batch = ids[start : start + COMPLETE_BATCH]
+            fresh = [node_id for node_id in batch if node_id not in pins]
+            children = self._load_many(batch, height - 1)
+            if height > 1:
+                self.complete([(child, len(child)) for child in children.values()], height - 1)
+            for node_id, child in children.items():
+                for node, j in todo[node_id]:
+                    learned.setdefault(id(node), (node, {}))[1][j] = child.dense()
+            for node_id in fresh:
+                pins.pop(node_id, None)
+        for node, found in learned.values():
+            node.learn(found)
 
     def find(self, keys: Sequence[Any]) -> list[Any]:
         """For each key, the score stored with it, or ``None``."""

@@ -5,8 +5,10 @@ only the paths it touches under fresh ids: it cuts entries into even parts of
 at most ``chunk`` (:meth:`Writer._split_points`), merges any node left under
 half full with a neighbour (:meth:`Writer._merge_underfull`), grows the root
 a level when it splits and shrinks it when it is left with a single child.
-:meth:`Writer.build` builds a whole tree bottom-up (bulk load). Nothing
-touches the store here: the commit writes the new nodes, then compare-and-sets
+:meth:`Writer.build` builds a whole tree bottom-up (bulk load). In the score
+tree every summary also records the child's distinct scores and last score
+(for dense ranks), recomputed for every node written. Nothing touches the
+store here: the commit writes the new nodes, then compare-and-sets
 the head.
 
 Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
@@ -25,6 +27,7 @@ from typing import Any
 
 from ._codec import encode_leaf
 from ._keys import Keyspace
+from ._order import member_key
 from ._tree import Leaf, Manifest, Node, Summary, Tree
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
@@ -69,6 +72,10 @@ class Writer:
         self.built: dict[str, bytes] = {}
         self.replaced: list[str] = []
         self.tree: Tree
+        self.dense = False  # whether the tree's summaries keep distinct scores (the score tree's do)
+
+    def _start(self, tree: Tree) -> None:
+        self.tree, self.dense = tree, tree.keyfn is not member_key
 
     # -- node bookkeeping -------------------------------------------------
 
@@ -96,13 +103,17 @@ class Writer:
         cuts = self._split_points(len(members))
         if keys is not None:
             keys, members, scores = tuple(keys), tuple(members), tuple(scores)
+        dense = self.dense
         for a, b in zip(cuts, cuts[1:]):
             node_id = new_id(self.epoch)
             if keys is None:
                 self.built[node_id] = encode_leaf(members[a:b], scores[a:b])
             else:
                 self.new[node_id] = Leaf(keys[a:b], members[a:b], scores[a:b])
-            out.append((node_id, b - a, members[a], scores[a]))
+            if dense:  # equal scores are adjacent, and a set counts 1 and 1.0 once: its size is the groups'
+                out.append((node_id, b - a, members[a], scores[a], len(set(scores[a:b])), scores[b - 1]))
+            else:
+                out.append((node_id, b - a, members[a], scores[a], None, None))
         return out
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
@@ -110,11 +121,13 @@ class Writer:
         cuts = self._split_points(len(children))
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
-            part = children[a:b]
-            ids, counts, members, scores = tuple(zip(*part))
+            ids, counts, members, scores, distincts, lasts = tuple(zip(*children[a:b]))
             node_id = new_id(self.epoch)
-            self.new[node_id] = Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)))
-            out.append((node_id, sum(counts), members[0], scores[0]))
+            if not self.dense:
+                distincts = lasts = None  # type: ignore[assignment]
+            node = Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)), distincts, lasts)
+            self.new[node_id] = node
+            out.append((node_id, node.total, members[0], scores[0], *node.dense()))
         return out
 
     def _emit(self, items: Any, height: int) -> list[Summary]:
@@ -130,7 +143,7 @@ class Writer:
         Returns the new (root id, height, count). Deletes of absent keys and
         inserts of present keys (an upsert) are both allowed.
         """
-        self.tree = tree
+        self._start(tree)
         if not ops:
             return tree.root, tree.height, tree.count
         tree.prefetch([op[0] for op in ops])  # batch-load every path first: one round trip per level
@@ -221,7 +234,7 @@ class Writer:
         never held decoded (a million decoded entries would only feed the
         garbage collector).
         """
-        self.tree = tree
+        self._start(tree)
         root, height = self._grow(self._emit_leaves(None, members, scores), 0)
         return (None, 0, 0) if root is None else (root[0], height, root[1])
 

@@ -188,9 +188,9 @@ def score(member: str) -> None:
 
 @cli.command()
 @click.argument("member")
-@click.option("--ties", type=click.Choice(["ordinal", "competition"]), default="ordinal", show_default=True)
+@click.option("--ties", type=click.Choice(["ordinal", "competition", "dense"]), default="ordinal", show_default=True)
 def rank(member: str, ties: str) -> None:
-    """Print MEMBER's 1-based rank."""
+    """Print MEMBER's 1-based rank (dense: 1 + the distinct scores better; not on sharded sets)."""
     board = _ctx().board()
     found = board.rank(member, ties=ties)
     size = len(board)

@@ -355,7 +355,7 @@ def _scores(port: PortServer, s: Any, members: Any) -> Any:
 
 @op("rank", "Set, Member, [Ties]")
 def _rank(port: PortServer, s: Any, member: Any, ties: Any = None) -> Any:
-    how = "ordinal" if ties is None else _choice(ties, "ties", ("ordinal", "competition"))
+    how = "ordinal" if ties is None else _choice(ties, "ties", ("ordinal", "competition", "dense"))
     return port.sorted_set(s).rank(_member(member), ties=how)
 
 

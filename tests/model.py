@@ -21,6 +21,14 @@ class Model:
         ranked = sorted(self.scores.items(), key=self.sort_key)
         return [mdss.Entry(m, s, i + 1) for i, (m, s) in enumerate(ranked)]
 
+    def dense(self) -> list[mdss.Entry]:
+        """The entries with dense ranks: 1 + the distinct scores strictly better, counted naively."""
+        scores = self.scores.values()
+        return [
+            mdss.Entry(e.member, e.score, 1 + len({s for s in scores if self.better(s, e.score)}))
+            for e in self.entries()
+        ]
+
     def better(self, a: float, b: float) -> bool:
         """Whether score ``a`` ranks strictly before score ``b``."""
         return a > b if self.order == "desc" else a < b

@@ -33,6 +33,7 @@ def test_every_subcommand(run) -> None:
     assert run("score", "bob").strip() == "25"
     assert "ranked 1st of 3" in run("rank", "ann")
     assert "ranked 3rd of 3" in run("rank", "cid")
+    assert "ranked 3rd of 3" in run("rank", "cid", "--ties", "dense")
     top = run("top", "-n", "2")
     assert top.index("ann") < top.index("bob") and "cid" not in top
     assert "cid" in run("page", "2", "--limit", "5")

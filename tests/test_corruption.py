@@ -46,6 +46,7 @@ def reads(members: list[str], scores: list[Any]) -> Iterator[tuple[str, Callable
     yield "len", len
     yield "iteration", list
     yield "range(all)", lambda b: b.range(0, len(members) + 1)
+    yield "range(all, dense)", lambda b: b.range(0, len(members) + 1, ties="dense")
     yield "range(middle)", lambda b: b.range(len(members) // 3, 7)
     yield "range_by_score(all)", lambda b: b.range_by_score(best, worst)
     yield "range_by_score(middle)", lambda b: b.range_by_score(scores[3], scores[-4], offset=1, limit=9)
@@ -56,6 +57,7 @@ def reads(members: list[str], scores: list[Any]) -> Iterator[tuple[str, Callable
         yield f"score({member!r})", lambda b, m=member: b.score(m)
         yield f"rank({member!r})", lambda b, m=member: b.rank(m)
         yield f"rank({member!r}, competition)", lambda b, m=member: b.rank(m, ties="competition")
+        yield f"rank({member!r}, dense)", lambda b, m=member: b.rank(m, ties="dense")
         yield f"around({member!r})", lambda b, m=member: b.around(m, 2, 2)
     for rank in range(1, len(members) + 2):
         yield f"at({rank})", lambda b, r=rank: b.at(r)

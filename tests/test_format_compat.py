@@ -53,12 +53,20 @@ def competition_ranks(entries: list[tuple[str, Any, int]]) -> dict[str, int]:
     return ranks
 
 
+def dense_ranks(entries: list[tuple[str, Any, int]]) -> dict[str, int]:
+    """1 + the distinct scores before each entry's (entries are in set order)."""
+    ranks: dict[str, int] = {}
+    for i, (member, score, _) in enumerate(entries):
+        ranks[member] = 1 if i == 0 else ranks[entries[i - 1][0]] + (entries[i - 1][1] != score)
+    return ranks
+
+
 def fixture_params(kind: str) -> list[Any]:
     return [pytest.param(p, id=f"{p.parent.name}-{p.stem}") for p in FIXTURES if load_fixture(p)["kind"] == kind]
 
 
 def test_every_format_version_has_fixtures() -> None:
-    assert {p.parent.name for p in FIXTURES} >= {"v1"}
+    assert {p.parent.name for p in FIXTURES} >= {"v1", "v2", "v3"}  # each earlier format is read by this one
 
 
 @pytest.mark.parametrize("path", fixture_params("sortedset"))
@@ -70,10 +78,13 @@ def test_sorted_set_reads_and_writes(store, path: pathlib.Path) -> None:
     assert (board.order, board.chunk_size, len(board)) == (fixture["order"], fixture["chunk_size"], fixture["len"])
     assert typed(board.range(0, len(expected) + 1)) == typed(expected)
     assert typed(list(board)) == typed(expected)
-    competition = competition_ranks(expected)
+    competition, dense = competition_ranks(expected), dense_ranks(expected)
+    # Manifests before format 3 record no distinct counts: the first dense read computes them from the subtrees.
+    assert [e.rank for e in board.range(0, len(expected), ties="dense")] == [dense[m] for m, _, _ in expected]
     for member, score, rank in expected:
         assert (board.score(member), type(board.score(member))) == (score, type(score))
         assert board.rank(member) == rank and board.rank(member, ties="competition") == competition[member]
+        assert mdss.SortedSet(store, fixture["name"]).rank(member, ties="dense") == dense[member]  # nothing cached
         assert board.at(rank) == (member, score, rank)
         assert board.rank_of_score(score) == competition[member]
     assert board.scores([e[0] for e in expected]) == [e[1] for e in expected]
@@ -97,6 +108,8 @@ def test_sorted_set_reads_and_writes(store, path: pathlib.Path) -> None:
     ranked = sorted(model.items(), key=lambda kv: order.key(*kv))
     again = mdss.SortedSet(store, fixture["name"])  # a fresh object: nothing cached
     assert typed(again.range(0, len(ranked) + 1)) == typed([(m, s, i + 1) for i, (m, s) in enumerate(ranked)])
+    dense = dense_ranks([(m, s, i + 1) for i, (m, s) in enumerate(ranked)])
+    assert [again.rank(m, ties="dense") for m, _ in ranked] == [dense[m] for m, _ in ranked]
     assert again.check() == []
 
 

@@ -1,12 +1,14 @@
 """docs/format.md is enough to read what mdss stores: a reader written from it alone, with msgpack and
-zlib and without mdss, decodes the format-2 test vectors (tests/data/format/v2/) and finds in them
-exactly what mdss answered when it stored them.
+zlib and without mdss, decodes the format-2 and format-3 test vectors (tests/data/format/v2/, v3/)
+and finds in them exactly what mdss answered when it stored them.
 
 For each vector: every key follows the key grammar, every value carries its CRC-32 seal and decodes
 to the fields listed in ``decoded``; for a sorted set, the trees the head names hold every stored
-node, in order, with manifests that agree with their children, and the score tree read left to
-right is the list of entries with their ranks, the member index the same pairs by member; for a
-top-N set, the entries best first. This module must not import mdss.
+node, in order, with manifests that agree with their children (in format 3, the score tree's also
+in distinct scores and last scores), and the score tree read left to right is the list of entries
+with their ranks, the member index the same pairs by member; in format 3, the dense rank of every
+entry found by descending the manifests is the naive one; for a top-N set, the entries best first.
+This module must not import mdss.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from urllib.parse import unquote
 import msgpack
 import pytest
 
-VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format" / "v2").glob("*.json"))
+VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[23]/*.json"))
 NAMESPACE = "mdss"
 #: docs/format.md, "Keys": a set's head, its nodes and garbage notes, a top-N set.
 KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t))")
@@ -58,10 +60,14 @@ def load(path: pathlib.Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     return vector, {key: base64.b64decode(value) for key, value in vector["store"].items()}
 
 
-@pytest.mark.parametrize("path", VECTORS, ids=lambda p: p.stem)
+def name(path: pathlib.Path) -> str:
+    return f"{path.parent.name}-{path.stem}"
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=name)
 def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> None:
     vector, store = load(path)
-    assert vector["format"] == 2 and set(store) == set(vector["decoded"])
+    assert vector["format"] == int(path.parent.name[1:]) and set(store) == set(vector["decoded"])
     for key, value in store.items():
         expected = vector["decoded"][key]
         found, crc = unseal(value)
@@ -76,16 +82,21 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
             assert found[:2] == [2, 0] and found[2] == fields["members"]
             assert typed(found[3]) == typed([score(s) for s in fields["scores"]])
         else:
-            assert found[:2] == [2, 1] and found[2:6] == [
+            assert found[:2] == [fields["format"], 1] and found[2:6] == [
                 fields[f] for f in ("height", "ids", "counts", "first_members")
             ]
             assert typed(found[6]) == typed([score(s) for s in fields["first_scores"]])
+            if fields["format"] == 3:  # docs/format.md, "Manifest": distinct scores and last score per child
+                assert vector["format"] == 3 and found[7] == fields["distincts"]
+                assert typed(found[8]) == typed([None if s is None else score(s) for s in fields["last_scores"]])
+            else:
+                assert fields["format"] == 2 and len(found) == 7
         damaged = bytearray(value)
         damaged[len(damaged) // 2] ^= 0x01
         assert zlib.crc32(bytes(damaged[:-4])).to_bytes(4, "big") != bytes(damaged[-4:])
 
 
-@pytest.mark.parametrize("path", VECTORS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", VECTORS, ids=name)
 def test_keys_follow_the_grammar(path: pathlib.Path) -> None:
     vector, store = load(path)
     for key in store:
@@ -98,12 +109,17 @@ def test_keys_follow_the_grammar(path: pathlib.Path) -> None:
             assert NODE_ID.fullmatch(match["id"]), match["id"]
 
 
+def distinct(scores: list[Any]) -> int:
+    """How many different scores a run in set order holds (equal scores are adjacent; 1 == 1.0)."""
+    return sum(1 for i, s in enumerate(scores) if i == 0 or s != scores[i - 1])
+
+
 def walk(store: dict[str, bytes], prefix: str, root: str | None, height: int) -> tuple[list[list[Any]], set[str]]:
     """Every leaf's ``[member, score]`` pairs under ``root``, left to right, and the keys visited.
 
     Checks what docs/format.md promises of a tree: heights count down to 0 at the leaves, a
     manifest's count of a child is the child's number of entries and its first entry the child's
-    first.
+    first; a format-3 manifest's distinct scores and last score of a child are the child's.
     """
     if root is None:
         assert height == 0
@@ -112,20 +128,51 @@ def walk(store: dict[str, bytes], prefix: str, root: str | None, height: int) ->
     if height == 0:
         assert node[:2] == [2, 0] and len(node[2]) == len(node[3])
         return [list(pair) for pair in zip(node[2], node[3])], {root}
-    _, kind, node_height, ids, counts, first_members, first_scores = node
+    version, kind, node_height, ids, counts, first_members, first_scores, *dense = node
     assert (kind, node_height) == (1, height) and len(ids) == len(counts) == len(first_members) == len(first_scores)
+    assert (version, len(dense)) in ((2, 0), (3, 2))
+    distincts, lasts = dense or ([None] * len(ids), [None] * len(ids))
     pairs: list[list[Any]] = []
     seen = {root}
-    for child, count, member, s in zip(ids, counts, first_members, first_scores):
+    for child, count, member, s, d, last in zip(ids, counts, first_members, first_scores, distincts, lasts):
         below, visited = walk(store, prefix, child, height - 1)
         assert len(below) == count and below[0] == [member, s]
         assert type(below[0][1]) is type(s)
+        if d is not None:
+            assert d == distinct([p[1] for p in below]) and typed([last]) == typed([below[-1][1]])
         pairs += below
         seen |= visited
     return pairs, seen
 
 
-@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "sortedset"], ids=lambda p: p.stem)
+def dense_rank(store: dict[str, bytes], prefix: str, head: dict[str, Any], s: Any) -> int:
+    """docs/format.md, "Dense ranks": 1 + the distinct scores strictly better than ``s``, descending the
+    score tree's manifests by ``(s,)`` and adding, before each child taken, the distinct scores of the
+    children to its left, less one for each tie group that crosses a boundary."""
+    order = head["order"]
+    better = (lambda a, b: a > b) if order == "desc" else (lambda a, b: a < b)
+    root, height, _ = head["score"]
+    total, last = 0, None  # distinct scores before the current node, and the score of the entry just before it
+    while height:
+        node, _ = unseal(store[prefix + "n:" + root])
+        first_scores, distincts, lasts = node[6], node[7], node[8]
+        i = 0  # the last child whose first score is strictly better than s: s's group starts in or after it
+        while i + 1 < len(first_scores) and better(first_scores[i + 1], s):
+            i += 1
+        for j in range(i):
+            total += distincts[j] - (last is not None and last == first_scores[j])
+            last = lasts[j]
+        root, height = node[3][i], height - 1
+    leaf, _ = unseal(store[prefix + "n:" + root])
+    for x in leaf[3]:
+        if not better(x, s):
+            break
+        total += last is None or x != last
+        last = x
+    return total + 1
+
+
+@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "sortedset"], ids=name)
 def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     vector, store = load(path)
     [head_key] = [k for k in store if k.endswith(":h")]
@@ -155,9 +202,14 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     for node_id in node_keys:
         node, _ = unseal(store[prefix + "n:" + node_id])
         assert len(node[2 if node[1] == 0 else 3]) <= chunk
+        assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] == 3 else 2)
+    if vector["format"] == 3:
+        better = (lambda a, b: a > b) if order == "desc" else (lambda a, b: a < b)
+        for _, s, _ in expected:
+            assert dense_rank(store, prefix, head, s) == 1 + len({x for _, x, _ in expected if better(x, s)})
 
 
-@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "topn"], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "topn"], ids=name)
 def test_a_top_n_value_holds_its_entries_best_first(path: pathlib.Path) -> None:
     vector, store = load(path)
     [(key, value)] = store.items()

@@ -71,6 +71,7 @@ def test_sorted_set_operations(port: PortServer) -> None:
     assert ask(port, "add", s, B("dee"), 1.5) == (":reply", 1, True)
     assert ask(port, "rank", s, B("cid")) == (":reply", 1, 3)
     assert ask(port, "rank", s, B("cid"), A("competition")) == (":reply", 1, 2)
+    assert ask(port, "rank", s, B("dee"), A("dense")) == (":reply", 1, 3)
     assert ask(port, "rank", s, B("zed")) == (":reply", 1, None)
     assert ask(port, "range", s, 1, 2) == (":reply", 1, [("ann", 5, 2), ("cid", 5, 3)])
     assert ask(port, "incr", s, B("dee"), 10) == (":reply", 1, 11.5)
@@ -179,7 +180,7 @@ def test_unreadable_requests_answer_undefined(port: PortServer, frame: bytes, ki
         ("rank", [B("s"), b"charlist"], "InvalidMemberError"),
         ("rank", [B("s"), erlang.OtpErlangBinary(b"\xff")], "InvalidMemberError"),
         ("rank", [B("s"), erlang.OtpErlangBinary(b"m", bits=3)], "InvalidMemberError"),
-        ("rank", [B("s"), B("m"), A("dense")], "InvalidArgumentError"),
+        ("rank", [B("s"), B("m"), A("1223")], "InvalidArgumentError"),
         ("add", [B("s"), B("m"), True], "InvalidScoreError"),
         ("add", [B("s"), B("m"), 2**63], "InvalidScoreError"),
         ("add", [B("s"), B("m"), A("nan")], "InvalidScoreError"),

@@ -136,6 +136,8 @@ class SortedSetMachine(RuleBasedStateMachine):
         expected = self.model.entries()
         assert len(self.set) == len(expected)
         assert list(self.set) == expected
+        if self.shards == 1:
+            assert self.set.range(0, len(expected), ties="dense") == self.model.dense()
 
     @rule(offset=st.integers(0, 25), limit=st.integers(0, 12))
     def range(self, offset: int, limit: int) -> None:
@@ -156,6 +158,27 @@ class SortedSetMachine(RuleBasedStateMachine):
             assert self.set.around(member, 2, 3) == expected[max(i - 2, 0) : i + 4]
         else:
             assert self.set.around(member) == []
+
+    @rule(member=S.members, offset=st.integers(0, 25), limit=st.integers(0, 12), p=st.floats(0, 1))
+    def dense_and_percentiles(self, member: str, offset: int, limit: int, p: float) -> None:
+        expected = self.model.entries()
+        score = self.model.scores.get(member)
+        better = None if score is None else sum(1 for e in expected if self.model.better(e.score, score))
+        assert self.set.percentile(member) == (None if score is None else better / len(expected))
+        if self.shards > 1:  # a tie group spans shards: refused
+            with pytest.raises(mdss.InvalidArgumentError, match="tie group spans shards"):
+                self.set.rank(member, ties="dense")
+            assert self.set.at_percentile(p) == (
+                expected[min(int(p * len(expected)), len(expected) - 1)] if expected else None
+            )
+            return
+        dense = self.model.dense()
+        assert self.set.range(offset, limit, ties="dense") == dense[offset : offset + limit]
+        mine = [e.rank for e in dense if e.member == member]
+        assert self.set.rank(member, ties="dense") == (mine[0] if mine else None)
+        assert self.set.at_percentile(p, ties="dense") == (
+            dense[min(int(p * len(dense)), len(dense) - 1)] if dense else None
+        )
 
     @rule(members=st.lists(S.members, max_size=6))
     def scores(self, members: list[str]) -> None:

@@ -141,8 +141,9 @@ def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Ca
 
 @functools.lru_cache(maxsize=16)
 def largest_node_bytes(chunk_size: int) -> int:
-    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest that is full
-    of the longest members and the longest scores, counts and node ids, encoded as mdss encodes them.
+    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest (of the score
+    tree: with distinct counts and last scores) that is full of the longest members and the longest scores,
+    counts and node ids, encoded as mdss encodes them.
     """
     from .._codec import encode_leaf, encode_manifest  # _writer imports this module (through _tree)
     from .._order import MAX_MEMBER_BYTES
@@ -151,7 +152,7 @@ def largest_node_bytes(chunk_size: int) -> int:
     member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
     members, numbers = [member] * chunk_size, [number] * chunk_size
     leaf = encode_leaf(members, numbers)
-    manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers)
+    manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
     return max(len(leaf), len(manifest))
 
 
