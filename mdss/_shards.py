@@ -502,18 +502,18 @@ class ShardedSet:
         """
         member = check_member(member)
 
-        def run(snaps: list[Snapshot]) -> float | None:
-            score = snaps[shard_of(member, self.shards)].index.get(member)
+        def run(g: Gather) -> float | None:
+            score = self._score(g, member)
             if score is None:
                 return None
-            return self._count_below(snaps, [self._order.first_key(score)])[0] / self._count(snaps)
+            return self._count_below(g, [self._order.first_key(score)])[0] / self._count(g)
 
         return self._read(run)
 
     at_percentile = SortedSet.at_percentile
 
-    def _size(self, snaps: list[Snapshot]) -> int:
-        return self._count(snaps)
+    def _size(self, g: Gather) -> int:
+        return self._count(g)
 
     def rank_of_score(self, score: Score) -> int:
         """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
