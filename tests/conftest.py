@@ -20,6 +20,9 @@ from hypothesis import HealthCheck, settings
 import mdss
 from mdss.stores.riak import RiakStore
 
+#: Fixture data, and the scripts that wrote it (two ``make_vectors.py``: not test modules).
+collect_ignore_glob = ["data/*"]
+
 # Session fixtures ``redis_url``, ``redis_cluster_url`` and ``dynamodb_url``: servers the tests start.
 pytest_plugins = ["redis_servers", "dynamo_server"]
 
