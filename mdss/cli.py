@@ -186,9 +186,19 @@ def score(member: str) -> None:
     click.echo(_score(found))
 
 
+#: How equal scores rank, for every command that prints ranks (``SortedSet``'s ``ties=``).
+ties_option = click.option(
+    "--ties",
+    type=click.Choice(["ordinal", "competition", "dense"]),
+    default="ordinal",
+    show_default=True,
+    help="How equal scores rank (dense: not on sharded sets).",
+)
+
+
 @cli.command()
 @click.argument("member")
-@click.option("--ties", type=click.Choice(["ordinal", "competition", "dense"]), default="ordinal", show_default=True)
+@ties_option
 def rank(member: str, ties: str) -> None:
     """Print MEMBER's 1-based rank (dense: 1 + the distinct scores better; not on sharded sets)."""
     board = _ctx().board()
@@ -201,26 +211,29 @@ def rank(member: str, ties: str) -> None:
 
 @cli.command()
 @click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
-def top(count: int) -> None:
+@ties_option
+def top(count: int, ties: str) -> None:
     """Print the best N entries."""
-    _echo_entries(_ctx().board().range(0, count))
+    _echo_entries(_ctx().board().range(0, count, ties=ties))
 
 
 @cli.command()
 @click.argument("offset", type=click.IntRange(min=0))
 @click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True)
-def page(offset: int, limit: int) -> None:
+@ties_option
+def page(offset: int, limit: int, ties: str) -> None:
     """Print LIMIT entries from OFFSET (0 is rank 1)."""
-    _echo_entries(_ctx().board().range(offset, limit))
+    _echo_entries(_ctx().board().range(offset, limit, ties=ties))
 
 
 @cli.command()
 @click.argument("member")
 @click.option("--before", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option("--after", type=click.IntRange(min=0), default=5, show_default=True)
-def around(member: str, before: int, after: int) -> None:
+@ties_option
+def around(member: str, before: int, after: int, ties: str) -> None:
     """Print the entries around MEMBER."""
-    entries = _ctx().board().around(member, before, after)
+    entries = _ctx().board().around(member, before, after, ties=ties)
     if not entries:
         raise click.ClickException(f"{member} is not in the set")
     _echo_entries(entries)

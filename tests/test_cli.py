@@ -24,6 +24,21 @@ def run(tmp_path):
     return invoke
 
 
+def test_listings_rank_ties_as_asked(run) -> None:
+    """top, page and around print competition and dense ranks with --ties, as rank does."""
+    for member, score in (("ann", "30"), ("bob", "20"), ("cid", "20"), ("dan", "10")):
+        run("add", member, score)
+
+    def ranks(*args: str) -> list[int]:
+        return [int(line.split()[0]) for line in run(*args).splitlines() if line.split() and line.split()[0].isdigit()]
+
+    assert ranks("top", "-n", "4") == [1, 2, 3, 4]
+    assert ranks("top", "-n", "4", "--ties", "competition") == [1, 2, 2, 4]
+    assert ranks("top", "-n", "4", "--ties", "dense") == [1, 2, 2, 3]
+    assert ranks("page", "2", "--limit", "2", "--ties", "dense") == [2, 3]
+    assert ranks("around", "dan", "--before", "1", "--ties", "competition") == [2, 4]
+
+
 def test_every_subcommand(run) -> None:
     assert "ann: 30 (new)" in run("add", "ann", "30")
     run("add", "bob", "20")
