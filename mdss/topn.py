@@ -25,7 +25,7 @@ import msgpack
 
 from ._codec import FORMAT, seal, unpack
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, check_member, check_pairs, check_score
+from ._order import Entry, Order, Score, check_choice, check_member, check_pairs, check_score
 from ._retry import COMMITS
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError
 from .stores.base import Record, Store
@@ -135,12 +135,28 @@ class TopN:
 
     # -- reads and writes ---------------------------------------------------------
 
-    def top(self) -> list[Entry]:
-        """The best ``n`` entries, best first. O(n); one read, plus a write when it repairs siblings."""
+    def top(self, *, ties: str = "ordinal") -> list[Entry]:
+        """The best ``n`` entries, best first, ranked by ``ties`` as :meth:`SortedSet.rank` ranks
+        (``"competition"``: equal scores share the rank of the first; ``"dense"``: 1 + the distinct scores
+        better). O(n); one read, plus a write when it repairs siblings.
+
+        >>> podium = TopN(mdss.open_store("memory://"), "p", 4)
+        >>> podium.post_many({"ann": 5, "bob": 5, "cid": 9, "dee": 1})
+        True
+        >>> [e.rank for e in podium.top(ties="competition")], [e.rank for e in podium.top(ties="dense")]
+        ([1, 2, 2, 4], [1, 2, 2, 3])
+        """
+        check_choice(ties, ("ordinal", "competition", "dense"), "ties")
         record, entries = self._read()
         if record is not None and len(record.values) > 1:
             self.store.put(self.key, self._encode(entries), context=record.version)  # read repair
-        return [Entry(m, s, i + 1) for i, (m, s) in enumerate(entries)]
+        ranks = list(range(1, len(entries) + 1))
+        for i in range(1, len(entries)):
+            if ties != "ordinal" and entries[i][1] == entries[i - 1][1]:
+                ranks[i] = ranks[i - 1]
+            elif ties == "dense":
+                ranks[i] = ranks[i - 1] + 1
+        return [Entry(m, s, r) for (m, s), r in zip(entries, ranks)]
 
     def __len__(self) -> int:
         return len(self._read()[1])

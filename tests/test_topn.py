@@ -284,3 +284,18 @@ def test_any_interleaving_converges_to_the_top_of_everything_posted(schedule, n,
     record = store.get(podium.key)
     assert record is None or len(record.values) == 1  # the read repaired the siblings
     assert [(e.member, e.score) for e in podium.top()] == expected  # and repair is idempotent
+
+
+@given(pairs, st.sampled_from(["desc", "asc"]), st.integers(1, 8))
+def test_top_ranks_ties_as_a_sorted_set_would(posted, order, n) -> None:
+    """competition: 1 + the listed entries strictly better; dense: 1 + the distinct better scores listed."""
+    podium = TopN(MemoryStore(), "p", n, order=order)
+    podium.post_many(posted)
+    listed = podium.top()
+    scores = [e.score for e in listed]
+    better = (lambda a, b: a > b) if order == "desc" else (lambda a, b: a < b)
+    assert [e.rank for e in listed] == list(range(1, len(listed) + 1))
+    assert [e.rank for e in podium.top(ties="competition")] == [1 + sum(better(t, s) for t in scores) for s in scores]
+    assert [e.rank for e in podium.top(ties="dense")] == [1 + len({t for t in scores if better(t, s)}) for s in scores]
+    with pytest.raises(mdss.InvalidArgumentError):
+        podium.top(ties="fair")
