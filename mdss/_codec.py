@@ -107,7 +107,9 @@ def encode_manifest(
 
 
 def _scores_ok(scores: tuple[Any, ...]) -> bool:
-    return set(map(type, scores)) <= _NUMBERS and all(s == s for s in scores)
+    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan)."""
+    types = set(map(type, scores))
+    return types <= _NUMBERS and (float not in types or all(s == s for s in scores))
 
 
 def decode_node(key: str, data: bytes) -> tuple[Any, ...]:

@@ -30,7 +30,7 @@ from typing import Any
 from ._cache import NodeCache
 from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
 from ._keys import Keyspace
-from ._order import KeyFn
+from ._order import KeyFn, member_key
 from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
 
@@ -272,7 +272,8 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
     try:
         if fields[0] == LEAF:
             members, scores = fields[1], fields[2]
-            return Leaf(tuple(map(keyfn, members, scores)), members, scores)
+            # The member index's keys are its members (a tuple already): no per-entry call.
+            return Leaf(members if keyfn is member_key else tuple(map(keyfn, members, scores)), members, scores)
         height, ids, counts, members, scores, distincts, lasts = fields[1:]
         return Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)), distincts, lasts)
     except TypeError as exc:  # e.g. a score that is not a number
