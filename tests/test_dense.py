@@ -11,9 +11,11 @@ with and without the log, in both orders, with ints, floats and ±inf, and
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import pathlib
 import threading
+import time
 from typing import Any
 
 import msgpack
@@ -264,17 +266,21 @@ def test_dense_counts_stay_one_snapshot_while_other_threads_append() -> None:
     extends the same overlay: each count is that of its own snapshot (its listing, counted naively)."""
     store = mdss.open_store("memory://")
     board = mdss.SortedSet.load(store, "b", {m: i % 7 for i, m in enumerate(MEMBERS)}, chunk_size=3, log_limit=10**4)
-    stop, failures = threading.Event(), []
+    stop, failures, appended = threading.Event(), [], [0]
 
     def write() -> None:
         i = 0
         while not stop.is_set():
             board.incr(MEMBERS[i * 7 % len(MEMBERS)], 1 if i % 3 else -2)
             i += 1
+            appended[0] = i
 
     def read() -> None:
+        deadline = time.monotonic() + 60
         try:
-            for _ in range(100):
+            for n in itertools.count():  # 100 reads at least, and on until the writer appended 100 entries
+                if n >= 100 and (appended[0] > 100 or time.monotonic() > deadline):
+                    break
                 ranking = board._snapshot().ranking
                 _, scores = ranking.slice(0, ranking.count)
                 distinct = sorted(set(scores), reverse=True)
