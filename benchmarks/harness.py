@@ -497,6 +497,19 @@ def new_board(store: mdss.Store, name: str, cache_bytes: int) -> mdss.Leaderboar
     )
 
 
+def _timed_posts(bw: BoardWorkload, post: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
+    """An anchor's first posts/s (each owner once) and posts/s of the timed posts, ``post`` called per post."""
+    start = time.perf_counter()
+    for owner, values in bw.first:
+        post(owner, values)
+    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
+    start = time.perf_counter()
+    for owner, values in bw.posts:
+        post(owner, values)
+    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    return out
+
+
 def bench_board_mdss(store: mdss.Store, bw: BoardWorkload, cache_bytes: int) -> dict[str, Any]:
     """``mdss.Leaderboard``: the load, posts/s with round trips and bytes per post (merges included), and
     ``rows`` of 100 friends by xp (p50/p99 after a warm-up, and round trips per call)."""
@@ -562,14 +575,7 @@ def bench_board_sortedlist(bw: BoardWorkload) -> dict[str, Any]:
                     ranked.remove((was, owner))
                 ranked.add((key, owner))
 
-    start = time.perf_counter()
-    for owner, values in bw.first:
-        post(owner, values)
-    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
-    start = time.perf_counter()
-    for owner, values in bw.posts:
-        post(owner, values)
-    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    out = _timed_posts(bw, post)
     out["round_trips_per_post"] = out["round_trips_per_rows"] = 0
     rows, columns = windows["all"]
 
@@ -614,14 +620,7 @@ def bench_board_sql(path: str, bw: BoardWorkload) -> dict[str, Any]:
         )
         db.execute("COMMIT")
 
-    start = time.perf_counter()
-    for owner, values in bw.first:
-        post(owner, values)
-    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
-    start = time.perf_counter()
-    for owner, values in bw.posts:
-        post(owner, values)
-    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    out = _timed_posts(bw, post)
     out["round_trips_per_post"] = 3  # BEGIN, the upserts, COMMIT
 
     def friends_rows(friends: list[str]) -> list[tuple[int, str]]:
@@ -657,14 +656,7 @@ def bench_board_redis(store: Any, bw: BoardWorkload) -> dict[str, Any]:
                 pipe.hincrby(row, field, v[field])
         pipe.execute()
 
-    start = time.perf_counter()
-    for owner, values in bw.first:
-        post(owner, values)
-    out: dict[str, Any] = {"first_posts_per_s": _rate(len(bw.first), time.perf_counter() - start)}
-    start = time.perf_counter()
-    for owner, values in bw.posts:
-        post(owner, values)
-    out["posts_per_s"] = _rate(len(bw.posts), time.perf_counter() - start)
+    out = _timed_posts(bw, post)
     out["round_trips_per_post"] = out["round_trips_per_rows"] = 1
 
     def friends_rows(friends: list[str]) -> list[Any]:
