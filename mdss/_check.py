@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._head import headless
 from ._order import member_key
-from ._tree import Manifest, Tree, group_starts
+from ._tree import Manifest, Tree, fill, group_starts
 from .exceptions import CorruptDataError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
     that its manifest records (format 3), against the child's own, computed
     bottom-up from the entry sets.
     """
-    minimum = max(chunk // 2, 1)
     scored = tree.keyfn is not member_key
     pairs: set[tuple[str, Any]] = set()
     expected: dict[str, tuple[int, Any]] = {}  # node id -> (count, first key) its parent records
@@ -63,8 +62,9 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
     for height, path, node in tree.walk():
         node_id, where = path[-1], f"{what} node {path[-1]} (height {height})"
         is_root = len(path) == 1
-        if len(node) > chunk:
-            problems.append(f"{where} holds {len(node)} items, more than {chunk}")
+        minimum, most = fill(chunk, height)
+        if len(node) > most:
+            problems.append(f"{where} holds {len(node)} items, more than {most}")
         if not is_root and len(node) < minimum:
             problems.append(f"{where} holds {len(node)} items, under the minimum fill {minimum}")
         if is_root and height and len(node) < 2:

@@ -1,7 +1,7 @@
 """The counted, copy-on-write B+tree of entry sets and manifests.
 
 An *entry set* (leaf) holds at most ``chunk`` entries in key order. A
-*manifest* holds at most ``chunk`` children and, for each, its id, its entry
+*manifest* holds at most ``chunk`` children (at least 3: :func:`fill`) and, for each, its id, its entry
 count and its first entry (member and score, from which the tree derives the
 child's first key); in the score tree also the child's number of distinct
 scores and its last score, for dense ranks (see :meth:`Tree.below`). A
@@ -41,6 +41,22 @@ Summary = tuple[str, int, str, Any, Any, Any]
 #: Children of nodes whose distinct counts are unknown, read per round trip when a dense read computes them.
 COMPLETE_BATCH = 256
 _LEARN = threading.Lock()
+
+
+def fill(chunk: int, height: int) -> tuple[int, int]:
+    """The fewest and most items a node at ``height`` holds (a root: from 1, or 2 for a manifest).
+
+    Entry sets hold ``chunk // 2 .. chunk`` entries (at least 1). Manifests
+    hold ``max(chunk, 3) // 2 .. max(chunk, 3)`` children, and never fewer
+    than 2: a manifest with one child adds a level without halving what is
+    below it, and chunk sizes 2 and 3 (halved: 1) would let a tree fed in key
+    order grow one level per merge, hundreds deep. A fan-out of 2 to 3 is
+    the smallest for which even splits keep every part at 2 or more.
+    """
+    if height == 0:
+        return max(chunk // 2, 1), chunk
+    most = max(chunk, 3)
+    return max(most // 2, 2), most
 
 
 def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:

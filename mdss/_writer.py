@@ -2,7 +2,8 @@
 
 :class:`Writer` applies a sorted batch of operations to a tree by rewriting
 only the paths it touches under fresh ids: it cuts entries into even parts of
-at most ``chunk`` (:meth:`Writer._split_points`), merges any node left under
+at most ``chunk`` (:meth:`Writer._split_points`; manifests at most
+``max(chunk, 3)``: :func:`mdss._tree.fill`), merges any node left under
 half full with a neighbour (:meth:`Writer._merge_underfull`), grows the root
 a level when it splits and shrinks it when it is left with a single child.
 :meth:`Writer.build` builds a whole tree bottom-up (bulk load). In the score
@@ -28,7 +29,7 @@ from typing import Any
 from ._codec import encode_leaf
 from ._keys import Keyspace
 from ._order import member_key
-from ._tree import Leaf, Manifest, Node, Summary, Tree
+from ._tree import Leaf, Manifest, Node, Summary, Tree, fill
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -67,7 +68,7 @@ class Writer:
 
     def __init__(self, chunk: int, epoch: int) -> None:
         self.chunk, self.epoch = chunk, epoch
-        self.min_fill = max(chunk // 2, 1)
+        self.leaf_fill, self.manifest_fill = fill(chunk, 0), fill(chunk, 1)
         self.new: dict[str, Node] = {}
         self.built: dict[str, bytes] = {}
         self.replaced: list[str] = []
@@ -87,20 +88,22 @@ class Writer:
             self.replaced.append(node_id)
         return node
 
-    def _split_points(self, n: int) -> list[int]:
-        """Split points that cut ``n`` items into the fewest parts of at most ``chunk``, evenly.
+    @staticmethod
+    def _split_points(n: int, most: int) -> list[int]:
+        """Split points that cut ``n`` items into the fewest parts of at most ``most``, evenly.
 
-        Every part of a split holds more than ``chunk / 2`` items, so a split
-        never leaves a node under the minimum fill.
+        Every part of a split holds at least ``most // 2`` items (and 2 or
+        more when ``most`` is 3), so a split never leaves a node under the
+        minimum fill.
         """
-        k = -(-n // self.chunk) if n else 0
+        k = -(-n // most) if n else 0
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
     def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
         """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""
         out: list[Summary] = []
-        cuts = self._split_points(len(members))
+        cuts = self._split_points(len(members), self.leaf_fill[1])
         if keys is not None:
             keys, members, scores = tuple(keys), tuple(members), tuple(scores)
         dense = self.dense
@@ -118,7 +121,7 @@ class Writer:
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
         out: list[Summary] = []
-        cuts = self._split_points(len(children))
+        cuts = self._split_points(len(children), self.manifest_fill[1])
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
             ids, counts, members, scores, distincts, lasts = tuple(zip(*children[a:b]))
@@ -213,9 +216,9 @@ class Writer:
         that child itself; once its parent merges it with a neighbour, the
         merged children are fixed one level down in turn.
         """
-        new, min_fill = self.new, self.min_fill
+        new, least = self.new, (self.manifest_fill if height else self.leaf_fill)[0]
         while len(children) > 1:
-            i = next((k for k, c in enumerate(children) if c[0] in new and len(new[c[0]]) < min_fill), None)
+            i = next((k for k, c in enumerate(children) if c[0] in new and len(new[c[0]]) < least), None)
             if i is None:
                 return
             a = i if i + 1 < len(children) else i - 1

@@ -7,6 +7,7 @@ leave chains of single-child manifests behind, where merges must cascade.
 
 from __future__ import annotations
 
+import math
 import random
 
 from hypothesis import given
@@ -57,3 +58,25 @@ def test_big_batches_keep_every_invariant(chunk, order, size, seed, batches) -> 
         expected = sorted(model.items(), key=lambda kv: (sign * kv[1], kv[0]))
         assert [(e.member, e.score) for e in board] == expected
         assert len(board) == len(model)
+
+
+@given(
+    chunk=st.integers(2, 5),
+    order=st.sampled_from(["desc", "asc"]),
+    log_limit=st.sampled_from([1, 2, 7]),
+    rising=st.booleans(),
+)
+def test_small_commits_in_key_order_keep_the_tree_shallow(chunk, order, log_limit, rising) -> None:
+    """Entries added one at a time at one end of the order (scores that only rise, or only fall) split the
+    same edge of the tree at every merge. With chunk sizes 2 and 3, whose half is 1, that once left a chain of
+    single-child manifests a level deeper per merge: 195 entries stood 193 levels deep, past the 64 a stored
+    head may name, and the set could no longer be read. Every manifest now keeps 2 children or more."""
+    board = mdss.SortedSet(mdss.open_store("memory://"), "b", chunk_size=chunk, order=order, log_limit=log_limit)
+    n = 300
+    for i in range(n):
+        board.add(f"m{i:03d}", i if rising else -i)
+    board.merge()
+    assert board.check() == []
+    info = board.info()
+    assert max(info["score_tree_height"], info["member_index_height"]) <= math.ceil(math.log2(n))
+    assert len(board) == n
