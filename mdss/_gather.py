@@ -38,6 +38,7 @@ import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from math import isqrt
+from operator import itemgetter
 from typing import Any
 
 from ._cache import NodeCache
@@ -49,6 +50,7 @@ from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
 
 _EMPTY_LEAF = Leaf((), (), ())
+_MEMBER, _SCORE = itemgetter(1), itemgetter(0)
 
 
 class Part:
@@ -404,6 +406,15 @@ def page(g: Gather, start: int, stop: int) -> list[Any]:
     return _select_page(reaches, runs, start, stop) if found is None else found
 
 
+def _sort_keys(keys: list[Any]) -> list[Any]:
+    """Score tree keys ``(score, member)`` sorted: by member, then stably by score. Each pass compares one
+    kind of value, which CPython's sort does without the generic tuple comparison: about 2.5x faster on a
+    page's windows, whose keys share few scores (tuples of equal scores compare members through it)."""
+    keys.sort(key=_MEMBER)
+    keys.sort(key=_SCORE)
+    return keys
+
+
 def _median(keys: list[Any]) -> Any:
     keys.sort()
     return keys[len(keys) // 2]
@@ -468,7 +479,7 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
                 low = f
             if e is not None and (high is None or e < high):
                 high = e
-        merged = sorted([key for keys, _, _ in windows for key in keys])
+        merged = _sort_keys([key for keys, _, _ in windows for key in keys])
         k = start - base
         found = merged[k : k + length] if k >= 0 else []
         if found and len(found) == length and (low is None or found[0] >= low) and (high is None or found[-1] < high):
