@@ -118,17 +118,48 @@ class Part:
 class Layout:
     """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range
     of the tree's ``j``-th entry set, from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]`` (or the
-    end), with the log's keys in that range; ``starts[j]`` merged entries of the shard precede it
-    (``starts[-1]``: all of them). A region's merged keys are made once per part (:meth:`region`), and kept
-    with its entry set while the log's keys in it stay the same, so that a read of an unchanged shard
-    finds a key at a merged position, or counts below a key, with two bisections and no log in between.
-    """
+    end), with the log's keys in that range; :meth:`start` is the count of the shard's merged entries before
+    it (``trees[j]`` tree entries and the log's shift there). A region's merged keys are made once per
+    layout (:meth:`region`) and kept with its entry set while the log's keys in it stay the same, so that a
+    read of an unchanged shard finds a key at a merged position, or counts below a key, with two
+    bisections and no log in between. The starts are found as needed (a binary search over the regions,
+    a shift each), and all at once for a part read again: a head that writers replace at every read
+    costs only the few a read needs."""
 
-    __slots__ = ("firsts", "ids", "starts", "alone")
+    __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone")
 
-    def __init__(self, firsts: list[Any], ids: list[Any], starts: list[int]) -> None:
-        self.firsts, self.ids, self.starts = firsts, ids, starts
+    def __init__(self, firsts: list[Any], ids: list[Any], trees: list[int], count: int) -> None:
+        self.firsts, self.ids, self.trees = firsts, ids, trees
+        self.starts: list[Any] = [0] + [None] * (len(ids) - 1) + [count]
+        self.complete = len(ids) == 1
         self.alone: Any = None  # an empty tree's keys: the log's
+
+    def start(self, part: Part, j: int) -> int:
+        """The shard's merged entries before region ``j``."""
+        found = self.starts[j]
+        if found is None:
+            found = self.starts[j] = self.trees[j] + part.shift(self.firsts[j])
+        return found
+
+    def fill(self, part: Part) -> None:
+        """Every region's start, so that finding a merged position is one bisection."""
+        if not self.complete:
+            shift, firsts, trees = part.shift, self.firsts, self.trees
+            self.starts[1:-1] = [trees[j] + shift(firsts[j]) for j in range(1, len(trees))]
+            self.complete = True
+
+    def find(self, part: Part, p: int) -> int:
+        """The region holding merged position ``p`` (``0 <= p < part.count``)."""
+        if self.complete:
+            return bisect_right(self.starts, p) - 1
+        lo, hi = 0, len(self.ids)  # start(lo) <= p < start(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.start(part, mid) <= p:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def region(self, g: Gather, part: Part, j: int) -> Any:
         """Region ``j``'s merged keys, sorted (raises :class:`_Uncached` when its entry set is not cached).
@@ -159,21 +190,20 @@ class Layout:
 
     def key_at(self, g: Gather, part: Part, p: int) -> Any:
         """The shard's key at merged position ``p`` (``0 <= p < part.count``)."""
-        starts = self.starts
-        j = bisect_right(starts, p) - 1
-        return self.region(g, part, j)[p - starts[j]]
+        j = self.find(part, p)
+        return self.region(g, part, j)[p - self.start(part, j)]
 
     def below(self, g: Gather, part: Part, key: Any) -> int:
         """The shard's merged entries below ``key``."""
         j = bisect_right(self.firsts, key, 1) - 1
-        return self.starts[j] + bisect_left(self.region(g, part, j), key)
+        return self.start(part, j) + bisect_left(self.region(g, part, j), key)
 
     def window(self, g: Gather, part: Part, lo: int, hi: int) -> list[Any]:
         """The shard's keys at merged positions ``lo`` to ``hi - 1``."""
-        starts, out = self.starts, []
+        out: list[Any] = []
         while lo < hi:
-            j = bisect_right(starts, lo) - 1
-            a, end = starts[j], min(hi, starts[j + 1])
+            j = self.find(part, lo)
+            a, end = self.start(part, j), min(hi, self.start(part, j + 1))
             out += self.region(g, part, j)[lo - a : end - a]
             lo = end
         return out
@@ -198,6 +228,8 @@ def layout(g: Gather, part: Part) -> Layout:
     not cached)."""
     found = part.layout
     if found is not None:
+        if part.reads and not found.complete:  # a head read again: likely read more
+            found.fill(part)
         return found
     level: list[tuple[Any, Any, int]] = [(part.root, None, 0)]  # (node id, region's first key, tree start)
     for height in range(part.height, 0, -1):
@@ -210,12 +242,11 @@ def layout(g: Gather, part: Part) -> Layout:
             below.append((ids[0], first, at + starts[0]))
             below.extend((ids[i], firsts[i], at + starts[i]) for i in range(1, len(ids)))
         level = below
-    shift = part.shift
     found = part.layout = Layout(
-        [first for _, first, _ in level],
-        [node_id for node_id, _, _ in level],
-        [at + shift(first) for _, first, at in level] + [part.count],
+        [first for _, first, _ in level], [node_id for node_id, _, _ in level], [at for _, _, at in level], part.count
     )
+    if part.reads:
+        found.fill(part)
     return found
 
 
@@ -322,7 +353,7 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     todo = []
     for part in g.parts:
         lay = part.layout
-        if lay is None and part.reads > 1 and part.count:  # a head read before: worth its layout
+        if lay is None and part.reads and part.count:  # a head read before: worth its layout
             with contextlib.suppress(_Uncached):
                 lay = layout(g, part)
         for p, probe in enumerate(probes):
