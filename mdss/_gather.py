@@ -8,14 +8,21 @@ step batches the fetches of all shards into one ``get_many``, and the nodes
 a read has seen stay pinned for it (:class:`Gather`), so round trips do not
 grow with ``S``.
 
-- A count below a key is the sum of each shard's exact count (descents from
-  cached nodes first, one ``get_many`` per level that is not cached).
+- A shard read more than once at the same head is seen through its
+  :class:`Layout`: its entry sets' key ranges (*regions*) with the merged
+  count before each, and each region's keys with the log applied, merged once
+  and kept with the cached entry set (while the log's keys in it stay the
+  same), as unsharded pages keep theirs (``mdss._log.View.region``).
+- A count below a key is the sum of each shard's exact count: two bisections
+  in its layout, else descents from cached nodes first, one ``get_many`` per
+  level that is not cached.
 - A page at global offset ``k`` is an exact selection across shards. With the
   entry sets cached (:func:`_guess_page`): a pivot key from the shards'
   proportional positions, its exact global count, a better pivot while that
-  count is far off, then a window of each shard's keys around the pivot, wide
-  enough for the page by the binomial spread of members over shards, sorted
-  together; the windows' key ranges prove the page exact, else they widen.
+  count is far off, then a window of each shard's merged keys around the
+  pivot, wide enough for the page by the binomial spread of members over
+  shards, sorted together; the windows' key ranges prove the page exact, else
+  they widen.
   Otherwise (:func:`_candidates`): the manifests' counts and first keys
   narrow every shard to the entry sets that can hold the page, read in one
   round trip, and the guess runs over those, or a selection over their keys
@@ -31,6 +38,7 @@ import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from math import isqrt
+from operator import itemgetter
 from typing import Any
 
 from ._cache import NodeCache
@@ -42,6 +50,7 @@ from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
 
 _EMPTY_LEAF = Leaf((), (), ())
+_MEMBER, _SCORE = itemgetter(1), itemgetter(0)
 
 
 class Part:
@@ -50,7 +59,7 @@ class Part:
     same, so the part is kept per shard until then, with what reads learn of it (the score tree's root
     node, the log's keys as lists); the trees a read needs are made per read (:meth:`Gather.score_tree`)."""
 
-    __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top", "reads", "_log")
+    __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top", "reads", "layout", "_log")
 
     def __init__(self, engine: Any, data: bytes | None, head: Head, view: View | None) -> None:
         self.engine, self.data, self.head, self.view = engine, data, head, view
@@ -59,6 +68,7 @@ class Part:
         self.count = scores.count + (0 if view is None else view.size())
         self.top: Any = None  # the score tree's root node, once a read has it (it never changes)
         self.reads = 0  # reads that saw this part
+        self.layout: Layout | None = None  # the score tree's regions, once a read needed them
         self._log: tuple[list[Any], list[Any]] | None = None  # the log's added and removed keys, once copied
 
     def seen(self) -> Part:
@@ -103,6 +113,141 @@ class Part:
             if removed and removed[-1] >= high:
                 removed = removed[: bisect_left(removed, high)]
         return added, removed
+
+
+class Layout:
+    """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range
+    of the tree's ``j``-th entry set, from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]`` (or the
+    end), with the log's keys in that range; :meth:`start` is the count of the shard's merged entries before
+    it (``trees[j]`` tree entries and the log's shift there). A region's merged keys are made once per
+    layout (:meth:`region`) and kept with its entry set while the log's keys in it stay the same, so that a
+    read of an unchanged shard finds a key at a merged position, or counts below a key, with two
+    bisections and no log in between. The starts are found as needed (a binary search over the regions,
+    a shift each), and all at once for a part read again: a head that writers replace at every read
+    costs only the few a read needs."""
+
+    __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone")
+
+    def __init__(self, firsts: list[Any], ids: list[Any], trees: list[int], count: int) -> None:
+        self.firsts, self.ids, self.trees = firsts, ids, trees
+        self.starts: list[Any] = [0] + [None] * (len(ids) - 1) + [count]
+        self.complete = len(ids) == 1
+        self.alone: Any = None  # an empty tree's keys: the log's
+
+    def start(self, part: Part, j: int) -> int:
+        """The shard's merged entries before region ``j``."""
+        found = self.starts[j]
+        if found is None:
+            found = self.starts[j] = self.trees[j] + part.shift(self.firsts[j])
+        return found
+
+    def fill(self, part: Part) -> None:
+        """Every region's start, so that finding a merged position is one bisection."""
+        if not self.complete:
+            shift, firsts, trees = part.shift, self.firsts, self.trees
+            self.starts[1:-1] = [trees[j] + shift(firsts[j]) for j in range(1, len(trees))]
+            self.complete = True
+
+    def find(self, part: Part, p: int) -> int:
+        """The region holding merged position ``p`` (``0 <= p < part.count``)."""
+        if self.complete:
+            return bisect_right(self.starts, p) - 1
+        lo, hi = 0, len(self.ids)  # start(lo) <= p < start(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.start(part, mid) <= p:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def region(self, g: Gather, part: Part, j: int) -> Any:
+        """Region ``j``'s merged keys, sorted (raises :class:`_Uncached` when its entry set is not cached).
+        They stay with the entry set, so the node cache bounds them: ``(added, removed, keys, layout)``,
+        valid for this layout at once and for another while the log's keys in the region are the same."""
+        leaf_id = self.ids[j]
+        if leaf_id is None:  # an empty tree: the log alone
+            if self.alone is None:
+                self.alone = part.between(None, None)[0]
+            return self.alone
+        leaf = g.pins.get(leaf_id)
+        if leaf is None:
+            leaf = g.peek(part, leaf_id, 0)
+            if leaf is None:
+                raise _Uncached
+        kept = leaf.gathered
+        if kept is not None and kept[3] is self:
+            return kept[2]
+        added, removed = part.between(self.firsts[j], self.firsts[j + 1] if j + 1 < len(self.ids) else None)
+        if not (added or removed):
+            keys = leaf.keys
+        elif kept is not None and kept[0] == added and kept[1] == removed:
+            keys = kept[2]
+        else:
+            keys = _merge_keys(leaf.keys, added, removed)
+        leaf.gathered = (added, removed, keys, self)
+        return keys
+
+    def key_at(self, g: Gather, part: Part, p: int) -> Any:
+        """The shard's key at merged position ``p`` (``0 <= p < part.count``)."""
+        j = self.find(part, p)
+        return self.region(g, part, j)[p - self.start(part, j)]
+
+    def below(self, g: Gather, part: Part, key: Any) -> int:
+        """The shard's merged entries below ``key``."""
+        j = bisect_right(self.firsts, key, 1) - 1
+        return self.start(part, j) + bisect_left(self.region(g, part, j), key)
+
+    def window(self, g: Gather, part: Part, lo: int, hi: int) -> list[Any]:
+        """The shard's keys at merged positions ``lo`` to ``hi - 1``."""
+        out: list[Any] = []
+        while lo < hi:
+            j = self.find(part, lo)
+            a, end = self.start(part, j), min(hi, self.start(part, j + 1))
+            out += self.region(g, part, j)[lo - a : end - a]
+            lo = end
+        return out
+
+
+def _merge_keys(keys: Any, added: list[Any], removed: list[Any]) -> tuple[Any, ...]:
+    """An entry set's keys without ``removed`` (some of them), with ``added``, sorted: the removed found by
+    bisection (a few), the added sorted in as one run. A tuple: CPython's collector stops tracking it."""
+    merged = list(keys)
+    for key in reversed(removed):
+        i = bisect_left(merged, key)
+        if i < len(merged) and merged[i] == key:
+            del merged[i]
+    if added:
+        merged += added
+        merged.sort()
+    return tuple(merged)
+
+
+def layout(g: Gather, part: Part) -> Layout:
+    """The part's :class:`Layout`, made once from its cached manifests (raises :class:`_Uncached` when one is
+    not cached)."""
+    found = part.layout
+    if found is not None:
+        if part.reads and not found.complete:  # a head read again: likely read more
+            found.fill(part)
+        return found
+    level: list[tuple[Any, Any, int]] = [(part.root, None, 0)]  # (node id, region's first key, tree start)
+    for height in range(part.height, 0, -1):
+        below: list[tuple[Any, Any, int]] = []
+        for node_id, first, at in level:
+            node = g.peek(part, node_id, height)
+            if node is None:
+                raise _Uncached
+            firsts, starts, ids = node.firsts, node.starts, node.ids
+            below.append((ids[0], first, at + starts[0]))
+            below.extend((ids[i], firsts[i], at + starts[i]) for i in range(1, len(ids)))
+        level = below
+    found = part.layout = Layout(
+        [first for _, first, _ in level], [node_id for node_id, _, _ in level], [at for _, _, at in level], part.count
+    )
+    if part.reads:
+        found.fill(part)
+    return found
 
 
 class Gather:
@@ -205,7 +350,20 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     """For each probe key, the entries of the whole set below it: every shard descends its cached nodes,
     then what is missing at a level is read for all shards in one ``get_many``."""
     totals = [0] * len(probes)
-    todo = [[part, p, probe, part.root, part.height, 0] for part in g.parts for p, probe in enumerate(probes)]
+    todo = []
+    for part in g.parts:
+        lay = part.layout
+        if lay is None and part.reads and part.count:  # a head read before: worth its layout
+            with contextlib.suppress(_Uncached):
+                lay = layout(g, part)
+        for p, probe in enumerate(probes):
+            if lay is not None:
+                try:
+                    totals[p] += lay.below(g, part, probe)
+                    continue
+                except _Uncached:
+                    pass
+            todo.append([part, p, probe, part.root, part.height, 0])
     peek = g.peek
     while True:
         missing = []
@@ -279,76 +437,13 @@ def page(g: Gather, start: int, stop: int) -> list[Any]:
     return _select_page(reaches, runs, start, stop) if found is None else found
 
 
-class _Spot:
-    """Where a shard stands in the guessing selection: an entry set it has reached (``leaf``, its first
-    entry's tree position ``at``), the pivot's tree position ``a`` and merged count ``c`` in it."""
-
-    __slots__ = ("part", "leaf", "at", "a", "c")
-
-    def __init__(self, part: Part) -> None:
-        self.part, self.leaf, self.at, self.a, self.c = part, _EMPTY_LEAF, 0, 0, 0
-
-
-def _leaf_at(g: Gather, spot: _Spot, t: int) -> tuple[Leaf, int]:
-    """The entry set holding tree position ``t`` of the shard, and its first entry's position (cached
-    nodes only)."""
-    leaf, at = spot.leaf, spot.at
-    if at <= t < at + len(leaf):
-        return leaf, at
-    part = spot.part
-    node_id: Any = part.root
-    height, at = part.height, 0
-    while True:
-        node = g.peek(part, node_id, height)
-        if node is None:
-            raise _Uncached
-        if not height:
-            spot.leaf, spot.at = node, at
-            return node, at
-        starts = node.starts
-        i = bisect_right(starts, t - at) - 1
-        i = min(i, len(node) - 1)
-        at += starts[i]
-        node_id, height = node.ids[i], height - 1
-
-
-def _key_at(g: Gather, spot: _Spot, t: int) -> Any:
-    leaf, at = _leaf_at(g, spot, t)
-    return leaf.keys[t - at]
-
-
-def _locate(g: Gather, spot: _Spot, key: Any) -> None:
-    """Set the shard's pivot: ``a`` tree keys below ``key``, ``c`` merged ones (cached nodes only)."""
-    part, leaf, at = spot.part, spot.leaf, spot.at
-    if part.root is None:
-        spot.a, spot.c = 0, part.shift(key)
-        return
-    keys = leaf.keys
-    if not (keys and (at == 0 or keys[0] <= key) and (key <= keys[-1] or at + len(keys) == part.size)):
-        node_id, height, at = part.root, part.height, 0
-        while True:
-            node = g.peek(part, node_id, height)
-            if node is None:
-                raise _Uncached
-            if not height:
-                break
-            i = bisect_right(node.firsts, key) - 1
-            i = i if i > 0 else 0
-            at += node.starts[i]
-            node_id, height = node.ids[i], height - 1
-        spot.leaf, spot.at, keys = node, at, node.keys
-    spot.a = at + bisect_left(keys, key)
-    spot.c = spot.a + part.shift(key)
-
-
-def _estimate(g: Gather, spot: _Spot, merged: int) -> Any:
-    """The shard's key at about merged position ``merged``: at that tree position, moved back by the log's
-    shift there (one step; a log of many moved members would otherwise bias every shard's guess alike)."""
-    last = spot.part.size - 1
-    key = _key_at(g, spot, min(merged, last))
-    if spot.part.view is not None:
-        key = _key_at(g, spot, min(max(merged - spot.part.shift(key), 0), last))
-    return key
+def _sort_keys(keys: list[Any]) -> list[Any]:
+    """Score tree keys ``(score, member)`` sorted: by member, then stably by score. Each pass compares one
+    kind of value, which CPython's sort does without the generic tuple comparison: about 2.5x faster on a
+    page's windows, whose keys share few scores (tuples of equal scores compare members through it)."""
+    keys.sort(key=_MEMBER)
+    keys.sort(key=_SCORE)
+    return keys
 
 
 def _median(keys: list[Any]) -> Any:
@@ -369,53 +464,53 @@ _GUESSES = 4
 
 def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
     """The page from cached nodes, or ``None`` when the guesses do not settle (raises :class:`_Uncached`
-    when a node is not cached).
+    when a node is not cached). Each shard is seen through its :class:`Layout`: merged positions and keys.
 
-    1. Pivot: the median of each shard's key at its proportional position (:func:`_estimate`). Its
-       exact global count says how far the page is; while it is far, the median of each shard's key
-       that far on (by its share) is the next pivot.
-    2. Windows: each shard's merged keys in a run of tree positions around its pivot position, wide enough
-       for its binomial share of the page plus the distance to it, as ``[f, e)`` key ranges (``None``:
-       unbounded) with the exact count below ``f``.
+    1. Pivot: the median of each shard's key at its proportional position. Its exact global count says
+       how far the page is; while it is far, the median of each shard's key that far on (by its share)
+       is the next pivot.
+    2. Windows: each shard's merged keys in a run of positions around its pivot position, wide enough for
+       its binomial share of the page plus the distance to it, as ``[f, e)`` key ranges (``None``:
+       unbounded) with the exact count below ``f`` (the run's first position).
     3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows.
        It is exact when it lies in every window's key range (then each shard's count at its first key is
        exact, and every key between its first and last is in a window); else the windows widen.
     """
-    parts = [part for part in g.parts if part.count or part.size]
-    spots = [_Spot(part) for part in parts]
-    trees = [spot for spot in spots if spot.part.size]
-    tree_total = sum(spot.part.size for spot in trees)
-    total = max(sum(spot.part.count for spot in spots), 1)
+    shards = [(part, layout(g, part)) for part in g.parts if part.count]
+    total = sum(part.count for part, _ in shards)
     length = stop - start
-    pivot: Any = None
-    if trees:
-        pivot = _median([_estimate(g, spot, start * spot.part.count // total) for spot in trees])
-    far = max(8 * len(spots), length)
+    pivot = _median([lay.key_at(g, part, start * part.count // total) for part, lay in shards])
+    far = max(8 * len(shards), length)
     for guess in range(_GUESSES + 1):
-        if pivot is not None:
-            for spot in spots:
-                _locate(g, spot, pivot)
-        off = start - sum(spot.c for spot in spots)  # the page begins ``off`` entries after the pivot
-        if abs(off) <= far or guess == _GUESSES or not trees:
+        at = [lay.below(g, part, pivot) for part, lay in shards]
+        off = start - sum(at)  # the page begins ``off`` entries after the pivot
+        if abs(off) <= far or guess == _GUESSES:
             break
         pivot = _median(
-            [_key_at(g, s, min(max(s.a + off * s.part.size // tree_total, 0), s.part.size - 1)) for s in trees]
+            [
+                lay.key_at(g, part, min(max(a + off * part.count // total, 0), part.count - 1))
+                for (part, lay), a in zip(shards, at)
+            ]
         )
-    back = [0 if off >= 0 else _spread(-off * spot.part.count / total) for spot in spots]
-    ahead = [_spread(max(off + length, 0) * spot.part.count / total) for spot in spots]
-    windows: list[Any] = [None] * len(spots)
+    back = [0 if off >= 0 else _spread(-off * part.count / total) for part, _ in shards]
+    ahead = [_spread(max(off + length, 0) * part.count / total) for part, _ in shards]
+    windows: list[Any] = [None] * len(shards)
     for _ in range(_GUESSES):
         low, high, base = None, None, 0
-        for n, spot in enumerate(spots):
+        for n, ((part, lay), a) in enumerate(zip(shards, at)):
+            lo, hi = max(a - back[n], 0), min(a + ahead[n], part.count)
             if windows[n] is None:
-                windows[n] = _window(g, spot, pivot, back[n], ahead[n])
-            keys, f, e = windows[n]
-            base += spot.c - (0 if pivot is None else bisect_left(keys, pivot))
+                keys = lay.window(g, part, lo, hi)
+                f = None if lo == 0 else (pivot if lo == a else keys[0])
+                e = None if hi == part.count else lay.key_at(g, part, hi)
+                windows[n] = keys, f, e
+            _, f, e = windows[n]
+            base += lo
             if f is not None and (low is None or f > low):
                 low = f
             if e is not None and (high is None or e < high):
                 high = e
-        merged = sorted([key for keys, _, _ in windows for key in keys])
+        merged = _sort_keys([key for keys, _, _ in windows for key in keys])
         k = start - base
         found = merged[k : k + length] if k >= 0 else []
         if found and len(found) == length and (low is None or found[0] >= low) and (high is None or found[-1] < high):
@@ -426,33 +521,6 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
             if e is not None and (len(found) < length or e <= found[-1]):
                 ahead[n], windows[n] = 2 * ahead[n] + 8, None
     return None
-
-
-def _window(g: Gather, spot: _Spot, pivot: Any, back: int, ahead: int) -> tuple[list[Any], Any, Any]:
-    """The shard's merged keys in ``[f, e)``: its tree keys from ``back`` positions before the pivot's to
-    ``ahead`` after it, with the log's keys in that range; ``f`` is the pivot itself when ``back`` is 0
-    (so the count below ``f`` is the pivot's), ``None`` at either end of the tree."""
-    part = spot.part
-    a = spot.a
-    lo, hi = max(a - back, 0), min(a + ahead, part.size)
-    keys: list[Any] = []
-    t = lo
-    while t < hi:
-        leaf, at = _leaf_at(g, spot, t)
-        end = min(hi, at + len(leaf))
-        keys.extend(leaf.keys[t - at : end - at])
-        t = end
-    f = None if lo == 0 else (pivot if lo == a else keys[0])
-    e = None if hi == part.size else _key_at(g, spot, hi)
-    added, removed = part.between(f, e)
-    for key in reversed(removed):  # a few: found by bisection, not by hashing every key
-        i = bisect_left(keys, key)
-        if i < len(keys) and keys[i] == key:
-            del keys[i]
-    if added:
-        keys.extend(added)
-        keys.sort()
-    return keys, f, e
 
 
 def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[range]]:

@@ -69,14 +69,16 @@ def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
 
 class Leaf:
     """An entry set: parallel tuples, ``keys`` derived from members and scores; ``merged``: its entries with
-    the update log applied, as a read last merged them (``mdss._log.View.keep``)."""
+    the update log applied, as a read last merged them (``mdss._log.View.keep``); ``gathered``: its keys with
+    the log applied, as a read of a sharded set last merged them (``mdss._gather.Layout.region``)."""
 
-    __slots__ = ("keys", "members", "scores", "merged", "_groups")
+    __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups")
     height = 0
 
     def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
         self.keys, self.members, self.scores = keys, members, scores
         self.merged: Any = None
+        self.gathered: Any = None
         self._groups: tuple[int, ...] | None = None
 
     def __len__(self) -> int:

@@ -335,6 +335,42 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
                 assert board._entries(g, first, first + length) == entries[first : first + length]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 120), st.integers(0, 200), st.integers(0, 2**32), st.sampled_from([2, 3]), st.integers(2, 5))
+def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes, seed, shards, chunk) -> None:
+    """A shard's layout (regions with the log applied) gives its merged keys by position and its counts
+    below keys exactly: with its starts found as needed (a new head) and all at once (a head read again),
+    its regions merged afresh and reused from the entry sets of an earlier head."""
+    rng = random.Random(seed)
+    names = [f"p{i}" for i in range(members + 30)]
+    model = {name: rng.randrange(6) for name in rng.sample(names, members)}
+    board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", model, chunk_size=chunk, shards=shards)
+    board = mdss.SortedSet(board.store, "b", log_limit=10**6)
+    for step in range(writes):
+        member = rng.choice(names)
+        if rng.random() < 0.2:
+            board.remove(member)
+            model.pop(member, None)
+        else:
+            model[member] = rng.randrange(6)
+            board.add(member, model[member])
+        if step % 50 == 0:
+            list(board)  # regions merged under this head, reused or redone under later ones
+    list(board)
+    order = board._order
+    for reads in (0, 1):
+        g = board._gather()[1]
+        for i, part in enumerate(g.parts):
+            part.reads, part.layout = reads, None
+            keys = sorted(order.key(m, s) for m, s in model.items() if shard_of(m, shards) == i)
+            lay = _gather.layout(g, part)
+            assert lay.complete == (reads == 1 or len(lay.ids) == 1)
+            assert [lay.key_at(g, part, p) for p in range(len(keys))] == keys
+            assert lay.window(g, part, 0, len(keys)) == keys
+            probes = [*keys, *(order.first_key(s) for s in range(-1, 8))]
+            assert [lay.below(g, part, p) for p in probes] == [bisect_left(keys, p) for p in probes]
+
+
 def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
     """With every entry set cached, a page of a set whose members spread evenly is found from the cached
     keys around a guessed pivot, never by the manifests' slower selection (which guards odd shapes)."""
