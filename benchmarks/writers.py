@@ -11,7 +11,9 @@ log. "one commit per call" is the same run with ``max_batch=1``. Each process
 writes for one second before the measured ones (its caches warm, as a
 long-running writer's are), then all measure the same seconds; process rows
 also show the slowest and fastest process, the CPU time of all writer
-processes per update, and the p99 and maximum time of one update. For Redis
+processes per update, the p99 and maximum time of one update, and the
+compare-and-set conflicts (every head compare-and-set that lost, appends
+and merges alike) and store round trips per update. For Redis
 the script starts its own redis-server on a free loopback port (or uses
 ``--redis URL``).
 
@@ -87,7 +89,7 @@ def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out:
             board.incr(f"p{rng.randrange(members)}", 1)
     commits, retries, merges = board.commits, board.retries, board.merges
     ready.wait()  # every process measures the same seconds
-    cpu, latencies = time.process_time(), []
+    cpu, latencies, before = time.process_time(), [], board.store.stats.snapshot()
     deadline = time.monotonic() + seconds
     failures = 0
     while time.monotonic() < deadline:
@@ -98,10 +100,13 @@ def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out:
         except mdss.ConflictError:
             failures += 1
         latencies.append(time.perf_counter() - start)
+    cost = board.store.stats.since(before)
     out.put(
         {
             "ops": n,
             "cpu": time.process_time() - cpu,
+            "conflicts": cost["conflicts"],
+            "calls": cost["calls"],
             "latencies": latencies,
             "commits": board.commits - commits,
             "retries": board.retries - retries,
@@ -126,6 +131,9 @@ def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
         "ops_per_s": ops / seconds,
         "process_ops_per_s": sorted(r["ops"] / seconds for r in results),  # the slowest writer first
         "cpu_us_per_op": sum(r["cpu"] for r in results) / max(ops, 1) * 1e6,  # all writer processes' CPU
+        # every head compare-and-set that lost (appends and merges), and every store call, per update
+        "conflicts_per_update": sum(r["conflicts"] for r in results) / max(ops, 1),
+        "round_trips_per_update": sum(r["calls"] for r in results) / max(ops, 1),
         "p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1e3,
         "max_ms": latencies[-1] * 1e3,
         "commits": sum(r["commits"] for r in results),
@@ -420,7 +428,8 @@ def main() -> None:
         print(f"\n{store}, {args.members:,} members, {args.seconds:g} s per row")
         print(
             f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}   "
-            "processes: slowest..fastest ops/s, CPU us/op, p99 / max ms per update"
+            "processes: slowest..fastest ops/s, CPU us/op, p99 / max ms per update, conflicts and round trips "
+            "per update"
         )
         for row in rows:
             line = (
@@ -431,7 +440,8 @@ def main() -> None:
                 each = row["process_ops_per_s"]
                 line += (
                     f"   {each[0]:,.0f}..{each[-1]:,.0f}, {row['cpu_us_per_op']:,.0f}, "
-                    f"{row['p99_ms']:.2f} / {row['max_ms']:,.0f}"
+                    f"{row['p99_ms']:.2f} / {row['max_ms']:,.0f}, {row['conflicts_per_update']:.3f}, "
+                    f"{row['round_trips_per_update']:.2f}"
                 )
             print(line)
     if args.json:
