@@ -103,9 +103,11 @@ def update_batch() -> str:
 
 def writers() -> str:
     result = json.loads((RESULTS / "writers.json").read_text())
-    lines = ["| writers | mode | ops/s | commits | retries |", "|---|---|---:|---:|---:|"]
-    for r in result["rows"]:
-        lines.append(f"| {r['writers']} | {r['mode']} | {r['ops_per_s']:,.0f} | {r['commits']:,} | {r['retries']:,} |")
+    lines = ["| store | writers | mode | ops/s | commits | retries |", "|---|---|---|---:|---:|---:|"]
+    for store, rows in result["stores"].items():
+        for r in rows:
+            counts = f"{r['ops_per_s']:,.0f} | {r['commits']:,} | {r['retries']:,}"
+            lines.append(f"| {store} | {r['writers']} | {r['mode']} | {counts} |")
     return "\n".join(lines)
 
 
