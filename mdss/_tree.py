@@ -59,6 +59,31 @@ def fill(chunk: int, height: int) -> tuple[int, int]:
     return max(most // 2, 2), most
 
 
+#: What a node's bytes are reckoned in, when a set bounds them (``node_bytes``): per entry, its member's
+#: UTF-8 bytes plus a score and msgpack headers; per manifest child, its first member plus an id, a count,
+#: a score and the dense summary. Upper bounds of the encoded sizes, so a node of weight ``w`` stores in
+#: at most ``w`` bytes and a few more for its frame.
+ENTRY_BYTES = 12
+CHILD_BYTES = 64
+
+
+def weights(height: int, members: Sequence[str]) -> list[int]:
+    """The weight of each item of a node at ``height`` whose members (first members, for a manifest) are
+    ``members``: see :data:`ENTRY_BYTES`."""
+    extra = CHILD_BYTES if height else ENTRY_BYTES
+    return [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
+
+
+def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:
+    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node:
+    ``least`` items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``.
+
+    The quarter is what even splits can promise when every item weighs at most a quarter of the bound
+    (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more.
+    """
+    return count >= least or node_bytes is not None and 4 * weight > node_bytes
+
+
 def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
     """Where each tie group (a run of equal scores) of ``scores`` starts: 0, then every index whose score
     differs from the one before (``1 == 1.0``: one group)."""
@@ -297,12 +322,22 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
 
 
 class Tree:
-    """One tree as a given head names it: a root id, a height and an entry count."""
+    """One tree as a given head names it: a root id, a height, an entry count, and the bytes a node may
+    weigh (``None``: nodes are bounded in items only)."""
 
-    __slots__ = ("source", "keyfn", "root", "height", "count")
+    __slots__ = ("source", "keyfn", "root", "height", "count", "node_bytes")
 
-    def __init__(self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int) -> None:
+    def __init__(
+        self,
+        source: Source,
+        keyfn: KeyFn,
+        root: str | None,
+        height: int,
+        count: int,
+        node_bytes: int | None = None,
+    ) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
+        self.node_bytes = node_bytes
 
     def _load_many(self, ids: Iterable[str], height: int) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn, height)
