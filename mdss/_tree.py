@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, compress
 from operator import ne
 from typing import Any
@@ -527,6 +527,64 @@ class Tree:
         leaves = self._load_many((node_id for node_id, _ in frontier), 0)
         runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
         return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
+
+    def leaves_around(
+        self, probe: Any, before: int, after: int, size: Callable[[Any, Any, int], int] | None = None
+    ) -> list[str]:
+        """The ids of the entry set that holds ``probe`` and of its neighbours: to the left until they hold
+        ``before`` entries, to the right until they hold ``after``, in key order. ``size(low, high, count)``
+        says how many entries the region of an entry set (its first key to the next one's, ``None`` at the
+        ends) holds when it is not ``count`` (the update log's shift). Reads manifests only: a read that
+        will count and slice there can fetch them all in one round trip first (:meth:`fetch`).
+        """
+        if self.root is None:
+            return []
+        load, keyfn = self.source.load_one, self.keyfn
+        path: list[tuple[Manifest, int]] = []
+        node_id: str = self.root
+        for height in range(self.height, 0, -1):
+            node = load(node_id, keyfn, height)
+            i = node.child(probe)
+            path.append((node, i))
+            node_id = node.ids[i]
+        if not path:
+            return [node_id]
+
+        def region(path: list[tuple[Manifest, int]]) -> tuple[str, int]:
+            node, i = path[-1]
+            count = node.counts[i]
+            if size is not None:
+                low = node.firsts[i] if i or any(lo for _, lo in path[:-1]) else None
+                high = next((n.firsts[lo + 1] for n, lo in reversed(path) if lo + 1 < len(n)), None)
+                count = size(low, high, count)
+            return node.ids[i], count
+
+        def step(path: list[tuple[Manifest, int]], by: int) -> bool:
+            level = len(path) - 1
+            while not 0 <= path[level][1] + by < len(path[level][0]):
+                level -= 1
+                if level < 0:
+                    return False
+            node, lo = path[level][0], path[level][1] + by
+            path[level] = (node, lo)
+            for depth in range(level + 1, len(path)):
+                node = load(node.ids[lo], keyfn, len(path) - depth)
+                lo = 0 if by > 0 else len(node) - 1
+                path[depth] = (node, lo)
+            return True
+
+        found = [region(path)[0]]
+        for by, wanted in ((1, after), (-1, before)):
+            walk, covered = list(path), 0
+            while covered < wanted and step(walk, by):
+                leaf_id, count = region(walk)
+                found.append(leaf_id)
+                covered += count
+        return found
+
+    def fetch(self, ids: Iterable[str]) -> None:
+        """Read the entry sets ``ids`` that are not cached, in one round trip, and pin them for this read."""
+        self._load_many(ids, 0)
 
     def node_ids(self) -> set[str]:
         """The ids of every node of the tree, reading manifests only (entry set ids are in their parents)."""
