@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import math
 import threading
@@ -94,6 +95,10 @@ _PAST_ROW = "\x7f"
 #: Owner markers: member ``_ROW`` + owner, score ``_MARK_SLOT``. A first post expects none.
 _ROW = "r:"
 _MARK_SLOT = _ROW_SLOT + 1
+#: How rows are stored, in the board's settings: 2, as entries (boards stored without it kept them in records).
+ROWS_LAYOUT = 2
+#: The gc epoch entry of each window in boards that kept rows in records (see ``Leaderboard._migrate``).
+_LEGACY_EPOCH = "e:"
 #: The most bytes a node of a window's set weighs (``mdss._tree.weights``): rows are large, and a node must
 #: fit every store's value limit (DynamoDB's is 400 KB). A quarter of it bounds a row entry (see ``post``).
 NODE_BYTES = 65536
@@ -307,21 +312,22 @@ class Leaderboard:
             found[column] = _Column(column, slot, tuple(checked))
         return found
 
-    def _settings(self) -> bytes:
-        return msgpack.packb(
-            [
-                FORMAT,
-                [[c.name, [list(p) for p in c.parts]] for c in self.columns.values()],
-                list(self.accumulate),
-                sorted(self.keep_best.items()),
-            ],
-            use_bin_type=True,
-        )
+    def _settings(self, layout: int | None = ROWS_LAYOUT) -> bytes:
+        """The stored settings: columns, field rules and how rows are stored (``None``: in records of their
+        own, as boards stored before rows were entries, which have no such field)."""
+        found = [
+            FORMAT,
+            [[c.name, [list(p) for p in c.parts]] for c in self.columns.values()],
+            list(self.accumulate),
+            sorted(self.keep_best.items()),
+        ]
+        return seal(msgpack.packb(found if layout is None else [*found, layout], use_bin_type=True))
 
     def _adopt_settings(self) -> None:
-        """Store this board's columns and field rules on first use; refuse a board opened differently."""
+        """Store this board's columns and field rules on first use; refuse a board opened differently; move
+        a board stored with its rows in records of their own to rows as entries (:meth:`_migrate`)."""
         key = Keyspace(self.store.namespace, f"{self.name}#board").head
-        data = seal(self._settings())
+        data = self._settings()
         try:
             self.store.cas(key, data, None)
             return
@@ -329,10 +335,53 @@ class Leaderboard:
             pass
         record = self.store.get(key)
         if record is not None and record.value != data:
+            if record.value == self._settings(None):
+                self._migrate()
+                with contextlib.suppress(ConflictError):  # another process moved it first
+                    self.store.cas(key, data, record.version)
+                return
             unpack(key, record.value, "leaderboard settings")  # damaged bytes: CorruptDataError, not a mismatch
             raise SettingsMismatchError(
                 f"leaderboard {self.name!r} is stored with other columns, accumulate or keep_best settings"
             )
+
+    def _migrate(self) -> None:
+        """Move every window of a board stored before rows were entries of its sets.
+
+        There each owner had a pointer ``r:<owner>`` whose score named an
+        immutable row record (``<board>#rows#<instance>:n:<version hex>``) and
+        each window a gc epoch entry ``e:``. Each batch of owners becomes one
+        commit that expects their pointers unchanged, makes them markers and
+        adds their row entries; the last removes the epoch; then the records
+        are deleted. Run once, by the first process that opens the board;
+        processes of earlier versions must have stopped posting.
+        """
+        for instance in self.windows():
+            sset = self._set(instance)
+            records = Keyspace(self.store.namespace, f"{self.name}#rows#{instance}")
+            for _ in sset._policy.attempts():
+                pointers = [(e.member, e.score) for e in sset if e.member.startswith(_ROW) and e.score != _MARK_SLOT]
+                try:
+                    for first in range(0, len(pointers), 1000):
+                        batch = pointers[first : first + 1000]
+                        keys = [records.node(f"{version:x}") for _, version in batch]
+                        ops: list[tuple[str, str, Any]] = []
+                        for (pointer, version), key, data in zip(batch, keys, self.store.get_many(keys)):
+                            if data is None:
+                                raise CorruptDataError("a row record its pointer names is missing", key)
+                            _, found = unpack(key, data, "leaderboard row")
+                            if type(found) is not list or len(found) != 5 or found[1] != pointer[len(_ROW) :]:
+                                raise CorruptDataError("stored leaderboard row has the wrong shape", key)
+                            ops += [("expect", pointer, version), ("set", pointer, _MARK_SLOT)]
+                            ops.append(("set", _row_member(found[1], found[2], found[3], found[4]), _ROW_SLOT))
+                        sset._submit(ops)
+                    epoch = sset.score(_LEGACY_EPOCH)
+                    if epoch is not None:
+                        sset._submit([("expect", _LEGACY_EPOCH, epoch), ("remove", _LEGACY_EPOCH, None)])
+                    break
+                except _ops.Stale:  # another process migrates too: take what is left
+                    continue
+            self.store.delete_many(list(self.store.keys(records.nodes)))
 
     # -- windows ---------------------------------------------------------------------------------------------------
 

@@ -800,3 +800,105 @@ def test_a_post_whose_last_attempt_lands_returns(store) -> None:
     assert board.post("p0", {"shots": 2, "xp": 5}, post_id="a") == dict.fromkeys(board.windows(), True)
     assert board.post("p0", {"shots": 2, "xp": 5}, post_id="a") == dict.fromkeys(board.windows(), False)
     assert board.row("p0").values["shots"] == 2
+
+
+# -- rows bounded in bytes -----------------------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 60),
+            st.fixed_dictionaries({"xp": st.integers(0, 20)}, optional={"bio": st.text(min_size=20, max_size=160)}),
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    st.sampled_from([3, 8, 50]),
+    st.sampled_from([0, 6, None]),
+)
+def test_large_rows_split_entry_sets_by_bytes(posts, chunk, log_limit) -> None:
+    """Rows of up to ~1 KB in entry sets bounded to 4 KB: nodes are cut by bytes (and by entries), check()
+    holds, and every view agrees with the model."""
+    board = board_of(
+        columns={"xp": "desc"},
+        accumulate=[],
+        keep_best={},
+        chunk_size=chunk,
+        log_limit=log_limit,
+        node_bytes=4096,
+        now=lambda: T0,
+    )
+    model = BoardModel(columns={"xp": "desc"}, accumulate=[], keep_best={})
+    for n, values in posts:
+        owner = f"owner-{n}"
+        assert board.post(owner, values) == {"all": model.post("all", owner, values, None, None, T0)}
+    board._check()
+    ranked = model.ranked("all", "xp")
+    got, cursor = [], None
+    while True:
+        page = board.page("xp", limit=7, cursor=cursor)
+        got += page.rows
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert _as_pairs(got) == ranked
+    assert all(r.values == model.windows["all"][r.owner][0] for r in got)
+    owners = [o for _, o in ranked]
+    assert _as_pairs(board.rows(owners[::2], "xp")) == ranked[::2]
+    for i in (0, len(owners) // 2, len(owners) - 1):
+        assert _as_pairs(board.around(owners[i], "xp", before=2, after=2)) == ranked[max(i - 2, 0) : i + 3]
+
+
+def test_the_largest_row_fits_the_default_bound() -> None:
+    """64 fields of 4 KB and 8 post ids of 128 four-byte characters: an entry under a quarter of the 64 KB
+    bound, so a node holds four of them at least; a bound too small for a row refuses it before writing."""
+    board = board_of(columns={"xp": "desc"}, accumulate=[], keep_best={})
+    values = {f"f{i:02d}": "x" * 50 for i in range(63)} | {"xp": 1}
+    for n in range(8):
+        board.post("\U0001f600" * 32, values, post_id="\U0001f600" * 127 + str(n))
+    row = board.row("\U0001f600" * 32)
+    assert row is not None and row.values == values
+    board._check()
+    small = board_of(columns={"xp": "desc"}, accumulate=[], keep_best={}, node_bytes=1024)
+    with pytest.raises(mdss.InvalidArgumentError, match="node_bytes"):
+        small.post("ann", {"xp": 1, "bio": "y" * 300})
+    assert small.row("ann") is None
+    with pytest.raises(mdss.InvalidArgumentError, match="node_bytes"):
+        board_of(node_bytes=100)
+
+
+def test_a_board_with_row_records_migrates(store) -> None:
+    """A board stored before rows were entries (pointers to row records: the dump
+    tests/data/leaderboard/rows-as-records.json, one window merged, one with its update log) is moved at
+    open: every row reads as it was, check() holds, the records are gone, posts continue."""
+    import base64
+    import json
+    import pathlib
+
+    dump = json.loads((pathlib.Path(__file__).parent / "data" / "leaderboard" / "rows-as-records.json").read_text())
+    old, new = "mdss:", mdss._keys.Keyspace(store.namespace, "x").prefix[: -len("x:")]
+    for key, value in dump["store"].items():
+        store.put(new + key[len(old) :], base64.b64decode(value))
+    board = mdss.Leaderboard(
+        store,
+        "game",
+        columns={"xp": "desc", "race": [("laps", "desc"), ("time_ms", "asc")]},
+        accumulate=["shots"],
+        keep_best={"time_ms": "min"},
+        windows=["all", "day"],
+        now=lambda: 1795000000,
+        chunk_size=4,
+    )
+    assert board.windows() == dump["windows"]
+    for window, rows in dump["rows"].items():
+        for owner, (values, updated) in rows.items():
+            assert board.row(owner, window=window) == mdss.Row(owner, values, updated)
+        board._check(window)
+        assert not list(store.keys(mdss._keys.Keyspace(store.namespace, f"game#rows#{window}").nodes))
+    assert [list(p) for p in _as_pairs(board.top("xp", 20))] == dump["xp"]
+    assert board.post("o3", {"xp": 1, "shots": 1}, post_id="again") == dict.fromkeys(dump["windows"], False)
+    assert board.post("o3", {"shots": 1}, post_id="new")["all"] is True
+    assert board.row("o3").values["shots"] == dump["rows"]["all"]["o3"][0]["shots"] + 1
+    assert mdss.Leaderboard.open(store, "game").row("o3") == board.row("o3")  # the settings say "entries" now
