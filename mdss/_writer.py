@@ -29,7 +29,7 @@ from typing import Any
 from ._codec import encode_leaf
 from ._keys import Keyspace
 from ._order import member_key
-from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weights
+from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -120,21 +120,20 @@ class Writer:
         bound = self.node_bytes
         if bound is None:
             return self._split_points(len(members), most)
-        sizes = weights(height, members)
-        total = sum(sizes)
-        if total <= bound:
+        if weight(height, members) <= bound:
             return self._split_points(len(members), most)
-        cuts, count, weight = [0], 0, 0
+        sizes = weights(height, members)
+        cuts, count, part = [0], 0, 0
         for i, size in enumerate(sizes):
-            if count and (count == most or weight + size > bound):
+            if count and (count == most or part + size > bound):
                 cuts.append(i)
-                count = weight = 0
-            count, weight = count + 1, weight + size
+                count = part = 0
+            count, part = count + 1, part + size
         cuts.append(len(sizes))
         if len(cuts) < 3:  # one item heavier than the bound: it stands alone
             return cuts
         a, b, c = cuts[-3], cuts[-2], cuts[-1]
-        if full(c - b, weight, least, bound):
+        if full(c - b, part, least, bound):
             return cuts
         both = sum(sizes[a:c])
         if both <= bound:  # the one before was cut for its items: halve the two by items
@@ -148,14 +147,11 @@ class Writer:
             return [*cuts[:-2], m, c]
         return [*cuts[:-2], m, m + (c - m) // 2, c]
 
-    def _weight(self, node: Node) -> int:
-        return sum(weights(node.height, node.members))
-
     def _underfull(self, node: Node) -> bool:
         least = (self.manifest_fill if node.height else self.leaf_fill)[0]
-        if len(node) >= least:
-            return False
-        return not full(len(node), self._weight(node), least, self.node_bytes)
+        if len(node) >= least or self.node_bytes is None:
+            return len(node) < least
+        return not full(len(node), weight(node.height, node.members), least, self.node_bytes)
 
     def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
         """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""

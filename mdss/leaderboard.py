@@ -1048,7 +1048,7 @@ def _row_member(owner: str, values: dict[str, Any], updated: float, posts: list[
     return _row_prefix(owner) + base64.b64encode(data).decode("ascii")
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
     """The row and the post ids a row entry holds (decoded once per entry while it stays in this cache; the
     row's values are shared: callers copy them)."""
@@ -1085,8 +1085,14 @@ def _row_entries(snap: Any, owners: Sequence[str]) -> list[str | None]:
     todo = list(range(len(owners)))
     if view is not None:
         todo = []
+        if len(owners) > 4:  # the log's row keys once, then a bisection per owner
+            logged = view.between((_ROW_SLOT,), (_ROW_SLOT + 1,), closed=False)
         for i, prefix in enumerate(prefixes):
-            added, removed = view.between((_ROW_SLOT, prefix), (_ROW_SLOT, prefix + _PAST_ROW), closed=False)
+            low, high = (_ROW_SLOT, prefix), (_ROW_SLOT, prefix + _PAST_ROW)
+            if len(owners) > 4:
+                added, removed = [_within(keys, low, high) for keys in logged]
+            else:
+                added, removed = view.between(low, high, closed=False)
             if added:
                 found[i] = added[-1][1]
             elif not removed:  # not logged: the tree's
@@ -1116,3 +1122,8 @@ def _prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
             return count + len(added) - len(removed)
 
     tree.fetch([leaf for key, before, after in around for leaf in tree.leaves_around(key, before, after, size)])
+
+
+def _within(keys: list[Any], low: Any, high: Any) -> list[Any]:
+    """The keys of sorted ``keys`` from ``low`` to ``high`` (excluded)."""
+    return keys[bisect_left(keys, low) : bisect_left(keys, high)]
