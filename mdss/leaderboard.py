@@ -13,9 +13,9 @@ one head, one update log and one compare-and-set, and holds:
   owner; a rank is a count of entries below a key, as in any set;
 - for every owner, a *row entry*: score ``_ROW_SLOT`` (above every column),
   member ``w:``, the owner's length, the owner, then the row itself (values,
-  last update, last post ids; msgpack, base64). Row entries sort by owner,
-  so the entry set that holds an owner's row is found from the manifests,
-  and one read returns the row; the window's nodes are bounded in bytes
+  last update, last post ids; msgpack, base64). Nothing but the owner's
+  row starts with its prefix, so the entry set that holds it is found from
+  the manifests, and one read returns the row; the window's nodes are bounded in bytes
   (``node_bytes``, 64 KB) as well as in entries, since rows are large;
 - for every owner, a *marker* ``r:<owner>``, so that two first posts of one
   owner never both land (the second expects none).
@@ -24,8 +24,8 @@ A post for one window is one commit of that set: it expects the row entry
 it read (or no marker, for a new owner), moves every column entry whose key
 changed and replaces the row entry. So every reader, which reads one
 snapshot of the set, sees each row together with exactly the column entries
-of that row: a row and a column never disagree. Posting to several windows commits
-window by window; ``post_id`` makes a retried post a no-op in every window
+of that row: a row and a column never disagree. Posting to several windows
+commits window by window; ``post_id`` makes a retried post a no-op in every window
 whose row already has it (a row keeps its last 8 post ids).
 """
 
@@ -1085,17 +1085,15 @@ def _row_entries(snap: Any, owners: Sequence[str]) -> list[str | None]:
     todo = list(range(len(owners)))
     if view is not None:
         todo = []
-        if len(owners) > 4:  # the log's row keys once, then a bisection per owner
-            logged = view.between((_ROW_SLOT,), (_ROW_SLOT + 1,), closed=False)
+        # Many owners: the log's row keys once, then bisections per owner.
+        logged = view.between((_ROW_SLOT,), (_ROW_SLOT + 1,), closed=False) if len(owners) > 4 else None
         for i, prefix in enumerate(prefixes):
             low, high = (_ROW_SLOT, prefix), (_ROW_SLOT, prefix + _PAST_ROW)
-            if len(owners) > 4:
-                added, removed = [_within(keys, low, high) for keys in logged]
-            else:
-                added, removed = view.between(low, high, closed=False)
-            if added:
-                found[i] = added[-1][1]
-            elif not removed:  # not logged: the tree's
+            keys = logged if logged is not None else view.between(low, high, closed=False)
+            added, removed = _within(keys[0], low, high), _within(keys[1], low, high)
+            if added is not None:
+                found[i] = added[1]
+            elif removed is None:  # not logged: the tree's
                 todo.append(i)
     if todo and snap.score_tree.root is not None:
         ends = [(_ROW_SLOT, prefixes[i] + _PAST_ROW) for i in todo]
@@ -1124,6 +1122,8 @@ def _prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
     tree.fetch([leaf for key, before, after in around for leaf in tree.leaves_around(key, before, after, size)])
 
 
-def _within(keys: list[Any], low: Any, high: Any) -> list[Any]:
-    """The keys of sorted ``keys`` from ``low`` to ``high`` (excluded)."""
-    return keys[bisect_left(keys, low) : bisect_left(keys, high)]
+def _within(keys: list[Any], low: Any, high: Any) -> Any:
+    """The key of sorted ``keys`` from ``low`` to ``high`` (excluded; an owner's row has one at most), or
+    ``None``."""
+    i = bisect_left(keys, low)
+    return keys[i] if i < len(keys) and keys[i] < high else None
