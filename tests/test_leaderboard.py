@@ -896,7 +896,8 @@ def test_a_board_with_row_records_migrates(store) -> None:
         for owner, (values, updated) in rows.items():
             assert board.row(owner, window=window) == mdss.Row(owner, values, updated)
         board._check(window)
-        assert not list(store.keys(mdss._keys.Keyspace(store.namespace, f"game#rows#{window}").nodes))
+        records = mdss._keys.Keyspace(store.namespace, f"game#rows#{window}").nodes
+        assert not store.existing(list(store.keys(records)))  # (a Riak listing names tombstones a while)
     assert [list(p) for p in _as_pairs(board.top("xp", 20))] == dump["xp"]
     assert board.post("o3", {"xp": 1, "shots": 1}, post_id="again") == dict.fromkeys(dump["windows"], False)
     assert board.post("o3", {"shots": 1}, post_id="new")["all"] is True
