@@ -6,7 +6,10 @@ friends, for mdss.Leaderboard and the anchors that fit the store (see ``harness.
     python benchmarks/leaderboard.py --store redis://127.0.0.1:6379/0 --json lb.json
 
 ``mdss bench`` measures the same, after the sorted-set figures, in the same run. ``--calls`` also counts
-mdss' posts' store calls by kind (a wrapper around the store: a little slower).
+mdss' posts' store calls by kind (a wrapper around the store: a little slower). ``--trips`` counts the
+store round trips of each view with only the manifests cached (the issue's condition), alone:
+
+    python benchmarks/leaderboard.py --store memory:// --owners 20000 --trips 200
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 from collections import Counter
 from typing import Any
@@ -81,6 +85,49 @@ def calls_per_post(url: str, owners: int, posts: int, seed: int) -> dict[str, fl
     return counted
 
 
+def trips_per_view(url: str, owners: int, calls: int, seed: int) -> dict[str, dict[str, float]]:
+    """Store round trips (``store.stats`` calls) per view, mean and most over ``calls`` calls of random owners,
+    with only the manifests cached: every entry set (and anything else not a manifest) is dropped from the
+    caches before each call. The windows' logs are merged first (what a read over a log costs is
+    ``tests/test_log_reads.py``'s)."""
+    from mdss._tree import Manifest
+
+    bw, rng = BoardWorkload(owners, 0, 1, seed), random.Random(seed)
+    with mdss.open_store(url) as store:
+        board = new_board(store, f"bench-trips-{os.getpid()}", 4 << 30)
+        for owner, values in bw.first:
+            board.post(owner, values)
+        sets = [board._set(instance) for instance in board.windows()]
+        for sset in sets:
+            sset.merge()
+        cursors: list[Any] = [None]
+        while True:
+            cursor = board.page("xp", limit=100, cursor=cursors[-1]).cursor
+            if cursor is None:
+                break
+            cursors.append(cursor)
+        views = {
+            "row": lambda: board.row(rng.choice(bw.owners)),
+            "positions (3 columns)": lambda: board.positions(rng.choice(bw.owners)),
+            "rows (100 friends)": lambda: board.rows(rng.sample(bw.owners, 100), "xp"),
+            "page (100 rows, any depth)": lambda: board.page("xp", limit=100, cursor=rng.choice(cursors)),
+            "around (5 + 5)": lambda: board.around(rng.choice(bw.owners), "xp"),
+        }
+        found = {}
+        for name, view in views.items():
+            counts = []
+            for _ in range(calls):
+                for sset in sets:
+                    for key in [k for k, (node, _) in sset._cache._nodes.items() if not isinstance(node, Manifest)]:
+                        sset._cache.discard(key)
+                before = store.stats.snapshot()
+                view()
+                counts.append(store.stats.since(before)["calls"])
+            found[name] = {"mean": sum(counts) / calls, "max": max(counts)}
+        board.drop()
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default="memory://")
@@ -91,7 +138,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--calls", action="store_true", help="also count a post's store calls by kind")
+    parser.add_argument("--trips", type=int, default=0, help="only count each view's round trips, over N calls")
     args = parser.parse_args()
+    if args.trips:
+        for name, counted in trips_per_view(args.store, args.owners, args.trips, args.seed).items():
+            print(f"{name}: {counted['mean']:.2f} round trips on average, at most {counted['max']}")
+        return
     with mdss.open_store(args.store) as store:
         result = bench_board(store, args.store, args.owners, args.posts, args.samples, args.cache_mb << 20, args.seed)
     if args.calls:

@@ -228,7 +228,7 @@ def windows(kind: str | None) -> None:
     show_default=True,
     help="Wait the grace period before deleting, so that readers of older snapshots finish.",
 )
-@click.option("--sweep", is_flag=True, help="Also list the windows' keys: rows and nodes that crashed posts left.")
+@click.option("--sweep", is_flag=True, help="Also list the windows' keys: nodes that crashed posts left.")
 def gc(window: str | None, wait: bool, sweep: bool) -> None:
     """Delete what no head can name again (safe beside any writer)."""
     found, lb = _board()

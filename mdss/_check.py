@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._head import headless
 from ._order import member_key
-from ._tree import Manifest, Tree, fill, group_starts
+from ._tree import Manifest, Tree, fill, full, group_starts, weight
 from .exceptions import CorruptDataError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -63,10 +63,16 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
         node_id, where = path[-1], f"{what} node {path[-1]} (height {height})"
         is_root = len(path) == 1
         minimum, most = fill(chunk, height)
+        bound = tree.node_bytes
+        weighs = weight(height, node.members) if bound is not None else 0
         if len(node) > most:
             problems.append(f"{where} holds {len(node)} items, more than {most}")
-        if not is_root and len(node) < minimum:
-            problems.append(f"{where} holds {len(node)} items, under the minimum fill {minimum}")
+        if bound is not None and weighs > bound and len(node) > 1:
+            problems.append(f"{where} weighs {weighs} bytes, more than {bound}")
+        if not is_root and not full(len(node), weighs, minimum, bound):
+            problems.append(f"{where} holds {len(node)} items of {weighs} bytes, under the minimum fill {minimum}")
+        if bound is not None and not is_root and height and len(node) < 2:
+            problems.append(f"{where} is a manifest with a single child")
         if is_root and height and len(node) < 2:
             problems.append(f"{where} is a root manifest with a single child")
         if isinstance(node, Manifest):

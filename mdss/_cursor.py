@@ -19,8 +19,11 @@ from typing import Any, NamedTuple
 import msgpack
 
 from ._codec import MAX_HEIGHT
-from ._order import Score, check_member, check_score
+from ._order import Score, check_score
 from .exceptions import InvalidArgumentError
+
+#: The longest member a cursor may name: the longest entry a set's own ops write (a leaderboard row, ~11 KB).
+MAX_ENTRY_CHARS = 1 << 16
 
 
 class State(NamedTuple):
@@ -72,7 +75,9 @@ def decode(prefix: str, name: str, cursor: Any) -> State:
             raise ValueError("ranges")
         if not 0 <= state.base <= state.end:
             raise ValueError("log range")
-        check_member(state.member)
+        # Not check_member: a set's own entries may be longer than callers' members (leaderboard rows).
+        if type(state.member) is not str or not state.member or len(state.member) > MAX_ENTRY_CHARS:
+            raise ValueError("member")
         check_score(state.score)
     except Exception:
         raise InvalidArgumentError(f"not a page cursor of set {name!r}: {cursor!r:.80}") from None

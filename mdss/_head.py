@@ -86,6 +86,9 @@ class Head:
     #: commit built on the old one can tell that its version is gone (generations start again at 1).
     incarnation: str = ""
     log: Log = EMPTY_LOG
+    #: The bytes a node may weigh (``mdss._tree.weights``), for sets whose members can be large (leaderboard
+    #: rows); ``None``: nodes are bounded in items only. Chosen when the set is created.
+    node_bytes: int | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
@@ -129,6 +132,7 @@ class Head:
                     "notes_done": self.notes_done,
                     "inc": self.incarnation,
                     **({} if self.log == EMPTY_LOG else {"log": self.log.encode()}),
+                    **({} if self.node_bytes is None else {"nb": self.node_bytes}),
                 }
             )
         )
@@ -154,6 +158,7 @@ class Head:
                 notes_done=found.get("notes_done"),
                 incarnation=found.get("inc", ""),
                 log=Log.decode(found.get("log")),
+                node_bytes=found.get("nb"),
             )
             head._check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -168,6 +173,8 @@ class Head:
                 raise TypeError(f"{name} must be an int")
         if not 2 <= self.chunk <= MAX_CHUNK:
             raise ValueError(f"chunk {self.chunk} outside 2..{MAX_CHUNK}")
+        if self.node_bytes is not None and (type(self.node_bytes) is not int or not 256 <= self.node_bytes <= 1 << 30):
+            raise ValueError(f"node_bytes {self.node_bytes!r} outside 256..2**30")
         if self.gen < 0 or self.epoch < 0 or not 0 <= self.epoch_gen <= self.gen:
             raise ValueError(f"impossible generation {self.gen}, epoch {self.epoch} from generation {self.epoch_gen}")
         if len(self.recent) > min(self.gen, RECENT) or not all(type(n) is str for n in self.recent):
@@ -196,8 +203,9 @@ class Snapshot:
         self.version = None if record is None else record.version
         self.head = head
         scores, members = head.scores, head.members
-        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count)
-        self.member_index = Tree(source, member_key, members.root, members.height, members.count)
+        bound = head.node_bytes
+        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count, bound)
+        self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
         self.view = view
         if view is None:
             self.ranking: Tree | Ranking = self.score_tree
@@ -291,7 +299,9 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             forget(sset)
             break
         with contextlib.suppress(ConflictError, StoreUnavailableError):  # made by another writer, or reply lost
-            fresh = Head(sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8))
+            fresh = Head(
+                sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=sset._node_bytes
+            )
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
         record = store.get(key)
     if record is None:

@@ -182,6 +182,9 @@ class SortedSet:
         self._overlay_lock = threading.Lock()
         self._log_pages: dict[str, Any] = {}  # log manifests read (immutable)
         self._entry_bytes: float | None = None  # stored bytes per member, both trees, measured (sizes the log)
+        #: The bytes a node may weigh, given to the head when this object creates the set (``None``: no bound;
+        #: ``Leaderboard`` bounds its windows' sets, whose members hold rows). The head's value rules writes.
+        self._node_bytes: int | None = None
         self._explicit = order is not None or chunk_size is not None
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, compress
 from operator import ne
 from typing import Any
@@ -57,6 +57,38 @@ def fill(chunk: int, height: int) -> tuple[int, int]:
         return max(chunk // 2, 1), chunk
     most = max(chunk, 3)
     return max(most // 2, 2), most
+
+
+#: What a node's bytes are reckoned in, when a set bounds them (``node_bytes``): per entry, its member's
+#: UTF-8 bytes plus a score and msgpack headers; per manifest child, its first member plus an id, a count,
+#: a score and the dense summary. Upper bounds of the encoded sizes, so a node of weight ``w`` stores in
+#: at most ``w`` bytes and a few more for its frame.
+ENTRY_BYTES = 12
+CHILD_BYTES = 64
+
+
+def weights(height: int, members: Sequence[str]) -> list[int]:
+    """The weight of each item of a node at ``height`` whose members (first members, for a manifest) are
+    ``members``: see :data:`ENTRY_BYTES`."""
+    extra = CHILD_BYTES if height else ENTRY_BYTES
+    return [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
+
+
+def weight(height: int, members: Sequence[str]) -> int:
+    """``sum(weights(height, members))``, at C speed: one join, and an encoding only if it is not ASCII."""
+    joined = "".join(members)
+    size = len(joined) if joined.isascii() else len(joined.encode("utf-8"))
+    return size + (CHILD_BYTES if height else ENTRY_BYTES) * len(members)
+
+
+def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:
+    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node:
+    ``least`` items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``.
+
+    The quarter is what even splits can promise when every item weighs at most a quarter of the bound
+    (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more.
+    """
+    return count >= least or node_bytes is not None and 4 * weight > node_bytes
 
 
 def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
@@ -299,12 +331,22 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
 
 
 class Tree:
-    """One tree as a given head names it: a root id, a height and an entry count."""
+    """One tree as a given head names it: a root id, a height, an entry count, and the bytes a node may
+    weigh (``None``: nodes are bounded in items only)."""
 
-    __slots__ = ("source", "keyfn", "root", "height", "count")
+    __slots__ = ("source", "keyfn", "root", "height", "count", "node_bytes")
 
-    def __init__(self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int) -> None:
+    def __init__(
+        self,
+        source: Source,
+        keyfn: KeyFn,
+        root: str | None,
+        height: int,
+        count: int,
+        node_bytes: int | None = None,
+    ) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
+        self.node_bytes = node_bytes
 
     def _load_many(self, ids: Iterable[str], height: int) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn, height)
@@ -494,6 +536,64 @@ class Tree:
         leaves = self._load_many((node_id for node_id, _ in frontier), 0)
         runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
         return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
+
+    def leaves_around(
+        self, probe: Any, before: int, after: int, size: Callable[[Any, Any, int], int] | None = None
+    ) -> list[str]:
+        """The ids of the entry set that holds ``probe`` and of its neighbours: to the left until they hold
+        ``before`` entries, to the right until they hold ``after``, in key order. ``size(low, high, count)``
+        says how many entries the region of an entry set (its first key to the next one's, ``None`` at the
+        ends) holds when it is not ``count`` (the update log's shift). Reads manifests only: a read that
+        will count and slice there can fetch them all in one round trip first (:meth:`fetch`).
+        """
+        if self.root is None:
+            return []
+        load, keyfn = self.source.load_one, self.keyfn
+        path: list[tuple[Manifest, int]] = []
+        node_id: str = self.root
+        for height in range(self.height, 0, -1):
+            node = load(node_id, keyfn, height)
+            i = node.child(probe)
+            path.append((node, i))
+            node_id = node.ids[i]
+        if not path:
+            return [node_id]
+
+        def region(path: list[tuple[Manifest, int]]) -> tuple[str, int]:
+            node, i = path[-1]
+            count = node.counts[i]
+            if size is not None:
+                low = node.firsts[i] if i or any(lo for _, lo in path[:-1]) else None
+                high = next((n.firsts[lo + 1] for n, lo in reversed(path) if lo + 1 < len(n)), None)
+                count = size(low, high, count)
+            return node.ids[i], count
+
+        def step(path: list[tuple[Manifest, int]], by: int) -> bool:
+            level = len(path) - 1
+            while not 0 <= path[level][1] + by < len(path[level][0]):
+                level -= 1
+                if level < 0:
+                    return False
+            node, lo = path[level][0], path[level][1] + by
+            path[level] = (node, lo)
+            for depth in range(level + 1, len(path)):
+                node = load(node.ids[lo], keyfn, len(path) - depth)
+                lo = 0 if by > 0 else len(node) - 1
+                path[depth] = (node, lo)
+            return True
+
+        found = [region(path)[0]]
+        for by, wanted in ((1, after), (-1, before)):
+            walk, covered = list(path), 0
+            while covered < wanted and step(walk, by):
+                leaf_id, count = region(walk)
+                found.append(leaf_id)
+                covered += count
+        return found
+
+    def fetch(self, ids: Iterable[str]) -> None:
+        """Read the entry sets ``ids`` that are not cached, in one round trip, and pin them for this read."""
+        self._load_many(ids, 0)
 
     def node_ids(self) -> set[str]:
         """The ids of every node of the tree, reading manifests only (entry set ids are in their parents)."""

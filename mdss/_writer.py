@@ -29,7 +29,7 @@ from typing import Any
 from ._codec import encode_leaf
 from ._keys import Keyspace
 from ._order import member_key
-from ._tree import Leaf, Manifest, Node, Summary, Tree, fill
+from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -74,9 +74,10 @@ class Writer:
         self.replaced: list[str] = []
         self.tree: Tree
         self.dense = False  # whether the tree's summaries keep distinct scores (the score tree's do)
+        self.node_bytes: int | None = None  # the bytes a node may weigh (mdss._tree.weights), if bounded
 
     def _start(self, tree: Tree) -> None:
-        self.tree, self.dense = tree, tree.keyfn is not member_key
+        self.tree, self.dense, self.node_bytes = tree, tree.keyfn is not member_key, tree.node_bytes
 
     # -- node bookkeeping -------------------------------------------------
 
@@ -100,10 +101,62 @@ class Writer:
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
+    def _cuts(self, members: Sequence[str], height: int) -> list[int]:
+        """Where to cut the items of a node at ``height`` (their members, or first members) into nodes.
+
+        Bounded in items only: :meth:`_split_points`. Bounded in bytes as
+        well (``node_bytes``), items that weigh more than the bound together
+        are cut greedily, each node taking items while it stays within both
+        bounds, so that every node but the last is full (its items, or its
+        bytes less one item); a last node left under the minimum fill is
+        evened out with the one before it: halved by items if that one was
+        cut for its items, else cut at the middle of their bytes (and the
+        second part halved again if it holds too many items). When no item
+        weighs more than a quarter of the bound, every part is then
+        :func:`mdss._tree.full`: more than a quarter of the bound in bytes,
+        or the minimum fill in items (a manifest: 2 children or more).
+        """
+        least, most = fill(self.chunk, height)
+        bound = self.node_bytes
+        if bound is None:
+            return self._split_points(len(members), most)
+        if weight(height, members) <= bound:
+            return self._split_points(len(members), most)
+        sizes = weights(height, members)
+        cuts, count, part = [0], 0, 0
+        for i, size in enumerate(sizes):
+            if count and (count == most or part + size > bound):
+                cuts.append(i)
+                count = part = 0
+            count, part = count + 1, part + size
+        cuts.append(len(sizes))
+        if len(cuts) < 3:  # one item heavier than the bound: it stands alone
+            return cuts
+        a, b, c = cuts[-3], cuts[-2], cuts[-1]
+        if full(c - b, part, least, bound):
+            return cuts
+        both = sum(sizes[a:c])
+        if both <= bound:  # the one before was cut for its items: halve the two by items
+            return [*cuts[:-2], a + (c - a) // 2, c]
+        m, left = a, 0
+        while m < c - 1 and 2 * (left + sizes[m]) <= both:
+            left += sizes[m]
+            m += 1
+        m = max(m, a + 1)
+        if c - m <= most:
+            return [*cuts[:-2], m, c]
+        return [*cuts[:-2], m, m + (c - m) // 2, c]
+
+    def _underfull(self, node: Node) -> bool:
+        least = (self.manifest_fill if node.height else self.leaf_fill)[0]
+        if len(node) >= least or self.node_bytes is None:
+            return len(node) < least
+        return not full(len(node), weight(node.height, node.members), least, self.node_bytes)
+
     def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
         """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""
         out: list[Summary] = []
-        cuts = self._split_points(len(members), self.leaf_fill[1])
+        cuts = self._cuts(members, 0)
         if keys is not None:
             keys, members, scores = tuple(keys), tuple(members), tuple(scores)
         dense = self.dense
@@ -121,7 +174,7 @@ class Writer:
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
         out: list[Summary] = []
-        cuts = self._split_points(len(children), self.manifest_fill[1])
+        cuts = self._cuts([child[2] for child in children], height)
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
             ids, counts, members, scores, distincts, lasts = tuple(zip(*children[a:b]))
@@ -210,15 +263,18 @@ class Writer:
     def _merge_underfull(self, children: list[Summary], height: int) -> None:
         """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
 
-        Only nodes this commit wrote can be under-filled (untouched ones
-        satisfied the invariant before and still do), so only children in
-        ``new`` are looked at. A node left with a single child cannot fix
+        Under the minimum fill: fewer items than :func:`mdss._tree.fill` says
+        and, when nodes are bounded in bytes, not more than a quarter of the
+        bound (:func:`mdss._tree.full`). Only nodes this commit wrote can be
+        under-filled (untouched ones satisfied the invariant before and still
+        do: it depends on the node alone), so only children in ``new`` are
+        looked at. A node left with a single child cannot fix
         that child itself; once its parent merges it with a neighbour, the
         merged children are fixed one level down in turn.
         """
-        new, least = self.new, (self.manifest_fill if height else self.leaf_fill)[0]
+        new, underfull = self.new, self._underfull
         while len(children) > 1:
-            i = next((k for k, c in enumerate(children) if c[0] in new and len(new[c[0]]) < least), None)
+            i = next((k for k, c in enumerate(children) if c[0] in new and underfull(new[c[0]])), None)
             if i is None:
                 return
             a = i if i + 1 < len(children) else i - 1

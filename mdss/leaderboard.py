@@ -11,18 +11,21 @@ one head, one update log and one compare-and-set, and holds:
   order is the part's order, then the owner). A column is therefore one
   contiguous run of the set, ordered by its composite key, ties broken by
   owner; a rank is a count of entries below a key, as in any set;
-- for every owner, a *row pointer*: member ``r:<owner>``, score the version
-  of the owner's row. The row itself (values, last update, last post ids)
-  is an immutable record stored under that version; a new version is a new
-  record.
+- for every owner, a *row entry*: score ``_ROW_SLOT`` (above every column),
+  member ``w:``, the owner's length, the owner, then the row itself (values,
+  last update, last post ids; msgpack, base64). Nothing but the owner's
+  row starts with its prefix, so the entry set that holds it is found from
+  the manifests, and one read returns the row; the window's nodes are bounded in bytes
+  (``node_bytes``, 64 KB) as well as in entries, since rows are large;
+- for every owner, a *marker* ``r:<owner>``, so that two first posts of one
+  owner never both land (the second expects none).
 
-A post for one window is one commit of that set: it checks that the row
-pointer still holds the version it read (``expect``), moves every column
-entry whose key changed, and points the owner at the new row record
-(written just before). So every reader, which reads one snapshot of the
-set, sees each row together with exactly the column entries of that row:
-a row and a column never disagree. Posting to several windows commits
-window by window; ``post_id`` makes a retried post a no-op in every window
+A post for one window is one commit of that set: it expects the row entry
+it read (or no marker, for a new owner), moves every column entry whose key
+changed and replaces the row entry. So every reader, which reads one
+snapshot of the set, sees each row together with exactly the column entries
+of that row: a row and a column never disagree. Posting to several windows
+commits window by window; ``post_id`` makes a retried post a no-op in every window
 whose row already has it (a row keeps its last 8 post ids).
 """
 
@@ -30,18 +33,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import functools
 import math
-import secrets
 import threading
 import time
-from collections import deque
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
 
 from . import _head, _ops, _windows
-from ._cache import NodeCache
 from ._codec import FORMAT, seal, unpack
 from ._estimate import Estimate
 from ._keys import Keyspace
@@ -60,6 +63,7 @@ from ._order import (
     column_tie,
 )
 from ._sortedset import SortedSet
+from ._tree import CHILD_BYTES
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -67,9 +71,7 @@ from .exceptions import (
     InvalidMemberError,
     InvalidScoreError,
     MdssError,
-    MissingNodeError,
     SettingsMismatchError,
-    StoreUnavailableError,
 )
 from .stores.base import Store
 
@@ -85,14 +87,21 @@ TIES = ("ordinal", "competition", "dense")
 _GROUPS = MAX_FIELDS
 #: The member of a tie group's size entry (score: minus the rows in the group) starts with this.
 _SIZE = "n:"
-#: Row pointer scores (row versions) lie above every column slot.
-_FIRST_VERSION = 1 << 40
+#: Row entries: score ``_ROW_SLOT`` (above every column and tie group), member ``_ROWS``, the owner's length
+#: (2 hex digits), the owner, the row (msgpack, base64). The base64 alphabet lies below ``_PAST_ROW``.
+_ROW_SLOT = 2 * _GROUPS
+_ROWS = "w:"
+_PAST_ROW = "\x7f"
+#: Owner markers: member ``_ROW`` + owner, score ``_MARK_SLOT``. A first post expects none.
 _ROW = "r:"
-#: The board's gc epoch in each window's set (see :meth:`Leaderboard.gc`): member, and the score of epoch 0.
-_EPOCH = "e:"
-_EPOCH_BASE = 1 << 32
-#: Pointers read per snapshot by the sweep of row records.
-_SWEEP_PAGE = 10_000
+_MARK_SLOT = _ROW_SLOT + 1
+#: How rows are stored, in the board's settings: 2, as entries (boards stored without it kept them in records).
+ROWS_LAYOUT = 2
+#: The gc epoch entry of each window in boards that kept rows in records (see ``Leaderboard._migrate``).
+_LEGACY_EPOCH = "e:"
+#: The most bytes a node of a window's set weighs (``mdss._tree.weights``): rows are large, and a node must
+#: fit every store's value limit (DynamoDB's is 400 KB). A quarter of it bounds a row entry (see ``post``).
+NODE_BYTES = 65536
 
 
 class Row(NamedTuple):
@@ -120,61 +129,16 @@ class Page(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    """One window's part of a post: the ops of its commit, and the row record it names."""
+    """One window's part of a post: the ops of its commit."""
 
     instance: str
     ops: list[tuple[str, str, Any]]
-    key: str
-    record: bytes
-    decoded: tuple[Row, list[str]]  # the record's row and post ids, cached once the commit lands
-    replaced: str | None  # the row record it replaces
-
-
-class _Window(NamedTuple):
-    """Where a read of one window instance finds its row records: their keys, and the cache of decoded ones
-    (the window's set's node cache: records are immutable, like nodes)."""
-
-    rows: Keyspace
-    cache: NodeCache
 
 
 class _Column(NamedTuple):
     name: str
     slot: int
     parts: tuple[tuple[str, str], ...]  # (field, "asc" | "desc")
-
-
-class _Retired:
-    """Row records this process's posts replaced, deleted in batches once their grace period is over.
-
-    Readers of older snapshots may still want a replaced record for
-    ``gc_grace`` seconds. Deleting each one as it falls due would cost a round
-    trip per post and window; so what is due is deleted at most once a second
-    (every ``gc_grace`` if shorter), one call for the whole board. What a
-    process that ends leaves is :meth:`Leaderboard.gc`'s (``sweep=True``).
-    """
-
-    def __init__(self, store: Store, grace: float) -> None:
-        self.store, self.grace, self.every = store, grace, min(1.0, grace)
-        self._due: deque[tuple[float, str]] = deque()  # (monotonic deadline, key), deadlines in order
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
-
-    def add(self, keys: list[str]) -> None:
-        now = time.monotonic()
-        due: list[str] = []
-        with self._lock:
-            self._due.extend((now + self.grace, key) for key in keys)
-            if now - self._last < self.every:
-                return
-            self._last = now
-            while self._due and self._due[0][0] <= now:
-                due.append(self._due.popleft()[1])
-        for start in range(0, len(due), 1000):  # a failure leaves them to gc(sweep=True)
-            try:
-                self.store.delete_many(due[start : start + 1000])
-            except StoreUnavailableError:
-                return
 
 
 def _check_field(name: Any, what: str = "field") -> str:
@@ -217,7 +181,9 @@ class Leaderboard:
     ``windows`` are the kinds a post goes to (``all``, ``day``, ``week``
     (ISO), ``month``), cut in ``tz`` (UTC by default, or a zoneinfo name);
     ``retention={"day": 30}`` keeps the 30 newest day windows. ``now``
-    (epoch seconds or an aware datetime) can be injected for tests. Other
+    (epoch seconds or an aware datetime) can be injected for tests.
+    ``node_bytes`` bounds the nodes of the windows' sets, which hold the
+    rows, in bytes (given to a window's set when it is created). Other
     keyword arguments (``chunk_size``, ``log_limit``, ``gc_grace``...) go to
     every window's :class:`SortedSet`.
 
@@ -245,6 +211,7 @@ class Leaderboard:
         tz: Any = None,
         retention: Mapping[str, int] | None = None,
         now: Callable[[], Any] | None = None,
+        node_bytes: int = NODE_BYTES,
         **options: Any,
     ) -> None:
         if not isinstance(store, Store):
@@ -275,13 +242,14 @@ class Leaderboard:
         if now is not None and not callable(now):
             raise InvalidArgumentError(f"now must be callable, got {now!r:.80}")
         self._now = now or time.time
+        if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
+            raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
+        self.node_bytes = node_bytes
         self._options = options
         self._sets: dict[str, SortedSet] = {}
         self._lock = threading.Lock()
         self._registered: set[str] = set()
         self._registry = SortedSet(store, f"{name}#windows", order="asc", **options)
-        self._retired = _Retired(store, self._registry.gc_grace)
-        self._keyspaces: dict[str, Keyspace] = {}
         self._adopt_settings()
 
     @classmethod
@@ -344,21 +312,22 @@ class Leaderboard:
             found[column] = _Column(column, slot, tuple(checked))
         return found
 
-    def _settings(self) -> bytes:
-        return msgpack.packb(
-            [
-                FORMAT,
-                [[c.name, [list(p) for p in c.parts]] for c in self.columns.values()],
-                list(self.accumulate),
-                sorted(self.keep_best.items()),
-            ],
-            use_bin_type=True,
-        )
+    def _settings(self, layout: int | None = ROWS_LAYOUT) -> bytes:
+        """The stored settings: columns, field rules and how rows are stored (``None``: in records of their
+        own, as boards stored before rows were entries, which have no such field)."""
+        found = [
+            FORMAT,
+            [[c.name, [list(p) for p in c.parts]] for c in self.columns.values()],
+            list(self.accumulate),
+            sorted(self.keep_best.items()),
+        ]
+        return seal(msgpack.packb(found if layout is None else [*found, layout], use_bin_type=True))
 
     def _adopt_settings(self) -> None:
-        """Store this board's columns and field rules on first use; refuse a board opened differently."""
+        """Store this board's columns and field rules on first use; refuse a board opened differently; move
+        a board stored with its rows in records of their own to rows as entries (:meth:`_migrate`)."""
         key = Keyspace(self.store.namespace, f"{self.name}#board").head
-        data = seal(self._settings())
+        data = self._settings()
         try:
             self.store.cas(key, data, None)
             return
@@ -366,10 +335,53 @@ class Leaderboard:
             pass
         record = self.store.get(key)
         if record is not None and record.value != data:
+            if record.value == self._settings(None):
+                self._migrate()
+                with contextlib.suppress(ConflictError):  # another process moved it first
+                    self.store.cas(key, data, record.version)
+                return
             unpack(key, record.value, "leaderboard settings")  # damaged bytes: CorruptDataError, not a mismatch
             raise SettingsMismatchError(
                 f"leaderboard {self.name!r} is stored with other columns, accumulate or keep_best settings"
             )
+
+    def _migrate(self) -> None:
+        """Move every window of a board stored before rows were entries of its sets.
+
+        There each owner had a pointer ``r:<owner>`` whose score named an
+        immutable row record (``<board>#rows#<instance>:n:<version hex>``) and
+        each window a gc epoch entry ``e:``. Each batch of owners becomes one
+        commit that expects their pointers unchanged, makes them markers and
+        adds their row entries; the last removes the epoch; then the records
+        are deleted. Run once, by the first process that opens the board;
+        processes of earlier versions must have stopped posting.
+        """
+        for instance in self.windows():
+            sset = self._set(instance)
+            records = Keyspace(self.store.namespace, f"{self.name}#rows#{instance}")
+            for _ in sset._policy.attempts():
+                pointers = [(e.member, e.score) for e in sset if e.member.startswith(_ROW) and e.score != _MARK_SLOT]
+                try:
+                    for first in range(0, len(pointers), 1000):
+                        batch = pointers[first : first + 1000]
+                        keys = [records.node(f"{version:x}") for _, version in batch]
+                        ops: list[tuple[str, str, Any]] = []
+                        for (pointer, version), key, data in zip(batch, keys, self.store.get_many(keys)):
+                            if data is None:
+                                raise CorruptDataError("a row record its pointer names is missing", key)
+                            _, found = unpack(key, data, "leaderboard row")
+                            if type(found) is not list or len(found) != 5 or found[1] != pointer[len(_ROW) :]:
+                                raise CorruptDataError("stored leaderboard row has the wrong shape", key)
+                            ops += [("expect", pointer, version), ("set", pointer, _MARK_SLOT)]
+                            ops.append(("set", _row_member(found[1], found[2], found[3], found[4]), _ROW_SLOT))
+                        sset._submit(ops)
+                    epoch = sset.score(_LEGACY_EPOCH)
+                    if epoch is not None:
+                        sset._submit([("expect", _LEGACY_EPOCH, epoch), ("remove", _LEGACY_EPOCH, None)])
+                    break
+                except _ops.Stale:  # another process migrates too: take what is left
+                    continue
+            self.store.delete_many(list(self.store.keys(records.nodes)))
 
     # -- windows ---------------------------------------------------------------------------------------------------
 
@@ -388,13 +400,8 @@ class Leaderboard:
                 found = self._sets[instance] = SortedSet(
                     self.store, f"{self.name}#{instance}", order="asc", **self._options
                 )
+                found._node_bytes = self.node_bytes
             return found
-
-    def _rows_keys(self, instance: str) -> Keyspace:
-        found = self._keyspaces.get(instance)
-        if found is None:
-            found = self._keyspaces[instance] = Keyspace(self.store.namespace, f"{self.name}#rows#{instance}")
-        return found
 
     def windows(self, kind: str | None = None) -> list[str]:
         """The window instances that hold posts, oldest first; only those of ``kind`` if given.
@@ -425,11 +432,9 @@ class Leaderboard:
             self.drop_window(doomed)
 
     def drop_window(self, window: str) -> None:
-        """Remove one window instance: its set, its rows, and its name from :meth:`windows`."""
+        """Remove one window instance: its set (rows included), and its name from :meth:`windows`."""
         instance = self._instance(window)
         self._set(instance).drop()
-        rows = self._rows_keys(instance)
-        self.store.delete_many(list(self.store.keys(rows.nodes)))
         self._registry.remove(instance)
         self._registered.discard(instance)
         with self._lock:
@@ -466,24 +471,6 @@ class Leaderboard:
                 f"column must be one of {', '.join(map(repr, self.columns))}, got {column!r:.80}"
             )
         return found
-
-    @staticmethod
-    def _encode_row(owner: str, values: dict[str, Any], updated: float, posts: list[str]) -> bytes:
-        return seal(msgpack.packb([FORMAT, owner, values, updated, posts], use_bin_type=True))
-
-    @staticmethod
-    def _decode_row(key: str, data: bytes) -> tuple[Row, list[str]]:
-        _, found = unpack(key, data, "leaderboard row")
-        if (
-            type(found) is not list
-            or len(found) != 5
-            or type(found[1]) is not str
-            or type(found[2]) is not dict
-            or type(found[3]) not in (int, float)
-            or type(found[4]) is not list
-        ):
-            raise CorruptDataError("stored leaderboard row has the wrong shape", key)
-        return Row(found[1], found[2], found[3]), found[4]
 
     def _merged(self, row: Row | None, values: Mapping[str, Any], ops: Mapping[str, str]) -> dict[str, Any]:
         merged = dict(row.values) if row is not None else {}
@@ -540,7 +527,7 @@ class Leaderboard:
         so a post retried after a crash or a timeout finishes the windows it
         had not reached and counts nothing twice. Everything is validated
         before anything is written. One commit (an update-log append) per
-        window, plus one row record.
+        window.
         """
         owner = self._owner(owner)
         if not isinstance(values, Mapping):
@@ -584,31 +571,27 @@ class Leaderboard:
 
         for _ in policy.attempts():  # the sets' commit budget, with their backoff: rivals spread out
             plans = plan(fresh)
-            if plans is None and not fresh:  # a no-op decided on the head this process last saw: confirm it
+            if plans is None:  # a no-op decided on the head this process last saw: confirm it
                 fresh = True
                 plans = plan(fresh)
-            if plans is None:  # a row record collected since its pointer was read
-                continue
-            fresh = not self._commit(plans, done)
+            fresh = not self._commit(plans or [], done)
             if len(done) == len(instances):
                 return {i: done[i] for i in instances}
         raise ConflictError(
             f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); windows done: {done}"
         )
 
-    def _pointer(self, sset: SortedSet, pointer: str, fresh: bool) -> tuple[Any, Any]:
-        """The row version ``pointer`` holds and the window's gc epoch, from one snapshot: the head this
-        process last saw (no read) unless ``fresh``. A stale answer costs nothing but a retry: the commit
-        expects both values it read."""
+    def _row_entry(self, sset: SortedSet, owner: str, fresh: bool) -> str | None:
+        """The owner's row entry in one window: from the head this process last saw (no read when its nodes
+        are cached) unless ``fresh``. A stale answer costs nothing but a retry: the commit expects it."""
         held = sset._held
         if not fresh and held is not None:
             try:
-                version, epoch = _head.snapshot(sset, False, (held[0],)).index.find([pointer, _EPOCH])
-                return version, epoch
+                return _row_entries(_head.snapshot(sset, False, (held[0],)), [owner])[0]
             except MdssError:
                 pass
-        version, epoch = sset.scores([pointer, _EPOCH])
-        return version, epoch
+        found: str | None = sset._read(lambda snap: _row_entries(snap, [owner])[0])
+        return found
 
     def _plan(
         self,
@@ -622,39 +605,39 @@ class Leaderboard:
         fresh: bool,
         done: dict[str, bool],
     ) -> list[_Plan] | None:
-        """Read the owner's rows in the ``pending`` windows (one ``get_many``), merge the post into each
-        (refusing bad values before anything is written) and write the new row records (one ``put_many``).
+        """Read the owner's rows in the ``pending`` windows and merge the post into each (refusing bad values
+        before anything is written): each window's commit.
 
         Windows where the post does nothing (its ``post_id`` is there, ``only`` excludes the row) go to
-        ``done`` as ``False``. ``None`` when a row record has gone since its pointer was read, or when a
-        no-op was decided on the head this process last saw (it may be old: a fresh read decides).
+        ``done`` as ``False``. ``None`` when such a no-op was decided on the head this process last saw (it
+        may be old: a fresh read decides).
         """
-        pointer = _ROW + owner
-        seen = {i: self._pointer(self._set(i), pointer, fresh) for i in pending}
-        keys = {i: self._rows_keys(i).node(f"{v:x}") for i, (v, _) in seen.items() if v is not None}
-        records = dict(zip(keys, self._records([(self._set(i)._cache, k) for i, k in keys.items()])))
+        marker = _ROW + owner
         plans: list[_Plan] = []
         for instance in pending:
-            row: Row | None = None
-            posts: list[str] = []
-            if instance in keys:
-                record = records[instance]
-                if record is None:
-                    return None
-                row, posts = record
+            entry = self._row_entry(self._set(instance), owner, fresh)
+            row, posts = (None, ()) if entry is None else _decode_row(entry)
             if post_id is not None and post_id in posts or only is not None and (row is None) != (only == "new"):
                 if not fresh:  # the head this process last saw may be old: only the current one may say no
-                    return None  # (nothing is written yet)
+                    return None
                 done[instance] = False
                 continue
             merged = self._merged(row, values, ops)
+            kept = ([*posts, post_id] if post_id else list(posts))[-KEEP_POSTS:]
+            fresh_entry = _row_member(owner, merged, stamp, kept)
             old = self._members(owner, row.values) if row is not None else {}
             new = self._members(owner, merged)
-            fresh_version = _FIRST_VERSION + secrets.randbits(62)
-            # The record is named only if the row and the window's gc epoch are still what was read: a gc that
-            # lists the record before this commit lands advances the epoch first, and then refuses it.
-            commit: list[tuple[str, str, Any]] = [("expect", pointer, seen[instance][0])]
-            commit.append(("expect", _EPOCH, seen[instance][1]))
+            heaviest = max(len(m.encode("utf-8")) for m in (fresh_entry, *new.values())) + CHILD_BYTES
+            if 4 * heaviest > self.node_bytes:
+                raise InvalidArgumentError(
+                    f"a row entry of {heaviest} bytes does not fit nodes of node_bytes={self.node_bytes} (a node "
+                    "holds at least four items)"
+                )
+            # The commit applies only if the row is still the one read (a new owner: still none).
+            if entry is None:
+                commit: list[tuple[str, str, Any]] = [("expect", marker, None), ("set", marker, _MARK_SLOT)]
+            else:
+                commit = [("expect", entry, _ROW_SLOT)]
             for column, member in old.items():
                 if new.get(column) != member:
                     commit.append(("remove", member, None))
@@ -663,20 +646,11 @@ class Leaderboard:
                 if old.get(column) != member:
                     commit.append(("set", member, self.columns[column].slot))
                     commit += self._group_ops(self.columns[column], member, leaving=False)
-            commit.append(("set", pointer, fresh_version))
-            kept = ([*posts, post_id] if post_id else posts)[-KEEP_POSTS:]
-            plans.append(
-                _Plan(
-                    instance,
-                    commit,
-                    self._rows_keys(instance).node(f"{fresh_version:x}"),
-                    self._encode_row(owner, merged, stamp, kept),
-                    (Row(owner, merged, stamp), kept),
-                    keys.get(instance),
-                )
-            )
-        if plans:
-            self.store.put_many({plan.key: plan.record for plan in plans})
+            if fresh_entry != entry:
+                if entry is not None:
+                    commit.append(("remove", entry, None))
+                commit.append(("set", fresh_entry, _ROW_SLOT))
+            plans.append(_Plan(instance, commit))
         return plans
 
     @staticmethod
@@ -697,64 +671,30 @@ class Leaderboard:
 
     def _commit(self, plans: list[_Plan], done: dict[str, bool]) -> bool:
         """Commit each window's plan in turn (one append each); False if one lost to another post of the
-        owner (that window is tried again from a fresh read). Records never named are deleted."""
+        owner (that window is tried again from a fresh read)."""
         clean = True
-        for n, plan in enumerate(plans):
+        for plan in plans:
             try:
                 self._set(plan.instance)._submit(plan.ops)
-            except _ops.Stale:
-                self.store.delete(plan.key)  # never named: another post of this owner, or a gc, landed first
+            except _ops.Stale:  # another post of this owner landed first
                 clean = False
                 continue
-            except StoreUnavailableError:  # may have landed: its record stays (a leak at worst)
-                self.store.delete_many([p.key for p in plans[n + 1 :]])
-                raise
-            except BaseException:
-                self.store.delete_many([p.key for p in plans[n:]])
-                raise
             done[plan.instance] = True
-            self._set(plan.instance)._cache.put(plan.key, plan.decoded, len(plan.record))
-            if plan.replaced is not None:  # readers of older snapshots may still want it
-                self._retired.add([plan.replaced])
         return clean
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def _read(self, window: Any, fn: Callable[[Any, _Window], Any]) -> Any:
-        instance = self._instance(window)
-        sset = self._set(instance)
-        win = _Window(self._rows_keys(instance), sset._cache)
-        return sset._read(lambda snap: fn(snap, win))
+    def _read(self, window: Any, fn: Callable[[Any], Any]) -> Any:
+        return self._set(self._instance(window))._read(fn)
 
-    def _records(self, wanted: Sequence[tuple[NodeCache, str]]) -> list[tuple[Row, list[str]] | None]:
-        """The row records at the keys ``wanted`` (with the cache of each one's window), decoded: from the
-        caches, else in one ``get_many``; ``None`` where none is stored."""
-        found: list[tuple[Row, list[str]] | None] = [cache.get(key) for cache, key in wanted]
-        missing = [i for i, record in enumerate(found) if record is None]
-        if missing:
-            for i, data in zip(missing, self.store.get_many([wanted[i][1] for i in missing])):
-                if data is not None:
-                    cache, key = wanted[i]
-                    found[i] = self._decode_row(key, data)
-                    cache.put(key, found[i], len(data))
+    @staticmethod
+    def _rows_of(snap: Any, owners: Sequence[str]) -> list[Row | None]:
+        """The rows of ``owners`` in one snapshot (``None``: no row): one read of entry sets at most."""
+        found: list[Row | None] = []
+        for entry in _row_entries(snap, owners):
+            row = None if entry is None else _decode_row(entry)[0]
+            found.append(None if row is None else Row(row.owner, dict(row.values), row.updated))  # a copy
         return found
-
-    def _rows_of(self, snap: Any, win: _Window, owners: Sequence[str]) -> list[Row | None]:
-        """The rows of ``owners`` in one snapshot (``None``: no row); a collected row record retries the read."""
-        versions = snap.index.find([_ROW + o for o in owners])
-        keys = [win.rows.node(f"{v:x}") for v in versions if v is not None]
-        found = iter(self._records([(win.cache, key) for key in keys]))
-        result: list[Row | None] = []
-        for version in versions:
-            if version is None:
-                result.append(None)
-                continue
-            record = next(found)
-            if record is None:
-                raise MissingNodeError("a row record the snapshot names is gone", win.rows.node(f"{version:x}"))
-            row = record[0]
-            result.append(Row(row.owner, dict(row.values), row.updated))  # the cached one stays as stored
-        return result
 
     @staticmethod
     def _ties(ties: Any) -> str:
@@ -778,7 +718,7 @@ class Leaderboard:
     def row(self, owner: str, window: str | None = None) -> Row | None:
         """View 2: the owner's row in a window (the current instance of a kind, or a named instance)."""
         owner = self._owner(owner)
-        return self._read(window, lambda snap, win: self._rows_of(snap, win, [owner])[0])
+        return self._read(window, lambda snap: self._rows_of(snap, [owner])[0])
 
     def positions(
         self,
@@ -804,8 +744,8 @@ class Leaderboard:
         if max_error is not None:
             check_count(max_error, "max_error")
 
-        def run(snap: Any, win: _Window) -> dict[str, Any]:
-            row = self._rows_of(snap, win, [owner])[0]
+        def run(snap: Any) -> dict[str, Any]:
+            row = self._rows_of(snap, [owner])[0]
             if row is None:
                 return {}
             members = self._members(owner, row.values)
@@ -826,7 +766,7 @@ class Leaderboard:
         return self._read(window, run)
 
     def _listing(
-        self, snap: Any, win: _Window, column: _Column, start: int, stop: int, ties: str
+        self, snap: Any, column: _Column, start: int, stop: int, ties: str
     ) -> tuple[list[RankedRow], str | None]:
         """Ranked rows at positions ``start`` to ``stop - 1`` of ``column`` (positions within the column),
         and the member of the last one."""
@@ -836,7 +776,7 @@ class Leaderboard:
             return [], None
         parts = len(column.parts)
         owners = [column_owner(m, parts) for m in members]
-        found = self._rows_of(snap, win, owners)
+        found = self._rows_of(snap, owners)
         ranks = list(range(start + 1, start + 1 + len(members)))
         if ties != "ordinal":
             ranks[0] = self._ranks(snap, column, members[:1], ties)[0]
@@ -872,13 +812,14 @@ class Leaderboard:
         check_count(before, "before")
         check_count(after, "after")
 
-        def run(snap: Any, win: _Window) -> list[RankedRow]:
-            row = self._rows_of(snap, win, [owner])[0]
+        def run(snap: Any) -> list[RankedRow]:
+            row = self._rows_of(snap, [owner])[0]
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return []
+            _prefetch(snap, [((col.slot, member), before, after + 1), ((col.slot,), 0, 0), ((col.slot, TOP), 0, 0)])
             at = self._ranks(snap, col, [member], "ordinal")[0] - 1
-            return self._listing(snap, win, col, max(at - before, 0), at + after + 1, ties)[0]
+            return self._listing(snap, col, max(at - before, 0), at + after + 1, ties)[0]
 
         return self._read(window, run)
 
@@ -892,8 +833,8 @@ class Leaderboard:
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
         col, ties = self._column(column), self._ties(ties)
 
-        def run(snap: Any, win: _Window) -> list[RankedRow]:
-            found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, win, wanted)) if r is not None]
+        def run(snap: Any) -> list[RankedRow]:
+            found = [(o, r) for o, r in zip(wanted, self._rows_of(snap, wanted)) if r is not None]
             members = [_member(col, o, r.values) for o, r in found]
             ranked = [m for m in members if m is not None]
             ranks = iter(self._ranks(snap, col, ranked, ties) if ranked else [])
@@ -926,10 +867,12 @@ class Leaderboard:
         instance = self._instance(window)
         after = None if cursor is None else self._decode_cursor(cursor, instance, col.name)
 
-        def run(snap: Any, win: _Window) -> tuple[list[RankedRow], str | None]:
+        def run(snap: Any) -> tuple[list[RankedRow], str | None]:
+            begin = (col.slot,) if after is None else (col.slot, after + "\0")
+            _prefetch(snap, [(begin, 0, limit), ((col.slot,), 0, 0), ((col.slot, TOP), 0, 0)])
             low, high = snap.ranking.count_below([(col.slot,), (col.slot, TOP)])
             start = 0 if after is None else snap.ranking.count_below([(col.slot, after + "\0")])[0] - low
-            found, last = self._listing(snap, win, col, start, start + limit, ties)
+            found, last = self._listing(snap, col, start, start + limit, ties)
             return found, last if start + len(found) < high - low else None
 
         found, last = self._read(instance, run)
@@ -945,7 +888,7 @@ class Leaderboard:
     def count(self, column: str, *, window: str | None = None) -> int:
         """How many rows ``column`` ranks (rows that have all its fields)."""
         col = self._column(column)
-        return self._read(window, lambda snap, win: self._size(snap, col))
+        return self._read(window, lambda snap: self._size(snap, col))
 
     def percentile(self, owner: str, column: str, *, window: str | None = None) -> float | None:
         """The share of the column's rows ranked strictly better than the owner's: ``(competition rank - 1)
@@ -959,8 +902,8 @@ class Leaderboard:
         """
         owner, col = self._owner(owner), self._column(column)
 
-        def run(snap: Any, win: _Window) -> float | None:
-            row = self._rows_of(snap, win, [owner])[0]
+        def run(snap: Any) -> float | None:
+            row = self._rows_of(snap, [owner])[0]
             member = None if row is None else _member(col, owner, row.values)
             if member is None:
                 return None
@@ -979,12 +922,12 @@ class Leaderboard:
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
 
-        def run(snap: Any, win: _Window) -> RankedRow | None:
+        def run(snap: Any) -> RankedRow | None:
             size = self._size(snap, col)
             if not size:
                 return None
             at = min(int(p * size), size - 1)
-            found, _ = self._listing(snap, win, col, at, at + 1, ties)
+            found, _ = self._listing(snap, col, at, at + 1, ties)
             return found[0] if found else None
 
         return self._read(window, run)
@@ -1013,122 +956,44 @@ class Leaderboard:
 
     def gc(self, window: str | None = None, *, wait: bool = True, sweep: bool = False) -> int:
         """Delete what no head can name again, in one window (``window``) or in every window and the
-        registry; returns how many keys it deleted.
-
-        Each window's set collects its garbage as :meth:`SortedSet.gc` does.
-        ``sweep=True`` also lists the set's nodes and the window's **row
-        records**, and deletes the records no row pointer can ever name: those
-        of posts that crashed or timed out before their commit, and the
-        replaced ones a process ended too soon to delete. That is safe
-        whatever writers do, for the reason node sweeps are (gc epochs,
-        docs/architecture.md "Garbage"): every post expects the window's board
-        epoch it read, and the sweep lists the records first, then advances
-        that epoch by a commit; so a listed record that a later head does not
-        name can never be named again (a post still in flight with it is
-        refused, and posts again with a fresh record). Unless ``wait=False``,
-        it waits ``gc_grace`` seconds before deleting, so that readers of older
-        snapshots finish.
-        """
+        registry, as :meth:`SortedSet.gc` does (rows are entries of the windows' sets: their nodes are
+        collected with the rest); returns how many keys it deleted."""
         if type(wait) is not bool or type(sweep) is not bool:
             raise InvalidArgumentError(f"wait and sweep must be True or False, got {wait!r:.40}, {sweep!r:.40}")
         instances = self.windows() if window is None else [self._instance(window)]
-        deleted = 0
-        for instance in instances:
-            started = time.monotonic()
-            doomed = self._unnamed_rows(instance) if sweep else []
-            deleted += self._set(instance).gc(wait=wait, sweep=sweep)
-            if doomed and wait:
-                time.sleep(max(0.0, self._retired.grace - (time.monotonic() - started)))
-            for first in range(0, len(doomed), 1000):
-                self.store.delete_many(doomed[first : first + 1000])
-            deleted += len(doomed)
+        deleted = sum(self._set(instance).gc(wait=wait, sweep=sweep) for instance in instances)
         if window is None:
             deleted += self._registry.gc(wait=wait, sweep=sweep)
         return deleted
 
-    def _unnamed_rows(self, instance: str) -> list[str]:
-        """The row records of ``instance`` that no head can ever name again (see :meth:`gc`)."""
-        rows, sset = self._rows_keys(instance), self._set(instance)
-        listed: dict[str, int] = {}
-        for key in self.store.keys(rows.nodes):
-            try:
-                listed[key] = int(key[len(rows.nodes) :], 16)
-            except ValueError:
-                continue  # not a row record
-        if not listed:
-            return []
-        # Only records no pointer names now may be garbage; with none, the epoch stays (posts in flight land).
-        named = self._versions(sset)
-        candidates = [key for key, version in listed.items() if version not in named]
-        if not candidates:
-            return []
-        # Every listed record was written by a post that read an epoch <= the one this advances from: from now
-        # on no commit can name it unless the state this reads names it already.
-        self._advance_epoch(sset)
-        named = self._versions(sset)
-        return self.store.existing([key for key in candidates if listed[key] not in named])
-
-    @staticmethod
-    def _advance_epoch(sset: SortedSet) -> None:
-        """Move the window's board epoch on by one commit (posts that read an older one can no longer land)."""
-        for _ in sset._policy.attempts():
-            epoch = sset.score(_EPOCH)
-            try:
-                sset._submit([("expect", _EPOCH, epoch), ("set", _EPOCH, (epoch or _EPOCH_BASE) + 1)])
-                return
-            except _ops.Stale:
-                continue  # another gc advanced it meanwhile: advance again, after this listing
-        raise ConflictError(f"gc of {sset.name!r} lost its epoch to other gc calls for its whole retry budget")
-
-    @staticmethod
-    def _versions(sset: SortedSet) -> set[int]:
-        """The row versions the set's pointers name, paged by key (a snapshot per page).
-
-        A pointer present through the whole walk is never skipped (each page
-        resumes just after the last key seen); a record named in the
-        advanced state but replaced meanwhile is garbage anyway.
-        """
-        named: set[int] = set()
-        after: tuple[Any, ...] = (_FIRST_VERSION,)
-        while True:
-
-            def page(snap: Any, after: tuple[Any, ...] = after) -> tuple[list[str], list[Any]]:
-                start = snap.ranking.count_below([after])[0]
-                members, scores = snap.ranking.slice(start, start + _SWEEP_PAGE)
-                return members, scores
-
-            members, scores = sset._read(page)
-            named.update(s for m, s in zip(members, scores) if m.startswith(_ROW))
-            if len(members) < _SWEEP_PAGE:
-                return named
-            after = (scores[-1], members[-1] + "\0")
-
     def check(self, window: str | None = None) -> list[str]:
-        """Every invariant of one window: its set's (``SortedSet.check``), and that each row's column entries
-        are exactly those its values spell, with nothing else in the columns. Reads everything: O(n)."""
+        """Every invariant of one window: its set's (``SortedSet.check``), that each owner has one row entry
+        and one marker, and that each row's column entries are exactly those its values spell, with nothing
+        else in the columns. Reads everything: O(n)."""
         instance = self._instance(window)
         sset = self._set(instance)
         problems = sset.check()
         if problems:
             return problems
-        rows = self._rows_keys(instance)
         entries = list(sset)
-        pointers = {e.member[len(_ROW) :]: e.score for e in entries if e.member.startswith(_ROW)}
-        column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _EPOCH))}
-        epoch = [e.score for e in entries if e.member == _EPOCH]
-        if epoch and not (type(epoch[0]) is int and _EPOCH_BASE < epoch[0] < _FIRST_VERSION):
-            problems.append(f"the board's gc epoch entry holds {epoch[0]!r}")
-        expected: dict[str, int] = {}
-        owners = sorted(pointers)
-        datas = self.store.get_many([rows.node(f"{pointers[o]:x}") for o in owners]) if owners else []
-        for owner, data in zip(owners, datas):
-            key = rows.node(f"{pointers[owner]:x}")
-            if data is None:
-                problems.append(f"row record of {owner!r} is missing ({key})")
+        markers = {e.member[len(_ROW) :] for e in entries if e.member.startswith(_ROW)}
+        if any(e.score != _MARK_SLOT for e in entries if e.member.startswith(_ROW)):
+            problems.append("an owner's marker has the wrong score")
+        rows: dict[str, Row] = {}
+        for e in (e for e in entries if e.member.startswith(_ROWS)):
+            try:
+                row = _decode_row(e.member)[0]
+            except CorruptDataError as exc:
+                problems.append(str(exc))
                 continue
-            row, _ = self._decode_row(key, data)
-            if row.owner != owner:
-                problems.append(f"row record {key} belongs to {row.owner!r}, not {owner!r}")
+            if e.score != _ROW_SLOT or row.owner in rows:
+                problems.append(f"row entry of {row.owner!r}: score {e.score!r}, or a second one")
+            rows[row.owner] = row
+        if set(rows) != markers:
+            problems.append(f"owners with a marker but no row, or the reverse: {sorted(set(rows) ^ markers)[:5]}")
+        column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS))}
+        expected: dict[str, int] = {}
+        for owner, row in rows.items():
             for name, member in self._members(owner, row.values).items():
                 column = self.columns[name]
                 expected[member] = column.slot
@@ -1170,3 +1035,95 @@ def _member(column: _Column, owner: str, values: Mapping[str, Any]) -> str | Non
     if all(_number(v) for v, _ in parts):
         return column_member(column.slot, parts, owner)
     return None
+
+
+def _row_prefix(owner: str) -> str:
+    """What every row entry of ``owner`` starts with, and no other entry: the length makes it unambiguous."""
+    return f"{_ROWS}{len(owner):02x}{owner}"
+
+
+def _row_member(owner: str, values: dict[str, Any], updated: float, posts: list[str]) -> str:
+    """The member of a row entry: the owner's prefix, then the row (msgpack, base64: sorts below ``_PAST_ROW``)."""
+    data = msgpack.packb([values, updated, posts], use_bin_type=True)
+    return _row_prefix(owner) + base64.b64encode(data).decode("ascii")
+
+
+@functools.lru_cache(maxsize=16384)
+def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
+    """The row and the post ids a row entry holds (decoded once per entry while it stays in this cache; the
+    row's values are shared: callers copy them)."""
+    try:
+        size = int(member[2:4], 16)
+        owner = member[4 : 4 + size]
+        found = msgpack.unpackb(base64.b64decode(member[4 + size :], validate=True), raw=False)
+    except Exception:  # msgpack raises several unrelated types on garbage
+        found, owner, size = None, "", -1
+    if (
+        len(owner) != size
+        or type(found) is not list
+        or len(found) != 3
+        or type(found[0]) is not dict
+        or type(found[1]) not in (int, float)
+        or type(found[2]) is not list
+        or not all(type(p) is str for p in found[2])
+    ):
+        raise CorruptDataError(f"leaderboard row entry {member[:60]!r} is damaged")
+    return Row(owner, found[0], found[1]), tuple(found[2])
+
+
+def _row_entries(snap: Any, owners: Sequence[str]) -> list[str | None]:
+    """The row entry of each owner in one snapshot (``None``: no row).
+
+    An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to ``(_ROW_SLOT, prefix + _PAST_ROW)``.
+    The log says it for a logged owner; for the others it is in the entry set the manifests route the
+    end of that range to (no other first key falls inside it), so all of them cost one batched read of
+    entry sets at most.
+    """
+    prefixes = [_row_prefix(o) for o in owners]
+    found: list[str | None] = [None] * len(owners)
+    view = snap.view
+    todo = list(range(len(owners)))
+    if view is not None:
+        todo = []
+        # Many owners: the log's row keys once, then bisections per owner.
+        logged = view.between((_ROW_SLOT,), (_ROW_SLOT + 1,), closed=False) if len(owners) > 4 else None
+        for i, prefix in enumerate(prefixes):
+            low, high = (_ROW_SLOT, prefix), (_ROW_SLOT, prefix + _PAST_ROW)
+            keys = logged if logged is not None else view.between(low, high, closed=False)
+            added, removed = _within(keys[0], low, high), _within(keys[1], low, high)
+            if added is not None:
+                found[i] = added[1]
+            elif removed is None:  # not logged: the tree's
+                todo.append(i)
+    if todo and snap.score_tree.root is not None:
+        ends = [(_ROW_SLOT, prefixes[i] + _PAST_ROW) for i in todo]
+        for i, end, (leaf, _) in zip(todo, ends, snap.score_tree.descend(ends)):
+            keys = leaf.keys
+            at = bisect_left(keys, end) - 1
+            if at >= 0 and keys[at][0] == _ROW_SLOT and keys[at][1].startswith(prefixes[i]):
+                found[i] = keys[at][1]
+    return found
+
+
+def _prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
+    """Read, in one round trip, the entry sets that counts below and a slice near each ``(key, before,
+    after)`` will need: the one holding the key and its neighbours holding ``before`` entries before it and
+    ``after`` from it (the log's shift included), so that a view that seeks a key and lists from there reads
+    its entry sets once (``mdss._tree.Tree.leaves_around``). A guess that falls short costs a round trip,
+    never an answer: the counts and the slice that follow read what they miss."""
+    tree, view = snap.score_tree, snap.view
+    size = None
+    if view is not None:
+
+        def size(low: Any, high: Any, count: int) -> int:
+            added, removed = view.between(low, high, closed=False)
+            return count + len(added) - len(removed)
+
+    tree.fetch([leaf for key, before, after in around for leaf in tree.leaves_around(key, before, after, size)])
+
+
+def _within(keys: list[Any], low: Any, high: Any) -> Any:
+    """The key of sorted ``keys`` from ``low`` to ``high`` (excluded; an owner's row has one at most), or
+    ``None``."""
+    i = bisect_left(keys, low)
+    return keys[i] if i < len(keys) and keys[i] < high else None
