@@ -7,9 +7,11 @@ friends, for mdss.Leaderboard and the anchors that fit the store (see ``harness.
 
 ``mdss bench`` measures the same, after the sorted-set figures, in the same run. ``--calls`` also counts
 mdss' posts' store calls by kind (a wrapper around the store: a little slower). ``--trips`` counts the
-store round trips of each view with only the manifests cached (the issue's condition), alone:
+store round trips of each view with only the manifests cached (the issue's condition), alone, ranked by
+``--ties`` (ordinal by default):
 
     python benchmarks/leaderboard.py --store memory:// --owners 20000 --trips 200
+    python benchmarks/leaderboard.py --store memory:// --owners 20000 --trips 200 --ties dense
 """
 
 from __future__ import annotations
@@ -85,11 +87,11 @@ def calls_per_post(url: str, owners: int, posts: int, seed: int) -> dict[str, fl
     return counted
 
 
-def trips_per_view(url: str, owners: int, calls: int, seed: int) -> dict[str, dict[str, float]]:
+def trips_per_view(url: str, owners: int, calls: int, seed: int, ties: str = "ordinal") -> dict[str, dict[str, float]]:
     """Store round trips (``store.stats`` calls) per view, mean and most over ``calls`` calls of random owners,
     with only the manifests cached: every entry set (and anything else not a manifest) is dropped from the
-    caches before each call. The windows' logs are merged first (what a read over a log costs is
-    ``tests/test_log_reads.py``'s)."""
+    caches before each call; ranks by ``ties``. The windows' logs are merged first (what a read over a log
+    costs is ``tests/test_log_reads.py``'s)."""
     from mdss._tree import Manifest
 
     bw, rng = BoardWorkload(owners, 0, 1, seed), random.Random(seed)
@@ -108,10 +110,12 @@ def trips_per_view(url: str, owners: int, calls: int, seed: int) -> dict[str, di
             cursors.append(cursor)
         views = {
             "row": lambda: board.row(rng.choice(bw.owners)),
-            "positions (3 columns)": lambda: board.positions(rng.choice(bw.owners)),
-            "rows (100 friends)": lambda: board.rows(rng.sample(bw.owners, 100), "xp"),
-            "page (100 rows, any depth)": lambda: board.page("xp", limit=100, cursor=rng.choice(cursors)),
-            "around (5 + 5)": lambda: board.around(rng.choice(bw.owners), "xp"),
+            "positions (3 columns)": lambda: board.positions(rng.choice(bw.owners), ties=ties),
+            "rows (100 friends)": lambda: board.rows(rng.sample(bw.owners, 100), "xp", ties=ties),
+            "page (100 rows, any depth)": lambda: board.page("xp", limit=100, cursor=rng.choice(cursors), ties=ties),
+            "around (5 + 5)": lambda: board.around(rng.choice(bw.owners), "xp", ties=ties),
+            "percentile": lambda: board.percentile(rng.choice(bw.owners), "xp"),
+            "at_percentile": lambda: board.at_percentile("xp", rng.random(), ties=ties),
         }
         found = {}
         for name, view in views.items():
@@ -139,9 +143,10 @@ def main() -> None:
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--calls", action="store_true", help="also count a post's store calls by kind")
     parser.add_argument("--trips", type=int, default=0, help="only count each view's round trips, over N calls")
+    parser.add_argument("--ties", default="ordinal", choices=mdss.leaderboard.TIES, help="ranks --trips asks for")
     args = parser.parse_args()
     if args.trips:
-        for name, counted in trips_per_view(args.store, args.owners, args.trips, args.seed).items():
+        for name, counted in trips_per_view(args.store, args.owners, args.trips, args.seed, args.ties).items():
             print(f"{name}: {counted['mean']:.2f} round trips on average, at most {counted['max']}")
         return
     with mdss.open_store(args.store) as store:

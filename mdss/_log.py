@@ -646,20 +646,7 @@ class Ranking:
         if tree.root is None:  # every entry is in the log
             keys = view.between(None, None, closed=False)[0][start:stop]
             return [k[-1] for k in keys], [score_of(k) for k in keys]
-        path, merged, low, high = self._seek(start)
-        want, need = start - merged, stop - start  # where the page starts in the first region; entries wanted
-        regions = []  # (entry set id, the entry set if cached, its merged entries if known, the log's keys)
-        covered, peek = -want, tree.source.peek
-        while True:  # the regions the page spans: their sizes are known before their entry sets are read
-            node, lo = path[-1] if path else (None, 0)
-            leaf_id, count = (tree.root, tree.count) if node is None else (node.ids[lo], node.counts[lo])
-            leaf = peek(leaf_id)
-            known, logged = view.region(leaf, low, high)
-            regions.append((leaf_id, leaf, known, logged))
-            covered += count - len(logged[1]) + len(logged[0]) if known is None else len(known[0])
-            if covered >= need or high is None:
-                break
-            low, high = high, self._next(path)
+        regions, want, need = self._regions(start, stop)
         wanted = [leaf_id for leaf_id, leaf, _, _ in regions if leaf is None]
         loaded = tree.source.load_many(wanted, tree.keyfn, 0) if wanted else {}  # one round trip at most
         out_members: list[str] = []
@@ -674,6 +661,36 @@ class Ranking:
             out_scores += scores[want : want + need]
             need, want = need - max(min(len(members) - want, need), 0), 0
         return out_members, out_scores
+
+    def _regions(self, start: int, stop: int) -> tuple[list[Any], int, int]:
+        """The regions merged positions ``start`` to ``stop - 1`` span (``start < stop``, within the count, a
+        tree with a root): ``(entry set id, the entry set if cached, its merged entries if known, the log's
+        keys)`` each, from the manifests alone; where ``start`` falls in the first, and the entries wanted."""
+        tree, view = self.tree, self.view
+        assert tree.root is not None  # callers answer an empty tree themselves
+        path, merged, low, high = self._seek(start)
+        want, need = start - merged, stop - start  # where the page starts in the first region; entries wanted
+        regions = []
+        covered, peek = -want, tree.source.peek
+        while True:  # the regions the page spans: their sizes are known before their entry sets are read
+            node, lo = path[-1] if path else (None, 0)
+            leaf_id, count = (tree.root, tree.count) if node is None else (node.ids[lo], node.counts[lo])
+            leaf = peek(leaf_id)
+            known, logged = view.region(leaf, low, high)
+            regions.append((leaf_id, leaf, known, logged))
+            covered += count - len(logged[1]) + len(logged[0]) if known is None else len(known[0])
+            if covered >= need or high is None:
+                break
+            low, high = high, self._next(path)
+        return regions, want, need
+
+    def leaf_ids(self, start: int, stop: int) -> list[str]:
+        """The ids of the entry sets whose regions hold merged positions ``start`` to ``stop - 1``, reading
+        manifests only (what :meth:`slice` would read, for a read to fetch with others in one round trip)."""
+        start, stop = max(start, 0), min(stop, self.count)
+        if start >= stop or self.tree.root is None:
+            return []
+        return [leaf_id for leaf_id, _, _, _ in self._regions(start, stop)[0]]
 
 
 def _merged(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:

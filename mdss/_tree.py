@@ -351,24 +351,38 @@ class Tree:
     def _load_many(self, ids: Iterable[str], height: int) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn, height)
 
-    def _route(self, probes: Sequence[Any]) -> tuple[list[tuple[str, int, int, int]], dict[str, Any]]:
-        """Route sorted probe keys to entry sets: runs ``(entry set id, entries before it, lo, hi)`` saying
-        that ``probes[lo:hi]`` fall in that set, and the entry sets by id.
+    def _runs(self, probes: Sequence[Any]) -> list[tuple[str, int, int, int, int]]:
+        """Route sorted probe keys to entry sets, reading manifests only: runs ``(entry set id, entries
+        before it, entries in it, lo, hi)`` saying that ``probes[lo:hi]`` fall in that set.
 
         A node routes each run of probes with two bisections, so the work
         grows with the nodes touched rather than the probes. One batched read
         per uncached level.
         """
         assert self.root is not None  # callers answer an empty tree themselves
-        runs = [(self.root, 0, 0, len(probes))]
+        runs = [(self.root, 0, self.count, 0, len(probes))]
         for height in range(self.height, 0, -1):
             nodes = self._load_many((run[0] for run in runs), height)
-            nxt: list[tuple[str, int, int, int]] = []
-            for node_id, before, lo, hi in runs:
+            nxt: list[tuple[str, int, int, int, int]] = []
+            for node_id, before, _, lo, hi in runs:
                 node = nodes[node_id]
-                nxt.extend((node.ids[i], before + node.starts[i], a, b) for i, a, b in node.runs(probes, lo, hi))
+                starts, counts, ids = node.starts, node.counts, node.ids
+                nxt.extend((ids[i], before + starts[i], counts[i], a, b) for i, a, b in node.runs(probes, lo, hi))
             runs = nxt
+        return runs
+
+    def _route(self, probes: Sequence[Any]) -> tuple[list[tuple[str, int, int, int, int]], dict[str, Any]]:
+        """:meth:`_runs`, and the entry sets by id (one more batched read if not cached)."""
+        runs = self._runs(probes)
         return runs, self._load_many((run[0] for run in runs), 0)
+
+    def spans(self, probes: Sequence[Any]) -> list[tuple[str, int, int]]:
+        """For each sorted probe key, from the manifests alone: the entry set it falls in, how many entries
+        precede that set and how many it holds (so the count below the key is between the two bounds)."""
+        if self.root is None:
+            return []
+        runs = self._runs(probes)
+        return [(node_id, before, count) for node_id, before, count, lo, hi in runs for _ in range(hi - lo)]
 
     def descend(self, probes: Sequence[Any]) -> list[tuple[Leaf, int]]:
         """For each probe key (in any order), the entry set it falls in and how many entries precede that set."""
@@ -380,7 +394,7 @@ class Tree:
             probes = [probes[i] for i in order]
         runs, leaves = self._route(probes)
         found: list[tuple[Leaf, int]] = []
-        for node_id, before, lo, hi in runs:
+        for node_id, before, _, lo, hi in runs:
             found.extend([(leaves[node_id], before)] * (hi - lo))
         if order is None:
             return found
@@ -521,6 +535,18 @@ class Tree:
     def leaf_runs(self, start: int, stop: int) -> list[tuple[Leaf, int, int]]:
         """The entry sets holding positions ``start`` to ``stop - 1``, each with the run of it they hold."""
         start, stop = max(start, 0), min(stop, self.count)
+        frontier = self._frontier(start, stop)
+        leaves = self._load_many((node_id for node_id, _ in frontier), 0)
+        runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
+        return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
+
+    def leaf_ids(self, start: int, stop: int) -> list[str]:
+        """The ids of the entry sets holding positions ``start`` to ``stop - 1``, reading manifests only."""
+        return [node_id for node_id, _ in self._frontier(max(start, 0), min(stop, self.count))]
+
+    def _frontier(self, start: int, stop: int) -> list[tuple[str, int]]:
+        """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``
+        (within the tree's bounds)."""
         if self.root is None or start >= stop:
             return []
         frontier = [(self.root, 0)]  # (node id, position of its first entry)
@@ -533,9 +559,7 @@ class Tree:
                 hi = bisect_left(node.starts, stop - base)
                 nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))
             frontier = nxt
-        leaves = self._load_many((node_id for node_id, _ in frontier), 0)
-        runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
-        return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
+        return frontier
 
     def leaves_around(
         self, probe: Any, before: int, after: int, size: Callable[[Any, Any, int], int] | None = None

@@ -688,10 +688,11 @@ class Leaderboard:
         return self._set(self._instance(window))._read(fn)
 
     @staticmethod
-    def _rows_of(snap: Any, owners: Sequence[str]) -> list[Row | None]:
-        """The rows of ``owners`` in one snapshot (``None``: no row): one read of entry sets at most."""
+    def _rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[Row | None]:
+        """The rows of ``owners`` in one snapshot (``None``: no row): one read of entry sets at most, which
+        also reads the entry sets of keys ``also`` (those a count that follows needs)."""
         found: list[Row | None] = []
-        for entry in _row_entries(snap, owners):
+        for entry in _row_entries(snap, owners, also):
             row = None if entry is None else _decode_row(entry)[0]
             found.append(None if row is None else Row(row.owner, dict(row.values), row.updated))  # a copy
         return found
@@ -776,7 +777,9 @@ class Leaderboard:
             return [], None
         parts = len(column.parts)
         owners = [column_owner(m, parts) for m in members]
-        found = self._rows_of(snap, owners)
+        # A competition or dense rank of the first row counts below its tie group, which may start in an
+        # entry set the listing did not read: routed with the rows, it costs no round trip of its own.
+        found = self._rows_of(snap, owners, self._probes(column, members[:1], ties) if ties != "ordinal" else ())
         ranks = list(range(start + 1, start + 1 + len(members)))
         if ties != "ordinal":
             ranks[0] = self._ranks(snap, column, members[:1], ties)[0]
@@ -923,6 +926,7 @@ class Leaderboard:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
 
         def run(snap: Any) -> RankedRow | None:
+            _prefetch_at(snap, col, p)
             size = self._size(snap, col)
             if not size:
                 return None
@@ -1071,13 +1075,14 @@ def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
     return Row(owner, found[0], found[1]), tuple(found[2])
 
 
-def _row_entries(snap: Any, owners: Sequence[str]) -> list[str | None]:
+def _row_entries(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[str | None]:
     """The row entry of each owner in one snapshot (``None``: no row).
 
     An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to ``(_ROW_SLOT, prefix + _PAST_ROW)``.
     The log says it for a logged owner; for the others it is in the entry set the manifests route the
     end of that range to (no other first key falls inside it), so all of them cost one batched read of
-    entry sets at most.
+    entry sets at most. The entry sets of keys ``also`` are read in that batch too (they stay pinned for
+    this read's counts).
     """
     prefixes = [_row_prefix(o) for o in owners]
     found: list[str | None] = [None] * len(owners)
@@ -1095,9 +1100,9 @@ def _row_entries(snap: Any, owners: Sequence[str]) -> list[str | None]:
                 found[i] = added[1]
             elif removed is None:  # not logged: the tree's
                 todo.append(i)
-    if todo and snap.score_tree.root is not None:
+    if (todo or also) and snap.score_tree.root is not None:
         ends = [(_ROW_SLOT, prefixes[i] + _PAST_ROW) for i in todo]
-        for i, end, (leaf, _) in zip(todo, ends, snap.score_tree.descend(ends)):
+        for i, end, (leaf, _) in zip(todo, ends, snap.score_tree.descend([*ends, *also])):
             keys = leaf.keys
             at = bisect_left(keys, end) - 1
             if at >= 0 and keys[at][0] == _ROW_SLOT and keys[at][1].startswith(prefixes[i]):
@@ -1120,6 +1125,31 @@ def _prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
             return count + len(added) - len(removed)
 
     tree.fetch([leaf for key, before, after in around for leaf in tree.leaves_around(key, before, after, size)])
+
+
+def _prefetch_at(snap: Any, column: _Column, p: float) -> None:
+    """Read, in one round trip, the entry sets that :meth:`Leaderboard.at_percentile` counts and slices in.
+
+    The manifests (cached) bound the counts below the column's start and end, ``low`` and ``high``, by the
+    entry sets those keys fall in (the log's shift at each key is known exactly); the position ``low +
+    min(floor(p * (high - low)), high - low - 1)`` grows with both, so it lies between its values at the
+    two bounds, a span of one entry set's count at most: those entry sets are fetched with the two.
+    """
+    tree, view = snap.score_tree, snap.view
+    ends = [(column.slot,), (column.slot, TOP)]
+    spans = tree.spans(ends)
+    if not spans:
+        return
+    shifts = [0, 0] if view is None else [view.shift(key) for key in ends]
+    (_, low, low_count), (_, high, high_count) = spans
+    low, high = low + shifts[0], high + shifts[1]
+
+    def at(low: int, high: int) -> int:  # high > low
+        return low + min(int(p * (high - low)), high - low - 1)
+
+    first = at(low, max(high, low + 1))
+    last = at(low + low_count, max(high + high_count, low + low_count + 1))
+    tree.fetch([spans[0][0], spans[1][0], *snap.ranking.leaf_ids(first, last + 1)])
 
 
 def _within(keys: list[Any], low: Any, high: Any) -> Any:

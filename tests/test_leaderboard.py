@@ -416,12 +416,14 @@ def test_two_processes_share_a_board(tmp_path) -> None:
     one._check()
 
 
+@pytest.mark.parametrize("ties", ["ordinal", "competition", "dense"])
 @pytest.mark.parametrize("logged", [0, 30], ids=["trees", "over-the-log"])
-def test_round_trips(logged: int) -> None:
-    """Store calls per view and per post, rows returned: with the caches warm (every node the call needs
-    cached), and with only the manifests cached (the issue's condition: ``positions`` for 3 columns <= 3,
-    ``rows`` of 100 owners <= 3, ``page`` <= 3, ``around`` <= 4, a post to 3 windows 3 appends); on the
-    trees alone, and with ``logged`` posts in each window's update log."""
+def test_round_trips(logged: int, ties: str) -> None:
+    """Store calls per view and per post, rows returned, in each ties mode: with the caches warm (every node
+    the call needs cached), and with only the manifests cached (the issue's condition: ``positions`` for 3
+    columns <= 3, ``rows`` of 100 owners <= 3, ``page`` <= 3, ``around`` <= 4, a post to 3 windows 3
+    appends); on the trees alone, and with ``logged`` posts in each window's update log. Every answer is the
+    model's."""
     from collections import Counter
 
     from faulty import FaultyStore
@@ -446,25 +448,54 @@ def test_round_trips(logged: int) -> None:
         chunk_size=50,
         log_limit=10_000,  # the logs hold what the test leaves in them
     )
+    model = BoardModel()
+
+    def post(owner: str, values: dict) -> None:
+        board.post(owner, values)
+        for instance in board.windows():
+            model.post(instance, owner, values, None, None, T0)
+
     for i in range(300):
-        board.post(f"o{i}", {"xp": i % 37, "accuracy": i % 11, "laps": i % 3, "time_ms": i})
+        post(f"o{i}", {"xp": i % 37, "accuracy": i % 11, "laps": i % 3, "time_ms": i})
     sets = [board._set(instance) for instance in board.windows()]
     for sset in sets:
         sset.merge()
     for i in range(logged):  # posts that stay in the update logs (rows and column entries the trees lack)
-        board.post(f"o{(i * 7 + 1) % 300}", {"xp": i % 5, "accuracy": i % 3})  # not o7 nor o150: read below
+        post(f"o{(i * 7 + 1) % 300}", {"xp": i % 5, "accuracy": i % 3})  # not o7 nor o150: read below
     for sset in sets:
         assert len(sset._snapshot().head.log) >= 2 * logged  # a post logs a few entries per window
 
         sset.scores([e.member for e in sset])  # every node of both trees cached
+    instance = board._instance(None)
+    ranked = {column: model.ranked(instance, column, ties) for column in COLUMNS}
+    competition = dict((o, r) for r, o in model.ranked(instance, "xp", "competition"))
     friends = [f"o{i}" for i in range(0, 300, 3)]
     views = {
-        "row": lambda: board.row("o7"),
-        "positions": lambda: board.positions("o7"),  # 3 columns
-        "rows": lambda: board.rows(friends, "xp"),  # 100 owners
-        "page": lambda: board.page("xp", limit=100),
-        "around": lambda: board.around("o150", "xp"),
-        "percentile": lambda: board.percentile("o7", "xp"),
+        "row": (lambda: board.row("o7"), lambda found: found.values == model.windows[instance]["o7"][0]),
+        "positions": (  # 3 columns
+            lambda: board.positions("o7", ties=ties),
+            lambda found: found == {c: dict((o, r) for r, o in ranked[c])["o7"] for c in COLUMNS},
+        ),
+        "rows": (  # 100 owners, every one ranked
+            lambda: board.rows(friends, "xp", ties=ties),
+            lambda found: _as_pairs(found) == [p for p in ranked["xp"] if p[1] in set(friends)],
+        ),
+        "page": (
+            lambda: board.page("xp", limit=100, ties=ties),
+            lambda found: _as_pairs(found.rows) == ranked["xp"][:100],
+        ),
+        "around": (
+            lambda: board.around("o150", "xp", ties=ties),
+            lambda found: _as_pairs(found) == around_of(ranked["xp"], "o150", 5, 5),
+        ),
+        "percentile": (
+            lambda: board.percentile("o7", "xp"),
+            lambda found: found == (competition["o7"] - 1) / 300,
+        ),
+        "at_percentile": (
+            lambda: board.at_percentile("xp", 0.37, ties=ties),
+            lambda found: (found.rank, found.owner) == ranked["xp"][int(0.37 * 300)],
+        ),
     }
     stats = board.store.stats
 
@@ -473,20 +504,64 @@ def test_round_trips(logged: int) -> None:
         fn()
         return stats.since(before)["calls"]
 
-    warm = {name: (fn(), trips(fn))[1] for name, fn in views.items()}
+    def checked(name: str) -> int:
+        view, expected = views[name]
+        before = stats.snapshot()
+        found = view()
+        assert expected(found), (name, found)
+        return stats.since(before)["calls"]
+
+    warm = {name: (checked(name), checked(name))[1] for name in views}
     assert warm == dict.fromkeys(views, 1)  # the head: nodes never change, caches stay exact
 
-    def manifests_only(fn) -> int:
+    def drop_entry_sets() -> None:
         for sset in sets:
             for key in [k for k, (node, _) in sset._cache._nodes.items() if not isinstance(node, Manifest)]:
                 sset._cache.discard(key)  # entry sets: rows are entries of their own
-        return trips(fn)
 
-    cold = {name: manifests_only(fn) for name, fn in views.items()}
+    def manifests_only(name: str) -> int:
+        drop_entry_sets()
+        return checked(name)
+
+    cold = {name: manifests_only(name) for name in views}
     # The head; the entry sets that hold the owners' rows (one batched read: the manifests route to them);
     # then the column's entry sets for counts, and for a listing its slice with them (one read: the entry
-    # sets around the key are fetched before counting); then the listed owners' rows.
-    assert cold == {"row": 2, "positions": 3, "rows": 3, "page": 3, "around": 4, "percentile": 3}
+    # sets around the key are fetched before counting); then the listed owners' rows, with the entry set
+    # where the first row's tie group starts for a competition or dense rank. at_percentile fetches the
+    # entry sets its position can fall in (the manifests bound it) with the column's ends.
+    expected = {"row": 2, "positions": 3, "rows": 3, "page": 3, "around": 4, "percentile": 3, "at_percentile": 3}
+    assert cold == expected
+
+    # Every page of 7 rows of two columns (tie groups of about 8 and 27 rows, spanning entry sets: a page
+    # often starts inside a group that began in an entry set before it), around every 7th owner, and
+    # at_percentile at every 20th.
+    for column in ("xp", "accuracy"):
+        pages, cursor = [], None
+        while True:
+            drop_entry_sets()
+            before = stats.snapshot()
+            page = board.page(column, limit=7, cursor=cursor, ties=ties)
+            pages.append(stats.since(before)["calls"])
+            assert _as_pairs(page.rows) == ranked[column][7 * (len(pages) - 1) : 7 * len(pages)]
+            cursor = page.cursor
+            if cursor is None:
+                break
+        assert len(pages) == 43 and set(pages) == {3}, Counter(pages)
+        arounds = Counter()
+        for owner in [f"o{i}" for i in range(0, 300, 7)]:
+            drop_entry_sets()
+            before = stats.snapshot()
+            found = board.around(owner, column, before=3, after=4, ties=ties)
+            arounds[stats.since(before)["calls"]] += 1
+            assert _as_pairs(found) == around_of(ranked[column], owner, 3, 4)
+        # 4 (3 when the owner's row is in the update log: no read)
+        assert set(arounds) <= {3, 4} and arounds[4] >= 43 - logged, arounds
+        for p in [k / 20 for k in range(21)]:
+            drop_entry_sets()
+            before = stats.snapshot()
+            found = board.at_percentile(column, p, ties=ties)
+            assert stats.since(before)["calls"] <= 3
+            assert (found.rank, found.owner) == ranked[column][min(int(p * 300), 299)]
 
     for sset in sets:
         sset.scores([e.member for e in sset])  # every node of both trees cached, as in a busy process
@@ -499,6 +574,12 @@ def test_round_trips(logged: int) -> None:
         # put_many), after reading the head.
         assert store.calls["_cas"] == 3 and store.calls["_get_many"] == 0, store.calls
         assert sum(store.calls.values()) <= 3 + 2 * 3, store.calls
+
+
+def around_of(ranked: list[tuple[int, str]], owner: str, before: int, after: int) -> list[tuple[int, str]]:
+    """The model's ``around``: up to ``before`` pairs better than the owner's, its own, up to ``after`` worse."""
+    at = [o for _, o in ranked].index(owner)
+    return ranked[max(at - before, 0) : at + after + 1]
 
 
 def test_every_store(store) -> None:
