@@ -95,9 +95,10 @@ def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], l
     """``ranking.slice(start, stop)``, reading in the same batch the entry sets that :func:`_ranked` then
     counts in by ``ties`` (:func:`_group_ids`): every ``ties`` costs the round trips of ``"ordinal"``."""
     if ties != "ordinal" and start < min(stop, ranking.count):
+        ids = ranking.leaf_ids(start, stop)  # first: it descends the manifests a level per batch
         extra = _group_ids(ranking, ranking.first_at(start), ties)
         if extra:
-            _tree_of(ranking).fetch([*ranking.leaf_ids(start, stop), *extra])
+            _tree_of(ranking).fetch([*ids, *extra])
     return ranking.slice(start, stop)
 
 
