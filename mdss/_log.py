@@ -684,6 +684,11 @@ class Ranking:
             low, high = high, self._next(path)
         return regions, want, need
 
+    def first_at(self, start: int) -> Any:
+        """The first key of the region where merged position ``start`` falls (within the count), from the
+        manifests alone; ``None`` for the leftmost region or an empty tree."""
+        return None if self.tree.root is None else self._seek(start)[2]
+
     def leaf_ids(self, start: int, stop: int) -> list[str]:
         """The ids of the entry sets whose regions hold merged positions ``start`` to ``stop - 1``, reading
         manifests only (what :meth:`slice` would read, for a read to fetch with others in one round trip)."""
@@ -877,6 +882,23 @@ class Groups:
             return [gained.bisect_left(k) - lost.bisect_left(k) + sum(c for s, c in fixes if s < k) for k in keys]
 
 
+def _groups(overlay: Overlay) -> Groups:
+    """The overlay's tie groups, made on first use."""
+    with overlay.lock:
+        if overlay.groups is None:
+            overlay.groups = Groups(overlay)
+        return overlay.groups
+
+
+def dense_keys(ranking: Tree | Ranking) -> list[Any]:
+    """The tree keys whose entry sets :func:`dense_below` reads besides its probes': both ends of each score
+    logged since this overlay state's last dense read (none over a tree), for a read to fetch them with
+    others in one round trip."""
+    if isinstance(ranking, Tree):
+        return []
+    return [key for s in _groups(ranking.view.overlay).unresolved() for key in ((s,), (s, TOP))]
+
+
 def dense_below(ranking: Tree | Ranking, probes: Sequence[Any]) -> list[int]:
     """For each probe, the first key of a score: the distinct scores strictly below it, the log applied (the
     dense rank of that score, less one).
@@ -891,11 +913,7 @@ def dense_below(ranking: Tree | Ranking, probes: Sequence[Any]) -> list[int]:
     if isinstance(ranking, Tree):
         return [distinct for _, distinct in ranking.below(probes)]
     view = ranking.view
-    overlay = view.overlay
-    with overlay.lock:
-        if overlay.groups is None:
-            overlay.groups = Groups(overlay)
-        groups = overlay.groups
+    groups = _groups(view.overlay)
     pending = groups.unresolved()
     edges = [key for s in pending for key in ((s,), (s, TOP))]
     found = ranking.tree.below([*probes, *edges])

@@ -74,6 +74,34 @@ def _ranked(order: Order, ranking: Any, start: int, members: list[str], scores: 
     return list(map(_entry, members, scores, ranks))
 
 
+def _tree_of(ranking: Any) -> Tree:
+    return ranking if isinstance(ranking, Tree) else ranking.tree
+
+
+def _group_ids(ranking: Any, first: Any, ties: str) -> list[str]:
+    """The entry sets a competition or dense rank of a listing's first entry may count in besides the
+    listing's, from the manifests alone: ``first`` is the first key of the entry set (region) where the
+    listing starts (``None`` for the leftmost). The first entry's tie group starts in an earlier entry set
+    only if that one begins with its score: then in the one the first key of that score routes to. A dense
+    rank over the log also reads those of the scores logged since its last dense read
+    (:func:`mdss._log.dense_keys`)."""
+    probes = [] if first is None else [first[:1]]  # the first key of its score
+    if ties == "dense":
+        probes += _log.dense_keys(ranking)
+    return [span[0] for span in _tree_of(ranking).spans(sorted(probes))]
+
+
+def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], list[Any]]:
+    """``ranking.slice(start, stop)``, reading in the same batch the entry sets that :func:`_ranked` then
+    counts in by ``ties`` (:func:`_group_ids`): every ``ties`` costs the round trips of ``"ordinal"``."""
+    if ties != "ordinal" and start < min(stop, ranking.count):
+        ids = ranking.leaf_ids(start, stop)  # first: it descends the manifests a level per batch
+        extra = _group_ids(ranking, ranking.first_at(start), ties)
+        if extra:
+            _tree_of(ranking).fetch([*ids, *extra])
+    return ranking.slice(start, stop)
+
+
 class Page(NamedTuple):
     """A page of entries and the cursor that continues after it (``None`` at the end)."""
 
@@ -359,7 +387,7 @@ class SortedSet:
         return self._read(lambda snap: snap.ranking.rank_of(probe) + 1)
 
     def _entries(self, snap: Snapshot, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
-        members, scores = snap.ranking.slice(start, stop)
+        members, scores = _slice(snap.ranking, start, stop, ties)
         return _ranked(self._order, snap.ranking, start, members, scores, ties)
 
     def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
@@ -369,8 +397,9 @@ class SortedSet:
         entry sets the page spans, fetched together). Each entry's ``rank``
         follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
         entries better than the first one's score, ``"dense"`` their distinct
-        scores (one more descent, its entry set usually the page's own), and
-        later ranks follow from it.
+        scores, and later ranks follow from it; the entry set that count can
+        need is fetched with the page's, so every ``ties`` costs the same
+        round trips.
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
@@ -436,7 +465,12 @@ class SortedSet:
             score = snap.index.get(member)
             if score is None:
                 return []
-            position = snap.ranking.rank_of(self._order.key(member, score))
+            key = self._order.key(member, score)
+            tree = _tree_of(snap.ranking)
+            if ties != "ordinal" and tree.root is not None:  # the member's entry set, with what its ranks count in
+                ((leaf_id, base, _),) = tree.spans([key])
+                tree.fetch([leaf_id, *_group_ids(snap.ranking, tree.first_at(base), ties)])
+            position = snap.ranking.rank_of(key)
             return self._entries(snap, max(position - before, 0), position + after + 1, ties)
 
         return self._read(run)
@@ -463,19 +497,19 @@ class SortedSet:
 
         if cursor is None:
             ranking, position, (members, scores) = self._read(
-                lambda snap: (snap.ranking, 0, snap.ranking.slice(0, limit))
+                lambda snap: (snap.ranking, 0, _slice(snap.ranking, 0, limit, ties))
             )
         else:
             state = _cursor.decode(self._keys.prefix, self.name, cursor)
             position, member, score = state.position, state.member, state.score
             try:
                 ranking = self._cursor_ranking(state)
-                members, scores = ranking.slice(position, position + limit)
+                members, scores = _slice(ranking, position, position + limit, ties)
             except MissingNodeError:  # the snapshot is gone: go on from the newest head, after the last entry
 
                 def resume(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
                     at = snap.ranking.count_below([self._order.key_after(member, score)])[0]
-                    return snap.ranking, at, snap.ranking.slice(at, at + limit)
+                    return snap.ranking, at, _slice(snap.ranking, at, at + limit, ties)
 
                 ranking, position, (members, scores) = self._read(resume)
         entries = _ranked(self._order, ranking, position, members, scores, ties)

@@ -544,6 +544,18 @@ class Tree:
         """The ids of the entry sets holding positions ``start`` to ``stop - 1``, reading manifests only."""
         return [node_id for node_id, _ in self._frontier(max(start, 0), min(stop, self.count))]
 
+    def first_at(self, position: int) -> Any:
+        """The first key of the entry set holding ``position`` (within the count), from the manifests alone;
+        ``None`` for the first entry set or an empty tree."""
+        if self.root is None:
+            return None
+        node_id, base, first = self.root, 0, None
+        for height in range(self.height, 0, -1):
+            node = self.source.load_one(node_id, self.keyfn, height)
+            i = min(max(bisect_right(node.starts, position - base) - 1, 0), len(node) - 1)
+            node_id, base, first = node.ids[i], base + node.starts[i], node.firsts[i]
+        return first if base else None
+
     def _frontier(self, start: int, stop: int) -> list[tuple[str, int]]:
         """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``
         (within the tree's bounds)."""

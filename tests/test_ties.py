@@ -118,3 +118,92 @@ def test_percentiles_refuse_bad_arguments() -> None:
             board.at_percentile(p)
     with pytest.raises(mdss.InvalidMemberError):
         board.percentile("")
+
+
+@pytest.mark.parametrize("order", ["desc", "asc"])
+@pytest.mark.parametrize("logged", [0, 40], ids=["trees", "over-the-log"])
+def test_listings_cost_the_round_trips_of_ordinal(logged: int, order: str) -> None:
+    """With only the manifests cached, range, at, around and page cost the same store calls in every ties
+    mode as with ``ties="ordinal"``: 1000 entries with 11 distinct scores in entry sets of 50 (tie groups of
+    about 90 entries span entry sets, so a listing often starts inside a group that began in an entry set
+    before it), on the tree alone and with ``logged`` updates in the update log. Every answer is the
+    model's."""
+    from collections import Counter
+
+    from mdss._tree import Manifest
+
+    start = {f"m{i:04d}": i % 11 for i in range(1000)}
+    board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", start, chunk_size=50, order=order, log_limit=10_000)
+    board.merge()
+    model = dict(start)
+    for i in range(logged):  # stay in the update log: entries, removals and new scores the tree lacks
+        member = f"m{(i * 37 + 5) % 1000:04d}"
+        if i % 4 == 3:
+            board.remove(member)
+            model.pop(member)
+        else:
+            board.add(member, (i % 13) - 1)  # -1 and 11: scores the tree lacks
+            model[member] = (i % 13) - 1
+    assert len(board._snapshot().head.log) >= logged * 3 // 4  # (a few adds change nothing)
+    board.scores([e.member for e in board])  # every node of both trees cached
+    want = {ties: expected(model, order, ties) for ties in ("ordinal", "competition", "dense")}
+    stats = board.store.stats
+    as_tuples = lambda entries: [(e.member, e.score, e.rank) for e in entries]  # noqa: E731
+
+    def manifests_only(fn):
+        for key in [k for k, (node, _) in board._cache._nodes.items() if not isinstance(node, Manifest)]:
+            board._cache.discard(key)
+        before = stats.snapshot()
+        found = fn()
+        return stats.since(before)["calls"], found
+
+    listed = [member for member, _, _ in want["ordinal"]]
+    n = len(listed)
+    calls = {  # name: (call by ties, the model's answer by ties)
+        **{
+            f"range {offset}": (
+                lambda ties, offset=offset: as_tuples(board.range(offset, 7, ties=ties)),
+                lambda ties, offset=offset: want[ties][offset : offset + 7],
+            )
+            for offset in range(0, n + 7, 13)
+        },
+        **{
+            f"at {rank}": (
+                lambda ties, rank=rank: as_tuples([board.at(rank, ties=ties)]),
+                lambda ties, rank=rank: [want[ties][rank - 1]],
+            )
+            for rank in range(1, n + 1, 11)
+        },
+        **{
+            f"around {member}": (
+                lambda ties, member=member: as_tuples(board.around(member, 3, 4, ties=ties)),
+                lambda ties, i=i: want[ties][max(i - 3, 0) : i + 5],
+            )
+            for i, member in list(enumerate(listed))[::17]
+        },
+    }
+    trips: dict[str, Counter] = {ties: Counter() for ties in want}
+    for name, (call, answer) in calls.items():
+        for ties in want:
+            spent, found = manifests_only(lambda: call(ties))  # noqa: B023
+            assert found == answer(ties), (name, ties)
+            trips[ties][spent] += 1
+            if ties == "ordinal":
+                ordinal = spent
+            # around may cost fewer: the entry set its tie group starts in can be the one a window reaching
+            # into an earlier entry set reads next
+            assert spent <= ordinal if name.startswith("around") else spent == ordinal, (name, ties, spent, ordinal)
+            if name.startswith(("range", "at")):
+                assert spent == (2 if found else 1), (name, ties)  # the head, and the entry sets the slice spans
+    for ties in want:  # every page of 7
+        paged, cursor, spent = [], None, []
+        while True:
+            n_calls, page = manifests_only(lambda: board.page(7, cursor, ties=ties))  # noqa: B023
+            spent.append(n_calls)
+            paged.extend(as_tuples(page.entries))
+            cursor = page.cursor
+            if cursor is None:
+                break
+        assert paged == want[ties]
+        trips[ties]["pages"] = tuple(spent)
+    assert trips["competition"]["pages"] == trips["dense"]["pages"] == trips["ordinal"]["pages"], trips
