@@ -235,6 +235,21 @@ SHARD_MEMBERS = [f"m{i:02d}" for i in range(60)]
 SHARD_WRITES = st.lists(st.tuples(st.sampled_from(SHARD_MEMBERS), st.none() | st.integers(-4, 4)), max_size=60)
 
 
+def _post_randomly(board, model, names, rng, writes: int, spread: int, read_every: int = 0) -> None:
+    """``writes`` random single posts (a fifth of them removals) to ``board`` and ``model``, the whole set
+    read after every ``read_every``-th when it is set."""
+    for step in range(writes):
+        member = rng.choice(names)
+        if rng.random() < 0.2:
+            board.remove(member)
+            model.pop(member, None)
+        else:
+            model[member] = rng.randrange(spread)
+            board.add(member, model[member])
+        if read_every and step % read_every == 0:
+            list(board)
+
+
 def _write(board, model: dict[str, int], writes: list) -> None:
     for member, score in writes:
         if score is None:
@@ -317,14 +332,7 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
     model = {name: rng.randrange(spread) for name in rng.sample(names, members)}
     board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", model, chunk_size=chunk, shards=shards)
     board = mdss.SortedSet(board.store, "b", log_limit=10**6)
-    for _ in range(writes):
-        member = rng.choice(names)
-        if rng.random() < 0.2:
-            board.remove(member)
-            model.pop(member, None)
-        else:
-            model[member] = rng.randrange(spread)
-            board.add(member, model[member])
+    _post_randomly(board, model, names, rng, writes, spread)
     list(board)
     ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
     entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
@@ -346,16 +354,8 @@ def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes,
     model = {name: rng.randrange(6) for name in rng.sample(names, members)}
     board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", model, chunk_size=chunk, shards=shards)
     board = mdss.SortedSet(board.store, "b", log_limit=10**6)
-    for step in range(writes):
-        member = rng.choice(names)
-        if rng.random() < 0.2:
-            board.remove(member)
-            model.pop(member, None)
-        else:
-            model[member] = rng.randrange(6)
-            board.add(member, model[member])
-        if step % 50 == 0:
-            list(board)  # regions merged under this head, reused or redone under later ones
+    # every 50 writes a full read: regions merged under this head, reused or redone under later ones
+    _post_randomly(board, model, names, rng, writes, 6, read_every=50)
     list(board)
     order = board._order
     for reads in (0, 1):
