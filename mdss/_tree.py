@@ -1,7 +1,7 @@
 """The counted, copy-on-write B+tree of entry sets and manifests.
 
 An *entry set* (leaf) holds at most ``chunk`` entries in key order. A
-*manifest* holds at most ``chunk`` children (at least 3: :func:`fill`) and, for each, its id, its entry
+*manifest* holds 2 to ``max(chunk, 3)`` children (:func:`fill`) and, for each, its id, its entry
 count and its first entry (member and score, from which the tree derives the
 child's first key); in the score tree also the child's number of distinct
 scores and its last score, for dense ranks (see :meth:`Tree.below`). A
