@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 #: Keys deleted (and verified) per store call.
 BATCH = 1000
+#: The most keys of lost commits an object keeps to delete again (beyond: ``gc(sweep=True)`` finds them).
+STRANDED = 100_000
 
 
 class Garbage:
@@ -59,6 +61,24 @@ class Garbage:
         self.sset = sset
         self._due: deque[tuple[float, list[str]]] = deque()  # (monotonic deadline, keys), deadlines in order
         self._lock = threading.Lock()
+        #: What commits that lost wrote and could not delete (:func:`discard`): no head names it.
+        self._stranded: list[str] = []
+
+    def strand(self, keys: list[str]) -> None:
+        with self._lock:
+            self._stranded = [*self._stranded, *keys][-STRANDED:]
+
+    def delete_stranded(self) -> None:
+        """Delete what :func:`discard` could not; a store that still fails raises
+        :class:`StoreUnavailableError`."""
+        with self._lock:
+            keys, self._stranded = self._stranded, []
+        try:
+            for start in range(0, len(keys), BATCH):
+                self.sset.store.delete_many(keys[start : start + BATCH])
+        except StoreUnavailableError:
+            self.strand(keys)
+            raise
 
     def defer(self, keys: list[str]) -> None:
         """Schedule keys (replaced nodes, their note) for deletion after the grace period; delete those due."""
@@ -102,9 +122,13 @@ def attach_note(sset: SortedSet, head: Head, key: str | None) -> tuple[Head, dic
 
 
 def discard(sset: SortedSet, keys: list[str]) -> None:
-    """Delete what a commit wrote that no head can ever name; if the store fails, ``gc(sweep=True)`` will."""
-    with contextlib.suppress(StoreUnavailableError):
+    """Delete what a commit wrote that no head can ever name. If the store fails, this object deletes them
+    again before it takes a set without a head for a damaged one (:func:`mdss._head.headless`: they are
+    not the set's), and ``gc(sweep=True)`` collects them where it does not."""
+    try:
         sset.store.delete_many(keys)
+    except StoreUnavailableError:
+        sset._garbage.strand(keys)
 
 
 def _rewrite_head(sset: SortedSet, change: Callable[[Head], Head | None], what: str) -> Head | None:

@@ -269,7 +269,11 @@ def headless(sset: SortedSet) -> bool:
 
     The head is read again after the listing: a writer may have created the
     set (its head first, then its nodes) since the caller found no head.
+    Nodes that this object's own lost commits could not delete (a commit
+    beside a ``drop()`` whose cleanup failed) are deleted first: they are not
+    the set's.
     """
+    sset._garbage.delete_stranded()
     listed = list(itertools.islice(sset.store.keys(sset._keys.nodes), 16))
     return bool(sset.store.existing(listed)) and sset.store.get(sset._keys.head) is None
 

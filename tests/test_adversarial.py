@@ -728,18 +728,13 @@ def test_first_writes_racing_on_a_new_set_raise_head_missing() -> None:
     assert assert_sound(store) == {"ann": 2, "bob": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a commit beside drop() whose cleanup fails leaves nodes without a head: "
-    "the set is refused as damaged until the next drop()",
-)
-def test_drop_beside_a_writer_whose_cleanup_fails_leaves_a_headless_set() -> None:
+def test_drop_beside_a_writer_whose_cleanup_fails_leaves_a_sound_set() -> None:
     """A commit reads the head, drop() runs to its end (head deleted), the commit writes its nodes and loses
-    its compare-and-set; deleting its nodes fails (a request that never reached the store: suppressed, _commit
-    line 137). Its rebase then finds nodes and no head and raises HeadMissingError, and so does every later
-    write, gc() and check(): a legal sequence (drop beside a writer, one failed request) leaves a set that
-    check() calls damaged (same root as the race of first writes: snapshot() trusts a listing over a head
-    it read before it)."""
+    its compare-and-set; deleting its nodes fails (a request that never reached the store). Its rebase then
+    found nodes and no head and raised HeadMissingError, and so did every later write, gc() and check(): a
+    legal sequence (drop beside a writer, one failed request) left a set that check() called damaged. Now the
+    writer deletes the nodes of its lost commit again before it judges the set headless (mdss._head.headless),
+    and starts the set afresh."""
     store = mdss.open_store("memory://")
     seeded(store)
     other = mdss.SortedSet(store, NAME)
