@@ -31,6 +31,14 @@ class NodeCache:
             self._nodes.move_to_end(key)
             return item[0]
 
+    def touch(self, keys: list[str]) -> None:
+        """Mark ``keys`` as just used (those still cached), as :meth:`get` would."""
+        with self._lock:
+            nodes = self._nodes
+            for key in keys:
+                if key in nodes:
+                    nodes.move_to_end(key)
+
     def put(self, key: str, node: Any, size: int) -> None:
         if size > self.max_bytes:
             return

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from math import isqrt
@@ -126,13 +127,17 @@ class Layout:
     a shift each), and all at once for a part read again: a head that writers replace at every read
     costs only the few a read needs."""
 
-    __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone")
+    __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone", "refs")
 
     def __init__(self, firsts: list[Any], ids: list[Any], trees: list[int], count: int) -> None:
         self.firsts, self.ids, self.trees = firsts, ids, trees
         self.starts: list[Any] = [0] + [None] * (len(ids) - 1) + [count]
         self.complete = len(ids) == 1
         self.alone: Any = None  # an empty tree's keys: the log's
+        # Weak references to the regions' entry sets once merged for this layout: a read of an unchanged
+        # shard finds a region's keys without the cache's lock (Gather.touched keeps the cache's order).
+        # Weak, so the node cache alone still decides which entry sets (and merged keys) stay in memory.
+        self.refs: list[Any] = [None] * len(ids)
 
     def start(self, part: Part, j: int) -> int:
         """The shard's merged entries before region ``j``."""
@@ -165,6 +170,17 @@ class Layout:
         """Region ``j``'s merged keys, sorted (raises :class:`_Uncached` when its entry set is not cached).
         They stay with the entry set, so the node cache bounds them: ``(added, removed, keys, layout)``,
         valid for this layout at once and for another while the log's keys in the region are the same."""
+        ref = self.refs[j]
+        if ref is not None:
+            leaf = ref()
+            if leaf is not None:
+                kept = leaf.gathered
+                if kept[3] is self:
+                    g.touched.append(self.ids[j])
+                    return kept[2]
+        return self._region(g, part, j)
+
+    def _region(self, g: Gather, part: Part, j: int) -> Any:
         leaf_id = self.ids[j]
         if leaf_id is None:  # an empty tree: the log alone
             if self.alone is None:
@@ -172,10 +188,16 @@ class Layout:
             return self.alone
         leaf = g.pins.get(leaf_id)
         if leaf is None:
-            leaf = g.peek(part, leaf_id, 0)
+            at_root = leaf_id is part.root  # the root stays with the part (Gather.peek)
+            leaf = g.peek(part, leaf_id, 0) if at_root else g.cache.get(leaf_id)
             if leaf is None:
                 raise _Uncached
+            if leaf.height:
+                raise _misplaced(leaf, 0, part.engine._keys.node(leaf_id))
+            g.pins[leaf_id] = leaf
         kept = leaf.gathered
+        if self.refs[j] is None or self.refs[j]() is not leaf:
+            self.refs[j] = weakref.ref(leaf)
         if kept is not None and kept[3] is self:
             return kept[2]
         added, removed = part.between(self.firsts[j], self.firsts[j + 1] if j + 1 < len(self.ids) else None)
@@ -190,13 +212,28 @@ class Layout:
 
     def key_at(self, g: Gather, part: Part, p: int) -> Any:
         """The shard's key at merged position ``p`` (``0 <= p < part.count``)."""
+        if self.complete:
+            j = bisect_right(self.starts, p) - 1
+            return self.region(g, part, j)[p - self.starts[j]]
         j = self.find(part, p)
         return self.region(g, part, j)[p - self.start(part, j)]
 
     def below(self, g: Gather, part: Part, key: Any) -> int:
         """The shard's merged entries below ``key``."""
         j = bisect_right(self.firsts, key, 1) - 1
-        return self.start(part, j) + bisect_left(self.region(g, part, j), key)
+        start = self.starts[j]
+        return (self.start(part, j) if start is None else start) + bisect_left(self.region(g, part, j), key)
+
+    def run(self, g: Gather, part: Part, lo: int, hi: int) -> tuple[Any, Any]:
+        """The shard's keys at merged positions ``lo`` to ``hi - 1``, and its key at ``hi`` (``None`` past the
+        end): one region's slice when the run lies in it, as it mostly does."""
+        if self.complete and lo < hi:
+            j = bisect_right(self.starts, lo) - 1
+            a = self.starts[j]
+            if hi < self.starts[j + 1]:
+                keys = self.region(g, part, j)
+                return keys[lo - a : hi - a], keys[hi - a]
+        return self.window(g, part, lo, hi), None if hi >= part.count else self.key_at(g, part, hi)
 
     def window(self, g: Gather, part: Part, lo: int, hi: int) -> list[Any]:
         """The shard's keys at merged positions ``lo`` to ``hi - 1``."""
@@ -254,11 +291,18 @@ class Gather:
     """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
     nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
 
-    __slots__ = ("parts", "pins", "cache", "store", "keyfn")
+    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched")
 
     def __init__(self, parts: list[Part], store: Store, cache: NodeCache, keyfn: Any) -> None:
         self.parts, self.store, self.cache, self.keyfn = parts, store, cache, keyfn
         self.pins: dict[str, Any] = {}
+        self.touched: list[str] = []  # entry sets found through a layout's references (Layout.refs)
+
+    def done(self) -> None:
+        """Mark the entry sets this read found through layouts as used in the cache, in one go."""
+        if self.touched:
+            self.cache.touch(self.touched)
+            self.touched = []
 
     @property
     def count(self) -> int:
@@ -351,6 +395,7 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     then what is missing at a level is read for all shards in one ``get_many``."""
     totals = [0] * len(probes)
     todo = []
+    touched = g.touched
     for part in g.parts:
         lay = part.layout
         if lay is None and part.reads and part.count:  # a head read before: worth its layout
@@ -358,6 +403,14 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                 lay = layout(g, part)
         for p, probe in enumerate(probes):
             if lay is not None:
+                # Layout.below, inlined for a region already merged for this layout (the common case)
+                j = bisect_right(lay.firsts, probe, 1) - 1
+                ref, start = lay.refs[j], lay.starts[j]
+                leaf = None if ref is None else ref()
+                if leaf is not None and start is not None and leaf.gathered[3] is lay:
+                    totals[p] += start + bisect_left(leaf.gathered[2], probe)
+                    touched.append(lay.ids[j])
+                    continue
                 try:
                     totals[p] += lay.below(g, part, probe)
                     continue
@@ -476,7 +529,11 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
        It is exact when it lies in every window's key range (then each shard's count at its first key is
        exact, and every key between its first and last is in a window); else the windows widen.
     """
-    shards = [(part, layout(g, part)) for part in g.parts if part.count]
+    shards = [
+        (part, part.layout if part.layout is not None and part.layout.complete else layout(g, part))
+        for part in g.parts
+        if part.count
+    ]
     total = sum(part.count for part, _ in shards)
     length = stop - start
     pivot = _median([lay.key_at(g, part, start * part.count // total) for part, lay in shards])
@@ -500,9 +557,8 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
         for n, ((part, lay), a) in enumerate(zip(shards, at)):
             lo, hi = max(a - back[n], 0), min(a + ahead[n], part.count)
             if windows[n] is None:
-                keys = lay.window(g, part, lo, hi)
+                keys, e = lay.run(g, part, lo, hi)
                 f = None if lo == 0 else (pivot if lo == a else keys[0])
-                e = None if hi == part.count else lay.key_at(g, part, hi)
                 windows[n] = keys, f, e
             _, f, e = windows[n]
             base += lo

@@ -362,7 +362,9 @@ class ShardedSet:
         datas, g = self._gather()
         for _ in self._policy.attempts():
             try:
-                return fn(g)
+                result = fn(g)
+                g.done()
+                return result
             except MissingNodeError:
                 now, g = self._gather()
                 if now == datas:

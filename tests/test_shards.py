@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from unittest import mock
 
@@ -369,6 +369,91 @@ def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes,
             assert lay.window(g, part, 0, len(keys)) == keys
             probes = [*keys, *(order.first_key(s) for s in range(-1, 8))]
             assert [lay.below(g, part, p) for p in probes] == [bisect_left(keys, p) for p in probes]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
+    st.lists(st.tuples(st.sampled_from(["reader", "writer"]), SHARD_WRITES), max_size=8),
+    st.sampled_from([2, 3, 5]),
+    st.integers(2, 5),
+    st.sampled_from([0, 3, 10_000]),
+    st.sampled_from([64 << 20, 900]),
+    st.integers(0, 2**32),
+)
+def test_reads_of_kept_layouts_follow_interleaved_writers(start, rounds, shards, chunk, log_limit, cache, seed) -> None:
+    """A reader keeps each shard's layout and finds its merged regions again through weak references to
+    the entry sets (no cache lookup) while the shard's head stays the same. Another writer (a process of
+    its own: the reader sees only new heads) and the reader itself post between reads, some shards change
+    and others do not, merges (tiny logs) replace entry sets, and a small cache evicts them: every rank,
+    count and page must stay the model's, and a region merged for one head never answers for another."""
+    store = mdss.open_store("memory://")
+    options = {"chunk_size": chunk, "shards": shards, "log_limit": log_limit}
+    reader = mdss.SortedSet.load(store, "b", start, cache_bytes=cache, **options)
+    writer = mdss.SortedSet(store, "b", log_limit=log_limit)
+    model = dict(start)
+    rng = random.Random(seed)
+    old = None  # the snapshot of the round before, read again after this round's reads
+    for who, writes in [("reader", []), *rounds]:
+        _write(reader if who == "reader" else writer, model, writes)
+        ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
+        for _ in range(2):
+            g = reader._gather()[1]  # its layouts, the second time the first time's
+            entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
+            keys = [reader._order.key(m, s) for m, s in ranked]
+            for first in range(len(entries) + 1):
+                assert reader._entries(g, first, first + 3) == entries[first : first + 3]
+            assert reader._count_below(g, keys) == list(range(len(keys)))
+            g.done()
+        if old is not None:  # its regions' entry sets, merged since for a newer head, hold other keys
+            g, then_keys, then_entries = old
+            assert reader._count_below(g, then_keys) == list(range(len(then_keys)))
+            for first in range(len(then_entries) + 1):
+                assert reader._entries(g, first, first + 3) == then_entries[first : first + 3]
+        old = reader._gather()[1], keys, entries
+        reader._entries(old[0], 0, len(entries))
+        for _ in range(2):  # the second time through the layouts kept by the first
+            for offset in sorted({0, len(ranked) // 2, rng.randrange(len(ranked) + 1)}):
+                for limit in (1, 7):
+                    assert (
+                        reader.range(offset, limit)
+                        == [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)][offset : offset + limit]
+                    )
+            for member, score in rng.sample(ranked, min(len(ranked), 6)):
+                assert reader.rank(member) == ranked.index((member, score)) + 1
+                assert reader.rank_of_score(score) == 1 + sum(s > score for _, s in ranked)
+            assert reader.count(2, -1) == sum(-1 <= s <= 2 for _, s in ranked)
+    assert reader.check() == []
+
+
+def test_entry_sets_found_through_layouts_stay_recently_used() -> None:
+    """Reads that find a region's entry set through their layout's weak reference (not the cache) still
+    mark it as used: the cache keeps evicting the least recently used entry sets, not the ones reads use."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(400)}, chunk_size=8, shards=2)
+    list(board)
+    for _ in range(2):
+        board.rank("p7")
+    g = board._gather()[1]
+    probe = board._order.key("p7", 7)
+    used = set()
+    for part in g.parts:
+        lay = _gather.layout(g, part)
+        j = bisect_right(lay.firsts, probe, 1) - 1
+        assert lay.refs[j]() is board._cache.get(lay.ids[j])  # found through the layout from now on
+        used.add(lay.ids[j])
+    oldest = next(iter(board._cache._nodes))
+    board._cache.touch([oldest])
+    assert list(board._cache._nodes)[-1] == oldest
+    before = list(board._cache._nodes)
+    looked = []
+    get = board._cache.get
+    with mock.patch.object(board._cache, "get", lambda key: looked.append(key) or get(key)):
+        board.rank("p7")
+    assert used and not used & set(looked)  # the rank's score entry sets: through the layouts alone
+    after = list(board._cache._nodes)
+    assert set(after[-len(used) :]) == used  # the rank's entry sets moved to the recent end
+    assert sorted(before) == sorted(after)
 
 
 def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
