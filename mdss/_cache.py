@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -31,7 +32,7 @@ class NodeCache:
             self._nodes.move_to_end(key)
             return item[0]
 
-    def touch(self, keys: list[str]) -> None:
+    def touch(self, keys: Iterable[str]) -> None:
         """Mark ``keys`` as just used (those still cached), as :meth:`get` would."""
         with self._lock:
             nodes = self._nodes

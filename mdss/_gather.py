@@ -176,7 +176,7 @@ class Layout:
             if leaf is not None:
                 kept = leaf.gathered
                 if kept[3] is self:
-                    g.touched.append(self.ids[j])
+                    g.touched.add(self.ids[j])
                     return kept[2]
         return self._region(g, part, j)
 
@@ -291,22 +291,19 @@ class Gather:
     """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
     nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
 
-    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched")
+    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count")
 
     def __init__(self, parts: list[Part], store: Store, cache: NodeCache, keyfn: Any) -> None:
         self.parts, self.store, self.cache, self.keyfn = parts, store, cache, keyfn
         self.pins: dict[str, Any] = {}
-        self.touched: list[str] = []  # entry sets found through a layout's references (Layout.refs)
+        self.touched: set[str] = set()  # entry sets found through a layout's references (Layout.refs)
+        self.count = sum(part.count for part in parts)  # the set's entries in this snapshot
 
     def done(self) -> None:
         """Mark the entry sets this read found through layouts as used in the cache, in one go."""
         if self.touched:
             self.cache.touch(self.touched)
-            self.touched = []
-
-    @property
-    def count(self) -> int:
-        return sum(part.count for part in self.parts)
+            self.touched = set()
 
     def _source(self, part: Part) -> Source:
         source = Source(self.store, part.engine._keys, self.cache)
@@ -409,7 +406,7 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                 leaf = None if ref is None else ref()
                 if leaf is not None and start is not None and leaf.gathered[3] is lay:
                     totals[p] += start + bisect_left(leaf.gathered[2], probe)
-                    touched.append(lay.ids[j])
+                    touched.add(lay.ids[j])
                     continue
                 try:
                     totals[p] += lay.below(g, part, probe)
@@ -504,15 +501,17 @@ def _median(keys: list[Any]) -> Any:
     return keys[len(keys) // 2]
 
 
-def _spread(mean: float) -> int:
+def _spread(mean: float, sigmas: int = 3) -> int:
     """A shard's share of ``mean`` keys with a margin: members fall in shards as by a fair die, so a shard's
-    count over a stretch of the global order is binomial; three standard deviations and two more (a
-    window that stops short widens)."""
-    return int(mean + 3 * isqrt(int(mean) + 1)) + 2
+    count over a stretch of the global order is binomial; ``sigmas`` standard deviations and two more (a
+    window that stops short widens, or is topped up)."""
+    return int(mean + sigmas * isqrt(int(mean) + 1)) + 2
 
 
 #: How many guesses of the page's position, and widenings of the windows, before the manifests take over.
 _GUESSES = 4
+#: Standard deviations of a window's margin past the page (the windows are topped up where they stop short).
+_AHEAD = 1
 
 
 def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
@@ -549,34 +548,50 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
                 for (part, lay), a in zip(shards, at)
             ]
         )
-    back = [0 if off >= 0 else _spread(-off * part.count / total) for part, _ in shards]
-    ahead = [_spread(max(off + length, 0) * part.count / total) for part, _ in shards]
+    share = max(part.count for part, _ in shards) / total  # the largest shard's: shards are about even
+    back = [0 if off >= 0 else _spread(-off * share)] * len(shards)
+    ahead = [_spread(max(off + length, 0) * share, _AHEAD)] * len(shards)
     windows: list[Any] = [None] * len(shards)
     for _ in range(_GUESSES):
-        low, high, base = None, None, 0
+        low, base = None, 0
         for n, ((part, lay), a) in enumerate(zip(shards, at)):
             lo, hi = max(a - back[n], 0), min(a + ahead[n], part.count)
             if windows[n] is None:
                 keys, e = lay.run(g, part, lo, hi)
                 f = None if lo == 0 else (pivot if lo == a else keys[0])
-                windows[n] = keys, f, e
-            _, f, e = windows[n]
+                windows[n] = keys, f, e, hi
+            f = windows[n][1]
             base += lo
             if f is not None and (low is None or f > low):
                 low = f
-            if e is not None and (high is None or e < high):
-                high = e
-        merged = _sort_keys([key for keys, _, _ in windows for key in keys])
+        merged = _sort_keys([key for keys, _, _, _ in windows for key in keys])
         k = start - base
-        found = merged[k : k + length] if k >= 0 else []
-        if found and len(found) == length and (low is None or found[0] >= low) and (high is None or found[-1] < high):
+        found = _top_up(g, shards, windows, merged, k + length)[k:] if k >= 0 and k + length <= len(merged) else []
+        if found and (low is None or found[0] >= low):
             return found
-        for n, (_, f, e) in enumerate(windows):  # widen the windows that stopped short of the page
+        for n, (_, f, e, _) in enumerate(windows):  # widen the windows that stopped short of the page
             if f is not None and (k < 0 or (found and f > found[0])):
                 back[n], windows[n] = 2 * back[n] + 8, None
-            if e is not None and (len(found) < length or e <= found[-1]):
+            if e is not None and not found:
                 ahead[n], windows[n] = 2 * ahead[n] + 8, None
     return None
+
+
+def _top_up(g: Gather, shards: list[tuple[Part, Layout]], windows: list[Any], merged: list[Any], end: int) -> list[Any]:
+    """The first ``end`` keys of the windows' union once every window reaches ``merged[end - 1]``: a window
+    that stops short of that key (its next key ``e`` is below it) takes the shard's keys up to it, so that
+    every shard's keys from its window's start to that key are there. Windows sized by a shard's mean
+    share of the page and one standard deviation: most need nothing, a few take a few keys."""
+    last = merged[end - 1]
+    extra: list[Any] = []
+    for (part, lay), (_, _, e, hi) in zip(shards, windows):
+        if e is not None and e < last:
+            extra += lay.window(g, part, hi, lay.below(g, part, last))
+    if not extra:
+        return merged[:end]
+    merged = merged[:end] + extra
+    merged.sort()  # a long sorted run and a few keys: the generic tuple sort merges them in about one pass
+    return merged[:end]
 
 
 def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[range]]:

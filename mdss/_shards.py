@@ -66,7 +66,7 @@ from ._order import (
     check_pairs,
     check_score,
 )
-from ._sortedset import TIES, Page, SortedSet
+from ._sortedset import TIES, Page, SortedSet, _entry
 from ._tree import Tree
 from .exceptions import (
     ConflictError,
@@ -410,15 +410,14 @@ class ShardedSet:
         if start >= stop:
             return []
         found = _gather.page(g, start, stop)
-        score_of = self._order.score_of
-        scores = [score_of(key) for key in found]
+        scores = self._order.scores_of(found)
         ranks = list(range(start + 1, stop + 1))
         if ties == "competition" and found:
             ranks[0] = self._count_below(g, [self._order.first_key(scores[0])])[0] + 1
             for i in range(1, len(ranks)):
                 if scores[i] == scores[i - 1]:
                     ranks[i] = ranks[i - 1]
-        return [Entry(key[1], score, rank) for key, score, rank in zip(found, scores, ranks)]
+        return list(map(_entry, [key[1] for key in found], scores, ranks))
 
     # -- reads -----------------------------------------------------------------------
 

@@ -302,7 +302,7 @@ def test_pages_and_counts_across_shards_match_a_model(
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         keys = [board._order.key(m, s) for m, s in ranked]
         with (
-            mock.patch.object(_gather, "_spread", (lambda mean: 0) if way == "narrow" else _gather._spread),
+            mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if way == "narrow" else _gather._spread),
             mock.patch.object(_gather, "_guess_page", (lambda *a: None) if way == "manifests" else _gather._guess_page),
         ):
             for first in range(len(entries) + 2):
@@ -337,7 +337,7 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
     ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
     entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
     g = board._gather()[1]
-    with mock.patch.object(_gather, "_spread", (lambda mean: 0) if narrow else _gather._spread):
+    with mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if narrow else _gather._spread):
         for first in range(len(entries) + 1):
             for length in (1, 3, 10):
                 assert board._entries(g, first, first + length) == entries[first : first + length]
