@@ -403,9 +403,9 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                 # Layout.below, inlined for a region already merged for this layout (the common case)
                 j = bisect_right(lay.firsts, probe, 1) - 1
                 ref, start = lay.refs[j], lay.starts[j]
-                leaf = None if ref is None else ref()
-                if leaf is not None and start is not None and leaf.gathered[3] is lay:
-                    totals[p] += start + bisect_left(leaf.gathered[2], probe)
+                kept = None if ref is None else getattr(ref(), "gathered", None)  # read once: threads share it
+                if kept is not None and start is not None and kept[3] is lay:
+                    totals[p] += start + bisect_left(kept[2], probe)
                     touched.add(lay.ids[j])
                     continue
                 try:

@@ -475,7 +475,8 @@ def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
 def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory) -> None:
     """Writers swap the scores of two members of one shard in one batch (atomic within the shard), so every
     snapshot holds the same scores: each page must show exactly the scores at its offsets, counts and
-    ranks of a score never change, while merges (a tiny log) replace the nodes readers cache."""
+    ranks of a score never change, while merges (a tiny log) replace the nodes readers cache; three
+    threads read through the same set (its parts, layouts and the entry sets' merged regions)."""
     store = store_factory()
     shards = 3
     scores = {f"s{i:03d}": i * 7 % 401 for i in range(240)}
@@ -492,11 +493,8 @@ def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory)
             mine[a], mine[b] = mine[b], mine[a]
             writer.add_many({a: mine[a], b: mine[b]})
 
-    threads = [threading.Thread(target=swap, args=(i,)) for i in range(shards)]
-    for thread in threads:
-        thread.start()
-    rng = random.Random(9)
-    try:
+    def read(seed: int) -> None:
+        rng = random.Random(seed)
         for _ in range(60):
             offset, limit = rng.randrange(250), rng.choice([1, 5, 30])
             page = board.range(offset, limit)
@@ -505,9 +503,27 @@ def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory)
             score = rng.randrange(401)
             assert board.rank_of_score(score) == 1 + sum(s > score for s in expected)
             assert board.count(300, 100) == sum(100 <= s <= 300 for s in expected)
+
+    failed: list[BaseException] = []
+
+    def reader(seed: int) -> None:  # another thread reading through the same set's layouts
+        try:
+            read(seed)
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=swap, args=(i,)) for i in range(shards)]
+    readers = [threading.Thread(target=reader, args=(seed,)) for seed in (10, 11)]
+    for thread in threads + readers:
+        thread.start()
+    try:
+        read(9)
+        for thread in readers:
+            thread.join()
+        assert failed == []
     finally:
         stop.set()
-        for thread in threads:
+        for thread in threads + readers:
             thread.join()
     assert sorted((s for _, s in ((e.member, e.score) for e in board)), reverse=True) == expected
     assert board.check() == []
