@@ -531,7 +531,8 @@ def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory)
 
 def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
     """Hash tags choose slots, not masters: each shard's head is salted onto master ``i mod 3`` of the
-    cluster as it is at creation, so the three masters hold the heads as evenly as S allows."""
+    cluster as it is at creation, so the three masters hold the heads as evenly as S allows; the heads of
+    a master share one slot, so that reading all S heads is one MGET per master."""
     store = mdss.open_store(f"{redis_cluster_url}?namespace=heads{time.monotonic_ns()}")
     for shards in (2, 3, 4, 16, 64):
         board = mdss.SortedSet(store, f"b{shards}", shards=shards)
@@ -539,6 +540,7 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
         masters = Counter(store.client.get_node_from_key(e._keys.head).name for e in board._engines)
         assert len(masters) == min(shards, 3)
         assert max(masters.values()) - min(masters.values()) <= 1, masters
+        assert len({slot(e._keys.head) for e in board._engines}) == min(shards, 3)
         assert [slot(e._keys.head) for e in board._engines] == [
             store.client.keyslot(e._keys.head) for e in board._engines
         ]
