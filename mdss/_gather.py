@@ -21,8 +21,8 @@ grow with ``S``.
   proportional positions, its exact global count, a better pivot while that
   count is far off, then a window of each shard's merged keys around the
   pivot, wide enough for the page by the binomial spread of members over
-  shards, sorted together; the windows' key ranges prove the page exact, else
-  they widen.
+  shards, sorted together, and topped up where they stop short of the page's
+  last key; the windows' first keys prove the page exact, else they widen.
   Otherwise (:func:`_candidates`): the manifests' counts and first keys
   narrow every shard to the entry sets that can hold the page, read in one
   round trip, and the guess runs over those, or a selection over their keys
@@ -521,12 +521,14 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
     1. Pivot: the median of each shard's key at its proportional position. Its exact global count says
        how far the page is; while it is far, the median of each shard's key that far on (by its share)
        is the next pivot.
-    2. Windows: each shard's merged keys in a run of positions around its pivot position, wide enough for
-       its binomial share of the page plus the distance to it, as ``[f, e)`` key ranges (``None``:
-       unbounded) with the exact count below ``f`` (the run's first position).
-    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows.
-       It is exact when it lies in every window's key range (then each shard's count at its first key is
-       exact, and every key between its first and last is in a window); else the windows widen.
+    2. Windows: each shard's merged keys in a run of positions around its pivot position, its binomial
+       share of the page plus the distance to it (three standard deviations before the pivot, one
+       past it), as ``[f, e)`` key ranges (``None``: unbounded) with the exact count below ``f`` (the
+       run's first position).
+    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows,
+       once the windows that stop short of its last key are topped up to it (:func:`_top_up`). It is
+       exact when its first key is at least every window's ``f`` (then each shard's count at its first
+       key is exact, and every key between its first and last is in a window); else the windows widen.
     """
     shards = [
         (part, part.layout if part.layout is not None and part.layout.complete else layout(g, part))
