@@ -111,7 +111,7 @@ def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> li
     ``i``'s head on master ``i mod M``, as the cluster is when the set is
     created: the heads are as evenly spread as ``S`` allows. The heads of one
     master share the slot of its first (a salt found in about 16,384 tries,
-    a few milliseconds), so that a read's ``get_many`` of the ``S`` heads is
+    a few milliseconds per shard), so that a read's ``get_many`` of the ``S`` heads is
     one ``MGET`` per master rather than per shard. Elsewhere the salt is
     the first that puts the head in the ``i``-th of ``S`` equal ranges of the
     hash slots, which spreads them over any cluster of equal slot ranges.
@@ -126,6 +126,10 @@ def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> li
         low, high, salt = i * SLOTS // shards, (i + 1) * SLOTS // shards, 0
         master = masters[i % len(masters)] if masters else ""
         target = slots.get(master)
+        if target is not None:  # CRC-16 of the key's constant start once, then of each salt's few bytes
+            start = binascii.crc_hqx(f"{prefix}:{base}|{i}.".encode(), 0)
+            while binascii.crc_hqx(f"{salt:x}:h".encode("ascii"), start) % SLOTS != target:
+                salt += 1
         while True:
             head = f"{prefix}:{base}|{i}.{salt:x}:h"
             if target is not None:
