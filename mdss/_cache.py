@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -30,6 +31,14 @@ class NodeCache:
                 return None
             self._nodes.move_to_end(key)
             return item[0]
+
+    def touch(self, keys: Iterable[str]) -> None:
+        """Mark ``keys`` as just used (those still cached), as :meth:`get` would."""
+        with self._lock:
+            nodes = self._nodes
+            for key in keys:
+                if key in nodes:
+                    nodes.move_to_end(key)
 
     def put(self, key: str, node: Any, size: int) -> None:
         if size > self.max_bytes:

@@ -21,8 +21,8 @@ grow with ``S``.
   proportional positions, its exact global count, a better pivot while that
   count is far off, then a window of each shard's merged keys around the
   pivot, wide enough for the page by the binomial spread of members over
-  shards, sorted together; the windows' key ranges prove the page exact, else
-  they widen.
+  shards, sorted together, and topped up where they stop short of the page's
+  last key; the windows' first keys prove the page exact, else they widen.
   Otherwise (:func:`_candidates`): the manifests' counts and first keys
   narrow every shard to the entry sets that can hold the page, read in one
   round trip, and the guess runs over those, or a selection over their keys
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from math import isqrt
@@ -126,13 +127,17 @@ class Layout:
     a shift each), and all at once for a part read again: a head that writers replace at every read
     costs only the few a read needs."""
 
-    __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone")
+    __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone", "refs")
 
     def __init__(self, firsts: list[Any], ids: list[Any], trees: list[int], count: int) -> None:
         self.firsts, self.ids, self.trees = firsts, ids, trees
         self.starts: list[Any] = [0] + [None] * (len(ids) - 1) + [count]
         self.complete = len(ids) == 1
         self.alone: Any = None  # an empty tree's keys: the log's
+        # Weak references to the regions' entry sets once merged for this layout: a read of an unchanged
+        # shard finds a region's keys without the cache's lock (Gather.touched keeps the cache's order).
+        # Weak, so the node cache alone still decides which entry sets (and merged keys) stay in memory.
+        self.refs: list[Any] = [None] * len(ids)
 
     def start(self, part: Part, j: int) -> int:
         """The shard's merged entries before region ``j``."""
@@ -165,6 +170,17 @@ class Layout:
         """Region ``j``'s merged keys, sorted (raises :class:`_Uncached` when its entry set is not cached).
         They stay with the entry set, so the node cache bounds them: ``(added, removed, keys, layout)``,
         valid for this layout at once and for another while the log's keys in the region are the same."""
+        ref = self.refs[j]
+        if ref is not None:
+            leaf = ref()
+            if leaf is not None:
+                kept = leaf.gathered
+                if kept[3] is self:
+                    g.touched.add(self.ids[j])
+                    return kept[2]
+        return self._region(g, part, j)
+
+    def _region(self, g: Gather, part: Part, j: int) -> Any:
         leaf_id = self.ids[j]
         if leaf_id is None:  # an empty tree: the log alone
             if self.alone is None:
@@ -172,10 +188,16 @@ class Layout:
             return self.alone
         leaf = g.pins.get(leaf_id)
         if leaf is None:
-            leaf = g.peek(part, leaf_id, 0)
+            at_root = leaf_id is part.root  # the root stays with the part (Gather.peek)
+            leaf = g.peek(part, leaf_id, 0) if at_root else g.cache.get(leaf_id)
             if leaf is None:
                 raise _Uncached
+            if leaf.height:
+                raise _misplaced(leaf, 0, part.engine._keys.node(leaf_id))
+            g.pins[leaf_id] = leaf
         kept = leaf.gathered
+        if self.refs[j] is None or self.refs[j]() is not leaf:
+            self.refs[j] = weakref.ref(leaf)
         if kept is not None and kept[3] is self:
             return kept[2]
         added, removed = part.between(self.firsts[j], self.firsts[j + 1] if j + 1 < len(self.ids) else None)
@@ -190,13 +212,28 @@ class Layout:
 
     def key_at(self, g: Gather, part: Part, p: int) -> Any:
         """The shard's key at merged position ``p`` (``0 <= p < part.count``)."""
+        if self.complete:
+            j = bisect_right(self.starts, p) - 1
+            return self.region(g, part, j)[p - self.starts[j]]
         j = self.find(part, p)
         return self.region(g, part, j)[p - self.start(part, j)]
 
     def below(self, g: Gather, part: Part, key: Any) -> int:
         """The shard's merged entries below ``key``."""
         j = bisect_right(self.firsts, key, 1) - 1
-        return self.start(part, j) + bisect_left(self.region(g, part, j), key)
+        start = self.starts[j]
+        return (self.start(part, j) if start is None else start) + bisect_left(self.region(g, part, j), key)
+
+    def run(self, g: Gather, part: Part, lo: int, hi: int) -> tuple[Any, Any]:
+        """The shard's keys at merged positions ``lo`` to ``hi - 1``, and its key at ``hi`` (``None`` past the
+        end): one region's slice when the run lies in it, as it mostly does."""
+        if self.complete and lo < hi:
+            j = bisect_right(self.starts, lo) - 1
+            a = self.starts[j]
+            if hi < self.starts[j + 1]:
+                keys = self.region(g, part, j)
+                return keys[lo - a : hi - a], keys[hi - a]
+        return self.window(g, part, lo, hi), None if hi >= part.count else self.key_at(g, part, hi)
 
     def window(self, g: Gather, part: Part, lo: int, hi: int) -> list[Any]:
         """The shard's keys at merged positions ``lo`` to ``hi - 1``."""
@@ -254,15 +291,19 @@ class Gather:
     """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
     nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
 
-    __slots__ = ("parts", "pins", "cache", "store", "keyfn")
+    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count")
 
     def __init__(self, parts: list[Part], store: Store, cache: NodeCache, keyfn: Any) -> None:
         self.parts, self.store, self.cache, self.keyfn = parts, store, cache, keyfn
         self.pins: dict[str, Any] = {}
+        self.touched: set[str] = set()  # entry sets found through a layout's references (Layout.refs)
+        self.count = sum(part.count for part in parts)  # the set's entries in this snapshot
 
-    @property
-    def count(self) -> int:
-        return sum(part.count for part in self.parts)
+    def done(self) -> None:
+        """Mark the entry sets this read found through layouts as used in the cache, in one go."""
+        if self.touched:
+            self.cache.touch(self.touched)
+            self.touched = set()
 
     def _source(self, part: Part) -> Source:
         source = Source(self.store, part.engine._keys, self.cache)
@@ -351,6 +392,7 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
     then what is missing at a level is read for all shards in one ``get_many``."""
     totals = [0] * len(probes)
     todo = []
+    touched = g.touched
     for part in g.parts:
         lay = part.layout
         if lay is None and part.reads and part.count:  # a head read before: worth its layout
@@ -358,6 +400,14 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
                 lay = layout(g, part)
         for p, probe in enumerate(probes):
             if lay is not None:
+                # Layout.below, inlined for a region already merged for this layout (the common case)
+                j = bisect_right(lay.firsts, probe, 1) - 1
+                ref, start = lay.refs[j], lay.starts[j]
+                kept = None if ref is None else getattr(ref(), "gathered", None)  # read once: threads share it
+                if kept is not None and start is not None and kept[3] is lay:
+                    totals[p] += start + bisect_left(kept[2], probe)
+                    touched.add(lay.ids[j])
+                    continue
                 try:
                     totals[p] += lay.below(g, part, probe)
                     continue
@@ -451,15 +501,17 @@ def _median(keys: list[Any]) -> Any:
     return keys[len(keys) // 2]
 
 
-def _spread(mean: float) -> int:
+def _spread(mean: float, sigmas: int = 3) -> int:
     """A shard's share of ``mean`` keys with a margin: members fall in shards as by a fair die, so a shard's
-    count over a stretch of the global order is binomial; three standard deviations and two more (a
-    window that stops short widens)."""
-    return int(mean + 3 * isqrt(int(mean) + 1)) + 2
+    count over a stretch of the global order is binomial; ``sigmas`` standard deviations and two more (a
+    window that stops short widens, or is topped up)."""
+    return int(mean + sigmas * isqrt(int(mean) + 1)) + 2
 
 
 #: How many guesses of the page's position, and widenings of the windows, before the manifests take over.
 _GUESSES = 4
+#: Standard deviations of a window's margin past the page (the windows are topped up where they stop short).
+_AHEAD = 1
 
 
 def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
@@ -469,14 +521,20 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
     1. Pivot: the median of each shard's key at its proportional position. Its exact global count says
        how far the page is; while it is far, the median of each shard's key that far on (by its share)
        is the next pivot.
-    2. Windows: each shard's merged keys in a run of positions around its pivot position, wide enough for
-       its binomial share of the page plus the distance to it, as ``[f, e)`` key ranges (``None``:
-       unbounded) with the exact count below ``f`` (the run's first position).
-    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows.
-       It is exact when it lies in every window's key range (then each shard's count at its first key is
-       exact, and every key between its first and last is in a window); else the windows widen.
+    2. Windows: each shard's merged keys in a run of positions around its pivot position, its binomial
+       share of the page plus the distance to it (three standard deviations before the pivot, one
+       past it), as ``[f, e)`` key ranges (``None``: unbounded) with the exact count below ``f`` (the
+       run's first position).
+    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows,
+       once the windows that stop short of its last key are topped up to it (:func:`_top_up`). It is
+       exact when its first key is at least every window's ``f`` (then each shard's count at its first
+       key is exact, and every key between its first and last is in a window); else the windows widen.
     """
-    shards = [(part, layout(g, part)) for part in g.parts if part.count]
+    shards = [
+        (part, part.layout if part.layout is not None and part.layout.complete else layout(g, part))
+        for part in g.parts
+        if part.count
+    ]
     total = sum(part.count for part, _ in shards)
     length = stop - start
     pivot = _median([lay.key_at(g, part, start * part.count // total) for part, lay in shards])
@@ -492,35 +550,50 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
                 for (part, lay), a in zip(shards, at)
             ]
         )
-    back = [0 if off >= 0 else _spread(-off * part.count / total) for part, _ in shards]
-    ahead = [_spread(max(off + length, 0) * part.count / total) for part, _ in shards]
+    share = max(part.count for part, _ in shards) / total  # the largest shard's: shards are about even
+    back = [0 if off >= 0 else _spread(-off * share)] * len(shards)
+    ahead = [_spread(max(off + length, 0) * share, _AHEAD)] * len(shards)
     windows: list[Any] = [None] * len(shards)
     for _ in range(_GUESSES):
-        low, high, base = None, None, 0
+        low, base = None, 0
         for n, ((part, lay), a) in enumerate(zip(shards, at)):
             lo, hi = max(a - back[n], 0), min(a + ahead[n], part.count)
             if windows[n] is None:
-                keys = lay.window(g, part, lo, hi)
+                keys, e = lay.run(g, part, lo, hi)
                 f = None if lo == 0 else (pivot if lo == a else keys[0])
-                e = None if hi == part.count else lay.key_at(g, part, hi)
-                windows[n] = keys, f, e
-            _, f, e = windows[n]
+                windows[n] = keys, f, e, hi
+            f = windows[n][1]
             base += lo
             if f is not None and (low is None or f > low):
                 low = f
-            if e is not None and (high is None or e < high):
-                high = e
-        merged = _sort_keys([key for keys, _, _ in windows for key in keys])
+        merged = _sort_keys([key for keys, _, _, _ in windows for key in keys])
         k = start - base
-        found = merged[k : k + length] if k >= 0 else []
-        if found and len(found) == length and (low is None or found[0] >= low) and (high is None or found[-1] < high):
+        found = _top_up(g, shards, windows, merged, k + length)[k:] if k >= 0 and k + length <= len(merged) else []
+        if found and (low is None or found[0] >= low):
             return found
-        for n, (_, f, e) in enumerate(windows):  # widen the windows that stopped short of the page
+        for n, (_, f, e, _) in enumerate(windows):  # widen the windows that stopped short of the page
             if f is not None and (k < 0 or (found and f > found[0])):
                 back[n], windows[n] = 2 * back[n] + 8, None
-            if e is not None and (len(found) < length or e <= found[-1]):
+            if e is not None and not found:
                 ahead[n], windows[n] = 2 * ahead[n] + 8, None
     return None
+
+
+def _top_up(g: Gather, shards: list[tuple[Part, Layout]], windows: list[Any], merged: list[Any], end: int) -> list[Any]:
+    """The first ``end`` keys of the windows' union once every window reaches ``merged[end - 1]``: a window
+    that stops short of that key (its next key ``e`` is below it) takes the shard's keys up to it, so that
+    every shard's keys from its window's start to that key are there. Windows sized by a shard's mean
+    share of the page and one standard deviation: most need nothing, a few take a few keys."""
+    last = merged[end - 1]
+    extra: list[Any] = []
+    for (part, lay), (_, _, e, hi) in zip(shards, windows):
+        if e is not None and e < last:
+            extra += lay.window(g, part, hi, lay.below(g, part, last))
+    if not extra:
+        return merged[:end]
+    merged = merged[:end] + extra
+    merged.sort()  # a long sorted run and a few keys: the generic tuple sort merges them in about one pass
+    return merged[:end]
 
 
 def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[range]]:

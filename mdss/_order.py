@@ -176,17 +176,19 @@ def member_key(member: str, score: Any) -> str:
 class Order:
     """The direction of a set and everything that follows from it."""
 
-    __slots__ = ("name", "key", "probe", "better", "score_of")
+    __slots__ = ("name", "key", "probe", "better", "score_of", "scores_of")
 
     def __init__(self, name: str) -> None:
         if name == "desc":
             self.key = lambda member, score: (-score, member)
             self.score_of = lambda key: -key[0]
+            self.scores_of = lambda keys: [-key[0] for key in keys]
             self.probe = lambda score: (-score,)
             self.better = max
         elif name == "asc":
             self.key = lambda member, score: (score, member)
             self.score_of = lambda key: key[0]
+            self.scores_of = lambda keys: [key[0] for key in keys]
             self.probe = lambda score: (score,)
             self.better = min
         else:

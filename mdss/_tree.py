@@ -104,7 +104,7 @@ class Leaf:
     the update log applied, as a read last merged them (``mdss._log.View.keep``); ``gathered``: its keys with
     the log applied, as a read of a sharded set last merged them (``mdss._gather.Layout.region``)."""
 
-    __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups")
+    __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups", "__weakref__")
     height = 0
 
     def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:

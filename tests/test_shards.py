@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from unittest import mock
 
@@ -302,7 +302,7 @@ def test_pages_and_counts_across_shards_match_a_model(
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         keys = [board._order.key(m, s) for m, s in ranked]
         with (
-            mock.patch.object(_gather, "_spread", (lambda mean: 0) if way == "narrow" else _gather._spread),
+            mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if way == "narrow" else _gather._spread),
             mock.patch.object(_gather, "_guess_page", (lambda *a: None) if way == "manifests" else _gather._guess_page),
         ):
             for first in range(len(entries) + 2):
@@ -337,7 +337,7 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
     ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
     entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
     g = board._gather()[1]
-    with mock.patch.object(_gather, "_spread", (lambda mean: 0) if narrow else _gather._spread):
+    with mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if narrow else _gather._spread):
         for first in range(len(entries) + 1):
             for length in (1, 3, 10):
                 assert board._entries(g, first, first + length) == entries[first : first + length]
@@ -371,6 +371,91 @@ def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes,
             assert [lay.below(g, part, p) for p in probes] == [bisect_left(keys, p) for p in probes]
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
+    st.lists(st.tuples(st.sampled_from(["reader", "writer"]), SHARD_WRITES), max_size=8),
+    st.sampled_from([2, 3, 5]),
+    st.integers(2, 5),
+    st.sampled_from([0, 3, 10_000]),
+    st.sampled_from([64 << 20, 900]),
+    st.integers(0, 2**32),
+)
+def test_reads_of_kept_layouts_follow_interleaved_writers(start, rounds, shards, chunk, log_limit, cache, seed) -> None:
+    """A reader keeps each shard's layout and finds its merged regions again through weak references to
+    the entry sets (no cache lookup) while the shard's head stays the same. Another writer (a process of
+    its own: the reader sees only new heads) and the reader itself post between reads, some shards change
+    and others do not, merges (tiny logs) replace entry sets, and a small cache evicts them: every rank,
+    count and page must stay the model's, and a region merged for one head never answers for another."""
+    store = mdss.open_store("memory://")
+    options = {"chunk_size": chunk, "shards": shards, "log_limit": log_limit}
+    reader = mdss.SortedSet.load(store, "b", start, cache_bytes=cache, **options)
+    writer = mdss.SortedSet(store, "b", log_limit=log_limit)
+    model = dict(start)
+    rng = random.Random(seed)
+    old = None  # the snapshot of the round before, read again after this round's reads
+    for who, writes in [("reader", []), *rounds]:
+        _write(reader if who == "reader" else writer, model, writes)
+        ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
+        for _ in range(2):
+            g = reader._gather()[1]  # its layouts, the second time the first time's
+            entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
+            keys = [reader._order.key(m, s) for m, s in ranked]
+            for first in range(len(entries) + 1):
+                assert reader._entries(g, first, first + 3) == entries[first : first + 3]
+            assert reader._count_below(g, keys) == list(range(len(keys)))
+            g.done()
+        if old is not None:  # its regions' entry sets, merged since for a newer head, hold other keys
+            g, then_keys, then_entries = old
+            assert reader._count_below(g, then_keys) == list(range(len(then_keys)))
+            for first in range(len(then_entries) + 1):
+                assert reader._entries(g, first, first + 3) == then_entries[first : first + 3]
+        old = reader._gather()[1], keys, entries
+        reader._entries(old[0], 0, len(entries))
+        for _ in range(2):  # the second time through the layouts kept by the first
+            for offset in sorted({0, len(ranked) // 2, rng.randrange(len(ranked) + 1)}):
+                for limit in (1, 7):
+                    assert (
+                        reader.range(offset, limit)
+                        == [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)][offset : offset + limit]
+                    )
+            for member, score in rng.sample(ranked, min(len(ranked), 6)):
+                assert reader.rank(member) == ranked.index((member, score)) + 1
+                assert reader.rank_of_score(score) == 1 + sum(s > score for _, s in ranked)
+            assert reader.count(2, -1) == sum(-1 <= s <= 2 for _, s in ranked)
+    assert reader.check() == []
+
+
+def test_entry_sets_found_through_layouts_stay_recently_used() -> None:
+    """Reads that find a region's entry set through their layout's weak reference (not the cache) still
+    mark it as used: the cache keeps evicting the least recently used entry sets, not the ones reads use."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(400)}, chunk_size=8, shards=2)
+    list(board)
+    for _ in range(2):
+        board.rank("p7")
+    g = board._gather()[1]
+    probe = board._order.key("p7", 7)
+    used = set()
+    for part in g.parts:
+        lay = _gather.layout(g, part)
+        j = bisect_right(lay.firsts, probe, 1) - 1
+        assert lay.refs[j]() is board._cache.get(lay.ids[j])  # found through the layout from now on
+        used.add(lay.ids[j])
+    oldest = next(iter(board._cache._nodes))
+    board._cache.touch([oldest])
+    assert list(board._cache._nodes)[-1] == oldest
+    before = list(board._cache._nodes)
+    looked = []
+    get = board._cache.get
+    with mock.patch.object(board._cache, "get", lambda key: looked.append(key) or get(key)):
+        board.rank("p7")
+    assert used and not used & set(looked)  # the rank's score entry sets: through the layouts alone
+    after = list(board._cache._nodes)
+    assert set(after[-len(used) :]) == used  # the rank's entry sets moved to the recent end
+    assert sorted(before) == sorted(after)
+
+
 def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
     """With every entry set cached, a page of a set whose members spread evenly is found from the cached
     keys around a guessed pivot, never by the manifests' slower selection (which guards odd shapes)."""
@@ -390,7 +475,8 @@ def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
 def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory) -> None:
     """Writers swap the scores of two members of one shard in one batch (atomic within the shard), so every
     snapshot holds the same scores: each page must show exactly the scores at its offsets, counts and
-    ranks of a score never change, while merges (a tiny log) replace the nodes readers cache."""
+    ranks of a score never change, while merges (a tiny log) replace the nodes readers cache; three
+    threads read through the same set (its parts, layouts and the entry sets' merged regions)."""
     store = store_factory()
     shards = 3
     scores = {f"s{i:03d}": i * 7 % 401 for i in range(240)}
@@ -407,11 +493,8 @@ def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory)
             mine[a], mine[b] = mine[b], mine[a]
             writer.add_many({a: mine[a], b: mine[b]})
 
-    threads = [threading.Thread(target=swap, args=(i,)) for i in range(shards)]
-    for thread in threads:
-        thread.start()
-    rng = random.Random(9)
-    try:
+    def read(seed: int) -> None:
+        rng = random.Random(seed)
         for _ in range(60):
             offset, limit = rng.randrange(250), rng.choice([1, 5, 30])
             page = board.range(offset, limit)
@@ -420,9 +503,27 @@ def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory)
             score = rng.randrange(401)
             assert board.rank_of_score(score) == 1 + sum(s > score for s in expected)
             assert board.count(300, 100) == sum(100 <= s <= 300 for s in expected)
+
+    failed: list[BaseException] = []
+
+    def reader(seed: int) -> None:  # another thread reading through the same set's layouts
+        try:
+            read(seed)
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=swap, args=(i,)) for i in range(shards)]
+    readers = [threading.Thread(target=reader, args=(seed,)) for seed in (10, 11)]
+    for thread in threads + readers:
+        thread.start()
+    try:
+        read(9)
+        for thread in readers:
+            thread.join()
+        assert failed == []
     finally:
         stop.set()
-        for thread in threads:
+        for thread in threads + readers:
             thread.join()
     assert sorted((s for _, s in ((e.member, e.score) for e in board)), reverse=True) == expected
     assert board.check() == []
@@ -430,7 +531,8 @@ def test_pages_stay_exact_while_writers_swap_scores_within_shards(store_factory)
 
 def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
     """Hash tags choose slots, not masters: each shard's head is salted onto master ``i mod 3`` of the
-    cluster as it is at creation, so the three masters hold the heads as evenly as S allows."""
+    cluster as it is at creation, so the three masters hold the heads as evenly as S allows; the heads of
+    a master share one slot, so that reading all S heads is one MGET per master."""
     store = mdss.open_store(f"{redis_cluster_url}?namespace=heads{time.monotonic_ns()}")
     for shards in (2, 3, 4, 16, 64):
         board = mdss.SortedSet(store, f"b{shards}", shards=shards)
@@ -438,6 +540,7 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
         masters = Counter(store.client.get_node_from_key(e._keys.head).name for e in board._engines)
         assert len(masters) == min(shards, 3)
         assert max(masters.values()) - min(masters.values()) <= 1, masters
+        assert len({slot(e._keys.head) for e in board._engines}) == min(shards, 3)
         assert [slot(e._keys.head) for e in board._engines] == [
             store.client.keyslot(e._keys.head) for e in board._engines
         ]
