@@ -3,7 +3,7 @@ cached, and round trips, entry sets and bytes per read with only the manifests c
 
     python benchmarks/shard_reads.py [--stores memory,redis,redis-cluster] [--members 100000]
         [--shards 1,2,4,8,16,64] [--updates 3000] [--samples 500] [--rounds 3] [--json FILE]
-        [--mdss CHECKOUT]
+        [--layouts] [--mdss CHECKOUT]
 
 For each store (memory; a redis-server and a 3-master Redis Cluster started
 on loopback with tests/redis_servers.py, or ``--redis URL`` /
@@ -17,7 +17,10 @@ a page of 100 at random offsets; the best round's p50 is kept. Round trips
 per call are counted with every node cached and with the entry sets dropped
 from the cache before each call (``harness.manifests_only``). ``--mdss`` runs
 this script and harness against the ``mdss`` package of another checkout
-(before and after a change, on the same machine).
+(before and after a change, on the same machine). A process that reads a
+sharded set often merges its keys (``mdss._merged``; the "merged keys"
+column says whether it did by the end); ``--layouts`` reads every shard
+instead, as a process that reads the set rarely does.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         progress(f"  loading {args.members:,} members in {count} shard(s) ...")
         name = f"shard-reads-{count}-{time.monotonic_ns()}"
         board = mdss.SortedSet.load(store, name, w.scores, **({"shards": count} if count > 1 else {}))
+        if args.layouts and hasattr(board, "_merged"):
+            board._merged.least = 10**18  # never merged keys: every read through the shards' layouts
         for member, score in w.singles:  # single updates: the logs hold entries (merges fold the rest)
             board.add(member, score)
         board.scores(w.members)
@@ -87,6 +92,7 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         info = board.info()
         row["log_entries"] = info["log_entries"]
         row["rank_p50_us"], row["page_p50_us"] = best[count]["rank"], best[count]["page"]
+        row["merged_keys"] = getattr(getattr(board, "_merged", None), "keys", None) is not None
         for what, call, arg in (
             ("rank", board.rank, w.sample_members[0]),
             ("page", lambda offset, board=board: board.range(offset, harness.PAGE), w.offsets[0]),
@@ -111,7 +117,8 @@ def _table(kind: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> I
     yield f"\n{kind}, {args.members:,} members, {args.updates:,} updates posted (times in microseconds, best p50)"
     yield (
         f"{'shards':>6} {'rank p50':>9} {'vs S=1':>7} {'page p50':>9} {'vs S=1':>7} {'trips/rank':>10} "
-        f"{'trips/page':>10} {'cold: trips/rank':>16} {'trips/page':>10} {'entry sets/page':>15} {'KB/page':>8}"
+        f"{'trips/page':>10} {'cold: trips/rank':>16} {'trips/page':>10} {'entry sets/page':>15} {'KB/page':>8} "
+        f"{'merged keys':>11}"
     )
     for row in rows:
         yield (
@@ -119,7 +126,8 @@ def _table(kind: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> I
             f"{row['page_p50_us']:>9,.0f} {row['page_p50_us'] / one['page_p50_us']:>6.2f}x "
             f"{row['round_trips_per_rank']:>10} {row['round_trips_per_page']:>10} "
             f"{row['round_trips_per_rank_manifests_only']:>16.2f} {row['round_trips_per_page_manifests_only']:>10.2f} "
-            f"{row['entry_sets_per_page_manifests_only']:>15.2f} {row['bytes_per_page_manifests_only'] / 1024:>8,.1f}"
+            f"{row['entry_sets_per_page_manifests_only']:>15.2f} {row['bytes_per_page_manifests_only'] / 1024:>8,.1f} "
+            f"{'yes' if row['merged_keys'] else 'no':>11}"
         )
 
 
@@ -135,6 +143,9 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start a redis-server)")
     parser.add_argument("--redis-cluster", default=None, help="a redis+cluster:// URL (default: start a cluster)")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--layouts", action="store_true", help="never merge a sharded set's keys (mdss._merged): every read per shard"
+    )
     parser.add_argument("--mdss", default=None, help="import mdss from this checkout instead (before/after runs)")
     args = parser.parse_args()
     if args.mdss:  # ahead of an editable install's finder, which would answer first

@@ -23,6 +23,7 @@ class NodeCache:
         self._lock = threading.Lock()
         self.leaf_entries = 0  # entries and stored bytes of the entry sets read from the store (sizes the log)
         self.leaf_bytes = 0
+        self.dropped = 0  # nodes evicted or discarded, not counting those a commit replaced (mdss._merged)
 
     def get(self, key: str) -> Any:
         with self._lock:
@@ -52,17 +53,20 @@ class NodeCache:
             while self.size > self.max_bytes:
                 _, (_, evicted) = self._nodes.popitem(last=False)
                 self.size -= evicted
+                self.dropped += 1
 
     def seen(self, entries: int, size: int) -> None:
         """Count an entry set read from the store: ``entries`` entries in ``size`` stored bytes."""
         self.leaf_entries += entries
         self.leaf_bytes += size
 
-    def discard(self, key: str) -> None:
+    def discard(self, key: str, *, replaced: bool = False) -> None:
+        """Forget ``key``: ``replaced`` when a commit replaced the node (its content lives on in newer ones)."""
         with self._lock:
             old = self._nodes.pop(key, None)
             if old is not None:
                 self.size -= old[1]
+                self.dropped += not replaced
 
     def __len__(self) -> int:
         return len(self._nodes)

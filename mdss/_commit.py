@@ -293,7 +293,7 @@ def settle(sset: SortedSet, writer: Writer, nodes: dict[str, bytes]) -> None:
     """After a commit landed: forget the nodes it replaced, cache the nodes it made."""
     cache = sset._cache
     for node_id in writer.replaced:  # only readers of older heads could want them: they reload
-        cache.discard(node_id)
+        cache.discard(node_id, replaced=True)
     for node_id, node in writer.new.items():
         cache.put(node_id, node, len(nodes[sset._keys.node(node_id)]))
 
@@ -388,7 +388,7 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
         if progress is not None:
             progress(min(done + batch, len(names)), len(names))
     writer.new = {}  # a load does not fill the cache with the whole set
-    end = snap.head.log.seq
+    end = snap.head.log.seq + 1  # a replacement takes a sequence number no entry has (mdss._merged)
     head = snap.head.next(secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end))
     if not publish(sset, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {sset.name!r} changed while it was being loaded; nothing was applied")

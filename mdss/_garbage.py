@@ -312,7 +312,7 @@ def drop(sset: SortedSet) -> None:
                 members=EMPTY,
                 notes=(),
                 note_page=None,
-                log=_log.Log(h.log.seq, h.log.seq),
+                log=_log.Log(h.log.seq + 1, h.log.seq + 1),  # no entry has this number (mdss._merged)
             ),
             "drop",
         )

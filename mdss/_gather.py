@@ -291,13 +291,14 @@ class Gather:
     """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
     nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
 
-    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count")
+    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count", "merged")
 
     def __init__(self, parts: list[Part], store: Store, cache: NodeCache, keyfn: Any) -> None:
         self.parts, self.store, self.cache, self.keyfn = parts, store, cache, keyfn
         self.pins: dict[str, Any] = {}
         self.touched: set[str] = set()  # entry sets found through a layout's references (Layout.refs)
         self.count = sum(part.count for part in parts)  # the set's entries in this snapshot
+        self.merged: Any = None  # every shard's keys in one SortedList, when this process keeps them (mdss._merged)
 
     def done(self) -> None:
         """Mark the entry sets this read found through layouts as used in the cache, in one go."""
@@ -390,6 +391,8 @@ class _Uncached(Exception):
 def counts(g: Gather, probes: list[Any]) -> list[int]:
     """For each probe key, the entries of the whole set below it: every shard descends its cached nodes,
     then what is missing at a level is read for all shards in one ``get_many``."""
+    if g.merged is not None:
+        return [g.merged.bisect_left(probe) for probe in probes]
     totals = [0] * len(probes)
     todo = []
     touched = g.touched
@@ -473,6 +476,8 @@ def page(g: Gather, start: int, stop: int) -> list[Any]:
     shards, from cached entry sets when it can (:func:`_guess_page`); else the manifests narrow every
     shard to the entry sets that can hold the page, read in one round trip, and the guess is tried again
     over them before the slower exact selection (:func:`_select_page`)."""
+    if g.merged is not None:
+        return g.merged[start:stop]
     try:
         found = _guess_page(g, start, stop)
         uncached = False

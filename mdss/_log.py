@@ -518,6 +518,26 @@ def overlay_of(sset: SortedSet, root: Any, base: int, end: int) -> Overlay | Non
     return None
 
 
+def logged(sset: SortedSet, incarnation: str, start: int, end: int) -> list[LogEntry] | None:
+    """The entries ``start`` to ``end - 1`` of ``incarnation`` from this process's overlays (the current and
+    the superseded ones), without a round trip; ``None`` when some are not there. Numbers that no entry
+    has (a batch folded straight into the trees, a load, a drop) are never there."""
+    with sset._overlay_lock:
+        overlays = [o for o in (sset._overlay, *sset._past_overlays.values()) if o is not None]
+    found: list[LogEntry] = []
+    at = start
+    while at < end:
+        for overlay in overlays:
+            with overlay.lock:
+                if overlay.state[0] == incarnation and overlay.base <= at < overlay.seq:
+                    found += overlay.entries[at - overlay.base : min(end, overlay.seq) - overlay.base]
+                    break
+        else:
+            return None
+        at = start + len(found)
+    return found
+
+
 def applied(sset: SortedSet, head: Head, start: int, appended: Sequence[LogEntry]) -> None:
     """After this process appended ``appended`` at ``start``: extend its overlay with them (no read)."""
     log = head.log

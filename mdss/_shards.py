@@ -55,6 +55,7 @@ from ._gather import Gather, Part
 from ._head import Head, decode_for
 from ._keys import Keyspace, _part
 from ._log import overlay_view
+from ._merged import Merged
 from ._order import (
     Entry,
     Order,
@@ -284,6 +285,7 @@ class ShardedSet:
         self._order = Order(settings.order)
         self.order, self.chunk_size = settings.order, settings.chunk
         self._cache = NodeCache(cache_bytes)
+        self._merged = Merged(self._cache)
         self._engines = [
             _Shard(
                 part, store, f"{name}[{i}]", order=settings.order, chunk_size=settings.chunk, cache_bytes=0, **options
@@ -375,18 +377,26 @@ class ShardedSet:
         """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs
         was collected meanwhile, on newer heads."""
         datas, g = self._gather()
-        for _ in self._policy.attempts():
-            try:
-                result = fn(g)
-                g.done()
-                return result
-            except MissingNodeError:
-                now, g = self._gather()
-                if now == datas:
-                    raise MissingNodeError(
-                        f"set {self.name!r}: a node the current head names is missing from the store (damaged)"
-                    ) from None
-                datas = now
+        merged = self._merged
+        keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them
+        try:
+            for _ in self._policy.attempts():
+                if keep:
+                    g.merged = merged.of(g)
+                try:
+                    result = fn(g)
+                    g.done()
+                    return result
+                except MissingNodeError:
+                    now, g = self._gather()
+                    if now == datas:
+                        raise MissingNodeError(
+                            f"set {self.name!r}: a node the current head names is missing from the store (damaged)"
+                        ) from None
+                    datas = now
+        finally:
+            if keep:
+                merged.lock.release()
         raise ConflictError(
             f"reads of set {self.name!r} kept losing their snapshot to garbage collection for "
             f"{self._policy.budget:g} s: raise gc_grace above the time a read takes"
@@ -789,6 +799,8 @@ class ShardedSet:
 
     def drop(self) -> None:
         """Remove the whole set: every shard, then the settings record."""
+        with self._merged.lock:
+            self._merged.drop()
         for engine in self._engines:
             engine.drop()
         self.store.delete(self._settings_key)

@@ -250,6 +250,12 @@ def _post_randomly(board, model, names, rng, writes: int, spread: int, read_ever
             list(board)
 
 
+def merged_keys(board, on: bool) -> None:
+    """Make ``board``'s merged keys (mdss._merged) at its first read of an unchanged set, or never: so that
+    a test reaches the path it is about (the layouts, the guessed pages) or the merged keys."""
+    board._merged.least, board._merged.per_key, board._merged.most = (1, 10**9, 0) if on else (10**18, 1, 0)
+
+
 def _write(board, model: dict[str, int], writes: list) -> None:
     for member, score in writes:
         if score is None:
@@ -354,6 +360,7 @@ def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes,
     model = {name: rng.randrange(6) for name in rng.sample(names, members)}
     board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", model, chunk_size=chunk, shards=shards)
     board = mdss.SortedSet(board.store, "b", log_limit=10**6)
+    merged_keys(board, False)  # the layouts themselves, with every node cached by reads through them
     # every 50 writes a full read: regions merged under this head, reused or redone under later ones
     _post_randomly(board, model, names, rng, writes, 6, read_every=50)
     list(board)
@@ -380,8 +387,11 @@ def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes,
     st.sampled_from([0, 3, 10_000]),
     st.sampled_from([64 << 20, 900]),
     st.integers(0, 2**32),
+    st.booleans(),
 )
-def test_reads_of_kept_layouts_follow_interleaved_writers(start, rounds, shards, chunk, log_limit, cache, seed) -> None:
+def test_reads_of_kept_layouts_follow_interleaved_writers(
+    start, rounds, shards, chunk, log_limit, cache, seed, merged
+) -> None:
     """A reader keeps each shard's layout and finds its merged regions again through weak references to
     the entry sets (no cache lookup) while the shard's head stays the same. Another writer (a process of
     its own: the reader sees only new heads) and the reader itself post between reads, some shards change
@@ -390,6 +400,7 @@ def test_reads_of_kept_layouts_follow_interleaved_writers(start, rounds, shards,
     store = mdss.open_store("memory://")
     options = {"chunk_size": chunk, "shards": shards, "log_limit": log_limit}
     reader = mdss.SortedSet.load(store, "b", start, cache_bytes=cache, **options)
+    merged_keys(reader, merged)  # its public reads through the merged keys, or through the layouts
     writer = mdss.SortedSet(store, "b", log_limit=log_limit)
     model = dict(start)
     rng = random.Random(seed)
@@ -601,3 +612,91 @@ def test_cli_creates_sharded_sets_and_shows_each_shard(tmp_path) -> None:
     store = mdss.open_store(url)
     assert mdss.SortedSet(store, "board").shards == 3
     store.close()
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(["reader", "writer"]), SHARD_WRITES),
+            st.tuples(st.just("batch"), st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4))),
+            st.tuples(st.sampled_from(["load", "drop", "merge", "evict"]), st.just([])),
+        ),
+        max_size=10,
+    ),
+    st.sampled_from([2, 3, 5]),
+    st.integers(2, 5),
+    st.sampled_from([1, 3, 10_000]),
+)
+def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log_limit) -> None:
+    """A reader's merged keys (mdss._merged) follow the heads by the log's entries: posts by the reader
+    and by another process, merges, a batch folded straight into the trees (its numbers have no entries),
+    a load that replaces the set, a drop, entry sets evicted from the cache. Whatever the step, every
+    read answers as the model does; a step the entries cannot explain drops the keys and reads go on
+    through the layouts until the keys are made again."""
+    store = mdss.open_store("memory://")
+    options = {"chunk_size": chunk, "shards": shards, "log_limit": log_limit}
+    reader = mdss.SortedSet.load(store, "b", start, **options)
+    merged_keys(reader, True)
+    writer = mdss.SortedSet(store, "b", log_limit=log_limit)
+    model = dict(start)
+    used = 0
+    for kind, arg in [("reader", []), *steps]:
+        if kind in ("reader", "writer"):
+            _write(reader if kind == "reader" else writer, model, arg)
+        elif kind == "batch":  # at least log_limit changes: folded into the trees, not logged
+            writer.add_many(arg)
+            model.update(arg)
+        elif kind == "load":
+            model = {m: s + 1 for m, s in model.items()}
+            mdss.SortedSet.load(store, "b", model, replace=True, **options)
+        elif kind == "drop":
+            writer.drop()
+            model = {}
+            writer = mdss.SortedSet(store, "b", **options)
+        elif kind == "merge":
+            writer.merge()
+        else:
+            for key in list(reader._cache._nodes)[:3]:
+                reader._cache.discard(key)
+        ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
+        entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
+        for _ in range(2):  # the first read may make the keys, the second uses them
+            assert reader.range(0, len(entries) + 1) == entries
+            for offset in range(len(entries)):
+                assert reader.range(offset, 2) == entries[offset : offset + 2]
+            for member, score in ranked:
+                assert reader.rank(member) == ranked.index((member, score)) + 1
+                assert reader.rank(member, ties="competition") == 1 + sum(s > score for _, s in ranked)
+            assert reader.count(2, -1) == sum(-1 <= s <= 2 for _, s in ranked)
+            used += reader._merged.keys is not None
+        assert len(reader) == len(model)
+    assert reader.check() == []
+    assert used  # the keys were made, and used
+
+
+def test_merged_keys_make_ranks_and_pages_one_bisection() -> None:
+    """Once made, the merged keys answer a rank and a page of an unchanged set without the shards' layouts,
+    follow a post from another process by its log entry, and go when an entry set leaves the cache."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(500)}, chunk_size=16, shards=4)
+    other = mdss.SortedSet(store, "b")
+    list(board)
+    for _ in range(2):  # 500 entries: made at the 8th read of the unchanged set (BUILD_READS)
+        assert [board.rank(f"p{i}") for i in range(499, 495, -1)] == [1, 2, 3, 4]
+    keys = board._merged.keys
+    assert keys is not None and len(keys) == 500
+    other.add("p0", 1000)
+    assert board.rank("p0") == 1 and board.range(0, 2)[1] == mdss.Entry("p499", 499, 2)
+    assert board._merged.keys is keys  # followed by the entry, not made again
+    board._merged.used = 3  # as if made 3 reads ago
+    board._cache.discard(next(k for k, (n, _) in board._cache._nodes.items() if isinstance(n, Leaf)))
+    assert board.rank("p0") == 1 and board._merged.keys is None
+    assert board._merged.backoff == 1  # they lasted fewer reads than they waited: the next ones wait twice as long
+    assert board._merged._wait(500) == 16
+    list(board)  # every entry set cached again, and read often enough: made again
+    assert board._merged.keys is not None and board.rank("p0") == 1
+    board._merged.used = 16
+    board._merged.drop()
+    assert board._merged.backoff == 0  # these lasted: the next ones wait no longer than the first

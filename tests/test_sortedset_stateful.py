@@ -27,13 +27,17 @@ class SortedSetMachine(RuleBasedStateMachine):
     factory = None  # set per test: makes a fresh store
     shards = 1  # set per test: 1 is the unsharded layout
 
-    @initialize(order=S.orders, chunk=S.chunk_sizes, log_limit=S.log_limits)
-    def open(self, order: str, chunk: int, log_limit: int | None) -> None:
+    @initialize(order=S.orders, chunk=S.chunk_sizes, log_limit=S.log_limits, merged=st.booleans())
+    def open(self, order: str, chunk: int, log_limit: int | None, merged: bool) -> None:
         self.store = self.factory()
         self.log_limit = log_limit
         self.set = mdss.SortedSet(
             self.store, "board", order=order, chunk_size=chunk, gc_grace=0, log_limit=log_limit, shards=self.shards
         )
+        if self.shards > 1:  # reads through every shard's layouts, or through the merged keys (mdss._merged)
+            self.set._merged.least, self.set._merged.per_key, self.set._merged.most = (
+                (1, 10**9, 0) if merged else (10**18, 1, 0)
+            )
         self.model = Model(order)
 
     def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
