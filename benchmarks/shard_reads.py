@@ -3,7 +3,7 @@ cached, and round trips, entry sets and bytes per read with only the manifests c
 
     python benchmarks/shard_reads.py [--stores memory,redis,redis-cluster] [--members 100000]
         [--shards 1,2,4,8,16,64] [--updates 3000] [--samples 500] [--rounds 3] [--json FILE]
-        [--layouts] [--mdss CHECKOUT]
+        [--layouts] [--posts-between N] [--mdss CHECKOUT]
 
 For each store (memory; a redis-server and a 3-master Redis Cluster started
 on loopback with tests/redis_servers.py, or ``--redis URL`` /
@@ -20,15 +20,20 @@ this script and harness against the ``mdss`` package of another checkout
 (before and after a change, on the same machine). A process that reads a
 sharded set often merges its keys (``mdss._merged``; the "merged keys"
 column says whether it did by the end); ``--layouts`` reads every shard
-instead, as a process that reads the set rarely does.
+instead, as a process that reads the set rarely does. ``--posts-between N``
+has another object of the set (seen only through the heads, as another
+process) post ``N`` single updates before each timed read: a live board,
+whose shards' heads move between reads.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -77,6 +82,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         board.scores(w.members)
         list(board)  # every node of both trees cached
         boards[count] = board
+    writers = {count: mdss.SortedSet(store, board.name) for count, board in boards.items()}
+    posts = itertools.cycle(w.singles)
     best: dict[int, dict[str, float]] = {count: {} for count in counts}
     for _ in range(args.rounds):
         for count, board in boards.items():
@@ -84,7 +91,10 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
                 ("rank", board.rank, w.sample_members),
                 ("page", lambda offset, board=board: board.range(offset, harness.PAGE), w.offsets),
             ):
-                p50 = harness.timed(call, samples)["p50_us"]
+                if args.posts_between:
+                    p50 = _timed_between_posts(call, samples, writers[count], posts, args.posts_between)
+                else:
+                    p50 = harness.timed(call, samples)["p50_us"]
                 best[count][what] = min(best[count].get(what, p50), p50)
     rows = []
     for count, board in boards.items():
@@ -110,6 +120,20 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         rows.append(row)
     store.close()
     return rows
+
+
+def _timed_between_posts(call: Any, args: list[Any], writer: Any, posts: Iterator[Any], n: int) -> float:
+    """p50 of ``call(arg)`` in microseconds, with ``n`` single updates posted before each call (untimed) by
+    ``writer``, another object of the same set: the reader sees them only through the heads, as it would
+    another process's."""
+    samples = []
+    for arg in args:
+        for _ in range(n):
+            writer.add(*next(posts))
+        start = time.perf_counter_ns()
+        call(arg)
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1000
 
 
 def _table(kind: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> Iterator[str]:
@@ -143,6 +167,12 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start a redis-server)")
     parser.add_argument("--redis-cluster", default=None, help="a redis+cluster:// URL (default: start a cluster)")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--posts-between",
+        type=int,
+        default=0,
+        help="single updates another object of the set posts before each timed read (a live board)",
+    )
     parser.add_argument(
         "--layouts", action="store_true", help="never merge a sharded set's keys (mdss._merged): every read per shard"
     )
