@@ -94,6 +94,8 @@ class Merged:
         start, end = was.log.seq, now.log.seq
         if now.incarnation != was.incarnation or end < start:
             return False
+        if (now.scores, now.members) != (was.scores, was.members) and now.log.base <= was.log.base:
+            return False  # new trees without a merge (which moves the base): a write no entry explains
         if end > start:
             entries = _log.logged(part.engine, now.incarnation, start, end)
             if entries is None:
