@@ -45,7 +45,7 @@ from typing import Any
 from ._cache import NodeCache
 from ._head import Head, Snapshot
 from ._log import Index, View
-from ._order import member_key
+from ._order import member_key, same_keys
 from ._tree import Leaf, Source, Tree, decode
 from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
@@ -203,7 +203,7 @@ class Layout:
         added, removed = part.between(self.firsts[j], self.firsts[j + 1] if j + 1 < len(self.ids) else None)
         if not (added or removed):
             keys = leaf.keys
-        elif kept is not None and kept[0] == added and kept[1] == removed:
+        elif kept is not None and same_keys(kept[0], added) and same_keys(kept[1], removed):
             keys = kept[2]
         else:
             keys = _merge_keys(leaf.keys, added, removed)

@@ -36,7 +36,7 @@ import attrs
 from sortedcontainers import SortedList
 
 from ._codec import _packb, check_entry, decode_log_page, decode_segment, encode_log_page, encode_segment
-from ._order import TOP
+from ._order import TOP, same_keys
 from ._tree import Leaf, Tree
 from ._writer import new_id
 from .exceptions import CorruptDataError, MissingNodeError
@@ -422,7 +422,7 @@ class View:
             return found[3], None
         added, removed = self.between(low, high, closed=False)
         logged = (tuple(added), tuple(removed))  # tuples, as the merged entries: kept, the collector skips them
-        if found is not None and found[0] == state and found[2] == logged:
+        if found is not None and found[0] == state and all(map(same_keys, found[2], logged)):
             if self.end > found[1]:
                 leaf.merged = (state, self.end, logged, found[3])  # type: ignore[union-attr]
             return found[3], logged

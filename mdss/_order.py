@@ -30,6 +30,12 @@ Score = int | float
 KeyFn = Callable[[str, Any], Any]
 
 
+def same_keys(a: Any, b: Any) -> bool:
+    """Whether two sequences of sort keys are the same, score types included: ``(5, m) == (5.0, m)``, but a
+    score changed from 5 to 5.0 must read back as 5.0, so kept results are reused only for identical keys."""
+    return bool(a == b) and all(type(x[0]) is type(y[0]) for x, y in zip(a, b))
+
+
 class Entry(NamedTuple):
     """One entry of a set as a read returns it: ``member``, ``score`` and 1-based ``rank``."""
 

@@ -3,6 +3,7 @@ chunks, and a snapshot that other writes in this process overtook (its view undo
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,3 +87,23 @@ def test_crowded_regions_match_the_model(loaded, writes, chunk, order, data) -> 
             length = data.draw(st.integers(1, 150))
             got = ranking.slice(begin, begin + length)
             assert got == (members[begin : begin + length], scores[begin : begin + length]), (begin, length)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_score_changed_to_an_equal_value_of_another_type_reads_back_as_the_new_one(shards) -> None:
+    """5 == 5.0, but a score changed from 50 to 50.0 is 50.0: a region's merged entries, kept while the log's
+    keys in it stay the same, are not reused for logged keys that differ only in their scores' types."""
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "b", {f"m{i}": i for i in range(12)}, chunk_size=4, shards=shards)
+    reader = mdss.SortedSet(store, "b", log_limit=10**6)
+    if shards > 1:
+        reader._merged.least = 10**18  # through the layouts' kept regions
+    writer = mdss.SortedSet(store, "b", log_limit=10**6)
+    writer.add("m5", 50)
+    for _ in range(3):
+        list(reader)
+    writer.add("m5", 50.0)
+    for _ in range(3):
+        top = reader.range(0, 1)[0]
+        assert type(top.score) is float and top == mdss.Entry("m5", 50.0, 1)
+    assert [type(e.score) for e in reader if e.member == "m5"] == [float]
