@@ -103,6 +103,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         row["log_entries"] = info["log_entries"]
         row["rank_p50_us"], row["page_p50_us"] = best[count]["rank"], best[count]["page"]
         row["merged_keys"] = getattr(getattr(board, "_merged", None), "keys", None) is not None
+        row["keys_made"] = getattr(getattr(board, "_merged", None), "made", 0)
+        row["writer_merges"] = writers[count].merges
         for what, call, arg in (
             ("rank", board.rank, w.sample_members[0]),
             ("page", lambda offset, board=board: board.range(offset, harness.PAGE), w.offsets[0]),
@@ -142,7 +144,7 @@ def _table(kind: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> I
     yield (
         f"{'shards':>6} {'rank p50':>9} {'vs S=1':>7} {'page p50':>9} {'vs S=1':>7} {'trips/rank':>10} "
         f"{'trips/page':>10} {'cold: trips/rank':>16} {'trips/page':>10} {'entry sets/page':>15} {'KB/page':>8} "
-        f"{'merged keys':>11}"
+        f"{'merged keys':>11} {'made':>4} {'merges by writer':>16}"
     )
     for row in rows:
         yield (
@@ -151,7 +153,7 @@ def _table(kind: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> I
             f"{row['round_trips_per_rank']:>10} {row['round_trips_per_page']:>10} "
             f"{row['round_trips_per_rank_manifests_only']:>16.2f} {row['round_trips_per_page_manifests_only']:>10.2f} "
             f"{row['entry_sets_per_page_manifests_only']:>15.2f} {row['bytes_per_page_manifests_only'] / 1024:>8,.1f} "
-            f"{'yes' if row['merged_keys'] else 'no':>11}"
+            f"{'yes' if row['merged_keys'] else 'no':>11} {row['keys_made']:>4} {row['writer_merges']:>16}"
         )
 
 

@@ -388,8 +388,10 @@ def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) 
         if progress is not None:
             progress(min(done + batch, len(names)), len(names))
     writer.new = {}  # a load does not fill the cache with the whole set
-    end = snap.head.log.seq + 1  # a replacement takes a sequence number no entry has (mdss._merged)
-    head = snap.head.next(secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end))
+    end = snap.head.log.seq
+    head = snap.head.next(
+        secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end), lineage=_head.new_lineage()
+    )
     if not publish(sset, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {sset.name!r} changed while it was being loaded; nothing was applied")
     sset._built = (by_score.root, index.root)

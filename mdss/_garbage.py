@@ -40,7 +40,7 @@ import attrs
 
 from . import _log, _writer
 from ._codec import decode_note, decode_page, encode_note, encode_page
-from ._head import EMPTY, NOTES_INLINE, Head, decode_for, forget, headless
+from ._head import EMPTY, NOTES_INLINE, Head, decode_for, forget, headless, new_lineage
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError, StoreUnavailableError
 
@@ -312,7 +312,8 @@ def drop(sset: SortedSet) -> None:
                 members=EMPTY,
                 notes=(),
                 note_page=None,
-                log=_log.Log(h.log.seq + 1, h.log.seq + 1),  # no entry has this number (mdss._merged)
+                log=_log.Log(h.log.seq, h.log.seq),
+                lineage=new_lineage(),
             ),
             "drop",
         )

@@ -291,14 +291,24 @@ class Gather:
     """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
     nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
 
-    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count", "merged")
+    __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count", "keeper", "_merged")
 
     def __init__(self, parts: list[Part], store: Store, cache: NodeCache, keyfn: Any) -> None:
         self.parts, self.store, self.cache, self.keyfn = parts, store, cache, keyfn
         self.pins: dict[str, Any] = {}
         self.touched: set[str] = set()  # entry sets found through a layout's references (Layout.refs)
         self.count = sum(part.count for part in parts)  # the set's entries in this snapshot
-        self.merged: Any = None  # every shard's keys in one SortedList, when this process keeps them (mdss._merged)
+        self.keeper: Any = None  # the set's mdss._merged.Merged, when this read may use its keys
+        self._merged: Any = None
+
+    def merged(self) -> Any:
+        """Every shard's keys in one ``SortedList`` when this process keeps them (``mdss._merged``), brought up
+        to this snapshot on first use; else ``None``. Reads that count or page ask; others never pay."""
+        keeper = self.keeper
+        if keeper is not None:
+            self.keeper = None
+            self._merged = keeper.of(self)
+        return self._merged
 
     def done(self) -> None:
         """Mark the entry sets this read found through layouts as used in the cache, in one go."""
@@ -391,8 +401,9 @@ class _Uncached(Exception):
 def counts(g: Gather, probes: list[Any]) -> list[int]:
     """For each probe key, the entries of the whole set below it: every shard descends its cached nodes,
     then what is missing at a level is read for all shards in one ``get_many``."""
-    if g.merged is not None:
-        return [g.merged.bisect_left(probe) for probe in probes]
+    merged = g.merged()
+    if merged is not None:
+        return [merged.bisect_left(probe) for probe in probes]
     totals = [0] * len(probes)
     todo = []
     touched = g.touched
@@ -476,8 +487,9 @@ def page(g: Gather, start: int, stop: int) -> list[Any]:
     shards, from cached entry sets when it can (:func:`_guess_page`); else the manifests narrow every
     shard to the entry sets that can hold the page, read in one round trip, and the guess is tried again
     over them before the slower exact selection (:func:`_select_page`)."""
-    if g.merged is not None:
-        return g.merged[start:stop]
+    merged = g.merged()
+    if merged is not None:
+        return merged[start:stop]
     try:
         found = _guess_page(g, start, stop)
         uncached = False

@@ -89,14 +89,22 @@ class Head:
     #: The bytes a node may weigh (``mdss._tree.weights``), for sets whose members can be large (leaderboard
     #: rows); ``None``: nodes are bounded in items only. Chosen when the set is created.
     node_bytes: int | None = None
+    #: Random, and new whenever a write changes the set other than by the log's entries (a load, a drop),
+    #: or when the head was written by a version of mdss that did not write one (``None``): within one
+    #: lineage the set at log sequence number ``b`` is the set at ``a`` plus entries ``a`` to ``b - 1``, so
+    #: that a reader can follow it by the entries alone (``mdss._merged``).
+    lineage: str | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
 
-        A new ``epoch`` records the generation it starts at (``epoch_gen``).
+        A new ``epoch`` records the generation it starts at (``epoch_gen``); a head without a lineage gets
+        one.
         """
         if "epoch" in changes:
             changes["epoch_gen"] = self.gen + 1
+        if self.lineage is None and "lineage" not in changes:
+            changes["lineage"] = new_lineage()
         return attrs.evolve(self, gen=self.gen + 1, recent=(nonce, *self.recent)[:RECENT], **changes)
 
     def fate(self, nonce: str, base_gen: int) -> str:
@@ -133,6 +141,7 @@ class Head:
                     "inc": self.incarnation,
                     **({} if self.log == EMPTY_LOG else {"log": self.log.encode()}),
                     **({} if self.node_bytes is None else {"nb": self.node_bytes}),
+                    **({} if self.lineage is None else {"lin": self.lineage}),
                 }
             )
         )
@@ -159,6 +168,7 @@ class Head:
                 incarnation=found.get("inc", ""),
                 log=Log.decode(found.get("log")),
                 node_bytes=found.get("nb"),
+                lineage=found.get("lin"),
             )
             head._check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -183,12 +193,19 @@ class Head:
             raise ValueError(f"garbage notes must be at most {NOTES_INLINE} ids")
         if type(self.incarnation) is not str:
             raise TypeError("the incarnation is a string")
+        if self.lineage is not None and (type(self.lineage) is not str or len(self.lineage) > 64):
+            raise TypeError("the lineage is a string of at most 64 characters")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
             raise TypeError("note pages are named by id strings")
         self.scores._check()
         self.members._check()
         if self.scores.count != self.members.count:
             raise ValueError(f"{self.scores.count} scores but {self.members.count} members")
+
+
+def new_lineage() -> str:
+    """A new :attr:`Head.lineage`: 48 random bits."""
+    return secrets.token_hex(6)
 
 
 class Snapshot:

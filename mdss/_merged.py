@@ -8,18 +8,23 @@ heads it read last, in one ``SortedList``: a rank is one bisection, a page
 one slice, whatever ``S``.
 
 The keys follow the heads by the update log's entries, never by reading
-trees: a shard whose head moved from sequence number ``a`` to ``b`` in the
-same incarnation changed by exactly entries ``a`` to ``b - 1``, whatever
-merges folded meanwhile (a merge moves entries into the trees, it does not
-change the set). The entries come from this process's overlays
-(:func:`mdss._log.logged`); writes whose numbers no entry has (a batch folded
-straight into the trees, a load, a drop) are not there, and the keys are
-dropped, to be made again from the cached entry sets once the set is read
-often enough. Every read checks the kept keys' count against its heads'.
+trees: within one lineage (:attr:`mdss._head.Head.lineage`, new at every load
+and drop) a shard whose head moved from sequence number ``a`` to ``b``
+changed by exactly entries ``a`` to ``b - 1``, whatever merges folded
+meanwhile (a merge moves entries into the trees, it does not change the
+set). The entries come from this process's overlays
+(:func:`mdss._log.logged`). What they cannot explain drops the keys: a batch
+folded straight into the trees (its numbers have no entries), another
+lineage or incarnation, a merge by another process that folded entries this
+one never read. They are made again once the set is read often enough: the
+read that makes them reads the entry sets not cached, all shards in one
+``get_many`` per level. Every read checks the keys' count against its heads'.
 
-The keys are made from the cached entry sets, and dropped as soon as a node
-leaves the node cache other than by a commit that replaced it: they stand
-for cached entry sets, and ``cache_bytes`` bounds them as it bounds those.
+Keys are kept only while the set's entry sets would fit the node cache
+(:data:`ENTRY_BYTES` per entry against ``cache_bytes``), and dropped as soon
+as a node leaves the cache other than by a commit that replaced it: they
+stand for cached entry sets, and ``cache_bytes`` bounds them as it bounds
+those.
 """
 
 from __future__ import annotations
@@ -43,11 +48,18 @@ BUILD_READS = 8
 READS_PER_KEY = 250
 MAX_BACKOFF = 10
 
+#: Stored bytes per entry of both trees' entry sets, about (17-20 in the benchmarks): keys are kept only
+#: for sets whose entry sets would fit the node cache at that size.
+ENTRY_BYTES = 32
+
 
 class Merged:
     """One set's merged keys (``None`` until made) and the shards' parts they were brought up to."""
 
-    __slots__ = ("keys", "parts", "lock", "reads", "cache", "dropped", "least", "per_key", "backoff", "most", "used")
+    __slots__ = (
+        *("keys", "parts", "lock", "reads", "cache", "dropped"),
+        *("least", "per_key", "backoff", "most", "used", "made"),
+    )
 
     def __init__(self, cache: NodeCache) -> None:
         self.keys: SortedList | None = None
@@ -58,6 +70,7 @@ class Merged:
         self.least, self.per_key = BUILD_READS, READS_PER_KEY  # when to make them (tests make them at once)
         self.backoff, self.most = 0, MAX_BACKOFF  # the next making waits 2 ** backoff times as long
         self.used = 0  # reads that used the keys since they were made
+        self.made = 0  # times they were made
 
     def _wait(self, count: int) -> int:
         return max(self.least, count // self.per_key) << self.backoff
@@ -72,6 +85,9 @@ class Merged:
     def of(self, g: Gather) -> SortedList | None:
         """The keys of ``g``'s snapshot, brought up to its heads (call holding :attr:`lock`): ``None`` when
         they are not kept (yet)."""
+        if g.count * ENTRY_BYTES > self.cache.max_bytes:  # too large for the cache they stand for
+            self.drop()
+            return None
         keys = self.keys
         if keys is None:
             return self._make(g)
@@ -79,7 +95,7 @@ class Merged:
             self.drop()
             return None
         for i, part in enumerate(g.parts):
-            if part is not self.parts[i] and not self._advance(keys, i, part, g.keyfn):
+            if part is not self.parts[i] and not self._advance(g, keys, i, part):
                 self.drop()
                 return None
         if len(keys) != g.count:  # cannot happen while the log's entries are facts: a last guard
@@ -88,26 +104,46 @@ class Merged:
         self.used += 1
         return keys
 
-    def _advance(self, keys: SortedList, i: int, part: Part, keyfn: Any) -> bool:
-        """Bring shard ``i``'s keys to ``part`` by the log's entries in between; ``False`` if it cannot."""
+    def _advance(self, g: Gather, keys: SortedList, i: int, part: Part) -> bool:
+        """Bring shard ``i``'s keys to ``part``: by the log's entries in between, else by comparing the shard's
+        keys before and after (:meth:`_resync`); ``False`` if neither can."""
         was, now = self.parts[i].head, part.head
         start, end = was.log.seq, now.log.seq
-        if now.incarnation != was.incarnation or end < start:
+        same = now.incarnation == was.incarnation and now.lineage is not None and now.lineage == was.lineage
+        entries = _log.logged(part.engine, now.incarnation, start, end) if same and end >= start else None
+        if entries is None:  # replaced (load, drop), folded without entries, merged by another process, ...
+            return self._resync(g, keys, i, part)
+        keyfn = g.keyfn
+        try:
+            for member, old, new, _ in entries:
+                if old is not None:
+                    keys.remove(keyfn(member, old))
+                if new is not None:
+                    keys.add(keyfn(member, new))
+        except ValueError:  # an entry's old score not among the keys (and some applied): start afresh
             return False
-        if (now.scores, now.members) != (was.scores, was.members) and now.log.base <= was.log.base:
-            return False  # new trees without a merge (which moves the base): a write no entry explains
-        if end > start:
-            entries = _log.logged(part.engine, now.incarnation, start, end)
-            if entries is None:
-                return False
-            try:
-                for member, old, new, _ in entries:
-                    if old is not None:
-                        keys.remove(keyfn(member, old))
-                    if new is not None:
-                        keys.add(keyfn(member, new))
-            except ValueError:  # an entry's old score not among the keys
-                return False
+        self.parts[i] = part
+        return True
+
+    def _resync(self, g: Gather, keys: SortedList, i: int, part: Part) -> bool:
+        """Bring shard ``i``'s keys to ``part`` by the difference between its keys as the kept part has them
+        (from its entry sets, still cached: else ``False``) and as ``part`` has them (its entry sets not
+        cached are read, one ``get_many`` per level). O(n/S) and a few changes, not a sort of every key."""
+        try:
+            before = _keys_of(g, self.parts[i])
+        except _Uncached:
+            return False
+        try:
+            after = _keys_of(g, part)
+        except _Uncached:
+            _read_trees(g, [part])
+            after = _keys_of(g, part)
+        typed = _typed  # (5, m) == (5.0, m): a score changed from 5 to 5.0 is a change
+        was, now = set(map(typed, before)), set(map(typed, after))
+        for key, _ in was - now:
+            keys.remove(key)
+        for key, _ in now - was:
+            keys.add(key)
         self.parts[i] = part
         return True
 
@@ -116,17 +152,17 @@ class Merged:
         self.reads += 1
         if self.reads < self._wait(g.count):
             return None
-        dropped = self.cache.dropped
         try:
             runs = [_keys_of(g, part) for part in g.parts]
-        except _Uncached:
-            self.reads = 0
-            return None
+        except _Uncached:  # after another process's merges, say: read what is missing, then merge
+            _read_trees(g, g.parts)
+            runs = [_keys_of(g, part) for part in g.parts]
         keys = SortedList(chain.from_iterable(runs))
         if len(keys) != g.count:
             self.reads = 0
             return None
-        self.keys, self.parts, self.dropped = keys, list(g.parts), dropped
+        self.keys, self.parts, self.dropped = keys, list(g.parts), self.cache.dropped
+        self.made += 1
         return keys
 
 
@@ -134,3 +170,21 @@ def _keys_of(g: Gather, part: Part) -> list[Any]:
     """One shard's keys with its log applied, from its layout's regions (cached entry sets only)."""
     found = layout(g, part)
     return [key for j in range(len(found.ids)) for key in found.region(g, part, j)]
+
+
+def _typed(key: Any) -> tuple[Any, type]:
+    return key, type(key[0])
+
+
+def _read_trees(g: Gather, parts: list[Part]) -> None:
+    """Pin every node of these shards' score trees: those not cached read level by level, all the shards'
+    nodes of a level in one ``get_many``."""
+    level = [(part, part.root, part.height) for part in parts if part.root is not None]
+    while level:
+        g.fetch((part, node_id, height, g.keyfn) for part, node_id, height in level)
+        level = [
+            (part, child, height - 1)
+            for part, node_id, height in level
+            if height
+            for child in g.peek(part, node_id, height).ids
+        ]

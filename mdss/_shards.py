@@ -382,7 +382,7 @@ class ShardedSet:
         try:
             for _ in self._policy.attempts():
                 if keep:
-                    g.merged = merged.of(g)
+                    g.keeper = merged
                 try:
                     result = fn(g)
                     g.done()

@@ -14,6 +14,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from unittest import mock
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from readable import readable_keys
 import mdss
 from mdss import _gather
 from mdss._gather import select
+from mdss._head import Head
 from mdss._keys import Keyspace
 from mdss._shards import MAX_SHARDS, Settings, shard_of, shard_parts, slot
 from mdss._tree import Leaf
@@ -442,6 +444,7 @@ def test_entry_sets_found_through_layouts_stay_recently_used() -> None:
     mark it as used: the cache keeps evicting the least recently used entry sets, not the ones reads use."""
     store = mdss.open_store("memory://")
     board = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(400)}, chunk_size=8, shards=2)
+    merged_keys(board, False)
     list(board)
     for _ in range(2):
         board.rank("p7")
@@ -474,6 +477,7 @@ def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
     rng = random.Random(3)
     board = mdss.SortedSet.load(store, "b", {f"p{i}": rng.randrange(10**6) for i in range(20_000)}, shards=8)
     board.add_many({f"p{rng.randrange(20_000)}": rng.randrange(10**6) for _ in range(300)})  # in the logs
+    merged_keys(board, False)
     list(board)
     calls = []
     with mock.patch.object(_gather, "_select_page", lambda *a: calls.append(a) or []):
@@ -700,3 +704,48 @@ def test_merged_keys_make_ranks_and_pages_one_bisection() -> None:
     board._merged.used = 16
     board._merged.drop()
     assert board._merged.backoff == 0  # these lasted: the next ones wait no longer than the first
+
+
+def test_merged_keys_do_not_follow_a_head_written_without_a_lineage() -> None:
+    """A version of mdss before lineages loads a replacement of the same size into a set whose log holds
+    entries: to a reader the new head looks like a merge that folded the whole log (same sequence number,
+    new trees, base moved up), but the set is another. A head without a lineage drops the merged keys."""
+    store = mdss.open_store("memory://")
+    start = {f"p{i}": i for i in range(40)}
+    reader = mdss.SortedSet.load(store, "b", start, chunk_size=4, shards=2, log_limit=10**6)
+    merged_keys(reader, True)
+    reader.add("p1", 100)  # entries in a log
+    assert reader.rank("p1") == 1 and reader._merged.keys is not None
+    encode = Head.encode
+    with mock.patch.object(Head, "encode", lambda head: encode(attrs.evolve(head, lineage=None))):
+        mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(40)}, replace=True)  # as an older version
+    assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader.range(39, 1)[0].member == "p39"
+    assert reader.rank("p1") == 2 and reader._merged.keys is not None  # made again from the new trees
+
+
+def test_merged_keys_are_not_made_for_a_set_larger_than_the_cache() -> None:
+    """The keys stand for cached entry sets: with a cache too small for the set's entry sets (even 0, where
+    each shard's single root still stays with its part), they are never made."""
+    store = mdss.open_store("memory://")
+    for cache_bytes, made in ((0, False), (20 * 32 - 1, False), (20 * 32, True)):
+        board = mdss.SortedSet.load(store, f"c{cache_bytes}", {f"p{i}": i for i in range(20)}, shards=2)
+        board = mdss.SortedSet(store, board.name, cache_bytes=cache_bytes)
+        merged_keys(board, True)
+        for _ in range(3):
+            assert board.rank("p19") == 1 and board.range(0, 2)[1].member == "p18"
+        assert (board._merged.keys is not None) is made
+
+
+def test_merged_keys_are_made_again_after_another_process_merges() -> None:
+    """A merge by another process folds entries this reader never read: no entry explains the new head, so
+    the keys are dropped, and made again at once from the new trees, read in one round trip per level."""
+    store = mdss.open_store("memory://")
+    reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(300)}, chunk_size=16, shards=3)
+    merged_keys(reader, True)
+    writer = mdss.SortedSet(store, "b", log_limit=10**6)
+    assert reader.rank("p299") == 1 and reader._merged.keys is not None
+    writer.add_many({"p0": 1000, "p1": 999})
+    writer.merge()
+    before = store.stats.snapshot()
+    assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader._merged.keys is not None
+    assert store.stats.since(before)["calls"] <= 2 + 2 + 4  # two ranks' heads and index leaves, the trees' levels
