@@ -13,12 +13,15 @@ and drop) a shard whose head moved from sequence number ``a`` to ``b``
 changed by exactly entries ``a`` to ``b - 1``, whatever merges folded
 meanwhile (a merge moves entries into the trees, it does not change the
 set). The entries come from this process's overlays
-(:func:`mdss._log.logged`). What they cannot explain drops the keys: a batch
-folded straight into the trees (its numbers have no entries), another
-lineage or incarnation, a merge by another process that folded entries this
-one never read. They are made again once the set is read often enough: the
-read that makes them reads the entry sets not cached, all shards in one
-``get_many`` per level. Every read checks the keys' count against its heads'.
+(:func:`mdss._log.logged`). A shard whose change they cannot explain (a batch
+folded straight into the trees, whose numbers have no entries; a load or a
+drop, which start another lineage; a merge by another process that folded
+entries this one never read) is brought up by comparing its keys before
+(from its entry sets, still cached) and after (its entry sets read if not
+cached): O(n/S) and a few changes in the list. The keys are made once the
+set is read often enough; the read that makes them reads the entry sets not
+cached, all shards in one ``get_many`` per level. Every read checks the
+keys' count against its heads'.
 
 Keys are kept only while the set's entry sets would fit the node cache
 (:data:`ENTRY_BYTES` per entry against ``cache_bytes``), and dropped as soon
