@@ -3,7 +3,7 @@ cached, and round trips, entry sets and bytes per read with only the manifests c
 
     python benchmarks/shard_reads.py [--stores memory,redis,redis-cluster] [--members 100000]
         [--shards 1,2,4,8,16,64] [--updates 3000] [--samples 500] [--rounds 3] [--json FILE]
-        [--layouts] [--posts-between N] [--mdss CHECKOUT]
+        [--layouts] [--posts-between N] [--log-limit N] [--mdss CHECKOUT]
 
 For each store (memory; a redis-server and a 3-master Redis Cluster started
 on loopback with tests/redis_servers.py, or ``--redis URL`` /
@@ -74,7 +74,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
     for count in counts:
         progress(f"  loading {args.members:,} members in {count} shard(s) ...")
         name = f"shard-reads-{count}-{time.monotonic_ns()}"
-        board = mdss.SortedSet.load(store, name, w.scores, **({"shards": count} if count > 1 else {}))
+        limit = {} if args.log_limit is None else {"log_limit": args.log_limit}
+        board = mdss.SortedSet.load(store, name, w.scores, **({"shards": count} if count > 1 else {}), **limit)
         if args.layouts and hasattr(board, "_merged"):
             board._merged.least = 10**18  # never merged keys: every read through the shards' layouts
         for member, score in w.singles:  # single updates: the logs hold entries (merges fold the rest)
@@ -82,7 +83,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         board.scores(w.members)
         list(board)  # every node of both trees cached
         boards[count] = board
-    writers = {count: mdss.SortedSet(store, board.name) for count, board in boards.items()}
+    limit = {} if args.log_limit is None else {"log_limit": args.log_limit}
+    writers = {count: mdss.SortedSet(store, board.name, **limit) for count, board in boards.items()}
     posts = itertools.cycle(w.singles)
     best: dict[int, dict[str, float]] = {count: {} for count in counts}
     for _ in range(args.rounds):
@@ -175,6 +177,7 @@ def main() -> None:
         default=0,
         help="single updates another object of the set posts before each timed read (a live board)",
     )
+    parser.add_argument("--log-limit", type=int, default=None, help="every shard's log limit (default: derived)")
     parser.add_argument(
         "--layouts", action="store_true", help="never merge a sharded set's keys (mdss._merged): every read per shard"
     )
