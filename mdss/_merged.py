@@ -143,8 +143,11 @@ class Merged:
             after = _keys_of(g, part)
         typed = _typed  # (5, m) == (5.0, m): a score changed from 5 to 5.0 is a change
         was, now = set(map(typed, before)), set(map(typed, after))
-        for key, _ in was - now:
-            keys.remove(key)
+        try:
+            for key, _ in was - now:
+                keys.remove(key)
+        except ValueError:  # a key the kept part had is not among the keys (and some removed): start afresh
+            return False
         for key, _ in now - was:
             keys.add(key)
         self.parts[i] = part

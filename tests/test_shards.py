@@ -749,3 +749,17 @@ def test_merged_keys_are_made_again_after_another_process_merges() -> None:
     before = store.stats.snapshot()
     assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader._merged.keys is not None
     assert store.stats.since(before)["calls"] <= 2 + 2 + 4  # two ranks' heads and index leaves, the trees' levels
+
+
+def test_merged_keys_that_lost_a_shards_key_are_dropped_not_raised() -> None:
+    """Keys that no longer hold a key the kept part had (a guard: the log's entries and entry sets are facts)
+    are dropped when a shard is brought up by comparison, and the read answers through the layouts."""
+    store = mdss.open_store("memory://")
+    reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(60)}, chunk_size=4, shards=2)
+    merged_keys(reader, True)
+    assert reader.rank("p59") == 1 and reader._merged.keys is not None
+    gone = reader._order.key("p59", 59)
+    reader._merged.keys.remove(gone)
+    reader._merged.keys.add(reader._order.key("p59x", 59))  # the same count, another key
+    mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(60)}, replace=True)  # no entry explains it
+    assert reader.rank("p0") == 1 and reader.range(59, 1)[0].member == "p59"
