@@ -324,6 +324,7 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
                 sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=sset._node_bytes
             )
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
+        sset._started()  # a shard of a sharded set stores the set's settings again if a drop removed them
         record = store.get(key)
     if record is None:
         return Snapshot(

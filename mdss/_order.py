@@ -87,6 +87,14 @@ def check_member(member: Any) -> str:
     return member
 
 
+def check_members(members: Any) -> list[str]:
+    """The valid members of an iterable (not a single string: a common slip), else :class:`InvalidArgumentError`
+    or :class:`InvalidMemberError`."""
+    if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
+        raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
+    return [check_member(m) for m in members]
+
+
 def check_score(score: Any) -> Score:
     """Return ``score`` as an ``int`` or ``float`` if valid, else raise :class:`InvalidScoreError`.
 

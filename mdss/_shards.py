@@ -64,10 +64,11 @@ from ._order import (
     check_choice,
     check_count,
     check_member,
+    check_members,
     check_pairs,
     check_score,
 )
-from ._sortedset import TIES, Page, SortedSet, _entry
+from ._sortedset import TIES, Page, SortedSet, _entry, check_options
 from ._tree import Tree
 from .exceptions import (
     ConflictError,
@@ -191,6 +192,20 @@ class Settings:
         return settings
 
 
+def store_settings(store: Store, key: str, settings: Settings) -> None:
+    """Store a sharded set's settings unless they are there (compare-and-set "only if absent"); settings
+    stored meanwhile by another creator must be the same."""
+    try:
+        store.cas(key, settings.encode(), None)
+    except ConflictError as exc:
+        record = store.get(key) if not exc.current_known else exc.current
+        if record is not None and Settings.decode(key, record.value) != settings:
+            raise SettingsMismatchError(
+                f"set stored under {key!r} was made afresh with other settings meanwhile: "
+                f"{Settings.decode(key, record.value)}, not {settings}"
+            ) from None
+
+
 def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
     """``SortedSet(store, name, **options)``: a plain ``SortedSet`` or, when the set is (to be) sharded, a
     :class:`ShardedSet`. Reads the set's settings record (one round trip)."""
@@ -223,11 +238,19 @@ class _Shard(SortedSet):
 
     def __init__(self, part: str, store: Store, name: str, **options: Any) -> None:
         self._part = part
+        self._set_settings: tuple[str, Settings] | None = None  # the settings record of the set: key, value
         self._seen: Part | None = None  # the shard as the last read saw it (mdss._gather)
         super().__init__(store, name, **options)
 
     def _keyspace(self, namespace: str, name: str) -> Keyspace:
         return shard_keyspace(namespace, self._part)
+
+    def _started(self) -> None:
+        """A write made this shard's head afresh: store the set's settings again if a ``drop()`` (by any
+        object or process) removed them, else the shard's members would be lost to every reader, who finds
+        no settings. After the head, so that a drop that deletes the settings meanwhile finds the head."""
+        if self._set_settings is not None:
+            store_settings(self.store, *self._set_settings)
 
 
 def _part_of(engine: _Shard, data: bytes | None) -> Part:
@@ -274,9 +297,7 @@ class ShardedSet:
         cache_bytes: int = 64 << 20,
         **options: Any,
     ) -> None:
-        check_count(cache_bytes, "cache_bytes")
-        if order is not None:
-            check_choice(order, ("desc", "asc"), "order")
+        check_options(store, order=order, chunk_size=chunk_size, cache_bytes=cache_bytes, **options)
         self.store, self.name = store, name
         self._keys = Keyspace(store.namespace, name)
         self._settings_key = settings_key(self._keys)
@@ -296,6 +317,9 @@ class ShardedSet:
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
             engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
+        self._stored = settings
+        for engine in self._engines:
+            engine._set_settings = (self._settings_key, settings)
         self._head_keys = [engine._keys.head for engine in self._engines]
         first = self._engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
@@ -307,8 +331,6 @@ class ShardedSet:
         key = self._settings_key
         record = self.store.get(key)
         if record is None:
-            if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= 100_000):
-                raise InvalidArgumentError(f"chunk_size must be an int from 2 to 100000, got {chunk_size!r:.80}")
             chunk = chunk_size or 1000
             self.store.check_chunk_size(chunk)
             fresh = Settings(
@@ -332,13 +354,10 @@ class ShardedSet:
         return stored
 
     def _ensure_settings(self) -> None:
-        """Store the settings again before writing, if ``drop()`` removed them."""
+        """Store the settings again before writing, if this object's ``drop()`` removed them (a shard whose
+        head a write makes afresh does it too: ``_Shard._started``)."""
         if not self._settled:
-            fresh = Settings(self.shards, self.order, self.chunk_size, tuple(e._part for e in self._engines))
-            try:
-                self.store.cas(self._settings_key, fresh.encode(), None)
-            except ConflictError:
-                self._settings(self.shards, self.order, self.chunk_size)
+            store_settings(self.store, self._settings_key, self._stored)
             self._settled = True
 
     def __repr__(self) -> str:
@@ -492,7 +511,7 @@ class ShardedSet:
 
     def scores(self, members: Iterable[str]) -> list[Score | None]:
         """The scores of many members (``None`` where absent): every shard's entry sets in one step."""
-        wanted = [check_member(m) for m in members]
+        wanted = check_members(members)
         return self._read(lambda g: self._find(g, wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
@@ -805,6 +824,8 @@ class ShardedSet:
             engine.drop()
         self.store.delete(self._settings_key)
         self._settled = False
+        if any(data is not None for data in self.store.get_many(self._head_keys)):
+            self._ensure_settings()  # a writer started a shard again meanwhile: its members stay findable
 
     def check(self) -> list[str]:
         """Every shard's invariants, every member in the shard its hash names, and the settings record."""

@@ -30,6 +30,7 @@ from ._order import (
     check_choice,
     check_count,
     check_member,
+    check_members,
     check_score,
     check_seconds,
     each_pair,
@@ -120,6 +121,37 @@ class Batch:
         self.results: list[Any] | None = None
 
 
+def check_options(
+    store: Any,
+    *,
+    order: str | None = None,
+    chunk_size: int | None = None,
+    cache_bytes: int = 0,
+    gc_grace: float = 0.0,
+    retry_budget: float = 0.0,
+    max_attempts: int | None = None,
+    max_batch: int = 1,
+    max_wait: float = 0.0,
+    log_limit: int | None = None,
+) -> None:
+    """Refuse bad options of a set (:class:`SortedSet`'s) before anything is stored: a sharded set checks
+    them before it stores its settings, so that a refused constructor leaves nothing behind."""
+    if not isinstance(store, Store):
+        raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+    if order is not None:
+        check_choice(order, ("desc", "asc"), "order")
+    if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
+        raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
+    check_count(cache_bytes, "cache_bytes")
+    check_count(max_batch, "max_batch", least=1)
+    for what, seconds in (("gc_grace", gc_grace), ("retry_budget", retry_budget), ("max_wait", max_wait)):
+        check_seconds(seconds, what)
+    if max_attempts is not None:
+        check_count(max_attempts, "max_attempts", least=1)
+    if log_limit is not None:
+        check_count(log_limit, "log_limit")
+
+
 class SortedSet:
     """A sorted set of ``(member, score)`` kept in a key-value store.
 
@@ -149,12 +181,15 @@ class SortedSet:
     """
 
     def __new__(cls, *args: Any, **options: Any) -> Any:
-        # A sharded set (``shards`` > 1 given, or stored in the set's settings) is a ShardedSet (mdss._shards).
-        if cls is not SortedSet or len(args) != 2:
-            return super().__new__(cls)
+        # A sharded set (``shards`` > 1 given, or stored in the set's settings) is a ShardedSet (mdss._shards),
+        # whether ``store`` and ``name`` come by position or by keyword.
+        by_keyword = ("store", "name")[len(args) :]
+        if cls is not SortedSet or len(args) > 2 or not all(n in options for n in by_keyword):
+            return super().__new__(cls)  # __init__ says what is wrong
+        store, name = (*args, *(options.pop(n) for n in by_keyword))
         from . import _shards
 
-        return _shards.open_set(cls, *args, options)
+        return _shards.open_set(cls, store, name, options)
 
     def __init__(
         self,
@@ -172,20 +207,18 @@ class SortedSet:
         max_wait: float = 0.0,
         log_limit: int | None = None,
     ) -> None:
-        if not isinstance(store, Store):
-            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
-        if order is not None:
-            check_choice(order, ("desc", "asc"), "order")
-        if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
-            raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
-        check_count(cache_bytes, "cache_bytes")
-        check_count(max_batch, "max_batch", least=1)
-        for what, seconds in (("gc_grace", gc_grace), ("retry_budget", retry_budget), ("max_wait", max_wait)):
-            check_seconds(seconds, what)
-        if max_attempts is not None:
-            check_count(max_attempts, "max_attempts", least=1)
-        if log_limit is not None:
-            check_count(log_limit, "log_limit")
+        check_options(
+            store,
+            order=order,
+            chunk_size=chunk_size,
+            cache_bytes=cache_bytes,
+            gc_grace=gc_grace,
+            retry_budget=retry_budget,
+            max_attempts=max_attempts,
+            max_batch=max_batch,
+            max_wait=max_wait,
+            log_limit=log_limit,
+        )
         self.store = store
         self.name = name
         self._keys = self._keyspace(store.namespace, name)
@@ -219,6 +252,9 @@ class SortedSet:
 
     def _keyspace(self, namespace: str, name: str) -> Keyspace:
         return Keyspace(namespace, name)  # a shard of a sharded set names its keys otherwise (mdss._shards)
+
+    def _started(self) -> None:
+        """A write made the set's head afresh (mdss._head.snapshot); a shard of a sharded set hooks in."""
 
     def _settle(self, order: str, chunk_size: int) -> None:
         self.store.check_chunk_size(chunk_size)  # a node must fit in one value of the store (DynamoDB: 400 KB)
@@ -299,7 +335,7 @@ class SortedSet:
 
     def scores(self, members: Iterable[str]) -> list[Score | None]:
         """The scores of many members (``None`` where absent), in one batched descent."""
-        wanted = [check_member(m) for m in members]
+        wanted = check_members(members)
         return self._read(lambda snap: snap.index.find(wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
@@ -714,9 +750,7 @@ class SortedSet:
 
     def remove_many(self, members: Iterable[str]) -> int | None:
         """Remove many members in one commit; returns how many were there."""
-        if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
-            raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
-        results = self._submit([("remove", check_member(m), None) for m in members])
+        results = self._submit([("remove", m, None) for m in check_members(members)])
         return None if results is None else sum(1 for found in results if found)
 
     @contextmanager

@@ -245,11 +245,14 @@ class Leaderboard:
         if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
             raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
         self.node_bytes = node_bytes
-        self._options = options
+        shards = options.pop("shards", None)
+        if shards is not None and not (type(shards) is int and shards == 1):
+            raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
+        self._options = {**options, "shards": 1}  # a sharded set of the board's name is refused, not misread
         self._sets: dict[str, SortedSet] = {}
         self._lock = threading.Lock()
         self._registered: set[str] = set()
-        self._registry = SortedSet(store, f"{name}#windows", order="asc", **options)
+        self._registry = SortedSet(store, f"{name}#windows", order="asc", **self._options)
         self._adopt_settings()
 
     @classmethod
