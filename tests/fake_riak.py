@@ -66,7 +66,9 @@ class FakeRiak:
                 return Reply(200, {}, json.dumps({"keys": list(self._keys(btype))}).encode())
             if rest[0] == "index":
                 return self._index(btype, rest[2], rest[3], query)
-            return getattr(self, f"_{method.lower()}")(btype, rest[1], headers, body or b"")
+            if method == "PUT":
+                return self._put(btype, rest[1], headers, body or b"", query.get("returnbody") == "true")
+            return getattr(self, f"_{method.lower()}")(btype, rest[1], headers)
 
     def _index(self, btype: str, start: str, end: str, query: dict[str, str]) -> Reply:
         if btype in self.unindexed:
@@ -82,15 +84,16 @@ class FakeRiak:
     def _keys(self, btype: str) -> set[str]:
         return {key for t, key in [*self.objects, *self.tombstones] if t == btype}
 
-    def _get(self, btype: str, key: str, headers: dict[str, str], body: bytes) -> Reply:
+    def _get(self, btype: str, key: str, headers: dict[str, str]) -> Reply:
         if (btype, key) in self.objects:
             value, vclock = self.objects[btype, key]
             return Reply(200, {"X-Riak-Vclock": vclock}, value)
-        if (btype, key) in self.tombstones:
+        if (btype, key) in self.tombstones and btype not in self.consistent:  # 09a, 17d
             return Reply(404, {"X-Riak-Vclock": "tomb", "X-Riak-Deleted": "true"}, b"not found\n")
+        # A deleted key of a consistent type answers a plain 404, without X-Riak-Deleted (15m).
         return Reply(404, {}, b"not found\n")
 
-    def _put(self, btype: str, key: str, headers: dict[str, str], body: bytes) -> Reply:
+    def _put(self, btype: str, key: str, headers: dict[str, str], body: bytes, returnbody: bool) -> Reply:
         current = self.objects.get((btype, key))
         if headers.get("If-None-Match") == "*" and current is not None:
             return Reply(412, {}, b"<html>412 Precondition Failed</html>")
@@ -99,9 +102,11 @@ class FakeRiak:
         self._clock += 1
         self.objects[btype, key] = (body, f"vc{self._clock}")
         self.tombstones.discard((btype, key))
+        if returnbody:  # 03b, 15e: 200 with the value and the vclock a later GET gives (15h)
+            return Reply(200, {"X-Riak-Vclock": f"vc{self._clock}"}, body)
         return Reply(204, {}, b"")
 
-    def _delete(self, btype: str, key: str, headers: dict[str, str], body: bytes) -> Reply:
+    def _delete(self, btype: str, key: str, headers: dict[str, str]) -> Reply:
         current = self.objects.get((btype, key))
         if current is None:
             return Reply(404, {}, b"not found\n")

@@ -41,6 +41,19 @@ def test_a_tombstone_costs_one_read(store, k) -> None:
     assert len(store.pool.sent) == before + 1
 
 
+def test_a_deleted_head_reads_as_a_plain_404_once(store, k) -> None:
+    store.put(k("s:h"), b"head")
+    store.delete(k("s:h"))
+    store.notfound = attrs.evolve(store.notfound, max_attempts=10)
+    before = len(store.pool.sent)
+    reply = store.pool.request(
+        "GET", store._key_path("mdss_strong", k("s:h")) + "?timeout=1", headers={}, body=None, redirect=False
+    )
+    assert reply.status == 404 and "X-Riak-Deleted" not in reply.headers  # as 15m-strong-get-after-delete shows
+    assert store.get_many([k("s:h"), k("t:h")]) == [None, None]  # deleted, never written: one GET each
+    assert len(store.pool.sent) == before + 3
+
+
 def test_pages_of_a_large_listing(k) -> None:
     fake = FakeRiak()
     store = RiakStore(pool=fake, page_size=7)
