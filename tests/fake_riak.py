@@ -108,10 +108,13 @@ class FakeRiak:
 
     def _delete(self, btype: str, key: str, headers: dict[str, str]) -> Reply:
         current = self.objects.get((btype, key))
-        if current is None:
-            return Reply(404, {}, b"not found\n")
-        if btype in self.consistent and headers.get("X-Riak-Vclock") != current[1]:
+        vclock = headers.get("X-Riak-Vclock")
+        if btype in self.consistent and vclock is not None and vclock != (current and current[1]):
+            # 15j: a stale vclock answers 412; Riak's conditional delete (riak_ensemble ksafe_delete, a kupdate
+            # to notfound) compares it with what the key holds, so also when the key is gone (not recorded)
             return Reply(412, {}, b"<html>412 Precondition Failed</html>")
+        if current is None:
+            return Reply(404, {}, b"not found\n")  # 08b
         del self.objects[btype, key]
         self.tombstones.add((btype, key))
         return Reply(204, {}, b"")

@@ -242,6 +242,19 @@ def test_delete_with_vclock_and_missing(replay) -> None:
         store.remove("mdss_strong", "c1", vclock="stale")
 
 
+def test_a_conditional_delete_of_a_head_gone_meanwhile_is_no_conflict(replay) -> None:
+    """A consistent type answers 412 to a stale vclock (15j), and the vclock of a head deleted meanwhile is
+    stale too: the key is read back, absent (15m) is done, present (15k) is the conflict."""
+    r = replay("15j-", "15m-", "15j-", "15k-")
+    store = r.store()
+    stale = load("15j-").request_headers["X-Riak-Vclock"]
+    store.delete_if("app:s:h", stale)
+    with pytest.raises(mdss.ConflictError):
+        store.delete_if("app:s:h", stale)
+    assert [method for method, *_ in r.received] == ["DELETE", "GET", "DELETE", "GET"]
+    assert store.stats.deletes == 1 and store.stats.conflicts == 1
+
+
 # -- errors --------------------------------------------------------------------------
 
 

@@ -482,7 +482,14 @@ class RiakStore(Store):
         raise ConflictError(f"key {key!r} kept changing while it was deleted, for {COMMITS.budget} s")
 
     def _delete_if(self, key: str, version: Any) -> None:
-        self.remove(self._type(key), key, vclock=version)  # a stale vclock on a consistent type answers 412
+        """DELETE with the vclock read: a consistent type answers 412 to a stale one (15j), also when the key
+        is gone meanwhile (Riak's conditional delete compares it with the deleted key's), which is no conflict."""
+        btype = self._type(key)
+        try:
+            self.remove(btype, key, vclock=version)
+        except ConflictError:
+            if self.fetch(btype, key) is not None:
+                raise
 
     def _delete_many(self, keys: Sequence[str]) -> None:
         list(self._executor.map(self._delete, keys))
