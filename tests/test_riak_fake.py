@@ -15,6 +15,7 @@ from test_store_contract import *  # noqa: F403  (the contract suite and its fix
 
 import mdss
 from mdss.stores.riak import RiakStore
+from mdss.topn import TopN, merge
 
 
 @pytest.fixture
@@ -39,6 +40,33 @@ def test_a_tombstone_costs_one_read(store, k) -> None:
     store.notfound = attrs.evolve(store.notfound, max_attempts=10)
     assert store.get_many([k("s:n:1")]) == [None]
     assert len(store.pool.sent) == before + 1
+
+
+def test_a_deleted_head_reads_as_a_plain_404_once(store, k) -> None:
+    store.put(k("s:h"), b"head")
+    store.delete(k("s:h"))
+    store.notfound = attrs.evolve(store.notfound, max_attempts=10)
+    before = len(store.pool.sent)
+    reply = store.pool.request(
+        "GET", store._key_path("mdss_strong", k("s:h")) + "?timeout=1", headers={}, body=None, redirect=False
+    )
+    assert reply.status == 404 and "X-Riak-Deleted" not in reply.headers  # as 15m-strong-get-after-delete shows
+    assert store.get_many([k("s:h"), k("t:h")]) == [None, None]  # deleted, never written: one GET each
+    assert len(store.pool.sent) == before + 3
+
+
+def test_top_n_writers_that_read_the_same_become_siblings_that_a_read_merges() -> None:
+    fake = FakeRiak()
+    podium = TopN(RiakStore(pool=fake, backoff=0.001), "podium", n=3)
+    podium.post("ann", 5)
+    seen = podium.store.get(podium.key)
+    for member, score in (("bob", 7), ("cy", 6)):  # two writers with the vclock they read: siblings (10c)
+        podium.store.put(
+            podium.key, podium._encode(merge(podium.order, 3, [("ann", 5)], [(member, score)])), context=seen.version
+        )
+    assert len(podium.store.get(podium.key).values) == 2  # a 300, multipart/mixed (10e)
+    assert [(e.member, e.score) for e in podium.top()] == [("bob", 7), ("cy", 6), ("ann", 5)]
+    assert len(podium.store.get(podium.key).values) == 1  # written back with the 300's vclock: resolved (11a, 11b)
 
 
 def test_pages_of_a_large_listing(k) -> None:

@@ -216,6 +216,18 @@ def test_strongly_consistent_compare_and_set(replay) -> None:
         store.store("mdss_strong", "c1", b"strong-v4-novclock")
 
 
+def test_cas_returns_the_vclock_written(replay) -> None:
+    """``returnbody=true`` makes Riak answer the new vclock (15e), the one a later GET gives (15h): the next
+    compare-and-set of a writer that holds the head needs no read."""
+    r = replay("15e-", "15b-")
+    store = r.store(timeout=3, quorum={"w": "quorum"})
+    written = store.cas("app:s:h", b"strong-v2", load("15e-").request_headers["X-Riak-Vclock"])
+    assert written == dict(load("15e-").headers)["X-Riak-Vclock"] == dict(load("15h-").headers)["X-Riak-Vclock"]
+    assert sent(r)[1] == "/types/mdss_strong/buckets/ref/keys/app%3As%3Ah?w=quorum&returnbody=true&timeout=3000"
+    assert store.cas("app:t:h", b"strong-v1", None) is None  # a 204 without a vclock: the store cannot tell
+    assert sent(r)[2]["If-None-Match"] == "*" and "returnbody=true" in sent(r)[1]
+
+
 def test_delete_with_vclock_and_missing(replay) -> None:
     r = replay("08a-", "08b-", "15j-")
     store = r.store()
@@ -228,6 +240,19 @@ def test_delete_with_vclock_and_missing(replay) -> None:
     store.remove("mdss_nodes", "never-written")  # 404: already absent
     with pytest.raises(mdss.ConflictError):
         store.remove("mdss_strong", "c1", vclock="stale")
+
+
+def test_a_conditional_delete_of_a_head_gone_meanwhile_is_no_conflict(replay) -> None:
+    """A consistent type answers 412 to a stale vclock (15j), and the vclock of a head deleted meanwhile is
+    stale too: the key is read back, absent (15m) is done, present (15k) is the conflict."""
+    r = replay("15j-", "15m-", "15j-", "15k-")
+    store = r.store()
+    stale = load("15j-").request_headers["X-Riak-Vclock"]
+    store.delete_if("app:s:h", stale)
+    with pytest.raises(mdss.ConflictError):
+        store.delete_if("app:s:h", stale)
+    assert [method for method, *_ in r.received] == ["DELETE", "GET", "DELETE", "GET"]
+    assert store.stats.deletes == 1 and store.stats.conflicts == 1
 
 
 # -- errors --------------------------------------------------------------------------
@@ -397,6 +422,15 @@ def test_a_missing_node_is_read_again(replay) -> None:
     assert len(r.received) == 3
 
 
+def test_a_missing_or_deleted_head_is_read_once(replay) -> None:
+    """A strongly consistent type answers a deleted key with a plain 404, no X-Riak-Deleted (15m), like a
+    key never written (15a): the ensemble leader's answer, final, so not re-read like a node's 404."""
+    r = replay("15a-", "15m-")
+    store = r.store(notfound_retries=5, backoff=0.001)
+    assert store.get_many(["app:s|0.1:h", "app:s|1.2:h"]) == [None, None]  # two shards' heads, neither there
+    assert len(r.received) == 2
+
+
 # -- read parameters (18*) ------------------------------------------------------------
 
 
@@ -449,7 +483,7 @@ def test_a_412_after_a_5xx_is_not_a_conflict(replay) -> None:
 def test_a_412_after_a_5xx_is_success_when_the_key_holds_the_value_written(replay) -> None:
     r = replay("14g-", "15f-", "15h-")
     store = r.store(retries=3, backoff=0.001)
-    store.cas("app:s:h", b"strong-v2", "vclock-read")
+    assert store.cas("app:s:h", b"strong-v2", "vclock-read") == dict(load("15h-").headers)["X-Riak-Vclock"]
     assert store.stats.writes == 1 and store.stats.conflicts == 0
 
 

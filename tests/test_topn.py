@@ -8,6 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 import strategies as S
+from fake_riak import FakeRiak
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ import mdss
 from mdss._codec import seal, unpack
 from mdss._order import Order
 from mdss.stores.memory import MemoryStore
+from mdss.stores.riak import RiakStore
 from mdss.topn import TopN, merge
 
 pairs = st.lists(st.tuples(S.members, S.small_scores), max_size=12)
@@ -262,9 +264,15 @@ actions = st.lists(
 )
 
 
+#: Stores that keep siblings: the memory store's mode, and the Riak store over the fake of Riak's HTTP API
+#: (an allow_mult type: 300 answers with multipart/mixed siblings, resolved by a write with their vclock).
+SIBLING_STORES = {"memory": lambda: MemoryStore(siblings=True), "riak-fake": lambda: RiakStore(pool=FakeRiak())}
+
+
+@pytest.mark.parametrize("kind", SIBLING_STORES)
 @given(schedule=actions, n=st.integers(1, 5), order=S.orders)
-def test_any_interleaving_converges_to_the_top_of_everything_posted(schedule, n, order) -> None:
-    store = MemoryStore(siblings=True)
+def test_any_interleaving_converges_to_the_top_of_everything_posted(kind, schedule, n, order) -> None:
+    store = SIBLING_STORES[kind]()
     podium = TopN(store, "podium", n=n, order=order)
     seen: dict[int, tuple] = {}  # writer -> (record, entries) of its last read
     posted: list[tuple[str, int]] = []

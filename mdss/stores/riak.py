@@ -21,6 +21,9 @@ Riak has no multi-get: ``get_many`` issues its GETs concurrently over the
 pool (one round trip of latency, N requests). A tombstone (a 404 with
 ``X-Riak-Deleted``) is a deleted key and reads as absent at once; a plain 404
 of a node is re-read ``notfound_retries`` times before it is reported absent.
+A 404 of a head is final: the key's ensemble leader answered it (and a
+deleted head answers a plain 404, without ``X-Riak-Deleted``), so a
+``get_many`` of many shards' heads, some never written, costs one GET each.
 
 ``keys(prefix)`` pages through the ``$key`` secondary index by key range,
 one bucket type per kind of key the prefix can hold, so that listing one set
@@ -319,8 +322,13 @@ class RiakStore(Store):
         if response.status not in (200, 204):
             raise self._fail(response, f"PUT {key!r}")
 
-    def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> None:
-        """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent).
+    def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> str | None:
+        """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent); the vclock written.
+
+        Sent with ``returnbody=true``, so that Riak answers the new vclock
+        (15e: the one a later GET gives), and a writer that holds the head
+        it wrote compare-and-sets again without reading it (``None`` if an
+        answer lacks it).
 
         :class:`ConflictError` only for a 412 answered to the first attempt
         that reached Riak (then nothing was written: a lost race, or the
@@ -332,7 +340,7 @@ class RiakStore(Store):
         """
         headers = {"Content-Type": "application/octet-stream"}
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
-        query = {k: v for k, v in self.quorum.items() if k in ("w", "dw", "pw")}
+        query = {**{k: v for k, v in self.quorum.items() if k in ("w", "dw", "pw")}, "returnbody": "true"}
         path = self._key_path(btype, key)
         failure, maybe = "", ""  # maybe: why an earlier attempt may have been applied
         for _ in self.retry.attempts():
@@ -345,13 +353,13 @@ class RiakStore(Store):
                 failure = maybe = f"{exc}"
                 continue
             if response.status in (200, 204):
-                return
+                return response.headers.get("x-riak-vclock")
             if response.status == 412 and not maybe:
                 raise ConflictError(f"key {key!r} changed since it was read ({self.where} answered 412)")
             if response.status == 412:
                 record = self.fetch(btype, key)
                 if record is not None and record.values == (value,):
-                    return
+                    return record.version
                 raise OutcomeUnknownError(
                     f"{self.where}: key {key!r} changed after a write whose outcome was lost ({maybe}); "
                     f"it may hold this write or a later one"
@@ -431,7 +439,7 @@ class RiakStore(Store):
                 record, deleted = self.read(btype, key)
                 if record is not None:
                     return record.value
-                if deleted:  # a tombstone: deleted, not "not arrived yet"
+                if deleted or kind(key) != NODE:  # a tombstone; a head's 404 comes from its ensemble leader
                     return None
             return None
 
@@ -454,8 +462,8 @@ class RiakStore(Store):
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         list(self._executor.map(lambda kv: self._put(kv[0], kv[1], None), items.items()))
 
-    def _cas(self, key: str, value: bytes, version: Any) -> None:
-        self.put_if(self._type(key), key, value, version)
+    def _cas(self, key: str, value: bytes, version: Any) -> str | None:
+        return self.put_if(self._type(key), key, value, version)
 
     def _delete(self, key: str) -> None:
         btype = self._type(key)
@@ -474,7 +482,14 @@ class RiakStore(Store):
         raise ConflictError(f"key {key!r} kept changing while it was deleted, for {COMMITS.budget} s")
 
     def _delete_if(self, key: str, version: Any) -> None:
-        self.remove(self._type(key), key, vclock=version)  # a stale vclock on a consistent type answers 412
+        """DELETE with the vclock read: a consistent type answers 412 to a stale one (15j), also when the key
+        is gone meanwhile (Riak's conditional delete compares it with the deleted key's), which is no conflict."""
+        btype = self._type(key)
+        try:
+            self.remove(btype, key, vclock=version)
+        except ConflictError:
+            if self.fetch(btype, key) is not None:
+                raise
 
     def _delete_many(self, keys: Sequence[str]) -> None:
         list(self._executor.map(self._delete, keys))
