@@ -1,6 +1,7 @@
 """Write throughput with many writers: threads (group commit on or off) and processes, on SQLite and Redis.
 
-    python benchmarks/writers.py [--seconds 5] [--members 100000] [--stores sqlite,redis] [--json FILE]
+    python benchmarks/writers.py [--seconds 5] [--members 100000] [--stores sqlite,redis] [--rtt-ms 0,0.5]
+                                 [--json FILE]
     python benchmarks/writers.py --cluster [--shards 1,4,16] [--processes 4] [--rtt-ms 0,0.5] [--seconds 10]
                                  [--json FILE]
 
@@ -15,7 +16,9 @@ processes per update, the p99 and maximum time of one update, and the
 compare-and-set conflicts (every head compare-and-set that lost, appends
 and merges alike) and store round trips per update. For Redis
 the script starts its own redis-server on a free loopback port (or uses
-``--redis URL``).
+``--redis URL``). ``--rtt-ms 0,0.5`` runs Redis' rows once per round-trip
+latency, emulated on the client side (:class:`DelayedStore`, below; 0:
+loopback as it is). SQLite is embedded: it has no round trips to delay.
 
 ``--cluster`` measures sharded sets (issue 13) instead: ``--processes``
 processes post ``incr`` to one logical set on a 3-master Redis Cluster (started
@@ -54,8 +57,8 @@ from mdss.stores.base import Store
 WARM_UP = 1.0  # seconds each writer process runs before the measured ones
 
 
-def _threads(url: str, threads: int, seconds: float, members: int, max_batch: int) -> dict:
-    board = mdss.SortedSet(mdss.open_store(url), "bench", max_batch=max_batch)
+def _threads(url: str, rtt: float, threads: int, seconds: float, members: int, max_batch: int) -> dict:
+    board = mdss.SortedSet(_open(url, rtt), "bench", max_batch=max_batch)
     done = [0] * threads
     deadline = time.monotonic() + seconds
 
@@ -80,8 +83,10 @@ def _threads(url: str, threads: int, seconds: float, members: int, max_batch: in
     }
 
 
-def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out: multiprocessing.Queue) -> None:
-    board = mdss.SortedSet(mdss.open_store(url), "bench")
+def _process(
+    url: str, rtt: float, seed: int, seconds: float, members: int, ready: Any, out: multiprocessing.Queue
+) -> None:
+    board = mdss.SortedSet(_open(url, rtt), "bench")
     rng, n = random.Random(seed), 0
     warm = time.monotonic() + WARM_UP
     while time.monotonic() < warm:  # fill this process's caches and overlay, as a long-running writer has
@@ -116,10 +121,10 @@ def _process(url: str, seed: int, seconds: float, members: int, ready: Any, out:
     )
 
 
-def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
+def _processes(url: str, rtt: float, processes: int, seconds: float, members: int) -> dict:
     ctx = multiprocessing.get_context("spawn")
     out, ready = ctx.Queue(), ctx.Barrier(processes)
-    procs = [ctx.Process(target=_process, args=(url, p, seconds, members, ready, out)) for p in range(processes)]
+    procs = [ctx.Process(target=_process, args=(url, rtt, p, seconds, members, ready, out)) for p in range(processes)]
     for proc in procs:
         proc.start()
     results = [out.get() for _ in procs]
@@ -143,17 +148,16 @@ def _processes(url: str, processes: int, seconds: float, members: int) -> dict:
     }
 
 
-def _rows(url: str, seconds: float, members: int) -> list[dict]:
+def _rows(url: str, seconds: float, members: int, rtt: float = 0.0) -> list[dict]:
     mdss.SortedSet.load(mdss.open_store(url), "bench", {f"p{i}": i for i in range(members)}, replace=True)
     rows = []
     for threads in (1, 4):
         for label, max_batch in (("group commit", 1000), ("one commit per call", 1)):
-            rows.append(
-                {"writers": f"{threads} threads", "mode": label, **_threads(url, threads, seconds, members, max_batch)}
-            )
+            row = _threads(url, rtt, threads, seconds, members, max_batch)
+            rows.append({"writers": f"{threads} threads", "mode": label, "rtt_ms": rtt * 1000, **row})
     for processes in (1, 2, 4):
-        row = _processes(url, processes, seconds, members)
-        rows.append({"writers": f"{processes} processes", "mode": "one object each", **row})
+        row = _processes(url, rtt, processes, seconds, members)
+        rows.append({"writers": f"{processes} processes", "mode": "one object each", "rtt_ms": rtt * 1000, **row})
     return rows
 
 
@@ -408,7 +412,8 @@ def main() -> None:
     parser.add_argument(
         "--rtt-ms",
         default="0",
-        help="for --cluster: round-trip latencies (ms, comma-separated) to emulate per store call (DelayedStore)",
+        help="round-trip latencies (ms, comma-separated) to emulate per store call (DelayedStore): for --cluster, "
+        "and for Redis' rows",
     )
     args = parser.parse_args()
     if args.cluster:
@@ -421,7 +426,9 @@ def main() -> None:
                 results[store] = _rows(f"sqlite:///{os.path.join(directory, 'writers.db')}", args.seconds, args.members)
         elif store == "redis":
             with _redis(args.redis) as url:
-                results[store] = _rows(url, args.seconds, args.members)
+                for rtt in [float(ms) / 1000 for ms in args.rtt_ms.split(",")]:
+                    key = "redis" if not rtt else f"redis, {rtt * 1000:g} ms round trips added on the client side"
+                    results[key] = _rows(url, args.seconds, args.members, rtt)
         else:
             parser.error(f"unknown store {store!r}")
     for store, rows in results.items():
