@@ -278,7 +278,9 @@ def test_sorted_set_commits_through_lost_replies(store) -> None:
 # -- throttling and unprocessed batches -------------------------------------------------
 
 
-@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException"])
+@pytest.mark.parametrize(
+    "code", ["ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"]
+)
 def test_throttling_is_retried_then_unavailable(store, code) -> None:
     throttled = []
 

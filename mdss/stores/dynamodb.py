@@ -7,8 +7,10 @@ A read's version is that token, so a compare-and-set is one conditional
 absent") and never suffers ABA. Every read is strongly consistent: a reader
 that saw a head must find the nodes it names. Batches are ``BatchGetItem``
 (100 keys) and ``BatchWriteItem`` (25 items), ``concurrency`` of them at a
-time; what DynamoDB leaves in ``UnprocessedKeys``/``UnprocessedItems`` is
-resent with backoff. ``keys(prefix)`` is a ``Scan`` with ``begins_with``: the
+time (one round trip in ``stats.calls``, each request in ``stats.requests``);
+what DynamoDB leaves in ``UnprocessedKeys``/``UnprocessedItems`` (a reply cut
+at 16 MB, throttled partitions) is resent, with backoff once a resend
+processes nothing. ``keys(prefix)`` is a ``Scan`` with ``begins_with``: the
 table has no sort key to range over, so it reads the whole table (a
 maintenance call: ``gc``, ``check``, ``drop``). docs/dynamodb.md has the
 costs in capacity units and the limits.
@@ -20,6 +22,10 @@ connection failures are retried under one :class:`mdss._retry.Backoff`
 resends if given), then :class:`StoreUnavailableError`. botocore's own
 retries are off (a client passed in must have them off too): it would
 resend a conditional put blindly.
+
+**A lost race** returns the item that won (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) in
+:class:`ConflictError` ``current``, so a commit rebases without reading the head again; when DynamoDB
+returns no item (the key is absent, or an engine ignores the option) ``current_known`` is false.
 
 **A conditional put whose reply was lost** (a read timeout, a closed
 connection, a 5xx) may have been applied. From then on the store never
@@ -99,13 +105,16 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
 
 @attrs.define
 class CapacityStats(Stats):
-    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU).
+    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU);
+    ``requests``: the requests sent, resends included.
 
-    Whole units: every read is strongly consistent, so none is billed by halves.
+    Whole units: every read is strongly consistent, so none is billed by halves. One ``get_many`` of 250 keys
+    is one round trip in ``calls`` (its three ``BatchGetItem`` requests go out at once) and three ``requests``.
     """
 
     read_units: int = 0
     write_units: int = 0
+    requests: int = 0
 
 
 class _Transient(Exception):
@@ -196,6 +205,7 @@ class DynamoDBStore(Store):
 
     def _attempt(self, operation: str, **request: Any) -> dict[str, Any]:
         """One request, its consumed capacity counted; a failure worth another attempt raised as :class:`_Transient`."""
+        self.stats.add(requests=1)
         try:
             if operation in _METERED:
                 request["ReturnConsumedCapacity"] = "TOTAL"
@@ -235,17 +245,30 @@ class DynamoDBStore(Store):
         return StoreError(f"{self.where} refused {operation}: {exc}")
 
     def _batch(self, operation: str, request: Any) -> list[dict[str, Any]]:
-        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies."""
+        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies.
+
+        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly
+        throttled, made progress, and the rest goes again with the backoff started afresh (each such
+        round leaves fewer, so this ends).
+        """
         unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
         replies = []
-        for _ in self.retry.attempts():
-            reply = self._call(operation, RequestItems={self.table: request})
-            replies.append(reply)
-            request = reply.get(unprocessed, {}).get(self.table)
-            if not request:
-                return replies
-        left = len(request["Keys"] if isinstance(request, dict) else request)
-        raise StoreUnavailableError(f"{self.where}: {operation} left {left} requests unprocessed within its budget")
+        size = len(request["Keys"] if operation == "batch_get_item" else request)
+        while True:
+            for _ in self.retry.attempts():
+                reply = self._call(operation, RequestItems={self.table: request})
+                replies.append(reply)
+                left = reply.get(unprocessed, {}).get(self.table)
+                if not left:
+                    return replies
+                request, before = left, size
+                size = len(left["Keys"] if operation == "batch_get_item" else left)
+                if size < before:
+                    break  # progress: the rest at once, and a fresh policy for it
+            else:
+                raise StoreUnavailableError(
+                    f"{self.where}: {operation} left {size} requests unprocessed within its budget"
+                )
 
     def _parallel(self, fn: Callable[[Sequence[Any]], Any], chunks: list[Sequence[Any]]) -> list[Any]:
         return [fn(chunks[0])] if len(chunks) == 1 else list(self._executor.map(fn, chunks))
@@ -369,9 +392,14 @@ class DynamoDBStore(Store):
                             f"{error}, after a conditional put whose reply was lost ({lost})"
                         ) from exc
                     raise error from exc
-                if lost is None:
-                    raise ConflictError(f"key {key!r} changed since it was read") from None
                 old = exc.response.get("Item")  # DynamoDB returns it; engines without the option do not
+                if lost is None:
+                    # No item: absent on DynamoDB, or an engine that does not return it; mdss does not guess.
+                    raise ConflictError(
+                        f"key {key!r} changed since it was read",
+                        current=None if old is None else self._record(old),
+                        current_known=old is not None,
+                    ) from None
                 current = self._record(old).version if old is not None else self._read_back(key, lost)
                 if current == token:
                     return token
