@@ -265,10 +265,9 @@ def publish(
     True once the head is published; False if another commit won (then the
     new nodes are deleted again, as nothing can ever name them).
     """
-    note_key, note_data = _garbage.note_of(sset, head, writer.replaced)
-    head, stored = _garbage.attach_note(sset, head, note_key)
-    if note_key:
-        stored[note_key] = note_data
+    notes = _garbage.notes_of(sset, head, writer.replaced)
+    head, stored = _garbage.attach_notes(sset, head, list(notes))
+    stored.update(notes)
     data = head.encode()
     if nodes is None:
         nodes = writer.encoded(sset._keys)
@@ -284,8 +283,8 @@ def publish(
         return False
     remember(sset, head, data, landed[0])
     settle(sset, writer, nodes)
-    # The note goes with the nodes it names (a page that lists it finds it gone, as gc() expects).
-    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + ([note_key] if note_key else []))
+    # The notes go with the nodes they name (a page that lists them finds them gone, as gc() expects).
+    sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + list(notes))
     return True
 
 

@@ -33,7 +33,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 #: Keys deleted (and verified) per store call.
 BATCH = 1000
+#: Node ids per garbage note (about 120 KB): a commit that replaces more writes several.
+NOTE_IDS = 4096
 #: The most keys of lost commits an object keeps to delete again (beyond: ``gc(sweep=True)`` finds them).
 STRANDED = 100_000
 
@@ -94,24 +96,27 @@ class Garbage:
                 sset.store.delete_many(due)
 
 
-def note_of(sset: SortedSet, head: Head, replaced: list[str]) -> tuple[str | None, bytes]:
-    """A garbage note of the nodes ``replaced`` by a commit on ``head``: its key and bytes (no key: nothing).
+def notes_of(sset: SortedSet, head: Head, replaced: list[str]) -> dict[str, bytes]:
+    """The garbage notes of the nodes ``replaced`` by a commit on ``head``: key -> bytes (none: nothing).
 
-    The note makes the deferred deletion durable: if the process ends before
+    The notes make the deferred deletion durable: if the process ends before
     the grace period does, ``gc()`` finds the nodes from the head's notes,
-    with no listing.
+    with no listing. One note per :data:`NOTE_IDS` nodes, so that a merge or
+    a load that replaces a million nodes still writes values that any store
+    takes (DynamoDB: 400 KB).
     """
-    if not replaced:
-        return None, b""
-    return sset._keys.note(_writer.new_id(head.epoch)), encode_note(replaced)
+    return {
+        sset._keys.note(_writer.new_id(head.epoch)): encode_note(replaced[i : i + NOTE_IDS])
+        for i in range(0, len(replaced), NOTE_IDS)
+    }
 
 
-def attach_note(sset: SortedSet, head: Head, key: str | None) -> tuple[Head, dict[str, bytes]]:
-    """``head`` naming the note at ``key``, and a note page to store when the head's notes are full
-    (:data:`NOTES_INLINE`)."""
-    if key is None:
+def attach_notes(sset: SortedSet, head: Head, keys: Sequence[str]) -> tuple[Head, dict[str, bytes]]:
+    """``head`` naming the notes at ``keys`` (the last one newest), and a note page to store when the head's
+    notes are full (:data:`NOTES_INLINE`)."""
+    if not keys:
         return head, {}
-    notes = (key[len(sset._keys.notes) :], *head.notes)
+    notes = (*(key[len(sset._keys.notes) :] for key in reversed(keys)), *head.notes)
     if len(notes) <= NOTES_INLINE:
         return attrs.evolve(head, notes=notes), {}
     page = _writer.new_id(head.epoch)

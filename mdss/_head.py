@@ -305,12 +305,16 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
     compare-and-set "only if absent", so every node is minted under a head.
     A head that vanished (the head of a set this object has seen, or any
     set's head when a write would start it afresh) while nodes remain is
-    refused with :class:`HeadMissingError`, never taken for an empty set.
+    refused with :class:`HeadMissingError`, never taken for an empty set. On
+    a store whose keys never vanish unless deleted (``Store.evicts`` false:
+    DynamoDB, where that check is a scan of the whole table), only the head
+    of a set this object has seen is looked for: there a set without a head
+    is new, or its ``drop()`` was interrupted.
     """
     store, key = sset.store, sset._keys.head
     record = store.get(key) if known is None else known[0]
     while record is None and (create or sset._head is not None):
-        if headless(sset):
+        if (store.evicts or sset._head is not None) and headless(sset):
             raise HeadMissingError(
                 f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
                 "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 #: The most bytes of entries the head holds inline before they are sealed into a segment.
 INLINE_BYTES = 1024
+#: The most bytes of entries in one segment: a batch appended at once is sealed into several (DynamoDB takes
+#: values up to 400 KB).
+SEGMENT_BYTES = 256 << 10
 #: The most sealed segments the head names before they move to a new log manifest.
 SEGS_INLINE = 8
 #: Bytes of merge written per update that the default ``log_limit`` aims at: with the head write (up to
@@ -182,9 +185,13 @@ def appended(sset: SortedSet, head: Head, entries: Sequence[LogEntry]) -> tuple[
     if len(_packb(inline)) <= INLINE_BYTES:
         return attrs.evolve(log, seq=seq, inline=inline), {}, []
     keys = sset._keys
-    segment = new_id(head.epoch)
-    stored = {keys.node(segment): encode_segment(seq - len(inline), inline)}
-    segs, pages, replaced = (*log.segs, (segment, seq - len(inline))), log.pages, []
+    first = seq - len(inline)
+    stored, sealed = {}, []
+    for start, part in _pieces(inline):
+        segment = new_id(head.epoch)
+        stored[keys.node(segment)] = encode_segment(first + start, part)
+        sealed.append((segment, first + start))
+    segs, pages, replaced = (*log.segs, *sealed), log.pages, []
     if len(segs) > SEGS_INLINE:
         older = read_log_page(sset, log.pages) if log.pages is not None else ()
         pages = new_id(head.epoch)
@@ -192,6 +199,21 @@ def appended(sset: SortedSet, head: Head, entries: Sequence[LogEntry]) -> tuple[
         replaced = [log.pages] if log.pages is not None else []
         segs = ()
     return attrs.evolve(log, seq=seq, inline=(), segs=segs, pages=pages), stored, replaced
+
+
+def _pieces(entries: Sequence[LogEntry]) -> list[tuple[int, Sequence[LogEntry]]]:
+    """``entries`` cut into runs of at most about :data:`SEGMENT_BYTES` (one run, mostly): ``(offset, run)``."""
+    if len(_packb(entries)) <= SEGMENT_BYTES:
+        return [(0, entries)]
+    pieces, start, size = [], 0, 0
+    for i, entry in enumerate(entries):
+        weight = len(_packb(entry))
+        if size + weight > SEGMENT_BYTES and i > start:
+            pieces.append((start, entries[start:i]))
+            start, size = i, 0
+        size += weight
+    pieces.append((start, entries[start:]))
+    return pieces
 
 
 def read_log_page(sset: SortedSet, page: str) -> tuple[tuple[str, int], ...]:

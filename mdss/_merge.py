@@ -156,8 +156,8 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
     nodes = writer.encoded(sset._keys)
     leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0]
     _log.measure(sset, sum(n for _, n in leaves) // 2, sum(len(nodes[sset._keys.node(i)]) for i, _ in leaves))
-    note_key, note_data = _garbage.note_of(sset, start, writer.replaced)
-    written = {**nodes, **({note_key: note_data} if note_key else {})}
+    notes = _garbage.notes_of(sset, start, writer.replaced)
+    written = {**nodes, **notes}
     sset.store.put_many(written)
     current, version = start, snap.version
     prepared: _Prepared | None = None
@@ -176,7 +176,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
         if prepared is None or not prepared.fits(current):
             if prepared is not None:
                 _garbage.discard(sset, list(prepared.stored))
-            prepared = _Prepared.make(sset, current, merged, note_key)
+            prepared = _Prepared.make(sset, current, merged, list(notes))
         head = prepared.head(sset, current, merged, scores, index)
         data = head.encode()
         try:
@@ -196,8 +196,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
         _commit.settle(sset, writer, nodes)
         sset._built = (scores.root, index.root)  # its cache holds them: it merges next (mdss._commit._merge_at)
         sset._garbage.defer(
-            [sset._keys.node(i) for i in (*writer.replaced, *prepared.dropped)]
-            + [k for k in (note_key, prepared.drop_key) if k]
+            [sset._keys.node(i) for i in (*writer.replaced, *prepared.dropped)] + [*notes, *prepared.drop_keys]
         )
         sset.merges += 1
         return True
@@ -216,25 +215,22 @@ class _Prepared:
     notes: tuple[Any, Any]  # the head's (notes, note_page) once the merge's notes are attached
     stored: dict[str, bytes]
     dropped: list[str]
-    drop_key: str | None
+    drop_keys: tuple[str, ...]
 
     @staticmethod
     def _shape(head: Head) -> tuple[Any, ...]:
         return (head.log.segs, head.log.pages, head.notes, head.note_page)
 
     @classmethod
-    def make(cls, sset: SortedSet, current: Head, merged: int, note_key: str | None) -> _Prepared:
+    def make(cls, sset: SortedSet, current: Head, merged: int, note_keys: list[str]) -> _Prepared:
         rest, stored, dropped = rest_of_log(sset, current, merged)
-        drop_key, drop_data = _garbage.note_of(sset, current, dropped)
-        head = current
-        for key in (note_key, drop_key):
-            head, pages = _garbage.attach_note(sset, head, key)
-            stored.update(pages)
-        if drop_key:
-            stored[drop_key] = drop_data
+        drop_notes = _garbage.notes_of(sset, current, dropped)
+        head, pages = _garbage.attach_notes(sset, current, [*note_keys, *drop_notes])
+        stored.update(pages)
+        stored.update(drop_notes)
         if stored:
             sset.store.put_many(stored)
-        return cls(cls._shape(current), rest, (head.notes, head.note_page), stored, dropped, drop_key)
+        return cls(cls._shape(current), rest, (head.notes, head.note_page), stored, dropped, tuple(drop_notes))
 
     def fits(self, current: Head) -> bool:
         return self._shape(current) == self.shape

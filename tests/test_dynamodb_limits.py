@@ -117,11 +117,6 @@ def test_gc_and_drop_page_through_the_scan(client) -> None:
 # -- objects of the core that can outgrow a 400 KB item (fixes belong in mdss/_log.py and mdss/_garbage.py) --
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mdss._log.appended seals all of one commit's entries into one segment, of any size: a batch "
-    "below log_limit of long members makes a segment over 400 KB, and the write is refused",
-)
 def test_a_large_batch_appended_to_the_log_fits_in_items(client) -> None:
     store = open_store(client)
     names = [f"{i:06d}" + "m" * 200 for i in range(12_000)]
@@ -130,12 +125,6 @@ def test_a_large_batch_appended_to_the_log_fits_in_items(client) -> None:
     assert board.score(names[7]) == -7 and board.check() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mdss._garbage.note_of writes one garbage note naming every node a commit replaced: a merge or "
-    "load(replace=True) that replaces more than ~12,000 nodes makes a note over 400 KB; once the log passes "
-    "2 x log_limit every write helps merge and fails the same way",
-)
 def test_a_merge_that_replaces_many_nodes_fits_in_items(client) -> None:
     store = open_store(client)
     board = mdss.SortedSet.load(store, "b", {f"m{i}": i for i in range(30_000)}, chunk_size=4, log_limit=12_000)
@@ -147,11 +136,6 @@ def test_a_merge_that_replaces_many_nodes_fits_in_items(client) -> None:
     assert board.check() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mdss._head.headless lists the set's node keys before a new set's first write; on DynamoDB that "
-    "listing is a Scan of the whole table (every set, every namespace), once per shard of a sharded set",
-)
 def test_a_new_set_does_not_scan_the_table(client) -> None:
     store = open_store(client)
     mdss.SortedSet.load(store, "big", {f"m{i}": i for i in range(20_000)}, chunk_size=8)  # 1 MB of items

@@ -107,3 +107,35 @@ def test_a_score_changed_to_an_equal_value_of_another_type_reads_back_as_the_new
         top = reader.range(0, 1)[0]
         assert type(top.score) is float and top == mdss.Entry("m5", 50.0, 1)
     assert [type(e.score) for e in reader if e.member == "m5"] == [float]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(MEMBERS), st.integers(-3, 3), max_size=20), max_size=8))
+def test_a_batch_sealed_into_several_segments_reads_and_merges_like_the_model(batches) -> None:
+    """A batch appended at once is sealed into segments of at most SEGMENT_BYTES (a store's value limit):
+    here a few entries each, so that most seals write several; reads, merges and check() see them all."""
+    from unittest import mock
+
+    with mock.patch.object(mdss._log, "SEGMENT_BYTES", 40), mock.patch.object(mdss._log, "INLINE_BYTES", 60):
+        board = mdss.SortedSet(mdss.open_store("memory://"), "b", chunk_size=3, log_limit=60, gc_grace=0)
+        model: dict[str, int] = {}
+        for batch in batches:
+            board.add_many(batch)
+            model.update(batch)
+            members, scores = listing(model, board.order)
+            assert [(e.member, e.score) for e in board] == list(zip(members, scores))
+            assert board.check() == []
+        board.merge()
+        assert {e.member: e.score for e in board} == model and board.check() == []
+
+
+def test_a_batch_is_sealed_into_several_segments_of_at_most_segment_bytes() -> None:
+    from unittest import mock
+
+    with mock.patch.object(mdss._log, "SEGMENT_BYTES", 40), mock.patch.object(mdss._log, "INLINE_BYTES", 60):
+        board = mdss.SortedSet(mdss.open_store("memory://"), "b", chunk_size=3, log_limit=60)
+        board.add_many({f"m{i:02d}": 0 for i in range(5)})
+        board.add_many({f"m{i:02d}": 1 for i in range(5, 10)})
+        log = board._snapshot().head.log
+        assert [first for _, first in log.segs] == [0, 4, 7] and log.inline == ()
+        assert {e.member: e.score for e in board} == {f"m{i:02d}": int(i >= 5) for i in range(10)}

@@ -149,6 +149,9 @@ class DynamoDBStore(Store):
     The store owns the client and closes it.
     """
 
+    #: Items vanish only when deleted (mdss sets no TTL), and a listing is a Scan of the whole table: a new
+    #: set's first write does not look for nodes left without a head (``Store.evicts``).
+    evicts = False
     #: The largest value a put accepts: what is left of an item for the longest key.
     max_value_bytes = ITEM_BYTES - KEY_BYTES - _ITEM_OVERHEAD
 
