@@ -84,6 +84,9 @@ T = TypeVar("T")
 
 #: Most shards a set may have.
 MAX_SHARDS = 1024
+#: Commits in a row that found a shard's held head current before the next starts from it without reading
+#: (mdss._commit._read_first).
+TRUST_AFTER = 2
 #: Redis Cluster's hash slots: a shard's head key is placed in slot range ``i * SLOTS // S ..``.
 SLOTS = 16384
 _PART = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+")
@@ -317,6 +320,7 @@ class ShardedSet:
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
             engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
+            engine._trust_after = TRUST_AFTER  # ... but each shard's own held head is trusted only after a run
         self._stored = settings
         for engine in self._engines:
             engine._set_settings = (self._settings_key, settings)

@@ -237,6 +237,8 @@ class SortedSet:
         self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)
+        self._current = 0  # commits in a row that found the held head current (mdss._commit._learn)
+        self._trust_after = 0  # ... before a commit starts from it without reading (a shard: 2)
         self._built: tuple[str | None, str | None] | None = None  # the roots of the trees it last made (_merge_at)
         self._overlay: Overlay | None = None  # the update log applied in memory (mdss._log)
         self._past_overlays: dict[tuple[Any, ...], Overlay] = {}  # superseded ones, for cursors made on them

@@ -116,6 +116,31 @@ def test_a_batch_spanning_shards_that_would_overflow_changes_nothing(store) -> N
     assert batch.results == [3] * 12 + [True]
 
 
+def test_a_shard_starts_from_its_held_head_only_after_a_run_of_current_ones() -> None:
+    """A lone writer of a sharded set comes back to one round trip per update (every held head current);
+    a shard whose head another writer moved reads it first again until it was current twice in a row."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "b", {f"m{i}": i for i in range(2_000)}, chunk_size=20, shards=4)
+    board = mdss.SortedSet(store, "b", log_limit=10**6)  # no merges: their calls are not the point
+    members = [f"m{i}" for i in range(0, 2_000, 7)]
+    board.scores([f"m{i}" for i in range(2_000)])  # every member index entry set cached
+    for member in members[:60]:  # warm: every shard's head, entry sets and run of current heads
+        board.incr(member, 1)
+    before = store.stats.snapshot()
+    for member in members[60:100]:
+        board.incr(member, 1)
+    assert store.stats.since(before)["calls"] == 40  # one compare-and-set each
+    shard = shard_of(members[100], 4)
+    mdss.SortedSet(store, "b").incr(next(m for m in members[200:] if shard_of(m, 4) == shard), 1)
+    own = [m for m in members[100:200] if shard_of(m, 4) == shard][:4]
+    calls = []
+    for member in own:
+        before = store.stats.snapshot()
+        board.incr(member, 1)
+        calls.append(store.stats.since(before)["calls"])
+    assert calls == [2, 2, 2, 1]  # lost once and rebased; then read first until two in a row found it current
+
+
 def _warm_manifests_only(board) -> None:
     board.scores([e.member for e in board])  # every node of both trees
     for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
