@@ -245,6 +245,7 @@ class _Shard(SortedSet):
     def __init__(self, part: str, store: Store, name: str, **options: Any) -> None:
         self._part = part
         self._set_settings: tuple[str, Settings] | None = None  # the settings record of the set: key, value
+        self._resettle = [False]  # the set's settings may be missing (shared by the set's shards: _started)
         self._seen: Part | None = None  # the shard as the last read saw it (mdss._gather)
         super().__init__(store, name, **options)
 
@@ -254,9 +255,13 @@ class _Shard(SortedSet):
     def _started(self) -> None:
         """A write made this shard's head afresh: store the set's settings again if a ``drop()`` (by any
         object or process) removed them, else the shard's members would be lost to every reader, who finds
-        no settings. After the head, so that a drop that deletes the settings meanwhile finds the head."""
+        no settings. After the head, so that a drop that deletes the settings meanwhile finds the head. Until
+        that is done the set's next write stores them (``ShardedSet._ensure_settings``): a retry of this write
+        finds the head made and would not come here again."""
         if self._set_settings is not None:
+            self._resettle[0] = True
             store_settings(self.store, *self._set_settings)
+            self._resettle[0] = False
 
 
 def _part_of(engine: _Shard, data: bytes | None) -> Part:
@@ -326,8 +331,10 @@ class ShardedSet:
             engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
             engine._trust_after = TRUST_AFTER  # ... but each shard's own held head is trusted only after a run
         self._stored = settings
+        self._resettle = [False]  # a shard made its head afresh and could not store the settings (_Shard._started)
         for engine in self._engines:
             engine._set_settings = (self._settings_key, settings)
+            engine._resettle = self._resettle
         self._head_keys = [engine._keys.head for engine in self._engines]
         first = self._engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
@@ -364,9 +371,9 @@ class ShardedSet:
     def _ensure_settings(self) -> None:
         """Store the settings again before writing, if this object's ``drop()`` removed them (a shard whose
         head a write makes afresh does it too: ``_Shard._started``)."""
-        if not self._settled:
+        if not self._settled or self._resettle[0]:
             store_settings(self.store, self._settings_key, self._stored)
-            self._settled = True
+            self._settled, self._resettle[0] = True, False
 
     def __repr__(self) -> str:
         return f"SortedSet({self.name!r}, order={self.order!r}, chunk_size={self.chunk_size}, shards={self.shards})"
