@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import secrets
-import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -304,10 +303,9 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
 
     A new set's first write creates an empty head of epoch 1 by
     compare-and-set "only if absent", so every node is minted under a head.
-    A head that vanished while nodes remain is refused with
-    :class:`HeadMissingError`, never taken for an empty set: always for the
-    head of a set this object has seen, and at most once a minute
-    (:data:`ABSENT_RECHECK`) for a set it never saw, read or written. On
+    A head that vanished (the head of a set this object has seen, or any
+    set's head when a write would start it afresh) while nodes remain is
+    refused with :class:`HeadMissingError`, never taken for an empty set. On
     a store whose keys never vanish unless deleted (``Store.evicts`` false:
     DynamoDB, where that check is a scan of the whole table), only the head
     of a set this object has seen is looked for: there a set without a head
@@ -315,11 +313,13 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
     """
     store, key = sset.store, sset._keys.head
     record = store.get(key) if known is None else known[0]
-    while record is None and (create or sset._head is not None or store.evicts):
-        if sset._head is not None:
-            _absent(sset, since=None)
-        elif store.evicts:
-            _absent(sset)
+    while record is None and (create or sset._head is not None):
+        if (store.evicts or sset._head is not None) and headless(sset):
+            raise HeadMissingError(
+                f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
+                "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
+                key,
+            )
         if not create:
             forget(sset)
             break
@@ -345,27 +345,6 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
         sset._held = None
         return snapshot(sset, create, (now,))
     return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, view)
-
-
-#: Seconds for which a set found without a head and without nodes is read as empty without looking again.
-ABSENT_RECHECK = 60.0
-
-
-def _absent(sset: SortedSet, since: float | None = ABSENT_RECHECK) -> None:
-    """There is no head: raise :class:`HeadMissingError` if nodes of the set are stored (its head was lost:
-    an evicting Redis, or a drop() was interrupted), else the set is empty (new, or dropped). Looked for at
-    most once per ``since`` seconds per object while it never saw a head, so that polling a set not created
-    yet (and writing it first) costs one listing; every time (``None``) when it saw one vanish."""
-    now = time.monotonic()
-    if since is not None and sset._absent_at is not None and now - sset._absent_at < since:
-        return
-    if headless(sset):
-        raise HeadMissingError(
-            f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
-            "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
-            sset._keys.head,
-        )
-    sset._absent_at = now
 
 
 def hold(sset: SortedSet, record: Record, head: Head) -> None:

@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +52,7 @@ from . import _estimate, _gather, _log
 from ._cache import NodeCache
 from ._codec import FORMAT, _packb, seal, unpack
 from ._gather import Gather, Part
-from ._head import ABSENT_RECHECK, Head, decode_for
+from ._head import Head, decode_for
 from ._keys import Keyspace, _part
 from ._log import overlay_view
 from ._merged import Merged
@@ -75,7 +73,6 @@ from ._tree import Tree
 from .exceptions import (
     ConflictError,
     CorruptDataError,
-    HeadMissingError,
     InvalidArgumentError,
     InvalidScoreError,
     MissingNodeError,
@@ -318,7 +315,6 @@ class ShardedSet:
         self.order, self.chunk_size = settings.order, settings.chunk
         self._cache = NodeCache(cache_bytes)
         self._merged = Merged(self._cache)
-        self._absent_at = -ABSENT_RECHECK  # when a read last found absent shards without nodes (_absent_shards)
         self._engines = [
             _Shard(
                 part, store, f"{name}[{i}]", order=settings.order, chunk_size=settings.chunk, cache_bytes=0, **options
@@ -404,33 +400,8 @@ class ShardedSet:
     def _gather(self) -> tuple[list[bytes | None], Gather]:
         """One snapshot of every shard: their heads in one ``get_many``."""
         datas = self.store.get_many(self._head_keys)
-        self._absent_shards(datas)
         parts = [_part_of(e, d) for e, d in zip(self._engines, datas)]
         return datas, Gather(parts, self.store, self._cache, self._order.key)
-
-    def _absent_shards(self, datas: list[bytes | None]) -> None:
-        """Shards without a head that this object never saw are empty, unless nodes of theirs are stored
-        (their head was lost: an evicting Redis): then :class:`HeadMissingError`. One listing of every
-        shard's keys looks for all of them, once per ``ABSENT_RECHECK`` seconds (mdss._head._absent)."""
-        absent = [e for e, data in zip(self._engines, datas) if data is None and e._head is None]
-        now = time.monotonic()
-        if not absent or not self.store.evicts or now - self._absent_at < ABSENT_RECHECK:
-            return
-        for engine in absent:
-            engine._garbage.delete_stranded()
-        listed = list(self.store.keys(os.path.commonprefix([e._keys.prefix for e in self._engines])))
-        for engine in absent:
-            nodes = [key for key in listed if key.startswith(engine._keys.nodes)][:16]
-            if self.store.existing(nodes) and self.store.get(engine._keys.head) is None:
-                raise HeadMissingError(
-                    f"set {engine.name!r} (shard of {self.name!r}) has stored nodes but no head: the head was lost "
-                    "(a Redis evicting keys needs maxmemory-policy noeviction) or a drop() was interrupted; "
-                    "drop() removes the rest",
-                    engine._keys.head,
-                )
-        self._absent_at = now
-        for engine in absent:
-            engine._absent_at = now
 
     def _read(self, fn: Callable[[Gather], T]) -> T:
         """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs

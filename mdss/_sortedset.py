@@ -235,7 +235,6 @@ class SortedSet:
         self._head_bytes: bytes | None = None
         self._head: Head | None = None
         self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
-        self._absent_at: float | None = None  # when a read last found no head and no nodes (mdss._head._absent)
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)
         self._current = 0  # commits in a row that found the held head current (mdss._commit._learn)

@@ -35,7 +35,7 @@ class FaultyStore(Store):
         super().__init__(namespace=inner.namespace)
         self.inner, self.fail_at, self.after, self.meanwhile, self.count = inner, fail_at, after, meanwhile, 0
         self.dies = dies
-        self.keeps_siblings, self.evicts = inner.keeps_siblings, inner.evicts
+        self.keeps_siblings = inner.keeps_siblings
 
     def _call(self, name: str, *args: Any) -> Any:
         self.count += 1
