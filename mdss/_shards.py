@@ -239,6 +239,8 @@ def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
 class _Shard(SortedSet):
     """One shard of a sharded set: a ``SortedSet`` whose keys are named by the shard's key name."""
 
+    _trust_after = TRUST_AFTER  # its own held head is trusted only after a run of current ones (_read_first)
+
     def __init__(self, part: str, store: Store, name: str, **options: Any) -> None:
         self._part = part
         self._set_settings: tuple[str, Settings] | None = None  # the settings record of the set: key, value
@@ -325,7 +327,6 @@ class ShardedSet:
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
             engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
-            engine._trust_after = TRUST_AFTER  # ... but each shard's own held head is trusted only after a run
         self._stored = settings
         self._resettle = [False]  # a shard made its head afresh and could not store the settings (_Shard._started)
         for engine in self._engines:

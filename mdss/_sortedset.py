@@ -180,6 +180,10 @@ class SortedSet:
     (3, 2, 3)
     """
 
+    #: Commits in a row whose held head was current before the next starts from it without reading (a
+    #: shard's: ``mdss._shards.TRUST_AFTER``; see ``mdss._commit._read_first``).
+    _trust_after = 0
+
     def __new__(cls, *args: Any, **options: Any) -> Any:
         # A sharded set (``shards`` > 1 given, or stored in the set's settings) is a ShardedSet (mdss._shards),
         # whether ``store`` and ``name`` come by position or by keyword.
@@ -238,7 +242,6 @@ class SortedSet:
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)
         self._current = 0  # commits in a row that found the held head current (mdss._commit._learn)
-        self._trust_after = 0  # ... before a commit starts from it without reading (a shard: 2)
         self._built: tuple[str | None, str | None] | None = None  # the roots of the trees it last made (_merge_at)
         self._overlay: Overlay | None = None  # the update log applied in memory (mdss._log)
         self._past_overlays: dict[tuple[Any, ...], Overlay] = {}  # superseded ones, for cursors made on them
