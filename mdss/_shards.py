@@ -324,19 +324,19 @@ class ShardedSet:
             for i, part in enumerate(settings.parts)
         ]
         stale = [0.0]
+        self._stored = settings
+        # The settings record may be missing: this object's drop() removed it, or a shard made its head afresh
+        # and could not store it (_Shard._started). The next write stores it (_ensure_settings).
+        self._resettle = [False]
         for engine in self._engines:
             engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
             engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
-        self._stored = settings
-        self._resettle = [False]  # a shard made its head afresh and could not store the settings (_Shard._started)
-        for engine in self._engines:
             engine._set_settings = (self._settings_key, settings)
             engine._resettle = self._resettle
         self._head_keys = [engine._keys.head for engine in self._engines]
         first = self._engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
         self._local = threading.local()
-        self._settled = True
 
     def _settings(self, shards: int, order: str | None, chunk_size: int | None) -> Settings:
         """The stored settings, or new ones stored now (compare-and-set "only if absent": one creator wins)."""
@@ -368,9 +368,9 @@ class ShardedSet:
     def _ensure_settings(self) -> None:
         """Store the settings again before writing, if this object's ``drop()`` removed them (a shard whose
         head a write makes afresh does it too: ``_Shard._started``)."""
-        if not self._settled or self._resettle[0]:
+        if self._resettle[0]:
             store_settings(self.store, self._settings_key, self._stored)
-            self._settled, self._resettle[0] = True, False
+            self._resettle[0] = False
 
     def __repr__(self) -> str:
         return f"SortedSet({self.name!r}, order={self.order!r}, chunk_size={self.chunk_size}, shards={self.shards})"
@@ -835,7 +835,7 @@ class ShardedSet:
         for engine in self._engines:
             engine.drop()
         self.store.delete(self._settings_key)
-        self._settled = False
+        self._resettle[0] = True
         if any(data is not None for data in self.store.get_many(self._head_keys)):
             self._ensure_settings()  # a writer started a shard again meanwhile: its members stay findable
 
