@@ -38,6 +38,7 @@ class CountingStore(Store):
         super().__init__(namespace=inner.namespace)
         self.inner, self.calls = inner, Counter[str]()
         self.keeps_siblings = inner.keeps_siblings
+        self.appends = inner.appends
 
     def _call(self, name: str, *args: Any) -> Any:
         self.calls[name] += 1
@@ -57,6 +58,9 @@ class CountingStore(Store):
 
     def _cas(self, key, value, version):  # type: ignore[no-untyped-def]
         return self._call("cas", key, value, version)
+
+    def _append(self, key, held, sha, seen, record, cap):  # type: ignore[no-untyped-def]
+        return self._call("_append", key, held, sha, seen, record, cap)
 
     def _delete(self, key):  # type: ignore[no-untyped-def]
         return self._call("delete", key)

@@ -198,6 +198,7 @@ class DelayedStore(Store):
     def __init__(self, inner: Store, rtt: float) -> None:
         super().__init__(namespace=inner.namespace)
         self.inner, self.half = inner, rtt / 2
+        self.appends = inner.appends
 
     def _call(self, name: str, *args: Any) -> Any:
         time.sleep(self.half)
@@ -220,6 +221,9 @@ class DelayedStore(Store):
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
         return self._call("_cas", key, value, version)
+
+    def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Any:
+        return self._call("_append", key, held, sha, seen, record, cap)
 
     def _delete(self, key: str) -> None:
         self._call("_delete", key)

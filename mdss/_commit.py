@@ -18,7 +18,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import _garbage, _head, _log, _merge, _ops
+from . import _garbage, _head, _log, _merge, _ops, _tail
 from ._group import Pending
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head, TreeRef, collected_meanwhile, remember
 from ._log import Log, log_limit
@@ -189,6 +189,8 @@ def _read_first(sset: SortedSet) -> bool:
     to one shard, each of which finds its head current, and a held head trusted then mostly lost (62% of
     them, four writers over 16 shards: docs/performance.md).
     """
+    if sset.store.appends:  # the store applies appends to whatever head it holds: no race to lose
+        return False
     return sset._stale[0] > STALE or sset._current < sset._trust_after
 
 
@@ -236,6 +238,10 @@ def _attempt(
         appended, stored, replaced = _log.appended(sset, head, changed)
         if stored and not fresh:
             return _REREAD
+        if not stored and _tail_usable(sset, snap):
+            record = _tail.record(nonce, changed, members)
+            if record is not None:
+                return _tail_append(sset, snap, record, nonce, changed)
         writer = Writer(sset.chunk_size, head.epoch)
         writer.replaced = replaced
         if not publish(sset, snap, head.next(nonce, log=appended), writer, stored):
@@ -256,6 +262,103 @@ def _attempt(
         sset._built = (scores.root, index.root)
     sset.commits += 1
     return True
+
+
+def _tail_usable(sset: SortedSet, snap: Snapshot) -> bool:
+    """Whether the commit goes to the store as an append (``mdss._tail``): on a store that applies them,
+    unless the last one found the head full (then this one seals the tail into a segment)."""
+    if not sset.store.appends or snap.data is None:
+        return False
+    if sset._tail_full:
+        sset._tail_full = False
+        return False
+    return True
+
+
+def _tail_append(sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, changed: list[Any]) -> bool:
+    """Have the store append ``record`` to the head (``mdss._tail``): True if it landed, False if refused
+    (then nothing was written, and the head the store returned is where the rebase starts).
+
+    After a lost reply the same record is sent again: the store adds it only
+    once. If the store then refuses it, :func:`_appended` tells from the
+    head whether the first one landed before another commit moved the core.
+    """
+    held = snap.data
+    assert held is not None
+    key, ambiguous = sset._keys.head, None
+    cap = _tail.HEADER + len(_tail.core(held)) + _tail.TAIL_BYTES
+    for _ in STORE_CALLS.attempts():
+        try:
+            landed = sset.store.append_log(key, held, record, cap)
+        except ConflictError as exc:
+            if ambiguous is None:
+                sset._rival_head = (exc.current,)
+                sset._tail_full = bool(getattr(exc, "full", False))
+                return False
+            try:
+                if not _appended(sset, snap, exc.current, nonce, ambiguous):
+                    sset._rival_head = (exc.current,)
+                    return False
+            except OutcomeUnknownError:
+                raise
+            except (MissingNodeError, StoreUnavailableError):
+                continue  # the log moved on while it was read, or the read failed: ask the store again
+            sset._held = None  # landed, under commits this process has not decoded: the next one reads
+            sset.commits += 1
+            return True
+        except StoreUnavailableError as exc:
+            ambiguous = exc
+            continue
+        _landed(sset, snap, landed, record, changed)
+        sset.commits += 1
+        return True
+    raise OutcomeUnknownError(
+        f"the store did not confirm append {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
+        f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
+    ) from ambiguous
+
+
+def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
+    """Hold the head an append landed in: the head it was sent from, plus the records others appended
+    meanwhile (decoded), plus its own (unless a resend found it there already: then among those)."""
+    assert snap.data is not None
+    value, head = landed.value, snap.head
+    suffix = value[_tail.seen_bytes(snap.data) :]
+    mine = suffix.endswith(record)
+    entries: list[Any] = []
+    for nonce, appended in _tail.records(sset._keys.head, suffix[: -len(record)] if mine else suffix):
+        head = head.next(nonce, log=head.log.extended(appended))
+        entries.extend(appended)
+    if mine:
+        head = head.next(changed[-1][3], log=head.log.extended(changed))
+        entries.extend(changed)
+    remember(sset, head, value, landed.version)
+    _log.applied(sset, head, snap.head.log.seq, entries)
+
+
+def _appended(sset: SortedSet, snap: Snapshot, current: Record | None, nonce: str, ambiguous: Exception) -> bool:
+    """Whether an append whose reply was lost landed, from the head the store holds now (which refused
+    the same append sent again). Raises :class:`OutcomeUnknownError` when that cannot be told."""
+    key = sset._keys.head
+    now = None if current is None else Head.decode(key, current.value)
+    if now is None or now.incarnation != snap.head.incarnation:
+        raise OutcomeUnknownError(
+            f"set {sset.name!r} was dropped while append {nonce} awaited its reply ({ambiguous}): it may have "
+            "been applied before the drop, or not at all"
+        ) from ambiguous
+    if nonce in now.recent:
+        return True
+    assert current is not None and snap.data is not None
+    if _tail.core(current.value) == _tail.core(snap.data):
+        return False  # the same core: the store would have found the record, and it never will take it
+    seq = snap.head.log.seq  # the append's first entry came at or after it
+    if seq < now.log.base:
+        raise OutcomeUnknownError(
+            f"append {nonce} to set {sset.name!r} lost its reply ({ambiguous}), and a merge folded the log "
+            "since: it is applied entirely or not at all; read the set before retrying"
+        ) from ambiguous
+    # The core moved on (a seal, a merge): the append landed before it, or it never will.
+    return any(entry[3] == nonce for entry in _log.entries(sset, now.log, seq))
 
 
 def publish(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
 from ._log import EMPTY_LOG, Index, Log, Ranking, View, overlay_view
 from ._order import Order, member_key
@@ -148,7 +149,17 @@ class Head:
 
     @classmethod
     def decode(cls, key: str, data: bytes) -> Head:
-        """A head from stored bytes (format 2, or format 1 which had no epoch); validates every value's range."""
+        """A head from stored bytes (format 2, or format 1 which had no epoch); validates every value's range.
+
+        A head with a tail (``mdss._tail.TAILED``) is its core head plus the appends the store applied after it
+        (``mdss._tail``), each one commit.
+        """
+        if data[:1] == _tail.TAILED:
+            core, records = _tail.split(key, data)
+            head = cls.decode(key, core)
+            for nonce, entries in records:
+                head = head.next(nonce, log=head.log.extended(entries))
+            return head
         _, found = unpack(key, data, "head")
         if type(found) is not dict:
             raise CorruptDataError("stored head is malformed (not a map)", key)
@@ -214,10 +225,11 @@ class Snapshot:
     log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
     """
 
-    __slots__ = ("version", "head", "score_tree", "member_index", "view", "ranking", "index")
+    __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
 
     def __init__(self, record: Record | None, head: Head, source: Source, order: Order, view: View | None) -> None:
         self.version = None if record is None else record.version
+        self.data = record.values[0] if record is not None and len(record.values) == 1 else None
         self.head = head
         scores, members = head.scores, head.members
         bound = head.node_bytes
@@ -268,7 +280,7 @@ def decode_for(sset: SortedSet, data: bytes) -> Head:
     """
     if data == sset._head_bytes:
         return sset._head  # type: ignore[return-value]
-    head = Head.decode(sset._keys.head, data)
+    head = _extended(sset, data) or Head.decode(sset._keys.head, data)
     if (head.order, head.chunk) != (sset.order, sset.chunk_size):
         if sset._explicit or sset._head is not None:
             raise SettingsMismatchError(
@@ -278,6 +290,25 @@ def decode_for(sset: SortedSet, data: bytes) -> Head:
         sset._settle(head.order, head.chunk)
     sset._explicit = True
     sset._head_bytes, sset._head = data, head
+    return head
+
+
+def _extended(sset: SortedSet, data: bytes) -> Head | None:
+    """The head of ``data`` when it is the head this object decoded last plus store-applied appends: only
+    the new appends are decoded (``mdss._tail``)."""
+    known, head = sset._head_bytes, sset._head
+    if known is None or head is None or data[:1] != _tail.TAILED:
+        return None
+    if known[:1] == _tail.TAILED:
+        if not data.startswith(known):
+            return None
+        rest = data[len(known) :]
+    elif _tail.core(data) == known:
+        rest = data[_tail.HEADER + len(known) :]
+    else:
+        return None
+    for nonce, entries in _tail.records(sset._keys.head, rest):
+        head = head.next(nonce, log=head.log.extended(entries))
     return head
 
 

@@ -91,6 +91,10 @@ class Log:
     def __len__(self) -> int:
         return self.seq - self.base
 
+    def extended(self, entries: Sequence[LogEntry]) -> Log:
+        """This log with ``entries`` appended inline (no segment sealed)."""
+        return attrs.evolve(self, seq=self.seq + len(entries), inline=(*self.inline, *entries))
+
     def encode(self) -> list[Any] | None:
         if self == EMPTY_LOG:
             return None

@@ -38,7 +38,7 @@ settings.register_profile(  # a long search: HYPOTHESIS_PROFILE=deep MDSS_TEST_S
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 #: ``riak-fake`` is the Riak store over an in-memory fake of Riak's HTTP API (``fake_riak.py``).
-ALL_STORES = ("memory", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
+ALL_STORES = ("memory", "memory-cas", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
 #: Stores that need a server nobody can install here; the only ones allowed to skip in CI.
 OPTIONAL_STORES = ("riak",)
 #: Riak joins every suite when MDSS_RIAK_URL names a node (no Riak server can be installed here).
@@ -70,6 +70,8 @@ class StoreFactory:
         """A URL naming a fresh, empty store (its own file or namespace)."""
         if self.kind == "memory":
             return "memory://"
+        if self.kind == "memory-cas":  # commits compare-and-set the head, as on Riak and DynamoDB (no mdss._tail)
+            return "memory://?appends=false"
         if self.kind == "sqlite":
             return f"sqlite:///{self._tmp.mktemp('sqlite')}/store-{next(_counter)}.db"
         if "{table}" in self.url:  # dynalite: a table of its own, so that listing its keys scans only them
@@ -91,7 +93,7 @@ class StoreFactory:
 
 
 def _server_url(kind: str, request: pytest.FixtureRequest) -> str:
-    if kind in ("memory", "sqlite", "riak-fake"):
+    if kind in ("memory", "memory-cas", "sqlite", "riak-fake"):
         return f"{kind}://"
     if kind == "redis":
         return request.getfixturevalue("redis_url")
@@ -116,7 +118,7 @@ def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     factory.close()
 
 
-@pytest.fixture(params=[s for s in SELECTED if s not in ("memory", "riak-fake")])
+@pytest.fixture(params=[s for s in SELECTED if s not in ("memory", "memory-cas", "riak-fake")])
 def shared_store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """Like ``store_factory``, for the stores several processes can share (all but the in-process ones)."""
     kind = request.param

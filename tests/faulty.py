@@ -36,6 +36,7 @@ class FaultyStore(Store):
         self.inner, self.fail_at, self.after, self.meanwhile, self.count = inner, fail_at, after, meanwhile, 0
         self.dies = dies
         self.keeps_siblings = inner.keeps_siblings
+        self.appends = inner.appends
 
     def _call(self, name: str, *args: Any) -> Any:
         self.count += 1
@@ -67,6 +68,9 @@ class FaultyStore(Store):
 
     def _cas(self, key, value, version):
         return self._call("_cas", key, value, version)
+
+    def _append(self, key, held, sha, seen, record, cap):
+        return self._call("_append", key, held, sha, seen, record, cap)
 
     def _delete(self, key):
         return self._call("_delete", key)

@@ -690,8 +690,9 @@ def test_an_append_whose_fate_is_read_from_a_log_merged_meanwhile_is_not_applied
     merged segments (gc_grace 0). The segment read raised MissingNodeError out of _cas_head; commit() took it
     for a snapshot collected under an attempt, rebased and applied the increment a second time, returning
     23 for 3 + 10. Now a fate read that fails reads the head again: the entry is merged, the outcome is
-    unknown (OutcomeUnknownError), and it is applied once."""
-    store = MemoryStore()
+    unknown (OutcomeUnknownError), and it is applied once. (Compare-and-set commits: mdss._tail's appends
+    are test_reliability's.)"""
+    store = MemoryStore(appends=False)
     mdss.SortedSet(store, NAME, chunk_size=3, log_limit=0).add_many({f"p{i}": i for i in range(10)})
     ended = mdss.SortedSet(store, NAME, gc_grace=3600, log_limit=1000)
     merger = mdss.SortedSet(store, NAME, gc_grace=0, log_limit=1000)

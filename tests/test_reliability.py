@@ -43,17 +43,30 @@ def _leaf_keys(board: mdss.SortedSet) -> list[str]:
 
 
 class LostHeadReply(FaultyStore):
-    """Lets the first compare-and-set of a head land, then runs ``meanwhile`` and loses the reply."""
+    """Lets the first compare-and-set of a head (or store-applied append, ``mdss._tail``) land, then runs
+    ``meanwhile`` and loses the reply."""
 
-    def _cas(self, key, value, version):
+    def __init__(self, inner, *, appends: bool, **options) -> None:
+        super().__init__(inner, **options)
+        self.appends = appends and inner.appends
+
+    def _lose_next(self, key: str) -> None:
         if self.fail_at is None and key.endswith(":h"):
             self.fail_at = self.count + 1
             self.after = True
+
+    def _cas(self, key, value, version):
+        self._lose_next(key)
         return self._call("_cas", key, value, version)
 
+    def _append(self, key, held, sha, seen, record, cap):
+        self._lose_next(key)
+        return self._call("_append", key, held, sha, seen, record, cap)
 
+
+@pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])
 @pytest.mark.parametrize("on_top", [1, 3, 40])
-def test_lost_reply_with_writers_on_top_loses_nothing(store, on_top: int) -> None:
+def test_lost_reply_with_writers_on_top_loses_nothing(store, on_top: int, appends: bool) -> None:
     base = mdss.SortedSet(store, "b", chunk_size=4)
     base.add_many({f"m{i}": i for i in range(30)})
     other = mdss.SortedSet(store, "b")
@@ -62,40 +75,45 @@ def test_lost_reply_with_writers_on_top_loses_nothing(store, on_top: int) -> Non
         for _ in range(on_top):
             other.incr("x", 10)
 
-    writer = mdss.SortedSet(LostHeadReply(store, meanwhile=commits_on_top), "b", gc_grace=0)
+    faulty = LostHeadReply(store, meanwhile=commits_on_top, appends=appends)
+    writer = mdss.SortedSet(faulty, "b", gc_grace=0)
     try:
-        assert writer.incr("x", 1) == 1  # proven landed from the head's recent commit nonces
+        assert writer.incr("x", 1) == 1  # proven landed: the head's recent commit nonces, or the log
         landed = True
     except mdss.OutcomeUnknownError:
-        assert on_top >= 16  # only when its generation scrolled out of the head's memory
+        assert on_top >= 16  # only when its commit scrolled out of the head's memory, and was merged
         landed = None
+    assert faulty.count > faulty.fail_at  # the reply was lost
     fresh = mdss.SortedSet(store, "b", cache_bytes=0)
     assert fresh.check() == []
     assert fresh.score("x") == 10 * on_top + 1  # applied exactly once, never twice, never lost
     assert len(fresh) == 31 and landed in (True, None)
 
 
-def test_definite_conflict_rebases_and_deletes_its_nodes(store) -> None:
+@pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])
+def test_definite_conflict_rebases_and_deletes_its_nodes(store, appends: bool) -> None:
     board = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=0)
     board.add_many({f"m{i}": i for i in range(30)})
     other = mdss.SortedSet(store, "b", gc_grace=0)
     racing = FaultyStore(store)
+    racing.appends = appends and store.appends
     racer = mdss.SortedSet(racing, "b", gc_grace=0)
     racer.score("m1")
-    original = store._cas
+    name = "_append" if racing.appends else "_cas"
+    original = getattr(store, name)
     raced = []
 
-    def cas_after_a_rival(key, value, version):
+    def after_a_rival(*args):
         if not raced:
             raced.append(1)
-            other.incr("m1", 100)
-        return original(key, value, version)
+            other.incr("m1", 100)  # appended too: the racer's append touches the same member
+        return original(*args)
 
-    store._cas = cas_after_a_rival
+    setattr(store, name, after_a_rival)
     try:
         assert racer.incr("m1", 1) == 102
     finally:
-        store._cas = original
+        setattr(store, name, original)
     assert racer.retries == 1 and board.check() == []
     assert board.unreferenced() == []  # the losing attempt's nodes were deleted: nothing could name them
 

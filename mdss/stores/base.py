@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 
+from .. import _tail
 from ..exceptions import ConflictError, InvalidArgumentError, SiblingsError
 
 
@@ -174,6 +175,8 @@ class Store:
     evicts = True
     #: The largest value one key holds, for stores with a limit that nodes can reach (DynamoDB: 400 KB items).
     max_value_bytes: int | None = None
+    #: Whether the store applies appends to a head itself (:meth:`append_log`, :meth:`_append`).
+    appends = False
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Store:
@@ -241,6 +244,25 @@ class Store:
             self.stats.add(calls=1, conflicts=1)
             raise
         self.stats.add(calls=1, writes=1, bytes_written=len(value))
+        return written
+
+    def append_log(self, key: str, held: bytes, record: bytes, cap: int) -> Record:
+        """Append a commit's ``record`` to the head at ``key`` in the store, without a compare-and-set
+        (``mdss._tail``, on stores whose :attr:`appends` is true): the record now there.
+
+        ``held`` is the head's value as the writer holds it. Raises
+        :class:`~mdss.exceptions.ConflictError` (with ``current``, and
+        ``full`` set when only the ``cap`` on the value's bytes refused it)
+        where :func:`mdss._tail.apply` refuses. Resending after a lost reply
+        is safe: a record already there is not added again.
+        """
+        sha, seen = _tail.view(held)
+        try:
+            written = self._append(key, held, sha, seen, record, cap)
+        except ConflictError:
+            self.stats.add(calls=1, conflicts=1)
+            raise
+        self.stats.add(calls=1, writes=1, bytes_written=len(record))
         return written
 
     def delete(self, key: str) -> None:
@@ -335,6 +357,10 @@ class Store:
             self._put(key, value, None)
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
+        raise NotImplementedError
+
+    def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
+        """:func:`mdss._tail.apply` on the value at ``key``, atomically; the new record."""
         raise NotImplementedError
 
     def _delete(self, key: str) -> None:

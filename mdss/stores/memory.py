@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from .. import _tail
 from ..exceptions import ConflictError, InvalidArgumentError
 from .base import Record, Store, parse_flag, store_options
 
@@ -21,19 +22,23 @@ from .base import Record, Store, parse_flag, store_options
 class MemoryStore(Store):
     """Keys and values in a dict; thread-safe; gone when the process ends."""
 
-    def __init__(self, *, namespace: str = "mdss", siblings: bool = False) -> None:
+    def __init__(self, *, namespace: str = "mdss", siblings: bool = False, appends: bool = True) -> None:
         super().__init__(namespace=namespace)
-        if not isinstance(siblings, bool):
-            raise InvalidArgumentError(f"siblings must be True or False, got {siblings!r}")
+        for name, flag in (("siblings", siblings), ("appends", appends)):
+            if not isinstance(flag, bool):
+                raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
         self.keeps_siblings = siblings
+        # Store-applied appends (mdss._tail); off, commits compare-and-set the head as on Riak and DynamoDB.
+        # An eventually consistent store has no atomic read-modify-write.
+        self.appends = appends and not siblings
         self._data: dict[str, dict[int, bytes]] = {}  # key -> {dot: value}
         self._dots = itertools.count(1)
         self._lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryStore:
-        """``memory://`` or ``memory://?siblings=true&namespace=app``."""
-        return cls(**store_options(url, options, {"namespace": str, "siblings": parse_flag}))
+        """``memory://`` or ``memory://?siblings=true&appends=false&namespace=app``."""
+        return cls(**store_options(url, options, {"namespace": str, "siblings": parse_flag, "appends": parse_flag}))
 
     def _get(self, key: str) -> Record | None:
         with self._lock:
@@ -76,6 +81,21 @@ class MemoryStore(Store):
             dot = next(self._dots)
             self._data[key] = {dot: value}
             return frozenset((dot,))
+
+    def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
+        if not self.appends:
+            raise NotImplementedError("this memory store commits by compare-and-set only (appends=false)")
+        with self._lock:
+            values = self._data.get(key)
+            value = next(iter(values.values())) if values else None
+            try:
+                new = _tail.apply(value, sha, seen, record, cap)
+            except _tail.Refused as exc:
+                exc.current = Record(tuple(values.values()), frozenset(values)) if values else None
+                raise
+            dot = next(self._dots)
+            self._data[key] = {dot: new}
+            return Record((new,), frozenset((dot,)))
 
     def _delete(self, key: str) -> None:
         with self._lock:

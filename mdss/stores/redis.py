@@ -61,6 +61,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.retry import Retry
 
+from .. import _tail
 from .._retry import STORE_CALLS, Backoff
 from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .base import Record, Store
@@ -120,6 +121,47 @@ def _no_retries() -> Retry:
     return Retry(NoBackoff(), 0)
 
 
+# KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
+# record, the largest value. mdss._tail.apply, in Lua: returns {1, the value after the writer's view} if the
+# record was appended (or was there already), else {0, the current value} or {2, it} (full).
+_APPEND = """
+local v = redis.call('GET', KEYS[1])
+if not v then return {0} end
+local orig, start = v, 0
+if string.byte(v, 1) == 0xC1 then
+    if string.sub(v, 2, 21) ~= ARGV[1] then return {0, orig} end
+    local a, b, c, d = string.byte(v, 22, 25)
+    start = 26 + ((a * 256 + b) * 256 + c) * 256 + d
+else
+    local raw = string.gsub(redis.sha1hex(v), '..', function(x) return string.char(tonumber(x, 16)) end)
+    if raw ~= ARGV[1] then return {0, orig} end
+    local n = #v
+    v = string.char(193) .. raw .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+        math.floor(n / 256) % 256, n % 256) .. v
+    start = #v + 1
+end
+local rec, seen = ARGV[3], tonumber(ARGV[2])
+local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11)
+local i = start + seen
+if i > #v + 1 then return {0, orig} end
+while i <= #v do
+    local h, l = string.byte(v, i, i + 1)
+    if string.sub(v, i + 2, i + 9) == nonce then return {1, string.sub(v, start + seen)} end
+    for t = 0, string.byte(v, i + 10) - 1 do
+        local tok = string.sub(v, i + 11 + 8 * t, i + 18 + 8 * t)
+        for u = 0, nt - 1 do
+            if string.sub(rec, 12 + 8 * u, 19 + 8 * u) == tok then return {0, orig} end
+        end
+    end
+    i = i + 2 + h * 256 + l
+end
+if #v + #rec > tonumber(ARGV[4]) then return {2, orig} end
+v = v .. rec
+redis.call('SET', KEYS[1], v)
+return {1, string.sub(v, start + seen)}
+"""
+
+
 def _version(value: bytes) -> str:
     return hashlib.sha1(value).hexdigest()
 
@@ -173,6 +215,8 @@ def _check_connection_options(connection_class: Any, options: Mapping[str, Any])
 class _RedisBase(Store):
     """What the single-server and the cluster store share: everything but batching and listing."""
 
+    appends = True
+
     def __init__(
         self,
         client: Any,
@@ -191,6 +235,7 @@ class _RedisBase(Store):
             client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
             self._script = client.register_script(_CAS)
             self._delete_script = client.register_script(_DELETE_IF)
+            self._append_script = client.register_script(_APPEND)
             if check_policy:
                 self._check_policy()
         except BaseException:
@@ -229,6 +274,38 @@ class _RedisBase(Store):
         # holds another version either way.
         if not self._call(self._delete_script, keys=[key], args=[version]):
             raise ConflictError(f"key {key!r} changed since it was read")
+
+    def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
+        # Resending after a lost reply is safe (the script finds the record's nonce); but a refusal after a
+        # lost reply may hide an append that landed and was then sealed by another writer: OutcomeUnknown.
+        lost: Exception | None = None
+        for _ in self.retry.attempts():
+            try:
+                got = self._append_script(keys=[key], args=[sha, seen, record, cap])
+            except redis.AuthenticationError as exc:
+                raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
+            except _TRANSIENT as exc:
+                lost = lost or exc
+                continue
+            except redis.RedisError as exc:
+                if lost is not None:
+                    raise OutcomeUnknownError(
+                        f"{self.where}: append to {key!r} lost its reply ({lost}), then: {exc}"
+                    ) from exc
+                raise StoreError(f"{self.where} refused the append: {exc}") from exc
+            if got[0] == 1:
+                value = (held if held[:1] == _tail.TAILED else _tail.tailed(held)) + got[1]
+                return Record((value,), _version(value))
+            refused = _tail.Refused(f"key {key!r} changed since it was read", full=got[0] == 2)
+            refused.current = Record((got[1],), _version(got[1])) if len(got) > 1 else None
+            if lost is not None:
+                raise OutcomeUnknownError(
+                    f"{self.where}: append to {key!r} lost its reply ({lost}), and the head moved on since"
+                ) from refused
+            raise refused
+        raise OutcomeUnknownError(
+            f"{self.where} unreachable within its retry budget: append to {key!r} got no reply: {lost}"
+        ) from lost
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
         lost: Exception | None = None  # the first lost reply: from then on, never a ConflictError

@@ -1,0 +1,192 @@
+"""Store-applied appends (``mdss._tail``): the store's side against the reference, on every store that has
+it (the Redis script included); lost replies; damaged tails."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from faulty import FaultyStore
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mdss
+from mdss import _head, _tail
+from mdss.stores.memory import MemoryStore
+
+_keys = itertools.count()
+
+MEMBERS = st.sampled_from(["a", "b", "c", "d", "é", ""])
+
+
+def _entries(nonce: str, members: list[str]) -> list[tuple]:
+    return [(m, None, float(i), None) for i, m in enumerate(members[:-1])] + [(members[-1], 1, 2, nonce)]
+
+
+@st.composite
+def _steps(draw):
+    """Appends, each from a view of the head some steps back (or the last one sent again), and new cores
+    (an ordinary compare-and-set): ``(kind, members, steps back, cap on the tail's bytes, nonce or core)``."""
+    steps = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["append", "append", "append", "resend", "core"]))
+        members = draw(st.lists(MEMBERS, min_size=1, max_size=3, unique=True))
+        data = draw(st.binary(min_size=8, max_size=8))
+        steps.append((kind, members, draw(st.integers(0, 4)), draw(st.sampled_from([80, 200, 10_000])), data))
+    return steps
+
+
+def _run(steps, apply):
+    """Apply ``steps`` through ``apply(value, held, record, cap) -> (new value | None, outcome)``: each
+    outcome, and the head's final bytes."""
+    value = b"\x81\xa1v\x00"  # any plain head's bytes: the store never decodes the core
+    history, outcomes, sent = [value], [], []
+    for step, (kind, members, back, cap, data) in enumerate(steps):
+        if kind == "core":
+            value = b"\x81\xa1v" + data
+            history = [value]
+            apply(None, value, None, cap)
+            outcomes.append("core")
+            continue
+        held = history[max(0, len(history) - 1 - back)]
+        if kind == "resend" and sent:
+            held, record = sent[-1]
+        else:
+            nonce = f"{step:016x}"  # unique, as random 64-bit nonces are
+            record = _tail.record(nonce, _entries(nonce, members), members)
+        sent.append((held, record))
+        new, outcome = apply(value, held, record, cap + _tail.HEADER + len(_tail.core(held)))
+        outcomes.append(outcome)
+        if new is not None:
+            value = new
+            history.append(new)
+    return outcomes, value
+
+
+def _reference(value, held, record, cap):
+    if record is None:
+        return None, "core"
+    sha, seen = _tail.view(held)
+    try:
+        new = _tail.apply(value, sha, seen, record, cap)
+    except _tail.Refused as exc:
+        return None, "full" if exc.full else "refused"
+    return new, "appended"
+
+
+@settings(max_examples=200, deadline=None)
+@given(_steps())
+def test_the_reference_keeps_a_tail_that_decodes_to_the_appends_it_took(steps) -> None:
+    outcomes, value = _run(steps, _reference)
+    last = len(outcomes) - outcomes[::-1].index("core") if "core" in outcomes else 0
+    assert (value[:1] == _tail.TAILED) == ("appended" in outcomes[last:])
+    if value[:1] != _tail.TAILED:
+        return
+    core, records = _tail.split("k", value)
+    nonces = [nonce for nonce, _ in records]
+    assert len(set(nonces)) == len(nonces)  # a resend never adds a record twice
+    for nonce, entries in records:
+        assert entries[-1][3] == nonce
+    assert _tail.core(value) == core
+
+
+def test_every_store_applies_appends_as_the_reference_does(store) -> None:
+    if not store.appends:  # commits compare-and-set the head instead; the base class refuses appends
+        store.put("h", b"\x80")
+        with pytest.raises(NotImplementedError):
+            store.append_log("h", b"\x80", _tail.record("00" * 8, _entries("00" * 8, ["a"]), ["a"]), 1000)
+        return
+
+    @settings(max_examples=40, deadline=None)
+    @given(_steps())
+    def check(steps):
+        key = f"tail{next(_keys)}"
+        store.put(key, b"\x81\xa1v\x00")
+
+        def stored(value, held, record, cap):
+            if record is None:
+                store.put(key, held)
+                return None, "core"
+            try:
+                landed = store.append_log(key, held, record, cap)
+            except mdss.ConflictError as exc:
+                assert exc.current is not None and exc.current.value == value  # the head as it is
+                return None, "full" if getattr(exc, "full", False) else "refused"
+            assert store.get(key) == landed  # the value and the version a compare-and-set takes next
+            return landed.value, "appended"
+
+        assert _run(steps, stored) == _run(steps, _reference)
+
+    check()
+
+
+class _LoseAppendReply(FaultyStore):
+    """Performs the first store-applied append, runs ``meanwhile``, then loses the reply."""
+
+    def _append(self, key, held, sha, seen, record, cap):
+        if self.fail_at is None:
+            self.fail_at, self.after = self.count + 1, True
+        return self._call("_append", key, held, sha, seen, record, cap)
+
+
+@pytest.mark.parametrize("others", [0, 1, 5, 60])
+@pytest.mark.parametrize("same_member", [False, True])
+def test_an_append_whose_reply_was_lost_is_found_in_the_tail_or_the_log(others: int, same_member: bool) -> None:
+    """The resend finds the record in the tail (the store adds it once); after others sealed the tail into
+    segments (60 appends), the log says it landed. Never applied twice, never reported unknown while
+    the log still holds it."""
+    store = MemoryStore()
+    mdss.SortedSet(store, "b", chunk_size=4, log_limit=0).add_many({f"m{i}": i for i in range(20)})
+    other = mdss.SortedSet(store, "b", log_limit=10_000)
+    member = "x" if same_member else "y"
+
+    def meanwhile() -> None:
+        for i in range(others):
+            other.incr(member if i % 2 else f"o{i}", 10)
+
+    faulty = _LoseAppendReply(store, meanwhile=meanwhile)
+    writer = mdss.SortedSet(faulty, "b", log_limit=10_000)
+    writer.scores(["x"])
+    assert writer.incr("x", 1) == 1
+    assert faulty.count > faulty.fail_at  # the reply was lost, and the store asked again
+    fresh = mdss.SortedSet(store, "b")
+    assert fresh.score("x") == 1 + (10 * (others // 2) if same_member else 0)
+    assert fresh.check() == []
+    if others == 60:
+        assert fresh._snapshot().head.log.segs or fresh._snapshot().head.log.pages  # the tail was sealed
+
+
+def test_a_damaged_tail_is_refused_not_served() -> None:
+    store = MemoryStore()
+    board = mdss.SortedSet(store, "b", log_limit=10_000)
+    board.add("a", 1)
+    mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)  # from a held head: appended to the tail
+    key = board._keys.head
+    value = store.get(key).value
+    assert value[:1] == _tail.TAILED
+    for at in (1, 22, _tail.HEADER + 3, len(value) - 30, len(value) - 1):
+        damaged = bytearray(value)
+        damaged[at] ^= 0x10
+        store.put(key, bytes(damaged))
+        with pytest.raises(mdss.CorruptDataError):
+            mdss.SortedSet(store, "b").score("a")
+    store.put(key, value[:-3])
+    with pytest.raises(mdss.CorruptDataError):
+        mdss.SortedSet(store, "b").score("a")
+    store.put(key, value)
+    assert mdss.SortedSet(store, "b").scores(["a", "b"]) == [1, 2]
+
+
+def test_a_tailed_head_decodes_as_its_core_plus_one_commit_per_record() -> None:
+    store = MemoryStore()
+    one = mdss.SortedSet(store, "b", log_limit=10_000)
+    one.add("a", 1)
+    two = mdss.SortedSet(store, "b", log_limit=10_000)
+    two.add("b", 2)
+    one.add_many({"c": 3, "d": 4})
+    value = store.get(one._keys.head).value
+    core, records = _tail.split("k", value)
+    head = _head.Head.decode("k", value)
+    plain = _head.Head.decode("k", core)
+    assert head.gen == plain.gen + len(records) and len(head.log) == len(plain.log) + 4 == 4
+    assert head.recent[: len(records)] == tuple(nonce for nonce, _ in reversed(records))
