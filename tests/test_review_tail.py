@@ -3,9 +3,11 @@ merges and gc in between; exact incr results; damaged tails."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 import pytest
+import redis
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -119,3 +121,61 @@ def test_a_damaged_core_checksum_is_refused_by_a_process_that_held_the_plain_hea
     with pytest.raises(mdss.CorruptDataError):
         held.score("b")
     assert held.check() != []
+
+
+@pytest.mark.parametrize("redis_kind", ["redis", "redis-cluster"])
+@pytest.mark.parametrize("meanwhile", ["nothing", "same member", "other member", "seal"])
+def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_twice(
+    redis_kind, meanwhile, request
+) -> None:
+    """Redis: the first append request is held back (its connection failed, the server runs it later); the
+    store's own resend, other writers, then the held-back request. Applied once, incr exact."""
+    url = request.getfixturevalue("redis_url" if redis_kind == "redis" else "redis_cluster_url")
+    store = mdss.open_store(f"{url}?namespace=t{uuid.uuid4().hex[:12]}")
+    request.addfinalizer(store.close)
+    mdss.SortedSet(store, "b", chunk_size=4, log_limit=0).add_many({f"m{i}": i for i in range(10)})
+    other = mdss.SortedSet(store, "b", log_limit=10_000)
+    writer = mdss.SortedSet(store, "b", log_limit=10_000)
+    writer.scores(["x"])
+    real, held_back = store._append_script, []
+
+    def flaky(keys, args):
+        if not held_back:
+            held_back.append((keys, args))
+            if meanwhile == "same member":
+                other.incr("x", 10)
+            elif meanwhile == "other member":
+                other.incr("y", 10)
+            elif meanwhile == "seal":
+                mdss.SortedSet(store, "b", log_limit=0).incr("z", 1)  # straight into the trees: a new core
+            raise redis.ConnectionError("held back")
+        return real(keys=keys, args=args)
+
+    store._append_script = flaky
+    try:
+        got = writer.incr("x", 1)
+    finally:
+        store._append_script = real
+    keys, args = held_back[0]
+    real(keys=keys, args=args)  # the held-back request reaches the server at last
+    final = mdss.SortedSet(store, "b").score("x")
+    assert final == (11 if meanwhile == "same member" else 1)
+    assert got == final or (meanwhile == "same member" and got in (1, 11))
+    assert mdss.SortedSet(store, "b").check() == []
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_lost_append_then_a_fold_into_the_trees_is_told_from_the_recent_commits(landed: bool) -> None:
+    """The append's request (or its reply) is lost, and a commit folds the log into the trees before the
+    resend: the head's recent nonces cover every commit since the writer's view, so the outcome is known
+    (not OutcomeUnknownError), and the incr applies once."""
+    store = MemoryStore()
+    mdss.SortedSet(store, "b", chunk_size=4, log_limit=0).add_many({f"m{i}": i for i in range(10)})
+    lossy = _Lossy(store, meanwhile=lambda: mdss.SortedSet(store, "b", log_limit=0).incr("z", 1))
+    writer = mdss.SortedSet(lossy, "b", log_limit=10_000)
+    writer.scores(["x"])
+    lossy.armed, lossy.before = True, not landed
+    assert writer.incr("x", 1) == 1
+    fresh = mdss.SortedSet(store, "b")
+    assert fresh.scores(["x", "z"]) == [1, 1]
+    assert fresh.check() == []
