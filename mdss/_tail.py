@@ -6,7 +6,8 @@ still valid on the newer head unless an entry logged since touches one of
 its members (its old scores may then be wrong) or the head's *core* changed
 (a merge, a sealed segment, a load, a drop). A store that checks that
 atomically (:meth:`mdss.stores.base.Store.append_log`: a Lua script on
-Redis, a transaction on SQLite) appends the commit as a *record* after the
+Redis and Redis Cluster, the lock on memory; SQLite, Riak and DynamoDB
+compare-and-set instead) appends the commit as a *record* after the
 head's bytes instead, so that writers of different members never conflict::
 
     TAILED, SHA-1 of the core (20 bytes), core length (4 bytes), core, record, record, ...
