@@ -8,9 +8,19 @@ from collections import Counter
 
 import pytest
 import redis
+import strategies as S
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from model import Model
 
 import mdss
 from mdss import _log, _merge, _tail
@@ -179,3 +189,143 @@ def test_a_lost_append_then_a_fold_into_the_trees_is_told_from_the_recent_commit
     fresh = mdss.SortedSet(store, "b")
     assert fresh.scores(["x", "z"]) == [1, 1]
     assert fresh.check() == []
+
+
+class _Writers(RuleBasedStateMachine):
+    """Several objects of one set, each committing from the head it last saw (stale: the store applies
+    the append unless a newer record touched its members), with tiny inline and tail limits so that
+    tails fill, seal and merge constantly; every result against a model; cursors made before later
+    appends page on from their snapshot."""
+
+    factory = None
+    shards = 1
+
+    @initialize(chunk=st.integers(2, 4), log_limit=st.sampled_from([2, 5, 40]))
+    def open(self, chunk: int, log_limit: int) -> None:
+        store = self.factory()
+        self.sets = [
+            mdss.SortedSet(store, "w", chunk_size=chunk, gc_grace=0, log_limit=log_limit, shards=self.shards)
+            for _ in range(3)
+        ]
+        self.model = Model("desc")
+        self.cursors: list[tuple[object, list]] = []
+
+    def _apply(self, ops) -> bool:
+        trial = Model("desc")
+        trial.scores = dict(self.model.scores)
+        try:
+            for op, member, value in ops:
+                trial.apply(op, member, value)
+        except ValueError:
+            return False
+        self.model = trial
+        return True
+
+    @rule(w=st.integers(0, 2), member=S.members, delta=S.small_scores)
+    def incr(self, w: int, member: str, delta: int) -> None:
+        assert self._apply([("incr", member, delta)])
+        assert self.sets[w].incr(member, delta) == self.model.scores[member]
+
+    @rule(w=st.integers(0, 2), pairs=st.lists(st.tuples(S.members, S.small_scores), max_size=6), op=S.ops)
+    def add_many(self, w: int, pairs, op: str) -> None:
+        new = len({m for m, _ in pairs} - set(self.model.scores))
+        assert self._apply([(op, m, s) for m, s in pairs])
+        assert self.sets[w].add_many(pairs, op=op) == new
+
+    @rule(w=st.integers(0, 2), member=S.members, score=S.small_scores, cond=st.sampled_from(["gt", "lt"]))
+    def conditional(self, w: int, member: str, score: int, cond: str) -> None:
+        current = self.model.scores.get(member)
+        applies = current is None or (score > current if cond == "gt" else score < current)
+        assert self._apply([("set", member, score)] if applies else [])
+        assert self.sets[w].add(member, score, op=cond) is (current is None)
+        assert self.sets[w].score(member) == self.model.scores[member]
+
+    @rule(w=st.integers(0, 2), member=S.members)
+    def remove(self, w: int, member: str) -> None:
+        assert self.sets[w].remove(member) is (self.model.scores.pop(member, None) is not None)
+
+    @rule(w=st.integers(0, 2))
+    def merge(self, w: int) -> None:
+        self.sets[w].merge()
+
+    @rule(w=st.integers(0, 2))
+    def gc(self, w: int) -> None:
+        self.sets[w].gc(wait=False)
+
+    @rule(w=st.integers(0, 2))
+    def cursor(self, w: int) -> None:
+        page = self.sets[w].page(2)
+        if page.cursor is not None:
+            self.cursors.append((page.cursor, self.model.entries()[2:]))
+
+    @precondition(lambda self: self.cursors)
+    @rule(w=st.integers(0, 2))
+    def page_on(self, w: int) -> None:
+        cursor, expected = self.cursors.pop()
+        got = []
+        while cursor is not None:
+            page = self.sets[w].page(3, cursor)
+            got += page.entries
+            cursor = page.cursor
+        members = [e.member for e in got]
+        assert len(set(members)) == len(members)  # from its snapshot, or on from the newest: never twice
+        if got != expected:  # its snapshot is gone (merged and collected): on from the newest state
+            assert len(got) <= len(self.model.entries())
+
+    @invariant()
+    def agrees(self) -> None:
+        if not hasattr(self, "sets"):
+            return
+        for s in self.sets:
+            assert list(s) == self.model.entries()
+        assert self.sets[0].check() == []
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_writers_holding_stale_heads_agree_with_a_model(store_factory, shards) -> None:
+    machine = type("W", (_Writers,), {"factory": store_factory, "shards": shards})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_log, "INLINE_BYTES", 90)
+        mp.setattr(_tail, "TAIL_BYTES", 120)
+        run_state_machine_as_test(machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None))
+
+
+def _big_record(nonce: str, members: list[str], pad: int = 0) -> bytes:
+    entries = [(m, None, 1.5, None) for m in members[-3:]]
+    entries[-1] = (entries[-1][0], None, 1.5, nonce)
+    if pad:
+        entries.insert(0, ("p" * pad, None, 0, None))
+    record = _tail.record(nonce, entries, members)
+    assert record is not None
+    return record
+
+
+@pytest.mark.parametrize("cap", [10**6, 70_000, 40_000, 2_500])
+def test_the_store_applies_extreme_records_as_the_reference_does(store, cap: int) -> None:
+    """255 tokens, members with NUL and non-ASCII, nonces of zero bytes and 0xC1, record bodies of 32 KB
+    and more (the length's high bit set), caps on either side of them, a resend and a stale view."""
+    if not store.appends:
+        return  # commits compare-and-set the head (test_tail checks that appends are refused)
+    many = [f"é{i}\x00" for i in range(255)]
+    records = [
+        _big_record("00" * 8, many),
+        _big_record("c1" * 8, ["a\x00b", "\u2603"], pad=40_000),
+        _big_record("00" * 7 + "01", ["x"], pad=33_000),
+    ]
+    base = b"\x81\xa1v\x00"
+    store.put("k", base)
+    value = base
+    for record in [*records, records[0], _big_record("11" * 8, [many[254]])]:  # a resend; a conflict
+        sha, seen = _tail.view(base)
+        try:
+            expected, outcome = _tail.apply(value, sha, seen, record, cap), "appended"
+        except _tail.Refused as exc:
+            expected, outcome = None, "full" if exc.full else "refused"
+        try:
+            landed, got = store.append_log("k", base, record, cap), "appended"
+        except mdss.ConflictError as exc:
+            landed, got = None, "full" if getattr(exc, "full", False) else "refused"
+        assert got == outcome
+        if landed is not None:
+            assert landed.value == expected == store.get("k").value
+            value = expected
