@@ -329,3 +329,26 @@ def test_the_store_applies_extreme_records_as_the_reference_does(store, cap: int
         if landed is not None:
             assert landed.value == expected == store.get("k").value
             value = expected
+
+
+@pytest.mark.parametrize("damage", ["short", "long"])
+def test_an_append_onto_a_head_whose_tail_framing_is_damaged_is_refused_as_corrupt(store, damage: str) -> None:
+    """A writer holding the plain head appends while the stored tail's last record length is damaged (so
+    that the store's scan ends inside a record, or past the value's end): CorruptDataError from the head
+    the refusal returns, not a bare IndexError, a script error, or a record appended after the damage."""
+    mdss.SortedSet(store, "b", log_limit=0).add("a", 1)  # a plain head
+    held = mdss.SortedSet(store, "b", log_limit=10_000)
+    held.scores(["a"])
+    mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)
+    key = held._keys.head
+    value = store.get(key).value
+    if value[:1] != _tail.TAILED:
+        return  # a store that compare-and-sets (no tail to damage)
+    start = _tail.HEADER + len(_tail.core(value))
+    size = int.from_bytes(value[start : start + 2], "big")
+    wrong = size - 8 if damage == "short" else size + 200
+    store.put(key, value[:start] + wrong.to_bytes(2, "big") + value[start + 2 :])
+    with pytest.raises(mdss.CorruptDataError):
+        held.add("c", 3)
+    damaged = store.get(key).value
+    assert damaged[:start] == value[:start] and len(damaged) == len(value)  # nothing appended
