@@ -348,6 +348,8 @@ def _appended(sset: SortedSet, snap: Snapshot, current: Record | None, nonce: st
         ) from ambiguous
     if nonce in now.recent:
         return True
+    if now.gen - snap.head.gen <= len(now.recent):
+        return False  # every commit since the writer's view is among the recent ones, and it is not: it never lands
     assert current is not None and snap.data is not None
     if _tail.core(current.value) == _tail.core(snap.data):
         return False  # the same core: the store would have found the record, and it never will take it

@@ -303,7 +303,7 @@ def _extended(sset: SortedSet, data: bytes) -> Head | None:
         if not data.startswith(known):
             return None
         rest = data[len(known) :]
-    elif _tail.core(data) == known:
+    elif data.startswith(_tail.tailed(known)):  # its header too: the SHA-1 a full decode checks
         rest = data[_tail.HEADER + len(known) :]
     else:
         return None

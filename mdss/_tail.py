@@ -6,7 +6,8 @@ still valid on the newer head unless an entry logged since touches one of
 its members (its old scores may then be wrong) or the head's *core* changed
 (a merge, a sealed segment, a load, a drop). A store that checks that
 atomically (:meth:`mdss.stores.base.Store.append_log`: a Lua script on
-Redis, a transaction on SQLite) appends the commit as a *record* after the
+Redis and Redis Cluster, the lock on memory; SQLite, Riak and DynamoDB
+compare-and-set instead) appends the commit as a *record* after the
 head's bytes instead, so that writers of different members never conflict::
 
     TAILED, SHA-1 of the core (20 bytes), core length (4 bytes), core, record, record, ...
@@ -103,10 +104,11 @@ def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -
 
     ``sha`` and ``seen`` are the writer's :func:`view`. Appends unless the
     head is gone, its core's SHA-1 is not ``sha``, a record after the
-    writer's ``seen`` tail bytes has one of ``record``'s tokens, or the value
-    would pass ``cap`` bytes (``full``). A record whose nonce is there
-    already (after the writer's view: a resend) is not added again
-    (``value`` comes back unchanged).
+    writer's ``seen`` tail bytes has one of ``record``'s tokens, the tail's
+    framing is damaged (the writer's rebase then reads the head, and refuses
+    it as corrupt), or the value would pass ``cap`` bytes (``full``). A
+    record whose nonce is there already (after the writer's view: a resend)
+    is not added again (``value`` comes back unchanged).
     """
     if value is None:
         raise Refused("the head is gone")
@@ -125,11 +127,15 @@ def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -
     nonce, tokens = record[2:10], record[11 : 11 + TOKEN * record[10]]
     mine = {tokens[i : i + TOKEN] for i in range(0, len(tokens), TOKEN)}
     while at < len(value):
+        if at + 11 > len(value) or at + 11 + TOKEN * value[at + 10] > len(value):
+            raise Refused("the head's tail is damaged")  # the writer's rebase reads it: CorruptDataError
         if value[at + 2 : at + 10] == nonce:
             return value
         if any(value[t : t + TOKEN] in mine for t in range(at + 11, at + 11 + TOKEN * value[at + 10], TOKEN)):
             raise Refused("a newer append touched the same members")
         at += 2 + int.from_bytes(value[at : at + 2], "big")
+    if at != len(value):
+        raise Refused("the head's tail is damaged")
     if len(value) + len(record) > cap:
         raise Refused("the head is full", full=True)
     return value + record

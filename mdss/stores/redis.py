@@ -123,7 +123,8 @@ def _no_retries() -> Retry:
 
 # KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
 # record, the largest value. mdss._tail.apply, in Lua: returns {1, the value after the writer's view} if the
-# record was appended (or was there already), else {0, the current value} or {2, it} (full).
+# record was appended (or was there already), else {0, the current value} (refused; a damaged tail too) or
+# {2, it} (full).
 _APPEND = """
 local v = redis.call('GET', KEYS[1])
 if not v then return {0} end
@@ -145,6 +146,7 @@ local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11)
 local i = start + seen
 if i > #v + 1 then return {0, orig} end
 while i <= #v do
+    if i + 10 > #v or i + 10 + 8 * string.byte(v, i + 10) > #v then return {0, orig} end
     local h, l = string.byte(v, i, i + 1)
     if string.sub(v, i + 2, i + 9) == nonce then return {1, string.sub(v, start + seen)} end
     for t = 0, string.byte(v, i + 10) - 1 do
@@ -155,6 +157,7 @@ while i <= #v do
     end
     i = i + 2 + h * 256 + l
 end
+if i ~= #v + 1 then return {0, orig} end
 if #v + #rec > tonumber(ARGV[4]) then return {2, orig} end
 v = v .. rec
 redis.call('SET', KEYS[1], v)
