@@ -240,7 +240,7 @@ def _attempt(
             return _REREAD
         if not stored and _tail_usable(sset, snap):
             record = _tail.record(nonce, changed, members)
-            if record is not None:
+            if record is not None and len(record) <= _tail.TAIL_BYTES:  # else the tail could never take it
                 return _tail_append(sset, snap, record, nonce, changed)
         writer = Writer(sset.chunk_size, head.epoch)
         writer.replaced = replaced

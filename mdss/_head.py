@@ -156,6 +156,8 @@ class Head:
         """
         if data[:1] == _tail.TAILED:
             core, records = _tail.split(key, data)
+            if core[:1] == _tail.TAILED:
+                raise CorruptDataError("stored head's core has a tail of its own", key)
             head = cls.decode(key, core)
             for nonce, entries in records:
                 head = head.next(nonce, log=head.log.extended(entries))

@@ -190,3 +190,26 @@ def test_a_tailed_head_decodes_as_its_core_plus_one_commit_per_record() -> None:
     plain = _head.Head.decode("k", core)
     assert head.gen == plain.gen + len(records) and len(head.log) == len(plain.log) + 4 == 4
     assert head.recent[: len(records)] == tuple(nonce for nonce, _ in reversed(records))
+
+
+def test_a_core_with_a_tail_of_its_own_is_refused_not_recursed_into() -> None:
+    core = _tail.tailed(_tail.tailed(b"\x80"))
+    with pytest.raises(mdss.CorruptDataError):
+        _head.Head.decode("k", _tail.tailed(core))
+
+
+def test_a_resend_found_in_the_tail_keeps_the_version_on_memory() -> None:
+    store = MemoryStore()
+    store.put("h", b"\x80")
+    record = _tail.record("00" * 8, _entries("00" * 8, ["a"]), ["a"])
+    first = store.append_log("h", b"\x80", record, 1000)
+    assert store.append_log("h", b"\x80", record, 1000) == first == store.get("h")
+
+
+def test_a_record_larger_than_the_tail_goes_the_ordinary_way() -> None:
+    store = MemoryStore()
+    board = mdss.SortedSet(store, "b", log_limit=10_000)
+    board.add("a", 1)
+    before = store.stats.snapshot()
+    board.add_many({f"member-{i:03d}-{'x' * 40}": i for i in range(60)})  # a record of over 3 KB
+    assert store.stats.since(before)["conflicts"] == 0 and len(board) == 61

@@ -93,6 +93,8 @@ class MemoryStore(Store):
             except _tail.Refused as exc:
                 exc.current = Record(tuple(values.values()), frozenset(values)) if values else None
                 raise
+            if new is value:  # a resend, found there already: the same version
+                return Record((new,), frozenset(values))  # type: ignore[arg-type]
             dot = next(self._dots)
             self._data[key] = {dot: new}
             return Record((new,), frozenset((dot,)))
