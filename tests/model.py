@@ -47,3 +47,14 @@ class Model:
             if isinstance(new, int) and not INT_MIN <= new <= INT_MAX:
                 raise ValueError("overflow")
         self.scores[member] = new + 0.0 if isinstance(new, float) else new
+
+    def tried(self, ops) -> Model | None:
+        """A copy with the batch ``ops`` (``(op, member, value)``) applied; ``None`` where mdss must refuse it."""
+        trial = Model(self.order)
+        trial.scores = dict(self.scores)
+        try:
+            for op, member, value in ops:
+                trial.apply(op, member, value)
+        except ValueError:
+            return None
+        return trial

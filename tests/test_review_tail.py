@@ -217,12 +217,8 @@ class _Writers(RuleBasedStateMachine):
         self.cursors: list[tuple[object, list]] = []
 
     def _apply(self, ops) -> bool:
-        trial = Model("desc")
-        trial.scores = dict(self.model.scores)
-        try:
-            for op, member, value in ops:
-                trial.apply(op, member, value)
-        except ValueError:
+        trial = self.model.tried(ops)
+        if trial is None:
             return False
         self.model = trial
         return True

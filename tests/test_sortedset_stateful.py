@@ -42,12 +42,8 @@ class SortedSetMachine(RuleBasedStateMachine):
 
     def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
         """Apply ops to a copy of the model; False if mdss must refuse the batch."""
-        trial = Model(self.model.order)
-        trial.scores = dict(self.model.scores)
-        try:
-            for op, member, value in ops:
-                trial.apply(op, member, value)
-        except ValueError:
+        trial = self.model.tried(ops)
+        if trial is None:
             return False
         self.model = trial
         return True
