@@ -238,13 +238,16 @@ def _attempt(
         appended, stored, replaced = _log.appended(sset, head, changed)
         if stored and not fresh:
             return _REREAD
-        if not stored and _tail_usable(sset, snap):
+        record = None  # the commit as a record (mdss._tail): appended, or the bridge of the head it seals
+        if sset.store.appends and snap.data is not None:
             record = _tail.record(nonce, changed, members)
-            if record is not None and len(record) <= _tail.TAIL_BYTES:  # else the tail could never take it
-                return _tail_append(sset, snap, record, nonce, changed)
+            if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
+                record = None
+        if not stored and _tail_usable(sset, snap) and record is not None:
+            return _tail_append(sset, snap, record, nonce, changed)
         writer = Writer(sset.chunk_size, head.epoch)
         writer.replaced = replaced
-        if not publish(sset, snap, head.next(nonce, log=appended), writer, stored):
+        if not publish(sset, snap, head.next(nonce, log=appended), writer, stored, bridge=record):
             return False
         assert sset._head is not None  # publish() remembered the head it landed
         _log.applied(sset, sset._head, log.seq, changed)
@@ -286,10 +289,9 @@ def _tail_append(sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, cha
     held = snap.data
     assert held is not None
     key, ambiguous = sset._keys.head, None
-    cap = _tail.HEADER + len(_tail.core(held)) + _tail.TAIL_BYTES
     for _ in STORE_CALLS.attempts():
         try:
-            landed = sset.store.append_log(key, held, record, cap)
+            landed = sset.store.append_log(key, held, record, _tail.TAIL_BYTES)
         except ConflictError as exc:
             if ambiguous is None:
                 sset._rival_head = (exc.current,)
@@ -320,10 +322,12 @@ def _tail_append(sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, cha
 
 def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
     """Hold the head an append landed in: the head it was sent from, plus the records others appended
-    meanwhile (decoded), plus its own (unless a resend found it there already: then among those)."""
+    meanwhile (decoded), plus its own (unless a resend found it there already: then among those). Across
+    a seal (a bridged head, ``mdss._tail``), the new core, and the records after the writer's view in
+    its bridge and its tail."""
     assert snap.data is not None
     value, head = landed.value, snap.head
-    suffix = value[_tail.seen_bytes(snap.data) :]
+    suffix = _tail.after(value, snap.data)
     mine = suffix.endswith(record)
     entries: list[Any] = []
     for nonce, appended in _tail.records(sset._keys.head, suffix[: -len(record)] if mine else suffix):
@@ -332,6 +336,11 @@ def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, chan
     if mine:
         head = head.next(changed[-1][3], log=head.log.extended(changed))
         entries.extend(changed)
+    if _tail.core(value) != _tail.core(snap.data):
+        sealed = Head.decode(sset._keys.head, value)
+        if sealed.log.seq != head.log.seq or sealed.incarnation != head.incarnation:
+            raise CorruptDataError("a bridged head does not follow from the head it sealed", sset._keys.head)
+        head = sealed
     remember(sset, head, value, landed.version)
     _log.applied(sset, head, snap.head.log.seq, entries)
 
@@ -370,9 +379,12 @@ def publish(
     writer: Writer,
     nodes: dict[str, bytes] | None = None,
     written: bool = False,
+    bridge: bytes | None = None,
 ) -> bool:
     """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's
-    garbage note, then compare-and-set the head.
+    garbage note, then compare-and-set the head; with ``bridge`` (the commit's own record: a log append
+    on a store that applies appends), a head bridged from the one it replaces (:func:`bridged`), so
+    that writers still holding that one append to this one without a conflict.
 
     True once the head is published; False if another commit won (then the
     new nodes are deleted again, as nothing can ever name them).
@@ -380,7 +392,7 @@ def publish(
     notes = _garbage.notes_of(sset, head, writer.replaced)
     head, stored = _garbage.attach_notes(sset, head, list(notes))
     stored.update(notes)
-    data = head.encode()
+    data = head.encode() if bridge is None else bridged(sset, head, snap.data, bridge)
     if nodes is None:
         nodes = writer.encoded(sset._keys)
     sset.store.put_many(stored if written else {**nodes, **stored})
@@ -398,6 +410,16 @@ def publish(
     # The notes go with the nodes they name (a page that lists them finds them gone, as gc() expects).
     sset._garbage.defer([sset._keys.node(i) for i in writer.replaced] + list(notes))
     return True
+
+
+def bridged(sset: SortedSet, head: Head, held: bytes | None, record: bytes = b"") -> bytes:
+    """The bytes of ``head``, a compare-and-set over the head ``held``: on a store that applies appends,
+    bridged from it (``mdss._tail``), with ``record``, the commit's own log entries (a merge and a merge
+    claim have none; a commit whose entries do not fit one record must not be bridged)."""
+    data = head.encode()
+    if not sset.store.appends or held is None:
+        return data
+    return _tail.bridged(data, held, record)
 
 
 def settle(sset: SortedSet, writer: Writer, nodes: dict[str, bytes]) -> None:

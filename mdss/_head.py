@@ -151,12 +151,12 @@ class Head:
     def decode(cls, key: str, data: bytes) -> Head:
         """A head from stored bytes (format 2, or format 1 which had no epoch); validates every value's range.
 
-        A head with a tail (``mdss._tail.TAILED``) is its core head plus the appends the store applied after it
-        (``mdss._tail``), each one commit.
+        A head with a tail (``mdss._tail.TAILED``, or ``BRIDGED``) is its core head plus the appends the store
+        applied after it (``mdss._tail``), each one commit.
         """
-        if data[:1] == _tail.TAILED:
+        if _tail.marked(data):
             core, records = _tail.split(key, data)
-            if core[:1] == _tail.TAILED:
+            if _tail.marked(core):
                 raise CorruptDataError("stored head's core has a tail of its own", key)
             head = cls.decode(key, core)
             for nonce, entries in records:
@@ -299,9 +299,9 @@ def _extended(sset: SortedSet, data: bytes) -> Head | None:
     """The head of ``data`` when it is the head this object decoded last plus store-applied appends: only
     the new appends are decoded (``mdss._tail``)."""
     known, head = sset._head_bytes, sset._head
-    if known is None or head is None or data[:1] != _tail.TAILED:
+    if known is None or head is None or not _tail.marked(data):
         return None
-    if known[:1] == _tail.TAILED:
+    if _tail.marked(known):
         if not data.startswith(known):
             return None
         rest = data[len(known) :]

@@ -128,7 +128,7 @@ def _claim(sset: SortedSet, snap: Snapshot) -> Snapshot | None:
     nonce = secrets.token_hex(8)
     log = attrs.evolve(snap.head.log, claim=(nonce, _now_ms() + _log.CLAIM_MS))
     head = snap.head.next(nonce, log=log)
-    data = head.encode()
+    data = _commit.bridged(sset, head, snap.data)
     try:
         version = sset.store.cas(sset._keys.head, data, snap.version)
     except ConflictError:
@@ -159,7 +159,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
     notes = _garbage.notes_of(sset, start, writer.replaced)
     written = {**nodes, **notes}
     sset.store.put_many(written)
-    current, version = start, snap.version
+    current, version, held = start, snap.version, snap.data
     prepared: _Prepared | None = None
     # No backoff: the appends that land meanwhile are what a re-publish goes over, and each lost race
     # returns the winner's head, so the merge tries again at once, one round trip per try.
@@ -178,7 +178,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
                 _garbage.discard(sset, list(prepared.stored))
             prepared = _Prepared.make(sset, current, merged, list(notes))
         head = prepared.head(sset, current, merged, scores, index)
-        data = head.encode()
+        data = _commit.bridged(sset, head, held)
         try:
             version = sset.store.cas(sset._keys.head, data, version)
         except ConflictError as exc:
@@ -186,7 +186,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
             if record is None:
                 _garbage.discard(sset, [*written, *prepared.stored])
                 return False
-            current, version = _head.decode_for(sset, record.value), record.version
+            current, version, held = _head.decode_for(sset, record.value), record.version, record.value
             continue
         except StoreUnavailableError as exc:
             if not _landed(sset, scores, exc):

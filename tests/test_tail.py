@@ -25,11 +25,12 @@ def _entries(nonce: str, members: list[str]) -> list[tuple]:
 
 @st.composite
 def _steps(draw):
-    """Appends, each from a view of the head some steps back (or the last one sent again), and new cores
-    (an ordinary compare-and-set): ``(kind, members, steps back, cap on the tail's bytes, nonce or core)``."""
+    """Appends, each from a view of the head some steps back (or the last one sent again), new cores (an
+    ordinary compare-and-set) and seals (a compare-and-set of a head bridged from the current one):
+    ``(kind, members, steps back, cap on the tail's bytes, nonce or core)``."""
     steps = []
     for _ in range(draw(st.integers(1, 12))):
-        kind = draw(st.sampled_from(["append", "append", "append", "resend", "core"]))
+        kind = draw(st.sampled_from(["append", "append", "append", "resend", "core", "seal"]))
         members = draw(st.lists(MEMBERS, min_size=1, max_size=3, unique=True))
         data = draw(st.binary(min_size=8, max_size=8))
         steps.append((kind, members, draw(st.integers(0, 4)), draw(st.sampled_from([80, 200, 10_000])), data))
@@ -42,11 +43,15 @@ def _run(steps, apply):
     value = b"\x81\xa1v\x00"  # any plain head's bytes: the store never decodes the core
     history, outcomes, sent = [value], [], []
     for step, (kind, members, back, cap, data) in enumerate(steps):
-        if kind == "core":
+        if kind in ("core", "seal"):
             value = b"\x81\xa1v" + data
-            history = [value]
+            if kind == "seal":  # the heads before it stay in the history: writers holding them may cross
+                nonce = f"{step:016x}"  # a seal's core is new (its generation, at least)
+                record = _tail.record(nonce, _entries(nonce, members), members)
+                value = _tail.bridged(b"\x82\xa1v" + data + b"\xa1s" + bytes([step]), history[-1], record)
+            history = [*history, value] if kind == "seal" else [value]
             apply(None, value, None, cap)
-            outcomes.append("core")
+            outcomes.append(kind)
             continue
         held = history[max(0, len(history) - 1 - back)]
         if kind == "resend" and sent:
@@ -55,7 +60,7 @@ def _run(steps, apply):
             nonce = f"{step:016x}"  # unique, as random 64-bit nonces are
             record = _tail.record(nonce, _entries(nonce, members), members)
         sent.append((held, record))
-        new, outcome = apply(value, held, record, cap + _tail.HEADER + len(_tail.core(held)))
+        new, outcome = apply(value, held, record, cap)
         outcomes.append(outcome)
         if new is not None:
             value = new
@@ -78,13 +83,17 @@ def _reference(value, held, record, cap):
 @given(_steps())
 def test_the_reference_keeps_a_tail_that_decodes_to_the_appends_it_took(steps) -> None:
     outcomes, value = _run(steps, _reference)
-    last = len(outcomes) - outcomes[::-1].index("core") if "core" in outcomes else 0
-    assert (value[:1] == _tail.TAILED) == ("appended" in outcomes[last:])
-    if value[:1] != _tail.TAILED:
+    ends = [i for i, outcome in enumerate(outcomes) if outcome in ("core", "seal")]
+    since = outcomes[ends[-1] + 1 :] if ends else outcomes
+    sealed = bool(ends) and outcomes[ends[-1]] == "seal"
+    assert _tail.marked(value) == (sealed or "appended" in since)
+    if not _tail.marked(value):
         return
     core, records = _tail.split("k", value)
-    nonces = [nonce for nonce, _ in records]
-    assert len(set(nonces)) == len(nonces)  # a resend never adds a record twice
+    _, bridge, _, tail = _tail.layout(value)
+    bridged = _tail.records("k", value[bridge:tail])
+    nonces = [nonce for nonce, _ in bridged + records]
+    assert len(set(nonces)) == len(nonces)  # a resend never adds a record twice, nor across a bridge
     for nonce, entries in records:
         assert entries[-1][3] == nonce
     assert _tail.core(value) == core
@@ -213,3 +222,103 @@ def test_a_record_larger_than_the_tail_goes_the_ordinary_way() -> None:
     before = store.stats.snapshot()
     board.add_many({f"member-{i:03d}-{'x' * 40}": i for i in range(60)})  # a record of over 3 KB
     assert store.stats.since(before)["conflicts"] == 0 and len(board) == 61
+
+
+# -- bridged heads: appends across a seal ------------------------------------------
+
+
+def _sealed_under(store, name: str) -> tuple[mdss.SortedSet, mdss.SortedSet]:
+    """Two objects of one set: ``stale`` holds the head from before ``sealer``'s appends and the seal of
+    them (the current head is bridged from the head ``stale``'s view is of)."""
+    sealer = mdss.SortedSet(store, name, log_limit=10_000)
+    sealer.add("s", 0)
+    stale = mdss.SortedSet(store, name, log_limit=10_000)
+    stale.scores(["s"])
+    key = sealer._keys.head
+    for i in range(200):
+        sealer.incr(f"sealed-{i:03d}-{'p' * 20}", i)
+        if store.get(key).value[:1] == _tail.BRIDGED:
+            return stale, sealer
+    raise AssertionError("no seal in 200 appends")
+
+
+def test_a_writer_holding_the_head_a_seal_replaced_appends_across_it_in_one_round_trip(store) -> None:
+    if not store.appends:  # heads there are compare-and-set: never tailed, never bridged
+        board = mdss.SortedSet(store, "b", log_limit=10_000)
+        board.add_many({f"m{i}-{'p' * 30}": i for i in range(60)})
+        assert not _tail.marked(store.get(board._keys.head).value)
+        return
+    stale, sealer = _sealed_under(store, "b")
+    before = store.stats.snapshot()
+    assert stale.incr("fresh", 500) == 500
+    spent = store.stats.since(before)
+    assert (spent["calls"], spent["conflicts"]) == (1, 0)
+    value = store.get(stale._keys.head).value
+    assert value[:1] == _tail.BRIDGED and [n for n, _ in _tail.split("k", value)[1]] == [stale._head.recent[0]]
+    expected = {e.member: e.score for e in sealer}
+    assert expected["fresh"] == 500 and len(expected) == len(sealer)
+    for board in (stale, sealer, mdss.SortedSet(store, "b")):
+        assert {e.member: e.score for e in board} == expected
+        assert board.rank("fresh") == 1 and board.rank("sealed-019-" + "p" * 20) == 2  # ranks count from 1
+    assert mdss.SortedSet(store, "b").check() == []
+
+
+@pytest.mark.parametrize("which", ["sealing commit", "sealed tail"])
+def test_an_append_across_a_seal_is_refused_when_the_bridge_touched_its_member(store, which: str) -> None:
+    """The bridge carries the tokens of what came after the writer's view: the sealer's own commit and the
+    records the seal moved into a segment. A commit that read one of those members rebases (exact sums)."""
+    if not store.appends:
+        return
+    stale, sealer = _sealed_under(store, "b")
+    last = max((e for e in sealer if e.member.startswith("sealed-")), key=lambda e: e.member)
+    member = last.member if which == "sealing commit" else "sealed-000-" + "p" * 20
+    was, before = sealer.score(member), store.stats.snapshot()
+    assert stale.incr(member, 1000) == 1000 + was
+    assert store.stats.since(before)["conflicts"] == 1
+    assert mdss.SortedSet(store, "b").score(member) == sealer.score(member) and sealer.check() == []
+
+
+@pytest.mark.parametrize("others", [20, 40])
+def test_a_lost_append_sealed_by_another_is_found_in_the_bridge(others: int) -> None:
+    """The reply of an append is lost; others append and one seals it (into a segment and the bridge):
+    the resend finds it in the bridge, applied once."""
+    store = MemoryStore()
+    mdss.SortedSet(store, "b", log_limit=10_000).add("x", 0)
+    other = mdss.SortedSet(store, "b", log_limit=10_000)
+    bridged = []
+
+    def meanwhile() -> None:
+        for i in range(others):
+            other.incr(f"other-{i:03d}-{'p' * 20}", 1)
+            bridged.append(store.get(other._keys.head).value[:1] == _tail.BRIDGED)
+
+    faulty = _LoseAppendReply(store, meanwhile=meanwhile)
+    writer = mdss.SortedSet(faulty, "b", log_limit=10_000)
+    writer.scores(["x"])
+    assert writer.incr("x", 1) == 1
+    assert any(bridged) and faulty.count == faulty.fail_at + 1  # one resend, across the seal
+    fresh = mdss.SortedSet(store, "b")
+    assert fresh.score("x") == 1 and fresh.check() == [] and len(fresh) == others + 1
+
+
+def test_a_damaged_bridge_is_refused_not_served() -> None:
+    store = MemoryStore()
+    stale, _ = _sealed_under(store, "b")
+    key = stale._keys.head
+    value = store.get(key).value
+    _, bridge, parents, tail = _tail.layout(value)
+    for at in (bridge - 5, bridge + 1, parents - 3, tail - 1):  # a length, a record's framing, CRC-32s
+        damaged = bytearray(value)
+        damaged[at] ^= 0x10
+        store.put(key, bytes(damaged))
+        with pytest.raises(mdss.CorruptDataError):
+            mdss.SortedSet(store, "b").score("s")
+    # The parent's SHA-1 is only ever compared with a writer's view: damaged, it matches none, and a
+    # writer holding the parent rebases (one conflict) instead of appending across.
+    damaged = bytearray(value)
+    damaged[bridge - 20] ^= 0x10
+    store.put(key, bytes(damaged))
+    assert mdss.SortedSet(store, "b").score("s") == 0
+    before = store.stats.snapshot()
+    assert stale.incr("t", 1) == 1 and store.stats.since(before)["conflicts"] == 1
+    assert mdss.SortedSet(store, "b").check() == []

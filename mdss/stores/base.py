@@ -252,7 +252,7 @@ class Store:
 
         ``held`` is the head's value as the writer holds it. Raises
         :class:`~mdss.exceptions.ConflictError` (with ``current``, and
-        ``full`` set when only the ``cap`` on the value's bytes refused it)
+        ``full`` set when only the ``cap`` on the tail's bytes refused it)
         where :func:`mdss._tail.apply` refuses. Resending after a lost reply
         is safe: a record already there is not added again.
         """

@@ -122,46 +122,70 @@ def _no_retries() -> Retry:
 
 
 # KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
-# record, the largest value. mdss._tail.apply, in Lua: returns {1, the value after the writer's view} if the
-# record was appended (or was there already), else {0, the current value} (refused; a damaged tail too) or
-# {2, it} (full).
+# record, the most bytes of the tail. mdss._tail.apply, in Lua: returns {1, the value after the writer's
+# view} if the record was appended (or was there already), {3, the whole value} if so across a bridge (the
+# writer held the head it sealed), else {0, the current value} (refused; damaged framing too) or {2, it}
+# (full).
 _APPEND = """
+local function u32(s, i)
+    local a, b, c, d = string.byte(s, i, i + 3)
+    return ((a * 256 + b) * 256 + c) * 256 + d
+end
 local v = redis.call('GET', KEYS[1])
 if not v then return {0} end
-local orig, start = v, 0
-if string.byte(v, 1) == 0xC1 then
-    if string.sub(v, 2, 21) ~= ARGV[1] then return {0, orig} end
-    local a, b, c, d = string.byte(v, 22, 25)
-    start = 26 + ((a * 256 + b) * 256 + c) * 256 + d
+local orig, rec, seen, cap = v, ARGV[3], tonumber(ARGV[2]), tonumber(ARGV[4])
+local mark, tail, at, across = string.byte(v, 1), 0, 0, false
+if mark == 0xC1 or mark == 0xC2 then
+    if #v < 25 then return {0, orig} end
+    tail = 26 + u32(v, 22)
+    local bridge, parents = tail, tail
+    if mark == 0xC2 then
+        if #v < tail + 27 then return {0, orig} end
+        bridge = tail + 28
+        parents, tail = bridge + u32(v, tail + 20), bridge + u32(v, tail + 24)
+        if parents > tail or tail > #v + 1 then return {0, orig} end
+    end
+    if string.sub(v, 2, 21) == ARGV[1] then
+        at = tail + seen
+    elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == ARGV[1] then
+        at, across = bridge + seen, true
+        if at > parents or parents - bridge + #rec > cap then return {0, orig} end
+    else
+        return {0, orig}
+    end
 else
     local raw = string.gsub(redis.sha1hex(v), '..', function(x) return string.char(tonumber(x, 16)) end)
     if raw ~= ARGV[1] then return {0, orig} end
     local n = #v
     v = string.char(193) .. raw .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
         math.floor(n / 256) % 256, n % 256) .. v
-    start = #v + 1
+    tail = #v + 1
+    at = tail + seen
 end
-local rec, seen = ARGV[3], tonumber(ARGV[2])
+local from = at
 local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11)
-local i = start + seen
-if i > #v + 1 then return {0, orig} end
-while i <= #v do
-    if i + 10 > #v or i + 10 + 8 * string.byte(v, i + 10) > #v then return {0, orig} end
-    local h, l = string.byte(v, i, i + 1)
-    if string.sub(v, i + 2, i + 9) == nonce then return {1, string.sub(v, start + seen)} end
-    for t = 0, string.byte(v, i + 10) - 1 do
-        local tok = string.sub(v, i + 11 + 8 * t, i + 18 + 8 * t)
+if at > #v + 1 then return {0, orig} end
+while at <= #v do
+    if at + 10 > #v or at + 10 + 8 * string.byte(v, at + 10) > #v then return {0, orig} end
+    local h, l = string.byte(v, at, at + 1)
+    if string.sub(v, at + 2, at + 9) == nonce then
+        if across then return {3, v} end
+        return {1, string.sub(v, from)}
+    end
+    for t = 0, string.byte(v, at + 10) - 1 do
+        local tok = string.sub(v, at + 11 + 8 * t, at + 18 + 8 * t)
         for u = 0, nt - 1 do
             if string.sub(rec, 12 + 8 * u, 19 + 8 * u) == tok then return {0, orig} end
         end
     end
-    i = i + 2 + h * 256 + l
+    at = at + 2 + h * 256 + l
 end
-if i ~= #v + 1 then return {0, orig} end
-if #v + #rec > tonumber(ARGV[4]) then return {2, orig} end
+if at ~= #v + 1 then return {0, orig} end
+if #v + 1 - tail + #rec > cap then return {2, orig} end
 v = v .. rec
 redis.call('SET', KEYS[1], v)
-return {1, string.sub(v, start + seen)}
+if across then return {3, v} end
+return {1, string.sub(v, from)}
 """
 
 
@@ -296,8 +320,8 @@ class _RedisBase(Store):
                         f"{self.where}: append to {key!r} lost its reply ({lost}), then: {exc}"
                     ) from exc
                 raise StoreError(f"{self.where} refused the append: {exc}") from exc
-            if got[0] == 1:
-                value = (held if held[:1] == _tail.TAILED else _tail.tailed(held)) + got[1]
+            if got[0] in (1, 3):
+                value = got[1] if got[0] == 3 else (held if _tail.marked(held) else _tail.tailed(held)) + got[1]
                 return Record((value,), _version(value))
             refused = _tail.Refused(f"key {key!r} changed since it was read", full=got[0] == 2)
             refused.current = Record((got[1],), _version(got[1])) if len(got) > 1 else None
