@@ -261,43 +261,21 @@ class SQLiteStore(Store):
         # Versions are random 64-bit numbers, not counters: a counter restarts when a key is deleted and
         # written again, and a compare-and-set still in flight from before would then win (ABA).
         written = secrets.randbits(63)
-        if version is None:
-            statement = "INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, ?)"
-            params: tuple[Any, ...] = (key, value, written)
-        else:
-            statement = "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?"
-            params = (value, written, key, version)
-        if self._write(statement, params) != 1:  # what it holds instead (read after: a newer head is as good)
-            current = self._get(key)
-            raise ConflictError(f"key {key!r} changed since it was read", current=current, current_known=True)
+        with self._transaction() as db:
+            if version is None:
+                changed = db.execute(
+                    "INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, ?)", (key, value, written)
+                )
+            else:
+                changed = db.execute(
+                    "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?",
+                    (value, written, key, version),
+                )
+            if changed.rowcount != 1:  # what it holds instead, read in the same transaction
+                row = db.execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
+                current = None if row is None else Record((_value(key, row[0]),), row[1])
+                raise ConflictError(f"key {key!r} changed since it was read", current=current, current_known=True)
         return written
-
-    def _write(self, statement: str, params: tuple[Any, ...]) -> int:
-        """One write statement as a transaction of its own (SQLite's autocommit: it takes the write lock at
-        its start, as ``BEGIN IMMEDIATE`` does, and commits at its end), the lock waited for as
-        :class:`_Transaction` waits; the rows it changed.
-
-        One call into SQLite instead of three: the lock is held inside that call only, never while this
-        process runs Python (or is descheduled there) between ``BEGIN`` and ``COMMIT``.
-        """
-        db = self._connection()
-        try:
-            try:  # the common case, without the wait's bookkeeping
-                return db.execute(statement, params).rowcount
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                busy = exc
-            for _ in self._waits[True].attempts():
-                try:
-                    return db.execute(statement, params).rowcount
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc):
-                        raise
-                    busy = exc
-            raise busy
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
 
     def _delete(self, key: str) -> None:
         self._delete_many([key])
