@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mdss
 from mdss.stores.sqlite import SQLiteStore
@@ -83,14 +86,15 @@ def test_opening_and_reading_while_another_connection_holds_the_write_lock(path)
         other.close()
 
 
-def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path) -> None:
+@pytest.mark.parametrize("write", ["put", "cas"])
+def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path, write) -> None:
     SQLiteStore(path).close()
     other = _locked_by_another_connection(path)
     try:
         store = SQLiteStore(path, timeout=0.3)
         start = time.monotonic()
         with pytest.raises(mdss.StoreUnavailableError, match="held the write lock for over 0.3 s") as caught:
-            store.put("mdss:k", b"v")
+            store.put("mdss:k", b"v") if write == "put" else store.cas("mdss:k", b"v", None)
         assert 0.25 < time.monotonic() - start < 3
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
         store.close()
@@ -112,3 +116,76 @@ def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path) -> None:
 def test_constructor_arguments_are_validated(path, options, named) -> None:
     with pytest.raises(mdss.InvalidArgumentError, match=named):
         SQLiteStore(path, **options)
+
+
+def test_a_compare_and_set_waits_for_a_lock_released_meanwhile(path) -> None:
+    SQLiteStore(path).close()
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.1, other.rollback).start()
+    try:
+        store = SQLiteStore(path, timeout=5)
+        assert store.cas("mdss:k", b"v", None) == store.get("mdss:k").version
+        store.close()
+    finally:
+        other.close()
+
+
+def test_compare_and_set_counters_from_many_connections_are_exact(path) -> None:
+    """Threads (a connection each) increment one counter by compare-and-set, rebasing on the record a
+    lost race returns: no increment is lost or doubled."""
+    store = SQLiteStore(path)
+    store.cas("mdss:n", b"0", None)
+
+    def work() -> None:
+        record = store.get("mdss:n")
+        for _ in range(150):
+            while True:
+                try:
+                    version = store.cas("mdss:n", str(int(record.value) + 1).encode(), record.version)
+                    record = type(record)((str(int(record.value) + 1).encode(),), version)
+                    break
+                except mdss.ConflictError as lost:
+                    assert lost.current_known and lost.current is not None
+                    record = lost.current
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.get("mdss:n").value == b"600"
+    assert store.stats.conflicts > 0  # they did race
+    store.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.sampled_from(["held", "fresh", "absent"]), st.binary(max_size=8))))
+def test_compare_and_set_from_two_stores_on_one_file_follows_a_model(tmp_path_factory, steps) -> None:
+    """Two store objects on one file, each holding the record it last saw: a compare-and-set lands exactly
+    when the version it passes is the current one (or, for "only if absent", when the key is absent), and
+    a lost one returns what the key holds."""
+    path = str(tmp_path_factory.mktemp("cas") / "store.db")
+    stores = [SQLiteStore(path), SQLiteStore(path)]
+    held: list = [None, None]
+    current = None  # the model: the key's (value, version), None while absent
+    for who, how, value in steps:
+        version = None if how == "absent" else (held[who].version if how == "held" and held[who] else None)
+        if how == "fresh":
+            held[who] = stores[who].get("mdss:k")
+            version = None if held[who] is None else held[who].version
+        wins = current is None if version is None else current is not None and version == current[1]
+        try:
+            written = stores[who].cas("mdss:k", value, version)
+        except mdss.ConflictError as lost:
+            assert not wins
+            assert lost.current_known
+            assert (None if lost.current is None else (lost.current.value, lost.current.version)) == current
+            held[who] = lost.current
+        else:
+            assert wins
+            current = (value, written)
+            held[who] = stores[who].get("mdss:k")
+            assert (held[who].value, held[who].version) == current
+    for store in stores:
+        store.close()
