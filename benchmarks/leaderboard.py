@@ -60,7 +60,10 @@ class CountingStore(Store):
         return self._call("cas", key, value, version)
 
     def _append(self, key, held, sha, seen, record, cap):  # type: ignore[no-untyped-def]
-        return self._call("_append", key, held, sha, seen, record, cap)
+        return self._call("append", key, held, sha, seen, record, cap)
+
+    def _swap(self, key, held, sha, seen, core, record, cap):  # type: ignore[no-untyped-def]
+        return self._call("swap", key, held, sha, seen, core, record, cap)
 
     def _delete(self, key):  # type: ignore[no-untyped-def]
         return self._call("delete", key)

@@ -225,6 +225,9 @@ class DelayedStore(Store):
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Any:
         return self._call("_append", key, held, sha, seen, record, cap)
 
+    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Any:
+        return self._call("_swap", key, held, sha, seen, core, record, cap)
+
     def _delete(self, key: str) -> None:
         self._call("_delete", key)
 

@@ -18,7 +18,10 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from . import _garbage, _head, _log, _merge, _ops, _tail
+from ._codec import _packb
 from ._group import Pending
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head, TreeRef, collected_meanwhile, remember
 from ._log import Log, log_limit
@@ -34,11 +37,11 @@ from .exceptions import (
     OutcomeUnknownError,
     StoreUnavailableError,
 )
+from .stores.base import Record
 
 if TYPE_CHECKING:
     from ._head import Snapshot
     from ._sortedset import SortedSet
-    from .stores.base import Record
 
 
 def apply_ops(sset: SortedSet, pending: Pending, new: dict[str, Any]) -> list[Any]:
@@ -236,18 +239,22 @@ def _attempt(
     if len(changed) < limit:
         changed[-1] = (*changed[-1][:3], nonce)
         appended, stored, replaced = _log.appended(sset, head, changed)
-        if stored and not fresh:
-            return _REREAD
-        record = None  # the commit as a record (mdss._tail): appended, or the bridge of the head it seals
+        record = None  # the commit as a record (mdss._tail), on a store that applies appends
         if sset.store.appends and snap.data is not None:
             record = _tail.record(nonce, changed, members)
             if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
                 record = None
+        if stored and record is not None and not _seals(sset, log):
+            return _tail_append(sset, snap, record, nonce, changed)  # another writer's commit seals
+        if stored and record is not None and log.inline:
+            return _tail_seal(sset, snap, record, nonce, changed)
+        if stored and not fresh:
+            return _REREAD
         if not stored and _tail_usable(sset, snap) and record is not None:
             return _tail_append(sset, snap, record, nonce, changed)
         writer = Writer(sset.chunk_size, head.epoch)
         writer.replaced = replaced
-        if not publish(sset, snap, head.next(nonce, log=appended), writer, stored, bridge=record):
+        if not publish(sset, snap, head.next(nonce, log=appended), writer, stored):
             return False
         assert sset._head is not None  # publish() remembered the head it landed
         _log.applied(sset, sset._head, log.seq, changed)
@@ -278,20 +285,64 @@ def _tail_usable(sset: SortedSet, snap: Snapshot) -> bool:
     return True
 
 
-def _tail_append(sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, changed: list[Any]) -> bool:
-    """Have the store append ``record`` to the head (``mdss._tail``): True if it landed, False if refused
-    (then nothing was written, and the head the store returned is where the rebase starts).
+def _seals(sset: SortedSet, log: Log) -> bool:
+    """Whether a commit that takes the log's inline entries past ``INLINE_BYTES`` (in the head this writer
+    holds) seals them, on a store that applies appends: when they were not past it before this commit,
+    so that of several writers the one whose commit crossed it seals, and the others append (a seal that
+    another one beat is a segment written and deleted for nothing); also when the last append found the
+    tail full, or they are past twice that (the one that crossed did not seal)."""
+    if sset._tail_full:
+        return True
+    size = len(_packb(log.inline))
+    return size <= _log.INLINE_BYTES or size > 2 * _log.INLINE_BYTES
 
-    After a lost reply the same record is sent again: the store adds it only
-    once. If the store then refuses it, :func:`_appended` tells from the
-    head whether the first one landed before another commit moved the core.
+
+def _tail_seal(sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, changed: list[Any]) -> bool:
+    """Seal the inline entries of the head this writer holds into a segment, and have the store put the
+    new core under the records appended since, then ``record`` (``mdss._tail.swap``): True if it landed,
+    False if refused (then the segment is deleted again). Other writers' appends never make it lose; they
+    go on appending across it (a bridged head). If another seal came first, the record is appended
+    across that one, and the segment deleted again (the store never takes a core from a view it left)."""
+    sealed, stored, replaced = _log.appended(sset, snap.head, (), seal=True)
+    head = attrs.evolve(snap.head, log=sealed)  # no commit of its own: the same entries, sealed
+    notes = _garbage.notes_of(sset, head, replaced)  # of the log manifest a new one replaces
+    head, pages = _garbage.attach_notes(sset, head, list(notes))
+    core, written = head.encode(), {**stored, **notes, **pages}
+    sset.store.put_many(written)
+    if not _tail_append(sset, snap, record, nonce, changed, core):
+        _garbage.discard(sset, list(written))
+        return False
+    sset._tail_full = False
+    if sset._held is None:
+        return True  # landed after a lost reply, sealed or not: gc() finds what is not named
+    if _tail.core(sset._held[0].value) != core:
+        _garbage.discard(sset, list(written))  # another seal came first: only the record was appended
+    else:
+        sset._garbage.defer([sset._keys.node(i) for i in replaced] + list(notes))
+    return True
+
+
+def _tail_append(
+    sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, changed: list[Any], core: bytes | None = None
+) -> bool:
+    """Have the store append ``record`` to the head (``mdss._tail``; with ``core``, seal: put it in place of
+    the head's core first): True if it landed, False if refused (then it never will, and the head the
+    store returned is where the rebase starts).
+
+    After a lost reply the same request is sent again: the store adds the
+    record only once (a seal that landed refuses its resend). If the store
+    then refuses it, :func:`_appended` tells from the head whether the first
+    one landed before another commit moved the core.
     """
     held = snap.data
     assert held is not None
     key, ambiguous = sset._keys.head, None
     for _ in STORE_CALLS.attempts():
         try:
-            landed = sset.store.append_log(key, held, record, _tail.TAIL_BYTES)
+            if core is None:
+                landed = sset.store.append_log(key, held, record, _tail.TAIL_BYTES)
+            else:
+                landed = sset.store.swap_core(key, held, core, record, _tail.TAIL_BYTES)
         except ConflictError as exc:
             if ambiguous is None:
                 sset._rival_head = (exc.current,)
@@ -322,9 +373,9 @@ def _tail_append(sset: SortedSet, snap: Snapshot, record: bytes, nonce: str, cha
 
 def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
     """Hold the head an append landed in: the head it was sent from, plus the records others appended
-    meanwhile (decoded), plus its own (unless a resend found it there already: then among those). Across
-    a seal (a bridged head, ``mdss._tail``), the new core, and the records after the writer's view in
-    its bridge and its tail."""
+    meanwhile (decoded), plus its own (unless a resend found it there already: then among those). When
+    its core replaced the writer's (a seal, or across a merge: a bridged head, ``mdss._tail``), the new
+    core, plus those records."""
     assert snap.data is not None
     value, head = landed.value, snap.head
     suffix = _tail.after(value, snap.data)
@@ -339,7 +390,7 @@ def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, chan
     if _tail.core(value) != _tail.core(snap.data):
         sealed = Head.decode(sset._keys.head, value)
         if sealed.log.seq != head.log.seq or sealed.incarnation != head.incarnation:
-            raise CorruptDataError("a bridged head does not follow from the head it sealed", sset._keys.head)
+            raise CorruptDataError("a bridged head does not follow from the head it replaced", sset._keys.head)
         head = sealed
     remember(sset, head, value, landed.version)
     _log.applied(sset, head, snap.head.log.seq, entries)
@@ -379,12 +430,9 @@ def publish(
     writer: Writer,
     nodes: dict[str, bytes] | None = None,
     written: bool = False,
-    bridge: bytes | None = None,
 ) -> bool:
     """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's
-    garbage note, then compare-and-set the head; with ``bridge`` (the commit's own record: a log append
-    on a store that applies appends), a head bridged from the one it replaces (:func:`bridged`), so
-    that writers still holding that one append to this one without a conflict.
+    garbage note, then compare-and-set the head.
 
     True once the head is published; False if another commit won (then the
     new nodes are deleted again, as nothing can ever name them).
@@ -392,7 +440,7 @@ def publish(
     notes = _garbage.notes_of(sset, head, writer.replaced)
     head, stored = _garbage.attach_notes(sset, head, list(notes))
     stored.update(notes)
-    data = head.encode() if bridge is None else bridged(sset, head, snap.data, bridge)
+    data = head.encode()
     if nodes is None:
         nodes = writer.encoded(sset._keys)
     sset.store.put_many(stored if written else {**nodes, **stored})
@@ -412,14 +460,20 @@ def publish(
     return True
 
 
-def bridged(sset: SortedSet, head: Head, held: bytes | None, record: bytes = b"") -> bytes:
-    """The bytes of ``head``, a compare-and-set over the head ``held``: on a store that applies appends,
-    bridged from it (``mdss._tail``), with ``record``, the commit's own log entries (a merge and a merge
-    claim have none; a commit whose entries do not fit one record must not be bridged)."""
-    data = head.encode()
+def put_head(sset: SortedSet, held: bytes | None, version: Any, head: Head) -> tuple[Record, Head]:
+    """Write ``head``, which has no log entries of its own (a merge, a merge claim), over the head read
+    as ``held`` (its bytes; ``None`` with siblings) and ``version``: on a store that applies appends as a
+    seal (``mdss._tail.swap``: the appends that land meanwhile stay after it, and never make it lose),
+    else by compare-and-set. The record written and its head; :class:`ConflictError` (with ``current``)
+    when the head, or for a seal its core, changed."""
+    key, data = sset._keys.head, head.encode()
     if not sset.store.appends or held is None:
-        return data
-    return _tail.bridged(data, held, record)
+        return Record((data,), sset.store.cas(key, data, version)), head
+    landed = sset.store.swap_core(key, held, data, b"", _tail.TAIL_BYTES)
+    if _tail.core(landed.value) != data:  # another seal came first: nothing was changed
+        sset.store.stats.add(conflicts=1)
+        raise ConflictError("the head's core changed", current=landed, current_known=True)
+    return landed, Head.decode(key, landed.value) if landed.value != data else head
 
 
 def settle(sset: SortedSet, writer: Writer, nodes: dict[str, bytes]) -> None:

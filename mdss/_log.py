@@ -175,18 +175,21 @@ def entry_bytes(sset: SortedSet) -> float:
 # -- appending ----------------------------------------------------------------
 
 
-def appended(sset: SortedSet, head: Head, entries: Sequence[LogEntry]) -> tuple[Log, dict[str, bytes], list[str]]:
+def appended(
+    sset: SortedSet, head: Head, entries: Sequence[LogEntry], *, seal: bool = False
+) -> tuple[Log, dict[str, bytes], list[str]]:
     """The head's log with ``entries`` appended, the segment and log manifest to store first, and the ids
     of what they replace.
 
-    When the inline entries pass :data:`INLINE_BYTES` they are sealed into a
-    segment; when the head would name more than :data:`SEGS_INLINE`
-    segments, they move to a new log manifest (the old one is replaced).
+    When the inline entries pass :data:`INLINE_BYTES` (or ``seal``) they are
+    sealed into a segment; when the head would name more than
+    :data:`SEGS_INLINE` segments, they move to a new log manifest (the old
+    one is replaced).
     """
     log = head.log
     inline = (*log.inline, *entries)
     seq = log.seq + len(entries)
-    if len(_packb(inline)) <= INLINE_BYTES:
+    if not seal and len(_packb(inline)) <= INLINE_BYTES:
         return attrs.evolve(log, seq=seq, inline=inline), {}, []
     keys = sset._keys
     first = seq - len(inline)

@@ -128,9 +128,10 @@ def _claim(sset: SortedSet, snap: Snapshot) -> Snapshot | None:
     nonce = secrets.token_hex(8)
     log = attrs.evolve(snap.head.log, claim=(nonce, _now_ms() + _log.CLAIM_MS))
     head = snap.head.next(nonce, log=log)
-    data = _commit.bridged(sset, head, snap.data)
+    data = head.encode()
     try:
-        version = sset.store.cas(sset._keys.head, data, snap.version)
+        written, head = _commit.put_head(sset, snap.data, snap.version, head)
+        data, version = written.value, written.version
     except ConflictError:
         return None  # another writer moved the head
     except StoreUnavailableError:  # the reply was lost: the claim is ours if the head holds it
@@ -159,7 +160,7 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
     notes = _garbage.notes_of(sset, start, writer.replaced)
     written = {**nodes, **notes}
     sset.store.put_many(written)
-    current, version, held = start, snap.version, snap.data
+    current, held, version = start, snap.data, snap.version
     prepared: _Prepared | None = None
     # No backoff: the appends that land meanwhile are what a re-publish goes over, and each lost race
     # returns the winner's head, so the merge tries again at once, one round trip per try.
@@ -178,21 +179,20 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
                 _garbage.discard(sset, list(prepared.stored))
             prepared = _Prepared.make(sset, current, merged, list(notes))
         head = prepared.head(sset, current, merged, scores, index)
-        data = _commit.bridged(sset, head, held)
         try:
-            version = sset.store.cas(sset._keys.head, data, version)
+            landed, head = _commit.put_head(sset, held, version, head)
         except ConflictError as exc:
             record = exc.current if exc.current_known else sset.store.get(sset._keys.head)
             if record is None:
                 _garbage.discard(sset, [*written, *prepared.stored])
                 return False
-            current, version, held = _head.decode_for(sset, record.value), record.version, record.value
+            current, held, version = _head.decode_for(sset, record.value), record.value, record.version
             continue
         except StoreUnavailableError as exc:
             if not _landed(sset, scores, exc):
                 raise
         else:
-            remember(sset, head, data, version)
+            remember(sset, head, landed.value, landed.version)
         _commit.settle(sset, writer, nodes)
         sset._built = (scores.root, index.root)  # its cache holds them: it merges next (mdss._commit._merge_at)
         sset._garbage.defer(

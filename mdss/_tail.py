@@ -13,18 +13,25 @@ head's bytes instead, so that writers of different members never conflict::
     TAILED, SHA-1 of the core (20 bytes), core length (4 bytes), core, record, record, ...
 
 A seal (the log's inline entries moved to a segment), a merge and a merge's
-claim are ordinary compare-and-sets that change the core, but not what any
-member's score was: on these stores they write a *bridged* head, which also
-keeps what came after the core before it::
+claim change the core, but not what any member's score was. On these stores
+they write a *bridged* head, which also keeps the records that came after
+the core it replaced (its *parent*)::
 
     BRIDGED, SHA-1 of the core, core length, core,
-        parent's core SHA-1 (20 bytes), parent's tail length (4 bytes), bridge length (4 bytes),
-        bridge (the parent's records, then the commit's own, if it has entries), record, record, ...
+        parent's core SHA-1 (20 bytes), P (4 bytes), B (4 bytes),
+        bridge (the parent's first B bytes of records), record, record, ...
 
-so that a writer holding the parent still appends in one round trip: the
-store checks its record against the bridge's records after those the writer
-saw, then against the new tail (:func:`apply`). Only one core back: two core
-changes since, or a load or a drop (not bridged), refuse.
+The parent's records are the bridge and the first ``P - B`` bytes of the
+tail: those that the new core holds (its log counts them), then those that
+came after the view it was made from. A seal is applied by the store
+(:func:`swap`): it puts the writer's new core, made from the head it held,
+under the records appended since, and appends the sealing commit's record,
+in one round trip that other writers' appends never make lose; so are a
+merge and its claim (with no record). A writer holding the parent still
+appends in one round trip: the store checks its record against the parent's
+records after those the writer saw, then the rest of the tail (:func:`apply`).
+Only one core back: two core changes since, or a load or a drop (never
+bridged), refuse.
 
 The core is a head as an ordinary compare-and-set writes it (format 2). A
 record is its length (2 bytes, of what follows) and a sealed body (CRC-32,
@@ -32,8 +39,8 @@ record is its length (2 bytes, of what follows) and a sealed body (CRC-32,
 it read (1 byte), an 8-byte token of each (BLAKE2b of the member), and the
 msgpack list of its log entries, the last of which carries the nonce.
 Decoding applies each record as one commit (:meth:`mdss._head.Head.decode`);
-the next ordinary compare-and-set of the head (a seal, a merge) writes it
-plain again. :func:`apply` is the store's side, which every store's
+the next ordinary compare-and-set of the head (a load, a drop, a seal on
+a store without appends) writes it plain again. :func:`apply` is the store's side, which every store's
 implementation follows; an append is idempotent: resent after a lost reply,
 it finds its nonce and adds nothing.
 """
@@ -51,11 +58,11 @@ from .exceptions import ConflictError, CorruptDataError
 
 #: The first byte of a head with a tail (a byte msgpack never uses, so no plain head starts with it).
 TAILED = b"\xc1"
-#: The first byte of a head with a tail and a bridge from the head a seal replaced (also never msgpack's).
+#: The first byte of a head with a tail and a bridge from the head it replaced (also never msgpack's).
 BRIDGED = b"\xc2"
 #: Bytes before the core: the marker, the core's SHA-1, its length.
 HEADER = 25
-#: Bytes before a bridge's records: the parent's core SHA-1, its tail's length, the bridge's length.
+#: Bytes before a bridge's records: the parent's core SHA-1, its records' length, the bridge's length.
 BRIDGE_HEADER = 28
 #: Bytes of a member's token, and of a nonce.
 TOKEN = NONCE = 8
@@ -95,9 +102,9 @@ def record(nonce: str, entries: Sequence[Any], members: Sequence[str]) -> bytes 
 
 
 def layout(data: bytes) -> tuple[int, int, int, int]:
-    """Where the parts of a tailed or bridged head begin: the core, the bridge's records (the core's end
-    when it has none), the end of the parent's records in the bridge, the tail. Raises ValueError when
-    the header or the bridge's header is truncated."""
+    """Where the parts of a tailed or bridged head begin: the core, the bridge (the core's end when it has
+    none), the end of the parent's records (in the bridge, then the tail), the tail. Raises ValueError
+    when the header or the bridge's header is truncated or impossible."""
     if len(data) < HEADER:
         raise ValueError("truncated header")
     end = HEADER + int.from_bytes(data[21:25], "big")
@@ -107,7 +114,7 @@ def layout(data: bytes) -> tuple[int, int, int, int]:
         raise ValueError("truncated bridge header")
     bridge = end + BRIDGE_HEADER
     parents, size = int.from_bytes(data[end + 20 : end + 24], "big"), int.from_bytes(data[end + 24 : end + 28], "big")
-    if parents > size or bridge + size > len(data):
+    if size > parents or bridge + parents > len(data):
         raise ValueError("truncated bridge")
     return HEADER, bridge, bridge + parents, bridge + size
 
@@ -141,20 +148,20 @@ def tailed(core: bytes) -> bytes:
     return TAILED + hashlib.sha1(core).digest() + len(core).to_bytes(4, "big") + core
 
 
-def bridged(core: bytes, held: bytes, record: bytes) -> bytes:
-    """The head ``core`` that a seal writes in place of the head ``held``, bridged from it: the records of
-    ``held``'s tail and ``record``, the sealing commit's own."""
-    parent, seen = view(held)
-    bridge = held[len(held) - seen :] + record
-    return (
-        BRIDGED
-        + hashlib.sha1(core).digest()
-        + len(core).to_bytes(4, "big")
-        + core
-        + parent
-        + seen.to_bytes(4, "big")
-        + len(bridge).to_bytes(4, "big")
-        + bridge
+def _bridged(core: bytes, parent: bytes, records: bytes, seen: int) -> bytes:
+    """The head ``core`` bridged from the core whose SHA-1 is ``parent``, whose ``records`` came after it:
+    the first ``seen`` bytes of them (which ``core`` holds) in the bridge, the rest in the tail."""
+    return b"".join(
+        (
+            BRIDGED,
+            hashlib.sha1(core).digest(),
+            len(core).to_bytes(4, "big"),
+            core,
+            parent,
+            len(records).to_bytes(4, "big"),
+            seen.to_bytes(4, "big"),
+            records,
+        )
     )
 
 
@@ -162,59 +169,92 @@ def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -
     """The store's side of an append: ``value`` with ``record`` appended, or :class:`Refused`.
 
     ``sha`` and ``seen`` are the writer's :func:`view`. Appends unless the
-    head is gone, its core's SHA-1 is not ``sha`` (nor its bridge's parent's,
-    whose records up to ``seen`` bytes the writer saw), a record after the
-    writer's view (in the bridge or the tail) has one of ``record``'s tokens,
-    the framing is damaged (the writer's rebase then reads the head, and
-    refuses it as corrupt), or the tail would pass ``cap`` bytes (``full``;
-    across a bridge, also when the parent's tail would have: so that once
-    refused, an append is refused for good). A record whose nonce is there
-    already (after the writer's view: a resend) is not added again
-    (``value`` comes back unchanged).
+    head is gone, its core's SHA-1 is not ``sha`` (nor its parent's, whose
+    records up to ``seen`` bytes the writer saw), a record after the
+    writer's view has one of ``record``'s tokens, the framing is damaged (the
+    writer's rebase then reads the head, and refuses it as corrupt), or the
+    tail would pass ``cap`` bytes (``full``; from a parent, when the records
+    since it would: so that once refused, an append is refused for good). A
+    record whose nonce is there already (after the writer's view: a resend)
+    is not added again (``value`` comes back unchanged).
     """
+    return _change(value, sha, seen, record, cap, None)
+
+
+def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> bytes:
+    """The store's side of a seal: ``core`` (made from the writer's view) in place of ``value``'s, over the
+    records appended since that view, then ``record`` (the sealing commit's own; empty for a merge or a
+    merge claim, which change the core but log nothing), or :class:`Refused`.
+
+    Refuses where :func:`apply` would, but never for size when it seals.
+    The result is bridged from ``value``'s core: its records up to ``seen``
+    (which ``core`` holds) in the bridge, the rest at the start of the tail,
+    so that writers holding it still append. When another writer's seal (or
+    a merge) replaced the writer's core already, only ``record`` is
+    appended, across the bridge, as by :func:`apply`: the writer's core is
+    then never used (also when a resend finds ``record`` there).
+    """
+    return _change(value, sha, seen, record, cap, core)
+
+
+def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int, core: bytes | None) -> bytes:
     if value is None:
         raise Refused("the head is gone")
-    if marked(value):
+    across = False
+    if not marked(value):
+        if hashlib.sha1(value).digest() != sha:
+            raise Refused("the head changed")
+        value = tailed(value)
+        at = tail = len(value)
+    else:
         try:
             _, bridge, parents, tail = layout(value)
         except ValueError:
             raise Refused("the head's header is damaged") from None
         if value[1:21] == sha:
-            at = tail + seen  # the writer saw the records before: none of them is its own, none conflicts
+            at = tail
         elif value[:1] == BRIDGED and value[bridge - BRIDGE_HEADER : bridge - 8] == sha:
-            at = bridge + seen  # from the head this one sealed: check the rest of the bridge too
-            if at > parents or parents - bridge + len(record) > cap:
+            # From the core this one replaced: the parent's records after the writer's view, and the rest.
+            at, across = bridge, True
+            if seen > parents - bridge or len(value) - bridge + len(record) > cap:
                 raise Refused("the head's core changed")
         else:
             raise Refused("the head's core changed")
-    else:
-        if hashlib.sha1(value).digest() != sha:
-            raise Refused("the head changed")
-        value = tailed(value)
-        tail = len(value)
-        at = tail + seen
+    at += seen  # the writer saw the records before: none of them is its own, none conflicts
     if at > len(value):
         raise Refused("the writer's view is not a prefix of the head")
-    nonce, tokens = record[2:10], record[11 : 11 + TOKEN * record[10]]
-    mine = {tokens[i : i + TOKEN] for i in range(0, len(tokens), TOKEN)}
-    while at < len(value):
-        if at + 11 > len(value) or at + 11 + TOKEN * value[at + 10] > len(value):
-            raise Refused("the head's tail is damaged")  # the writer's rebase reads it: CorruptDataError
-        if value[at + 2 : at + 10] == nonce:
-            return value
-        if any(value[t : t + TOKEN] in mine for t in range(at + 11, at + 11 + TOKEN * value[at + 10], TOKEN)):
-            raise Refused("a newer append touched the same members")
-        at += 2 + int.from_bytes(value[at : at + 2], "big")
-    if at != len(value):
-        raise Refused("the head's tail is damaged")
+    if _walk(value, at, record):
+        return value
+    if core is not None and not across:
+        return _bridged(core, sha, value[tail:], seen) + record
+    if not record:  # a seal with no commit of its own (a merge) that another seal came before
+        return value
     if len(value) - tail + len(record) > cap:
         raise Refused("the head is full", full=True)
     return value + record
 
 
+def _walk(value: bytes, at: int, record: bytes) -> bool:
+    """Whether ``record``'s nonce is among the records of ``value`` from ``at``; :class:`Refused` if one
+    of them has one of its tokens, or the framing is damaged."""
+    nonce, tokens = (record[2:10], record[11 : 11 + TOKEN * record[10]]) if record else (None, b"")
+    mine = {tokens[i : i + TOKEN] for i in range(0, len(tokens), TOKEN)}
+    while at < len(value):
+        if at + 11 > len(value) or at + 11 + TOKEN * value[at + 10] > len(value):
+            raise Refused("the head's tail is damaged")  # the writer's rebase reads it: CorruptDataError
+        if value[at + 2 : at + 10] == nonce:
+            return True
+        if any(value[t : t + TOKEN] in mine for t in range(at + 11, at + 11 + TOKEN * value[at + 10], TOKEN)):
+            raise Refused("a newer append touched the same members")
+        at += 2 + int.from_bytes(value[at : at + 2], "big")
+    if at != len(value):
+        raise Refused("the head's tail is damaged")
+    return False
+
+
 def split(key: str, data: bytes) -> tuple[bytes, list[tuple[str, list[Any]]]]:
     """A tailed (or bridged) head's core bytes, and each record's ``(nonce, entries)`` in its tail; the
-    core's SHA-1 and the bridge's framing and CRC-32s verified (its records are facts of the core)."""
+    core's SHA-1 and the bridge's framing and CRC-32s verified (the core holds its records' entries)."""
     try:
         start, bridge, parents, tail = layout(data)
     except ValueError as exc:
@@ -223,9 +263,9 @@ def split(key: str, data: bytes) -> tuple[bytes, list[tuple[str, list[Any]]]]:
     if hashlib.sha1(found).digest() != data[1:21]:
         raise CorruptDataError("stored head's core is damaged (its SHA-1 does not match)", key)
     if bridge != tail:
-        ends = [at for at, _ in _frames(key, data[bridge:tail])]
-        if parents - bridge not in (0, *ends):
-            raise CorruptDataError("stored head's bridge is damaged", key)
+        _frames(key, data[bridge:tail])
+    if parents != tail and parents - tail not in {end for end, _ in _frames(key, data[tail:])}:
+        raise CorruptDataError("stored head's bridge is damaged (its parent's records end mid-record)", key)
     return found, records(key, data[tail:])
 
 
@@ -259,9 +299,9 @@ def records(key: str, data: bytes) -> list[tuple[str, list[Any]]]:
 
 
 def after(data: bytes, held: bytes) -> bytes:
-    """The records of the head ``data``, which took an append from a writer holding ``held``, that the
-    writer had not seen, in the order they came: ``data``'s tail after ``held``'s; or, when ``data``
-    sealed ``held``'s core, its bridge's records after ``held``'s tail, then its own tail."""
+    """The records of the head ``data``, which took an append or a seal from a writer holding ``held``,
+    that the writer had not seen, in the order they came: ``data``'s tail after ``held``'s; or, when
+    ``data``'s core replaced ``held``'s, its parent's records after ``held``'s, and the rest of its tail."""
     sha, seen = view(held)
     if data[1:21] == sha:
         return data[seen_bytes(held) :]

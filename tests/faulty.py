@@ -72,6 +72,9 @@ class FaultyStore(Store):
     def _append(self, key, held, sha, seen, record, cap):
         return self._call("_append", key, held, sha, seen, record, cap)
 
+    def _swap(self, key, held, sha, seen, core, record, cap):
+        return self._call("_swap", key, held, sha, seen, core, record, cap)
+
     def _delete(self, key):
         return self._call("_delete", key)
 

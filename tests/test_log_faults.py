@@ -711,17 +711,19 @@ def test_an_append_whose_fate_is_read_from_a_log_merged_meanwhile_is_not_applied
     assert assert_sound(store)["p3"] == 13
 
 
-def test_a_merge_claim_whose_reply_was_lost_is_recognised_after_appends() -> None:
+@pytest.mark.parametrize("appends", [False, True], ids=["cas", "swap"])
+def test_a_merge_claim_whose_reply_was_lost_is_recognised_after_appends(appends: bool) -> None:
     """merge() claims the log; the reply is lost and another process appends meanwhile (appends carry the
     claim on). _claim compared the head's bytes with its own, found them changed and gave the claim up; the
     next attempt saw a claim that holds (its own) and merge() returned False: the log stayed claimed by
     nobody for the lease (10 s), and every writer that found the log at twice its limit waited for it. Now
     the claim is recognised by its nonce: the merge goes on from the head that carries it."""
-    store = MemoryStore()
+    store = MemoryStore(appends=appends)  # the claim is a compare-and-set, or a seal the store applies
     mdss.SortedSet(store, NAME, chunk_size=2, log_limit=0).add_many(initial())
     mdss.SortedSet(store, NAME, log_limit=100).incr("p1", 1)
     rival = mdss.SortedSet(store, NAME, log_limit=100)
-    board = mdss.SortedSet(Faults(store).on("_cas", 1, "after", lambda: rival.add("zz", 9)), NAME, log_limit=100)
+    faulty = Faults(store).on("_swap" if appends else "_cas", 1, "after", lambda: rival.add("zz", 9))
+    board = mdss.SortedSet(faulty, NAME, log_limit=100)
     assert board.merge() is True
     head = board._snapshot().head
     assert len(head.log) == 0 and head.log.claim is None

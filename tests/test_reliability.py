@@ -63,6 +63,10 @@ class LostHeadReply(FaultyStore):
         self._lose_next(key)
         return self._call("_append", key, held, sha, seen, record, cap)
 
+    def _swap(self, key, held, sha, seen, core, record, cap):
+        self._lose_next(key)
+        return self._call("_swap", key, held, sha, seen, core, record, cap)
+
 
 @pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])
 @pytest.mark.parametrize("on_top", [1, 3, 40])

@@ -43,6 +43,10 @@ class _Lossy(FaultyStore):
         self._arm(key)
         return self._call("_append", key, held, sha, seen, record, cap)
 
+    def _swap(self, key, held, sha, seen, core, record, cap):
+        self._arm(key)
+        return self._call("_swap", key, held, sha, seen, core, record, cap)
+
     def _cas(self, key, value, version):
         self._arm(key)
         return self._call("_cas", key, value, version)
@@ -140,7 +144,7 @@ def test_a_damaged_core_checksum_is_refused_by_a_process_that_held_the_plain_hea
 
 
 @pytest.mark.parametrize("redis_kind", ["redis", "redis-cluster"])
-@pytest.mark.parametrize("meanwhile", ["nothing", "same member", "other member", "seal"])
+@pytest.mark.parametrize("meanwhile", ["nothing", "same member", "other member", "seal", "bridged seal"])
 def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_twice(
     redis_kind, meanwhile, request
 ) -> None:
@@ -153,7 +157,7 @@ def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_tw
     other = mdss.SortedSet(store, "b", log_limit=10_000)
     writer = mdss.SortedSet(store, "b", log_limit=10_000)
     writer.scores(["x"])
-    real, held_back = store._append_script, []
+    real, held_back = store._tail_script, []
 
     def flaky(keys, args):
         if not held_back:
@@ -164,14 +168,18 @@ def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_tw
                 other.incr("y", 10)
             elif meanwhile == "seal":
                 mdss.SortedSet(store, "b", log_limit=0).incr("z", 1)  # straight into the trees: a new core
+            elif meanwhile == "bridged seal":  # appends until one seals (mdss._tail.swap): a bridged head
+                core = _tail.core(store.get(other._keys.head).value)
+                while _tail.core(store.get(other._keys.head).value) == core:
+                    other.incr(f"o{len(held_back)}-{uuid.uuid4().hex}", 1)
             raise redis.ConnectionError("held back")
         return real(keys=keys, args=args)
 
-    store._append_script = flaky
+    store._tail_script = flaky
     try:
         got = writer.incr("x", 1)
     finally:
-        store._append_script = real
+        store._tail_script = real
     keys, args = held_back[0]
     real(keys=keys, args=args)  # the held-back request reaches the server at last
     final = mdss.SortedSet(store, "b").score("x")

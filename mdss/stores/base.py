@@ -265,6 +265,25 @@ class Store:
         self.stats.add(calls=1, writes=1, bytes_written=len(record))
         return written
 
+    def swap_core(self, key: str, held: bytes, core: bytes, record: bytes, cap: int) -> Record:
+        """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since
+        the writer's view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``,
+        on stores whose :attr:`appends` is true): the head now there. If another seal came first, only
+        ``record`` is appended, across it (as by :meth:`append_log`: ``cap`` on the tail's bytes).
+
+        Raises :class:`~mdss.exceptions.ConflictError` (with ``current``,
+        and ``full``) where :func:`mdss._tail.swap` refuses. Once refused,
+        refused for good; resending after a lost reply is safe.
+        """
+        sha, seen = _tail.view(held)
+        try:
+            written = self._swap(key, held, sha, seen, core, record, cap)
+        except ConflictError:
+            self.stats.add(calls=1, conflicts=1)
+            raise
+        self.stats.add(calls=1, writes=1, bytes_written=len(core) + len(record))
+        return written
+
     def delete(self, key: str) -> None:
         """Remove ``key``; removing an absent key is not an error."""
         self._delete(key)
@@ -361,6 +380,10 @@ class Store:
 
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
         """:func:`mdss._tail.apply` on the value at ``key``, atomically; the new record."""
+        raise NotImplementedError
+
+    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Record:
+        """:func:`mdss._tail.swap` on the value at ``key``, atomically; the new record."""
         raise NotImplementedError
 
     def _delete(self, key: str) -> None:

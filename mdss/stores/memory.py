@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import _tail
@@ -83,13 +83,20 @@ class MemoryStore(Store):
             return frozenset((dot,))
 
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
+        return self._applied(key, lambda value: _tail.apply(value, sha, seen, record, cap))
+
+    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Record:
+        return self._applied(key, lambda value: _tail.swap(value, sha, seen, core, record, cap))
+
+    def _applied(self, key: str, change: Callable[[bytes | None], bytes]) -> Record:
+        """``change`` (``mdss._tail``) applied to the value at ``key`` under the lock: the record now there."""
         if not self.appends:
             raise NotImplementedError("this memory store commits by compare-and-set only (appends=false)")
         with self._lock:
             values = self._data.get(key)
             value = next(iter(values.values())) if values else None
             try:
-                new = _tail.apply(value, sha, seen, record, cap)
+                new = change(value)
             except _tail.Refused as exc:
                 exc.current = Record(tuple(values.values()), frozenset(values)) if values else None
                 raise

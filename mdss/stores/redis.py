@@ -122,18 +122,25 @@ def _no_retries() -> Retry:
 
 
 # KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
-# record, the most bytes of the tail. mdss._tail.apply, in Lua: returns {1, the value after the writer's
-# view} if the record was appended (or was there already), {3, the whole value} if so across a bridge (the
-# writer held the head it sealed), else {0, the current value} (refused; damaged framing too) or {2, it}
-# (full).
-_APPEND = """
+# record, the most bytes of the tail, and for a seal the new core. mdss._tail.apply (mdss._tail.swap with
+# a core), in Lua: returns {1, the value after the writer's view} if the record was appended (or was there
+# already), {3, the whole value} if so across a bridge (the writer held its parent; a seal then only
+# appends) or sealed, else {0, the current value} (refused; damaged framing too) or {2, it} (full).
+_TAIL = """
 local function u32(s, i)
     local a, b, c, d = string.byte(s, i, i + 3)
     return ((a * 256 + b) * 256 + c) * 256 + d
 end
+local function be32(n)
+    return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256,
+        n % 256)
+end
+local function sha1(s)
+    return (string.gsub(redis.sha1hex(s), '..', function(x) return string.char(tonumber(x, 16)) end))
+end
 local v = redis.call('GET', KEYS[1])
 if not v then return {0} end
-local orig, rec, seen, cap = v, ARGV[3], tonumber(ARGV[2]), tonumber(ARGV[4])
+local orig, sha, seen, rec, cap, core = v, ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local mark, tail, at, across = string.byte(v, 1), 0, 0, false
 if mark == 0xC1 or mark == 0xC2 then
     if #v < 25 then return {0, orig} end
@@ -143,28 +150,26 @@ if mark == 0xC1 or mark == 0xC2 then
         if #v < tail + 27 then return {0, orig} end
         bridge = tail + 28
         parents, tail = bridge + u32(v, tail + 20), bridge + u32(v, tail + 24)
-        if parents > tail or tail > #v + 1 then return {0, orig} end
+        if tail > parents or parents > #v + 1 then return {0, orig} end
     end
-    if string.sub(v, 2, 21) == ARGV[1] then
-        at = tail + seen
-    elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == ARGV[1] then
-        at, across = bridge + seen, true
-        if at > parents or parents - bridge + #rec > cap then return {0, orig} end
+    if string.sub(v, 2, 21) == sha then
+        at = tail
+    elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == sha then
+        at, across = bridge, true
+        if seen > parents - bridge or #v + 1 - bridge + #rec > cap then return {0, orig} end
     else
         return {0, orig}
     end
 else
-    local raw = string.gsub(redis.sha1hex(v), '..', function(x) return string.char(tonumber(x, 16)) end)
-    if raw ~= ARGV[1] then return {0, orig} end
-    local n = #v
-    v = string.char(193) .. raw .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-        math.floor(n / 256) % 256, n % 256) .. v
+    if sha1(v) ~= sha then return {0, orig} end
+    v = string.char(193) .. sha .. be32(#v) .. v
     tail = #v + 1
-    at = tail + seen
+    at = tail
 end
+at = at + seen
 local from = at
-local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11)
 if at > #v + 1 then return {0, orig} end
+local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11) or 0
 while at <= #v do
     if at + 10 > #v or at + 10 + 8 * string.byte(v, at + 10) > #v then return {0, orig} end
     local h, l = string.byte(v, at, at + 1)
@@ -181,6 +186,13 @@ while at <= #v do
     at = at + 2 + h * 256 + l
 end
 if at ~= #v + 1 then return {0, orig} end
+if core and not across then
+    local records = string.sub(v, tail)
+    v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records .. rec
+    redis.call('SET', KEYS[1], v)
+    return {3, v}
+end
+if #rec == 0 then return {3, v} end
 if #v + 1 - tail + #rec > cap then return {2, orig} end
 v = v .. rec
 redis.call('SET', KEYS[1], v)
@@ -262,7 +274,7 @@ class _RedisBase(Store):
             client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
             self._script = client.register_script(_CAS)
             self._delete_script = client.register_script(_DELETE_IF)
-            self._append_script = client.register_script(_APPEND)
+            self._tail_script = client.register_script(_TAIL)
             if check_policy:
                 self._check_policy()
         except BaseException:
@@ -303,12 +315,20 @@ class _RedisBase(Store):
             raise ConflictError(f"key {key!r} changed since it was read")
 
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
-        # Resending after a lost reply is safe (the script finds the record's nonce); but a refusal after a
-        # lost reply may hide an append that landed and was then sealed by another writer: OutcomeUnknown.
+        return self._tail(key, held, [sha, seen, record, cap], "append")
+
+    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Record:
+        return self._tail(key, held, [sha, seen, record, cap, core], "seal")
+
+    def _tail(self, key: str, held: bytes, args: list[Any], what: str) -> Record:
+        """Run the tail script (an append, or a seal with a core) on ``key``: the value it left there."""
+        # Resending after a lost reply is safe (the script finds an appended record's nonce; a seal that
+        # landed changed the core, so its resend is refused); but a refusal after a lost reply may hide an
+        # append or a seal that landed (then sealed by another writer): OutcomeUnknown.
         lost: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                got = self._append_script(keys=[key], args=[sha, seen, record, cap])
+                got = self._tail_script(keys=[key], args=args)
             except redis.AuthenticationError as exc:
                 raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
             except _TRANSIENT as exc:
@@ -317,9 +337,9 @@ class _RedisBase(Store):
             except redis.RedisError as exc:
                 if lost is not None:
                     raise OutcomeUnknownError(
-                        f"{self.where}: append to {key!r} lost its reply ({lost}), then: {exc}"
+                        f"{self.where}: {what} to {key!r} lost its reply ({lost}), then: {exc}"
                     ) from exc
-                raise StoreError(f"{self.where} refused the append: {exc}") from exc
+                raise StoreError(f"{self.where} refused the {what}: {exc}") from exc
             if got[0] in (1, 3):
                 value = got[1] if got[0] == 3 else (held if _tail.marked(held) else _tail.tailed(held)) + got[1]
                 return Record((value,), _version(value))
@@ -327,7 +347,7 @@ class _RedisBase(Store):
             refused.current = Record((got[1],), _version(got[1])) if len(got) > 1 else None
             if lost is not None:
                 raise OutcomeUnknownError(
-                    f"{self.where}: append to {key!r} lost its reply ({lost}), and the head moved on since"
+                    f"{self.where}: {what} to {key!r} lost its reply ({lost}), and the head moved on since"
                 ) from refused
             raise refused
         raise OutcomeUnknownError(
