@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import sys
 import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
+from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from faulty import FaultyStore
 from test_log_faults import Clock, _MergeTime
 from test_tail import _reference, _run, _steps
 
