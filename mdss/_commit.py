@@ -246,10 +246,10 @@ def _attempt(
                 record = None
         if stored and record is not None and not _seals(sset, log):
             return _tail_append(sset, snap, record, nonce, changed)  # another writer's commit seals
+        if stored and not fresh:  # a seal writes its segment first: only from the head read just now
+            return _REREAD
         if stored and record is not None and log.inline:
             return _tail_seal(sset, snap, record, nonce, changed)
-        if stored and not fresh:
-            return _REREAD
         if not stored and _tail_usable(sset, snap) and record is not None:
             return _tail_append(sset, snap, record, nonce, changed)
         writer = Writer(sset.chunk_size, head.epoch)

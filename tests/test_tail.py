@@ -330,9 +330,46 @@ def test_a_damaged_bridge_is_refused_not_served() -> None:
 
 
 def test_a_seal_beaten_by_another_appends_across_it_and_deletes_its_segment(store) -> None:
-    """Two writers hold the same head, just under the inline budget: each one's commit takes it past, so
+    """Two writers read the same head, just under the inline budget: each one's commit takes it past, so
     both seal. The second one's core is never used: the store appends its record across the first seal
-    (no conflict), and the writer deletes the segment it wrote for nothing."""
+    (no conflict), and the writer deletes the segment it wrote for nothing. (A writer seals only from the
+    head it read just now: from a held head it reads first, and then appends if another one sealed.)"""
+    if not store.appends:
+        return
+    a = mdss.SortedSet(store, "b", log_limit=10_000)
+    a.add("x", 0)
+    i = 0
+    while len(_packb(a._snapshot().head.log.inline)) < mdss._log.INLINE_BYTES - 100:
+        a.add(f"m{i:03d}-{'p' * 20}", i)
+        i += 1
+    segments: set[str] = set()
+
+    def a_seals() -> None:  # between b's read of the head and b's seal
+        a.add_many({f"a{j}-{'p' * 20}": j for j in range(4)})  # past the budget: a seals
+        segments.update(a._snapshot().head.log.segs)
+        nodes.update(store.keys(a._keys.nodes))
+
+    class _Beaten(FaultyStore):
+        def _swap(self, *args):
+            if not segments:
+                a_seals()
+            return self._call("_swap", *args)
+
+    nodes: set[str] = set()
+    beaten = _Beaten(store)
+    b = mdss.SortedSet(beaten, "b", log_limit=10_000)
+    b.scores(["x"])  # both hold the same head now
+    b.add_many({f"b{j}-{'p' * 20}": j for j in range(4)})  # past it in the head b holds: b seals too
+    assert segments and (beaten.stats.conflicts, beaten.stats.deletes) == (0, 1)  # its segment, deleted again
+    left = set(store.keys(a._keys.nodes))  # nodes: a's and b's segment, which b deleted again
+    assert left < nodes and len(nodes - left) == 1 and set(b._snapshot().head.log.segs) == segments
+    fresh = mdss.SortedSet(store, "b")
+    assert len(fresh) == i + 9 and fresh.score("b3-" + "p" * 20) == 3 and fresh.check() == []
+
+
+def test_a_writer_holding_a_head_another_sealed_reads_it_and_appends(store) -> None:
+    """A writer whose held head another writer sealed meanwhile reads the head before its own seal would
+    write a segment: then its commit appends (no segment written and deleted, no conflict)."""
     if not store.appends:
         return
     a = mdss.SortedSet(store, "b", log_limit=10_000)
@@ -342,13 +379,12 @@ def test_a_seal_beaten_by_another_appends_across_it_and_deletes_its_segment(stor
         a.add(f"m{i:03d}-{'p' * 20}", i)
         i += 1
     b = mdss.SortedSet(store, "b", log_limit=10_000)
-    b.scores(["x"])  # both hold the same head now
+    b.scores(["x"])
     a.add_many({f"a{j}-{'p' * 20}": j for j in range(4)})  # past the budget: a seals
-    segments = set(a._snapshot().head.log.segs)
     before, nodes = store.stats.snapshot(), set(store.keys(a._keys.nodes))
-    b.add_many({f"b{j}-{'p' * 20}": j for j in range(4)})  # past it in the head b holds: b seals too
+    b.add_many({f"b{j}-{'p' * 20}": j for j in range(4)})
     spent = store.stats.since(before)
-    assert (spent["conflicts"], spent["deletes"]) == (0, 1)  # its segment, deleted again
-    assert set(store.keys(a._keys.nodes)) == nodes and set(b._snapshot().head.log.segs) == segments
+    assert (spent["conflicts"], spent["deletes"], spent["calls"]) == (0, 0, 3)  # the head, the segment, an append
+    assert set(store.keys(a._keys.nodes)) == nodes
     fresh = mdss.SortedSet(store, "b")
     assert len(fresh) == i + 9 and fresh.score("b3-" + "p" * 20) == 3 and fresh.check() == []
