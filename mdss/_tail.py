@@ -200,7 +200,7 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
 def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int, core: bytes | None) -> bytes:
     if value is None:
         raise Refused("the head is gone")
-    across = False
+    across, bridge = False, 0
     if not marked(value):
         if hashlib.sha1(value).digest() != sha:
             raise Refused("the head changed")
@@ -216,7 +216,7 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
         elif value[:1] == BRIDGED and value[bridge - BRIDGE_HEADER : bridge - 8] == sha:
             # From the core this one replaced: the parent's records after the writer's view, and the rest.
             at, across = bridge, True
-            if seen > parents - bridge or len(value) - bridge + len(record) > cap:
+            if seen > parents - bridge:
                 raise Refused("the head's core changed")
         else:
             raise Refused("the head's core changed")
@@ -224,7 +224,9 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
     if at > len(value):
         raise Refused("the writer's view is not a prefix of the head")
     if _walk(value, at, record):
-        return value
+        return value  # a resend that finds its record: landed, whatever the size
+    if across and len(value) - bridge + len(record) > cap:
+        raise Refused("the head's core changed")  # the parent's records with it would pass the cap
     if core is not None and not across:
         return _bridged(core, sha, value[tail:], seen) + record
     if not record:  # a seal with no commit of its own (a merge) that another seal came before

@@ -388,3 +388,20 @@ def test_a_writer_holding_a_head_another_sealed_reads_it_and_appends(store) -> N
     assert set(store.keys(a._keys.nodes)) == nodes
     fresh = mdss.SortedSet(store, "b")
     assert len(fresh) == i + 9 and fresh.score("b3-" + "p" * 20) == 3 and fresh.check() == []
+
+
+def test_a_resend_across_a_bridge_finds_its_record_whatever_the_size(store) -> None:
+    """An append landed, then another writer sealed the head: the resend (from the parent) finds the record
+    in the bridge, although the parent's records and it again would pass the cap (landed, not refused)."""
+    if not store.appends:
+        return
+    key, plain = f"resend{next(_keys)}", b"\x81\xa1v\x00"
+    store.put(key, plain)
+    mine = _tail.record("01" * 8, _entries("01" * 8, ["a"]), ["a"])
+    held = store.append_log(key, plain, mine, 10_000).value
+    theirs = _tail.record("02" * 8, _entries("02" * 8, ["b"]), ["b"])
+    sealed = store.swap_core(key, held, b"\x82\xa1v\x01", theirs, 10_000).value
+    assert sealed[:1] == _tail.BRIDGED
+    assert store.append_log(key, plain, mine, len(mine) + len(theirs)).value == sealed  # found, unchanged
+    with pytest.raises(mdss.ConflictError):  # a new record of that size is refused
+        store.append_log(key, plain, _tail.record("03" * 8, _entries("03" * 8, ["c"]), ["c"]), len(mine) + len(theirs))

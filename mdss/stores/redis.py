@@ -141,11 +141,12 @@ end
 local v = redis.call('GET', KEYS[1])
 if not v then return {0} end
 local orig, sha, seen, rec, cap, core = v, ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local mark, tail, at, across = string.byte(v, 1), 0, 0, false
+local mark, tail, at, across, bridge = string.byte(v, 1), 0, 0, false, 0
 if mark == 0xC1 or mark == 0xC2 then
     if #v < 25 then return {0, orig} end
     tail = 26 + u32(v, 22)
-    local bridge, parents = tail, tail
+    bridge = tail
+    local parents = tail
     if mark == 0xC2 then
         if #v < tail + 27 then return {0, orig} end
         bridge = tail + 28
@@ -156,7 +157,7 @@ if mark == 0xC1 or mark == 0xC2 then
         at = tail
     elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == sha then
         at, across = bridge, true
-        if seen > parents - bridge or #v + 1 - bridge + #rec > cap then return {0, orig} end
+        if seen > parents - bridge then return {0, orig} end
     else
         return {0, orig}
     end
@@ -186,6 +187,7 @@ while at <= #v do
     at = at + 2 + h * 256 + l
 end
 if at ~= #v + 1 then return {0, orig} end
+if across and #v + 1 - bridge + #rec > cap then return {0, orig} end
 if core and not across then
     local records = string.sub(v, tail)
     v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records .. rec
