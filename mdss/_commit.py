@@ -244,9 +244,11 @@ def _attempt(
             record = _tail.record(nonce, changed, members)
             if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
                 record = None
-        if stored and record is not None and not _seals(sset, log):
+        sealer, sset._sealer = sset._sealer, False
+        if stored and record is not None and not (sealer or _seals(sset, log)):
             return _tail_append(sset, snap, record, nonce, changed)  # another writer's commit seals
         if stored and not fresh:  # a seal writes its segment first: only from the head read just now
+            sset._sealer = record is not None  # it seals that one, though others appended meanwhile
             return _REREAD
         if stored and record is not None and log.inline:
             return _tail_seal(sset, snap, record, nonce, changed)
@@ -290,7 +292,8 @@ def _seals(sset: SortedSet, log: Log) -> bool:
     holds) seals them, on a store that applies appends: when they were not past it before this commit,
     so that of several writers the one whose commit crossed it seals, and the others append (a seal that
     another one beat is a segment written and deleted for nothing); also when the last append found the
-    tail full, or they are past twice that (the one that crossed did not seal)."""
+    tail full, or they are past twice that (the one that crossed did not seal). The one that crossed
+    reads the head first (``sset._sealer``), and seals it although others appended meanwhile."""
     if sset._tail_full:
         return True
     size = len(_packb(log.inline))

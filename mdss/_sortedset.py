@@ -243,6 +243,7 @@ class SortedSet:
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)
         self._current = 0  # commits in a row that found the held head current (mdss._commit._learn)
         self._tail_full = False  # the store refused an append as too large: the next attempt seals (mdss._tail)
+        self._sealer = False  # this writer's commit crossed the inline budget: it seals from the head it reads
         self._built: tuple[str | None, str | None] | None = None  # the roots of the trees it last made (_merge_at)
         self._overlay: Overlay | None = None  # the update log applied in memory (mdss._log)
         self._past_overlays: dict[tuple[Any, ...], Overlay] = {}  # superseded ones, for cursors made on them
