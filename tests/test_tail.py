@@ -329,6 +329,17 @@ def test_a_damaged_bridge_is_refused_not_served() -> None:
     assert mdss.SortedSet(store, "b").check() == []
 
 
+def _just_under_the_budget(store) -> tuple[mdss.SortedSet, int]:
+    """A set whose head's inline entries are just under ``INLINE_BYTES`` (``x`` and ``i`` more members)."""
+    a = mdss.SortedSet(store, "b", log_limit=10_000)
+    a.add("x", 0)
+    i = 0
+    while len(_packb(a._snapshot().head.log.inline)) < mdss._log.INLINE_BYTES - 100:
+        a.add(f"m{i:03d}-{'p' * 20}", i)
+        i += 1
+    return a, i
+
+
 def test_a_seal_beaten_by_another_appends_across_it_and_deletes_its_segment(store) -> None:
     """Two writers read the same head, just under the inline budget: each one's commit takes it past, so
     both seal. The second one's core is never used: the store appends its record across the first seal
@@ -336,12 +347,7 @@ def test_a_seal_beaten_by_another_appends_across_it_and_deletes_its_segment(stor
     head it read just now: from a held head it reads first, and then appends if another one sealed.)"""
     if not store.appends:
         return
-    a = mdss.SortedSet(store, "b", log_limit=10_000)
-    a.add("x", 0)
-    i = 0
-    while len(_packb(a._snapshot().head.log.inline)) < mdss._log.INLINE_BYTES - 100:
-        a.add(f"m{i:03d}-{'p' * 20}", i)
-        i += 1
+    a, i = _just_under_the_budget(store)
     segments: set[str] = set()
 
     def a_seals() -> None:  # between b's read of the head and b's seal
@@ -372,12 +378,7 @@ def test_a_writer_holding_a_head_another_sealed_reads_it_and_appends(store) -> N
     write a segment: then its commit appends (no segment written and deleted, no conflict)."""
     if not store.appends:
         return
-    a = mdss.SortedSet(store, "b", log_limit=10_000)
-    a.add("x", 0)
-    i = 0
-    while len(_packb(a._snapshot().head.log.inline)) < mdss._log.INLINE_BYTES - 100:
-        a.add(f"m{i:03d}-{'p' * 20}", i)
-        i += 1
+    a, i = _just_under_the_budget(store)
     b = mdss.SortedSet(store, "b", log_limit=10_000)
     b.scores(["x"])
     a.add_many({f"a{j}-{'p' * 20}": j for j in range(4)})  # past the budget: a seals
