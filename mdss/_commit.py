@@ -383,13 +383,11 @@ def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, chan
     value, head = landed.value, snap.head
     suffix = _tail.after(value, snap.data)
     mine = suffix.endswith(record)
-    entries: list[Any] = []
-    for nonce, appended in _tail.records(sset._keys.head, suffix[: -len(record)] if mine else suffix):
-        head = head.next(nonce, log=head.log.extended(appended))
-        entries.extend(appended)
+    records = _tail.records(sset._keys.head, suffix[: -len(record)] if mine else suffix)
     if mine:
-        head = head.next(changed[-1][3], log=head.log.extended(changed))
-        entries.extend(changed)
+        records.append((changed[-1][3], changed))
+    head = head.appended(records)
+    entries = [entry for _, appended in records for entry in appended]
     if _tail.core(value) != _tail.core(snap.data):
         sealed = Head.decode(sset._keys.head, value)
         if sealed.log.seq != head.log.seq or sealed.incarnation != head.incarnation:

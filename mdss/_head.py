@@ -19,7 +19,7 @@ import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
-from ._log import EMPTY_LOG, Index, Log, Ranking, View, overlay_view
+from ._log import EMPTY_LOG, Index, Log, LogEntry, Ranking, View, overlay_view
 from ._order import Order, member_key
 from ._tree import Source, Tree
 from .exceptions import (
@@ -33,6 +33,8 @@ from .exceptions import (
 from .stores.base import Record
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ._sortedset import SortedSet
 
 #: How many commit nonces a head keeps (17 bytes each).
@@ -108,6 +110,21 @@ class Head:
             changes["lineage"] = new_lineage()
         return attrs.evolve(self, gen=self.gen + 1, recent=(nonce, *self.recent)[:RECENT], **changes)
 
+    def appended(self, records: Sequence[tuple[str, Sequence[LogEntry]]]) -> Head:
+        """The head after ``records``, commits that each appended entries to the log (``mdss._tail``): what
+        as many :meth:`next` calls make, in one step (a writer follows every other writer's appends)."""
+        if not records:
+            return self
+        entries = [entry for _, appended in records for entry in appended]
+        nonces = tuple(nonce for nonce, _ in reversed(records))
+        return attrs.evolve(
+            self,
+            gen=self.gen + len(records),
+            recent=(*nonces, *self.recent)[:RECENT],
+            log=self.log.extended(entries),
+            lineage=new_lineage() if self.lineage is None else self.lineage,
+        )
+
     def fate(self, nonce: str, base_gen: int) -> str:
         """What became of a commit with ``nonce`` built on generation ``base_gen``, as this head tells.
 
@@ -158,10 +175,7 @@ class Head:
             core, records = _tail.split(key, data)
             if _tail.marked(core):
                 raise CorruptDataError("stored head's core has a tail of its own", key)
-            head = cls.decode(key, core)
-            for nonce, entries in records:
-                head = head.next(nonce, log=head.log.extended(entries))
-            return head
+            return cls.decode(key, core).appended(records)
         _, found = unpack(key, data, "head")
         if type(found) is not dict:
             raise CorruptDataError("stored head is malformed (not a map)", key)
@@ -309,9 +323,7 @@ def _extended(sset: SortedSet, data: bytes) -> Head | None:
         rest = data[_tail.HEADER + len(known) :]
     else:
         return None
-    for nonce, entries in _tail.records(sset._keys.head, rest):
-        head = head.next(nonce, log=head.log.extended(entries))
-    return head
+    return head.appended(_tail.records(sset._keys.head, rest))
 
 
 def headless(sset: SortedSet) -> bool:

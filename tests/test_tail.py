@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import attrs
 import pytest
 from faulty import FaultyStore
 from hypothesis import given, settings
@@ -205,6 +206,33 @@ def test_a_tailed_head_decodes_as_its_core_plus_one_commit_per_record() -> None:
     plain = _head.Head.decode("k", core)
     assert head.gen == plain.gen + len(records) and len(head.log) == len(plain.log) + 4 == 4
     assert head.recent[: len(records)] == tuple(nonce for nonce, _ in reversed(records))
+
+
+_nonce = st.binary(min_size=8, max_size=8).map(bytes.hex)
+_record_entries = st.lists(
+    st.tuples(st.sampled_from("abcdef"), st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=3
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_nonce, _record_entries), max_size=20),
+    st.integers(0, 40),
+    st.lists(_nonce, max_size=_head.RECENT),
+    st.booleans(),
+)
+def test_a_head_takes_many_records_at_once_as_one_commit_each(records, gen, recent, lineage) -> None:
+    """``Head.appended`` (how a writer follows the records others appended) is ``next`` once per record."""
+    records = [(nonce, [(*e, nonce if i == len(es) - 1 else None) for i, e in enumerate(es)]) for nonce, es in records]
+    start = _head.Head("desc", 8, gen=gen + len(recent), recent=tuple(recent), lineage="x" * 16 if lineage else None)
+    one_by_one = start
+    for nonce, entries in records:
+        one_by_one = one_by_one.next(nonce, log=one_by_one.log.extended(entries))
+    at_once = start.appended(records)
+    if start.lineage is None and records:  # each way mints a lineage of its own
+        assert at_once.lineage is not None
+        at_once = attrs.evolve(at_once, lineage=one_by_one.lineage)
+    assert at_once == one_by_one
 
 
 def test_a_core_with_a_tail_of_its_own_is_refused_not_recursed_into() -> None:
