@@ -14,7 +14,9 @@ long-running writer's are), then all measure the same seconds; process rows
 also show the slowest and fastest process, the CPU time of all writer
 processes per update, the p99 and maximum time of one update, and the
 compare-and-set conflicts (every head compare-and-set that lost, appends
-and merges alike) and store round trips per update. For Redis
+and merges alike), store round trips per update, and how many of the
+machine's cores were busy meanwhile (writers and servers alike, from
+``/proc/stat``: where they are all busy, the row is bound by CPU). For Redis
 the script starts its own redis-server on a free loopback port (or uses
 ``--redis URL``). ``--rtt-ms 0,0.5`` runs Redis' rows once per round-trip
 latency, emulated on the client side (:class:`DelayedStore`, below; 0:
@@ -27,8 +29,10 @@ count, and the table shows total updates per second, compare-and-set
 conflicts per update (every head compare-and-set that lost, appends and
 merges alike, from the writers' ``store.stats``, divided by the updates),
 round trips per rank and per page of 100 (manifests cached), and rank and
-page p50 with every node cached, against ``S = 1``. Each writer warms up for
-a second, then all measure the same seconds. ``--rtt-ms 0,0.5`` runs every
+page p50 with every node cached, against ``S = 1``; after each row, the
+machine's cores busy and its CPU per update (writers and servers), and the
+writers' own. Each writer warms up for a second, then all measure the same
+seconds. ``--rtt-ms 0,0.5`` runs every
 shard count once per round-trip latency, emulated on the client side
 (:class:`DelayedStore`; 0: loopback as it is).
 """
@@ -55,6 +59,28 @@ import mdss
 from mdss.stores.base import Store
 
 WARM_UP = 1.0  # seconds each writer process runs before the measured ones
+
+
+def _machine_busy() -> tuple[int, int]:
+    """The machine's busy and total CPU time so far (``/proc/stat``, in clock ticks; (0, 0) elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(t) for t in f.readline().split()[1:]]
+    except OSError:
+        return 0, 0
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # idle and iowait are not busy
+
+
+def _measured(ready: Any, seconds: float) -> float:
+    """Release the writers waiting at ``ready`` (this process is its last party), and return how many of
+    the machine's cores were busy, on average, over the ``seconds`` they measure: writers, servers and
+    anything else alike. A row whose cores are all busy is bound by CPU: a change that lifts it must
+    cost less CPU per update, wherever that CPU is spent."""
+    ready.wait()
+    busy, total = _machine_busy()
+    time.sleep(seconds)
+    busy_after, total_after = _machine_busy()
+    return (busy_after - busy) / max(total_after - total, 1) * (os.cpu_count() or 1)
 
 
 def _threads(url: str, rtt: float, threads: int, seconds: float, members: int, max_batch: int) -> dict:
@@ -123,10 +149,11 @@ def _process(
 
 def _processes(url: str, rtt: float, processes: int, seconds: float, members: int) -> dict:
     ctx = multiprocessing.get_context("spawn")
-    out, ready = ctx.Queue(), ctx.Barrier(processes)
+    out, ready = ctx.Queue(), ctx.Barrier(processes + 1)
     procs = [ctx.Process(target=_process, args=(url, rtt, p, seconds, members, ready, out)) for p in range(processes)]
     for proc in procs:
         proc.start()
+    cores = _measured(ready, seconds)
     results = [out.get() for _ in procs]
     for proc in procs:
         proc.join()
@@ -136,6 +163,7 @@ def _processes(url: str, rtt: float, processes: int, seconds: float, members: in
         "ops_per_s": ops / seconds,
         "process_ops_per_s": sorted(r["ops"] / seconds for r in results),  # the slowest writer first
         "cpu_us_per_op": sum(r["cpu"] for r in results) / max(ops, 1) * 1e6,  # all writer processes' CPU
+        "cores_busy": cores,  # the machine's, servers included
         # every head compare-and-set that lost (appends and merges), and every store call, per update
         "conflicts_per_update": sum(r["conflicts"] for r in results) / max(ops, 1),
         "round_trips_per_update": sum(r["calls"] for r in results) / max(ops, 1),
@@ -261,7 +289,7 @@ def _sharded_process(
             board.incr(f"p{rng.randrange(members)}", 1)
     merges, retries = board.merges, board.retries
     ready.wait()  # every process measures the same seconds
-    before = store.stats.snapshot()
+    before, cpu = store.stats.snapshot(), time.process_time()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -273,6 +301,7 @@ def _sharded_process(
     out.put(
         {
             "ops": n,
+            "cpu": time.process_time() - cpu,
             "conflicts": cost["conflicts"],
             "calls": cost["calls"],
             "conflict_errors": failures,
@@ -300,13 +329,14 @@ def _sharded_row(url: str, rtt: float, shards: int, processes: int, seconds: flo
     options = {"shards": shards} if shards > 1 else {}
     mdss.SortedSet.load(mdss.open_store(url), name, {f"p{i}": i for i in range(members)}, **options)
     ctx = multiprocessing.get_context("spawn")
-    out, ready = ctx.Queue(), ctx.Barrier(processes)
+    out, ready = ctx.Queue(), ctx.Barrier(processes + 1)
     procs = [
         ctx.Process(target=_sharded_process, args=(url, rtt, name, p, seconds, members, ready, out))
         for p in range(processes)
     ]
     for proc in procs:
         proc.start()
+    cores = _measured(ready, seconds)
     results = [out.get() for _ in procs]
     for proc in procs:
         proc.join()
@@ -337,6 +367,9 @@ def _sharded_row(url: str, rtt: float, shards: int, processes: int, seconds: flo
         "shards": shards,
         "processes": processes,
         "updates_per_s": ops / seconds,
+        "cores_busy": cores,  # the machine's: writers and the cluster's servers
+        "cpu_us_per_update": cores * seconds / max(ops, 1) * 1e6,  # the machine's CPU, servers included
+        "writer_cpu_us_per_update": sum(r["cpu"] for r in results) / max(ops, 1) * 1e6,
         "conflicts_per_update": sum(r["conflicts"] for r in results) / max(ops, 1),
         "conflict_errors": sum(r["conflict_errors"] for r in results),
         "merges": sum(r["merges"] for r in results),
@@ -398,7 +431,8 @@ def _cluster_main(args: argparse.Namespace) -> None:
                 f"{row['rank_p50_us'] / one['rank_p50_us']:>6.2f}x {row['page_p50_us']:>11,.0f} "
                 f"{row['page_p50_us'] / one['page_p50_us']:>6.2f}x   "
                 f"(trips/update {row['round_trips_per_update']:.2f}, retries {row['retries']:,}, "
-                f"merges {row['merges']:,})"
+                f"merges {row['merges']:,}; cores busy {row['cores_busy']:.2f} of {os.cpu_count()}, CPU per update "
+                f"{row['cpu_us_per_update']:,.0f} us, writers' {row['writer_cpu_us_per_update']:,.0f} us)"
             )
     if args.json:
         with open(args.json, "w") as f:
@@ -443,7 +477,7 @@ def main() -> None:
         print(
             f"{'writers':<12} {'mode':<20} {'ops/s':>9} {'commits':>8} {'retries':>8} {'merges':>7}   "
             "processes: slowest..fastest ops/s, CPU us/op, p99 / max ms per update, conflicts and round trips "
-            "per update"
+            "per update, the machine's cores busy"
         )
         for row in rows:
             line = (
@@ -455,7 +489,7 @@ def main() -> None:
                 line += (
                     f"   {each[0]:,.0f}..{each[-1]:,.0f}, {row['cpu_us_per_op']:,.0f}, "
                     f"{row['p99_ms']:.2f} / {row['max_ms']:,.0f}, {row['conflicts_per_update']:.3f}, "
-                    f"{row['round_trips_per_update']:.2f}"
+                    f"{row['round_trips_per_update']:.2f}, {row['cores_busy']:.2f} of {os.cpu_count()}"
                 )
             print(line)
     if args.json:
