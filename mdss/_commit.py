@@ -35,6 +35,7 @@ from .exceptions import (
     InvalidScoreError,
     MissingNodeError,
     OutcomeUnknownError,
+    StoreError,
     StoreUnavailableError,
 )
 from .stores.base import Record
@@ -340,38 +341,54 @@ def _tail_append(
     held = snap.data
     assert held is not None
     key, ambiguous = sset._keys.head, None
-    for _ in STORE_CALLS.attempts():
-        try:
-            if core is None:
-                landed = sset.store.append_log(key, held, record, _tail.TAIL_BYTES)
-            else:
-                landed = sset.store.swap_core(key, held, core, record, _tail.TAIL_BYTES)
-        except ConflictError as exc:
-            if ambiguous is None:
-                sset._rival_head = (exc.current,)
-                sset._tail_full = bool(getattr(exc, "full", False))
-                return False
+    try:
+        for _ in STORE_CALLS.attempts():
             try:
-                if not _appended(sset, snap, exc.current, nonce, ambiguous):
+                if core is None:
+                    landed = sset.store.append_log(key, held, record, _tail.TAIL_BYTES)
+                else:
+                    landed = sset.store.swap_core(key, held, core, record, _tail.TAIL_BYTES)
+            except ConflictError as exc:
+                if ambiguous is None:
                     sset._rival_head = (exc.current,)
+                    sset._tail_full = bool(getattr(exc, "full", False))
                     return False
-            except OutcomeUnknownError:
-                raise
-            except (MissingNodeError, StoreUnavailableError):
-                continue  # the log moved on while it was read, or the read failed: ask the store again
-            sset._held = None  # landed, under commits this process has not decoded: the next one reads
+                try:
+                    if not _appended(sset, snap, exc.current, nonce, ambiguous):
+                        sset._rival_head = (exc.current,)
+                        return False
+                except OutcomeUnknownError:
+                    raise
+                except (MissingNodeError, StoreUnavailableError):
+                    continue  # the log moved on while it was read, or the read failed: ask the store again
+                sset._held = None  # landed, under commits this process has not decoded: the next one reads
+                sset.commits += 1
+                return True
+            except StoreUnavailableError as exc:
+                ambiguous = exc
+                continue
+            _landed(sset, snap, landed, record, changed)
             sset.commits += 1
             return True
-        except StoreUnavailableError as exc:
-            ambiguous = exc
-            continue
-        _landed(sset, snap, landed, record, changed)
-        sset.commits += 1
-        return True
-    raise OutcomeUnknownError(
-        f"the store did not confirm append {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
-        f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
-    ) from ambiguous
+        raise OutcomeUnknownError(
+            f"the store did not confirm append {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
+            f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
+        ) from ambiguous
+    except (ConflictError, StoreUnavailableError):
+        raise
+    except StoreError as exc:  # refused (credentials, a command) after a lost reply: still in doubt
+        if ambiguous is None:
+            raise
+        raise _refused_in_doubt(sset, nonce, ambiguous, exc) from exc
+
+
+def _refused_in_doubt(sset: SortedSet, nonce: str, ambiguous: Exception, exc: Exception) -> OutcomeUnknownError:
+    """The store refused a call (its credentials, a command) after a commit's reply was lost: the commit
+    may have landed, so its outcome stays unknown rather than a refusal's."""
+    return OutcomeUnknownError(
+        f"commit {nonce} to set {sset.name!r} lost its reply ({ambiguous}), then the store refused: {exc}; it is "
+        "applied entirely or not at all: read the set before retrying"
+    )
 
 
 def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
@@ -499,48 +516,55 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> tuple
     """
     key, version = sset._keys.head, snap.version
     nonce, ambiguous = head.recent[0], None
-    for _ in STORE_CALLS.attempts():
-        try:
-            return (sset.store.cas(key, data, version),)
-        except ConflictError as exc:
-            if ambiguous is None:  # a definite lost race: nothing of ours was written
-                if exc.current_known:
-                    sset._rival_head = (exc.current,)  # the rebase starts from it without reading it again
-                return None
-        except StoreUnavailableError as exc:
-            ambiguous = exc
-        try:
-            record = sset.store.get(key)
-        except StoreUnavailableError:
-            continue
-        if record is not None and record.value == data:
-            return (record.version,)
-        now = None if record is None else Head.decode(key, record.value)
-        if now is None or now.incarnation != snap.head.incarnation:
-            # The set was dropped (and maybe started again) since: our version is gone for good, so our nodes
-            # can go, but whether the commit landed before the drop cannot be told.
-            raise _Dropped(
-                f"set {sset.name!r} was dropped while commit {nonce} awaited its reply ({ambiguous}): it may have "
-                "been applied before the drop, or not at all"
-            ) from ambiguous
-        fate = now.fate(nonce, snap.head.gen)
-        if fate == UNKNOWN and len(head.log) and head.log.base == snap.head.log.base:
+    try:
+        for _ in STORE_CALLS.attempts():
             try:
-                fate = _log.fate(sset, now.log, head.log.seq - 1, nonce)  # an append: its last entry tells
-            except (MissingNodeError, StoreUnavailableError):
-                # The log moved on since that head was read (a merge or a new log manifest, the old segments
-                # collected), or the read failed: read the head again. Never a rebase: it may have landed.
+                return (sset.store.cas(key, data, version),)
+            except ConflictError as exc:
+                if ambiguous is None:  # a definite lost race: nothing of ours was written
+                    if exc.current_known:
+                        sset._rival_head = (exc.current,)  # the rebase starts from it without reading it again
+                    return None
+            except StoreUnavailableError as exc:
+                ambiguous = exc
+            try:
+                record = sset.store.get(key)
+            except StoreUnavailableError:
                 continue
-        if fate == LANDED:
-            return (None,)
-        if fate == LOST:
-            return None
-        if fate != PENDING:
-            break
-    raise OutcomeUnknownError(
-        f"the store did not confirm commit {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
-        f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
-    ) from ambiguous
+            if record is not None and record.value == data:
+                return (record.version,)
+            now = None if record is None else Head.decode(key, record.value)
+            if now is None or now.incarnation != snap.head.incarnation:
+                # The set was dropped (and maybe started again) since: our version is gone for good, so our nodes
+                # can go, but whether the commit landed before the drop cannot be told.
+                raise _Dropped(
+                    f"set {sset.name!r} was dropped while commit {nonce} awaited its reply ({ambiguous}): it may have "
+                    "been applied before the drop, or not at all"
+                ) from ambiguous
+            fate = now.fate(nonce, snap.head.gen)
+            if fate == UNKNOWN and len(head.log) and head.log.base == snap.head.log.base:
+                try:
+                    fate = _log.fate(sset, now.log, head.log.seq - 1, nonce)  # an append: its last entry tells
+                except (MissingNodeError, StoreUnavailableError):
+                    # The log moved on since that head was read (a merge or a new log manifest, the old segments
+                    # collected), or the read failed: read the head again. Never a rebase: it may have landed.
+                    continue
+            if fate == LANDED:
+                return (None,)
+            if fate == LOST:
+                return None
+            if fate != PENDING:
+                break
+        raise OutcomeUnknownError(
+            f"the store did not confirm commit {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
+            f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
+        ) from ambiguous
+    except (ConflictError, StoreUnavailableError):
+        raise
+    except StoreError as exc:  # refused (credentials, a command) after a lost reply: still in doubt
+        if ambiguous is None:
+            raise
+        raise _refused_in_doubt(sset, nonce, ambiguous, exc) from exc
 
 
 def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) -> None:

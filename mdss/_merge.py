@@ -30,7 +30,7 @@ from . import _commit, _garbage, _head, _log, _writer
 from ._head import TreeRef, remember
 from ._log import Log
 from ._writer import Writer
-from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreUnavailableError
+from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record
 
 if TYPE_CHECKING:
@@ -249,8 +249,9 @@ class _Prepared:
 def _landed(sset: SortedSet, scores: TreeRef, error: StoreUnavailableError) -> bool:
     """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and
     unique, so only this merge can have put it there); else :class:`OutcomeUnknownError`, deleting
-    nothing (``gc(sweep=True)`` collects the nodes if it did not land)."""
-    with contextlib.suppress(StoreUnavailableError):
+    nothing (``gc(sweep=True)`` collects the nodes if it did not land). A read that fails or is refused
+    tells nothing either."""
+    with contextlib.suppress(StoreError):
         record = sset.store.get(sset._keys.head)
         if record is not None and _head.decode_for(sset, record.value).scores == scores:
             return True

@@ -13,6 +13,7 @@ from redis.retry import Retry
 from redis_servers import free_port, limited_user, redis_cluster, redis_server
 
 import mdss
+from mdss import _tail
 from mdss.stores.redis import RedisClusterStore, RedisStore
 
 TRICKY = ["board", "board:h", "a:b", "{board}", "board/n", "*", "b?ard", "x" * 200]
@@ -194,6 +195,42 @@ def test_cas_whose_reply_is_lost(url, monkeypatch, scenario: str) -> None:
             store.cas(key, b"v2", seen.version)
         assert type(raised.value) is outcome
     assert len(calls) == len(plan)
+
+
+@pytest.mark.parametrize("write", ["cas", "append"])
+@pytest.mark.parametrize("first", ["run+lost", "lost", None])
+def test_credentials_refused_after_a_lost_reply_leave_the_outcome_unknown(url, monkeypatch, write, first) -> None:
+    """A resend that the server refuses for its credentials says nothing of the request whose reply was
+    lost (it may have run): OutcomeUnknownError, not a refusal. Without a lost reply first, StoreError. (A
+    compare-and-set that ran is proven by reading the key back, before any resend.)"""
+    store = mdss.open_store(f"{url}?namespace=auth{time.monotonic_ns()}&backoff=0.001&retries=2")
+    key = store.namespace + ":h"
+    held = b"\x80"
+    store.put(key, held)
+    name = "_script" if write == "cas" else "_tail_script"
+    real, steps = getattr(store, name), [first] if first else []
+
+    def scripted(keys, args):
+        step = steps.pop(0) if steps else "auth"
+        if step == "auth":
+            raise redis.AuthenticationError("invalid username-password pair")
+        if step == "run+lost":
+            real(keys=keys, args=args)
+        raise redis.TimeoutError("reply lost")
+
+    version = store.get(key).version
+    monkeypatch.setattr(store, name, scripted)
+    if write == "cas" and first == "run+lost":
+        store.cas(key, b"v2", version)
+        assert store.get(key).value == b"v2"
+        return
+    expected = mdss.OutcomeUnknownError if first else mdss.StoreError
+    with pytest.raises(expected, match="credentials") as raised:
+        if write == "cas":
+            store.cas(key, b"v2", version)
+        else:
+            store.append_log(key, held, _tail.record("00" * 8, [("m", None, 1.0, "00" * 8)], ["m"]), _tail.TAIL_BYTES)
+    assert type(raised.value) is expected
 
 
 def test_cas_whose_reply_is_lost_and_the_key_cannot_be_read_back(redis_url, monkeypatch) -> None:

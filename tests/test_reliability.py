@@ -94,6 +94,30 @@ def test_lost_reply_with_writers_on_top_loses_nothing(store, on_top: int, append
     assert len(fresh) == 31 and landed in (True, None)
 
 
+class RefusedAfterLostReply(LostHeadReply):
+    """Loses the first head write's reply (it landed), then refuses every call, as a server that stopped
+    taking the client's credentials would."""
+
+    def _call(self, name, *args):
+        if self.fail_at is not None and self.count >= self.fail_at:
+            self.count += 1
+            raise mdss.StoreError("the server refused the credentials")
+        return super()._call(name, *args)
+
+
+@pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])
+def test_a_refusal_after_a_lost_reply_leaves_the_outcome_unknown(store, appends: bool) -> None:
+    """A commit whose reply was lost may have landed: a store that then refuses every call (not only one
+    that stays unreachable) leaves its outcome unknown, never reported as refused."""
+    mdss.SortedSet(store, "b").add_many({f"m{i}": i for i in range(10)})
+    faulty = RefusedAfterLostReply(store, appends=appends)
+    writer = mdss.SortedSet(faulty, "b")
+    with pytest.raises(mdss.OutcomeUnknownError, match="refused"):
+        writer.incr("x", 1)
+    assert faulty.count > faulty.fail_at  # the reply was lost, then a call was refused
+    assert mdss.SortedSet(store, "b").score("x") == 1  # it had landed
+
+
 @pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])
 def test_definite_conflict_rebases_and_deletes_its_nodes(store, appends: bool) -> None:
     board = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=0)

@@ -332,7 +332,7 @@ class _RedisBase(Store):
             try:
                 got = self._tail_script(keys=[key], args=args)
             except redis.AuthenticationError as exc:
-                raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
+                raise self._credentials(exc, lost, f"{what} to {key!r}") from exc
             except _TRANSIENT as exc:
                 lost = lost or exc
                 continue
@@ -362,7 +362,7 @@ class _RedisBase(Store):
             try:
                 won = self._script(keys=[key], args=[value, version or ""])
             except redis.AuthenticationError as exc:
-                raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
+                raise self._credentials(exc, lost, f"compare-and-set of {key!r}") from exc
             except _TRANSIENT as exc:
                 lost = lost or exc
             except redis.RedisError as exc:
@@ -399,6 +399,14 @@ class _RedisBase(Store):
         raise OutcomeUnknownError(
             f"{self.where}: compare-and-set of {key!r} got no reply within its retry budget: {lost}"
         ) from lost
+
+    def _credentials(self, exc: Exception, lost: Exception | None, what: str) -> StoreError:
+        """The error for credentials refused mid-write: after a lost reply, the lost request may have run."""
+        if lost is None:
+            return StoreError(f"{self.where} refused the credentials: {exc}")
+        return OutcomeUnknownError(
+            f"{self.where}: {what} lost its reply ({lost}), then the server refused the credentials: {exc}"
+        )
 
     def _read_back(self, key: str, lost: Exception) -> bytes | None:
         """The key's value after a lost reply; OutcomeUnknownError when it cannot be read either."""
