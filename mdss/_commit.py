@@ -146,8 +146,10 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
                     and len(landed.log) >= max(_merge_at(sset, landed, limit), 1)
                     and not _merge.claimed_by_another(landed.log)
                 ):
-                    with contextlib.suppress(ConflictError, StoreUnavailableError, MissingNodeError):
-                        _merge.merge(sset)  # the writes landed already: a merge that fails is for later
+                    # The writes landed already: a merge that fails (or that the store refuses) is for later,
+                    # never reported as the write's failure.
+                    with contextlib.suppress(StoreError, MissingNodeError):
+                        _merge.merge(sset)
                 return
             sset.retries += 1
             losses += 1
@@ -340,8 +342,8 @@ def _tail_append(
     """
     held = snap.data
     assert held is not None
-    key, ambiguous = sset._keys.head, None
-    try:
+    key, doubt = sset._keys.head, _Doubt(sset, nonce)
+    with doubt:
         for _ in STORE_CALLS.attempts():
             try:
                 if core is None:
@@ -349,12 +351,12 @@ def _tail_append(
                 else:
                     landed = sset.store.swap_core(key, held, core, record, _tail.TAIL_BYTES)
             except ConflictError as exc:
-                if ambiguous is None:
+                if doubt.ambiguous is None:
                     sset._rival_head = (exc.current,)
                     sset._tail_full = bool(getattr(exc, "full", False))
                     return False
                 try:
-                    if not _appended(sset, snap, exc.current, nonce, ambiguous):
+                    if not _appended(sset, snap, exc.current, nonce, doubt.ambiguous):
                         sset._rival_head = (exc.current,)
                         return False
                 except OutcomeUnknownError:
@@ -365,30 +367,38 @@ def _tail_append(
                 sset.commits += 1
                 return True
             except StoreUnavailableError as exc:
-                ambiguous = exc
+                doubt.ambiguous = exc
                 continue
             _landed(sset, snap, landed, record, changed)
             sset.commits += 1
             return True
         raise OutcomeUnknownError(
             f"the store did not confirm append {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
-            f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
-        ) from ambiguous
-    except (ConflictError, StoreUnavailableError):
-        raise
-    except StoreError as exc:  # refused (credentials, a command) after a lost reply: still in doubt
-        if ambiguous is None:
-            raise
-        raise _refused_in_doubt(sset, nonce, ambiguous, exc) from exc
+            f"({doubt.ambiguous}); it is applied entirely or not at all: read the set before retrying"
+        ) from doubt.ambiguous
 
 
-def _refused_in_doubt(sset: SortedSet, nonce: str, ambiguous: Exception, exc: Exception) -> OutcomeUnknownError:
-    """The store refused a call (its credentials, a command) after a commit's reply was lost: the commit
-    may have landed, so its outcome stays unknown rather than a refusal's."""
-    return OutcomeUnknownError(
-        f"commit {nonce} to set {sset.name!r} lost its reply ({ambiguous}), then the store refused: {exc}; it is "
-        "applied entirely or not at all: read the set before retrying"
-    )
+class _Doubt:
+    """A commit's store calls, and whether its outcome is in doubt (``ambiguous``: the first call whose
+    reply was lost). A refusal from the store after that (its credentials, a command) tells nothing of the
+    lost call, which may have landed: it leaves as :class:`OutcomeUnknownError`, never as a refusal."""
+
+    def __init__(self, sset: SortedSet, nonce: str) -> None:
+        self.sset, self.nonce = sset, nonce
+        self.ambiguous: StoreUnavailableError | None = None
+
+    def __enter__(self) -> _Doubt:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if self.ambiguous is None or not isinstance(exc, StoreError):
+            return
+        if isinstance(exc, (ConflictError, StoreUnavailableError)):
+            return
+        raise OutcomeUnknownError(
+            f"commit {self.nonce} to set {self.sset.name!r} lost its reply ({self.ambiguous}), then the store "
+            f"refused: {exc}; it is applied entirely or not at all: read the set before retrying"
+        ) from exc
 
 
 def _landed(sset: SortedSet, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
@@ -515,18 +525,19 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> tuple
     store-call budget.
     """
     key, version = sset._keys.head, snap.version
-    nonce, ambiguous = head.recent[0], None
-    try:
+    nonce = head.recent[0]
+    doubt = _Doubt(sset, nonce)
+    with doubt:
         for _ in STORE_CALLS.attempts():
             try:
                 return (sset.store.cas(key, data, version),)
             except ConflictError as exc:
-                if ambiguous is None:  # a definite lost race: nothing of ours was written
+                if doubt.ambiguous is None:  # a definite lost race: nothing of ours was written
                     if exc.current_known:
                         sset._rival_head = (exc.current,)  # the rebase starts from it without reading it again
                     return None
             except StoreUnavailableError as exc:
-                ambiguous = exc
+                doubt.ambiguous = exc
             try:
                 record = sset.store.get(key)
             except StoreUnavailableError:
@@ -538,9 +549,9 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> tuple
                 # The set was dropped (and maybe started again) since: our version is gone for good, so our nodes
                 # can go, but whether the commit landed before the drop cannot be told.
                 raise _Dropped(
-                    f"set {sset.name!r} was dropped while commit {nonce} awaited its reply ({ambiguous}): it may have "
-                    "been applied before the drop, or not at all"
-                ) from ambiguous
+                    f"set {sset.name!r} was dropped while commit {nonce} awaited its reply ({doubt.ambiguous}): it "
+                    "may have been applied before the drop, or not at all"
+                ) from doubt.ambiguous
             fate = now.fate(nonce, snap.head.gen)
             if fate == UNKNOWN and len(head.log) and head.log.base == snap.head.log.base:
                 try:
@@ -557,14 +568,8 @@ def _cas_head(sset: SortedSet, snap: Snapshot, head: Head, data: bytes) -> tuple
                 break
         raise OutcomeUnknownError(
             f"the store did not confirm commit {nonce} to set {sset.name!r}, and it cannot be proven applied or not "
-            f"({ambiguous}); it is applied entirely or not at all: read the set before retrying"
-        ) from ambiguous
-    except (ConflictError, StoreUnavailableError):
-        raise
-    except StoreError as exc:  # refused (credentials, a command) after a lost reply: still in doubt
-        if ambiguous is None:
-            raise
-        raise _refused_in_doubt(sset, nonce, ambiguous, exc) from exc
+            f"({doubt.ambiguous}); it is applied entirely or not at all: read the set before retrying"
+        ) from doubt.ambiguous
 
 
 def load(sset: SortedSet, pairs: Any, replace: bool, progress: Any, batch: int) -> None:

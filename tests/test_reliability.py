@@ -118,6 +118,33 @@ def test_a_refusal_after_a_lost_reply_leaves_the_outcome_unknown(store, appends:
     assert mdss.SortedSet(store, "b").score("x") == 1  # it had landed
 
 
+class RefusedAfterHeadWrite(FaultyStore):
+    """Takes the first head write (compare-and-set or store-applied append), then refuses every call, as a
+    server that stopped taking the client's credentials would."""
+
+    refused = 0
+
+    def _call(self, name, *args):
+        if self.fail_at is not None:
+            self.refused += 1
+            raise mdss.StoreError("the server refused the credentials")
+        result = super()._call(name, *args)
+        if name in ("_cas", "_append", "_swap") and args[0].endswith(":h"):
+            self.fail_at = self.count
+        return result
+
+
+def test_a_write_that_landed_is_not_reported_refused_when_its_merge_is(store) -> None:
+    """The merge a write starts once the log is full is for later: the store refusing it does not make
+    the write, which landed, raise."""
+    mdss.SortedSet(store, "b", log_limit=100).add_many({f"m{i}": i for i in range(10)})  # logged, not merged
+    faulty = RefusedAfterHeadWrite(store)
+    writer = mdss.SortedSet(faulty, "b", log_limit=8)  # 11 entries after its write: past 8 x 1.25
+    assert writer.incr("x", 1) == 1
+    assert faulty.refused  # the merge asked the store, and was refused
+    assert mdss.SortedSet(store, "b").score("x") == 1
+
+
 @pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])
 def test_definite_conflict_rebases_and_deletes_its_nodes(store, appends: bool) -> None:
     board = mdss.SortedSet(store, "b", chunk_size=4, gc_grace=0)
