@@ -19,7 +19,7 @@ import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
-from ._log import EMPTY_LOG, Index, Log, LogEntry, Ranking, View, overlay_view
+from ._log import EMPTY_LOG, Index, Log, LogEntry, Ranking, View, earlier, overlay_view
 from ._order import Order, member_key
 from ._tree import Source, Tree
 from .exceptions import (
@@ -243,7 +243,15 @@ class Snapshot:
 
     __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
 
-    def __init__(self, record: Record | None, head: Head, source: Source, order: Order, view: View | None) -> None:
+    def __init__(
+        self,
+        record: Record | None,
+        head: Head,
+        source: Source,
+        order: Order,
+        view: View | None,
+        chain: tuple[Any, ...] = (),
+    ) -> None:
         self.version = None if record is None else record.version
         self.data = record.values[0] if record is not None and len(record.values) == 1 else None
         self.head = head
@@ -257,7 +265,7 @@ class Snapshot:
             self.index: Tree | Index = self.member_index
         else:
             self.ranking = Ranking(self.score_tree, view, order.score_of)
-            self.index = Index(self.member_index, view)
+            self.index = Index(self.member_index, view, chain)
 
 
 def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:
@@ -389,7 +397,8 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             raise
         sset._held = None
         return snapshot(sset, create, (now,))
-    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, view)
+    chain = earlier(sset, head) if view is not None else ()
+    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, view, chain)
 
 
 def hold(sset: SortedSet, record: Record, head: Head) -> None:

@@ -294,8 +294,9 @@ class Overlay:
     merge makes a new overlay (a new tree state), never changes an old one.
     """
 
-    def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any) -> None:
+    def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any, lineage: str | None = None) -> None:
         self.state, self.base, self.seq, self.key = state, base, base, keyfn
+        self.lineage = lineage  # the head's (mdss._head.Head.lineage): which later trees this one's entries lead to
         self.entries: list[LogEntry] = []
         self.tree: dict[str, Any] = {}
         self.now: dict[str, Any] = {}
@@ -510,7 +511,7 @@ def overlay_view(sset: SortedSet, head: Head) -> View | None:
     with sset._overlay_lock:
         overlay = sset._overlay
         if overlay is None or overlay.state != state:
-            fresh = Overlay(state, log.base, sset._order.key)
+            fresh = Overlay(state, log.base, sset._order.key, head.lineage)
             # Entries are facts of the incarnation: a merge moves the base, never changes an entry.
             if overlay is not None and overlay.state[0] == state[0] and overlay.base <= log.base <= overlay.seq:
                 fresh.extend(log.base, overlay.entries[log.base - overlay.base :])
@@ -535,6 +536,26 @@ def _supersede(sset: SortedSet, overlay: Overlay) -> None:
         while len(past) > PAST_OVERLAYS:
             del past[next(iter(past))]
     sset._overlay = overlay
+
+
+def earlier(sset: SortedSet, head: Head) -> tuple[tuple[Overlay, int], ...]:
+    """The superseded overlays that lead to ``head``'s member index, newest first, each with the log number
+    its entries count up to (the next one's base): within one lineage the trees at base ``m`` are the trees
+    of an overlay whose entries reach ``m``, plus its entries before ``m``. A member that the log does not
+    name then has the score that overlay says, or that its tree (cached) holds: no read of the new member
+    index, which another process's merge made cold (see :class:`Index`)."""
+    if head.lineage is None:
+        return ()
+    chain: list[tuple[Overlay, int]] = []
+    cut, current = head.log.base, sset._overlay
+    with sset._overlay_lock:
+        past = [o for o in reversed(sset._past_overlays.values()) if o is not current]
+    for overlay in past:
+        same = overlay.state[0] == head.incarnation and overlay.lineage == head.lineage
+        if same and overlay.base <= cut <= overlay.seq:
+            chain.append((overlay, cut))
+            cut = overlay.base
+    return tuple(chain)
 
 
 def overlay_of(sset: SortedSet, root: Any, base: int, end: int) -> Overlay | None:
@@ -576,7 +597,7 @@ def applied(sset: SortedSet, head: Head, start: int, appended: Sequence[LogEntry
         if overlay is None or overlay.state != state:
             if start != log.base:
                 return  # the next read catches up from the store
-            overlay = Overlay(state, log.base, sset._order.key)
+            overlay = Overlay(state, log.base, sset._order.key, head.lineage)
             _supersede(sset, overlay)
     overlay.extend(start, appended)
 
@@ -595,24 +616,61 @@ def fate(sset: SortedSet, log: Log, seq: int, nonce: str) -> str:
 
 
 class Index:
-    """The member index with the log applied: member -> score."""
+    """The member index with the log applied: member -> score.
 
-    __slots__ = ("tree", "view")
+    A member the log does not name is looked up in the trees this process
+    held before the last merges first (``earlier``, :func:`earlier`): their
+    entry sets are cached, and with the entries folded since they give the
+    same score. Another process's merge then costs this one no reads of the
+    new member index until its cache no longer holds the old one.
+    """
 
-    def __init__(self, tree: Tree, view: View) -> None:
-        self.tree, self.view = tree, view
+    __slots__ = ("tree", "view", "earlier")
+
+    def __init__(self, tree: Tree, view: View, earlier: tuple[tuple[Overlay, int], ...] = ()) -> None:
+        self.tree, self.view, self.earlier = tree, view, earlier
 
     def get(self, member: str) -> Any:
-        found = self.view.lookup((member,))[0]
-        return self.tree.get(member) if found is _MISSING else found
+        return self.find((member,))[0]
 
     def find(self, members: Sequence[str]) -> list[Any]:
         found = self.view.lookup(members)
+        if self.earlier:
+            found = [self._earlier(m) if score is _MISSING else score for m, score in zip(members, found)]
         rest = [m for m, score in zip(members, found) if score is _MISSING]
         if rest:
             scores = iter(self.tree.find(rest) if len(rest) > 1 else (self.tree.get(rest[0]),))
             found = [next(scores) if score is _MISSING else score for score in found]
         return found
+
+    def _earlier(self, member: str) -> Any:
+        """``member``'s score from an earlier overlay and its cached tree, or ``_MISSING``."""
+        cache = self.tree.source.cache
+        for overlay, cut in self.earlier:
+            with overlay.lock:
+                hist = overlay.hist.get(member)
+                if hist is not None:
+                    i = bisect_left(hist, cut)
+                    return overlay.entries[hist[i - 1] - overlay.base][2] if i else overlay.tree[member]
+            score = _cached(cache, overlay.state[2], member)
+            if score is not _MISSING:
+                return score
+        return _MISSING
+
+
+def _cached(cache: Any, root: Any, member: str) -> Any:
+    """``member``'s score in the member index ``root`` from cached nodes alone (``None``: not there), or
+    ``_MISSING`` when a node on its path is not cached."""
+    if root is None:
+        return None
+    node = cache.get(root)
+    while node is not None and node.height:
+        node = cache.get(node.ids[node.child(member)])
+    if node is None:
+        return _MISSING
+    keys = node.keys
+    i = bisect_left(keys, member)
+    return node.scores[i] if i < len(keys) and keys[i] == member else None
 
 
 class Ranking:
