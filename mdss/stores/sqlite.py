@@ -67,6 +67,24 @@ def _busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _waited(db: sqlite3.Connection, waits: Backoff, call: Callable[[], T]) -> T:
+    """``call()``, waiting out SQLITE_BUSY (another connection's write lock) in ``waits``' steps."""
+    try:  # the common case, without the wait's bookkeeping
+        return call()
+    except sqlite3.OperationalError as exc:
+        if not _busy(exc):
+            raise
+        busy = exc
+    for _ in waits.attempts():
+        try:
+            return call()
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            busy = exc
+    raise busy
+
+
 class SQLiteStore(Store):
     """Keys and values in an SQLite file; a connection per thread, WAL, bounded lock retries."""
 
@@ -182,23 +200,7 @@ class SQLiteStore(Store):
 
         def _run(self, statement: str) -> None:
             """Run ``statement``, waiting out SQLITE_BUSY (another connection's lock) within the timeout."""
-            db, store = self.db, self.store
-            try:  # the common case, without the wait's bookkeeping
-                db.execute(statement)
-                return
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                busy = exc
-            for _ in store._waits[True].attempts():
-                try:
-                    db.execute(statement)
-                    return
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc):
-                        raise
-                    busy = exc
-            raise busy
+            _waited(self.db, self.store._waits[True], lambda: self.db.execute(statement))
 
         def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
             try:
@@ -261,21 +263,26 @@ class SQLiteStore(Store):
         # Versions are random 64-bit numbers, not counters: a counter restarts when a key is deleted and
         # written again, and a compare-and-set still in flight from before would then win (ABA).
         written = secrets.randbits(63)
-        with self._transaction() as db:
-            if version is None:
-                changed = db.execute(
-                    "INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, ?)", (key, value, written)
-                )
-            else:
-                changed = db.execute(
-                    "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?",
-                    (value, written, key, version),
-                )
-            if changed.rowcount != 1:  # what it holds instead, read in the same transaction
-                row = db.execute("SELECT value, version FROM kv WHERE key = ?", (key,)).fetchone()
-                current = None if row is None else Record((_value(key, row[0]),), row[1])
-                raise ConflictError(f"key {key!r} changed since it was read", current=current, current_known=True)
+        if version is None:
+            changed = self._statement(
+                "INSERT OR IGNORE INTO kv (key, value, version) VALUES (?, ?, ?)", (key, value, written)
+            )
+        else:
+            changed = self._statement(
+                "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?", (value, written, key, version)
+            )
+        if changed.rowcount != 1:  # what it holds instead: the record that won, or a newer one
+            raise ConflictError(f"key {key!r} changed since it was read", current=self._get(key), current_known=True)
         return written
+
+    def _statement(self, statement: str, parameters: Sequence[Any]) -> sqlite3.Cursor:
+        """One write statement in SQLite's implicit transaction: it takes and releases the write lock in one
+        call, instead of ``BEGIN IMMEDIATE``, the statement and ``COMMIT`` (the hot path of a commit)."""
+        db = self._connection()
+        try:
+            return _waited(db, self._waits[True], lambda: db.execute(statement, parameters))
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
 
     def _delete(self, key: str) -> None:
         self._delete_many([key])
