@@ -11,15 +11,17 @@ which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
-from ._log import EMPTY_LOG, Index, Log, LogEntry, Ranking, View, earlier, overlay_view
+from ._log import EMPTY_LOG, Chain, Index, Log, LogEntry, Ranking, View, earlier, overlay_view
 from ._order import Order, member_key
 from ._tree import Source, Tree
 from .exceptions import (
@@ -250,7 +252,7 @@ class Snapshot:
         source: Source,
         order: Order,
         view: View | None,
-        chain: tuple[Any, ...] = (),
+        find_chain: Callable[[], Chain] | None = None,
     ) -> None:
         self.version = None if record is None else record.version
         self.data = record.values[0] if record is not None and len(record.values) == 1 else None
@@ -265,7 +267,7 @@ class Snapshot:
             self.index: Tree | Index = self.member_index
         else:
             self.ranking = Ranking(self.score_tree, view, order.score_of)
-            self.index = Index(self.member_index, view, chain)
+            self.index = Index(self.member_index, view, find_chain)
 
 
 def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:
@@ -397,7 +399,7 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             raise
         sset._held = None
         return snapshot(sset, create, (now,))
-    chain = earlier(sset, head) if view is not None else ()
+    chain = functools.partial(earlier, sset, head)  # found when first needed (Index)
     return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, view, chain)
 
 

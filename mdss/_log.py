@@ -29,7 +29,7 @@ import heapq
 import math
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -538,7 +538,11 @@ def _supersede(sset: SortedSet, overlay: Overlay) -> None:
     sset._overlay = overlay
 
 
-def earlier(sset: SortedSet, head: Head) -> tuple[tuple[Overlay, int], ...]:
+#: Earlier overlays, each with the log number its entries count up to (:func:`earlier`).
+Chain = tuple[tuple["Overlay", int], ...]
+
+
+def earlier(sset: SortedSet, head: Head) -> Chain:
     """The superseded overlays that lead to ``head``'s member index, newest first, each with the log number
     its entries count up to (the next one's base): within one lineage the trees at base ``m`` are the trees
     of an overlay whose entries reach ``m``, plus its entries before ``m``. A member that the log does not
@@ -619,23 +623,26 @@ class Index:
     """The member index with the log applied: member -> score.
 
     A member the log does not name is looked up in the trees this process
-    held before the last merges first (``earlier``, :func:`earlier`): their
+    held before the last merges first (``chain``, :func:`earlier`): their
     entry sets are cached, and with the entries folded since they give the
     same score. Another process's merge then costs this one no reads of the
     new member index until its cache no longer holds the old one.
     """
 
-    __slots__ = ("tree", "view", "earlier")
+    __slots__ = ("tree", "view", "chain", "find_chain")
 
-    def __init__(self, tree: Tree, view: View, earlier: tuple[tuple[Overlay, int], ...] = ()) -> None:
-        self.tree, self.view, self.earlier = tree, view, earlier
+    def __init__(self, tree: Tree, view: View, find_chain: Callable[[], Chain] | None = None) -> None:
+        self.tree, self.view = tree, view
+        # The earlier trees, found on the first member the log does not name (most reads look up none).
+        self.chain: Chain | None = None if find_chain is not None else ()
+        self.find_chain = find_chain
 
     def get(self, member: str) -> Any:
         return self.find((member,))[0]
 
     def find(self, members: Sequence[str]) -> list[Any]:
         found = self.view.lookup(members)
-        if self.earlier:
+        if _MISSING in found and self.chain != ():
             found = [self._earlier(m) if score is _MISSING else score for m, score in zip(members, found)]
         rest = [m for m, score in zip(members, found) if score is _MISSING]
         if rest:
@@ -645,8 +652,11 @@ class Index:
 
     def _earlier(self, member: str) -> Any:
         """``member``'s score from an earlier overlay and its cached tree, or ``_MISSING``."""
+        if self.chain is None:
+            assert self.find_chain is not None
+            self.chain = self.find_chain()
         cache = self.tree.source.cache
-        for overlay, cut in self.earlier:
+        for overlay, cut in self.chain:
             with overlay.lock:
                 hist = overlay.hist.get(member)
                 if hist is not None:
