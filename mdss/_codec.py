@@ -218,12 +218,14 @@ def encode_log_page(segments: Sequence[tuple[str, int]]) -> bytes:
 def check_entry(entry: Any) -> bool:
     """Whether ``entry`` is a log entry ``(member, old score, new score, commit nonce)``, ``None`` allowed
     for the scores (absent) and for the nonce (not a commit's last entry)."""
+    if type(entry) not in (tuple, list) or len(entry) != 4:
+        return False
+    member, old, new, nonce = entry  # one test after another, no generator: heads hold dozens of entries
     return (
-        type(entry) in (tuple, list)
-        and len(entry) == 4
-        and type(entry[0]) is str
-        and all(s is None or (type(s) in _NUMBERS and s == s) for s in entry[1:3])
-        and (entry[3] is None or type(entry[3]) is str)
+        type(member) is str
+        and (old is None or (type(old) in _NUMBERS and old == old))
+        and (new is None or (type(new) in _NUMBERS and new == new))
+        and (nonce is None or type(nonce) is str)
     )
 
 

@@ -292,6 +292,11 @@ class Overlay:
     score after the entries applied (``None``: absent); ``hist[m]`` the
     sequence numbers of its entries. Extended in place under ``lock``; a
     merge makes a new overlay (a new tree state), never changes an old one.
+
+    The sorted keys (``added``, ``removed``: what ranks and ranges need) follow
+    the entries lazily, on the first read that needs them (:meth:`sorted`): a
+    writer follows every other writer's entries, but only its reads of ranks
+    use them, and a process that only writes never sorts them at all.
     """
 
     def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any, lineage: str | None = None) -> None:
@@ -301,34 +306,49 @@ class Overlay:
         self.tree: dict[str, Any] = {}
         self.now: dict[str, Any] = {}
         self.hist: dict[str, list[int]] = {}
-        self.removed = SortedList()
-        self.added = SortedList()
+        self._removed = SortedList()
+        self._added = SortedList()
+        self._keyed: dict[str, Any] = {}  # member -> its key in _added
+        self._sorted = base  # the entries before this sequence number are in _added and _removed
         self.shifts: dict[Any, tuple[int, int]] = {}  # manifest first key -> (seq, shift), see View.first_shift
         self.lock = threading.Lock()
         self.groups: Groups | None = None  # tie groups for dense ranks, made by the first dense read
 
     def extend(self, start: int, entries: Sequence[LogEntry]) -> None:
         """Apply ``entries`` that begin at sequence number ``start`` (those applied already are skipped)."""
-        key = self.key
         with self.lock:
+            tree, now, hist = self.tree, self.now, self.hist
             for seq in range(max(self.seq, start), start + len(entries)):
                 entry = entries[seq - start]
-                member, old, new = entry[0], entry[1], entry[2]
-                now = self.now.get(member, _MISSING)
-                if now is _MISSING:
-                    self.tree[member] = old
-                    self.hist[member] = [seq]
-                    if old is not None:
-                        self.removed.add(key(member, old))
+                member = entry[0]
+                if member in now:
+                    hist[member].append(seq)
                 else:
-                    self.hist[member].append(seq)
-                    if now is not None:
-                        self.added.remove(key(member, now))
-                self.now[member] = new
-                if new is not None:
-                    self.added.add(key(member, new))
+                    tree[member] = entry[1]
+                    hist[member] = [seq]
+                now[member] = entry[2]
                 self.entries.append(entry)
                 self.seq = seq + 1
+
+    def sorted(self) -> tuple[SortedList, SortedList]:
+        """The keys the entries added and removed, each sorted, up to ``seq`` (call under ``lock``)."""
+        if self._sorted < self.seq:
+            key, keyed, added, removed, start = self.key, self._keyed, self._added, self._removed, self._sorted
+            gone, new, dropped = [], [], []
+            for member in {entry[0] for entry in self.entries[start - self.base :]}:
+                if member in keyed:
+                    gone.append(keyed.pop(member))
+                if self.hist[member][0] >= start and self.tree[member] is not None:  # logged first since
+                    dropped.append(key(member, self.tree[member]))
+                if self.now[member] is not None:
+                    keyed[member] = key(member, self.now[member])
+                    new.append(keyed[member])
+            for k in gone:
+                added.remove(k)
+            added.update(new)
+            removed.update(dropped)
+            self._sorted = self.seq
+        return self._added, self._removed
 
     def view(self, end: int) -> View:
         return View(self, end)
@@ -391,7 +411,8 @@ class View:
         """Added minus removed keys strictly below ``probe``: what the log does to a tree count below it."""
         ov = self.overlay
         with ov.lock:
-            shift = ov.added.bisect_left(probe) - ov.removed.bisect_left(probe)
+            added, removed = ov.sorted()
+            shift = added.bisect_left(probe) - removed.bisect_left(probe)
             fix = self._fixes()
             if fix is not None:
                 _, add_minus, add_plus, rem_minus = fix
@@ -402,7 +423,8 @@ class View:
         """Added minus removed entries: what the log does to the count."""
         ov = self.overlay
         with ov.lock:
-            size = len(ov.added) - len(ov.removed)
+            added, removed = ov.sorted()
+            size = len(added) - len(removed)
             fix = self._fixes()
             if fix is not None:
                 size += len(fix[2]) - len(fix[1]) + len(fix[3])
@@ -413,7 +435,8 @@ class View:
         ``high`` included unless ``closed=False``."""
         ov = self.overlay
         with ov.lock:
-            added, removed = _within(ov.added, low, high, closed), _within(ov.removed, low, high, closed)
+            added, removed = ov.sorted()
+            added, removed = _within(added, low, high, closed), _within(removed, low, high, closed)
             fix = self._fixes()
         if fix is not None:
             _, add_minus, add_plus, rem_minus = fix
@@ -686,11 +709,18 @@ def _cached(cache: Any, root: Any, member: str) -> Any:
 class Ranking:
     """The score tree with the log applied: counts below keys, and slices by position."""
 
-    __slots__ = ("tree", "view", "count", "score_of")
+    __slots__ = ("tree", "view", "_count", "score_of")
 
     def __init__(self, tree: Tree, view: View, score_of: Any) -> None:
         self.tree, self.view, self.score_of = tree, view, score_of
-        self.count = tree.count + view.size()
+        self._count: int | None = None
+
+    @property
+    def count(self) -> int:
+        """The entries with the log applied (on first use: a commit that only appends never asks)."""
+        if self._count is None:
+            self._count = self.tree.count + self.view.size()
+        return self._count
 
     def rank_of(self, probe: Any) -> int:
         return self.tree.rank_of(probe) + self.view.shift(probe)
