@@ -17,6 +17,8 @@ commit and survives power loss too, at the cost of one fsync per commit.
 URL options: ``synchronous``, ``timeout`` (seconds a write waits for another
 connection's write lock; 30 by default) and ``namespace``; any other is an error.
 
+Checkpoints: every 10,000 WAL pages (``_WAL_PAGES``), not SQLite's 1,000.
+
 Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between
 tries, while a commit of mdss holds the write lock for tens of microseconds
 (a head's compare-and-set), so a writer waiting in it slept through dozens of
@@ -57,6 +59,13 @@ def _value(key: str, value: object) -> bytes:
     return value
 
 
+#: WAL pages before a commit checkpoints (SQLite's default is 1,000, ~4 MB). A commit checkpoints whenever the
+#: WAL holds at least this many pages, and a head's compare-and-set rewrites the same few pages thousands of
+#: times a second, while a checkpoint copies each distinct page once, and cannot finish past the snapshots
+#: that other processes still read. With 10,000, four writer processes took less CPU per update and lost
+#: fewer compare-and-sets (docs/performance.md, "SQLite checkpoints"). The WAL file grows to about this many
+#: pages (40 MB at 4 KB pages) before a checkpoint starts it over.
+_WAL_PAGES = 10_000
 #: How a read retries SQLITE_BUSY (rare in WAL mode), and how a write waits for the write lock.
 _READ_WAIT = Backoff(base=0.001, cap=0.05)
 _LOCK_WAIT = Backoff(base=2e-5, cap=0.001)
@@ -140,6 +149,7 @@ class SQLiteStore(Store):
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
                 db.execute("PRAGMA busy_timeout = 0")  # every wait is ours (see the module's docstring)
+                db.execute(f"PRAGMA wal_autocheckpoint={_WAL_PAGES}")
             except sqlite3.DatabaseError as exc:
                 raise self._error(exc) from exc
             self._local.db = db
