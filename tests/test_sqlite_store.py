@@ -189,3 +189,16 @@ def test_compare_and_set_from_two_stores_on_one_file_follows_a_model(tmp_path_fa
             assert (held[who].value, held[who].version) == current
     for store in stores:
         store.close()
+
+
+def test_every_connection_checkpoints_at_the_wal_size_chosen_for_compare_and_sets(path) -> None:
+    """At SQLite's default of 1,000 pages four writer processes took more CPU per update and lost more
+    compare-and-sets (docs/performance.md, "SQLite checkpoints"): every connection, in every thread, uses 10,000."""
+    store = SQLiteStore(path)
+    found: list[int] = []
+    worker = threading.Thread(
+        target=lambda: found.append(store._connection().execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+    )
+    worker.start()
+    worker.join()
+    assert found + [store._connection().execute("PRAGMA wal_autocheckpoint").fetchone()[0]] == [10_000, 10_000]
