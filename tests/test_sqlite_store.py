@@ -193,7 +193,8 @@ def test_compare_and_set_from_two_stores_on_one_file_follows_a_model(tmp_path_fa
 
 def test_every_connection_checkpoints_at_the_wal_size_chosen_for_compare_and_sets(path) -> None:
     """At SQLite's default of 1,000 pages four writer processes took more CPU per update and lost more
-    compare-and-sets (docs/performance.md, "SQLite checkpoints"): every connection, in every thread, uses 10,000."""
+    compare-and-sets (docs/performance.md, "SQLite checkpoints and lazy overlays"): every connection, in
+    every thread, uses 10,000."""
     store = SQLiteStore(path)
     found: list[int] = []
     worker = threading.Thread(
@@ -202,3 +203,23 @@ def test_every_connection_checkpoints_at_the_wal_size_chosen_for_compare_and_set
     worker.start()
     worker.join()
     assert found + [store._connection().execute("PRAGMA wal_autocheckpoint").fetchone()[0]] == [10_000, 10_000]
+
+
+@pytest.mark.parametrize("version", [None, "stale"], ids=["only if absent", "stale version"])
+def test_a_lost_compare_and_set_whose_read_fails_is_still_a_definite_conflict(path, monkeypatch, version) -> None:
+    """The record that won is read after the statement; a failing read must not turn the definite lost race
+    into StoreUnavailableError (which callers treat as a write that may have landed)."""
+    store = SQLiteStore(path)
+    first = store.cas("mdss:k", b"first", None)
+    store.put("mdss:k", b"second")
+    expected = first if version == "stale" else None
+
+    def unreadable(key: str) -> None:
+        raise mdss.StoreUnavailableError("the read after the statement failed")
+
+    monkeypatch.setattr(store, "_get", unreadable)
+    with pytest.raises(mdss.ConflictError) as caught:
+        store.cas("mdss:k", b"mine", expected)
+    assert not caught.value.current_known
+    monkeypatch.undo()
+    assert store.get("mdss:k").value == b"second"

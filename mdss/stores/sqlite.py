@@ -63,8 +63,8 @@ def _value(key: str, value: object) -> bytes:
 #: WAL holds at least this many pages, and a head's compare-and-set rewrites the same few pages thousands of
 #: times a second, while a checkpoint copies each distinct page once, and cannot finish past the snapshots
 #: that other processes still read. With 10,000, four writer processes took less CPU per update and lost
-#: fewer compare-and-sets (docs/performance.md, "SQLite checkpoints"). The WAL file grows to about this many
-#: pages (40 MB at 4 KB pages) before a checkpoint starts it over.
+#: fewer compare-and-sets (docs/performance.md, "SQLite checkpoints and lazy overlays"). The WAL file grows
+#: to about this many pages (40 MB at 4 KB pages) before a checkpoint starts it over.
 _WAL_PAGES = 10_000
 #: How a read retries SQLITE_BUSY (rare in WAL mode), and how a write waits for the write lock.
 _READ_WAIT = Backoff(base=0.001, cap=0.05)
@@ -281,8 +281,15 @@ class SQLiteStore(Store):
             changed = self._statement(
                 "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?", (value, written, key, version)
             )
-        if changed.rowcount != 1:  # what it holds instead: the record that won, or a newer one
-            raise ConflictError(f"key {key!r} changed since it was read", current=self._get(key), current_known=True)
+        if changed.rowcount != 1:
+            # A definite conflict: nothing was written. What the key holds instead (the record that won, or a
+            # newer one) is read after the statement; if that read fails, the caller reads it itself (never
+            # StoreUnavailableError, which would put a lost race in doubt).
+            try:
+                current = self._get(key)
+            except StoreUnavailableError:
+                raise ConflictError(f"key {key!r} changed since it was read") from None
+            raise ConflictError(f"key {key!r} changed since it was read", current=current, current_known=True)
         return written
 
     def _statement(self, statement: str, parameters: Sequence[Any]) -> sqlite3.Cursor:
