@@ -14,6 +14,8 @@ the nodes if the commit did not land).
 from __future__ import annotations
 
 import contextlib
+import itertools
+import random
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
@@ -102,16 +104,25 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
     starts from it.
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
-    started = [time.monotonic()]  # when the latest attempt began: backoff scales with what an attempt takes
+    started = time.monotonic()  # when the latest attempt began: the wait for a pause scales with what one takes
     learn = sset._held is not None  # the first attempt tells whether the held head had moved (see _learn)
     known: tuple[Record | None] | None = None  # the head a lost race returned: the next attempt starts there
     read = False  # the next attempt reads the head first
-    for _ in sset._policy.attempts(latency=lambda: time.monotonic() - started[0]):
+    policy = sset._policy
+    deadline = time.monotonic() + policy.budget
+    for rounds in itertools.count():
+        if rounds:  # after lost races in a row (or a head gone under a read): wait for the others to pause
+            if policy.max_attempts is not None and rounds >= policy.max_attempts:
+                break
+            known = _quiet(sset, deadline, time.monotonic() - started)
+            if known is None:
+                break
+            read = False
         # After a lost race, rebase at once on the winner's head: the loser's best chance is right after a
-        # commit landed. Three losses in a row back off.
+        # commit landed. Three losses in a row wait for a pause (_quiet).
         losses = 0
         while losses < QUICK_RETRIES:
-            started[0] = time.monotonic()
+            started = time.monotonic()
             held = sset._held
             if known is None and not read and held is not None and not _read_first(sset):
                 known = (held[0],)
@@ -157,14 +168,51 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
             read = known is None
     raise ConflictError(
         f"commit to set {sset.name!r} lost to concurrent writers for its whole retry budget "
-        f"({sset._policy.budget:g} s); nothing was applied"
+        f"({policy.budget:g} s{'' if policy.max_attempts is None else f', {policy.max_attempts} rounds'}); "
+        "nothing was applied"
     )
+
+
+def _quiet(sset: SortedSet, deadline: float, latency: float) -> tuple[Record | None] | None:
+    """After :data:`QUICK_RETRIES` lost races in a row: wait for a pause in the other writers' commits, and
+    return the head as it stands then (the next attempt starts from it), or ``None`` at ``deadline``.
+
+    Reads the head every ``interval`` (jittered; the commit policy's ceiling from one attempt's
+    ``latency``, at least its base, doubling to four times that) until two reads in a row find the same
+    record, or :data:`QUIET_POLLS` reads found it moving (then it tries anyway, so that no writer waits
+    long for a pause that does not come). Of several processes posting to one set, the one that committed
+    last holds the newest head and mostly commits next: an attempt while it runs only loses again, takes
+    the store's write lock from it and costs a conflict. A plain backoff slept on while that writer paused
+    (a merge, an SQLite checkpoint), and the set stood still (docs/performance.md, "Waiting for a pause").
+    """
+    key, attempt = sset._keys.head, 1
+    last = sset.store.get(key)
+    for _ in range(QUIET_POLLS):
+        pause = random.uniform(0.5, 1.0) * sset._policy.ceiling(attempt, latency)
+        if time.monotonic() + pause > deadline:
+            return None
+        time.sleep(pause)
+        now = sset.store.get(key)
+        if _unmoved(last, now):
+            return (now,)
+        last, attempt = now, min(attempt + 1, QUIET_DOUBLINGS + 1)
+    return (last,)
+
+
+def _unmoved(before: Record | None, after: Record | None) -> bool:
+    """Whether two reads of a head found the same record (both found none, or the same version and bytes)."""
+    if before is None or after is None:
+        return before is after
+    return before.version == after.version and before.values == after.values
 
 
 #: What an attempt on the head this process last saw answers when only the current head may decide.
 _REREAD = object()
-#: Lost races in a row that rebase at once, before the commit backs off.
+#: Lost races in a row that rebase at once, before the commit waits for a pause (:func:`_quiet`).
 QUICK_RETRIES = 3
+#: How often :func:`_quiet`'s interval doubles while the head keeps moving, and how many reads it makes.
+QUIET_DOUBLINGS = 2
+QUIET_POLLS = 16
 #: Above this share of stale held heads (a moving average), a commit reads the head first.
 STALE = 0.5
 #: How much longer the log grows before a writer merges that did not make the current trees (see _merge_at).

@@ -47,7 +47,11 @@ class Backoff:
         was measured to take) if that is longer, and doubles per attempt up
         to ``cap``: rivals spread over a few attempt-lengths, whatever the store.
         """
-        return random.uniform(0, min(self.cap, max(self.base, latency) * 2 ** min(attempt - 1, 30)))
+        return random.uniform(0, self.ceiling(attempt, latency))
+
+    def ceiling(self, attempt: int, latency: float = 0.0) -> float:
+        """The longest sleep before attempt number ``attempt`` (see :meth:`delay`)."""
+        return min(self.cap, max(self.base, latency) * 2 ** min(attempt - 1, 30))
 
     def attempts(self, latency: Callable[[], float] | None = None) -> Iterator[int]:
         """Attempt numbers 0, 1, 2, ...; sleeps before each but the first; stops when the budget is spent.
@@ -70,8 +74,9 @@ class Backoff:
 
 
 #: Contention on a head: long enough that a healthy store never fails a write (a writer that loses every race
-#: for 10 s to others committing back to back does happen on a store with millisecond calls). A short cap:
-#: the others keep committing while a loser sleeps, so a long sleep buys it nothing but fewer chances.
+#: for 10 s to others committing back to back does happen on a store with millisecond calls). A commit that
+#: keeps losing reads the head at intervals of :meth:`Backoff.ceiling` until it stops moving
+#: (``mdss._commit._quiet``); other users of this policy sleep :meth:`Backoff.delay`.
 COMMITS = Backoff(budget=30.0, base=0.001, cap=0.1)
 #: A store call that failed transiently (a dropped connection, a locked file).
 STORE_CALLS = Backoff(budget=5.0, base=0.02, cap=1.0)

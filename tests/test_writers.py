@@ -7,9 +7,11 @@ import sqlite3
 import threading
 import time
 
+import attrs
 import pytest
 
 import mdss
+from mdss.stores.memory import MemoryStore
 from mdss.stores.sqlite import SQLiteStore
 
 
@@ -89,6 +91,90 @@ def test_the_writer_that_made_the_trees_merges_at_the_limit_the_others_later(sto
         other.incr(f"p{i}", 1)
     assert other.merges == 2
     assert loader.check() == [] and loader.score("p0") == 3 and loader.score("p9") == 10
+
+
+def _moving(store: mdss.Store, key: str, move) -> list[int]:
+    """Calls ``move()`` before every compare-and-set of ``key`` while the count (a one-element list, returned)
+    is positive, counting it down: another writer commits first, and that compare-and-set loses."""
+    left, moving = [0], [False]
+    cas = store.cas
+
+    def racing(asked: str, value: bytes, version: object) -> object:
+        if asked == key and left[0] > 0 and not moving[0]:  # not the other writer's own compare-and-set
+            left[0] -= 1
+            moving[0] = True
+            try:
+                move()
+            finally:
+                moving[0] = False
+        return cas(asked, value, version)
+
+    store.cas = racing  # type: ignore[method-assign]
+    return left
+
+
+def test_a_writer_that_lost_three_races_waits_for_a_pause_then_commits_from_the_head_it_read() -> None:
+    """``QUICK_RETRIES`` lost races in a row: the writer reads the head until two reads one interval apart
+    find it unchanged (the others paused), then tries again from the second read, without reading again;
+    each lost race before rebased at once on the head the conflict returned, without a read either."""
+    store = MemoryStore(appends=False)  # commits compare-and-set the head
+    mine, other = mdss.SortedSet(store, "q", log_limit=1000), mdss.SortedSet(store, "q", log_limit=1000)
+    for _ in range(3):  # alone: it trusts the head it holds, and commits without reading first
+        mine.incr("a", 0)
+    reads = head_reads(store, mine._keys.head)
+
+    def move() -> None:
+        counted = reads[0]
+        other.incr("b", 1)
+        reads[0] = counted  # only this writer's reads count
+
+    left = _moving(store, mine._keys.head, move)
+    lost = 2 * mdss._commit.QUICK_RETRIES  # two rounds
+    left[0] = lost
+    assert mine.incr("a", 5) == 5
+    assert left[0] == 0 and mine.retries == lost
+    assert reads[0] == 2 * 2  # two reads per wait: the attempts after them read nothing more
+    assert mine.score("a") == 5 and other.score("b") == lost
+
+
+def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads(monkeypatch) -> None:
+    """A head that moves at every read: the wait returns the last head read after ``QUIET_POLLS`` reads,
+    with intervals from the commit policy (here tiny), so that no writer waits long for a pause."""
+    store = MemoryStore(appends=False)  # commits compare-and-set the head
+    mine, other = mdss.SortedSet(store, "q"), mdss.SortedSet(store, "q")
+    mine.add("a", 0)
+    mine._policy = attrs.evolve(mine._policy, base=1e-5, cap=1e-5)
+    reads, get = [0], store.get
+
+    def moving(key: str) -> mdss.Record | None:
+        reads[0] += 1
+        store.get = get  # type: ignore[method-assign]  # the other writer's own reads
+        try:
+            other.incr("b", 1)
+        finally:
+            store.get = moving  # type: ignore[method-assign]
+        return get(key)
+
+    store.get = moving  # type: ignore[method-assign]
+    (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
+    assert reads[0] == mdss._commit.QUIET_POLLS + 1
+    assert last is not None and last.value == get(mine._keys.head).value
+    assert mdss._commit._quiet(mine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
+
+
+def test_a_commit_that_keeps_losing_raises_after_its_rounds_with_nothing_applied() -> None:
+    """``max_attempts`` counts rounds of lost races (three each); then ConflictError, and nothing applied."""
+    store = MemoryStore(appends=False)  # commits compare-and-set the head
+    mine = mdss.SortedSet(store, "q", max_attempts=2)
+    other = mdss.SortedSet(store, "q")
+    mine.add("a", 0)
+    left = _moving(store, mine._keys.head, lambda: other.incr("b", 1))
+    left[0] = 10**6
+    with pytest.raises(mdss.ConflictError, match="2 rounds"):
+        mine.incr("a", 1)
+    assert mine.retries == 2 * mdss._commit.QUICK_RETRIES
+    left[0] = 0
+    assert mine.score("a") == 0 and mine.check() == []
 
 
 def test_an_sqlite_write_waits_for_the_lock_itself_and_lands_when_it_is_released(tmp_path) -> None:
