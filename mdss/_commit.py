@@ -179,30 +179,37 @@ def _quiet(sset: SortedSet, deadline: float, latency: float) -> tuple[Record | N
 
     Reads the head every ``interval`` (jittered; the commit policy's ceiling from one attempt's
     ``latency``, at least its base, doubling to four times that) until two reads in a row find the same
-    record, or :data:`QUIET_POLLS` reads found it moving (then it tries anyway, so that no writer waits
-    long for a pause that does not come). Of several processes posting to one set, the one that committed
-    last holds the newest head and mostly commits next: an attempt while it runs only loses again, takes
-    the store's write lock from it and costs a conflict. A plain backoff slept on while that writer paused
-    (a merge, an SQLite checkpoint), and the set stood still (docs/performance.md, "Waiting for a pause").
+    record (on a store that applies appends, the same core: appends never make a commit lose), or
+    :data:`QUIET_POLLS` reads found it moving (then it tries anyway, so that no writer waits long for a
+    pause that does not come). Of several processes posting to one set, the one that committed last holds
+    the newest head and mostly commits next: an attempt while it runs only loses again, takes the store's
+    write lock from it and costs a conflict. A plain backoff slept on while that writer paused (a merge, an
+    SQLite checkpoint), and the set stood still (docs/performance.md, "Waiting for a pause").
     """
     key, attempt = sset._keys.head, 1
+    pause = random.uniform(0.5, 1.0) * sset._policy.ceiling(attempt, latency)
+    if time.monotonic() + pause > deadline:
+        return None  # no time left: not even a read
     last = sset.store.get(key)
     for _ in range(QUIET_POLLS):
+        time.sleep(pause)
+        now = sset.store.get(key)
+        if _unmoved(sset, last, now):
+            return (now,)
+        last, attempt = now, min(attempt + 1, QUIET_DOUBLINGS + 1)
         pause = random.uniform(0.5, 1.0) * sset._policy.ceiling(attempt, latency)
         if time.monotonic() + pause > deadline:
             return None
-        time.sleep(pause)
-        now = sset.store.get(key)
-        if _unmoved(last, now):
-            return (now,)
-        last, attempt = now, min(attempt + 1, QUIET_DOUBLINGS + 1)
     return (last,)
 
 
-def _unmoved(before: Record | None, after: Record | None) -> bool:
-    """Whether two reads of a head found the same record (both found none, or the same version and bytes)."""
+def _unmoved(sset: SortedSet, before: Record | None, after: Record | None) -> bool:
+    """Whether two reads of a head found the same record (or none); on a store that applies appends, the same
+    core head under whatever was appended since."""
     if before is None or after is None:
         return before is after
+    if sset.store.appends and len(before.values) == len(after.values) == 1:
+        return _tail.core(before.value) == _tail.core(after.value)
     return before.version == after.version and before.values == after.values
 
 

@@ -1,6 +1,6 @@
 """One retry policy for every loop that waits out a transient condition.
 
-A lost race for a head, a store that is briefly unreachable, an SQLite file
+A lost race for an object, a store that is briefly unreachable, an SQLite file
 locked by another process: each is retried with *full jitter* exponential
 backoff (a uniform sleep between 0 and a ceiling that doubles per attempt, up
 to ``cap``) within a **time budget**, not a fixed count. A count of quick
@@ -27,8 +27,8 @@ class Backoff:
     """Jittered exponential backoff within a budget of ``budget`` seconds.
 
     ``base`` is the first ceiling (seconds); callers that measure what one
-    attempt costs pass it to :meth:`attempts`. ``max_attempts`` optionally
-    bounds the count too.
+    attempt costs pass it to :meth:`attempts` (or :meth:`ceiling`).
+    ``max_attempts`` optionally bounds the count too.
     """
 
     budget: float = 10.0

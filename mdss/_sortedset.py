@@ -165,8 +165,8 @@ class SortedSet:
     ``gc_grace`` seconds after the commit that replaced them, so that
     readers on an older head can finish. A commit that loses races retries
     for up to ``retry_budget`` seconds (and at most ``max_attempts`` rounds
-    of three lost races, if given; between rounds it waits for a pause in
-    the other writers' commits). Writes from concurrent threads are grouped into one commit of
+    of up to three lost races, if given; between rounds it waits for a pause
+    in the other writers' commits). Writes from concurrent threads are grouped into one commit of
     up to ``max_batch`` operations; a commit waits up to ``max_wait`` seconds
     for more to join (0: only what queued while the previous commit ran).
     ``shards=S`` (fixed when the set is created, stored in its settings)

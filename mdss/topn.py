@@ -56,7 +56,7 @@ class TopN:
 
     A post that loses the race for the object on a compare-and-set store is
     retried for up to ``retry_budget`` seconds (and at most ``max_attempts``
-    times, if given), as a sorted set's commit is.
+    times, if given), with full-jitter backoff between attempts.
 
     >>> podium = TopN(mdss.open_store("memory://"), "podium", n=3)
     >>> podium.post_many({"ann": 7, "bob": 9, "cid": 8, "dee": 1})

@@ -159,7 +159,34 @@ def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads(monke
     (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
     assert reads[0] == mdss._commit.QUIET_POLLS + 1
     assert last is not None and last.value == get(mine._keys.head).value
+    read = reads[0]
     assert mdss._commit._quiet(mine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
+    assert reads[0] == read  # without a read that could fail
+
+
+def test_on_a_store_that_applies_appends_the_wait_ends_when_the_core_head_stays() -> None:
+    """Other writers' appends change the head's bytes without making a commit lose (mdss._tail): the wait
+    ends on two reads with the same core head, whatever was appended under it meanwhile."""
+    store = MemoryStore()  # applies appends
+    mine, other = mdss.SortedSet(store, "q"), mdss.SortedSet(store, "q")
+    mine.add("a", 0)
+    mine._policy = attrs.evolve(mine._policy, base=1e-5, cap=1e-5)
+    reads, get = [0], store.get
+
+    def appending(key: str) -> mdss.Record | None:
+        reads[0] += 1
+        store.get = get  # type: ignore[method-assign]  # the other writer's own reads
+        try:
+            other.incr("b", 1)
+        finally:
+            store.get = appending  # type: ignore[method-assign]
+        return get(key)
+
+    store.get = appending  # type: ignore[method-assign]
+    (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
+    store.get = get  # type: ignore[method-assign]
+    assert reads[0] == 2 and last is not None and last.value == get(mine._keys.head).value
+    assert other.score("b") == 2 and other.commits == 2  # two appends landed during the wait
 
 
 def test_a_commit_that_keeps_losing_raises_after_its_rounds_with_nothing_applied() -> None:
