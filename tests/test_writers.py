@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -137,10 +138,9 @@ def test_a_writer_that_lost_three_races_waits_for_a_pause_then_commits_from_the_
     assert mine.score("a") == 5 and other.score("b") == lost
 
 
-def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads(monkeypatch) -> None:
-    """A head that moves at every read: the wait returns the last head read after ``QUIET_POLLS`` reads,
-    with intervals from the commit policy (here tiny), so that no writer waits long for a pause."""
-    store = MemoryStore(appends=False)  # commits compare-and-set the head
+def _waiting(store: mdss.Store) -> tuple[mdss.SortedSet, mdss.SortedSet, list[int], Callable[[], None]]:
+    """A writer about to wait for a pause (tiny intervals), another that commits before each of the store's
+    reads of the head, the count of those reads, and the store's own ``get`` back (a function to call)."""
     mine, other = mdss.SortedSet(store, "q"), mdss.SortedSet(store, "q")
     mine.add("a", 0)
     mine._policy = attrs.evolve(mine._policy, base=1e-5, cap=1e-5)
@@ -156,36 +156,31 @@ def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads(monke
         return get(key)
 
     store.get = moving  # type: ignore[method-assign]
+    return mine, other, reads, lambda: setattr(store, "get", get)
+
+
+def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads() -> None:
+    """A head that moves at every read: the wait returns the last head read after ``QUIET_POLLS`` reads,
+    with intervals from the commit policy (here tiny), so that no writer waits long for a pause."""
+    store = MemoryStore(appends=False)  # commits compare-and-set the head
+    mine, _, reads, restore = _waiting(store)
     (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
     assert reads[0] == mdss._commit.QUIET_POLLS + 1
-    assert last is not None and last.value == get(mine._keys.head).value
     read = reads[0]
     assert mdss._commit._quiet(mine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
     assert reads[0] == read  # without a read that could fail
+    restore()
+    assert last is not None and last.value == store.get(mine._keys.head).value
 
 
 def test_on_a_store_that_applies_appends_the_wait_ends_when_the_core_head_stays() -> None:
     """Other writers' appends change the head's bytes without making a commit lose (mdss._tail): the wait
     ends on two reads with the same core head, whatever was appended under it meanwhile."""
     store = MemoryStore()  # applies appends
-    mine, other = mdss.SortedSet(store, "q"), mdss.SortedSet(store, "q")
-    mine.add("a", 0)
-    mine._policy = attrs.evolve(mine._policy, base=1e-5, cap=1e-5)
-    reads, get = [0], store.get
-
-    def appending(key: str) -> mdss.Record | None:
-        reads[0] += 1
-        store.get = get  # type: ignore[method-assign]  # the other writer's own reads
-        try:
-            other.incr("b", 1)
-        finally:
-            store.get = appending  # type: ignore[method-assign]
-        return get(key)
-
-    store.get = appending  # type: ignore[method-assign]
+    mine, other, reads, restore = _waiting(store)
     (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
-    store.get = get  # type: ignore[method-assign]
-    assert reads[0] == 2 and last is not None and last.value == get(mine._keys.head).value
+    restore()
+    assert reads[0] == 2 and last is not None and last.value == store.get(mine._keys.head).value
     assert other.score("b") == 2 and other.commits == 2  # two appends landed during the wait
 
 
