@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import attrs
 
@@ -26,9 +26,9 @@ import attrs
 class Backoff:
     """Jittered exponential backoff within a budget of ``budget`` seconds.
 
-    ``base`` is the first ceiling (seconds); callers that measure what one
-    attempt costs pass it to :meth:`attempts` (or :meth:`ceiling`).
-    ``max_attempts`` optionally bounds the count too.
+    ``base`` is the first ceiling (seconds); a caller that measures what one
+    attempt costs passes it to :meth:`ceiling`. ``max_attempts`` optionally
+    bounds the count too.
     """
 
     budget: float = 10.0
@@ -40,25 +40,22 @@ class Backoff:
         if not (self.budget >= 0 and self.base >= 0 and self.cap >= 0):
             raise ValueError(f"a backoff needs non-negative times, got {self!r}")
 
-    def delay(self, attempt: int, latency: float = 0.0) -> float:
-        """The sleep before attempt number ``attempt`` (1-based: there is no sleep before attempt 0).
-
-        The ceiling starts at ``base``, or at ``latency`` (what one attempt
-        was measured to take) if that is longer, and doubles per attempt up
-        to ``cap``: rivals spread over a few attempt-lengths, whatever the store.
-        """
-        return random.uniform(0, self.ceiling(attempt, latency))
+    def delay(self, attempt: int) -> float:
+        """The sleep before attempt number ``attempt`` (1-based: there is no sleep before attempt 0), uniform
+        up to :meth:`ceiling`."""
+        return random.uniform(0, self.ceiling(attempt))
 
     def ceiling(self, attempt: int, latency: float = 0.0) -> float:
-        """The longest sleep before attempt number ``attempt`` (see :meth:`delay`)."""
+        """The longest sleep before attempt number ``attempt``: ``base``, or ``latency`` (what one attempt was
+        measured to take) if that is longer, doubled per attempt up to ``cap``, so that rivals spread over a
+        few attempt-lengths, whatever the store."""
         return min(self.cap, max(self.base, latency) * 2 ** min(attempt - 1, 30))
 
-    def attempts(self, latency: Callable[[], float] | None = None) -> Iterator[int]:
+    def attempts(self) -> Iterator[int]:
         """Attempt numbers 0, 1, 2, ...; sleeps before each but the first; stops when the budget is spent.
 
         The loop body runs the attempt and ``break``s or ``return``s on
         success; falling out of the ``for`` means the budget ran out.
-        ``latency()``, if given, says how long an attempt takes now.
         """
         deadline = time.monotonic() + self.budget
         attempt = 0
@@ -67,7 +64,7 @@ class Backoff:
             attempt += 1
             if self.max_attempts is not None and attempt >= self.max_attempts:
                 return
-            pause = self.delay(attempt, latency() if latency is not None else 0.0)
+            pause = self.delay(attempt)
             if time.monotonic() + pause > deadline:
                 return
             time.sleep(pause)

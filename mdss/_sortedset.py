@@ -166,9 +166,10 @@ class SortedSet:
     readers on an older head can finish. A commit that loses races retries
     for up to ``retry_budget`` seconds (and at most ``max_attempts`` rounds
     of up to three lost races, if given; between rounds it waits for a pause
-    in the other writers' commits). Writes from concurrent threads are grouped into one commit of
-    up to ``max_batch`` operations; a commit waits up to ``max_wait`` seconds
-    for more to join (0: only what queued while the previous commit ran).
+    in the other writers' commits). Writes from concurrent threads are
+    grouped into one commit of up to ``max_batch`` operations; a commit
+    waits up to ``max_wait`` seconds for more to join (0: only what queued
+    while the previous commit ran).
     ``shards=S`` (fixed when the set is created, stored in its settings)
     splits the set into ``S`` independent trees with their own heads and
     update logs; every read still answers exactly. ``SortedSet(...)`` then

@@ -114,7 +114,7 @@ def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mdss._writer, "clock", Clock.now)
     monkeypatch.setattr(mdss._merge, "time", _MergeTime)
     # No backoff between retries: the cases run one thread, and a rival's waits are virtual.
-    monkeypatch.setattr(mdss._retry.Backoff, "delay", lambda self, attempt, latency=0.0: 0.0)
+    monkeypatch.setattr(mdss._retry.Backoff, "delay", lambda self, attempt: 0.0)
     Clock.offset = Clock.waited = 0.0
 
 

@@ -205,7 +205,7 @@ def test_held_back_appends_seals_and_merges_reaching_the_store_late_keep_incr_ex
             # Merge leases on a virtual clock that a waiting merger moves on; no backoff between retries.
             mp.setattr(mdss._writer, "clock", Clock.now)
             mp.setattr(mdss._merge, "time", _MergeTime)
-            mp.setattr(mdss._retry.Backoff, "delay", lambda self, attempt, latency=0.0: 0.0)
+            mp.setattr(mdss._retry.Backoff, "delay", lambda self, attempt: 0.0)
             _held_back(store_factory(), steps, log_limit)
 
     check()
