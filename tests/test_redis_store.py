@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 
+import attrs
 import pytest
 import redis
 from redis.backoff import ExponentialBackoff
@@ -308,3 +310,133 @@ def test_a_cluster_is_checked_on_every_primary() -> None:
         assert len(caught) == 1 and all(f":{port}" in str(caught[0].message) for port in ports)
         mdss.SortedSet(store, "b").add("ann", 1)
         store.close()
+
+
+#: What a slot on the move makes redis-py raise, each a refusal of a command that did not run.
+SLOT_REFUSALS = {
+    "ttl-exhausted": lambda: redis.exceptions.ClusterError("TTL exhausted."),
+    "tryagain": lambda: redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"),
+    "clusterdown": lambda: redis.exceptions.ClusterDownError("The cluster is down"),
+    "masterdown": lambda: redis.exceptions.MasterDownError("Link with MASTER is down"),
+    "slot-not-covered": lambda: redis.exceptions.SlotNotCoveredError('Slot "7" is not covered by the cluster.'),
+    "moved": lambda: redis.exceptions.MovedError("7 127.0.0.1:1"),
+    "readonly": lambda: redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
+    "loading": lambda: redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"),
+}
+
+
+def _refusing(store, write: str, refusal, times: int | None):
+    """Patch the callable behind ``write`` to raise ``refusal()`` ``times`` times (None: always), then run."""
+    owner, name = {
+        "put": (store.client, "set"),
+        "put_many": (store.client, "mset_nonatomic" if isinstance(store, RedisClusterStore) else "mset"),
+        "cas": (store, "_script"),
+        "append": (store, "_tail_script"),
+    }[write]
+    real, calls = getattr(owner, name), []
+
+    def refused(*args, **kwargs):
+        calls.append(1)
+        if times is None or len(calls) <= times:
+            raise refusal()
+        return real(*args, **kwargs)
+
+    return owner, name, refused, calls
+
+
+def _write(store, write: str, key: str) -> None:
+    held = store.get(key).value
+    if write == "put":
+        store.put(key, b"v2")
+    elif write == "put_many":
+        store.put_many({key: b"v2"})
+    elif write == "cas":
+        store.cas(key, b"v2", store.get(key).version)
+    else:
+        store.append_log(key, held, _tail.record("00" * 8, [("m", None, 1.0, "00" * 8)], ["m"]), _tail.TAIL_BYTES)
+
+
+@pytest.mark.parametrize("refusal", SLOT_REFUSALS)
+@pytest.mark.parametrize("write", ["put", "put_many", "cas", "append"])
+def test_a_write_that_meets_a_slot_move_is_retried_within_its_budget(url, monkeypatch, write, refusal) -> None:
+    """A refusal of a command that did not run (redis-py gives up after 16 MOVED/ASK/TRYAGAIN with "TTL
+    exhausted.") is resent within the budget, a compare-and-set included (not through the lost-reply path:
+    a refusal proves the script did not run, so a later conflict stays a ConflictError); once the budget is
+    spent, StoreUnavailableError (not OutcomeUnknownError: nothing may have landed)."""
+    store = mdss.open_store(f"{url}?namespace=moved{time.monotonic_ns()}&backoff=0.001&retry_budget=2")
+    key = store.namespace + ":h"
+    store.put(key, b"\x80")
+    owner, name, refused, calls = _refusing(store, write, SLOT_REFUSALS[refusal], times=3)
+    monkeypatch.setattr(owner, name, refused)
+    _write(store, write, key)
+    assert len(calls) == 4
+    if write != "append":
+        assert store.get(key).value == b"v2"
+    if write == "cas":  # a stale version after refusals: a plain conflict, the key read is the one there
+        calls.clear()
+        with pytest.raises(mdss.ConflictError):
+            store.cas(key, b"v3", store.get(key).version + "0")
+    monkeypatch.undo()
+
+    store.retry = attrs.evolve(store.retry, budget=0.3)
+    owner, name, refused, calls = _refusing(store, write, SLOT_REFUSALS[refusal], times=None)
+    monkeypatch.setattr(owner, name, refused)
+    start = time.monotonic()
+    with pytest.raises(mdss.StoreUnavailableError, match="unavailable") as raised:
+        _write(store, write, key)
+    assert type(raised.value) is mdss.StoreUnavailableError
+    assert time.monotonic() - start < 2
+    assert len(calls) > 2  # the budget spent (its last pause would overrun it), not given up at once
+    store.close()
+
+
+def test_a_refusal_after_a_lost_reply_keeps_the_outcome_in_doubt(redis_url, monkeypatch) -> None:
+    """A lost reply, then refusals until the budget is spent: the lost request may have run, so
+    OutcomeUnknownError, not a plain StoreUnavailableError."""
+    store = mdss.open_store(f"{redis_url}?namespace=moved{time.monotonic_ns()}&backoff=0.001&retry_budget=0.3")
+    key = store.namespace + ":h"
+    store.put(key, b"v1")
+    version, steps = store.get(key).version, ["lost"]
+
+    def scripted(keys, args):
+        if steps and steps.pop() == "lost":
+            raise redis.TimeoutError("reply lost")
+        raise redis.exceptions.ClusterError("TTL exhausted.")
+
+    monkeypatch.setattr(store, "_script", scripted)
+    with pytest.raises(mdss.OutcomeUnknownError):
+        store.cas(key, b"v2", version)
+
+
+def test_a_write_into_a_slot_stuck_mid_migration_succeeds_once_the_move_proceeds(redis_cluster_url) -> None:
+    """A real slot move, half set up: the source is MIGRATING, the target not yet IMPORTING, so the source
+    answers ASK and the target MOVED back, and redis-py gives up after 16 with "TTL exhausted.". The write
+    is resent until the target imports the slot (0.5 s later), then lands there, well within its budget."""
+    store = mdss.open_store(f"{redis_cluster_url}?namespace=migrate{time.monotonic_ns()}&retry_budget=10")
+    key = store.namespace + ":h"
+    client = store.client
+    slot = client.keyslot(key)
+    source = client.get_node_from_key(key)
+    target = next(node for node in client.get_primaries() if node.name != source.name)
+    ids = {node.name: client.cluster_myid(node) for node in (source, target)}
+    ids = {name: i.decode() if isinstance(i, bytes) else i for name, i in ids.items()}
+    client.cluster_setslot(source, ids[target.name], slot, "MIGRATING")
+    importing = threading.Timer(0.5, client.cluster_setslot, (target, ids[source.name], slot, "IMPORTING"))
+    start = time.monotonic()
+    importing.start()
+    try:
+        store.cas(key, b"v", None)
+        assert time.monotonic() - start > 0.4
+    finally:
+        importing.join()
+        for node in (target, source):  # the move completes: the slot (and the key written there) is the target's
+            client.cluster_setslot(node, ids[target.name], slot, "NODE")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the third master learns of the move by gossip
+        try:
+            assert store.get(key).value == b"v"
+            break
+        except mdss.StoreError:
+            time.sleep(0.1)
+    assert store.get(key).value == b"v"
+    store.close()

@@ -87,8 +87,8 @@ _THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException", "
 _SERVER_FAILED = {"InternalServerError", "ServiceUnavailable"}
 #: Failures before the request was sent: nothing can have been applied.
 _NOT_SENT = (boto_errors.EndpointConnectionError, boto_errors.ConnectTimeoutError)
-#: Failures after it may have been: a lost reply.
-_LOST = (boto_errors.HTTPClientError, boto_errors.ConnectionError)
+#: Failures after it may have been: a lost reply (a reply cut short, IncompleteReadError, too).
+_LOST = (boto_errors.HTTPClientError, boto_errors.ConnectionError, boto_errors.IncompleteReadError)
 
 _OPTIONS: dict[str, Callable[[str], Any]] = {
     "namespace": str,

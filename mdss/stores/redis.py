@@ -20,7 +20,10 @@ an ``allkeys-*`` one with :class:`StoreError`: set ``noeviction``. The
 ``CONFIG`` is not allowed (managed Redis, ACLs) the store warns and goes on;
 ``check_policy=false`` skips the check.
 
-**Retries.** Connection errors and timeouts are retried under one
+**Retries.** Connection errors and timeouts, and the refusals of a command
+that did not run (a slot moving: MOVED, ASK, TRYAGAIN and redis-py's "TTL
+exhausted." after 16 of them; CLUSTERDOWN, MASTERDOWN, READONLY during a
+failover, LOADING) are retried under one
 :class:`mdss._retry.Backoff` policy (a time budget, full jitter): URL options
 ``retry_budget`` (seconds, default 5), ``backoff`` (the first ceiling) and
 ``retries`` (an optional cap on resends). Then :class:`StoreUnavailableError`.
@@ -107,12 +110,23 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
     "retry_budget": float,
     "check_policy": _boolean,
 }
-_TRANSIENT = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.ClusterDownError,
+#: Refusals of a command that did not run, worth another attempt: a slot moving (MOVED, ASK, TRYAGAIN, and
+#: redis-py's ``ClusterError("TTL exhausted.")`` after 16 of them in one call), a cluster or a primary down
+#: (CLUSTERDOWN, MASTERDOWN), a slot no node serves yet, a replica answering a write during a failover
+#: (READONLY), a server loading its data (LOADING). Resending is safe, even a compare-and-set.
+_REFUSED = (
+    redis.exceptions.ClusterError,
     redis.exceptions.TryAgainError,
+    redis.exceptions.AskError,
+    redis.exceptions.SlotNotCoveredError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.BusyLoadingError,
 )
+#: A reply lost (a timeout, a cut connection): the command may have run, or may still run.
+_LOST = (redis.ConnectionError, redis.TimeoutError)
+_TRANSIENT = _REFUSED + _LOST
+#: What redis-py raises that is not a RedisError ("no way to dispatch this command to Redis Cluster"...).
+_CLIENT_FAILED = redis.exceptions.RedisClusterException
 #: Policies that evict keys without a TTL: every mdss key.
 _EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
 
@@ -294,10 +308,11 @@ class _RedisBase(Store):
                 raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
             except _TRANSIENT as exc:
                 error = exc
-            except redis.RedisError as exc:
+            except (redis.RedisError, _CLIENT_FAILED) as exc:
                 raise StoreError(f"{self.where} refused the command: {exc}") from exc
+        what = "unavailable (a slot moving or a node down)" if isinstance(error, _REFUSED) else "unreachable"
         raise StoreUnavailableError(
-            f"{self.where} unreachable after {attempts} attempts in {time.monotonic() - start:.1f} s: {error}"
+            f"{self.where} {what} after {attempts} attempts in {time.monotonic() - start:.1f} s: {error}"
         ) from error
 
     def _get(self, key: str) -> Record | None:
@@ -328,15 +343,19 @@ class _RedisBase(Store):
         # landed changed the core, so its resend is refused); but a refusal after a lost reply may hide an
         # append or a seal that landed (then sealed by another writer): OutcomeUnknown.
         lost: Exception | None = None
+        refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
                 got = self._tail_script(keys=[key], args=args)
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"{what} to {key!r}") from exc
-            except _TRANSIENT as exc:
+            except _REFUSED as exc:  # did not run: resend
+                refusal = exc
+                continue
+            except _LOST as exc:
                 lost = lost or exc
                 continue
-            except redis.RedisError as exc:
+            except (redis.RedisError, _CLIENT_FAILED) as exc:
                 if lost is not None:
                     raise OutcomeUnknownError(
                         f"{self.where}: {what} to {key!r} lost its reply ({lost}), then: {exc}"
@@ -352,20 +371,28 @@ class _RedisBase(Store):
                     f"{self.where}: {what} to {key!r} lost its reply ({lost}), and the head moved on since"
                 ) from refused
             raise refused
+        if lost is None:
+            raise StoreUnavailableError(
+                f"{self.where} unavailable within its retry budget: {what} to {key!r} refused: {refusal}"
+            ) from refusal
         raise OutcomeUnknownError(
-            f"{self.where} unreachable within its retry budget: append to {key!r} got no reply: {lost}"
+            f"{self.where} unreachable within its retry budget: {what} to {key!r} got no reply: {lost}"
         ) from lost
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
         lost: Exception | None = None  # the first lost reply: from then on, never a ConflictError
+        refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
                 won = self._script(keys=[key], args=[value, version or ""])
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"compare-and-set of {key!r}") from exc
-            except _TRANSIENT as exc:
+            except _REFUSED as exc:  # did not run: resend (after a lost reply, the outcome still decides)
+                refusal = exc
+                continue
+            except _LOST as exc:
                 lost = lost or exc
-            except redis.RedisError as exc:
+            except (redis.RedisError, _CLIENT_FAILED) as exc:
                 if lost is not None:
                     raise OutcomeUnknownError(
                         f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}), then: {exc}"
@@ -396,6 +423,10 @@ class _RedisBase(Store):
                     " it may hold this write with another on top, or another write instead"
                 ) from lost
             # Still the version read: the request has not run (it may yet), so resending is safe.
+        if lost is None:
+            raise StoreUnavailableError(
+                f"{self.where} unavailable within its retry budget: compare-and-set of {key!r} refused: {refusal}"
+            ) from refusal
         raise OutcomeUnknownError(
             f"{self.where}: compare-and-set of {key!r} got no reply within its retry budget: {lost}"
         ) from lost
@@ -549,7 +580,7 @@ class RedisClusterStore(_RedisBase):
             raise InvalidArgumentError("a Redis Cluster has only database 0")
         try:
             return cls(nodes=nodes, connection=connection, **ours)
-        except _TRANSIENT + (redis.exceptions.RedisClusterException,) as exc:
+        except _TRANSIENT + (_CLIENT_FAILED,) as exc:
             raise StoreUnavailableError(f"no Redis Cluster reachable at {netloc}: {exc}") from exc
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
