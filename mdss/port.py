@@ -11,6 +11,12 @@ exception as an atom (``'InvalidMemberError'``, ``'ConflictError'``, ...) and
 come in the order they finish: match them by ``Ref``. Nothing a caller sends
 stops the server: a frame that is no term, or no ``{call, Ref, Op, Args}``,
 gets ``{error, undefined, ...}`` when no ``Ref`` can be read from it.
+Memory is bounded: a frame of at most :data:`MAX_FRAME` bytes; a compressed
+term (``term_to_binary(T, [compressed])``) that inflates to at most
+:data:`MAX_TERM` bytes, refused on its declared size before inflating; no
+compressed term nested in a request; and at most :data:`IN_FLIGHT` bytes of
+requests being served at once (past it the port reads no more until calls
+finish).
 
 Terms: members, set names and cursors are UTF-8 binaries; scores are
 integers (64-bit) or floats, with the atoms ``inf`` and ``'-inf'`` for the
@@ -34,6 +40,7 @@ import os
 import sys
 import threading
 import traceback
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, NamedTuple
@@ -64,11 +71,107 @@ except (ImportError, AttributeError) as exc:  # pragma: no cover - the extra is 
 DEFAULT_THREADS = 16
 #: Largest request frame read (a bigger one is refused and the port stops: its framing cannot be trusted).
 MAX_FRAME = 64 << 20
+#: Most bytes a compressed request may inflate to (its declared size is checked before inflating, and the
+#: inflation stops there): a 2 MB frame of compressed zeros would otherwise grow to 2 GB.
+MAX_TERM = MAX_FRAME
+#: Most bytes of requests (as read, plus what compressed ones inflate to) being decoded and served at once;
+#: past it the port reads no further frame until calls finish (Erlang buffers them). A frame alone may
+#: exceed it (up to MAX_FRAME + MAX_TERM), or it could never be served.
+IN_FLIGHT = 2 * MAX_FRAME
+
+#: External term format: the version byte, and the tag of a zlib-compressed term with its 4-byte size.
+_VERSION, _COMPRESSED = 131, 80
 
 _INF = {"inf": math.inf, "-inf": -math.inf}
 
 
 # -- terms in and out ----------------------------------------------------------------
+
+
+class _Inflating(threading.local):
+    refuse = False
+
+
+_inflating = _Inflating()
+
+
+class _GuardedZlib:
+    """erlang-py's ``zlib``: inflates a compressed term anywhere in a term, without a bound. The port inflates
+    the (only) compressed term Erlang makes, the whole request, itself with a bound, and refuses one nested
+    in a request (Erlang never makes those); erlang-py's other callers in the process are not affected."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(zlib, name)
+
+    @staticmethod
+    def decompress(data: bytes, *args: Any, **kwargs: Any) -> bytes:
+        if _inflating.refuse:
+            raise InvalidArgumentError("a compressed term nested in a request (Erlang compresses only whole terms)")
+        return zlib.decompress(data, *args, **kwargs)
+
+
+if getattr(_etf, "zlib", None) is zlib:
+    setattr(_etf, "zlib", _GuardedZlib())  # noqa: B010 - mypy knows no attributes of erlang-py
+
+
+def compressed_size(frame: bytes) -> int | None:
+    """The size a compressed term declares it inflates to, read from its header; ``None`` if not compressed."""
+    if len(frame) >= 6 and frame[0] == _VERSION and frame[1] == _COMPRESSED:
+        return int.from_bytes(frame[2:6], "big")
+    return None
+
+
+def decode(frame: bytes, max_term: int = MAX_TERM) -> Any:
+    """A request frame's term. A compressed one inflates to at most ``max_term`` bytes, checked on its
+    declared size before inflating and then on the inflation itself; a compressed term nested in it is
+    refused. :class:`InvalidArgumentError` for anything but a term."""
+    size = compressed_size(frame)
+    if size is not None:
+        if size > max_term:
+            raise InvalidArgumentError(
+                f"a compressed request declares {size} bytes inflated, over the {max_term}-byte limit"
+            )
+        inflater = zlib.decompressobj()
+        try:
+            inflated = inflater.decompress(frame[6:], size + 1)  # one byte more shows a lie
+        except zlib.error as exc:
+            raise InvalidArgumentError(f"a compressed request does not inflate: {exc}") from None
+        if len(inflated) != size or not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
+            raise InvalidArgumentError(
+                f"a compressed request does not inflate to the {size} bytes it declares (or is followed by more)"
+            )
+        frame = bytes((_VERSION,)) + inflated
+        del inflated
+    _inflating.refuse = True
+    try:
+        return binary_to_term(frame)
+    except InvalidArgumentError:
+        raise
+    except Exception as exc:  # erlang-py raises several types on garbage
+        raise InvalidArgumentError(f"the request is not an external term: {type(exc).__name__}: {exc}") from None
+    finally:
+        _inflating.refuse = False
+
+
+class _InFlight:
+    """Bytes of requests being served, bounded: :meth:`reserve` waits until the others leave room."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used, self.most = limit, 0, 0
+        self._changed = threading.Condition()
+
+    def reserve(self, n: int, mine: int = 0) -> None:
+        """Wait for room for ``n`` more bytes; ``mine``: what the caller holds already (alone, it may exceed)."""
+        with self._changed:
+            while self.used + n > self.limit and self.used > mine:
+                self._changed.wait()
+            self.used += n
+            self.most = max(self.most, self.used)
+
+    def release(self, n: int) -> None:
+        with self._changed:
+            self.used -= n
+            self._changed.notify_all()
 
 
 def _atom(term: Any) -> str | None:
@@ -200,9 +303,13 @@ def op(name: str, usage: str) -> Callable[[Callable[..., Any]], Callable[..., An
 class PortServer:
     """Serves requests read from a stream on a thread pool, writing each reply whole under one lock."""
 
-    def __init__(self, store: Store, threads: int = DEFAULT_THREADS) -> None:
+    def __init__(
+        self, store: Store, threads: int = DEFAULT_THREADS, *, max_term: int = MAX_TERM, in_flight: int = IN_FLIGHT
+    ) -> None:
         self.store = store
         self.threads = threads
+        self.max_term = max_term
+        self.in_flight = _InFlight(in_flight)
         self._sets: dict[str, SortedSet] = {}
         self._topns: dict[tuple[str, int, str], TopN] = {}
         self._boards: dict[tuple[str, str], Leaderboard] = {}
@@ -260,12 +367,7 @@ class PortServer:
         """The reply frame's payload for one request frame's payload; never raises."""
         ref: Any = None
         try:
-            try:
-                request = binary_to_term(frame)
-            except Exception as exc:  # erlang-py raises several types on garbage
-                raise InvalidArgumentError(
-                    f"the request is not an external term: {type(exc).__name__}: {exc}"
-                ) from None
+            request = decode(frame, self.max_term)
             if type(request) is tuple and len(request) >= 2 and _atom(request[0]) == "call":
                 ref = request[1]
             if type(request) is not tuple or len(request) != 4 or _atom(request[0]) != "call":
@@ -302,13 +404,23 @@ class PortServer:
                     reply = _error(None, InvalidArgumentError(f"a {size}-byte frame is over the {MAX_FRAME} limit"))
                     self.send(writer, reply)
                     return
+                self.in_flight.reserve(size)
                 frame = reader.read(size)
                 if len(frame) < size:
+                    self.in_flight.release(size)
                     return
-                pool.submit(self._answer, writer, frame)
+                held = size
+                inflated = compressed_size(frame)
+                if inflated is not None and inflated <= self.max_term:  # a bigger one is refused uninflated
+                    self.in_flight.reserve(inflated, mine=size)
+                    held += inflated
+                pool.submit(self._answer, writer, frame, held)
 
-    def _answer(self, writer: BinaryIO, frame: bytes) -> None:
-        self.send(writer, self.handle(frame))
+    def _answer(self, writer: BinaryIO, frame: bytes, held: int = 0) -> None:
+        try:
+            self.send(writer, self.handle(frame))
+        finally:
+            self.in_flight.release(held)
 
     def send(self, writer: BinaryIO, payload: bytes) -> None:
         """Write one frame whole: replies from many threads never interleave."""

@@ -1,0 +1,172 @@
+"""The Erlang port's memory bounds: compressed terms inflate to a bounded size, and the bytes of requests
+served at once are bounded too (a 2 MB frame of compressed zeros once grew the port by 1 GB)."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import tracemalloc
+import zlib
+from typing import Any
+
+import pytest
+
+import erlang
+from mdss.port import MAX_TERM, PortServer
+from mdss.stores.memory import MemoryStore
+
+A = erlang.OtpErlangAtom
+
+
+def request(op: str, args: Any, ref: Any = 1, compressed: bool = False) -> bytes:
+    return erlang.term_to_binary((A("call"), ref, A(op), args), compressed=compressed)
+
+
+def deflate_zeros(size: int) -> bytes:
+    """``size`` zero bytes, deflated (about a thousandth of ``size``) without holding them all."""
+    packer, chunk = zlib.compressobj(9), bytes(1 << 20)
+    parts = [packer.compress(chunk[: min(len(chunk), size - at)]) for at in range(0, size, len(chunk))]
+    return b"".join(parts) + packer.flush()
+
+
+ZEROS = 256 << 20  # inflated: four times MAX_TERM
+BOMB = deflate_zeros(ZEROS)
+
+
+def reply(port: PortServer, frame: bytes) -> tuple[Any, ...]:
+    return erlang.binary_to_term(port.handle(frame))
+
+
+def error_kind(answer: tuple[Any, ...]) -> str:
+    assert answer[0] == A("error"), answer
+    return answer[2][0].value
+
+
+def served_in_bounded_memory(port: PortServer, frame: bytes) -> tuple[tuple[Any, ...], int, float]:
+    """The reply to ``frame``, the peak of Python allocations while serving it, and the time it took."""
+    tracemalloc.start()
+    try:
+        start = time.monotonic()
+        answer = reply(port, frame)
+        took = time.monotonic() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return answer, peak, took
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [ZEROS, MAX_TERM + 1, 100, 0],
+    ids=["declares-all", "declares-one-over", "declares-less-than-it-holds", "declares-nothing"],
+)
+def test_a_compressed_bomb_is_refused_quickly_and_in_bounded_memory(declared: int) -> None:
+    """Whatever size a bomb declares: over the limit, refused before inflating; under it, the inflation
+    stops one byte past the declared size. Either way an error reply, and a few MB at most."""
+    port = PortServer(MemoryStore())
+    frame = b"\x83P" + declared.to_bytes(4, "big") + BOMB
+    answer, peak, took = served_in_bounded_memory(port, frame)
+    assert error_kind(answer) == "InvalidArgumentError"
+    assert answer[1] is None  # no Ref could be read from it
+    assert peak < len(frame) + (4 << 20)
+    assert took < 2
+    assert reply(port, request("len", [erlang.OtpErlangBinary(b"s")], 2)) == (A("reply"), 2, 0)  # still serving
+
+
+def test_a_compressed_term_nested_in_a_request_is_refused() -> None:
+    """erlang-py inflates a compressed term anywhere in a term (Erlang makes them only whole), without a
+    bound: the port refuses those."""
+    port = PortServer(MemoryStore())
+    whole = request("len", 0)
+    assert whole.endswith(b"a\x00")  # the arguments: the small integer 0
+    frame = whole[:-2] + b"P" + ZEROS.to_bytes(4, "big") + BOMB
+    answer, peak, _ = served_in_bounded_memory(port, frame)
+    assert error_kind(answer) == "InvalidArgumentError"
+    assert "nested" in answer[2][1].value.decode()
+    assert peak < len(frame) + (4 << 20)
+    assert erlang.binary_to_term(erlang.term_to_binary([1, 2], compressed=True)) == [1, 2]  # others unaffected
+
+
+def test_a_legit_compressed_request_is_served_up_to_the_limit() -> None:
+    port = PortServer(MemoryStore(), max_term=4096)
+    members = [erlang.OtpErlangBinary(b"m%d" % i) for i in range(10)]
+    add = request("add_many", [erlang.OtpErlangBinary(b"s"), [(m, 1) for m in members]], 1, compressed=True)
+    assert add[:2] == b"\x83P"
+    assert reply(port, add)[:2] == (A("reply"), 1)
+    assert reply(port, request("len", [erlang.OtpErlangBinary(b"s")], 2, compressed=True)) == (A("reply"), 2, 10)
+    overhead = len(request("len", [erlang.OtpErlangBinary(b"")], 3)) - 1
+
+    def inflating_to(size: int) -> bytes:
+        term = request("len", [erlang.OtpErlangBinary(b"x" * (size - overhead))], 3)[1:]
+        assert len(term) == size
+        return b"\x83P" + size.to_bytes(4, "big") + zlib.compress(term)
+
+    assert reply(port, inflating_to(4096)) == (A("reply"), 3, 0)
+    answer = reply(port, inflating_to(4097))
+    assert error_kind(answer) == "InvalidArgumentError"
+    assert "over the 4096-byte limit" in answer[2][1].value.decode()
+
+
+def test_a_corrupt_compressed_request_is_an_error_reply() -> None:
+    port = PortServer(MemoryStore())
+    good = request("len", [erlang.OtpErlangBinary(b"s")], compressed=True)
+    for frame in (good[:-3], good[:6] + b"garbage", good + b"\x00", b"\x83P\x00\x00"):
+        assert error_kind(reply(port, frame)) == "InvalidArgumentError"
+
+
+class _Recording(PortServer):
+    """A port whose calls take a while and note how many run at once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.running, self.most_running, self._lock = 0, 0, threading.Lock()
+
+    def handle(self, frame: bytes) -> bytes:
+        with self._lock:
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        time.sleep(0.02)
+        try:
+            return super().handle(frame)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def serve_all(port: PortServer, frames: list[bytes]) -> list[Any]:
+    stream = b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+    out = io.BytesIO()
+    port.serve(io.BytesIO(stream), out)
+    data, replies, at = out.getvalue(), [], 0
+    while at < len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        replies.append(erlang.binary_to_term(data[at + 4 : at + 4 + size]))
+        at += 4 + size
+    return replies
+
+
+def test_concurrent_big_frames_stay_within_the_budget() -> None:
+    """Frames of 200 KB, some compressed (counted at their inflated size too), 8 threads, a 1 MB budget:
+    never more than 1 MB in flight, several at once, every request answered."""
+    budget = 1 << 20
+    port = _Recording(MemoryStore(), threads=8, in_flight=budget)
+    big = erlang.OtpErlangBinary(b"x" * 200_000)
+    frames = [request("len", [big, 1, 2], ref, compressed=ref % 2 == 1) for ref in range(30)]
+    replies = serve_all(port, frames)
+    assert sorted(r[1] for r in replies) == list(range(30))
+    assert all(error_kind(r) == "InvalidArgumentError" for r in replies)  # len takes one argument
+    assert port.in_flight.most <= budget
+    assert 2 <= port.most_running < 8  # the budget, not the threads, bounded it
+    assert port.in_flight.used == 0
+
+
+def test_a_frame_bigger_than_the_budget_is_served_alone() -> None:
+    port = _Recording(MemoryStore(), threads=4, in_flight=100_000)
+    big = erlang.OtpErlangBinary(b"x" * 200_000)
+    small = erlang.OtpErlangBinary(b"s")
+    frames = [request("len", [small], 0), request("len", [big], 1), request("len", [small], 2)]
+    replies = serve_all(port, frames)
+    assert sorted(r[1] for r in replies) == [0, 1, 2]
+    assert all(r[0] == A("reply") for r in replies)
+    assert port.in_flight.used == 0
