@@ -15,7 +15,27 @@ import click
 
 import mdss
 
+from . import _parse
 from .leaderboard import Leaderboard, RankedRow
+
+
+class IntRange(click.IntRange):
+    """``click.IntRange`` in ASCII digits: click reads numbers with ``int()``, which takes ``"٣"``, ``"1_0"``
+    and ``" 7\\n"`` (see mdss._parse)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not _parse.INTEGER.fullmatch(value):
+            self.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class FloatRange(click.FloatRange):
+    """``click.FloatRange`` in ASCII digits (see :class:`IntRange`)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not _parse.NUMBER.fullmatch(value):
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class _Board:
@@ -163,8 +183,8 @@ def positions(owner: str, window: str | None, ties: str) -> None:
 @board.command()
 @click.argument("owner")
 @click.argument("column")
-@click.option("--before", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--after", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--before", type=IntRange(min=0), default=5, show_default=True)
+@click.option("--after", type=IntRange(min=0), default=5, show_default=True)
 @_WINDOW
 @_TIES
 def around(owner: str, column: str, before: int, after: int, window: str | None, ties: str) -> None:
@@ -186,7 +206,7 @@ def rows(column: str, owners: tuple[str, ...], window: str | None, ties: str) ->
 
 @board.command()
 @click.argument("column")
-@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--limit", type=IntRange(min=1), default=10, show_default=True)
 @click.option("--cursor", default=None)
 @_WINDOW
 @_TIES
@@ -203,7 +223,7 @@ def page(column: str, limit: int, cursor: str | None, window: str | None, ties: 
 
 @board.command()
 @click.argument("column")
-@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
+@click.option("-n", "count", type=IntRange(min=0), default=10, show_default=True)
 @_WINDOW
 @_TIES
 def top(column: str, count: int, window: str | None, ties: str) -> None:

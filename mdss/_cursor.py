@@ -20,6 +20,7 @@ import msgpack
 
 from ._codec import MAX_HEIGHT
 from ._order import Score, check_score
+from ._parse import base64url
 from .exceptions import InvalidArgumentError
 
 #: The longest member a cursor may name: the longest entry a set's own ops write (a leaderboard row, ~11 KB).
@@ -61,7 +62,7 @@ def encode(prefix: str, state: State) -> str:
 def decode(prefix: str, name: str, cursor: Any) -> State:
     """The state a cursor of the set with key ``prefix`` carries; InvalidArgumentError for anything else."""
     try:
-        data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = base64url(cursor)
         payload = data[:-4]
         if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
             raise ValueError("checksum")

@@ -68,6 +68,7 @@ from ._order import (
     check_pairs,
     check_score,
 )
+from ._parse import base64url
 from ._sortedset import TIES, Page, SortedSet, _entry, check_options
 from ._tree import Tree
 from .exceptions import (
@@ -89,7 +90,7 @@ MAX_SHARDS = 1024
 TRUST_AFTER = 2
 #: Redis Cluster's hash slots: a shard's head key is placed in slot range ``i * SLOTS // S ..``.
 SLOTS = 16384
-_PART = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+")
+_PART = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+", re.ASCII)  # matched whole (fullmatch)
 
 
 def shard_of(member: str, shards: int) -> int:
@@ -644,7 +645,7 @@ class ShardedSet:
 
     def _decode_cursor(self, cursor: Any) -> tuple[str, Score]:
         try:
-            data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+            data = base64url(cursor)
             payload = data[:-4]
             if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
                 raise ValueError("checksum")

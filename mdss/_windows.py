@@ -19,7 +19,11 @@ from .exceptions import InvalidArgumentError
 KINDS = ("all", "day", "week", "month")
 UTC = dt.timezone.utc
 
-_NAME = re.compile(r"^(?:all|day:(\d{4})-(\d{2})-(\d{2})|week:(\d{4})-W(\d{2})|month:(\d{4})-(\d{2}))$")
+#: An instance name, matched whole (``fullmatch``: ``$`` would let a trailing newline through) in ASCII digits
+#: (``\d`` takes any Unicode digit, and ``int()`` reads them).
+_NAME = re.compile(
+    r"all|day:([0-9]{4})-([0-9]{2})-([0-9]{2})|week:([0-9]{4})-W([0-9]{2})|month:([0-9]{4})-([0-9]{2})", re.ASCII
+)
 
 
 def check_tz(tz: Any) -> dt.tzinfo:
@@ -75,7 +79,7 @@ def kind_of(name: Any) -> str:
     if isinstance(name, str):
         if name in KINDS:
             return name
-        if _NAME.match(name) and start(name, UTC) is not None:
+        if _NAME.fullmatch(name) and start(name, UTC) is not None:
             return name.partition(":")[0]
     raise InvalidArgumentError(
         f"window must be a kind ({', '.join(KINDS)}) or an instance such as 'day:2026-11-23', 'week:2026-W48', "
@@ -89,7 +93,7 @@ def start(name: str, tz: dt.tzinfo) -> int | None:
     >>> start("week:2026-W48", UTC) == dt.datetime(2026, 11, 23, tzinfo=UTC).timestamp()
     True
     """
-    found = _NAME.match(name)
+    found = _NAME.fullmatch(name)
     if found is None:
         return None
     if name == "all":

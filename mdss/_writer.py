@@ -29,6 +29,7 @@ from typing import Any
 from ._codec import encode_leaf
 from ._keys import Keyspace
 from ._order import member_key
+from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
@@ -42,19 +43,14 @@ def new_id(epoch: int) -> str:
 
 def id_millis(node_id: str) -> int:
     """When the node with this id was minted, by its writer's clock (ms since the epoch); 0 if not ours."""
-    try:
-        return int(node_id.rpartition(".")[2][:11], 16)
-    except ValueError:
-        return 0
+    millis = node_id.rpartition(".")[2][:11]
+    return int(millis, 16) if HEX.fullmatch(millis) else 0
 
 
 def id_epoch(node_id: str) -> int:
     """The gc epoch a node id was minted in; 0 for ids of format 1 (before epochs) and ids not ours."""
     epoch, dot, _ = node_id.partition(".")
-    try:
-        return int(epoch, 16) if dot and len(epoch) <= 16 else 0
-    except ValueError:
-        return 0
+    return int(epoch, 16) if dot and len(epoch) <= 16 and HEX.fullmatch(epoch) else 0
 
 
 class Writer:

@@ -18,6 +18,8 @@ from tqdm import tqdm
 
 import mdss
 
+from . import _parse
+from ._board_cli import FloatRange, IntRange
 from ._board_cli import board as board_command
 from ._order import check_member, check_score
 
@@ -45,13 +47,13 @@ def parse_score(text: str) -> int | float:
     >>> parse_score("42"), parse_score("-7"), parse_score("2.5"), parse_score("inf")
     (42, -7, 2.5, inf)
     """
-    text = text.strip()
+    text = text.strip(" \t")  # spaces around a CSV field; not a newline, not Unicode digits (see mdss._parse)
     try:
-        return int(text)
+        return _parse.integer(text)
     except ValueError:
         pass
     try:
-        return float(text)
+        return _parse.number(text)
     except ValueError:
         raise mdss.InvalidScoreError(f"not a number: {text!r}") from None
 
@@ -210,7 +212,7 @@ def rank(member: str, ties: str) -> None:
 
 
 @cli.command()
-@click.option("-n", "count", type=click.IntRange(min=0), default=10, show_default=True)
+@click.option("-n", "count", type=IntRange(min=0), default=10, show_default=True)
 @ties_option
 def top(count: int, ties: str) -> None:
     """Print the best N entries."""
@@ -218,8 +220,8 @@ def top(count: int, ties: str) -> None:
 
 
 @cli.command()
-@click.argument("offset", type=click.IntRange(min=0))
-@click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True)
+@click.argument("offset", type=IntRange(min=0))
+@click.option("--limit", type=IntRange(min=0), default=10, show_default=True)
 @ties_option
 def page(offset: int, limit: int, ties: str) -> None:
     """Print LIMIT entries from OFFSET (0 is rank 1)."""
@@ -228,8 +230,8 @@ def page(offset: int, limit: int, ties: str) -> None:
 
 @cli.command()
 @click.argument("member")
-@click.option("--before", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--after", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--before", type=IntRange(min=0), default=5, show_default=True)
+@click.option("--after", type=IntRange(min=0), default=5, show_default=True)
 @ties_option
 def around(member: str, before: int, after: int, ties: str) -> None:
     """Print the entries around MEMBER."""
@@ -318,13 +320,13 @@ def _read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, i
 )
 @click.option("--replace", is_flag=True, help="Replace the whole set instead of adding to it.")
 @click.option("--order", type=click.Choice(["desc", "asc"]), default=None, help="Order of a new set.")
-@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=None, help="Chunk size of a new set.")
+@click.option("--chunk-size", type=IntRange(2, 100_000), default=None, help="Chunk size of a new set.")
 @click.option(
-    "--shards", type=click.IntRange(1, 1024), default=None, help="Shards of a new set (fixed at creation). [default: 1]"
+    "--shards", type=IntRange(1, 1024), default=None, help="Shards of a new set (fixed at creation). [default: 1]"
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=IntRange(min=1),
     default=10_000,
     show_default=True,
     help="Members per commit when adding to an existing set.",
@@ -414,7 +416,7 @@ def stats() -> None:
 @cli.command()
 @click.option(
     "--min-age",
-    type=click.FloatRange(min=0),
+    type=FloatRange(min=0),
     default=0.0,
     show_default=True,
     help="Spare nodes minted less than this many seconds ago (for slow readers; gc is safe without it).",
@@ -477,10 +479,10 @@ def synthetic_players(n: int, seed: int) -> Iterator[tuple[str, int]]:
 
 
 @cli.command()
-@click.option("--members", type=click.IntRange(min=1), default=1_000_000, show_default=True)
-@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
-@click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--shards", type=click.IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
+@click.option("--members", type=IntRange(min=1), default=1_000_000, show_default=True)
+@click.option("--chunk-size", type=IntRange(2, 100_000), default=1000, show_default=True)
+@click.option("--seed", type=IntRange(), default=7, show_default=True)
+@click.option("--shards", type=IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
 def demo(members: int, chunk_size: int, seed: int, shards: int) -> None:
     """Build a leaderboard of synthetic players and query it, showing each query's cost."""
     obj = _ctx(DEMO_STORE)
@@ -537,7 +539,7 @@ def _harness() -> ModuleType:
 def _shard_counts(value: str) -> list[int]:
     """``--shards``: one shard count or several, comma-separated, each from 1 to 1024."""
     try:
-        counts = [int(part) for part in value.split(",")]
+        counts = [_parse.integer(part) for part in value.split(",")]
     except ValueError:
         raise click.BadParameter(f"expected shard counts like 16 or 1,4,16, got {value!r}") from None
     if not counts or not all(1 <= count <= 1024 for count in counts):
@@ -547,29 +549,27 @@ def _shard_counts(value: str) -> list[int]:
 
 @cli.command()
 @click.option("--store", "store_url", default="memory://", show_default=True, metavar="URL")
-@click.option("--members", type=click.IntRange(min=200), default=100_000, show_default=True)
-@click.option("--chunk-size", type=click.IntRange(2, 100_000), default=1000, show_default=True)
+@click.option("--members", type=IntRange(min=200), default=100_000, show_default=True)
+@click.option("--chunk-size", type=IntRange(2, 100_000), default=1000, show_default=True)
 @click.option(
     "--batch-size",
-    type=click.IntRange(min=1),
+    type=IntRange(min=1),
     default=20_000,
     show_default=True,
     help="Random score updates per commit (update_per_s).",
 )
 @click.option(
-    "--samples", type=click.IntRange(min=10), default=2000, show_default=True, help="Calls timed per latency figure."
+    "--samples", type=IntRange(min=10), default=2000, show_default=True, help="Calls timed per latency figure."
 )
 @click.option(
     "--singles",
-    type=click.IntRange(min=1),
+    type=IntRange(min=1),
     default=10_000,
     show_default=True,
     help="Single updates (one add per call) timed, merges included.",
 )
-@click.option(
-    "--cache-mb", type=click.IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget."
-)
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--cache-mb", type=IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget.")
+@click.option("--seed", type=IntRange(), default=1, show_default=True)
 @click.option(
     "--shards",
     default="1",
@@ -579,14 +579,14 @@ def _shard_counts(value: str) -> list[int]:
 )
 @click.option(
     "--board-owners",
-    type=click.IntRange(min=0),
+    type=IntRange(min=0),
     default=5000,
     show_default=True,
     help="Owners of the leaderboard row (each posts once first); 0 leaves the row out.",
 )
 @click.option(
     "--board-posts",
-    type=click.IntRange(min=1),
+    type=IntRange(min=1),
     default=2000,
     show_default=True,
     help="Leaderboard posts timed (3 columns to 3 windows).",
@@ -636,7 +636,7 @@ def bench(
 
 @cli.command()
 @click.option("--store", "store_url", default=None, metavar="URL", help="Store URL [default: the group's --store].")
-@click.option("--threads", type=click.IntRange(min=1), default=16, show_default=True, help="Requests served at once.")
+@click.option("--threads", type=IntRange(min=1), default=16, show_default=True, help="Requests served at once.")
 def port(store_url: str | None, threads: int) -> None:
     """Serve the Erlang port protocol on stdin/stdout (for erlang/src/mdss.erl; see mdss/port.py)."""
     try:

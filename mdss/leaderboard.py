@@ -62,6 +62,7 @@ from ._order import (
     column_tag,
     column_tie,
 )
+from ._parse import HEX, base64url
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
 from .exceptions import (
@@ -949,7 +950,7 @@ class Leaderboard:
         try:
             if not isinstance(cursor, str):
                 raise ValueError("not a str")
-            data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+            data = base64url(cursor)
             _, found = unpack("cursor", data, "cursor")
         except (ValueError, binascii.Error, CorruptDataError):
             raise InvalidArgumentError(f"not a leaderboard cursor: {cursor!r:.80}") from None
@@ -1060,6 +1061,8 @@ def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
     """The row and the post ids a row entry holds (decoded once per entry while it stays in this cache; the
     row's values are shared: callers copy them)."""
     try:
+        if not HEX.fullmatch(member[2:4]):
+            raise ValueError("length")
         size = int(member[2:4], 16)
         owner = member[4 : 4 + size]
         found = msgpack.unpackb(base64.b64decode(member[4 + size :], validate=True), raw=False)

@@ -46,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, NamedTuple
 
 from . import open_store
+from ._parse import integer
 from ._sortedset import SortedSet
 from .exceptions import (
     InvalidArgumentError,
@@ -772,7 +773,7 @@ def run(store_url: str, threads: int = DEFAULT_THREADS) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mdss.port", description=__doc__.split("\n", 1)[0])
     parser.add_argument("--store", required=True, metavar="URL", help="store URL (sqlite:///file.db, redis://...)")
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="requests served at once")
+    parser.add_argument("--threads", type=integer, default=DEFAULT_THREADS, help="requests served at once")
     args = parser.parse_args(argv)
     try:
         run(args.store, args.threads)

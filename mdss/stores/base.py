@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 import attrs
 
 from .. import _tail
+from .._parse import integer, number
 from ..exceptions import ConflictError, InvalidArgumentError, SiblingsError
 
 
@@ -100,7 +101,7 @@ def url_options(url: str) -> dict[str, str]:
 
 def parse_flag(text: str) -> bool:
     """A yes/no URL option: ``true``/``false``, ``yes``/``no``, ``on``/``off``, ``1``/``0``."""
-    spelled = text.strip().lower()
+    spelled = text.lower()
     if spelled in ("1", "true", "yes", "on"):
         return True
     if spelled in ("0", "false", "no", "off"):
@@ -111,9 +112,14 @@ def parse_flag(text: str) -> bool:
 def parse_number(text: str) -> float:
     """A numeric URL option (seconds, ...)."""
     try:
-        return float(text)
+        return number(text)
     except ValueError:
-        raise ValueError("expected a number") from None
+        raise ValueError("expected a number (ASCII digits)") from None
+
+
+def parse_integer(text: str) -> int:
+    """An integer URL option (a count)."""
+    return integer(text)
 
 
 def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:

@@ -72,7 +72,7 @@ from ..exceptions import (
     StoreError,
     StoreUnavailableError,
 )
-from .base import Record, Stats, Store, parse_flag, parse_number, store_options
+from .base import Record, Stats, Store, parse_flag, parse_integer, parse_number, store_options
 
 #: DynamoDB's limits: bytes per item (names and values), per partition key, keys per BatchGetItem, items per
 #: BatchWriteItem.
@@ -98,8 +98,8 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
     "timeout": parse_number,
     "retry_budget": parse_number,
     "backoff": parse_number,
-    "retries": int,
-    "concurrency": int,
+    "retries": parse_integer,
+    "concurrency": parse_integer,
 }
 
 

@@ -65,6 +65,7 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from .. import _tail
+from .._parse import DIGITS, integer, number
 from .._retry import STORE_CALLS, Backoff
 from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .base import Record, Store
@@ -105,9 +106,9 @@ def _boolean(text: str) -> bool:
 #: Query parameters mdss reads from a Redis URL, with their parsers; every other one goes to redis-py.
 _OPTIONS: dict[str, Callable[[str], Any]] = {
     "namespace": str,
-    "retries": int,
-    "backoff": float,
-    "retry_budget": float,
+    "retries": integer,
+    "backoff": number,
+    "retry_budget": number,
     "check_policy": _boolean,
 }
 #: Refusals of a command that did not run, worth another attempt: a slot moving (MOVED, ASK, TRYAGAIN, and
@@ -568,7 +569,7 @@ class RedisClusterStore(_RedisBase):
         nodes = []
         for seed in filter(None, netloc.split(",")):
             host, _, port = seed.rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not DIGITS.fullmatch(port):
                 raise InvalidArgumentError(f"bad Redis Cluster seed {seed!r} in {netloc!r}: expected host:port")
             nodes.append((host.strip("[]"), int(port)))
         try:  # redis-py types the query parameters and the credentials as for one server

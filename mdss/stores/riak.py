@@ -55,6 +55,7 @@ import attrs
 import urllib3
 
 from .._keys import HEAD, NODE, TOPN, kind
+from .._parse import DIGITS, integer, number
 from .._retry import COMMITS, STORE_CALLS, Backoff
 from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .base import Record, Store
@@ -83,14 +84,14 @@ def _flag(text: str) -> bool:
 #: URL options and how their text becomes a value (``__init__`` then checks ranges).
 _URL_OPTIONS: dict[str, Callable[[str], Any]] = {
     **dict.fromkeys(("namespace", "bucket", "heads_type", "nodes_type", "sibling_type"), str),
-    **dict.fromkeys(("timeout", "retry_budget", "backoff"), float),
-    **dict.fromkeys(("retries", "notfound_retries", "concurrency", "page_size"), int),
+    **dict.fromkeys(("timeout", "retry_budget", "backoff"), number),
+    **dict.fromkeys(("retries", "notfound_retries", "concurrency", "page_size"), integer),
     "check_types": _flag,
 }
 
 
 def _quorum(name: str, value: str) -> str:
-    if value in _NAMED_QUORUMS or (value.isdigit() and int(value) > 0):
+    if value in _NAMED_QUORUMS or (DIGITS.fullmatch(value) and int(value) > 0):
         return value
     raise InvalidArgumentError(f"Riak option {name} must be a positive integer or one of {_NAMED_QUORUMS}: {value!r}")
 
