@@ -40,16 +40,45 @@ def check_tz(tz: Any) -> dt.tzinfo:
     raise InvalidArgumentError(f"tz must be None, a zone name or a tzinfo, got {tz!r:.80}")
 
 
+#: The moments a clock may give, a day inside the years 1 to 9999 at either end: cut in any time zone (whose
+#: offsets are under a day), the moment has a date, and so each window an instance.
+EARLIEST = dt.datetime(1, 1, 2, tzinfo=UTC)
+LATEST = dt.datetime(9999, 12, 31, tzinfo=UTC)  # excluded
+_SECONDS = (EARLIEST.timestamp(), LATEST.timestamp())
+
+
 def moment(now: Callable[[], Any]) -> dt.datetime:
-    """The current moment from an injectable clock returning an aware datetime or epoch seconds."""
+    """The current moment (in UTC) from an injectable clock returning an aware datetime or epoch seconds, from
+    :data:`EARLIEST` to :data:`LATEST`; :class:`InvalidArgumentError` for anything else (NaN, infinities,
+    ``datetime.max``, a naive datetime, a bool...), never an ``OverflowError``.
+
+    >>> moment(lambda: 0).isoformat(), moment(lambda: dt.datetime(2026, 11, 23, 1, tzinfo=UTC)).day
+    ('1970-01-01T00:00:00+00:00', 23)
+    >>> moment(lambda: float("inf"))
+    Traceback (most recent call last):
+    ...
+    mdss.exceptions.InvalidArgumentError: now() must give a moment from 0001-01-02 to 9999-12-30 UTC, got inf
+    """
     found = now()
     if isinstance(found, dt.datetime):
-        if found.tzinfo is None:
+        try:
+            offset = found.utcoffset()
+        except Exception as exc:  # the caller's tzinfo failed
+            raise InvalidArgumentError(f"now() gave a datetime whose utcoffset() fails: {exc!r:.80}") from None
+        if offset is None:
             raise InvalidArgumentError("now() must return an aware datetime (with tzinfo) or epoch seconds")
-        return found
-    if isinstance(found, (int, float)) and not isinstance(found, bool):
-        return dt.datetime.fromtimestamp(found, UTC)
-    raise InvalidArgumentError(f"now() must return a datetime or epoch seconds, got {found!r:.80}")
+        try:
+            when = found.astimezone(UTC)
+        except (OverflowError, ValueError):  # datetime.min in a zone east of UTC...
+            when = None
+        if when is not None and EARLIEST <= when < LATEST:
+            return when
+    elif isinstance(found, (int, float)) and not isinstance(found, bool):
+        if _SECONDS[0] <= found < _SECONDS[1]:  # False for NaN; exact for an int of any size
+            return dt.datetime.fromtimestamp(found, UTC)
+    else:
+        raise InvalidArgumentError(f"now() must return a datetime or epoch seconds, got {found!r:.80}")
+    raise InvalidArgumentError(f"now() must give a moment from 0001-01-02 to 9999-12-30 UTC, got {found!r:.80}")
 
 
 def instance(kind: str, when: dt.datetime, tz: dt.tzinfo) -> str:
@@ -64,13 +93,13 @@ def instance(kind: str, when: dt.datetime, tz: dt.tzinfo) -> str:
     local = when.astimezone(tz)
     if kind == "all":
         return "all"
-    if kind == "day":
-        return f"day:{local:%Y-%m-%d}"
+    if kind == "day":  # not strftime: its %Y does not pad a year before 1000 on every platform ("1-01-02")
+        return f"day:{local.year:04d}-{local.month:02d}-{local.day:02d}"
     if kind == "week":
         year, week, _ = local.isocalendar()
         return f"week:{year:04d}-W{week:02d}"
     if kind == "month":
-        return f"month:{local:%Y-%m}"
+        return f"month:{local.year:04d}-{local.month:02d}"
     raise InvalidArgumentError(f"window must be one of {', '.join(map(repr, KINDS))}, got {kind!r:.80}")
 
 
