@@ -16,6 +16,7 @@ from redis_servers import free_port, limited_user, redis_cluster, redis_server
 
 import mdss
 from mdss import _tail
+from mdss._keys import Keyspace
 from mdss.stores.redis import RedisClusterStore, RedisStore
 
 TRICKY = ["board", "board:h", "a:b", "{board}", "board/n", "*", "b?ard", "x" * 200]
@@ -408,12 +409,14 @@ def test_a_refusal_after_a_lost_reply_keeps_the_outcome_in_doubt(redis_url, monk
         store.cas(key, b"v2", version)
 
 
-def test_a_write_into_a_slot_stuck_mid_migration_succeeds_once_the_move_proceeds(redis_cluster_url) -> None:
+@pytest.mark.parametrize("write", ["cas", "sorted-set"])
+def test_a_write_into_a_slot_stuck_mid_migration_succeeds_once_the_move_proceeds(redis_cluster_url, write) -> None:
     """A real slot move, half set up: the source is MIGRATING, the target not yet IMPORTING, so the source
     answers ASK and the target MOVED back, and redis-py gives up after 16 with "TTL exhausted.". The write
-    is resent until the target imports the slot (0.5 s later), then lands there, well within its budget."""
+    (a compare-and-set; a new set's first add, whose head lives in that slot) is resent until the target
+    imports the slot (0.5 s later), then lands there, well within its budget."""
     store = mdss.open_store(f"{redis_cluster_url}?namespace=migrate{time.monotonic_ns()}&retry_budget=10")
-    key = store.namespace + ":h"
+    key = store.namespace + ":h" if write == "cas" else Keyspace(store.namespace, "s").head
     client = store.client
     slot = client.keyslot(key)
     source = client.get_node_from_key(key)
@@ -425,18 +428,27 @@ def test_a_write_into_a_slot_stuck_mid_migration_succeeds_once_the_move_proceeds
     start = time.monotonic()
     importing.start()
     try:
-        store.cas(key, b"v", None)
+        if write == "cas":
+            store.cas(key, b"v", None)
+        else:
+            assert mdss.SortedSet(store, "s").add("ann", 1) is not None
         assert time.monotonic() - start > 0.4
     finally:
         importing.join()
         for node in (target, source):  # the move completes: the slot (and the key written there) is the target's
             client.cluster_setslot(node, ids[target.name], slot, "NODE")
+
+    def written() -> bool:
+        if write == "cas":
+            return store.get(key).value == b"v"
+        return mdss.SortedSet(store, "s").score("ann") == 1
+
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # the third master learns of the move by gossip
         try:
-            assert store.get(key).value == b"v"
+            assert written()
             break
         except mdss.StoreError:
             time.sleep(0.1)
-    assert store.get(key).value == b"v"
+    assert written()
     store.close()
