@@ -90,7 +90,10 @@ def instance(kind: str, when: dt.datetime, tz: dt.tzinfo) -> str:
     >>> instance("day", t, ZoneInfo("America/New_York"))
     'day:2026-11-22'
     """
-    local = when.astimezone(tz)
+    try:
+        local = when.astimezone(tz)
+    except Exception as exc:  # a tzinfo of the caller's that fails, or whose offset is a day or more
+        raise InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}") from None
     if kind == "all":
         return "all"
     if kind == "day":  # not strftime: its %Y does not pad a year before 1000 on every platform ("1-01-02")
@@ -137,4 +140,7 @@ def start(name: str, tz: dt.tzinfo) -> int | None:
             day = dt.date(int(g[5]), int(g[6]), 1)
     except ValueError:
         return None
-    return int(dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp())
+    try:
+        return int(dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp())
+    except Exception as exc:  # a tzinfo of the caller's that fails (see instance)
+        raise InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}") from None

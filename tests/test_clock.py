@@ -75,7 +75,7 @@ CALLS: dict[str, Callable[[Leaderboard], Any]] = {
 }
 
 
-def board_with(store: mdss.Store, clock: Any, tz: str | None = None) -> Leaderboard:
+def board_with(store: mdss.Store, clock: Any, tz: Any = None) -> Leaderboard:
     return Leaderboard(
         store, "g", columns={"xp": "desc"}, windows=["day", "week", "month", "all"], tz=tz, now=lambda: clock
     )
@@ -118,6 +118,24 @@ def test_clocks_at_the_ends_of_the_range_work(store: mdss.Store, edge: str, tz: 
         assert board.count("xp", window=instance) == 1 or instance.startswith("day")
     years = {instance.partition(":")[2][:4] for instance in board.windows() if instance != "all"}
     assert years <= {"0001", "9999"}, years
+
+
+class _TooFar(dt.tzinfo):
+    def utcoffset(self, when: Any) -> dt.timedelta:
+        return dt.timedelta(hours=30)
+
+
+@pytest.mark.parametrize("tz", [_Broken(), _TooFar()], ids=["fails", "30h"])
+def test_a_failing_time_zone_of_the_caller_is_an_invalid_argument(tz: dt.tzinfo) -> None:
+    board = board_with(mdss.open_store("memory://"), 1_790_000_000, tz)  # type: ignore[arg-type]
+    for name, call in CALLS.items():
+        with pytest.raises(mdss.InvalidArgumentError, match="time zone"):
+            call(board)
+            pytest.fail(f"{name} accepted the time zone")
+    assert board.top("xp", window="day:2026-11-18") == []  # an instance named in full needs no zone to read
+    with pytest.raises(mdss.InvalidArgumentError, match="time zone"):
+        _windows.start("day:2026-11-18", tz)  # (where a post registers its instances)
+    assert _windows.start("day:2026-11-18", _windows.UTC) == dt.datetime(2026, 11, 18, tzinfo=UTC).timestamp()
 
 
 def test_moment_is_utc_and_exact() -> None:
