@@ -4,6 +4,10 @@ served at once are bounded too (a 2 MB frame of compressed zeros once grew the p
 from __future__ import annotations
 
 import io
+import os
+import pathlib
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -170,3 +174,39 @@ def test_a_frame_bigger_than_the_budget_is_served_alone() -> None:
     assert sorted(r[1] for r in replies) == [0, 1, 2]
     assert all(r[0] == A("reply") for r in replies)
     assert port.in_flight.used == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak RSS from /proc")
+def test_a_real_port_survives_bombs_without_growing() -> None:
+    """Through the real program: bombs (one declaring its size, one lying about it, one nested) get error
+    replies, the next request its answer, and the port's peak resident memory stays far below what one bomb
+    inflates to (256 MB)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mdss.port", "--store", "memory://"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin and proc.stdout
+    nested = request("len", 0)[:-2] + b"P" + ZEROS.to_bytes(4, "big") + BOMB
+    frames = [
+        b"\x83P" + ZEROS.to_bytes(4, "big") + BOMB,
+        b"\x83P" + (1000).to_bytes(4, "big") + BOMB,
+        nested,
+        request("len", [erlang.OtpErlangBinary(b"s")], 7),
+    ]
+    try:
+        proc.stdin.write(b"".join(len(f).to_bytes(4, "big") + f for f in frames))
+        proc.stdin.flush()
+        replies = []
+        for _ in frames:
+            size = int.from_bytes(proc.stdout.read(4), "big")
+            replies.append(erlang.binary_to_term(proc.stdout.read(size)))
+        status = pathlib.Path(f"/proc/{proc.pid}/status").read_text()
+        peak_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    assert sorted(error_kind(r) for r in replies if r[0] == A("error")) == ["InvalidArgumentError"] * 3
+    assert (A("reply"), 7, 0) in replies
+    assert peak_kb < 100_000, peak_kb  # about 25 MB; one bomb inflated is 256 MB
