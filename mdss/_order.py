@@ -114,7 +114,12 @@ def check_score(score: Any) -> Score:
     if isinstance(score, bool) or not isinstance(score, numbers.Real):
         raise InvalidScoreError(f"a score must be an int or a float, got {kind.__name__}: {score!r:.80}")
     # int and float subclasses, numpy scalars, fractions: as the plain type.
-    return check_score(operator.index(score) if isinstance(score, numbers.Integral) else float(score))
+    if isinstance(score, numbers.Integral):
+        return check_score(operator.index(score))
+    try:
+        return check_score(float(score))
+    except (OverflowError, ValueError, TypeError) as exc:  # Fraction(10**400, 3): too large for a float
+        raise InvalidScoreError(f"score {score!r:.80} is not a float: {exc}") from None
 
 
 def _pairs(pairs: Any) -> Iterable[tuple[Any, Any]]:

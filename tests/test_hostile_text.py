@@ -7,6 +7,7 @@ never accepted as some other thing."""
 from __future__ import annotations
 
 import datetime as dt
+import fractions
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -224,3 +225,11 @@ def test_the_strict_parsers() -> None:
                 _parse.number(bad)
     with pytest.raises(ValueError):
         _parse.number("ınf")  # a dotless i: re.IGNORECASE alone would take it
+
+
+def test_a_score_too_large_for_a_float_is_an_invalid_score() -> None:
+    """(Not text, but the same class: a number Python's float() refuses with a bare OverflowError.)"""
+    sset = mdss.SortedSet(mdss.open_store("memory://"), "s")
+    with pytest.raises(mdss.InvalidScoreError):
+        sset.add("ann", fractions.Fraction(10**400, 3))
+    assert sset.add("ann", fractions.Fraction(1, 4)) and sset.score("ann") == 0.25
