@@ -452,3 +452,31 @@ def test_a_write_into_a_slot_stuck_mid_migration_succeeds_once_the_move_proceeds
             time.sleep(0.1)
     assert written()
     store.close()
+
+
+@pytest.mark.parametrize("write", ["put", "put_many", "cas", "append"])
+def test_a_slot_map_that_cannot_be_loaded_is_transient_and_other_client_failures_are_not(url, monkeypatch, write):
+    """redis-py raises RedisClusterException, not a RedisError, when it cannot reload the slot map (no node
+    reachable, nodes that disagree while a slot moves): retried as a lost reply. Its other failures (a
+    command it cannot route) are a StoreError at once, never a bare exception."""
+    store = mdss.open_store(f"{url}?namespace=map{time.monotonic_ns()}&backoff=0.001&retry_budget=2")
+    key = store.namespace + ":h"
+    store.put(key, b"\x80")
+    failures = [
+        lambda: redis.exceptions.RedisClusterException("Redis Cluster cannot be connected. Please provide ..."),
+        lambda: redis.exceptions.RedisClusterException("startup_nodes could not agree on a valid slots cache: x"),
+    ]
+    for failure in failures:
+        store.put(key, b"\x80")  # (a compare-and-set that finds its value there already is done at once)
+        owner, name, refused, calls = _refusing(store, write, failure, times=2)
+        monkeypatch.setattr(owner, name, refused)
+        _write(store, write, key)
+        assert len(calls) == 3
+        monkeypatch.undo()
+    unroutable = lambda: redis.exceptions.RedisClusterException("No way to dispatch this command")  # noqa: E731
+    owner, name, refused, calls = _refusing(store, write, unroutable, times=None)
+    monkeypatch.setattr(owner, name, refused)
+    with pytest.raises(mdss.StoreError, match="No way to dispatch") as raised:
+        _write(store, write, key)
+    assert type(raised.value) is mdss.StoreError and len(calls) == 1
+    store.close()

@@ -128,6 +128,22 @@ _LOST = (redis.ConnectionError, redis.TimeoutError)
 _TRANSIENT = _REFUSED + _LOST
 #: What redis-py raises that is not a RedisError ("no way to dispatch this command to Redis Cluster"...).
 _CLIENT_FAILED = redis.exceptions.RedisClusterException
+#: redis-py's failures to (re)load the cluster's slot map, raised as RedisClusterException: no node reachable,
+#: nodes that disagree (a slot moving), slots not all covered. Transient; as they may replace the connection
+#: error of a command that was sent, they count as a lost reply.
+_MAP_FAILED = ("cannot be connected", "could not agree on a valid slots cache", "slots are not covered")
+
+
+def _mapped(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(...)``, with redis-py's failures to load the cluster's slot map raised as a ConnectionError."""
+    try:
+        return fn(*args, **kwargs)
+    except _CLIENT_FAILED as exc:
+        if isinstance(exc, _REFUSED) or not any(text in str(exc) for text in _MAP_FAILED):
+            raise
+        raise redis.ConnectionError(f"the cluster's slot map could not be loaded: {exc}") from exc
+
+
 #: Policies that evict keys without a TTL: every mdss key.
 _EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
 
@@ -304,7 +320,7 @@ class _RedisBase(Store):
         for _ in self.retry.attempts():
             attempts += 1
             try:
-                return fn(*args, **kwargs)
+                return _mapped(fn, *args, **kwargs)
             except redis.AuthenticationError as exc:  # a ConnectionError to redis-py, but no retry will help
                 raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
             except _TRANSIENT as exc:
@@ -347,7 +363,7 @@ class _RedisBase(Store):
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                got = self._tail_script(keys=[key], args=args)
+                got = _mapped(self._tail_script, keys=[key], args=args)
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"{what} to {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend
@@ -385,7 +401,7 @@ class _RedisBase(Store):
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                won = self._script(keys=[key], args=[value, version or ""])
+                won = _mapped(self._script, keys=[key], args=[value, version or ""])
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"compare-and-set of {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend (after a lost reply, the outcome still decides)
