@@ -56,12 +56,12 @@ class _Board:
 
 
 def _value(text: str) -> Any:
-    """A field value typed on the command line: int, float, true/false, else the text.
+    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text.
 
-    >>> [_value(t) for t in ("3", "-2.5", "inf", "true", "False", "ann")]
-    [3, -2.5, inf, True, False, 'ann']
+    >>> [_value(t) for t in ("3", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
+    [3, -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
     """
-    for kind in (int, float):
+    for kind in (_parse.integer, _parse.number):
         try:
             return kind(text)
         except ValueError:

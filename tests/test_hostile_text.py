@@ -233,3 +233,12 @@ def test_a_score_too_large_for_a_float_is_an_invalid_score() -> None:
     with pytest.raises(mdss.InvalidScoreError):
         sset.add("ann", fractions.Fraction(10**400, 3))
     assert sset.add("ann", fractions.Fraction(1, 4)) and sset.score("ann") == 0.25
+
+
+def test_board_cli_values_in_other_digits_are_text() -> None:
+    """``mdss board post OWNER field=VALUE``: a number only in ASCII digits, otherwise the text as typed."""
+    args = ["--store", "memory://", "--set", "b", "board", "--json", "--columns", '{"xp": "desc"}', "post", "ann"]
+    assert CliRunner().invoke(cli, [*args, "xp=3"]).exit_code == 0
+    for bad in hostile("3"):
+        result = CliRunner().invoke(cli, [*args, f"xp={bad}"])
+        assert result.exit_code == 1 and "must be an int or a float" in result.output, (bad, result.output)
