@@ -185,6 +185,9 @@ class SortedSet:
     #: Commits in a row whose held head was current before the next starts from it without reading (a
     #: shard's: ``mdss._shards.TRUST_AFTER``; see ``mdss._commit._read_first``).
     _trust_after = 0
+    #: The keys of a set that is an internal part of another object (:meth:`_internal`, a shard); else
+    #: those of its name.
+    _fixed_keys: Keyspace | None = None
 
     def __new__(cls, *args: Any, **options: Any) -> Any:
         # A sharded set (``shards`` > 1 given, or stored in the set's settings) is a ShardedSet (mdss._shards),
@@ -227,7 +230,7 @@ class SortedSet:
         )
         self.store = store
         self.name = name
-        self._keys = self._keyspace(store.namespace, name)
+        self._keys = self._fixed_keys or Keyspace(store.namespace, name)
         self._cache = NodeCache(cache_bytes)
         self.gc_grace = gc_grace
         self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
@@ -259,8 +262,15 @@ class SortedSet:
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)
 
-    def _keyspace(self, namespace: str, name: str) -> Keyspace:
-        return Keyspace(namespace, name)  # a shard of a sharded set names its keys otherwise (mdss._shards)
+    @classmethod
+    def _internal(cls, keys: Keyspace, store: Store, name: str, **options: Any) -> SortedSet:
+        """A set stored at ``keys``, an internal part of another object (a board's window, settings or
+        registry: :meth:`mdss._keys.Keyspace.internal`), which no set name reaches; ``name`` is for messages.
+        Never sharded."""
+        sset: SortedSet = object.__new__(cls)
+        sset._fixed_keys = keys
+        sset.__init__(store, name, **options)  # type: ignore[misc]
+        return sset
 
     def _started(self) -> None:
         """A write made the set's head afresh (mdss._head.snapshot); a shard of a sharded set hooks in."""
