@@ -2,8 +2,9 @@
 
 ``{namespace}:{set}:h`` is the head, ``{namespace}:{set}:n:{id}`` a tree node,
 ``{namespace}:{set}:g:{id}`` an immutable garbage note or note page (what
-commits replaced, see ``mdss._garbage``), ``{namespace}:{set}:s`` a sharded
-set's settings, ``{namespace}:{name}:t`` a top-N set. :func:`kind`
+commits replaced, see ``mdss._garbage``), ``{namespace}:{set}:m`` the set's
+marker (the set has content: see ``mdss._head.snapshot``), ``{namespace}:{set}:s``
+a sharded set's settings, ``{namespace}:{name}:t`` a top-N set. :func:`kind`
 tells them apart (the Riak store routes each kind to its own bucket type by it).
 
 Set names and namespaces are percent-encoded so that they never contain the
@@ -41,7 +42,7 @@ def kind(key: str) -> str:
     """What a key mdss made holds: :data:`HEAD` (mutable, compare-and-set: heads, markers, settings),
     :data:`NODE` (immutable) or :data:`TOPN` (mutable, merged from siblings).
 
-    >>> [kind(k) for k in ("app:s:h", "app:s:n:0.1f", "app:s:g:0.2e", "app:s:t", "app:s:s", "app:g#all:h")]
+    >>> [kind(k) for k in ("app:s:h", "app:s:n:0.1f", "app:s:g:0.2e", "app:s:t", "app:s:m", "app:g#all:h")]
     ['head', 'node', 'node', 'topn', 'head', 'head']
     """
     _, _, rest = key.partition(":")
@@ -60,7 +61,7 @@ class Keyspace:
     ('app:g%23all:h', 'app:g#all:h')
     """
 
-    __slots__ = ("prefix", "head", "nodes", "notes", "topn", "settings")
+    __slots__ = ("prefix", "head", "nodes", "notes", "topn", "marker", "settings")
 
     def __init__(self, namespace: str, name: str, part: str | None = None, sep: str = PART) -> None:
         encoded = _part(name, "set name")
@@ -73,6 +74,7 @@ class Keyspace:
         self.nodes = prefix + "n:"
         self.notes = prefix + "g:"
         self.topn = prefix + "t"
+        self.marker = prefix + "m"  # not under "n:" nor "g:": gc's listings of nodes and notes never name it
         self.settings = prefix + "s"
 
     @classmethod

@@ -402,7 +402,15 @@ class ShardedSet:
     def _gather(self) -> tuple[list[bytes | None], Gather]:
         """One snapshot of every shard: their heads in one ``get_many``."""
         datas = self.store.get_many(self._head_keys)
-        parts = [_part_of(e, d) for e, d in zip(self._engines, datas)]
+        engines = self._engines
+        unseen = [i for i, data in enumerate(datas) if data is None and engines[i]._head is None]
+        marked: set[int] = set()
+        if unseen:  # shards never seen without a head: the marked ones were made (one more get_many)
+            markers = self.store.get_many([engines[i]._keys.marker for i in unseen])
+            marked = {i for i, marker in zip(unseen, markers) if marker is not None}
+        parts = [
+            Part.of(e, e._snapshot()) if i in marked else _part_of(e, d) for i, (e, d) in enumerate(zip(engines, datas))
+        ]
         return datas, Gather(parts, self.store, self._cache, self._order.key)
 
     def _read(self, fn: Callable[[Gather], T]) -> T:

@@ -243,6 +243,7 @@ class SortedSet:
         self.merges = 0  # merges of the update log it published
         self._head_bytes: bytes | None = None
         self._head: Head | None = None
+        self._marked = False  # whether this object stored the set's marker (mdss._head.mark) since it made the head
         self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)
@@ -886,7 +887,7 @@ class SortedSet:
         return self._read(lambda snap: sorted(self._keys.node(i) for i in _garbage.named(self, snap)))
 
     def drop(self) -> None:
-        """Remove the whole set, even a damaged one: its nodes, then its head."""
+        """Remove the whole set, even a damaged one: its nodes, then its marker, then its head."""
         _garbage.drop(self)
 
     def check(self) -> list[str]:
@@ -897,7 +898,8 @@ class SortedSet:
         their children, equal leaf depth, the member index against the score
         tree, the head's counts against the trees, and that a set with nodes
         has a head. Garbage awaiting ``gc()`` is not a problem (see
-        :meth:`unreferenced`).
+        :meth:`unreferenced`). Damage is returned, never raised: a lost head
+        too (what reads raise as :class:`HeadMissingError`).
         """
         return _check.check(self)
 
