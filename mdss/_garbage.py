@@ -40,7 +40,7 @@ import attrs
 
 from . import _log, _writer
 from ._codec import decode_note, decode_page, encode_note, encode_page
-from ._head import EMPTY, NOTES_INLINE, Head, decode_for, forget, headless, new_lineage
+from ._head import EMPTY, NOTES_INLINE, Head, decode_for, forget, headless, mark, new_lineage
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError, StoreUnavailableError
 
@@ -297,7 +297,8 @@ def _swept(sset: SortedSet, min_age: float) -> list[str]:
 
 
 def drop(sset: SortedSet) -> None:
-    """Remove a whole set, damaged or not: its nodes and notes, then its head.
+    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``mdss._head.mark``), then
+    its head.
 
     The head first moves to an empty state in a new epoch, so that commits in
     flight fail and readers see an empty set. A commit made on that empty
@@ -331,8 +332,14 @@ def drop(sset: SortedSet) -> None:
     names = store.existing(doomed)  # not what is deleted already (tombstones)
     for start in range(0, len(names), BATCH):
         store.delete_many(names[start : start + BATCH])
+    # The marker goes before the head, after the nodes: an interrupted drop leaves a head, or a marker
+    # with the nodes left (HeadMissingError: drop again), or nothing a reader could take for a lost head.
     record = store.get(keys.head)
-    if record is not None and record.value == data:  # not a set a writer started afresh meanwhile
-        with contextlib.suppress(ConflictError):  # a writer did so just now: its set stays
-            store.delete_if(keys.head, record.version)
+    if record is None or record.value == data:  # not a set a writer started afresh meanwhile
+        store.delete(keys.marker)
+        if record is not None:
+            try:
+                store.delete_if(keys.head, record.version)
+            except ConflictError:  # a writer did so just now: its set stays, marked
+                mark(sset)
     forget(sset)

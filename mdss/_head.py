@@ -337,7 +337,8 @@ def _extended(sset: SortedSet, data: bytes) -> Head | None:
 
 
 def headless(sset: SortedSet) -> bool:
-    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped early).
+    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped at the
+    first that exists).
 
     The head is read again after the listing: a writer may have created the
     set (its head first, then its nodes) since the caller found no head.
@@ -346,8 +347,55 @@ def headless(sset: SortedSet) -> bool:
     the set's.
     """
     sset._garbage.delete_stranded()
-    listed = list(itertools.islice(sset.store.keys(sset._keys.nodes), 16))
-    return bool(sset.store.existing(listed)) and sset.store.get(sset._keys.head) is None
+    listing = sset.store.keys(sset._keys.nodes)
+    while listed := list(itertools.islice(listing, 16)):  # past tombstones (Riak lists deleted keys a while)
+        if sset.store.existing(listed):
+            return sset.store.get(sset._keys.head) is None
+    return False
+
+
+#: The value of a set's marker (``Keyspace.marker``): only its presence counts.
+MARKER = b"m"
+
+
+def mark(sset: SortedSet) -> None:
+    """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock;
+    not a compare-and-set "only if absent", which would count a conflict on every set that has one), once
+    per object and again whenever it makes the head afresh: the set has a head, so from now on a head
+    found missing was lost, not never made (:func:`_unseen`). If the store fails, the write goes on and
+    the next one tries again."""
+    try:
+        sset.store.put(sset._keys.marker, MARKER)
+    except (ConflictError, StoreUnavailableError):
+        return
+    sset._marked = True
+
+
+def _unseen(sset: SortedSet) -> Record | None:
+    """The head of a set this object has not seen, which a read just found missing: ``None`` if the set
+    was never made or was dropped (its marker is absent: one more round trip); the head if it was made
+    meanwhile. A marked set without a head whose nodes remain lost its head: :class:`HeadMissingError`.
+
+    A marker without a head nor nodes is left by a first write whose ``drop()`` came between its read of
+    the head and its marker: it is deleted, so that later reads of the set are one round trip again.
+    """
+    store, keys = sset.store, sset._keys
+    if store.get(keys.marker) is None:
+        return None
+    record = store.get(keys.head)  # made just now (the head comes before the marker)?
+    if record is None:
+        if headless(sset):
+            raise _missing(sset)
+        store.delete(keys.marker)
+    return record
+
+
+def _missing(sset: SortedSet) -> HeadMissingError:
+    return HeadMissingError(
+        f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
+        "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
+        sset._keys.head,
+    )
 
 
 def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None = None) -> Snapshot:
@@ -365,16 +413,21 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
     DynamoDB, where that check is a scan of the whole table), only the head
     of a set this object has seen is looked for: there a set without a head
     is new, or its ``drop()`` was interrupted.
+
+    An object that never saw the head and reads (no ``create``) tells a set
+    never made (or dropped) from one whose head was lost by the set's
+    marker (``Keyspace.marker``, :func:`mark`: stored once the head exists,
+    by each writing object on its first write, deleted by ``drop()`` before
+    the head), one more round trip when there is no head: see
+    :func:`_unseen`.
     """
     store, key = sset.store, sset._keys.head
     record = store.get(key) if known is None else known[0]
+    if record is None and not create and sset._head is None and known is None:
+        record = _unseen(sset)
     while record is None and (create or sset._head is not None):
         if (store.evicts or sset._head is not None) and headless(sset):
-            raise HeadMissingError(
-                f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
-                "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
-                key,
-            )
+            raise _missing(sset)
         if not create:
             forget(sset)
             break
@@ -385,6 +438,9 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
         sset._started()  # a shard of a sharded set stores the set's settings again if a drop removed them
         record = store.get(key)
+        sset._marked = False  # made afresh: a drop may have removed the marker
+    if create and record is not None and not sset._marked:
+        mark(sset)
     if record is None:
         return Snapshot(
             None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None

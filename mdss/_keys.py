@@ -2,12 +2,20 @@
 
 ``{namespace}:{set}:h`` is the head, ``{namespace}:{set}:n:{id}`` a tree node,
 ``{namespace}:{set}:g:{id}`` an immutable garbage note or note page (what
-commits replaced, see ``mdss._garbage``), ``{namespace}:{name}:t`` a top-N set. :func:`kind` tells them apart (the Riak
-store routes each kind to its own bucket type by it).
+commits replaced, see ``mdss._garbage``), ``{namespace}:{set}:m`` the set's
+marker (the set has content: see ``mdss._head.snapshot``), ``{namespace}:{set}:s``
+a sharded set's settings, ``{namespace}:{name}:t`` a top-N set. :func:`kind`
+tells them apart (the Riak store routes each kind to its own bucket type by it).
+
 Set names and namespaces are percent-encoded so that they never contain the
-separator ``:``, nor ``{``/``}`` (Redis Cluster hash tags) nor ``/``; keys of
-two different sets therefore never collide, whatever their names hold. Member
-names never appear in keys.
+separator ``:``, nor ``{``/``}`` (Redis Cluster hash tags) nor ``/``, nor
+:data:`PART` ``#`` nor :data:`SHARD` ``|``; keys of two different sets therefore
+never collide, whatever their names hold. An object's *internal* sets (a
+board's windows, settings, registry and post ids, a sharded set's shards) are
+named ``{name}#{part}`` or ``{name}|{part}`` with the separator raw
+(:meth:`Keyspace.internal`): no name a user chooses encodes to that, so no
+``SortedSet``, ``TopN`` or board of any name reaches another object's keys.
+Member names never appear in keys.
 """
 
 from __future__ import annotations
@@ -16,24 +24,26 @@ from urllib.parse import quote
 
 from .exceptions import InvalidArgumentError
 
-_SAFE = "-_.~!$&'()*+,;=@"  # everything quote() leaves alone but ':', '/', '{', '}'
+_SAFE = "-_.~!$&'()*+,;=@"  # everything quote() leaves alone but ':', '/', '{', '}' ('#', '|', '%' are quoted)
+#: The separators of an internal part from its owner's name, raw (a name's ``#`` is ``%23``, its ``|`` ``%7C``).
+PART, SHARD = "#", "|"
 
 
 def _part(text: str, what: str) -> str:
     if not isinstance(text, str) or not text:
         raise InvalidArgumentError(f"a {what} must be a non-empty string, got {text!r}")
-    return quote(text, safe=_SAFE.replace(":", ""))
+    return quote(text, safe=_SAFE)
 
 
 HEAD, NODE, TOPN = "head", "node", "topn"
 
 
 def kind(key: str) -> str:
-    """What a key mdss made holds: :data:`HEAD` (mutable, compare-and-set), :data:`NODE` (immutable)
-    or :data:`TOPN` (mutable, merged from siblings).
+    """What a key mdss made holds: :data:`HEAD` (mutable, compare-and-set: heads, markers, settings),
+    :data:`NODE` (immutable) or :data:`TOPN` (mutable, merged from siblings).
 
-    >>> [kind(k) for k in ("app:s:h", "app:s:n:0.1f", "app:s:g:0.2e", "app:s:t")]
-    ['head', 'node', 'node', 'topn']
+    >>> [kind(k) for k in ("app:s:h", "app:s:n:0.1f", "app:s:g:0.2e", "app:s:t", "app:s:m", "app:g#all:h")]
+    ['head', 'node', 'node', 'topn', 'head', 'head']
     """
     _, _, rest = key.partition(":")
     _, _, rest = rest.partition(":")  # namespace and name are percent-encoded: no ':' inside
@@ -45,16 +55,33 @@ def kind(key: str) -> str:
 
 
 class Keyspace:
-    """The keys of one named object (a sorted set, a top-N set) in a store."""
+    """The keys of one named object (a sorted set, a top-N set) in a store.
 
-    __slots__ = ("prefix", "head", "nodes", "notes", "topn")
+    >>> Keyspace("app", "g#all").head, Keyspace.internal("app", "g", "all").head
+    ('app:g%23all:h', 'app:g#all:h')
+    """
 
-    def __init__(self, namespace: str, name: str) -> None:
-        self.prefix = f"{_part(namespace, 'namespace')}:{_part(name, 'set name')}:"
-        self.head = self.prefix + "h"
-        self.nodes = self.prefix + "n:"
-        self.notes = self.prefix + "g:"
-        self.topn = self.prefix + "t"
+    __slots__ = ("prefix", "head", "nodes", "notes", "topn", "marker", "settings")
+
+    def __init__(self, namespace: str, name: str, part: str | None = None, sep: str = PART) -> None:
+        encoded = _part(name, "set name")
+        if part is not None:
+            if sep not in (PART, SHARD):
+                raise InvalidArgumentError(f"an internal part is separated by {PART!r} or {SHARD!r}, got {sep!r}")
+            encoded += sep + _part(part, "part name")
+        self.prefix = prefix = f"{_part(namespace, 'namespace')}:{encoded}:"
+        self.head = prefix + "h"
+        self.nodes = prefix + "n:"
+        self.notes = prefix + "g:"
+        self.topn = prefix + "t"
+        self.marker = prefix + "m"  # not under "n:" nor "g:": gc's listings of nodes and notes never name it
+        self.settings = prefix + "s"
+
+    @classmethod
+    def internal(cls, namespace: str, name: str, part: str, sep: str = PART) -> Keyspace:
+        """The keys of ``part`` of the object ``name`` (a board's window ``all``, a shard ``0.1f``):
+        ``{name}{sep}{part}``, both percent-encoded and ``sep`` raw, so that no user's name reaches them."""
+        return cls(namespace, name, part, sep)
 
     def node(self, node_id: str) -> str:
         return self.nodes + node_id

@@ -53,7 +53,7 @@ from ._cache import NodeCache
 from ._codec import FORMAT, _packb, seal, unpack
 from ._gather import Gather, Part
 from ._head import Head, decode_for
-from ._keys import Keyspace, _part
+from ._keys import SHARD, Keyspace, _part
 from ._log import overlay_view
 from ._merged import Merged
 from ._order import (
@@ -150,16 +150,14 @@ def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> li
     return parts
 
 
-def shard_keyspace(namespace: str, part: str) -> Keyspace:
-    """The keys of one shard: those of a set whose encoded name is ``part``."""
-    keys = Keyspace.__new__(Keyspace)
-    keys.prefix = prefix = f"{_part(namespace, 'namespace')}:{part}:"
-    keys.head, keys.nodes, keys.notes, keys.topn = prefix + "h", prefix + "n:", prefix + "g:", prefix + "t"
-    return keys
-
-
-def settings_key(keys: Keyspace) -> str:
-    return keys.prefix + "s"
+def shard_keyspace(namespace: str, name: str, part: str) -> Keyspace:
+    """The keys of one shard of set ``name``: those of its internal part ``{i}.{salt}`` (``part``, as the
+    settings record names it, is ``{encoded name}|{i}.{salt}``: a record naming another set's shards is
+    damaged)."""
+    base, _, tail = part.partition(SHARD)
+    if base != _part(name, "set name") or not tail:
+        raise CorruptDataError(f"the settings of set {name!r} name shard {part!r} of another set")
+    return Keyspace.internal(namespace, name, tail, SHARD)
 
 
 @attrs.frozen
@@ -222,7 +220,7 @@ def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
     if shards is not None and (type(shards) is not int or not 1 <= shards <= MAX_SHARDS):
         raise InvalidArgumentError(f"shards must be an int from 1 to {MAX_SHARDS}, got {shards!r:.80}")
     keys = Keyspace(store.namespace, name)
-    record = store.get(settings_key(keys))
+    record = store.get(keys.settings)
     if record is None:
         if shards is None or shards == 1:
             return object.__new__(cls)
@@ -231,26 +229,23 @@ def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
                 raise SettingsMismatchError(f"set {name!r} is stored with shards=1, not {shards}")
             return object.__new__(cls)
         return ShardedSet(store, name, shards=shards, **options)
-    stored = Settings.decode(settings_key(keys), record.value)
+    stored = Settings.decode(keys.settings, record.value)
     if given and shards != stored.shards:
         raise SettingsMismatchError(f"set {name!r} is stored with shards={stored.shards}, not {shards}")
     return ShardedSet(store, name, shards=stored.shards, **options)
 
 
 class _Shard(SortedSet):
-    """One shard of a sharded set: a ``SortedSet`` whose keys are named by the shard's key name."""
+    """One shard of a sharded set: a ``SortedSet`` on the shard's internal keys (:func:`shard_keyspace`)."""
 
     _trust_after = TRUST_AFTER  # its own held head is trusted only after a run of current ones (_read_first)
 
-    def __init__(self, part: str, store: Store, name: str, **options: Any) -> None:
-        self._part = part
+    def __init__(self, keys: Keyspace, store: Store, name: str, **options: Any) -> None:
+        self._fixed_keys = keys
         self._set_settings: tuple[str, Settings] | None = None  # the settings record of the set: key, value
         self._resettle = [False]  # the set's settings may be missing (shared by the set's shards: _started)
         self._seen: Part | None = None  # the shard as the last read saw it (mdss._gather)
         super().__init__(store, name, **options)
-
-    def _keyspace(self, namespace: str, name: str) -> Keyspace:
-        return shard_keyspace(namespace, self._part)
 
     def _started(self) -> None:
         """A write made this shard's head afresh: store the set's settings again if a ``drop()`` (by any
@@ -311,7 +306,7 @@ class ShardedSet:
         check_options(store, order=order, chunk_size=chunk_size, cache_bytes=cache_bytes, **options)
         self.store, self.name = store, name
         self._keys = Keyspace(store.namespace, name)
-        self._settings_key = settings_key(self._keys)
+        self._settings_key = self._keys.settings
         settings = self._settings(shards, order, chunk_size)
         self.shards = settings.shards
         self._order = Order(settings.order)
@@ -320,7 +315,13 @@ class ShardedSet:
         self._merged = Merged(self._cache)
         self._engines = [
             _Shard(
-                part, store, f"{name}[{i}]", order=settings.order, chunk_size=settings.chunk, cache_bytes=0, **options
+                shard_keyspace(store.namespace, name, part),
+                store,
+                f"{name}[{i}]",
+                order=settings.order,
+                chunk_size=settings.chunk,
+                cache_bytes=0,
+                **options,
             )
             for i, part in enumerate(settings.parts)
         ]
@@ -402,7 +403,15 @@ class ShardedSet:
     def _gather(self) -> tuple[list[bytes | None], Gather]:
         """One snapshot of every shard: their heads in one ``get_many``."""
         datas = self.store.get_many(self._head_keys)
-        parts = [_part_of(e, d) for e, d in zip(self._engines, datas)]
+        engines = self._engines
+        unseen = [i for i, data in enumerate(datas) if data is None and engines[i]._head is None]
+        marked: set[int] = set()
+        if unseen:  # shards never seen without a head: the marked ones were made (one more get_many)
+            markers = self.store.get_many([engines[i]._keys.marker for i in unseen])
+            marked = {i for i, marker in zip(unseen, markers) if marker is not None}
+        parts = [
+            Part.of(e, e._snapshot()) if i in marked else _part_of(e, d) for i, (e, d) in enumerate(zip(engines, datas))
+        ]
         return datas, Gather(parts, self.store, self._cache, self._order.key)
 
     def _read(self, fn: Callable[[Gather], T]) -> T:

@@ -185,6 +185,9 @@ class SortedSet:
     #: Commits in a row whose held head was current before the next starts from it without reading (a
     #: shard's: ``mdss._shards.TRUST_AFTER``; see ``mdss._commit._read_first``).
     _trust_after = 0
+    #: The keys of a set that is an internal part of another object (:meth:`_internal`, a shard); else
+    #: those of its name.
+    _fixed_keys: Keyspace | None = None
 
     def __new__(cls, *args: Any, **options: Any) -> Any:
         # A sharded set (``shards`` > 1 given, or stored in the set's settings) is a ShardedSet (mdss._shards),
@@ -227,7 +230,7 @@ class SortedSet:
         )
         self.store = store
         self.name = name
-        self._keys = self._keyspace(store.namespace, name)
+        self._keys = self._fixed_keys or Keyspace(store.namespace, name)
         self._cache = NodeCache(cache_bytes)
         self.gc_grace = gc_grace
         self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
@@ -240,6 +243,7 @@ class SortedSet:
         self.merges = 0  # merges of the update log it published
         self._head_bytes: bytes | None = None
         self._head: Head | None = None
+        self._marked = False  # whether this object stored the set's marker (mdss._head.mark) since it made the head
         self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)
@@ -259,8 +263,15 @@ class SortedSet:
         self._settle(order or "desc", chunk_size or DEFAULT_CHUNK)
         _head.adopt_stored_settings(self, order, chunk_size)
 
-    def _keyspace(self, namespace: str, name: str) -> Keyspace:
-        return Keyspace(namespace, name)  # a shard of a sharded set names its keys otherwise (mdss._shards)
+    @classmethod
+    def _internal(cls, keys: Keyspace, store: Store, name: str, **options: Any) -> SortedSet:
+        """A set stored at ``keys``, an internal part of another object (a board's window, settings or
+        registry: :meth:`mdss._keys.Keyspace.internal`), which no set name reaches; ``name`` is for messages.
+        Never sharded."""
+        sset: SortedSet = object.__new__(cls)
+        sset._fixed_keys = keys
+        sset.__init__(store, name, **options)  # type: ignore[misc]
+        return sset
 
     def _started(self) -> None:
         """A write made the set's head afresh (mdss._head.snapshot); a shard of a sharded set hooks in."""
@@ -876,7 +887,7 @@ class SortedSet:
         return self._read(lambda snap: sorted(self._keys.node(i) for i in _garbage.named(self, snap)))
 
     def drop(self) -> None:
-        """Remove the whole set, even a damaged one: its nodes, then its head."""
+        """Remove the whole set, even a damaged one: its nodes, then its marker, then its head."""
         _garbage.drop(self)
 
     def check(self) -> list[str]:
@@ -887,7 +898,8 @@ class SortedSet:
         their children, equal leaf depth, the member index against the score
         tree, the head's counts against the trees, and that a set with nodes
         has a head. Garbage awaiting ``gc()`` is not a problem (see
-        :meth:`unreferenced`).
+        :meth:`unreferenced`). Damage is returned, never raised: a lost head
+        too (what reads raise as :class:`HeadMissingError`).
         """
         return _check.check(self)
 

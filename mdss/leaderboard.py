@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from . import _head, _ops, _windows
+from . import _head, _ops, _tail, _windows
 from ._codec import FORMAT, seal, unpack
 from ._estimate import Estimate
 from ._keys import Keyspace
@@ -74,7 +74,7 @@ from .exceptions import (
     MdssError,
     SettingsMismatchError,
 )
-from .stores.base import Store
+from .stores.base import Record, Store
 
 #: The most fields of a row, and its most bytes (msgpack of the values).
 MAX_FIELDS = 64
@@ -218,7 +218,7 @@ class Leaderboard:
         if not isinstance(store, Store):
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
         if not isinstance(name, str) or not name or "#" in name:
-            # '#' separates a board's name from its parts' ("game#week:2026-W48", "game#rows#all")
+            # refused since boards named their parts "game#week:2026-W48", "game#rows#all" (see _space)
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {name!r:.80}")
         self.store, self.name = store, name
         self.columns = self._check_columns(columns)
@@ -253,8 +253,9 @@ class Leaderboard:
         self._sets: dict[str, SortedSet] = {}
         self._lock = threading.Lock()
         self._registered: set[str] = set()
-        self._registry = SortedSet(store, f"{name}#windows", order="asc", **self._options)
-        self._adopt_settings()
+        found, self._legacy = self._stored_settings(store, name)
+        self._registry = self._part_set("windows")
+        self._adopt_settings(found)
 
     @classmethod
     def open(cls, store: Store, name: str, **options: Any) -> Leaderboard:
@@ -270,10 +271,10 @@ class Leaderboard:
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
-        key = Keyspace(store.namespace, f"{name}#board").head
-        record = store.get(key)
+        record, legacy = cls._stored_settings(store, name)
         if record is None:
             raise InvalidArgumentError(f"there is no leaderboard {name!r} in this store (create it with its columns)")
+        key = _space(store, name, "board", legacy).head
         _, found = unpack(key, record.value, "leaderboard settings")
         try:
             columns = {column: [(field, how) for field, how in parts] for column, parts in found[1]}
@@ -327,17 +328,45 @@ class Leaderboard:
         ]
         return seal(msgpack.packb(found if layout is None else [*found, layout], use_bin_type=True))
 
-    def _adopt_settings(self) -> None:
-        """Store this board's columns and field rules on first use; refuse a board opened differently; move
-        a board stored with its rows in records of their own to rows as entries (:meth:`_migrate`)."""
-        key = Keyspace(self.store.namespace, f"{self.name}#board").head
+    @staticmethod
+    def _stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:
+        """The board's stored settings record (``None``: no board), and whether the board is stored at the
+        names of its parts before they were internal (``<board>#all`` as a set name, see :func:`_space`).
+
+        The settings at the internal key first; then at the old key, a set
+        name's, where a user's set ``<board>#board`` may be stored instead: a
+        head (a map) is that, board settings are an array.
+        """
+        record = store.get(_space(store, name, "board", False).head)
+        if record is not None:
+            return record, False
+        key = _space(store, name, "board", True).head
+        old = store.get(key)
+        if old is None or _tail.marked(old.value):
+            return None, False
+        return (old, True) if type(unpack(key, old.value, "leaderboard settings")[1]) is list else (None, False)
+
+    def _space(self, part: str) -> Keyspace:
+        return _space(self.store, self.name, part, self._legacy)
+
+    def _part_set(self, part: str) -> SortedSet:
+        """The set of one of the board's parts (the registry ``windows``, a window instance)."""
+        sset = SortedSet._internal(self._space(part), self.store, f"{self.name}#{part}", order="asc", **self._options)
+        sset._node_bytes = self.node_bytes
+        return sset
+
+    def _adopt_settings(self, record: Record | None) -> None:
+        """Store this board's columns and field rules on first use (``record``: those stored); refuse a board
+        opened differently; move a board stored with its rows in records of their own to rows as entries
+        (:meth:`_migrate`)."""
+        key = self._space("board").head
         data = self._settings()
-        try:
-            self.store.cas(key, data, None)
-            return
-        except ConflictError:
-            pass
-        record = self.store.get(key)
+        if record is None:
+            try:
+                self.store.cas(key, data, None)
+                return
+            except ConflictError:
+                record = self.store.get(key)
         if record is not None and record.value != data:
             if record.value == self._settings(None):
                 self._migrate()
@@ -362,7 +391,7 @@ class Leaderboard:
         """
         for instance in self.windows():
             sset = self._set(instance)
-            records = Keyspace(self.store.namespace, f"{self.name}#rows#{instance}")
+            records = self._space(f"rows#{instance}")
             for _ in sset._policy.attempts():
                 pointers = [(e.member, e.score) for e in sset if e.member.startswith(_ROW) and e.score != _MARK_SLOT]
                 try:
@@ -401,10 +430,7 @@ class Leaderboard:
         with self._lock:
             found = self._sets.get(instance)
             if found is None:
-                found = self._sets[instance] = SortedSet(
-                    self.store, f"{self.name}#{instance}", order="asc", **self._options
-                )
-                found._node_bytes = self.node_bytes
+                found = self._sets[instance] = self._part_set(instance)
             return found
 
     def windows(self, kind: str | None = None) -> list[str]:
@@ -449,7 +475,7 @@ class Leaderboard:
         for instance in self.windows():
             self.drop_window(instance)
         self._registry.drop()
-        self.store.delete(Keyspace(self.store.namespace, f"{self.name}#board").head)
+        self.store.delete(self._space("board").head)
 
     # -- rows ------------------------------------------------------------------------------------------------------
 
@@ -1024,6 +1050,15 @@ class Leaderboard:
 
     def __repr__(self) -> str:
         return f"Leaderboard({self.name!r}, columns={list(self.columns)}, windows={list(self.windows_kinds)})"
+
+
+def _space(store: Store, name: str, part: str, legacy: bool) -> Keyspace:
+    """The keys of part ``part`` of board ``name`` (``board``: its settings, ``windows``: its registry, a
+    window instance): internal keys (``g#all``, which no set name reaches), or for a board stored before
+    those (``legacy``), the keys of the set named ``g#all`` (``g%23all``), where it stays until dropped."""
+    if legacy:
+        return Keyspace(store.namespace, f"{name}#{part}")
+    return Keyspace.internal(store.namespace, name, part)
 
 
 def _strings(items: Any, what: str) -> list[Any]:

@@ -55,10 +55,12 @@ def test_a_leaderboard_refuses_shards_before_storing_anything(store, shards) -> 
     assert readable_keys(store, Keyspace(store.namespace, "g").prefix[:-1]) == []  # its parts: "g%23..."
 
 
-def test_a_leaderboard_over_a_sharded_set_of_its_name_is_refused(store) -> None:
-    mdss.SortedSet(store, "g#windows", shards=3, order="asc").add("x", 1)
-    with pytest.raises(mdss.SettingsMismatchError):
-        mdss.Leaderboard(store, "g", columns={"xp": "desc"})
+def test_a_sharded_set_named_like_a_boards_part_is_another_object(store) -> None:
+    user = mdss.SortedSet(store, "g#windows", shards=3, order="asc")
+    user.add("x", 1)
+    board = mdss.Leaderboard(store, "g", columns={"xp": "desc"})  # its registry is an internal part of "g"
+    board.post("ann", {"xp": 5})
+    assert board.windows() == ["all"] and list(user) == [("x", 1, 1)]
     board = mdss.Leaderboard(store, "h", columns={"xp": "desc"}, shards=1)
     board.post("ann", {"xp": 5})
     assert [r.owner for r in board.top("xp", 3)] == ["ann"]
