@@ -652,20 +652,28 @@ class Leaderboard:
     def _first_tried(self, member: str, stamp: float) -> float:
         """When the post of post id entry ``member`` was first tried: ``stamp`` (now) for a first try, which
         records it in the board's record of post ids, else the moment recorded there, so that a retry goes
-        to the window instances of the first try. The same commit forgets a few ids past ``post_id_ttl``
-        (a process that holds no head of the record yet forgets them in a commit of their own after it)."""
+        to the window instances of the first try. A moment past ``post_id_ttl`` is forgotten and this try
+        recorded instead (the post counts again). The first commit forgets a few other ids past it (a
+        process that holds no head of the record yet forgets them in a commit of their own after it)."""
         posts = self._posts()
         cutoff = stamp - self.post_id_ttl
         held = posts._held is not None
         ops: list[tuple[str, str, Any]] = [("forget", m, s) for m, s in _expired(posts, cutoff) if m != member]
-        ops.append(("set:new", member, stamp))
-        added = posts._submit(ops)
-        first = stamp if added and added[-1] else posts._read(lambda snap: snap.index.get(member))
+        for _ in range(3):  # a record forgotten by another process between the two steps: record this try
+            ops.append(("set:new", member, stamp))
+            added = posts._submit(ops)
+            if added and added[-1]:
+                break
+            first = posts._read(lambda snap: snap.index.get(member))
+            if first is not None and first >= cutoff:
+                stamp = float(first)
+                break
+            ops = [] if first is None else [("forget", member, first)]
         if not held:
             forget = [("forget", m, s) for m, s in _expired(posts, cutoff) if m != member]
             if forget:
                 posts._submit(forget)
-        return stamp if first is None else float(first)  # None: forgotten meanwhile (it was that old)
+        return stamp
 
     def _row_entry(
         self, sset: SortedSet, owner: str, fresh: bool, post: _Post | None
