@@ -470,19 +470,25 @@ class Leaderboard:
         names = [e.member for e in self._registry]
         return [n for n in names if kind is None or n.partition(":")[0] == kind]
 
-    def _register(self, instance: str) -> None:
+    def _register(self, instance: str) -> bool:
+        """List ``instance`` among the windows, dropping those ``retention`` no longer keeps; False if it is
+        one of those itself (a retry of a post whose window was dropped since: it must not come back)."""
         if instance in self._registered:
-            return
-        begins = _windows.start(instance, self.tz)
-        self._registry.add(instance, begins or 0, only="new")
-        self._registered.add(instance)
+            return True
+        begins = _windows.start(instance, self.tz) or 0
         kind = instance.partition(":")[0]
         keep = self.retention.get(kind)
+        names = [] if keep is None else self.windows(kind)
+        if keep is not None and sum(1 for n in names if (_windows.start(n, self.tz) or 0) > begins) >= keep:
+            return False
+        self._registry.add(instance, begins, only="new")
+        self._registered.add(instance)
         if keep is None:
-            return
-        older = [n for n in self.windows(kind) if (_windows.start(n, self.tz) or 0) < (begins or 0)]
+            return True
+        older = [n for n in names if (_windows.start(n, self.tz) or 0) < begins]
         for doomed in older[: max(0, len(older) - (keep - 1))]:
             self.drop_window(doomed)
+        return True
 
     def drop_window(self, window: str) -> None:
         """Remove one window instance: its set (rows included), and its name from :meth:`windows`."""
@@ -627,9 +633,7 @@ class Leaderboard:
             post = _Post(post_id, member, _POST_SLOT + max(first, 0.0), _POST_SLOT + stamp - self.post_id_ttl)
             stamp, when = first, dt.datetime.fromtimestamp(first, _windows.UTC)
         instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
-        for instance in instances:
-            self._register(instance)
-        done: dict[str, bool] = {}
+        done: dict[str, bool] = {i: False for i in instances if not self._register(i)}
         fresh = False
         policy = self._set(instances[0])._policy
 

@@ -367,3 +367,17 @@ def test_retried_posts_match_a_model_that_counts_each_post_once(store, steps, tz
             row = board.row(owner, window=instance)
             assert (row and row.values["shots"]) == rows.get(owner), (instance, owner)
         board._check(instance)
+
+
+def test_a_retry_never_brings_back_a_window_retention_dropped(store) -> None:
+    """A post retried after its day's window was dropped (retention keeps the newest day) skips that window
+    (False) instead of making it again; the all-time window still counts it once."""
+    clock = [dt.datetime(2026, 11, 18, 23, 59, 59, tzinfo=UTC).timestamp()]
+    board = board_of(store, clock, windows=["all", "day"], retention={"day": 1})
+    assert board.post("ann", {"shots": 5}, post_id="job") == {"all": True, "day:2026-11-18": True}
+    clock[0] += 3
+    board.post("bob", {"shots": 1})
+    assert board.windows("day") == ["day:2026-11-19"]
+    retry = board_of(store, clock, windows=["all", "day"], retention={"day": 1})  # another process
+    assert retry.post("ann", {"shots": 5}, post_id="job") == {"all": False, "day:2026-11-18": False}
+    assert retry.windows("day") == ["day:2026-11-19"] and retry.row("ann").values == {"shots": 5}
