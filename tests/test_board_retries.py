@@ -262,6 +262,9 @@ def test_the_cli_and_the_port_retry_across_midnight(store, tmp_path, monkeypatch
     assert run("--json", "post", "ann", "shots=5", "--post-id", "p1") == {"all": False, "day:2026-11-18": False}
     assert run("--json", "windows") == ["all", "day:2026-11-18"]
     assert run("--json", "row", "ann")["values"]["shots"] == 5
+    ttl = ["--post-id", "p1", "--post-id-ttl", "2"]  # 3 s after its first try: forgotten, it counts again
+    assert run("--json", "post", "ann", "shots=5", *ttl) == {"all": True, "day:2026-11-19": True}
+    assert run("--json", "post", "ann", "shots=5", *ttl) == {"all": False, "day:2026-11-19": False}
 
     clock[0] -= 3
     port = PortServer(store)
