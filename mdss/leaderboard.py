@@ -591,7 +591,9 @@ class Leaderboard:
         has turned since) and finishes the windows it had not reached,
         counting nothing twice. Retried later, it may count again.
 
-        Everything is validated before anything is written. One commit (an
+        Everything is validated before anything is written (but for an
+        overflow of a merged value, found against each window's row, which
+        leaves every row unchanged and the post id recorded). One commit (an
         update-log append) per window; with a ``post_id``, one more before
         them, to the board's record of post ids (and a read if the post is
         a retry).
@@ -629,6 +631,8 @@ class Leaderboard:
         post = None
         if post_id is not None:
             member = _post_member(owner, post_id)
+            if 4 * (len(member.encode("utf-8")) + CHILD_BYTES) > self.node_bytes:
+                raise InvalidArgumentError(f"a post id entry of this post_id does not fit nodes of {self.node_bytes} B")
             first = self._first_tried(member, stamp)
             post = _Post(post_id, member, _POST_SLOT + max(first, 0.0), _POST_SLOT + stamp - self.post_id_ttl)
             stamp, when = first, dt.datetime.fromtimestamp(first, _windows.UTC)
@@ -720,12 +724,8 @@ class Leaderboard:
         for instance in pending:
             entry, seen, expired = self._row_entry(self._set(instance), owner, fresh, post)
             row, posts = (None, ()) if entry is None else _decode_row(entry)
-            if (
-                post is not None
-                and (seen or post.post_id in posts)
-                or only is not None
-                and (row is None) != (only == "new")
-            ):
+            counted = post is not None and (seen or post.post_id in posts)
+            if counted or only is not None and (row is None) != (only == "new"):
                 if not fresh:  # the head this process last saw may be old: only the current one may say no
                     return None
                 done[instance] = False
