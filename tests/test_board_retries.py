@@ -13,6 +13,7 @@ import datetime as dt
 import itertools
 import json
 import pathlib
+import threading
 import types
 from zoneinfo import ZoneInfo
 
@@ -385,3 +386,27 @@ def test_a_retry_never_brings_back_a_window_retention_dropped(store) -> None:
     retry = board_of(store, clock, windows=["all", "day"], retention={"day": 1})  # another process
     assert retry.post("ann", {"shots": 5}, post_id="job") == {"all": False, "day:2026-11-18": False}
     assert retry.windows("day") == ["day:2026-11-19"] and retry.row("ann").values == {"shots": 5}
+
+
+def test_the_same_post_from_several_threads_counts_once(store) -> None:
+    """Four processes' worth of threads send one post (the same post id) at once, as a client that timed out
+    and resent it to other servers: every window counts it exactly once, in one set of instances."""
+    clock = [dt.datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC).timestamp()]
+    boards = [board_of(store, clock, chunk_size=4) for _ in range(4)]
+    barrier = threading.Barrier(len(boards))
+    results: list[dict[str, bool]] = []
+
+    def send(board: mdss.Leaderboard) -> None:
+        barrier.wait()
+        results.append(board.post("ann", {"shots": 5, "xp": 1}, post_id="job"))
+
+    threads = [threading.Thread(target=send, args=(b,)) for b in boards]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(set(r) == set(instances(clock[0], None)) for r in results)
+    assert [sum(r[i] for r in results) for i in instances(clock[0], None)] == [1, 1, 1, 1]
+    assert all(row.values["shots"] == 5 for row in rows_of(boards[0], "ann").values() if row is not None)
+    for instance in boards[0].windows():
+        boards[0]._check(instance)
