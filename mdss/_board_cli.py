@@ -147,9 +147,12 @@ _TIES = click.option(
 @board.command()
 @click.argument("owner")
 @click.argument("values", nargs=-1, required=True, metavar="FIELD=VALUE...")
-@click.option("--post-id", default=None, help="Makes a retried post a no-op.")
+@click.option("--post-id", default=None, help="Makes a post retried within --post-id-ttl a no-op.")
+@click.option(
+    "--post-id-ttl", type=float, default=None, metavar="SECONDS", help="How long a post id is remembered (a day)."
+)
 @click.option("--only", type=click.Choice(["new", "existing"]), default=None)
-def post(owner: str, values: tuple[str, ...], post_id: str | None, only: str | None) -> None:
+def post(owner: str, values: tuple[str, ...], post_id: str | None, post_id_ttl: float | None, only: str | None) -> None:
     """Post VALUES for OWNER to every window."""
     parsed = {}
     for item in values:
@@ -157,7 +160,10 @@ def post(owner: str, values: tuple[str, ...], post_id: str | None, only: str | N
         if not sep:
             raise mdss.InvalidArgumentError(f"values are FIELD=VALUE, got {item!r}")
         parsed[field] = _value(text)
-    found, lb = _board()
+    found: _Board = click.get_current_context().obj
+    if post_id_ttl is not None:
+        found.options["post_id_ttl"] = post_id_ttl
+    lb = found.open()
     _echo(found, lb.post(owner, parsed, post_id=post_id, only=only))
 
 

@@ -67,6 +67,12 @@ def apply_ops(sset: SortedSet, pending: Pending, new: dict[str, Any]) -> list[An
                 raise _ops.Stale(f"member {member!r} is {current!r}, not {value!r}")
             results.append(True)
             continue
+        if op == "forget":  # mdss.Leaderboard's pruning of an old post id: only while it is the one read
+            gone = _same(current, value)
+            if gone:
+                trial[member] = None
+            results.append(gone)
+            continue
         if op == "group":  # mdss.Leaderboard's tie group entry: present while its size entry counts rows
             size, slot = value
             alive = trial[size] not in (None, 0)

@@ -13,20 +13,39 @@ one head, one update log and one compare-and-set, and holds:
   owner; a rank is a count of entries below a key, as in any set;
 - for every owner, a *row entry*: score ``_ROW_SLOT`` (above every column),
   member ``w:``, the owner's length, the owner, then the row itself (values,
-  last update, last post ids; msgpack, base64). Nothing but the owner's
+  last update, and an empty list where boards stored before post id entries
+  kept the last 8 post ids; msgpack, base64). Nothing but the owner's
   row starts with its prefix, so the entry set that holds it is found from
   the manifests, and one read returns the row; the window's nodes are bounded in bytes
   (``node_bytes``, 64 KB) as well as in entries, since rows are large;
 - for every owner, a *marker* ``r:<owner>``, so that two first posts of one
-  owner never both land (the second expects none).
+  owner never both land (the second expects none);
+- for every ``post_id`` the window counted in the last ``post_id_ttl``
+  seconds (a day by default), a *post id entry* ``p:``, the owner's length,
+  the owner, the post id; score ``_POST_SLOT`` (above every row and marker)
+  plus the moment the post was first tried, so the oldest come first.
 
 A post for one window is one commit of that set: it expects the row entry
 it read (or no marker, for a new owner), moves every column entry whose key
 changed and replaces the row entry. So every reader, which reads one
 snapshot of the set, sees each row together with exactly the column entries
 of that row: a row and a column never disagree. Posting to several windows
-commits window by window; ``post_id`` makes a retried post a no-op in every window
-whose row already has it (a row keeps its last 8 post ids).
+commits window by window.
+
+A ``post_id`` makes a retried post count nothing twice for ``post_id_ttl``
+seconds, whatever the owner posts meanwhile. Before any window, the post
+records ``post id -> the moment it was first tried`` in the board's record
+of post ids (its internal part ``posts``, "only if new"); a retry finds that
+moment there and takes it as its own, so it goes to the window instances of
+the first try even across midnight or a week's or month's end. In each
+window, the post id entry is read in the snapshot that reads the row and
+added in the commit that changes it, so a crash between windows lets a
+retry finish the others and never counts one twice. Each post with a
+``post_id`` forgets a few entries older than ``post_id_ttl`` in every
+commit it makes (the oldest, found from the same snapshot), so neither the
+record nor a window grows without bound; a post retried later than that
+may count again. Reads never see post id entries: every count is within a
+column's slot.
 """
 
 from __future__ import annotations
@@ -34,6 +53,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import datetime as dt
 import functools
 import math
 import threading
@@ -80,8 +100,8 @@ from .stores.base import Record, Store
 MAX_FIELDS = 64
 MAX_ROW_BYTES = 4096
 MAX_FIELD_NAME = 64
-#: The post ids a row keeps to recognise a retried post.
-KEEP_POSTS = 8
+#: How long a post id is remembered by default (seconds): a retry within it counts nothing twice.
+POST_ID_TTL = 86400
 #: Ranks a leaderboard can return.
 TIES = ("ordinal", "competition", "dense")
 #: A column's tie groups (for dense ranks) live at its slot plus this.
@@ -96,6 +116,12 @@ _PAST_ROW = "\x7f"
 #: Owner markers: member ``_ROW`` + owner, score ``_MARK_SLOT``. A first post expects none.
 _ROW = "r:"
 _MARK_SLOT = _ROW_SLOT + 1
+#: Post id entries: member ``_POST`` + the owner's length (2 hex digits), the owner, the post id; score
+#: ``_POST_SLOT`` + the moment the post was first tried (above every row and marker: the oldest come first).
+_POST = "p:"
+_POST_SLOT = _MARK_SLOT + 1
+#: The most expired post ids a post forgets, in each window it commits to and in the board's record of them.
+_PRUNE = 4
 #: How rows are stored, in the board's settings: 2, as entries (boards stored without it kept them in records).
 ROWS_LAYOUT = 2
 #: The gc epoch entry of each window in boards that kept rows in records (see ``Leaderboard._migrate``).
@@ -134,6 +160,15 @@ class _Plan(NamedTuple):
 
     instance: str
     ops: list[tuple[str, str, Any]]
+
+
+class _Post(NamedTuple):
+    """A post with a ``post_id``, as each window's commit sees it."""
+
+    post_id: str
+    member: str  # of its entry in a window (and in the board's record of post ids)
+    score: float  # of its entry in a window: ``_POST_SLOT`` + the moment it was first tried
+    cutoff: float  # entries scored below this are older than ``post_id_ttl``: a post forgets a few
 
 
 class _Column(NamedTuple):
@@ -184,7 +219,9 @@ class Leaderboard:
     ``retention={"day": 30}`` keeps the 30 newest day windows. ``now``
     (epoch seconds or an aware datetime) can be injected for tests.
     ``node_bytes`` bounds the nodes of the windows' sets, which hold the
-    rows, in bytes (given to a window's set when it is created). Other
+    rows, in bytes (given to a window's set when it is created).
+    ``post_id_ttl`` is how long, in seconds, a ``post_id`` is remembered (a
+    day by default): a post retried within it counts nothing twice. Other
     keyword arguments (``chunk_size``, ``log_limit``, ``gc_grace``...) go to
     every window's :class:`SortedSet`.
 
@@ -213,6 +250,7 @@ class Leaderboard:
         retention: Mapping[str, int] | None = None,
         now: Callable[[], Any] | None = None,
         node_bytes: int = NODE_BYTES,
+        post_id_ttl: float = POST_ID_TTL,
         **options: Any,
     ) -> None:
         if not isinstance(store, Store):
@@ -246,6 +284,9 @@ class Leaderboard:
         if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
             raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
         self.node_bytes = node_bytes
+        if type(post_id_ttl) not in (int, float) or not 0 < post_id_ttl < math.inf:
+            raise InvalidArgumentError(f"post_id_ttl must be a positive number of seconds, got {post_id_ttl!r:.80}")
+        self.post_id_ttl = post_id_ttl
         shards = options.pop("shards", None)
         if shards is not None and not (type(shards) is int and shards == 1):
             raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
@@ -255,6 +296,7 @@ class Leaderboard:
         self._registered: set[str] = set()
         found, self._legacy = self._stored_settings(store, name)
         self._registry = self._part_set("windows")
+        self._post_ids: SortedSet | None = None
         self._adopt_settings(found)
 
     @classmethod
@@ -433,6 +475,14 @@ class Leaderboard:
                 found = self._sets[instance] = self._part_set(instance)
             return found
 
+    def _posts(self) -> SortedSet:
+        """The board's record of post ids: member as a window's post id entry, score the moment the post was
+        first tried (made on the first post with a ``post_id``)."""
+        with self._lock:
+            if self._post_ids is None:
+                self._post_ids = self._part_set("posts")
+            return self._post_ids
+
     def windows(self, kind: str | None = None) -> list[str]:
         """The window instances that hold posts, oldest first; only those of ``kind`` if given.
 
@@ -447,19 +497,25 @@ class Leaderboard:
         names = [e.member for e in self._registry]
         return [n for n in names if kind is None or n.partition(":")[0] == kind]
 
-    def _register(self, instance: str) -> None:
+    def _register(self, instance: str) -> bool:
+        """List ``instance`` among the windows, dropping those ``retention`` no longer keeps; False if it is
+        one of those itself (a retry of a post whose window was dropped since: it must not come back)."""
         if instance in self._registered:
-            return
-        begins = _windows.start(instance, self.tz)
-        self._registry.add(instance, begins or 0, only="new")
-        self._registered.add(instance)
+            return True
+        begins = _windows.start(instance, self.tz) or 0
         kind = instance.partition(":")[0]
         keep = self.retention.get(kind)
+        names = [] if keep is None else self.windows(kind)
+        if keep is not None and sum(1 for n in names if (_windows.start(n, self.tz) or 0) > begins) >= keep:
+            return False
+        self._registry.add(instance, begins, only="new")
+        self._registered.add(instance)
         if keep is None:
-            return
-        older = [n for n in self.windows(kind) if (_windows.start(n, self.tz) or 0) < (begins or 0)]
+            return True
+        older = [n for n in names if (_windows.start(n, self.tz) or 0) < begins]
         for doomed in older[: max(0, len(older) - (keep - 1))]:
             self.drop_window(doomed)
+        return True
 
     def drop_window(self, window: str) -> None:
         """Remove one window instance: its set (rows included), and its name from :meth:`windows`."""
@@ -471,9 +527,10 @@ class Leaderboard:
             self._sets.pop(instance, None)
 
     def drop(self) -> None:
-        """Remove the whole board: every window, the registry, the settings."""
+        """Remove the whole board: every window, the registry, the record of post ids, the settings."""
         for instance in self.windows():
             self.drop_window(instance)
+        self._posts().drop()
         self._registry.drop()
         self.store.delete(self._space("board").head)
 
@@ -552,12 +609,21 @@ class Leaderboard:
         ``keep_best`` fields keep the min or max, others take the value;
         ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``,
         ``"gt"``, ``"lt"``, with Redis' ``ZADD`` meanings). ``only="new"`` /
-        ``"existing"`` posts only where the owner has no row / a row. A
-        ``post_id`` a window's row already has makes the post a no-op there,
-        so a post retried after a crash or a timeout finishes the windows it
-        had not reached and counts nothing twice. Everything is validated
-        before anything is written. One commit (an update-log append) per
-        window.
+        ``"existing"`` posts only where the owner has no row / a row.
+
+        A ``post_id`` (per owner) is remembered for ``post_id_ttl`` seconds
+        (a day by default), whatever else the owner posts meanwhile: a post
+        retried within that time, after a crash or a timeout, goes to the
+        window instances of its first try (even if the day, week or month
+        has turned since) and finishes the windows it had not reached,
+        counting nothing twice. Retried later, it may count again.
+
+        Everything is validated before anything is written (but for an
+        overflow of a merged value, found against each window's row, which
+        leaves every row unchanged and the post id recorded). One commit (an
+        update-log append) per window; with a ``post_id``, one more before
+        them, to the board's record of post ids (and a read if the post is
+        a retry).
         """
         owner = self._owner(owner)
         if not isinstance(values, Mapping):
@@ -588,16 +654,23 @@ class Leaderboard:
             )
         self._merged(None, checked, ops)  # size and field-count limits, before anything is written
         when = _windows.moment(self._now)
+        stamp = when.timestamp()
+        post = None
+        if post_id is not None:
+            member = _post_member(owner, post_id)
+            if 4 * (len(member.encode("utf-8")) + CHILD_BYTES) > self.node_bytes:
+                raise InvalidArgumentError(f"a post id entry of this post_id does not fit nodes of {self.node_bytes} B")
+            first = self._first_tried(member, stamp)
+            post = _Post(post_id, member, _POST_SLOT + max(first, 0.0), _POST_SLOT + stamp - self.post_id_ttl)
+            stamp, when = first, dt.datetime.fromtimestamp(first, _windows.UTC)
         instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
-        for instance in instances:
-            self._register(instance)
-        done: dict[str, bool] = {}
+        done: dict[str, bool] = {i: False for i in instances if not self._register(i)}
         fresh = False
         policy = self._set(instances[0])._policy
 
         def plan(fresh: bool) -> list[_Plan] | None:
             pending = [i for i in instances if i not in done]
-            return self._plan(pending, owner, checked, ops, post_id, only, when.timestamp(), fresh, done)
+            return self._plan(pending, owner, checked, ops, post, only, stamp, fresh, done)
 
         for _ in policy.attempts():  # the sets' commit budget, with their backoff: rivals spread out
             plans = plan(fresh)
@@ -611,16 +684,45 @@ class Leaderboard:
             f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); windows done: {done}"
         )
 
-    def _row_entry(self, sset: SortedSet, owner: str, fresh: bool) -> str | None:
-        """The owner's row entry in one window: from the head this process last saw (no read when its nodes
-        are cached) unless ``fresh``. A stale answer costs nothing but a retry: the commit expects it."""
+    def _first_tried(self, member: str, stamp: float) -> float:
+        """When the post of post id entry ``member`` was first tried: ``stamp`` (now) for a first try, which
+        records it in the board's record of post ids, else the moment recorded there, so that a retry goes
+        to the window instances of the first try. A moment past ``post_id_ttl`` is forgotten and this try
+        recorded instead (the post counts again). The first commit forgets a few other ids past it (a
+        process that holds no head of the record yet forgets them in a commit of their own after it)."""
+        posts = self._posts()
+        cutoff = stamp - self.post_id_ttl
+        held = posts._held is not None
+        ops: list[tuple[str, str, Any]] = [("forget", m, s) for m, s in _expired(posts, cutoff) if m != member]
+        for _ in range(3):  # a record forgotten by another process between the two steps: record this try
+            ops.append(("set:new", member, stamp))
+            added = posts._submit(ops)
+            if added and added[-1]:
+                break
+            first = posts._read(lambda snap: snap.index.get(member))
+            if first is not None and first >= cutoff:
+                stamp = float(first)
+                break
+            ops = [] if first is None else [("forget", member, first)]
+        if not held:
+            forget = [("forget", m, s) for m, s in _expired(posts, cutoff) if m != member]
+            if forget:
+                posts._submit(forget)
+        return stamp
+
+    def _row_entry(
+        self, sset: SortedSet, owner: str, fresh: bool, post: _Post | None
+    ) -> tuple[str | None, bool, list[tuple[str, Any]]]:
+        """The owner's row entry in one window, whether the window counted ``post`` and the post ids it may
+        forget (``_look``): from the head this process last saw (no read when its nodes are cached) unless
+        ``fresh``. A stale answer costs nothing but a retry: the commit expects the row."""
         held = sset._held
         if not fresh and held is not None:
             try:
-                return _row_entries(_head.snapshot(sset, False, (held[0],)), [owner])[0]
+                return _look(_head.snapshot(sset, False, (held[0],)), owner, post)
             except MdssError:
                 pass
-        found: str | None = sset._read(lambda snap: _row_entries(snap, [owner])[0])
+        found: tuple[str | None, bool, list[tuple[str, Any]]] = sset._read(lambda snap: _look(snap, owner, post))
         return found
 
     def _plan(
@@ -629,7 +731,7 @@ class Leaderboard:
         owner: str,
         values: dict[str, Any],
         ops: dict[str, str],
-        post_id: str | None,
+        post: _Post | None,
         only: str | None,
         stamp: float,
         fresh: bool,
@@ -638,26 +740,30 @@ class Leaderboard:
         """Read the owner's rows in the ``pending`` windows and merge the post into each (refusing bad values
         before anything is written): each window's commit.
 
-        Windows where the post does nothing (its ``post_id`` is there, ``only`` excludes the row) go to
-        ``done`` as ``False``. ``None`` when such a no-op was decided on the head this process last saw (it
-        may be old: a fresh read decides).
+        Windows where the post does nothing (its post id entry is there, or its ``post_id`` in the row of a
+        board stored before those entries; ``only`` excludes the row) go to ``done`` as ``False``. ``None``
+        when such a no-op was decided on the head this process last saw (it may be old: a fresh read
+        decides). A post with a ``post_id`` adds its entry in the commit that changes the row, and forgets
+        a few expired ones.
         """
         marker = _ROW + owner
         plans: list[_Plan] = []
         for instance in pending:
-            entry = self._row_entry(self._set(instance), owner, fresh)
+            entry, seen, expired = self._row_entry(self._set(instance), owner, fresh, post)
             row, posts = (None, ()) if entry is None else _decode_row(entry)
-            if post_id is not None and post_id in posts or only is not None and (row is None) != (only == "new"):
+            counted = post is not None and (seen or post.post_id in posts)
+            if counted or only is not None and (row is None) != (only == "new"):
                 if not fresh:  # the head this process last saw may be old: only the current one may say no
                     return None
                 done[instance] = False
                 continue
             merged = self._merged(row, values, ops)
-            kept = ([*posts, post_id] if post_id else list(posts))[-KEEP_POSTS:]
-            fresh_entry = _row_member(owner, merged, stamp, kept)
+            # Rows stored before post ids had entries keep the ids they hold (8 at most), still honoured.
+            fresh_entry = _row_member(owner, merged, stamp, list(posts))
             old = self._members(owner, row.values) if row is not None else {}
             new = self._members(owner, merged)
-            heaviest = max(len(m.encode("utf-8")) for m in (fresh_entry, *new.values())) + CHILD_BYTES
+            largest = (fresh_entry, *new.values(), *([post.member] if post else []))
+            heaviest = max(len(m.encode("utf-8")) for m in largest) + CHILD_BYTES
             if 4 * heaviest > self.node_bytes:
                 raise InvalidArgumentError(
                     f"a row entry of {heaviest} bytes does not fit nodes of node_bytes={self.node_bytes} (a node "
@@ -680,6 +786,9 @@ class Leaderboard:
                 if entry is not None:
                     commit.append(("remove", entry, None))
                 commit.append(("set", fresh_entry, _ROW_SLOT))
+            if post is not None:
+                commit += [("forget", m, s) for m, s in expired if m != post.member]
+                commit.append(("set", post.member, post.score))
             plans.append(_Plan(instance, commit))
         return plans
 
@@ -989,21 +1098,21 @@ class Leaderboard:
     # -- maintenance -----------------------------------------------------------------------------------------------
 
     def gc(self, window: str | None = None, *, wait: bool = True, sweep: bool = False) -> int:
-        """Delete what no head can name again, in one window (``window``) or in every window and the
-        registry, as :meth:`SortedSet.gc` does (rows are entries of the windows' sets: their nodes are
-        collected with the rest); returns how many keys it deleted."""
+        """Delete what no head can name again, in one window (``window``) or in every window, the registry
+        and the record of post ids, as :meth:`SortedSet.gc` does (rows are entries of the windows' sets: their
+        nodes are collected with the rest); returns how many keys it deleted."""
         if type(wait) is not bool or type(sweep) is not bool:
             raise InvalidArgumentError(f"wait and sweep must be True or False, got {wait!r:.40}, {sweep!r:.40}")
         instances = self.windows() if window is None else [self._instance(window)]
         deleted = sum(self._set(instance).gc(wait=wait, sweep=sweep) for instance in instances)
         if window is None:
-            deleted += self._registry.gc(wait=wait, sweep=sweep)
+            deleted += self._registry.gc(wait=wait, sweep=sweep) + self._posts().gc(wait=wait, sweep=sweep)
         return deleted
 
     def check(self, window: str | None = None) -> list[str]:
         """Every invariant of one window: its set's (``SortedSet.check``), that each owner has one row entry
-        and one marker, and that each row's column entries are exactly those its values spell, with nothing
-        else in the columns. Reads everything: O(n)."""
+        and one marker, that each post id entry names an owner with a row, and that each row's column
+        entries are exactly those its values spell, with nothing else in the columns. Reads everything: O(n)."""
         instance = self._instance(window)
         sset = self._set(instance)
         problems = sset.check()
@@ -1025,7 +1134,10 @@ class Leaderboard:
             rows[row.owner] = row
         if set(rows) != markers:
             problems.append(f"owners with a marker but no row, or the reverse: {sorted(set(rows) ^ markers)[:5]}")
-        column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS))}
+        for e in (e for e in entries if e.member.startswith(_POST)):
+            if _post_owner(e.member) not in rows or type(e.score) is not float or not e.score >= _POST_SLOT:
+                problems.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no row, or is damaged")
+        column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))}
         expected: dict[str, int] = {}
         for owner, row in rows.items():
             for name, member in self._members(owner, row.values).items():
@@ -1114,6 +1226,54 @@ def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
     ):
         raise CorruptDataError(f"leaderboard row entry {member[:60]!r} is damaged")
     return Row(owner, found[0], found[1]), tuple(found[2])
+
+
+def _post_member(owner: str, post_id: str) -> str:
+    """The member of a post id entry: the owner's length makes it unambiguous, as in a row entry's."""
+    return f"{_POST}{len(owner):02x}{owner}{post_id}"
+
+
+def _post_owner(member: str) -> str | None:
+    """The owner a post id entry names; ``None`` if it is damaged."""
+    try:
+        size = int(member[2:4], 16)
+    except ValueError:
+        return None
+    owner = member[4 : 4 + size]
+    return owner if len(owner) == size and len(member) > 4 + size else None
+
+
+def _look(snap: Any, owner: str, post: _Post | None) -> tuple[str | None, bool, list[tuple[str, Any]]]:
+    """In one snapshot of a window: the owner's row entry; whether the window counted ``post`` (its entry is
+    there); the oldest post id entries scored below its cutoff (``_PRUNE`` at most), with their scores.
+
+    The entry sets the three need are read with the row's, in one round trip; the counts are exact (the
+    update log's shift included)."""
+    if post is None:
+        return _row_entries(snap, [owner])[0], False, []
+    key, past = (post.score, post.member), (post.cutoff,)
+    entry = _row_entries(snap, [owner], [key, (_POST_SLOT,), past])[0]
+    first, at, after, old = snap.ranking.count_below([(_POST_SLOT,), key, (post.score, post.member + "\0"), past])
+    expired: list[tuple[str, Any]] = []
+    if old > first:
+        members, scores = snap.ranking.slice(first, min(old, first + _PRUNE))
+        expired = list(zip(members, scores))
+    return entry, after > at, expired
+
+
+def _expired(sset: SortedSet, cutoff: float) -> list[tuple[str, Any]]:
+    """The oldest entries of the board's record of post ids scored below ``cutoff`` (``_PRUNE`` at most),
+    from the head this process holds (no read when its nodes are cached); none without one."""
+    held = sset._held
+    if held is None:
+        return []
+    try:
+        ranking = _head.snapshot(sset, False, (held[0],)).ranking
+        old = ranking.count_below([(cutoff,)])[0]
+        members, scores = ranking.slice(0, min(old, _PRUNE)) if old > 0 else ([], [])
+    except MdssError:
+        return []
+    return list(zip(members, scores))
 
 
 def _row_entries(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[str | None]:
