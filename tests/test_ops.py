@@ -29,7 +29,8 @@ def model_apply(scores: dict, op: str, only: str | None, when: str | None, membe
             raise mdss.InvalidScoreError("nan")
         if current is not None and when is not None and not (total > current if when == "gt" else total < current):
             return current, False
-        new = total
+        scores[member] = total  # an increment applies whatever it adds (0 + 0 is the same int object: no `is`)
+        return total, True
     elif op == "set" or current is None:
         new = value
     elif op == "gt" or op == "best" and order == "desc":
