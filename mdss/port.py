@@ -629,12 +629,12 @@ def _board_options(term: Any) -> dict[str, Any]:
             options[name] = {_name(k, "a window kind"): _int(n, "retention") for k, n in _map(value, name).items()}
         elif name == "tz":
             options[name] = _text(value, "tz")
-        elif name == "chunk_size":
+        elif name in ("chunk_size", "post_id_ttl"):
             options[name] = _int(value, name)
         else:
             raise InvalidArgumentError(
                 f"unknown board option {_show(key)}: the options are columns, accumulate, keep_best, windows, tz, "
-                "retention, chunk_size"
+                "retention, chunk_size, post_id_ttl"
             )
     return options
 

@@ -149,6 +149,14 @@ def test_bad_board_posts_name_the_exception(port: PortServer, args: Any, kind: s
     assert reply[0] == ":error" and reply[2][0] == ":" + kind, reply
 
 
+def test_a_board_option_sets_how_long_post_ids_are_remembered(port: PortServer) -> None:
+    board = (B("ttl"), {A("columns"): {A("xp"): A("desc")}, A("post_id_ttl"): 3600})
+    assert list(ask(port, "board_post", board, B("ann"), {A("xp"): 1}, {A("post_id"): B("p1")})[2].values()) == [True]
+    assert list(ask(port, "board_post", board, B("ann"), {A("xp"): 1}, {A("post_id"): B("p1")})[2].values()) == [False]
+    reply = ask(port, "board_post", (B("ttl"), {A("post_id_ttl"): B("1h")}), B("ann"), {A("xp"): 1})
+    assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError", reply
+
+
 def test_every_operation_is_documented() -> None:
     text = (pathlib.Path(__file__).resolve().parent.parent / "erlang" / "README.md").read_text(encoding="utf-8")
     assert [name for name in OPS if f"`{name}`" not in text] == []
