@@ -71,6 +71,7 @@ from ._order import (
 from ._parse import base64url
 from ._sortedset import TIES, Page, SortedSet, _entry, check_options
 from ._tree import Tree
+from ._writer import check_chunk_size
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -346,7 +347,7 @@ class ShardedSet:
         record = self.store.get(key)
         if record is None:
             chunk = chunk_size or 1000
-            self.store.check_chunk_size(chunk)
+            check_chunk_size(chunk, self.store.max_value_bytes, type(self.store).__name__)
             fresh = Settings(
                 shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards, self.store))
             )

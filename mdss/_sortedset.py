@@ -37,6 +37,7 @@ from ._order import (
 )
 from ._retry import COMMITS
 from ._tree import Source, Tree
+from ._writer import check_chunk_size
 from .exceptions import (
     ConflictError,
     InvalidArgumentError,
@@ -277,7 +278,7 @@ class SortedSet:
         """A write made the set's head afresh (mdss._head.snapshot); a shard of a sharded set hooks in."""
 
     def _settle(self, order: str, chunk_size: int) -> None:
-        self.store.check_chunk_size(chunk_size)  # a node must fit in one value of the store (DynamoDB: 400 KB)
+        check_chunk_size(chunk_size, self.store.max_value_bytes, type(self.store).__name__)  # DynamoDB: 400 KB
         self.order: str = order
         self.chunk_size: int = chunk_size
         self._order = Order(order)

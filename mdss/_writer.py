@@ -19,6 +19,7 @@ reading ids; no decision depends on a clock.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from bisect import bisect_left
@@ -26,11 +27,12 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from ._codec import encode_leaf
+from ._codec import encode_leaf, encode_manifest
 from ._keys import Keyspace
-from ._order import member_key
+from ._order import MAX_MEMBER_BYTES, member_key
 from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
+from .exceptions import InvalidArgumentError
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -298,3 +300,36 @@ class Writer:
         nodes = {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
         nodes.update((keyspace.node(node_id), data) for node_id, data in self.built.items())
         return nodes
+
+
+@functools.lru_cache(maxsize=16)
+def largest_node_bytes(chunk_size: int) -> int:
+    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest (of the score
+    tree: with distinct counts and last scores) that is full of the longest members and the longest scores,
+    counts and node ids, encoded as mdss encodes them.
+    """
+    member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
+    members, numbers = [member] * chunk_size, [number] * chunk_size
+    leaf = encode_leaf(members, numbers)
+    manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
+    return max(len(leaf), len(manifest))
+
+
+def check_chunk_size(chunk_size: int, limit: int | None, store_name: str) -> None:
+    """Refuse a chunk size whose largest possible node would not fit in one value of ``limit`` bytes (a store's
+    ``max_value_bytes``; ``None``: no limit, no check).
+
+    A set calls it when it opens, so that a commit never fails halfway
+    through a load on a node too large: :class:`InvalidArgumentError`
+    saying the largest chunk size that fits.
+    """
+    if limit is None or largest_node_bytes(chunk_size) <= limit:
+        return
+    fits = chunk_size * limit // largest_node_bytes(chunk_size)
+    while fits > 2 and largest_node_bytes(fits) > limit:
+        fits -= 1
+    raise InvalidArgumentError(
+        f"chunk_size={chunk_size} makes nodes of up to {largest_node_bytes(chunk_size):,} bytes (entries with "
+        f"the longest members), and {store_name} holds at most {limit:,} bytes per value: "
+        f"use chunk_size={fits} or less"
+    )

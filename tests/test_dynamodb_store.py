@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from click.testing import CliRunner
 
 import mdss
+from mdss._writer import check_chunk_size, largest_node_bytes
 from mdss.cli import cli
-from mdss.stores.base import largest_node_bytes
 from mdss.stores.dynamodb import DynamoDBStore
 
 
@@ -338,17 +338,17 @@ def test_items_unprocessed_for_good_are_unavailable(store) -> None:
 # -- the 400 KB item --------------------------------------------------------------------
 
 
-def test_check_chunk_size_says_what_fits(store) -> None:
-    store.check_chunk_size(1000)  # the default fits, with the longest members
+def test_chunk_sizes_whose_nodes_do_not_fit_are_refused_saying_what_fits(store) -> None:
+    check_chunk_size(1000, store.max_value_bytes, "DynamoDBStore")  # the default fits, with the longest members
     with pytest.raises(
         mdss.InvalidArgumentError, match=r"chunk_size=2000 makes nodes .* use chunk_size=(\d+)"
     ) as raised:
-        store.check_chunk_size(2000)
+        check_chunk_size(2000, store.max_value_bytes, "DynamoDBStore")
     fits = int(raised.value.args[0].rsplit("=", 1)[1].split()[0])
-    store.check_chunk_size(fits)
+    check_chunk_size(fits, store.max_value_bytes, "DynamoDBStore")
     with pytest.raises(mdss.InvalidArgumentError):
-        store.check_chunk_size(fits + 1)
-    mdss.open_store("memory://").check_chunk_size(100_000)  # no limit, no check
+        check_chunk_size(fits + 1, store.max_value_bytes, "DynamoDBStore")
+    check_chunk_size(100_000, mdss.open_store("memory://").max_value_bytes, "MemoryStore")  # no limit, no check
     with pytest.raises(mdss.InvalidArgumentError, match="use chunk_size"):
         mdss.SortedSet(store, "too-big", chunk_size=2000)  # refused when the set opens, before any write
     # The estimate is real: a full entry set of the longest members at that size is accepted by the engine.

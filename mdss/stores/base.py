@@ -13,7 +13,6 @@ user-supplied text (member names) never appears in a key.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -144,23 +143,6 @@ def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Ca
         except ValueError as exc:
             raise InvalidArgumentError(f"bad option {name}={text!r} for a {scheme}:// store: {exc}") from None
     return {**parsed, **options}
-
-
-@functools.lru_cache(maxsize=16)
-def largest_node_bytes(chunk_size: int) -> int:
-    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest (of the score
-    tree: with distinct counts and last scores) that is full of the longest members and the longest scores,
-    counts and node ids, encoded as mdss encodes them.
-    """
-    from .._codec import encode_leaf, encode_manifest  # _writer imports this module (through _tree)
-    from .._order import MAX_MEMBER_BYTES
-    from .._writer import new_id
-
-    member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
-    members, numbers = [member] * chunk_size, [number] * chunk_size
-    leaf = encode_leaf(members, numbers)
-    manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
-    return max(len(leaf), len(manifest))
 
 
 class Store:
@@ -324,25 +306,6 @@ class Store:
             chunk = keys[start : start + batch]
             found.extend(key for key, value in zip(chunk, self.get_many(chunk)) if value is not None)
         return found
-
-    def check_chunk_size(self, chunk_size: int) -> None:
-        """Refuse a chunk size whose largest possible node would not fit in one value of this store.
-
-        A set calls it when it opens, so that a commit never fails halfway
-        through a load on a node too large: :class:`InvalidArgumentError`
-        saying the largest chunk size that fits. No limit, no check.
-        """
-        limit = self.max_value_bytes
-        if limit is None or largest_node_bytes(chunk_size) <= limit:
-            return
-        fits = chunk_size * limit // largest_node_bytes(chunk_size)
-        while fits > 2 and largest_node_bytes(fits) > limit:
-            fits -= 1
-        raise InvalidArgumentError(
-            f"chunk_size={chunk_size} makes nodes of up to {largest_node_bytes(chunk_size):,} bytes (entries with "
-            f"the longest members), and {type(self).__name__} holds at most {limit:,} bytes per value: "
-            f"use chunk_size={fits} or less"
-        )
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every stored key that starts with ``prefix`` (order unspecified).

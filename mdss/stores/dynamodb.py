@@ -39,7 +39,7 @@ anything else is :class:`OutcomeUnknownError`.
 included. Keys longer than 2048 bytes and values longer than
 :attr:`DynamoDBStore.max_value_bytes` are refused with
 :class:`InvalidArgumentError` before anything is sent;
-:meth:`Store.check_chunk_size` tells at open whether a set's nodes can fit.
+A set checks at open whether its nodes can fit (``mdss._writer.check_chunk_size``).
 
 URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567``
 with the options ``namespace``, ``region``, ``endpoint``, ``create_table``
