@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import zlib
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import msgpack
@@ -50,25 +51,44 @@ def state_of(ranking: Any, position: int, last: Any) -> State:
     return State(tree.root, tree.height, tree.count, base, end, ranking.count, position, last.member, last.score)
 
 
-def _tag(prefix: str) -> int:
-    return zlib.crc32(prefix.encode())
+def _tag(tag: str) -> int:
+    return zlib.crc32(tag.encode())
+
+
+def pack(tag: str, fields: Sequence[Any]) -> str:
+    """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding.
+
+    The one envelope of every cursor mdss hands out (sets, sharded sets,
+    leaderboards); ``tag`` binds it to what issued it.
+    """
+    payload = msgpack.packb([_tag(tag), *fields])
+    return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
+
+
+def unpack(tag: str, cursor: Any, what: str) -> list[Any]:
+    """The fields of a cursor :func:`pack` made with ``tag``; :class:`InvalidArgumentError` naming ``what`` for
+    anything else (another set's cursor, a truncated or tampered one, not a str)."""
+    try:
+        data = base64url(cursor)
+        payload = data[:-4]
+        if len(data) < 5 or zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
+            raise ValueError("checksum")
+        found = msgpack.unpackb(payload)
+        if type(found) is not list or not found or found[0] != _tag(tag):
+            raise ValueError("another's cursor")
+    except Exception:
+        raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}") from None
+    return found[1:]
 
 
 def encode(prefix: str, state: State) -> str:
-    payload = msgpack.packb([_tag(prefix), *state])
-    return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
+    return pack(prefix, state)
 
 
 def decode(prefix: str, name: str, cursor: Any) -> State:
     """The state a cursor of the set with key ``prefix`` carries; InvalidArgumentError for anything else."""
+    fields = unpack(prefix, cursor, f"set {name!r}")
     try:
-        data = base64url(cursor)
-        payload = data[:-4]
-        if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
-            raise ValueError("checksum")
-        tag, *fields = msgpack.unpackb(payload)
-        if tag != _tag(prefix):
-            raise ValueError("another set's cursor")
         state = State(*fields)
         if not (state.root is None or type(state.root) is str) or not all(type(n) is int for n in state[1:7]):
             raise ValueError("types")

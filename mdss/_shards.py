@@ -36,7 +36,6 @@ commits shard by shard: it is atomic within each shard, not across shards.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 import threading
@@ -46,9 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import attrs
-import msgpack
 
-from . import _estimate, _gather, _log
+from . import _cursor, _estimate, _gather, _log
 from ._cache import NodeCache
 from ._codec import FORMAT, _packb, seal, unpack
 from ._gather import Gather, Part
@@ -68,7 +66,6 @@ from ._order import (
     check_pairs,
     check_score,
 )
-from ._parse import base64url
 from ._sortedset import TIES, Page, SortedSet, _entry, check_options
 from ._tree import Tree
 from ._writer import check_chunk_size
@@ -619,9 +616,6 @@ class ShardedSet:
 
         return self._read(run)
 
-    def _cursor_tag(self) -> int:
-        return zlib.crc32(f"{self._keys.prefix}shards".encode())
-
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
@@ -649,19 +643,16 @@ class ShardedSet:
         if not entries or end >= total:
             return Page(entries, None)
         last = entries[-1]
-        payload = msgpack.packb([self._cursor_tag(), last.member, last.score])
-        text = base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii")
-        return Page(entries, text.rstrip("="))
+        return Page(entries, _cursor.pack(self._cursor_tag, [last.member, last.score]))
+
+    @property
+    def _cursor_tag(self) -> str:
+        return f"{self._keys.prefix}shards"
 
     def _decode_cursor(self, cursor: Any) -> tuple[str, Score]:
+        fields = _cursor.unpack(self._cursor_tag, cursor, f"set {self.name!r}")
         try:
-            data = base64url(cursor)
-            payload = data[:-4]
-            if zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
-                raise ValueError("checksum")
-            tag, member, score = msgpack.unpackb(payload)
-            if tag != self._cursor_tag():
-                raise ValueError("another set's cursor")
+            member, score = fields
             return check_member(member), check_score(score)
         except Exception:
             raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None

@@ -51,7 +51,6 @@ column's slot.
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import datetime as dt
 import functools
@@ -64,7 +63,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from . import _head, _ops, _tail, _windows
+from . import _cursor, _head, _ops, _tail, _windows
 from ._codec import FORMAT, seal, unpack
 from ._estimate import Estimate
 from ._keys import Keyspace
@@ -82,7 +81,7 @@ from ._order import (
     column_tag,
     column_tie,
 )
-from ._parse import HEX, base64url
+from ._parse import HEX
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
 from .exceptions import (
@@ -1077,23 +1076,19 @@ class Leaderboard:
 
     # -- cursors ---------------------------------------------------------------------------------------------------
 
+    def _cursor_tag(self, instance: str, column: str) -> str:
+        return f"{self._space(instance).prefix}{column}"
+
     def _encode_cursor(self, instance: str, column: str, member: str) -> str:
-        data = seal(msgpack.packb([FORMAT, self.name, instance, column, member], use_bin_type=True))
-        return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+        return _cursor.pack(self._cursor_tag(instance, column), [member])
 
     def _decode_cursor(self, cursor: Any, instance: str, column: str) -> str:
-        try:
-            if not isinstance(cursor, str):
-                raise ValueError("not a str")
-            data = base64url(cursor)
-            _, found = unpack("cursor", data, "cursor")
-        except (ValueError, binascii.Error, CorruptDataError):
-            raise InvalidArgumentError(f"not a leaderboard cursor: {cursor!r:.80}") from None
-        if type(found) is not list or len(found) != 5 or found[1:4] != [self.name, instance, column]:
-            raise InvalidArgumentError("this cursor belongs to another board, window or column")
-        if type(found[4]) is not str or not found[4].startswith(column_tag(self.columns[column].slot)):
-            raise InvalidArgumentError(f"not a leaderboard cursor: {cursor!r:.80}")
-        return found[4]
+        what = f"board {self.name!r}, window {instance!r}, column {column!r}"
+        found = _cursor.unpack(self._cursor_tag(instance, column), cursor, what)
+        member = found[0] if len(found) == 1 else None
+        if type(member) is not str or not member.startswith(column_tag(self.columns[column].slot)):
+            raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}")
+        return member
 
     # -- maintenance -----------------------------------------------------------------------------------------------
 
