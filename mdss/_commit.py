@@ -133,14 +133,16 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
             fresh = held is None or known is None or known[0] is not held[0]
             known, read = None, False
             limit = log_limit(sset, snap.head)
+            if len(snap.head.log) >= max(2 * limit, 1):  # far past its limit: help merge (or wait for the merger)
+                _merge.merge(sset, wait=True)
+                read = True  # then at once: the wait was for the merger, not a lost race
+                continue
             try:
-                # Far past its limit, or its manifest too long for another move: help merge (or wait for the
-                # merger). No manifest is ever written longer than mdss._log.PAGE_SEGS.
-                if len(snap.head.log) >= max(2 * limit, 1) or _log.full(sset, snap.head.log):
-                    _merge.merge(sset, wait=True)
-                    read = True  # then at once: the wait was for the merger, not a lost race
-                    continue
                 outcome = _attempt(sset, snap, pendings, members, limit, fresh)
+            except _log.Full:  # its manifest is too long for another move: the same, before anything is written
+                _merge.merge(sset, wait=True)
+                read = True
+                continue
             except MissingNodeError:
                 sset._held = None
                 collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
@@ -267,7 +269,8 @@ def _merge_at(sset: SortedSet, head: Head, limit: int) -> int:
 def _merge_due(sset: SortedSet, head: Head, limit: int) -> bool:
     """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this
     writer merges (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is
-    long in bytes, if not in entries), and no other merger's claim holds."""
+    long in bytes, if not in entries; known without a read to the writer that moved segments there), and no
+    other merger's claim holds."""
     log = head.log
     if _merge.claimed_by_another(log) or not len(log):
         return False

@@ -39,7 +39,7 @@ from ._codec import _packb, check_entry, decode_log_page, decode_segment, encode
 from ._order import TOP, same_keys
 from ._tree import Leaf, Tree
 from ._writer import new_id
-from .exceptions import CorruptDataError, MissingNodeError, StoreError
+from .exceptions import CorruptDataError, MissingNodeError
 
 if TYPE_CHECKING:
     from ._head import Head
@@ -53,13 +53,13 @@ SEGMENT_BYTES = 256 << 10
 #: The most sealed segments the head names before they move to a new log manifest.
 SEGS_INLINE = 8
 #: The most bytes of entries one commit appends to the log; a larger batch goes straight into the trees
-#: (a direct commit), so that the segments one commit seals stay fewer than :data:`SEGS_INLINE`.
+#: (a direct commit): so that one commit's segments are always far fewer than a log manifest holds.
 BATCH_BYTES = SEGS_INLINE * SEGMENT_BYTES
 #: The most segments a log manifest lists: about 56 KB with the longest ids (46 bytes and a sequence number
 #: each), a seventh of DynamoDB's 400 KB item. The head's segments move to it compacted into one (about
 #: 8 KB of entries), so it indexes about 8 MB of log. A log whose manifest lists half of it merges (as one
-#: at ``log_limit``); an append whose move would pass it merges first (as one at twice the limit), so no
-#: manifest is ever written longer, whatever the history (docs/architecture.md, "The log's bounds").
+#: at ``log_limit``); an append whose move would pass it merges first (:class:`Full`, as at twice the limit),
+#: so no manifest is ever written longer, whatever the history (docs/architecture.md, "The log's bounds").
 PAGE_SEGS = 1024
 #: Bytes of merge written per update that the default ``log_limit`` aims at: with the head write (up to
 #: 1.5 KB) and the segments' share, an update writes about 2.5-3 KB in all, under the 4 KB target.
@@ -201,7 +201,8 @@ def appended(
     :data:`SEGS_INLINE` segments, its segments move to a new log manifest
     (the old one is replaced), rewritten as one segment (:func:`_compacted`):
     so the manifest grows by one entry per :data:`SEGS_INLINE` seals, and
-    never past :data:`PAGE_SEGS` (``mdss._commit`` merges before).
+    never past :data:`PAGE_SEGS`: a move that would pass it raises
+    :class:`Full` instead, before anything is written.
     """
     log = head.log
     inline = (*log.inline, *entries)
@@ -223,11 +224,8 @@ def appended(
         if len(segs) > SEGS_INLINE:  # one batch sealed into more pieces than the head names: they move too
             moved, segs = [*moved, *segs], ()
         listed = (*older, *moved)
-        if len(listed) > PAGE_SEGS:  # mdss._commit merges before: never reached
-            raise StoreError(
-                f"set {sset.name!r}: the update log manifest would list {len(listed)} segments, more than "
-                f"{PAGE_SEGS}; the log must be merged first"
-            )
+        if len(listed) > PAGE_SEGS:
+            raise Full(f"the update log manifest of set {sset.name!r} would list {len(listed)} segments")
         stored.update(written)
         pages = new_id(head.epoch)
         stored[keys.node(pages)] = encode_log_page(listed)
@@ -266,17 +264,17 @@ def listed(sset: SortedSet, log: Log) -> int:
 
 
 def crowded(sset: SortedSet, log: Log) -> bool:
-    """Whether the log manifest lists half of :data:`PAGE_SEGS` or more: then the log merges, as at
-    ``log_limit`` entries."""
-    return listed(sset, log) >= PAGE_SEGS // 2
+    """Whether the log manifest lists half of :data:`PAGE_SEGS` or more, as far as this process knows
+    without a read (its cache of manifests: the writer that moved segments to it has it): then the log
+    merges, as at ``log_limit`` entries. A writer that never moves segments never reads a manifest to
+    count them; the hard bound (:class:`Full`) holds without it."""
+    found = None if log.pages is None else sset._log_pages.get(log.pages)
+    return found is not None and len(found) >= PAGE_SEGS // 2
 
 
-def full(sset: SortedSet, log: Log) -> bool:
-    """Whether the next move of the head's segments could pass :data:`PAGE_SEGS`: then a commit merges
-    first. A move adds fewer than ``5 * SEGS_INLINE`` segments: the head's entries, cut at
-    :data:`SEGMENT_BYTES` (greedily: at most ``2 * SEGS_INLINE + 1`` pieces), and a commit's own, at most
-    :data:`BATCH_BYTES` (a larger batch goes straight into the trees), as many."""
-    return listed(sset, log) + 5 * SEGS_INLINE > PAGE_SEGS
+class Full(Exception):
+    """An append would move segments to a log manifest past :data:`PAGE_SEGS`: nothing was written, the
+    commit merges the log first (``mdss._commit``), as a log at twice ``log_limit`` does."""
 
 
 def _cache_page(sset: SortedSet, page: str, segs: tuple[tuple[str, int], ...]) -> None:
