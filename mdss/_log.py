@@ -10,7 +10,9 @@ the log into both trees, rewriting each touched node once for many updates.
 
 The newest entries live in the head itself, up to :data:`INLINE_BYTES`;
 then they are sealed into an immutable segment, named by the head (up to
-:data:`SEGS_INLINE` of them) and then by an immutable log manifest.
+:data:`SEGS_INLINE` of them) and then, compacted into one, by an immutable
+log manifest of at most :data:`PAGE_SEGS` segments: a log whose manifest
+fills merges, so that no value grows with the history.
 
 Reads answer as if the log were merged. Each process keeps an
 :class:`Overlay` per tree state: the logged members' tree scores and
