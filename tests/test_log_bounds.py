@@ -232,9 +232,9 @@ def test_a_value_too_large_for_dynamodb_names_what_it_is() -> None:
 class TinyBounds(RuleBasedStateMachine):
     """Several objects on one store, with bounds so small that they trigger constantly (a segment every
     ~64 bytes of entries, 1 segment in the head, a manifest of at most 14 that merges at 7, batches of ~200
-    bytes at most),
-    failures and lost replies at any store call, and a model; after every step the set equals it and every
-    value written stayed under its bound."""
+    bytes at most), failures, lost replies and crashes (the process dies: every later call fails, and its
+    object is abandoned) at any store call, and a model; after every step the set equals it through every
+    object and a fresh one, ``check()`` is clean, and every value written stayed under its bound."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -247,23 +247,24 @@ class TinyBounds(RuleBasedStateMachine):
         if not soft:
             self._crowded, _log.crowded = _log.crowded, lambda sset, log: False
         self.store = Limited(MemoryStore(appends=appends))
-        self.sets = [
-            mdss.SortedSet(self.store, "b", chunk_size=chunk, gc_grace=0, log_limit=limit, retry_budget=5)
-            for _ in range(2)
-        ]
-        self.chunk = chunk
+        self.options = {"chunk_size": chunk, "gc_grace": 0, "log_limit": limit, "retry_budget": 5}
+        self.sets = [mdss.SortedSet(self.store, "b", **self.options) for _ in range(2)]
 
-    def _run(self, sset: mdss.SortedSet, batch: dict[str, int], fail_at: int | None, after: bool) -> None:
-        self.store.fail_at, self.store.after, self.store.count = fail_at, after, 0
+    def _run(self, which: int, batch: dict[str, int], fail_at: int | None, after: bool, dies: bool = False) -> None:
+        store = self.store
+        store.fail_at, store.after, store.dies, store.count = fail_at, after, dies, 0
         try:
-            sset.add_many(batch)
+            self.sets[which].add_many(batch)
         except mdss.StoreUnavailableError as exc:  # in entirely or not at all (a plain failure: not at all)
-            self.store.fail_at = None
+            store.fail_at, store.dies = None, False
+            if dies:  # kill -9: the object is abandoned, another process carries on
+                self.sets[which] = mdss.SortedSet(store, "b", **self.options)
             now = dict(zip(batch, self.sets[0].scores(list(batch))))
             applied = all(now[m] == s for m, s in batch.items())
             assert applied or all(now[m] == self.model.get(m) for m in batch), (batch, now)
             assert (
-                isinstance(exc, mdss.OutcomeUnknownError)
+                dies
+                or isinstance(exc, mdss.OutcomeUnknownError)
                 or not applied
                 or all(self.model.get(m) == s for m, s in batch.items())
             )
@@ -271,7 +272,7 @@ class TinyBounds(RuleBasedStateMachine):
                 self.model.update(batch)
             return
         finally:
-            self.store.fail_at = None
+            store.fail_at, store.dies = None, False
         self.model.update(batch)
 
     @rule(
@@ -281,16 +282,19 @@ class TinyBounds(RuleBasedStateMachine):
         score=st.integers(0, 10**6),
         fail_at=st.none() | st.integers(1, 12),
         after=st.booleans(),
+        dies=st.booleans(),
     )
-    def add(self, which: int, members: list[int], width: int, score: int, fail_at: int | None, after: bool) -> None:
+    def add(
+        self, which: int, members: list[int], width: int, score: int, fail_at: int | None, after: bool, dies: bool
+    ) -> None:
         batch = {f"m{m}".ljust(width, "-"): score + i for i, m in enumerate(members)}
-        self._run(self.sets[which], batch, fail_at, after)
+        self._run(which, batch, fail_at, after, dies)
 
     @rule(which=st.integers(0, 1), start=st.integers(0, 30), commits=st.integers(2, 12))
     def run(self, which: int, start: int, commits: int) -> None:
         """Commits of wide members in a row, one seal each: the log's manifest grows to its bounds."""
         for i in range(commits):
-            self._run(self.sets[which], {f"w{(start + i) % 31}".ljust(60, "-"): i}, None, False)
+            self._run(which, {f"w{(start + i) % 31}".ljust(60, "-"): i}, None, False)
 
     @rule(which=st.integers(0, 1))
     def merge(self, which: int) -> None:
@@ -329,4 +333,4 @@ def test_tiny_bounds_against_a_model_with_failures(monkeypatch) -> None:
     for name, value in (("INLINE_BYTES", 64), ("SEGMENT_BYTES", 200), ("SEGS_INLINE", 1), ("PAGE_SEGS", 14)):
         monkeypatch.setattr(_log, name, value)
     monkeypatch.setattr(_log, "BATCH_BYTES", _log.SEGS_INLINE * _log.SEGMENT_BYTES)
-    run_state_machine_as_test(TinyBounds, settings=settings(max_examples=30, stateful_step_count=50, deadline=None))
+    run_state_machine_as_test(TinyBounds, settings=settings(max_examples=20, stateful_step_count=50, deadline=None))
