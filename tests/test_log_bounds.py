@@ -334,3 +334,22 @@ def test_tiny_bounds_against_a_model_with_failures(monkeypatch) -> None:
         monkeypatch.setattr(_log, name, value)
     monkeypatch.setattr(_log, "BATCH_BYTES", _log.SEGS_INLINE * _log.SEGMENT_BYTES)
     run_state_machine_as_test(TinyBounds, settings=settings(max_examples=20, stateful_step_count=50, deadline=None))
+
+
+def test_a_manifest_past_the_bound_as_main_wrote_it_is_merged_by_the_next_move(monkeypatch) -> None:
+    """A set whose log manifest lists more segments than the bound (written before the bound existed, when
+    nothing limited it): it decodes, reads answer over it, and the next commits merge the log (past half the
+    bound after a commit, past the bound before a move); from then on the manifest stays under the bound."""
+    store = Limited(MemoryStore())
+    monkeypatch.setattr(_log, "PAGE_SEGS", 10**6)  # no bound while the long manifest is written
+    sset = mdss.SortedSet(store, "board", gc_grace=0, log_limit=10**7, chunk_size=16)
+    model = run_commits(sset, 700, 400, seed=7)  # ~85 moves: a manifest of ~85 compacted segments
+    long = _log.listed(sset, sset._snapshot().head.log)
+    assert long > 64 and sset.merges == 0
+    monkeypatch.setattr(_log, "PAGE_SEGS", 64)
+    store.longest_manifest = 0
+    assert_equal(mdss.SortedSet(store, "board"), model)
+    model.update(run_commits(sset, 100, 400, seed=8))
+    assert sset.merges >= 1 and store.longest_manifest <= 64
+    assert _log.listed(sset, sset._snapshot().head.log) <= 64
+    assert_equal(sset, model)
