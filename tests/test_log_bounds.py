@@ -353,3 +353,63 @@ def test_a_manifest_past_the_bound_as_main_wrote_it_is_merged_by_the_next_move(m
     assert sset.merges >= 1 and store.longest_manifest <= 64
     assert _log.listed(sset, sset._snapshot().head.log) <= 64
     assert_equal(sset, model)
+
+
+def test_writers_in_threads_move_segments_under_the_bound(store_factory, monkeypatch) -> None:
+    """Four writers (objects: processes) in threads, on disjoint members, seal and move segments and merge at
+    the bound concurrently (a bound of 32 segments): every commit lands, the set equals the union of their
+    models, and no manifest lists more."""
+    import threading
+
+    monkeypatch.setattr(_log, "PAGE_SEGS", 32)
+    store = Limited(store_factory())
+    models: list[dict[str, int]] = [{} for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        sset = mdss.SortedSet(store, "board", gc_grace=0, log_limit=10**7, chunk_size=16)
+        rng = random.Random(n)
+        try:
+            for _ in range(120):
+                batch = {big(1000 * n + m): rng.randrange(10**9) for m in rng.sample(range(100), 4)}
+                sset.add_many(batch)
+                models[n].update(batch)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    merged = {k: v for model in models for k, v in model.items()}
+    reader = mdss.SortedSet(store, "board")
+    assert_equal(reader, merged)
+    assert 0 < store.longest_manifest <= 32
+    assert_bounded(store, 16)
+
+
+def test_a_merge_that_met_a_collected_node_goes_on_under_its_own_claim(monkeypatch) -> None:
+    """A merge whose claimed head's log manifest was collected meanwhile (another writer moved segments, grace
+    0) merges again from the current head under the claim it holds; it took that claim for another's, and
+    every merge and every commit at the log's bounds waited out its 10 s lease (found by the threads test)."""
+    store = MemoryStore()
+    sset = mdss.SortedSet(store, "board", gc_grace=0, log_limit=10**7)
+    sset.add_many({big(i): i for i in range(8)})
+    claims: list[Any] = []
+    merge_claimed = mdss._merge._merge_claimed
+
+    def collected_once(sset: mdss.SortedSet, snap: Any) -> bool:
+        claims.append(snap.head.log.claim)
+        if len(claims) == 1:
+            mdss.SortedSet(store, "board", gc_grace=0, log_limit=10**7).add(big(99), 99)  # the head moves on
+            raise mdss.MissingNodeError("a log manifest the head names is missing")
+        return merge_claimed(sset, snap)
+
+    monkeypatch.setattr(mdss._merge, "_merge_claimed", collected_once)
+    assert sset.merge()
+    assert len(claims) == 2 and claims[0] == claims[1]  # the same claim: no second one, no wait
+    head = sset._snapshot().head
+    assert head.log.claim is None and len(head.log) == 0
+    assert_equal(sset, {**{big(i): i for i in range(8)}, big(99): 99})
