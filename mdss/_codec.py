@@ -211,8 +211,9 @@ def encode_segment(first: int, entries: Sequence[Any]) -> bytes:
 
 
 def encode_log_page(segments: Sequence[tuple[str, int]]) -> bytes:
-    """A log manifest: ``(segment id, first sequence number)`` of every sealed segment older than the head's."""
-    return seal(_packb([FORMAT, LOG_PAGE, [list(s) for s in segments]]))
+    """A log manifest: ``(segment id, first sequence number)`` of every sealed segment older than the head's
+    (tuples pack as arrays: no copy of a list that can hold ``mdss._log.PAGE_SEGS`` of them)."""
+    return seal(_packb([FORMAT, LOG_PAGE, segments]))
 
 
 def check_entry(entry: Any) -> bool:
@@ -251,3 +252,32 @@ def decode_log_page(key: str, data: bytes) -> tuple[tuple[str, int], ...]:
         if all(type(s) is tuple and len(s) == 2 and type(s[0]) is str and type(s[1]) is int for s in segments):
             return segments
     raise CorruptDataError("stored log manifest is malformed", key)
+
+
+#: What each kind of stored value is, by the kind field of its msgpack array (a head is a map).
+_KINDS = {
+    LEAF: "an entry set (at most chunk_size entries)",
+    MANIFEST: "a tree manifest (at most chunk_size children)",
+    NOTE: "a garbage note",
+    PAGE: "a garbage note page",
+    SEGMENT: "an update log segment",
+    LOG_PAGE: "an update log manifest",
+}
+
+
+def describe(data: bytes) -> str:
+    """What a stored value is (an entry set, a log manifest, a head...), for an error that refuses it as too
+    large: so that it names the culprit instead of guessing. Never raises."""
+    if data[:1] in (b"\xc1", b"\xc2"):  # mdss._tail's markers: a head with appends after it
+        return "a set's head"
+    payload = _sealed(data)
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(bytes((payload if payload is not None else memoryview(data))[:64]))
+    try:
+        size = unpacker.read_array_header()
+        kind = (unpacker.unpack(), unpacker.unpack())[1] if size >= 2 else None
+    except msgpack.UnpackValueError:  # not an array: a map is a head
+        return "a set's head" if data[:1] and (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)) else "a value"
+    except Exception:  # only a label for an error message
+        return "a value"
+    return _KINDS.get(kind, "a value") if type(kind) is int else "a value"

@@ -145,6 +145,10 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
                 continue
             try:
                 outcome = _attempt(sset, snap, pendings, members, limit, fresh)
+            except _log.Full:  # its manifest is too long for another move: the same, before anything is written
+                _merge.merge(sset, wait=True)
+                read = True
+                continue
             except MissingNodeError:
                 sset._held = None
                 collected_meanwhile(sset, snap)  # raises if the head did not move: the set is damaged
@@ -158,14 +162,10 @@ def commit(sset: SortedSet, pendings: list[Pending]) -> None:
                 learn = _learn(sset, not outcome)
             if outcome:
                 landed = sset._head
-                if (
-                    landed is not None
-                    and len(landed.log) >= max(_merge_at(sset, landed, limit), 1)
-                    and not _merge.claimed_by_another(landed.log)
-                ):
-                    # The writes landed already: a merge that fails (or that the store refuses) is for later,
-                    # never reported as the write's failure.
-                    with contextlib.suppress(StoreError, MissingNodeError):
+                # The writes landed already: a merge that fails (or that the store refuses) is for later,
+                # never reported as the write's failure.
+                with contextlib.suppress(StoreError, MissingNodeError):
+                    if landed is not None and _merge_due(sset, landed, limit):
                         _merge.merge(sset)
                 return
             sset.retries += 1
@@ -272,6 +272,17 @@ def _merge_at(sset: SortedSet, head: Head, limit: int) -> int:
     return limit if sset._built == (head.scores.root, head.members.root) else int(limit * COLD_MERGE)
 
 
+def _merge_due(sset: SortedSet, head: Head, limit: int) -> bool:
+    """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this
+    writer merges (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is
+    long in bytes, if not in entries; known without a read to the writer that moved segments there), and no
+    other merger's claim holds."""
+    log = head.log
+    if _merge.claimed_by_another(log) or not len(log):
+        return False
+    return len(log) >= max(_merge_at(sset, head, limit), 1) or _log.crowded(sset, log)
+
+
 def _attempt(
     sset: SortedSet, snap: Snapshot, pendings: list[Pending], members: list[str], limit: int, fresh: bool
 ) -> Any:
@@ -279,7 +290,8 @@ def _attempt(
     ``None`` if nothing changes.
 
     Appends to the update log; a batch as long as the log limit (or every
-    batch, with ``log_limit=0``) goes straight into the trees, with the log.
+    batch, with ``log_limit=0``), or of more than ``mdss._log.BATCH_BYTES`` of
+    entries, goes straight into the trees, with the log.
     On a head that was not read just now (``fresh``), only a plain append is
     tried: "nothing to change" and writing nodes before the compare-and-set
     (that a dropped set would leave behind) wait for the current head
@@ -300,24 +312,27 @@ def _attempt(
         return None if fresh else _REREAD
     nonce = secrets.token_hex(8)
     head, log = snap.head, snap.head.log
-    if len(changed) < limit:
+    if len(changed) < limit and len(_packb(changed)) <= _log.BATCH_BYTES:
         changed[-1] = (*changed[-1][:3], nonce)
-        appended, stored, replaced = _log.appended(sset, head, changed)
+        # Whether it seals decides how it commits; the segments (and a log manifest) are built only for the
+        # way that writes them, never for an attempt that reads the head first.
+        sealing = _log.sealing(log, changed)
         record = None  # the commit as a record (mdss._tail), on a store that applies appends
         if sset.store.appends and snap.data is not None:
             record = _tail.record(nonce, changed, members)
             if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
                 record = None
         sealer, sset._sealer = sset._sealer, False
-        if stored and record is not None and not (sealer or _seals(sset, log)):
+        if sealing and record is not None and not (sealer or _seals(sset, log)):
             return _tail_append(sset, snap, record, nonce, changed)  # another writer's commit seals
-        if stored and not fresh:  # a seal writes its segment first: only from the head read just now
+        if sealing and not fresh:  # a seal writes its segment first: only from the head read just now
             sset._sealer = record is not None  # it seals that one, though others appended meanwhile
             return _REREAD
-        if stored and record is not None and log.inline:
+        if sealing and record is not None and log.inline:
             return _tail_seal(sset, snap, record, nonce, changed)
-        if not stored and _tail_usable(sset, snap) and record is not None:
+        if not sealing and _tail_usable(sset, snap) and record is not None:
             return _tail_append(sset, snap, record, nonce, changed)
+        appended, stored, replaced = _log.appended(sset, head, changed)
         writer = Writer(sset.chunk_size, head.epoch)
         writer.replaced = replaced
         if not publish(sset, snap, head.next(nonce, log=appended), writer, stored):

@@ -10,7 +10,9 @@ the log into both trees, rewriting each touched node once for many updates.
 
 The newest entries live in the head itself, up to :data:`INLINE_BYTES`;
 then they are sealed into an immutable segment, named by the head (up to
-:data:`SEGS_INLINE` of them) and then by an immutable log manifest.
+:data:`SEGS_INLINE` of them) and then, compacted into one, by an immutable
+log manifest of at most :data:`PAGE_SEGS` segments: a log whose manifest
+fills merges, so that no value grows with the history.
 
 Reads answer as if the log were merged. Each process keeps an
 :class:`Overlay` per tree state: the logged members' tree scores and
@@ -52,6 +54,15 @@ INLINE_BYTES = 1024
 SEGMENT_BYTES = 256 << 10
 #: The most sealed segments the head names before they move to a new log manifest.
 SEGS_INLINE = 8
+#: The most bytes of entries one commit appends to the log; a larger batch goes straight into the trees
+#: (a direct commit): so that one commit's segments are always far fewer than a log manifest holds.
+BATCH_BYTES = SEGS_INLINE * SEGMENT_BYTES
+#: The most segments a log manifest lists: about 56 KB with the longest ids (46 bytes and a sequence number
+#: each), a seventh of DynamoDB's 400 KB item. The head's segments move to it compacted into one (about
+#: 8 KB of entries), so it indexes about 8 MB of log. A log whose manifest lists half of it merges (as one
+#: at ``log_limit``); an append whose move would pass it merges first (:class:`Full`, as at twice the limit),
+#: so no manifest is ever written longer, whatever the history (docs/architecture.md, "The log's bounds").
+PAGE_SEGS = 1024
 #: Bytes of merge written per update that the default ``log_limit`` aims at: with the head write (up to
 #: 1.5 KB) and the segments' share, an update writes about 2.5-3 KB in all, under the 4 KB target.
 MERGE_BYTES = 1024
@@ -175,16 +186,25 @@ def entry_bytes(sset: SortedSet) -> float:
 # -- appending ----------------------------------------------------------------
 
 
+def sealing(log: Log, entries: Sequence[LogEntry]) -> bool:
+    """Whether appending ``entries`` to ``log`` seals its inline entries into a segment (:func:`appended`):
+    a commit that seals writes nodes first, and decides how before it builds them."""
+    return len(_packb((*log.inline, *entries))) > INLINE_BYTES
+
+
 def appended(
     sset: SortedSet, head: Head, entries: Sequence[LogEntry], *, seal: bool = False
 ) -> tuple[Log, dict[str, bytes], list[str]]:
-    """The head's log with ``entries`` appended, the segment and log manifest to store first, and the ids
+    """The head's log with ``entries`` appended, the segments and log manifest to store first, and the ids
     of what they replace.
 
     When the inline entries pass :data:`INLINE_BYTES` (or ``seal``) they are
     sealed into a segment; when the head would name more than
-    :data:`SEGS_INLINE` segments, they move to a new log manifest (the old
-    one is replaced).
+    :data:`SEGS_INLINE` segments, its segments move to a new log manifest
+    (the old one is replaced), rewritten as one segment (:func:`_compacted`):
+    so the manifest grows by one entry per :data:`SEGS_INLINE` seals, and
+    never past :data:`PAGE_SEGS`: a move that would pass it raises
+    :class:`Full` instead, before anything is written.
     """
     log = head.log
     inline = (*log.inline, *entries)
@@ -201,11 +221,68 @@ def appended(
     segs, pages, replaced = (*log.segs, *sealed), log.pages, []
     if len(segs) > SEGS_INLINE:
         older = read_log_page(sset, log.pages) if log.pages is not None else ()
+        moved, written = _compacted(sset, head) if log.segs else ([], {})
+        segs = tuple(sealed)
+        if len(segs) > SEGS_INLINE:  # one batch sealed into more pieces than the head names: they move too
+            moved, segs = [*moved, *segs], ()
+        listed = (*older, *moved)
+        if len(listed) > PAGE_SEGS:
+            raise Full(f"the update log manifest of set {sset.name!r} would list {len(listed)} segments")
+        stored.update(written)
         pages = new_id(head.epoch)
-        stored[keys.node(pages)] = encode_log_page([*older, *segs])
-        replaced = [log.pages] if log.pages is not None else []
-        segs = ()
+        stored[keys.node(pages)] = encode_log_page(listed)
+        _cache_page(sset, pages, listed)  # this writer's next move starts from it: no read, no decoding
+        replaced = [seg for seg, _ in log.segs]
+        if log.pages is not None:
+            replaced.append(log.pages)
     return attrs.evolve(log, seq=seq, inline=(), segs=segs, pages=pages), stored, replaced
+
+
+def _compacted(sset: SortedSet, head: Head) -> tuple[list[tuple[str, int]], dict[str, bytes]]:
+    """The head's sealed segments rewritten as one (several if past :data:`SEGMENT_BYTES`), from the log's
+    base on: ``(id, first sequence number)`` of each, and what to store.
+
+    The entries come from this process's overlay, which a commit's snapshot
+    has just extended to the head (no read), else from the segments.
+    Without it the log manifest would gain an entry per seal: a seal per
+    commit with members of 250 bytes, 34 bytes each.
+    """
+    log = head.log
+    start, end = max(log.segs[0][1], log.base), log.seq - len(log.inline)
+    found = logged(sset, head.incarnation, start, end)
+    if found is None:
+        found = entries(sset, log, start)[: end - start]
+    out, stored = [], {}
+    for offset, part in _pieces(found):
+        segment = new_id(head.epoch)
+        stored[sset._keys.node(segment)] = encode_segment(start + offset, part)
+        out.append((segment, start + offset))
+    return out, stored
+
+
+def listed(sset: SortedSet, log: Log) -> int:
+    """How many segments the log manifest lists (it is read unless cached; none without a manifest)."""
+    return 0 if log.pages is None else len(read_log_page(sset, log.pages))
+
+
+def crowded(sset: SortedSet, log: Log) -> bool:
+    """Whether the log manifest lists half of :data:`PAGE_SEGS` or more, as far as this process knows
+    without a read (its cache of manifests: the writer that moved segments to it has it): then the log
+    merges, as at ``log_limit`` entries. A writer that never moves segments never reads a manifest to
+    count them; the hard bound (:class:`Full`) holds without it."""
+    found = None if log.pages is None else sset._log_pages.get(log.pages)
+    return found is not None and len(found) >= PAGE_SEGS // 2
+
+
+class Full(Exception):
+    """An append would move segments to a log manifest past :data:`PAGE_SEGS`: nothing was written, the
+    commit merges the log first (``mdss._commit``), as a log at twice ``log_limit`` does."""
+
+
+def _cache_page(sset: SortedSet, page: str, segs: tuple[tuple[str, int], ...]) -> None:
+    if len(sset._log_pages) > 8:
+        sset._log_pages.clear()
+    sset._log_pages[page] = segs
 
 
 def _pieces(entries: Sequence[LogEntry]) -> list[tuple[int, Sequence[LogEntry]]]:
@@ -232,9 +309,7 @@ def read_log_page(sset: SortedSet, page: str) -> tuple[tuple[str, int], ...]:
         if data is None:
             raise MissingNodeError("a log manifest the head names is missing", key)
         cached = decode_log_page(key, data)
-        if len(sset._log_pages) > 8:
-            sset._log_pages.clear()
-        sset._log_pages[page] = cached
+        _cache_page(sset, page, cached)
     return cached
 
 

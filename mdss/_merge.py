@@ -89,12 +89,17 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
     it waits for that merge, or for its lease to lapse and merges itself.
     """
     record: tuple[Record] | None = None  # the head as a waiting call last read it
+    mine: tuple[str, int] | None = None  # the claim this call made, if its merge met a node collected since
     for _ in sset._policy.attempts():
         snap = _head.snapshot(sset, False, record)
         record, log = None, snap.head.log
         if not len(log):
             return False
-        if claimed_by_another(log):
+        if mine is not None and log.claim == mine and claimed_by_another(log):
+            # Still ours: merge the head as it stands now. Taken for another's, the claim held every merge
+            # off (and every commit past the log's bounds waiting for it) until its lease ran out.
+            claimed: Snapshot | None = snap
+        elif claimed_by_another(log):
             if not wait:
                 return False
             while claimed_by_another(log):  # poll the head alone: the merger is about to replace the log
@@ -104,9 +109,11 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
                     break
                 record, log = (found,), _head.decode_for(sset, found.value).log
             continue
-        claimed = _claim(sset, snap)
+        else:
+            claimed = _claim(sset, snap)
         if claimed is None:
             continue
+        mine = claimed.head.log.claim
         try:
             return _merge_claimed(sset, claimed)
         except MissingNodeError:  # a node of the claimed head was collected: only if the head moved on

@@ -869,8 +869,9 @@ class SortedSet:
         """Fold the whole update log into the trees now; True if this call merged (False: the log was
         empty, or another process's merge holds its claim).
 
-        Writes merge by themselves once the log reaches ``log_limit``; this is
-        for a quiet moment, a benchmark, or before a backup.
+        Writes merge by themselves once the log reaches ``log_limit`` (or its
+        manifest half its bound, ``mdss._log.PAGE_SEGS``); this is for a
+        quiet moment, a benchmark, or before a backup.
         """
         return _merge.merge(self)
 

@@ -291,7 +291,8 @@ class Scenario:
             logger.add(big(f"q{j}"), 50 + j)
         log = logger._snapshot().head.log
         assert len(log) == self.log + 4 * self.sealed + self.pending, log
-        assert len(mdss._log.segments(logger, log)) == self.sealed
+        moves = (self.sealed - 1) // 8 if self.sealed else 0  # each ninth seal moves the head's eight, compacted
+        assert len(mdss._log.segments(logger, log)) == moves + self.sealed - 8 * moves
         return store
 
     def fresh(self) -> MemoryStore:

@@ -63,6 +63,7 @@ import boto3
 import botocore.config
 import botocore.exceptions as boto_errors
 
+from .._codec import describe
 from .._retry import STORE_CALLS, Backoff
 from ..exceptions import (
     ConflictError,
@@ -288,9 +289,16 @@ class DynamoDBStore(Store):
 
     def _item(self, key: str, value: bytes, token: str) -> dict[str, Any]:
         if len(value) > self.max_value_bytes:
+            what = describe(value)
+            # Only a tree node's size follows from the chunk size; any other value mdss bounds itself.
+            hint = (
+                "use a smaller chunk_size"
+                if what.startswith(("an entry set", "a tree manifest"))
+                else "mdss bounds it far below that: please report it as a bug"
+            )
             raise InvalidArgumentError(
-                f"value for key {key!r} is {len(value):,} bytes; a DynamoDB item holds at most 400 KB, "
-                f"{self.max_value_bytes:,} bytes of value (use a smaller chunk_size)"
+                f"value for key {key!r} ({what}) is {len(value):,} bytes; a DynamoDB item holds at most 400 KB, "
+                f"{self.max_value_bytes:,} bytes of value ({hint})"
             )
         return {**self._key(key), "v": {"B": value}, "r": {"S": token}}
 
