@@ -255,6 +255,9 @@ def decode_log_page(key: str, data: bytes) -> tuple[tuple[str, int], ...]:
 
 
 #: What each kind of stored value is, by the kind field of its msgpack array (a head is a map).
+#: The value of a set's marker key (``Keyspace.marker``, ``mdss._head.mark``): only its presence counts.
+MARKER = b"m"
+
 _KINDS = {
     LEAF: "an entry set (at most chunk_size entries)",
     MANIFEST: "a tree manifest (at most chunk_size children)",
@@ -270,6 +273,8 @@ def describe(data: bytes) -> str:
     large: so that it names the culprit instead of guessing. Never raises."""
     if data[:1] in (b"\xc1", b"\xc2"):  # mdss._tail's markers: a head with appends after it
         return "a set's head"
+    if data == MARKER:
+        return "a set's marker"
     payload = _sealed(data)
     unpacker = msgpack.Unpacker(raw=False)
     unpacker.feed(bytes((payload if payload is not None else memoryview(data))[:64]))

@@ -10,7 +10,6 @@ which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import secrets
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _tail
-from ._codec import FORMAT, MAX_HEIGHT, _packb, seal, unpack
+from ._codec import FORMAT, MARKER, MAX_HEIGHT, _packb, seal, unpack
 from ._log import EMPTY_LOG, Chain, Index, Log, LogEntry, Ranking, View, earlier, overlay_view
 from ._order import Order, member_key
 from ._tree import Source, Tree
@@ -354,16 +353,13 @@ def headless(sset: SortedSet) -> bool:
     return False
 
 
-#: The value of a set's marker (``Keyspace.marker``): only its presence counts.
-MARKER = b"m"
-
-
 def mark(sset: SortedSet) -> None:
     """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock;
-    not a compare-and-set "only if absent", which would count a conflict on every set that has one), once
-    per object and again whenever it makes the head afresh: the set has a head, so from now on a head
-    found missing was lost, not never made (:func:`_unseen`). If the store fails, the write goes on and
-    the next one tries again."""
+    not a compare-and-set "only if absent", which would count a conflict on every set that has one) when
+    this object made the head (:func:`snapshot`), and once per object after a merge it landed (sets made
+    before markers, or whose maker's put failed): the set has a head, so from now on a head found missing
+    was lost, not never made (:func:`_unseen`). If the store fails, the write goes on; the next merge
+    tries again. Writes in between cost nothing more."""
     try:
         sset.store.put(sset._keys.marker, MARKER)
     except (ConflictError, StoreUnavailableError):
@@ -416,9 +412,9 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
 
     An object that never saw the head and reads (no ``create``) tells a set
     never made (or dropped) from one whose head was lost by the set's
-    marker (``Keyspace.marker``, :func:`mark`: stored once the head exists,
-    by each writing object on its first write, deleted by ``drop()`` before
-    the head), one more round trip when there is no head: see
+    marker (``Keyspace.marker``, :func:`mark`: stored by the writer that
+    made the head, and after merges; deleted by ``drop()`` before the
+    head), one more round trip when there is no head: see
     :func:`_unseen`.
     """
     store, key = sset.store, sset._keys.head
@@ -431,16 +427,17 @@ def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None =
         if not create:
             forget(sset)
             break
-        with contextlib.suppress(ConflictError, StoreUnavailableError):  # made by another writer, or reply lost
-            fresh = Head(
-                sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=sset._node_bytes
-            )
+        fresh = Head(
+            sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=sset._node_bytes
+        )
+        try:
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
+        except (ConflictError, StoreUnavailableError):  # made by another writer (which marks it), or reply lost
+            pass
+        else:
+            mark(sset)
         sset._started()  # a shard of a sharded set stores the set's settings again if a drop removed them
         record = store.get(key)
-        sset._marked = False  # made afresh: a drop may have removed the marker
-    if create and record is not None and not sset._marked:
-        mark(sset)
     if record is None:
         return Snapshot(
             None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None

@@ -115,9 +115,13 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
             continue
         mine = claimed.head.log.claim
         try:
-            return _merge_claimed(sset, claimed)
+            landed = _merge_claimed(sset, claimed)
         except MissingNodeError:  # a node of the claimed head was collected: only if the head moved on
             _head.collected_meanwhile(sset, claimed)
+            continue
+        if landed and not sset._marked:  # a set made before markers gets one (mdss._head.mark)
+            _head.mark(sset)
+        return landed
     raise ConflictError(f"merge of set {sset.name!r} could not claim the log for its whole retry budget")
 
 

@@ -244,7 +244,7 @@ class SortedSet:
         self.merges = 0  # merges of the update log it published
         self._head_bytes: bytes | None = None
         self._head: Head | None = None
-        self._marked = False  # whether this object stored the set's marker (mdss._head.mark) since it made the head
+        self._marked = False  # whether this object stored the set's marker (mdss._head.mark)
         self._held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
         self._rival_head: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
         self._stale = [0.0]  # how often the held head had moved by the next commit (mdss._commit._learn)

@@ -30,8 +30,7 @@ import mdss
 from mdss import _log
 from mdss._codec import decode_log_page, describe, encode_leaf, encode_log_page
 from mdss._tail import TAIL_BYTES
-from mdss._writer import new_id
-from mdss.stores.base import largest_node_bytes
+from mdss._writer import largest_node_bytes, new_id
 from mdss.stores.dynamodb import DynamoDBStore
 from mdss.stores.memory import MemoryStore
 
@@ -45,6 +44,7 @@ BOUNDS = {
     "an update log manifest": 64 << 10,  # PAGE_SEGS segments of the longest ids
     "a garbage note": 200 << 10,  # 4096 ids of at most 46 bytes
     "a garbage note page": 4 << 10,  # 9 note ids and the previous page's
+    "a set's marker": 1,  # only its presence counts (mdss._head.mark)
 }
 
 
