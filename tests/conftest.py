@@ -40,9 +40,9 @@ settings.register_profile(
 settings.register_profile(  # a long search: MDSS_DEEP=1 MDSS_TEST_STORES=memory python -m pytest ...
     "deep", max_examples=1500, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE") or ("deep" if DEEP else "ci" if os.environ.get("CI") else "dev")
-)
+if DEEP:  # exported: test_log_faults.py's full enumeration (and any worker process) follow it too
+    os.environ.setdefault("HYPOTHESIS_PROFILE", "deep")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 #: ``riak-fake`` is the Riak store over an in-memory fake of Riak's HTTP API (``fake_riak.py``).
 ALL_STORES = ("memory", "memory-cas", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
