@@ -5,6 +5,10 @@ every store that needs no external service plus the Redis and DynamoDB ones, whi
 tests start themselves from the ``redis-server`` binary and npm's ``dynalite``). A store that cannot
 be started is skipped on a developer's machine but fails under ``CI=true``:
 in CI a skipped backend is a failure.
+
+How deep the run searches comes from ``MDSS_DEEP`` (see ``depth.py``): by default enumerations are
+sampled and Hypothesis runs the ``ci`` (under ``CI=true``) or ``dev`` profile; ``MDSS_DEEP=1`` runs
+every enumeration in full and the ``deep`` profile.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import uuid
 
 import pytest
+from depth import DEEP, offset
 from fake_riak import FakeRiak
 from hypothesis import HealthCheck, settings
 
@@ -32,10 +37,12 @@ settings.register_profile(
 settings.register_profile(
     "dev", max_examples=25, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.register_profile(  # a long search: HYPOTHESIS_PROFILE=deep MDSS_TEST_STORES=memory python -m pytest ...
+settings.register_profile(  # a long search: MDSS_DEEP=1 MDSS_TEST_STORES=memory python -m pytest ...
     "deep", max_examples=1500, stateful_step_count=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+if DEEP:  # exported: test_log_faults.py's full enumeration (and any worker process) follow it too
+    os.environ.setdefault("HYPOTHESIS_PROFILE", "deep")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 #: ``riak-fake`` is the Riak store over an in-memory fake of Riak's HTTP API (``fake_riak.py``).
 ALL_STORES = ("memory", "memory-cas", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
@@ -47,6 +54,36 @@ SELECTED = tuple(
     s.strip() for s in os.environ.get("MDSS_TEST_STORES", ",".join(DEFAULT_STORES)).split(",") if s.strip()
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``grid(a, b, size=n)`` run, by default, one row of a Latin square of their ``a`` x ``b``
+    grid of parameters (n values each, an autouse fixture's params, say): n of the n*n combinations, every
+    value of ``a`` and every value of ``b`` once. Tests marked ``grid(a, size=n)`` run one value of ``a``.
+
+    The row moves with the store and with the test, so that every combination still runs on some store
+    for every test, and every combination on every store over a module's tests. Every store runs every
+    test. ``MDSS_DEEP=1`` runs the whole grid.
+    """
+    if DEEP:
+        return
+    kept, deselected = [], []
+    for item in items:
+        marker = item.get_closest_marker("grid")
+        callspec = getattr(item, "callspec", None)
+        if marker is None or callspec is None:
+            kept.append(item)
+            continue
+        n = marker.kwargs["size"]
+        store = callspec.params.get("store_factory", callspec.params.get("shared_store_factory"))
+        row = offset(item.originalname, n) + (ALL_STORES.index(store) if store in ALL_STORES else 0)
+        cell = callspec.indices[marker.args[0]]
+        if len(marker.args) == 2:
+            cell = callspec.indices[marker.args[1]] - cell
+        (kept if (cell - row) % n == 0 else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def unavailable(store: str, why: str) -> None:

@@ -91,6 +91,7 @@ SHARED = [f"s{i}" for i in range(12)]
 
 
 @pytest.mark.slow
+@pytest.mark.grid("log_limit", size=2)  # by default each store races with one of the two, in turn (conftest.py)
 @pytest.mark.parametrize("log_limit", [None, 3], ids=["log-derived", "log3"])
 def test_processes_racing_on_one_set(shared_store_factory, log_limit) -> None:
     """Processes incr shared members while the others append and merge the update log: sums are exact."""

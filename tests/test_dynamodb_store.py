@@ -393,6 +393,10 @@ def test_bench_measures_the_seed_001_anchor(url, tmp_path) -> None:
         "100",
         "--batch-size",
         "500",
+        "--board-owners",  # the leaderboard row at test_bench.py's size, not the default 5000 owners
+        "300",
+        "--board-posts",
+        "60",
         "--json",
         str(out),
     ]

@@ -6,6 +6,7 @@ tiny chunks and log limits make every few writes a merge."""
 from __future__ import annotations
 
 import strategies as S
+from depth import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -88,6 +89,8 @@ def test_writers_read_scores_across_each_others_merges(store_factory, monkeypatc
 
     monkeypatch.setattr(_log.Index, "_earlier", counted)
     Writers.factory = staticmethod(store_factory)
-    run_state_machine_as_test(Writers, settings=settings())
+    profile = settings()  # by default a quarter of the examples on networked stores (depth.examples)
+    budget = examples(store_factory.kind, profile.max_examples)
+    run_state_machine_as_test(Writers, settings=settings(profile, max_examples=budget))
     if store_factory.kind == "memory":  # the full profile runs there: the shortcut is taken, and often
         assert sum(used) > 50, used.count(True)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model import Model
@@ -46,47 +47,57 @@ def assert_holds(est: mdss.Estimate, exact: int, chunk: int) -> None:
     assert est.high - est.low < chunk, (est, chunk)
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
-@given(
-    chunk=chunk_sizes,
-    order=orders,
-    size=st.integers(0, UNIVERSE),
-    pool=score_pools,
-    seed=st.integers(0, 2**32),
-    writes=st.integers(0, 40),
-)
-def test_bounds_hold_for_every_member_and_score(store_factory, chunk, order, size, pool, seed, writes) -> None:
-    rng = random.Random(seed)
-    model = Model(order)
-    model.scores = {f"m{k:03d}": rng.choice(pool) for k in rng.sample(range(UNIVERSE), size)}
-    board = mdss.SortedSet.load(store_factory(), "b", model.scores, chunk_size=chunk, order=order)
-    if writes:  # commits leave nodes anywhere between half full and full, unlike a bulk load
-        changes = {f"m{rng.randrange(UNIVERSE):03d}": rng.choice(pool) for _ in range(writes)}
-        gone = [f"m{rng.randrange(UNIVERSE):03d}" for _ in range(writes // 2)]
-        board.add_many(changes)
-        model.scores.update(changes)
-        board.remove_many(gone)
-        for member in gone:
-            model.scores.pop(member, None)
-    entries, scores = exact_counts(model)
-    n = len(entries)
-    for entry in entries:
-        assert_holds(board.estimate_rank(entry.member), entry.rank, chunk)
-        tied = competition(model, scores, entry.score)
-        assert_holds(board.estimate_rank(entry.member, ties="competition"), tied, chunk)
-        assert board.estimate_rank(entry.member, max_error=0) == (entry.rank,) * 3
-        share = board.estimate_percentile(entry.member)
-        assert share.low <= (tied - 1) / n <= share.high
-    for score in [*pool, *{s + 0.5 for s in pool if abs(s) < 1e300}, -(2**63), 2**63 - 1]:
-        exact = competition(model, scores, score)
-        assert_holds(board.estimate_rank(score=score), exact, chunk)
-        assert board.estimate_rank(score=score, max_error=0) == (exact,) * 3
-        assert board.rank_of_score(score) == exact
-        share = board.estimate_percentile(score=score)
-        assert share.low <= (exact - 1) / max(n, 1) <= share.high
-        exact_share = board.estimate_percentile(score=score, max_error=0.0)
-        assert exact_share.low == exact_share.high == exact_share.value == (exact - 1) / max(n, 1)
-    assert board.estimate_rank("zzz") is None and board.estimate_percentile("zzz") is None
+def test_bounds_hold_for_every_member_and_score(store_factory) -> None:
+    """By default a quarter of the examples on the networked stores (``depth.examples``): the bounds are
+    searched on the in-process ones."""
+
+    @settings(
+        max_examples=examples(store_factory.kind, settings().max_examples),
+        suppress_health_check=[HealthCheck.too_slow],
+        deadline=None,
+    )
+    @given(
+        chunk=chunk_sizes,
+        order=orders,
+        size=st.integers(0, UNIVERSE),
+        pool=score_pools,
+        seed=st.integers(0, 2**32),
+        writes=st.integers(0, 40),
+    )
+    def check(chunk, order, size, pool, seed, writes) -> None:
+        rng = random.Random(seed)
+        model = Model(order)
+        model.scores = {f"m{k:03d}": rng.choice(pool) for k in rng.sample(range(UNIVERSE), size)}
+        board = mdss.SortedSet.load(store_factory(), "b", model.scores, chunk_size=chunk, order=order)
+        if writes:  # commits leave nodes anywhere between half full and full, unlike a bulk load
+            changes = {f"m{rng.randrange(UNIVERSE):03d}": rng.choice(pool) for _ in range(writes)}
+            gone = [f"m{rng.randrange(UNIVERSE):03d}" for _ in range(writes // 2)]
+            board.add_many(changes)
+            model.scores.update(changes)
+            board.remove_many(gone)
+            for member in gone:
+                model.scores.pop(member, None)
+        entries, scores = exact_counts(model)
+        n = len(entries)
+        for entry in entries:
+            assert_holds(board.estimate_rank(entry.member), entry.rank, chunk)
+            tied = competition(model, scores, entry.score)
+            assert_holds(board.estimate_rank(entry.member, ties="competition"), tied, chunk)
+            assert board.estimate_rank(entry.member, max_error=0) == (entry.rank,) * 3
+            share = board.estimate_percentile(entry.member)
+            assert share.low <= (tied - 1) / n <= share.high
+        for score in [*pool, *{s + 0.5 for s in pool if abs(s) < 1e300}, -(2**63), 2**63 - 1]:
+            exact = competition(model, scores, score)
+            assert_holds(board.estimate_rank(score=score), exact, chunk)
+            assert board.estimate_rank(score=score, max_error=0) == (exact,) * 3
+            assert board.rank_of_score(score) == exact
+            share = board.estimate_percentile(score=score)
+            assert share.low <= (exact - 1) / max(n, 1) <= share.high
+            exact_share = board.estimate_percentile(score=score, max_error=0.0)
+            assert exact_share.low == exact_share.high == exact_share.value == (exact - 1) / max(n, 1)
+        assert board.estimate_rank("zzz") is None and board.estimate_percentile("zzz") is None
+
+    check()
 
 
 def test_max_error_reads_the_entry_set_only_when_the_bounds_are_wider() -> None:

@@ -189,6 +189,7 @@ HELD_STEP = st.tuples(
 )
 
 
+@pytest.mark.grid("inline", size=2)  # by default each store runs one of the two, in turn (conftest.py)
 @pytest.mark.parametrize("inline", [40, 200])
 def test_held_back_appends_seals_and_merges_reaching_the_store_late_keep_incr_exact(store_factory, inline) -> None:
     """Head writes (appends, seals, merge claims and merges, compare-and-sets) held back on the network

@@ -69,6 +69,7 @@ def _examples(store_factory, n: int) -> int:
     return n // 4 if store_factory.kind == "dynamodb" else n
 
 
+@pytest.mark.grid("inline", size=2)  # by default each store runs one of the two, in turn (conftest.py)
 @pytest.mark.parametrize("inline", [60, 1024])
 def test_lost_replies_among_other_writers_keep_incr_exact(store_factory, inline) -> None:
     """Lost replies (or requests) of head writes, with other writers' commits, merges and gc in between:
@@ -296,6 +297,7 @@ class _Writers(RuleBasedStateMachine):
         assert self.sets[0].check() == []
 
 
+@pytest.mark.grid("shards", size=2)  # by default each store runs one of the two, in turn (conftest.py)
 @pytest.mark.parametrize("shards", [1, 2])
 def test_writers_holding_stale_heads_agree_with_a_model(store_factory, shards) -> None:
     machine = type("W", (_Writers,), {"factory": store_factory, "shards": shards})

@@ -12,15 +12,22 @@ from mdss._keys import Keyspace
 from mdss._order import MAX_MEMBER_BYTES
 from mdss._tree import Leaf
 
+LOG_LIMITS = [None, 0, 1, 7]
+SHARDS = [1, 2, 3, 5]
 
-@pytest.fixture(autouse=True, params=[None, 0, 1, 7], ids=lambda n: f"log{n}")
+#: Every test on every store runs with each log limit and each shard count, in four of the sixteen pairs (a
+#: Latin-square row that moves with the store and the test: conftest.py); MDSS_DEEP=1 runs all sixteen.
+pytestmark = pytest.mark.grid("log_limit", "shards", size=len(LOG_LIMITS))
+
+
+@pytest.fixture(autouse=True, params=LOG_LIMITS, ids=lambda n: f"log{n}")
 def log_limit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
     """Every test runs with the update log's limit derived, off (commits straight into the trees), and tiny."""
     monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "log_limit", request.param)
     return request.param
 
 
-@pytest.fixture(autouse=True, params=[1, 2, 3, 5], ids=lambda n: f"shards{n}")
+@pytest.fixture(autouse=True, params=SHARDS, ids=lambda n: f"shards{n}")
 def shards(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     """Every test runs on an unsharded set and on sets of 2, 3 and 5 shards (issue 13): the same answers."""
     monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "shards", request.param)

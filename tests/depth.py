@@ -1,0 +1,55 @@
+"""How deep the suite searches: the default run samples, ``MDSS_DEEP=1`` enumerates everything.
+
+The default run (the README's test command) covers every store and every fault class, but where a test
+enumerates a large space (a fault at every store call of a commit, every layout of a set under every store)
+it visits a deterministic sample of it: different points for different tests and stores, so that the run as
+a whole still reaches most of the space. ``MDSS_DEEP=1`` (``tox -e deep``) visits all of it and loads
+Hypothesis' ``deep`` profile (long searches) unless ``HYPOTHESIS_PROFILE`` names another one.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: Set by ``MDSS_DEEP=1`` (or true/yes): every enumeration in full, and Hypothesis' ``deep`` profile.
+DEEP = os.environ.get("MDSS_DEEP", "").lower() in ("1", "true", "yes")
+
+
+def offset(salt: str, modulus: int) -> int:
+    """A stable offset in ``range(modulus)`` for ``salt`` (crc32: the same in every process and run)."""
+    return zlib.crc32(salt.encode()) % modulus
+
+
+def sample(points: Sequence[T], salt: str, keep: int = 8) -> list[T]:
+    """``points`` in full under ``MDSS_DEEP``; by default about ``keep`` of them: the first, the last, and
+    a stride through the rest starting at an offset derived from ``salt``.
+
+    The first and last points are kept because the edges of an operation (its first read, its final
+    compare-and-set) are where a fault most often shows; the offset moves the stride between tests, so
+    that a family of tests (each operation, each fault mode) hits different points between them.
+    """
+    points = list(points)
+    if DEEP or len(points) <= max(keep, 2):
+        return points
+    inner = points[1:-1]
+    stride = -(-len(inner) // max(keep - 2, 1))  # ceiling: at most keep - 2 inner points
+    return [points[0], *inner[offset(salt, stride) :: stride], points[-1]]
+
+
+#: Stores where every store call is a network round trip to a server the tests started (or a real node).
+NETWORKED = ("redis", "redis-cluster", "dynamodb", "riak")
+
+
+def examples(kind: str, loaded: int, divisor: int = 4) -> int:
+    """A Hypothesis example budget for a search on store ``kind``: the loaded profile's ``loaded`` on the
+    in-process stores (memory, SQLite, the Riak fake), where the algorithm is searched; ``loaded //
+    divisor`` (at least 3) on networked ones, where each step costs round trips and what is searched is
+    the store's part (its conditional writes, its errors); the full budget everywhere under ``MDSS_DEEP``."""
+    if DEEP or kind not in NETWORKED:
+        return loaded
+    return max(loaded // divisor, 3)
