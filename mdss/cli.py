@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import random
 import re
 import time
@@ -46,6 +47,8 @@ def parse_score(text: str) -> int | float:
 
     >>> parse_score("42"), parse_score("-7"), parse_score("2.5"), parse_score("inf")
     (42, -7, 2.5, inf)
+
+    A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
     text = text.strip(" \t")  # spaces around a CSV field; not a newline, not Unicode digits (see mdss._parse)
     try:
@@ -53,9 +56,12 @@ def parse_score(text: str) -> int | float:
     except ValueError:
         pass
     try:
-        return _parse.number(text)
+        found = _parse.number(text)
     except ValueError:
         raise mdss.InvalidScoreError(f"not a number: {text!r}") from None
+    if math.isinf(found) and "inf" not in text.lower():  # 1e400: past a double's range, not a stated infinity
+        raise mdss.InvalidScoreError(f"out of range for a score (a float is at most about 1.8e308): {text!r}")
+    return found
 
 
 class ScoreType(click.ParamType):
@@ -153,20 +159,26 @@ def _echo_entries(entries: list[mdss.Entry]) -> None:
     click.echo(_table(entries))
 
 
-@cli.command()
+#: Commands whose arguments are scores: ``-5`` is a negative score there, not an unknown option.
+NUMBERS = {"ignore_unknown_options": True}
+
+
+@cli.command(context_settings=NUMBERS)
 @click.argument("member")
 @click.argument("score", type=SCORE)
 @click.option("--op", type=click.Choice(["set", "incr", "best", "gt", "lt"]), default="set", show_default=True)
 @click.option("--only", type=click.Choice(["new", "existing"]), default=None, help="Redis' NX / XX.")
 def add(member: str, score: int | float, op: str, only: str | None) -> None:
-    """Set, increase (incr), improve (best), raise (gt) or lower (lt) MEMBER's score."""
+    """Set, increase (incr), improve (best), raise (gt) or lower (lt) MEMBER's score (negative scores as
+    they are: ``mdss add bob -5``); says whether it was new, updated or unchanged."""
     board = _ctx().board()
-    new = board.add(member, score, op=op, only=only)
+    before = board.score(member)
+    changed = board.add(member, score, op=op, only=only, changed=True)  # added, or its score moved (Redis' CH)
     now = board.score(member)
     if now is None:  # only="existing" kept it out
         click.echo(f"{member}: absent (not added)")
         return
-    click.echo(f"{member}: {_score(now)} ({'new' if new else 'updated'})")
+    click.echo(f"{member}: {_score(now)} ({'unchanged' if not changed else 'new' if before is None else 'updated'})")
 
 
 @cli.command()
@@ -241,7 +253,7 @@ def around(member: str, before: int, after: int, ties: str) -> None:
     _echo_entries(entries)
 
 
-@cli.command()
+@cli.command(context_settings=NUMBERS)
 @click.argument("best", type=SCORE)
 @click.argument("worst", type=SCORE)
 def count(best: int | float, worst: int | float) -> None:

@@ -62,6 +62,21 @@ def test_every_subcommand(run) -> None:
     assert "(no entries)" in run("top")
 
 
+def test_add_takes_negative_scores_says_unchanged_and_refuses_out_of_range_numbers(run) -> None:
+    assert "bob: -5 (new)" in run("add", "bob", "-5")
+    assert "bob: -7.5 (updated)" in run("add", "bob", "-2.5", "--op", "incr")
+    assert "bob: -7.5 (unchanged)" in run("add", "bob", "90", "--op", "lt")
+    assert "bob: -7.5 (unchanged)" in run("add", "bob", "-7.5")
+    assert "bob: -1 (updated)" in run("add", "bob", "-1", "--op", "best")
+    assert "bob: -1 (unchanged)" in run("add", "bob", "-3", "--op", "best")
+    assert run("count", "-1", "-10").strip() == "1"
+    for text in ("1e400", "-1e400", "1e309"):
+        out = run("add", "a", text, code=2)
+        assert "out of range" in out and "Traceback" not in out
+    assert "a: inf (new)" in run("add", "a", "inf")
+    assert "Traceback" not in run("add", "bob", "1", "--opp", "x", code=2)  # a misspelt option: a usage error
+
+
 def test_errors_are_one_line_with_exit_code_1(run) -> None:
     assert "Error: a score must not be NaN" in run("add", "ann", "nan", code=1)
     assert "not a number" in run("add", "ann", "lots", code=2)
