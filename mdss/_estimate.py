@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._tree import Tree
+
+if TYPE_CHECKING:
+    from ._head import Snapshot
 
 
 class Estimate(NamedTuple):
@@ -153,3 +156,11 @@ def as_percentile(below: Below, total: int) -> Percentile:
         return Percentile(0.0, 0.0, 0.0)
     rank, low, high = below
     return Percentile(rank / total, low / total, high / total)
+
+
+def in_snapshot(snap: Snapshot, probe: Any, max_error: int | float | None) -> Below:
+    """Keys below ``probe`` in one snapshot: the score tree's estimate and bounds (:func:`bounded`), shifted
+    by its update log, whose shift is known exactly."""
+    shift = 0 if snap.view is None else snap.view.shift(probe)
+    rank, low, high = bounded(snap.score_tree, probe, max_error)
+    return rank + shift, low + shift, high + shift

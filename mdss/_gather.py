@@ -44,8 +44,9 @@ from typing import Any
 
 from ._cache import NodeCache
 from ._head import Head, Snapshot
-from ._log import Index, View
 from ._order import member_key, same_keys
+from ._overlay import View
+from ._ranking import Index
 from ._tree import Leaf, Source, Tree, decode
 from .exceptions import CorruptDataError, MissingNodeError
 from .stores.base import Store
@@ -193,7 +194,7 @@ class Layout:
             if leaf is None:
                 raise _Uncached
             if leaf.height:
-                raise _misplaced(leaf, 0, part.engine._keys.node(leaf_id))
+                raise _misplaced(leaf, 0, part.engine.keys.node(leaf_id))
             g.pins[leaf_id] = leaf
         kept = leaf.gathered
         if self.refs[j] is None or self.refs[j]() is not leaf:
@@ -317,7 +318,7 @@ class Gather:
             self.touched = set()
 
     def _source(self, part: Part) -> Source:
-        source = Source(self.store, part.engine._keys, self.cache)
+        source = Source(self.store, part.engine.keys, self.cache)
         source.pins = self.pins
         return source
 
@@ -353,7 +354,7 @@ class Gather:
                 return None
             self.pins[node_id] = node
         if node.height != height:
-            raise _misplaced(node, height, part.engine._keys.node(node_id))
+            raise _misplaced(node, height, part.engine.keys.node(node_id))
         return node
 
     def fetch(self, wanted: Iterable[tuple[Part, str, int, Any]]) -> None:
@@ -363,7 +364,7 @@ class Gather:
         for item in wanted:
             part, node_id, height, _ = item
             if self.peek(part, node_id, height) is None:
-                missing.setdefault(part.engine._keys.node(node_id), item)
+                missing.setdefault(part.engine.keys.node(node_id), item)
         if not missing:
             return
         keys = list(missing)

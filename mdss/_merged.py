@@ -13,7 +13,7 @@ and drop) a shard whose head moved from sequence number ``a`` to ``b``
 changed by exactly entries ``a`` to ``b - 1``, whatever merges folded
 meanwhile (a merge moves entries into the trees, it does not change the
 set). The entries come from this process's overlays
-(:func:`mdss._log.logged`). A shard whose change they cannot explain (a batch
+(:meth:`mdss._overlay.Overlays.logged`). A shard whose change they cannot explain (a batch
 folded straight into the trees, whose numbers have no entries; a load or a
 drop, which start another lineage; a merge by another process that folded
 entries this one never read) is brought up by comparing its keys before
@@ -38,7 +38,6 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from . import _log
 from ._cache import NodeCache
 from ._gather import Gather, Part, _Uncached, layout
 
@@ -113,7 +112,7 @@ class Merged:
         was, now = self.parts[i].head, part.head
         start, end = was.log.seq, now.log.seq
         same = now.incarnation == was.incarnation and now.lineage is not None and now.lineage == was.lineage
-        entries = _log.logged(part.engine, now.incarnation, start, end) if same and end >= start else None
+        entries = part.engine.reader.logged(now.incarnation, start, end) if same and end >= start else None
         if entries is None:  # replaced (load, drop), folded without entries, merged by another process, ...
             return self._resync(g, keys, i, part)
         keyfn = g.keyfn

@@ -170,7 +170,7 @@ def test_garbage_stays_within_a_small_factor_of_the_live_nodes(store) -> None:
         board.add_many({f"m{(round_ * 13 + i) % 400}": round_ + i for i in range(5)})
     time.sleep(0.03)
     board.add("last", 1)  # deletes what is due
-    stored = len(readable_keys(store, board._keys.nodes))
+    stored = len(readable_keys(store, board.keys.nodes))
     unreferenced = len(board.unreferenced())
     assert stored - unreferenced > 0
     assert stored <= 2 * (stored - unreferenced)
@@ -180,7 +180,7 @@ def test_garbage_stays_within_a_small_factor_of_the_live_nodes(store) -> None:
 def test_gc_collects_what_an_interrupted_commit_left(store) -> None:
     board = mdss.SortedSet(store, "board", chunk_size=4, gc_grace=0)
     board.add_many({f"m{i}": i for i in range(50)})
-    orphan = board._keys.node("00000000001" + "f" * 16)  # a format-1 id: epoch 0
+    orphan = board.keys.node("00000000001" + "f" * 16)  # a format-1 id: epoch 0
     store.put_many({orphan: b"orphan"})
     assert board.check() == []  # garbage awaiting gc is not damage
     assert board.unreferenced() == [orphan]

@@ -466,7 +466,7 @@ def test_round_trips(logged: int, ties: str) -> None:
     for i in range(logged):  # posts that stay in the update logs (rows and column entries the trees lack)
         post(f"o{(i * 7 + 1) % 300}", {"xp": i % 5, "accuracy": i % 3})  # not o7 nor o150: read below
     for sset in sets:
-        assert len(sset._snapshot().head.log) >= 2 * logged  # a post logs a few entries per window
+        assert len(mdss._snapshot.snapshot(sset.engine).head.log) >= 2 * logged  # a post logs a few entries per window
 
         sset.scores([e.member for e in sset])  # every node of both trees cached
     instance = board._instance(None)
@@ -519,8 +519,8 @@ def test_round_trips(logged: int, ties: str) -> None:
 
     def drop_entry_sets() -> None:
         for sset in sets:
-            for key in [k for k, (node, _) in sset._cache._nodes.items() if not isinstance(node, Manifest)]:
-                sset._cache.discard(key)  # entry sets: rows are entries of their own
+            for key in [k for k, (node, _) in sset.engines[0].cache._nodes.items() if not isinstance(node, Manifest)]:
+                sset.engines[0].cache.discard(key)  # entry sets: rows are entries of their own
 
     def manifests_only(name: str) -> int:
         drop_entry_sets()

@@ -105,7 +105,7 @@ def test_the_store_switches_off_redis_py_retries_of_a_client_passed_in(redis_url
 def test_a_set_spreads_over_every_cluster_node(redis_cluster_url) -> None:
     store = mdss.open_store(f"{redis_cluster_url}?namespace=spread{time.monotonic_ns()}")
     board = mdss.SortedSet.load(store, "wide", {f"p{i}": i for i in range(3000)}, chunk_size=16)
-    keys = list(store.keys(board._keys.nodes))
+    keys = list(store.keys(board.keys.nodes))
     nodes = {store.client.get_node_from_key(key).name for key in keys}
     assert len(nodes) == 3
     assert len({store.client.keyslot(key) for key in keys}) > 100

@@ -284,7 +284,7 @@ def test_a_seal_from_a_held_head_of_a_dropped_set_leaves_no_node_when_killed(sto
         writer = mdss.SortedSet(dying, "b", log_limit=10_000)
         for i in range(30):
             writer.add(f"m{i}", i)
-            if len(_packb(writer._head.log.inline)) > 40:
+            if len(_packb(writer.engine.head.log.inline)) > 40:
                 break  # the next commit takes the inline entries past INLINE_BYTES
         mdss.SortedSet(store, "b").drop()
         dying.armed = True

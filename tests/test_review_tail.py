@@ -133,7 +133,7 @@ def test_a_damaged_core_checksum_is_refused_by_a_process_that_held_the_plain_hea
     held = mdss.SortedSet(store, "b", log_limit=10_000)
     assert held.scores(["a"]) == [1] and held._head_bytes[:1] != _tail.TAILED
     mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)  # appended: the head now has a tail
-    key = held._keys.head
+    key = held.keys.head
     damaged = bytearray(store.get(key).value)
     damaged[5] ^= 0x10  # in the core's SHA-1
     store.put(key, bytes(damaged))
@@ -170,8 +170,8 @@ def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_tw
             elif meanwhile == "seal":
                 mdss.SortedSet(store, "b", log_limit=0).incr("z", 1)  # straight into the trees: a new core
             elif meanwhile == "bridged seal":  # appends until one seals (mdss._tail.swap): a bridged head
-                core = _tail.core(store.get(other._keys.head).value)
-                while _tail.core(store.get(other._keys.head).value) == core:
+                core = _tail.core(store.get(other.keys.head).value)
+                while _tail.core(store.get(other.keys.head).value) == core:
                     other.incr(f"o{len(held_back)}-{uuid.uuid4().hex}", 1)
             raise redis.ConnectionError("held back")
         return real(keys=keys, args=args)
@@ -359,7 +359,7 @@ def test_an_append_onto_a_head_whose_tail_framing_is_damaged_is_refused_as_corru
     held = mdss.SortedSet(store, "b", log_limit=10_000)
     held.scores(["a"])
     mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)
-    key = held._keys.head
+    key = held.keys.head
     value = store.get(key).value
     if value[:1] != _tail.TAILED:
         return  # a store that compare-and-sets (no tail to damage)

@@ -94,9 +94,9 @@ def test_shard_keys_never_collide_with_another_set(store) -> None:
 def test_members_live_in_their_hash_shard(store) -> None:
     board = mdss.SortedSet(store, "b", shards=5, chunk_size=4)
     board.add_many({f"m{i}": i for i in range(60)})
-    for i, engine in enumerate(board._engines):
+    for i, engine in enumerate(board.engines):
         assert all(shard_of(e.member, 5) == i for e in engine)
-    assert sum(len(e) for e in board._engines) == 60
+    assert sum(len(e) for e in board.engines) == 60
     assert board.check() == []
 
 
@@ -144,8 +144,8 @@ def test_a_shard_starts_from_its_held_head_only_after_a_run_of_current_ones() ->
 
 def _warm_manifests_only(board) -> None:
     board.scores([e.member for e in board])  # every node of both trees
-    for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
-        board._cache.discard(key)
+    for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+        board.engines[0].cache.discard(key)
 
 
 @pytest.mark.parametrize("shards", [1, 2, 8, 64])
@@ -482,18 +482,18 @@ def test_entry_sets_found_through_layouts_stay_recently_used() -> None:
     for part in g.parts:
         lay = _gather.layout(g, part)
         j = bisect_right(lay.firsts, probe, 1) - 1
-        assert lay.refs[j]() is board._cache.get(lay.ids[j])  # found through the layout from now on
+        assert lay.refs[j]() is board.engines[0].cache.get(lay.ids[j])  # found through the layout from now on
         used.add(lay.ids[j])
-    oldest = next(iter(board._cache._nodes))
-    board._cache.touch([oldest])
-    assert list(board._cache._nodes)[-1] == oldest
-    before = list(board._cache._nodes)
+    oldest = next(iter(board.engines[0].cache._nodes))
+    board.engines[0].cache.touch([oldest])
+    assert list(board.engines[0].cache._nodes)[-1] == oldest
+    before = list(board.engines[0].cache._nodes)
     looked = []
-    get = board._cache.get
-    with mock.patch.object(board._cache, "get", lambda key: looked.append(key) or get(key)):
+    get = board.engines[0].cache.get
+    with mock.patch.object(board.engines[0].cache, "get", lambda key: looked.append(key) or get(key)):
         board.rank("p7")
     assert used and not used & set(looked)  # the rank's score entry sets: through the layouts alone
-    after = list(board._cache._nodes)
+    after = list(board.engines[0].cache._nodes)
     assert set(after[-len(used) :]) == used  # the rank's entry sets moved to the recent end
     assert sorted(before) == sorted(after)
 
@@ -580,12 +580,12 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
     for shards in (2, 3, 4, 16, 64):
         board = mdss.SortedSet(store, f"b{shards}", shards=shards)
         board.add_many({f"m{i}": i for i in range(3 * shards)})
-        masters = Counter(store.client.get_node_from_key(e._keys.head).name for e in board._engines)
+        masters = Counter(store.client.get_node_from_key(e.keys.head).name for e in board.engines)
         assert len(masters) == min(shards, 3)
         assert max(masters.values()) - min(masters.values()) <= 1, masters
-        assert len({slot(e._keys.head) for e in board._engines}) == min(shards, 3)
-        assert [slot(e._keys.head) for e in board._engines] == [
-            store.client.keyslot(e._keys.head) for e in board._engines
+        assert len({slot(e.keys.head) for e in board.engines}) == min(shards, 3)
+        assert [slot(e.keys.head) for e in board.engines] == [
+            store.client.keyslot(e.keys.head) for e in board.engines
         ]
         assert board.range(0, 2) == [
             mdss.Entry(f"m{3 * shards - 1}", 3 * shards - 1, 1),
@@ -613,8 +613,8 @@ def test_drop_removes_every_shard_and_writes_start_again(store) -> None:
     board.add_many({f"m{i}": i for i in range(40)})
     board.drop()
     assert len(board) == 0
-    assert all(readable_keys(store, e._keys.prefix) == [] for e in board._engines)  # Riak lists tombstones
-    assert store.get(board._keys.prefix + "s") is None
+    assert all(readable_keys(store, e.keys.prefix) == [] for e in board.engines)  # Riak lists tombstones
+    assert store.get(board.keys.prefix + "s") is None
     board.add("ann", 1)
     assert isinstance(mdss.SortedSet(store, "b"), mdss.ShardedSet)
     assert board.check() == []
@@ -690,8 +690,8 @@ def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log
         elif kind == "merge":
             writer.merge()
         else:
-            for key in list(reader._cache._nodes)[:3]:
-                reader._cache.discard(key)
+            for key in list(reader.engines[0].cache._nodes)[:3]:
+                reader.engines[0].cache.discard(key)
         ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         for _ in range(2):  # the first read may make the keys, the second uses them
@@ -723,7 +723,7 @@ def test_merged_keys_make_ranks_and_pages_one_bisection() -> None:
     assert board.rank("p0") == 1 and board.range(0, 2)[1] == mdss.Entry("p499", 499, 2)
     assert board._merged.keys is keys  # followed by the entry, not made again
     board._merged.used = 3  # as if made 3 reads ago
-    board._cache.discard(next(k for k, (n, _) in board._cache._nodes.items() if isinstance(n, Leaf)))
+    board.engines[0].cache.discard(next(k for k, (n, _) in board.engines[0].cache._nodes.items() if isinstance(n, Leaf)))
     assert board.rank("p0") == 1 and board._merged.keys is None
     assert board._merged.backoff == 1  # they lasted fewer reads than they waited: the next ones wait twice as long
     assert board._merged._wait(500) == 16
