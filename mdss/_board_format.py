@@ -146,11 +146,10 @@ def _post_owner(member: str) -> str | None:
 def _row_entries(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[str | None]:
     """The row entry of each owner in one snapshot (``None``: no row).
 
-    An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to
-    ``(_ROW_SLOT, prefix + _PAST_ROW)``: the log says it for a logged owner;
-    for the others it is in the entry set the manifests route the range's
-    end to, so all cost one batched read of entry sets at most. That batch
-    also reads the entry sets of keys ``also`` (pinned for the counts after).
+    An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to ``(_ROW_SLOT, prefix + _PAST_ROW)``: the log
+    says it for a logged owner; for the others it is in the entry set the manifests route the range's end to, so all
+    cost one batched read of entry sets at most. That batch also reads the entry sets of keys ``also`` (pinned for
+    the counts after).
     """
     prefixes = [_row_prefix(o) for o in owners]
     found: list[str | None] = [None] * len(owners)

@@ -206,11 +206,10 @@ def commit_ops(
 def _group_ops(column: _Column, member: str, leaving: bool) -> Ops:
     """The ops that keep the tie group of ``member`` counted as a row joins or leaves it.
 
-    Tie groups are entries of their own (slot + ``_GROUPS``, member: the
-    group's key without an owner), so a dense rank is a count of groups
-    below a key; each has a size entry (``n:<tie>``, score minus its rows).
-    Both resolve in the commit (``incr`` and the ``group`` op of
-    ``mdss._commit.apply_ops``), so posts of owners in one group never conflict.
+    Tie groups are entries of their own (slot + ``_GROUPS``, member: the group's key without an owner), so a dense
+    rank is a count of groups below a key; each has a size entry (``n:<tie>``, score minus its rows). Both resolve
+    in the commit (``incr`` and the ``group`` op of ``mdss._commit.apply_ops``), so posts of owners in one group
+    never conflict.
     """
     tie = column_tie(member, len(column.parts))
     size = _SIZE + tie

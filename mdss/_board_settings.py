@@ -3,6 +3,7 @@ and the move of boards stored with their rows in records of their own."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -105,9 +106,8 @@ def stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:
     """The board's settings record (``None``: no board), and whether the board is stored at the names of
     its parts before they were internal (``legacy``, see :func:`mdss._keys.board_keyspace`).
 
-    The internal key first; then the old key, a set name's, where a user's
-    set ``<board>#board`` may be stored instead: its head is a map, board
-    settings an array.
+    The internal key first; then the old key, a set name's, where a user's set ``<board>#board`` may be stored
+    instead: its head is a map, board settings an array.
     """
     record = store.get(board_keyspace(store, name, "board", False).head)
     if record is not None:
@@ -136,11 +136,10 @@ def stored_rules(store: Store, name: str) -> dict[str, Any]:
 def migration(store: Store, records: Keyspace, entries: Iterable[Any]) -> Iterator[list[tuple[str, str, Any]]]:
     """The commits that move one window of a board stored before rows were entries of its sets.
 
-    There each owner had a pointer ``r:<owner>`` whose score named an
-    immutable row record (``records``, node ``<version hex>``), and each
-    window a gc epoch entry ``_LEGACY_EPOCH``. Each batch of 1000 owners is
-    one commit that expects their pointers unchanged, makes them markers and
-    adds their row entries (its records read once the commit before landed).
+    There each owner had a pointer ``r:<owner>`` whose score named an immutable row record (``records``, node
+    ``<version hex>``), and each window a gc epoch entry ``_LEGACY_EPOCH``. Each batch of 1000 owners is one commit
+    that expects their pointers unchanged, makes them markers and adds their row entries (its records read once the
+    commit before landed).
     """
     pointers = [(e.member, e.score) for e in entries if e.member.startswith(_ROW) and e.score != _MARK_SLOT]
     for first in range(0, len(pointers), 1000):
@@ -166,3 +165,17 @@ def retired(instance: str, names: list[str], keep: int, tz: Any) -> list[str] | 
         return None
     older = [n for n in names if (_windows.start(n, tz) or 0) < begins]
     return older[: max(0, len(older) - (keep - 1))]
+
+
+def check_storage(now: Any, node_bytes: Any, post_id_ttl: Any, options: dict[str, Any]) -> tuple[Any, ...]:
+    """``now``, ``node_bytes``, ``post_id_ttl`` and the windows' set options (unsharded), checked."""
+    if now is not None and not callable(now):
+        raise InvalidArgumentError(f"now must be callable, got {now!r:.80}")
+    if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
+        raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
+    if type(post_id_ttl) not in (int, float) or not 0 < post_id_ttl < math.inf:
+        raise InvalidArgumentError(f"post_id_ttl must be a positive number of seconds, got {post_id_ttl!r:.80}")
+    shards = options.pop("shards", None)
+    if shards is not None and not (type(shards) is int and shards == 1):
+        raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
+    return now, node_bytes, post_id_ttl, {**options, "shards": 1}  # a sharded set of the name is refused

@@ -163,8 +163,8 @@ def at_percentile(snap: Any, column: _Column, p: float, ties: str) -> RankedRow 
 
 def prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
     """Read, in one round trip, the entry sets that counts below and a slice near each ``(key, before,
-    after)`` will need: the one holding the key and its neighbours holding ``before`` entries before it
-    and ``after`` from it (the log's shift included; ``mdss._tree.Tree.leaves_around``). A guess that
+    after)`` will need: the one holding the key and its neighbours holding ``before`` entries before it and
+    ``after`` from it (the log's shift included; ``mdss._tree.Tree.leaves_around``). A guess that
     falls short costs a round trip, never an answer: the counts and slice read what they miss."""
     tree, view = snap.score_tree, snap.view
     size = None
@@ -180,11 +180,10 @@ def prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
 def prefetch_at(snap: Any, column: _Column, p: float) -> None:
     """Read, in one round trip, the entry sets that :func:`at_percentile` counts and slices in.
 
-    The cached manifests bound the counts below the column's start and end,
-    ``low`` and ``high``, by the entry sets those keys fall in (the log's
-    shift at each is exact); the position ``low + min(floor(p * (high -
-    low)), high - low - 1)`` grows with both, so it spans one entry set's
-    count at most between its values at the bounds: fetched with the two.
+    The cached manifests bound the counts below the column's start and end, ``low`` and ``high``, by the entry sets
+    those keys fall in (the log's shift at each is exact); the position ``low + min(floor(p * (high - low)), high -
+    low - 1)`` grows with both, so it spans one entry set's count at most between its values at the bounds: fetched
+    with the two.
     """
     tree, view = snap.score_tree, snap.view
     ends = [(column.slot,), (column.slot, TOP)]

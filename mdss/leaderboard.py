@@ -1,36 +1,17 @@
 """Leaderboards: one row per owner, several sorted columns with composite keys, time windows, five views.
 
-Seed 000's leaderboard service on mdss' trees (see docs/leaderboard.md).
-Each *window instance* (``all``, ``day:2026-11-23``, ``week:2026-W48``,
-``month:2026-11``) is one ordinary ascending :class:`SortedSet`: one head,
-one update log, one compare-and-set. It holds each row as an entry beside
-that row's column entries (``mdss._board_format`` says how), so a rank is a
-count of entries below a key, as in any set.
-
-A post for one window is one commit of its set: it expects the row entry
-it read (or no marker, for a new owner), moves every column entry whose key
-changed and replaces the row entry. Every reader reads one snapshot, so a
-row and its column entries never disagree. Posting to several windows
-commits window by window.
-
-A ``post_id`` makes a retried post count nothing twice for ``post_id_ttl``
-seconds. Before any window, the post records ``post id -> the moment it
-was first tried`` in the board's record of post ids (its part ``posts``,
-"only if new"); a retry takes that moment as its own, so it goes to the
-window instances of the first try even across a day's, week's or month's
-end. In each window the post id entry is read in the snapshot that reads
-the row and added in the commit that changes it, so a crash between
-windows lets a retry finish the others and never count one twice. Each
-such commit forgets a few entries older than ``post_id_ttl``, so neither
-the record nor a window grows without bound. Reads never see post id
-entries: every count is within a column's slot.
+Each window instance (``all``, ``day:2026-11-23``, ``week:2026-W48``, ``month:2026-11``) is one ascending
+:class:`SortedSet` holding each row as an entry beside its column entries (``mdss._board_format``). A post to a
+window is one commit that expects the row it read, so a snapshot never shows a row and its column entries
+disagreeing. A ``post_id`` is recorded with the moment of its first try in the board's record of post ids, and
+counted in each window by an entry added in the commit that changes the row: a retry goes to the first try's windows
+and counts nothing twice within ``post_id_ttl`` (see docs/leaderboard.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,7 +24,16 @@ from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
 from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, merge
-from ._board_settings import _LEGACY_EPOCH, check_columns, check_rules, migration, retired, settings, stored_rules
+from ._board_settings import (
+    _LEGACY_EPOCH,
+    check_columns,
+    check_rules,
+    check_storage,
+    migration,
+    retired,
+    settings,
+    stored_rules,
+)
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_settings import stored_settings as _stored_settings
 from ._board_views import Page, RankedRow
@@ -122,19 +112,10 @@ class Leaderboard:
             accumulate, keep_best, windows, retention
         )
         self.tz = _windows.check_tz(tz)
-        if now is not None and not callable(now):
-            raise InvalidArgumentError(f"now must be callable, got {now!r:.80}")
-        self._now = now or time.time
-        if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
-            raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
-        self.node_bytes = node_bytes
-        if type(post_id_ttl) not in (int, float) or not 0 < post_id_ttl < math.inf:
-            raise InvalidArgumentError(f"post_id_ttl must be a positive number of seconds, got {post_id_ttl!r:.80}")
-        self.post_id_ttl = post_id_ttl
-        shards = options.pop("shards", None)
-        if shards is not None and not (type(shards) is int and shards == 1):
-            raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
-        self._options = {**options, "shards": 1}  # a sharded set of the board's name is refused, not misread
+        self._now, self.node_bytes, self.post_id_ttl, self._options = check_storage(
+            now, node_bytes, post_id_ttl, options
+        )
+        self._now = self._now or time.time
         self._sets: dict[str, SortedSet] = {}
         self._lock = threading.Lock()
         self._registered: set[str] = set()
@@ -199,14 +180,10 @@ class Leaderboard:
     def _space(self, part: str) -> Keyspace:
         return board_keyspace(self.store, self.name, part, self._legacy)
 
-    def _settings(self, layout: int | None = ROWS_LAYOUT) -> bytes:
-        return settings(self.columns, self.accumulate, self.keep_best, layout)
-
     def _adopt_settings(self, record: Record | None) -> None:
-        """Store this board's settings on first use (``record``: those stored); refuse a board opened
-        differently; move a board stored with rows in records of their own to rows as entries."""
+        """Store the settings on first use (``record``: those stored), refuse others, migrate old boards."""
         key = self._space("board").head
-        data = self._settings()
+        data = settings(self.columns, self.accumulate, self.keep_best, ROWS_LAYOUT)
         if record is None:
             try:
                 self.store.cas(key, data, None)
@@ -214,7 +191,7 @@ class Leaderboard:
             except ConflictError:
                 record = self.store.get(key)
         if record is not None and record.value != data:
-            if record.value == self._settings(None):
+            if record.value == settings(self.columns, self.accumulate, self.keep_best, None):
                 self._migrate()
                 with contextlib.suppress(ConflictError):  # another process moved it first
                     self.store.cas(key, data, record.version)
@@ -225,9 +202,8 @@ class Leaderboard:
             )
 
     def _migrate(self) -> None:
-        """Move every window of a board stored before rows were entries (``_board_settings.migration``),
-        remove its gc epoch, then delete the row records. Run once, by the first process that opens the
-        board; processes of earlier versions must have stopped posting."""
+        """Move every window of a board that kept rows in records (``_board_settings.migration``); run once,
+        by the first process to open it, when processes of earlier versions have stopped posting."""
         for instance in self.windows():
             sset = self._set(instance)
             records = self._space(f"rows#{instance}")
@@ -261,8 +237,7 @@ class Leaderboard:
             return found
 
     def _posts(self) -> SortedSet:
-        """The board's record of post ids: member as a window's post id entry, score the moment the post was
-        first tried (made on the first post with a ``post_id``)."""
+        """The board's record of post ids: member as in a window, score the moment of the first try."""
         with self._lock:
             if self._post_ids is None:
                 self._post_ids = self._part_set("posts")
@@ -331,9 +306,6 @@ class Leaderboard:
             )
         return found
 
-    def _merged(self, row: Row | None, values: Mapping[str, Any], ops: Mapping[str, str]) -> dict[str, Any]:
-        return merge(row, values, ops, self.accumulate, self.keep_best, self.columns)
-
     def post(
         self,
         owner: str,
@@ -345,11 +317,10 @@ class Leaderboard:
     ) -> dict[str, bool]:
         """Post values for ``owner`` to every window; returns, per window instance, whether it changed.
 
-        Fields merge into the owner's row: ``accumulate`` fields add up,
-        ``keep_best`` fields keep the min or max, others take the value;
-        ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``,
-        ``"gt"``, ``"lt"``, with Redis' ``ZADD`` meanings). ``only="new"`` /
-        ``"existing"`` posts only where the owner has no row / a row.
+        Fields merge into the owner's row: ``accumulate`` fields add up, ``keep_best`` fields keep the min or max,
+        others take the value; ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``, ``"gt"``,
+        ``"lt"``, with Redis' ``ZADD`` meanings). ``only="new"`` / ``"existing"`` posts only where the owner has no
+        row / a row.
 
         A ``post_id`` (per owner) is remembered for ``post_id_ttl`` seconds
         (a day by default), whatever else the owner posts meanwhile: a post
@@ -358,17 +329,17 @@ class Leaderboard:
         has turned since) and finishes the windows it had not reached,
         counting nothing twice. Retried later, it may count again.
 
-        Everything is validated before anything is written (but for an
-        overflow of a merged value, found against each window's row, which
-        leaves every row unchanged and the post id recorded). One commit (an
-        update-log append) per window; with a ``post_id``, one more before
-        them, to the board's record of post ids (and a read if the post is
-        a retry).
+        Everything is validated before anything is written (but for an overflow of a merged value, found against
+        each window's row, which leaves every row unchanged and the post id recorded). One commit (an update-log
+        append) per window; with a ``post_id``, one more before them, to the board's record of post ids (and a read
+        if the post is a retry).
         """
         owner = self._owner(owner)
         numeric = (*self.accumulate, *self.keep_best)
         checked, ops = check_post(values, ops, only, post_id, self.columns, numeric, self.keep_best)
-        self._merged(None, checked, ops)  # size and field-count limits, before anything is written
+        merge(
+            None, checked, ops, self.accumulate, self.keep_best, self.columns
+        )  # size and field-count limits, before anything is written
         when = _windows.moment(self._now)
         stamp = when.timestamp()
         post = None
@@ -401,11 +372,9 @@ class Leaderboard:
         )
 
     def _first_tried(self, member: str, stamp: float) -> float:
-        """When the post of post id entry ``member`` was first tried: ``stamp`` (now) on a first try, which
-        records it, else the moment recorded, so a retry goes to the window instances of the first try.
-        A moment past ``post_id_ttl`` is forgotten and this try recorded instead (the post counts again).
-        The first commit forgets a few other expired ids (a process that held no head of the record yet
-        forgets them in a commit of their own after it)."""
+        """When the post of post id entry ``member`` was first tried: ``stamp`` (recorded now) or the moment
+        recorded, unless past ``post_id_ttl``. Its commit forgets a few expired ids (a later one if this
+        process held no head of the record yet)."""
         posts = self._posts()
         cutoff = stamp - self.post_id_ttl
         held = self._held(posts) is not None
@@ -427,8 +396,7 @@ class Leaderboard:
         return stamp
 
     def _expired(self, posts: SortedSet, cutoff: float) -> list[tuple[str, Any]]:
-        """The oldest expired entries of the record of post ids, from the head this process holds; none
-        without one."""
+        """The oldest expired post ids in the head of ``posts`` this process holds; none without one."""
         try:
             snap = self._held_snapshot(posts)
             return [] if snap is None else expired(snap.ranking, cutoff)
@@ -438,8 +406,7 @@ class Leaderboard:
     def _row_entry(
         self, sset: SortedSet, owner: str, fresh: bool, post: _Post | None
     ) -> tuple[str | None, bool, list[tuple[str, Any]]]:
-        """``_look`` in one window: from the head this process last saw (no read when its nodes are cached)
-        unless ``fresh``. A stale answer costs nothing but a retry: the commit expects the row."""
+        """``_look`` in the head this process last saw unless ``fresh`` (stale costs a retry, not a count)."""
         if not fresh:
             try:
                 snap = self._held_snapshot(sset)
@@ -464,13 +431,8 @@ class Leaderboard:
         fresh: bool,
         done: dict[str, bool],
     ) -> list[_Plan] | None:
-        """Read the owner's rows in the ``pending`` windows and merge the post into each: each window's commit.
-
-        Windows where the post does nothing (its post id is counted there, in an entry or in the row of a
-        board stored before those entries; ``only`` excludes the row) go to ``done`` as ``False``. ``None``
-        when such a no-op was decided on the head this process last saw, which may be old: a fresh read
-        decides.
-        """
+        """Each ``pending`` window's commit. Windows where the post does nothing (post id counted, or ``only``
+        excludes the row) go to ``done`` as ``False``; ``None`` if that was decided on a possibly old head."""
         plans: list[_Plan] = []
         for instance in pending:
             entry, seen, old = self._row_entry(self._set(instance), owner, fresh, post)
@@ -481,14 +443,13 @@ class Leaderboard:
                     return None
                 done[instance] = False
                 continue
-            merged = self._merged(row, values, ops)
+            merged = merge(row, values, ops, self.accumulate, self.keep_best, self.columns)
             commit = commit_ops(self.columns, owner, entry, row, merged, stamp, posts, post, old, self.node_bytes)
             plans.append(_Plan(instance, commit))
         return plans
 
     def _commit(self, plans: list[_Plan], done: dict[str, bool]) -> bool:
-        """Commit each window's plan in turn (one append each); False if one lost to another post of the
-        owner (that window is tried again from a fresh read)."""
+        """Commit each plan (one append each); False if one lost to another post of the owner."""
         clean = True
         for plan in plans:
             try:
@@ -524,12 +485,10 @@ class Leaderboard:
     ) -> dict[str, Any]:
         """View 1: the owner's rank in every column its row has (``{}`` without a row). One snapshot.
 
-        With ``estimate=True``, each rank is an :class:`~mdss.Estimate` whose
-        bounds always hold, read from the score tree's manifests only (as
-        :meth:`SortedSet.estimate_rank`): the column's start and the owner's
-        entry each fall in an entry set the manifests cannot see into, so
-        ``high - low`` is under twice the chunk size. Bounds wider than
-        ``max_error`` read those entry sets and are exact.
+        With ``estimate=True``, each rank is an :class:`~mdss.Estimate` whose bounds always hold, read from the
+        score tree's manifests only (as :meth:`SortedSet.estimate_rank`): the column's start and the owner's entry
+        each fall in an entry set the manifests cannot see into, so ``high - low`` is under twice the chunk size.
+        Bounds wider than ``max_error`` read those entry sets and are exact.
         """
         owner, ties = self._owner(owner), self._ties(ties)
         if type(estimate) is not bool:
@@ -583,10 +542,9 @@ class Leaderboard:
     ) -> Page:
         """View 5: ``limit`` ranked rows of ``column`` and the cursor of the next page (``None`` after the last).
 
-        Each page is exact (ranks included) in the snapshot it reads, at any
-        depth; the next page continues just after the last row returned, on
-        the newest state (a row unchanged meanwhile is never skipped nor
-        repeated). The cursor is bound to this board, column and window.
+        Each page is exact (ranks included) in the snapshot it reads, at any depth; the next page continues just
+        after the last row returned, on the newest state (a row unchanged meanwhile is never skipped nor repeated).
+        The cursor is bound to this board, column and window.
         """
         col, ties = self._column(column), self._ties(ties)
         check_count(limit, "limit", least=1)
