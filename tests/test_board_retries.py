@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 
 import mdss
 from mdss import _windows
+from mdss._board_format import _POST, _post_member
+from mdss._board_post import _PRUNE
 from mdss._retry import Backoff
-from mdss.leaderboard import _POST, _PRUNE, _post_member
 
 UTC, NEW_YORK = dt.timezone.utc, ZoneInfo("America/New_York")
 KINDS = ["all", "day", "week", "month"]

@@ -20,7 +20,7 @@ from readable import readable_keys
 
 import mdss
 from mdss._keys import HEAD, NODE, PART, SHARD, TOPN, Keyspace, kind
-from mdss.leaderboard import _space
+from mdss._keys import board_keyspace as _space
 
 HOSTILE = [
     "g#all",
