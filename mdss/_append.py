@@ -12,12 +12,12 @@ from typing import Any
 
 import attrs
 
-from . import _garbage, _log, _tail
+from . import _garbage, _log, _retry, _tail
 from ._codec import _packb
 from ._engine import Engine
-from ._head import Head, Log, Snapshot
+from ._head import Head, Log
 from ._publish import Doubt
-from ._retry import STORE_CALLS
+from ._snapshot import Snapshot
 from .exceptions import ConflictError, CorruptDataError, MissingNodeError, OutcomeUnknownError, StoreUnavailableError
 from .stores.base import Record
 
@@ -87,7 +87,7 @@ def append(
     assert held is not None
     key, doubt = engine.keys.head, Doubt(engine, nonce)
     with doubt:
-        for _ in STORE_CALLS.attempts():
+        for _ in _retry.STORE_CALLS.attempts():
             try:
                 if core is None:
                     landed = engine.store.append_log(key, held, record, _tail.TAIL_BYTES)

@@ -1,4 +1,4 @@
-"""A post's write path: its values checked and merged into a row, each window's commit (row, column
+"""A post's write path: its values checked and applied to a row, each window's commit (row, column
 entries, tie groups, post id entry), and the expired post id entries a post forgets."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def best_op(field: str, keep_best: Mapping[str, str], columns: Mapping[str, _Col
     raise InvalidArgumentError(f'op "best" for field {field!r} needs keep_best or a column to say what is best')
 
 
-def merge(
+def new_row(
     row: Row | None,
     values: Mapping[str, Any],
     ops: Mapping[str, str],
@@ -127,8 +127,8 @@ def merge(
     keep_best: Mapping[str, str],
     columns: Mapping[str, _Column],
 ) -> dict[str, Any]:
-    """The row's values with ``values`` merged in by each field's op; refuses a row past the limits."""
-    merged = dict(row.values) if row is not None else {}
+    """The row's values with ``values`` applied by each field's op; refuses a row past the limits."""
+    updated = dict(row.values) if row is not None else {}
     for field, value in values.items():
         op = ops.get(field)
         if op is None:
@@ -139,19 +139,19 @@ def merge(
             )
         elif op == "best":
             op = best_op(field, keep_best, columns)
-        current = merged.get(field)
+        current = updated.get(field)
         if op == "set" or current is None and op != "incr":
-            merged[field] = value
+            updated[field] = value
             continue
         if not _number(value) or current is not None and not _number(current):
             raise InvalidScoreError(f"field {field!r}: op {op!r} needs numbers, got {current!r} and {value!r}")
-        merged[field] = _ops.resolve(op, current, value, max)[0]
-    if len(merged) > MAX_FIELDS:
-        raise InvalidArgumentError(f"a row has at most {MAX_FIELDS} fields, this one would have {len(merged)}")
-    size = len(msgpack.packb(merged, use_bin_type=True))
+        updated[field] = _ops.resolve(op, current, value, max)[0]
+    if len(updated) > MAX_FIELDS:
+        raise InvalidArgumentError(f"a row has at most {MAX_FIELDS} fields, this one would have {len(updated)}")
+    size = len(msgpack.packb(updated, use_bin_type=True))
     if size > MAX_ROW_BYTES:
         raise InvalidArgumentError(f"a row is at most {MAX_ROW_BYTES} bytes (msgpack), this one would be {size}")
-    return merged
+    return updated
 
 
 def commit_ops(

@@ -178,4 +178,4 @@ def check_storage(now: Any, node_bytes: Any, post_id_ttl: Any, options: dict[str
     shards = options.pop("shards", None)
     if shards is not None and not (type(shards) is int and shards == 1):
         raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
-    return now, node_bytes, post_id_ttl, {**options, "shards": 1}  # a sharded set of the name is refused
+    return now, node_bytes, post_id_ttl, options

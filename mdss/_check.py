@@ -11,8 +11,8 @@ from typing import Any
 
 from . import _snapshot
 from ._engine import Engine
-from ._head import Snapshot
 from ._order import member_key
+from ._snapshot import Snapshot
 from ._tree import Manifest, Tree, fill, full, group_starts, weight
 from .exceptions import CorruptDataError, StoreUnavailableError
 

@@ -20,8 +20,9 @@ from . import _append, _log, _merge, _ops, _publish, _snapshot, _tail
 from ._codec import _packb
 from ._engine import Engine
 from ._group import Pending
-from ._head import Head, Log, Snapshot
+from ._head import Head, Log
 from ._log import log_limit
+from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import ConflictError, InvalidScoreError, MissingNodeError, StoreError
 from .stores.base import Record

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._tree import Tree
 
 if TYPE_CHECKING:
-    from ._head import Snapshot
+    from ._snapshot import Snapshot
 
 
 class Estimate(NamedTuple):

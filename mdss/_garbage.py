@@ -39,7 +39,8 @@ from . import _log, _snapshot, _writer
 from ._codec import decode_note, decode_page, encode_note, encode_page
 from ._deletions import BATCH
 from ._engine import Engine
-from ._head import EMPTY, NOTES_INLINE, Head, Log, Snapshot, new_lineage
+from ._head import EMPTY, NOTES_INLINE, Head, Log, new_lineage
+from ._snapshot import Snapshot
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError, StoreUnavailableError
 

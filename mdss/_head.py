@@ -11,21 +11,15 @@ which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, _packb, check_entry, seal, unpack
-from ._order import Order, member_key
-from ._overlay import Chain, View
-from ._ranking import Index, Ranking
-from ._tree import Source, Tree
 from .exceptions import (
     CorruptDataError,
 )
-from .stores.base import Record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -89,10 +83,10 @@ class Log:
             tuple(tuple(e) for e in inline),
             None if claim is None else tuple(claim),
         )
-        log._check()
+        log.check()
         return log
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if type(self.base) is not int or type(self.seq) is not int or not 0 <= self.base <= self.seq:
             raise ValueError(f"impossible log range {self.base!r}..{self.seq!r}")
         if not (self.pages is None or type(self.pages) is str):
@@ -121,7 +115,7 @@ class TreeRef:
     height: int = 0
     count: int = 0
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if type(self.height) is not int or type(self.count) is not int:
             raise TypeError("height and count must be ints")
         if self.root is None:
@@ -161,7 +155,7 @@ class Head:
     #: Random, and new whenever a write changes the set other than by the log's entries (a load, a drop),
     #: or when the head was written by a version of mdss that did not write one (``None``): within one
     #: lineage the set at log sequence number ``b`` is the set at ``a`` plus entries ``a`` to ``b - 1``, so
-    #: that a reader can follow it by the entries alone (``mdss._merged``).
+    #: that a reader can follow it by the entries alone (``mdss._allkeys``).
     lineage: str | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
@@ -263,12 +257,12 @@ class Head:
                 node_bytes=found.get("nb"),
                 lineage=found.get("lin"),
             )
-            head._check()
+            head.check()
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptDataError(f"stored head is malformed ({type(exc).__name__}: {exc})", key) from None
         return head
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if self.order not in ("asc", "desc"):
             raise ValueError(f"order {self.order!r}")
         for name in ("chunk", "gen", "epoch", "epoch_gen"):
@@ -290,8 +284,8 @@ class Head:
             raise TypeError("the lineage is a string of at most 64 characters")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
             raise TypeError("note pages are named by id strings")
-        self.scores._check()
-        self.members._check()
+        self.scores.check()
+        self.members.check()
         if self.scores.count != self.members.count:
             raise ValueError(f"{self.scores.count} scores but {self.members.count} members")
 
@@ -299,36 +293,3 @@ class Head:
 def new_lineage() -> str:
     """A new :attr:`Head.lineage`: 48 random bits."""
     return secrets.token_hex(6)
-
-
-class Snapshot:
-    """One committed state: the head as read (with its record's version), both trees as it names them,
-    the score tree (by sort key) and the member index (member -> score), and the same with the update
-    log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
-    """
-
-    __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
-
-    def __init__(
-        self,
-        record: Record | None,
-        head: Head,
-        source: Source,
-        order: Order,
-        view: View | None,
-        find_chain: Callable[[], Chain] | None = None,
-    ) -> None:
-        self.version = None if record is None else record.version
-        self.data = record.values[0] if record is not None and len(record.values) == 1 else None
-        self.head = head
-        scores, members = head.scores, head.members
-        bound = head.node_bytes
-        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count, bound)
-        self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
-        self.view = view
-        if view is None:
-            self.ranking: Tree | Ranking = self.score_tree
-            self.index: Tree | Index = self.member_index
-        else:
-            self.ranking = Ranking(self.score_tree, view, order.score_of)
-            self.index = Index(self.member_index, view, find_chain)

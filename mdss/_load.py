@@ -7,9 +7,10 @@ from typing import Any
 
 from . import _garbage, _log, _snapshot
 from ._engine import Engine
-from ._head import Log, Snapshot, TreeRef, new_lineage
+from ._head import Log, TreeRef, new_lineage
 from ._order import check_count, check_pairs
 from ._publish import publish
+from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError
 

@@ -29,7 +29,8 @@ import attrs
 from . import _garbage, _log, _publish, _snapshot, _writer
 from ._codec import encode_log_page
 from ._engine import Engine
-from ._head import Head, Log, Snapshot, TreeRef
+from ._head import Head, Log, TreeRef
+from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record

@@ -13,7 +13,7 @@ is the reader state of one engine: its current overlay and the superseded ones.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -256,21 +256,11 @@ class View:
 
 
 def _within(keys: SortedList, low: Any, high: Any, closed: bool) -> list[Any]:
-    """The keys from ``low`` to ``high`` (``None``: unbounded; ``high`` included if ``closed``), from the
-    SortedList's own sorted sublists: two bisections, about half the time of ``irange`` for the few keys a
-    page's region holds."""
-    maxes, lists = keys._maxes, keys._lists
-    p = 0 if low is None else bisect_left(maxes, low)
-    end = bisect_right if closed else bisect_left
-    out: list[Any] = []
-    for sub in lists[p:]:
-        i = 0 if low is None else bisect_left(sub, low)
-        j = len(sub) if high is None else end(sub, high)
-        out += sub[i:j]
-        if j < len(sub):
-            break
-        low = None
-    return out
+    """The keys from ``low`` to ``high`` (``None``: unbounded; ``high`` included if ``closed``): two
+    bisections and a slice."""
+    i = 0 if low is None else keys.bisect_left(low)
+    j = len(keys) if high is None else keys.bisect_right(high) if closed else keys.bisect_left(high)
+    return keys[i:j] if i < j else []
 
 
 class Groups:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _garbage, _log, _tail
+from . import _garbage, _log, _retry, _tail
 from ._engine import Engine
-from ._head import LANDED, LOST, PENDING, UNKNOWN, Head, Snapshot
-from ._retry import STORE_CALLS
+from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
+from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import (
     ConflictError,
@@ -130,7 +130,7 @@ def _cas_head(engine: Engine, snap: Snapshot, head: Head, data: bytes) -> tuple[
     nonce = head.recent[0]
     doubt = Doubt(engine, nonce)
     with doubt:
-        for _ in STORE_CALLS.attempts():
+        for _ in _retry.STORE_CALLS.attempts():
             try:
                 return (engine.store.cas(key, data, version),)
             except ConflictError as exc:

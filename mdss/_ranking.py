@@ -172,7 +172,7 @@ class Ranking:
         for leaf_id, leaf, known, logged in regions:
             if known is None:
                 leaf = leaf or loaded[leaf_id]
-                known = _merged(leaf, logged[0], logged[1], score_of)
+                known = _with_log(leaf, logged[0], logged[1], score_of)
                 view.keep(leaf, logged, known)
             members, scores = known
             out_members += members[want : want + need]
@@ -216,7 +216,7 @@ class Ranking:
         return [leaf_id for leaf_id, _, _, _ in self._regions(start, stop)[0]]
 
 
-def _merged(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:
+def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:
     """The members and scores of an entry set's region with the log applied: its entries without
     ``removed`` (keys of it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are
     kept with the entry set, and CPython's collector stops tracking tuples of strings and numbers (lists

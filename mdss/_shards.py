@@ -42,17 +42,15 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import attrs
-
-from . import _check, _commit, _cursor, _estimate, _garbage, _gather, _load, _log, _merge, _snapshot
+from . import _check, _commit, _cursor, _estimate, _garbage, _gather, _load, _log, _merge, _shard_page, _snapshot
+from ._allkeys import AllKeys
 from ._cache import NodeCache
-from ._codec import FORMAT, _packb, seal, unpack
+from ._codec import MAX_SHARDS, Settings
 from ._engine import Engine
 from ._facade import TIES, Page, SetMethods, check_options, new_entry
 from ._gather import Gather, Part
 from ._head import Head
-from ._keys import PARTS, Keyspace, shard_keyspace, shard_parts
-from ._merged import Merged
+from ._keys import Keyspace, shard_keyspace, shard_parts
 from ._order import (
     Entry,
     Order,
@@ -77,8 +75,6 @@ from .stores.base import Store
 
 T = TypeVar("T")
 
-#: Most shards a set may have.
-MAX_SHARDS = 1024
 #: Commits in a row that found a shard's held head current before the next starts from it without reading
 #: (mdss._commit._read_first).
 TRUST_AFTER = 2
@@ -91,40 +87,6 @@ def shard_of(member: str, shards: int) -> int:
     (3, 0)
     """
     return zlib.crc32(member.encode("utf-8")) % shards
-
-
-@attrs.frozen
-class Settings:
-    """What a sharded set fixes when it is created: shard count, order, chunk size, the shards' key names."""
-
-    shards: int
-    order: str
-    chunk: int
-    parts: tuple[str, ...]
-
-    def encode(self) -> bytes:
-        return seal(
-            _packb({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
-        )
-
-    @classmethod
-    def decode(cls, key: str, data: bytes) -> Settings:
-        _, found = unpack(key, data, "shard settings")
-        try:
-            settings = cls(found["shards"], found["order"], found["chunk"], tuple(found["parts"]))
-            ok = (
-                type(settings.shards) is int
-                and 2 <= settings.shards <= MAX_SHARDS
-                and settings.order in ("asc", "desc")
-                and type(settings.chunk) is int
-                and len(settings.parts) == settings.shards
-                and all(type(p) is str and PARTS.fullmatch(p) for p in settings.parts)
-            )
-        except (KeyError, TypeError) as exc:
-            raise CorruptDataError(f"stored shard settings are malformed ({exc})", key) from None
-        if not ok:
-            raise CorruptDataError("stored shard settings are malformed", key)
-        return settings
 
 
 def store_settings(store: Store, key: str, settings: Settings) -> None:
@@ -197,7 +159,7 @@ class ShardedSet(SetMethods):
         self._order = Order(settings.order)
         self.order, self.chunk_size = settings.order, settings.chunk
         self._cache = NodeCache(cache_bytes)  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
-        self._merged = Merged(self._cache)
+        self._all_keys = AllKeys(self._cache)
         self._stored = settings
         # The settings record may be missing: this object's drop() removed it, or a shard made its head afresh
         # and could not store it (_restore). The next write stores it (_ensure_settings).
@@ -330,7 +292,7 @@ class ShardedSet(SetMethods):
         """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs
         was collected meanwhile, on newer heads."""
         datas, g = self._gather()
-        merged = self._merged
+        merged = self._all_keys
         keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them
         try:
             for _ in self._policy.attempts():
@@ -387,7 +349,7 @@ class ShardedSet(SetMethods):
         start, stop = max(start, 0), min(stop, g.count)
         if start >= stop:
             return []
-        found = _gather.page(g, start, stop)
+        found = _shard_page.page(g, start, stop)
         scores = self._order.scores_of(found)
         ranks = list(range(start + 1, stop + 1))
         if ties == "competition" and found:
@@ -440,7 +402,7 @@ class ShardedSet(SetMethods):
         for i, indices in sorted(groups.items()):
             # Each shard's engine starts from its head as last seen, or reads it first when that was mostly
             # stale lately (mdss._commit._read_first): a process spreading writes over S shards holds older heads.
-            got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])  # type: ignore[arg-type]
+            got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
             for n, result in zip(indices, got or ()):
                 results[n] = result
         return results
@@ -601,8 +563,8 @@ class ShardedSet(SetMethods):
 
     def drop(self) -> None:
         """Remove the whole set: every shard, then the settings record."""
-        with self._merged.lock:
-            self._merged.drop()
+        with self._all_keys.lock:
+            self._all_keys.drop()
         for engine in self.engines:
             _garbage.drop(engine)
         self.store.delete(self._settings_key)

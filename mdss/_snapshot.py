@@ -17,10 +17,12 @@ from typing import TypeVar
 
 from ._codec import MARKER
 from ._engine import Engine
-from ._head import Head, Snapshot
+from ._head import Head
 from ._log import entries
-from ._overlay import View
-from ._tree import Source
+from ._order import Order, member_key
+from ._overlay import Chain, View
+from ._ranking import Index, Ranking
+from ._tree import Source, Tree
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -31,6 +33,39 @@ from .exceptions import (
 from .stores.base import Record
 
 T = TypeVar("T")
+
+
+class Snapshot:
+    """One committed state: the head as read (with its record's version), both trees as it names them,
+    the score tree (by sort key) and the member index (member -> score), and the same with the update
+    log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
+    """
+
+    __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
+
+    def __init__(
+        self,
+        record: Record | None,
+        head: Head,
+        source: Source,
+        order: Order,
+        view: View | None,
+        find_chain: Callable[[], Chain] | None = None,
+    ) -> None:
+        self.version = None if record is None else record.version
+        self.data = record.values[0] if record is not None and len(record.values) == 1 else None
+        self.head = head
+        scores, members = head.scores, head.members
+        bound = head.node_bytes
+        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count, bound)
+        self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
+        self.view = view
+        if view is None:
+            self.ranking: Tree | Ranking = self.score_tree
+            self.index: Tree | Index = self.member_index
+        else:
+            self.ranking = Ranking(self.score_tree, view, order.score_of)
+            self.index = Index(self.member_index, view, find_chain)
 
 
 def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | None) -> None:

@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 from . import _check, _commit, _cursor, _estimate, _garbage, _load, _merge, _shards, _snapshot
 from ._engine import Engine, Resolver
 from ._facade import TIES, Page, SetMethods, check_options, new_entry
-from ._head import Snapshot
 from ._keys import Keyspace
 from ._log import log_limit
-from ._order import Entry, Order, Score
+from ._order import Entry, Order, Score, check_choice
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
+from ._snapshot import Snapshot
 from ._tree import Source, Tree
 from .exceptions import InvalidArgumentError, MissingNodeError
 from .stores.base import Store
@@ -255,12 +255,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     @staticmethod
     def _check_ties(ties: Any) -> None:
-        from ._order import check_choice
-
         check_choice(ties, TIES, "ties")
 
     def _commit_ops(self, ops: list[tuple[str, str, Any]], wants: list[Any]) -> list[Any]:
-        return self.engine.group.submit(ops, wants)  # type: ignore[arg-type]
+        return self.engine.group.submit(ops, wants)
 
     # -- reads of one engine ----------------------------------------------------
 

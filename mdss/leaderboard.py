@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import _board_views as views
-from . import _head, _ops, _windows
+from . import _estimate, _ops, _snapshot, _windows
 from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
-from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, merge
+from ._board_ops import RESOLVERS
+from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row
 from ._board_settings import (
     _LEGACY_EPOCH,
     check_columns,
@@ -140,40 +141,25 @@ class Leaderboard:
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
         return cls(store, name, **stored_rules(store, name), **options)
 
-    # -- the SortedSet internals a board uses, each in one place -----------------------------------------------
+    # -- its sets: SortedSets at internal keys, whose engines commit the board's ops --------------------------------
 
     def _part_set(self, part: str) -> SortedSet:
         """The set of one of the board's parts (the registry ``windows``, ``posts``, a window instance)."""
-        sset = SortedSet._internal(self._space(part), self.store, f"{self.name}#{part}", order="asc", **self._options)
-        sset._node_bytes = self.node_bytes
-        return sset
+        return SortedSet.at_keys(
+            self._space(part),
+            self.store,
+            f"{self.name}#{part}",
+            node_bytes=self.node_bytes,
+            resolvers=RESOLVERS,
+            order="asc",
+            **self._options,
+        )
 
     @staticmethod
-    def _submit(sset: SortedSet, ops: list[tuple[str, str, Any]]) -> Any:
-        return sset._submit(ops)
-
-    @staticmethod
-    def _read_set(sset: SortedSet, fn: Callable[[Any], Any]) -> Any:
-        return sset._read(fn)
-
-    @staticmethod
-    def _held(sset: SortedSet) -> Any:
-        """The head this process last saw of ``sset`` (``None``: none yet)."""
-        return sset._held
-
-    def _held_snapshot(self, sset: SortedSet) -> Any:
+    def _held_snapshot(sset: SortedSet) -> Any:
         """A snapshot of the head this process last saw (no read when its nodes are cached); None without one."""
-        held = self._held(sset)
-        return None if held is None else _head.snapshot(sset, False, (held[0],))
-
-    @staticmethod
-    def _attempts(sset: SortedSet) -> Any:
-        """The set's commit budget, with its backoff (``.attempts()``, ``.budget``)."""
-        return sset._policy
-
-    @staticmethod
-    def _estimate_below(snap: Any, key: Any, max_error: int | None) -> Any:
-        return SortedSet._estimate_below(snap, key, max_error)
+        held = sset.engine.writer.held
+        return None if held is None else _snapshot.snapshot(sset.engine, False, (held[0],))
 
     # -- settings ------------------------------------------------------------------------------------------------
 
@@ -207,13 +193,13 @@ class Leaderboard:
         for instance in self.windows():
             sset = self._set(instance)
             records = self._space(f"rows#{instance}")
-            for _ in self._attempts(sset).attempts():
+            for _ in sset.engine.policy.attempts():
                 try:
                     for ops in migration(self.store, records, sset):
-                        self._submit(sset, ops)
+                        sset.engine.group.submit(ops)
                     epoch = sset.score(_LEGACY_EPOCH)
                     if epoch is not None:
-                        self._submit(sset, [("expect", _LEGACY_EPOCH, epoch), ("remove", _LEGACY_EPOCH, None)])
+                        sset.engine.group.submit([("expect", _LEGACY_EPOCH, epoch), ("remove", _LEGACY_EPOCH, None)])
                     break
                 except _ops.Stale:  # another process migrates too: take what is left
                     continue
@@ -329,7 +315,7 @@ class Leaderboard:
         has turned since) and finishes the windows it had not reached,
         counting nothing twice. Retried later, it may count again.
 
-        Everything is validated before anything is written (but for an overflow of a merged value, found against
+        Everything is validated before anything is written (but for an overflow of a summed value, found against
         each window's row, which leaves every row unchanged and the post id recorded). One commit (an update-log
         append) per window; with a ``post_id``, one more before them, to the board's record of post ids (and a read
         if the post is a retry).
@@ -337,7 +323,7 @@ class Leaderboard:
         owner = self._owner(owner)
         numeric = (*self.accumulate, *self.keep_best)
         checked, ops = check_post(values, ops, only, post_id, self.columns, numeric, self.keep_best)
-        merge(
+        new_row(
             None, checked, ops, self.accumulate, self.keep_best, self.columns
         )  # size and field-count limits, before anything is written
         when = _windows.moment(self._now)
@@ -353,7 +339,7 @@ class Leaderboard:
         instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
         done: dict[str, bool] = {i: False for i in instances if not self._register(i)}
         fresh = False
-        policy = self._attempts(self._set(instances[0]))
+        policy = self._set(instances[0]).engine.policy
 
         def plan(fresh: bool) -> list[_Plan] | None:
             pending = [i for i in instances if i not in done]
@@ -377,14 +363,14 @@ class Leaderboard:
         process held no head of the record yet)."""
         posts = self._posts()
         cutoff = stamp - self.post_id_ttl
-        held = self._held(posts) is not None
+        held = posts.engine.writer.held is not None
         ops: list[tuple[str, str, Any]] = [("forget", m, s) for m, s in self._expired(posts, cutoff) if m != member]
         for _ in range(3):  # a record forgotten by another process between the two steps: record this try
             ops.append(("set:new", member, stamp))
-            added = self._submit(posts, ops)
+            added = posts.engine.group.submit(ops)
             if added and added[-1]:
                 break
-            first = self._read_set(posts, lambda snap: snap.index.get(member))
+            first = _snapshot.read(posts.engine, lambda snap: snap.index.get(member))
             if first is not None and first >= cutoff:
                 stamp = float(first)
                 break
@@ -392,7 +378,7 @@ class Leaderboard:
         if not held:
             forget = [("forget", m, s) for m, s in self._expired(posts, cutoff) if m != member]
             if forget:
-                self._submit(posts, forget)
+                posts.engine.group.submit(forget)
         return stamp
 
     def _expired(self, posts: SortedSet, cutoff: float) -> list[tuple[str, Any]]:
@@ -414,8 +400,8 @@ class Leaderboard:
                     return _look(snap, owner, post)
             except MdssError:
                 pass
-        found: tuple[str | None, bool, list[tuple[str, Any]]] = self._read_set(
-            sset, lambda snap: _look(snap, owner, post)
+        found: tuple[str | None, bool, list[tuple[str, Any]]] = _snapshot.read(
+            sset.engine, lambda snap: _look(snap, owner, post)
         )
         return found
 
@@ -443,8 +429,8 @@ class Leaderboard:
                     return None
                 done[instance] = False
                 continue
-            merged = merge(row, values, ops, self.accumulate, self.keep_best, self.columns)
-            commit = commit_ops(self.columns, owner, entry, row, merged, stamp, posts, post, old, self.node_bytes)
+            updated = new_row(row, values, ops, self.accumulate, self.keep_best, self.columns)
+            commit = commit_ops(self.columns, owner, entry, row, updated, stamp, posts, post, old, self.node_bytes)
             plans.append(_Plan(instance, commit))
         return plans
 
@@ -453,7 +439,7 @@ class Leaderboard:
         clean = True
         for plan in plans:
             try:
-                self._submit(self._set(plan.instance), plan.ops)
+                self._set(plan.instance).engine.group.submit(plan.ops)
             except _ops.Stale:  # another post of this owner landed first
                 clean = False
                 continue
@@ -463,7 +449,7 @@ class Leaderboard:
     # -- reads -----------------------------------------------------------------------------------------------------
 
     def _read(self, window: Any, fn: Callable[[Any], Any]) -> Any:
-        return self._read_set(self._set(self._instance(window)), fn)
+        return _snapshot.read(self._set(self._instance(window)).engine, fn)
 
     @staticmethod
     def _ties(ties: Any) -> str:
@@ -497,7 +483,7 @@ class Leaderboard:
             check_count(max_error, "max_error")
 
         def below(snap: Any, key: Any) -> Any:
-            return self._estimate_below(snap, key, max_error)
+            return _estimate.in_snapshot(snap, key, max_error)
 
         return self._read(
             window, lambda snap: views.positions(snap, self.columns, owner, ties, below if estimate else None)

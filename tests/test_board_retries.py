@@ -105,10 +105,10 @@ def test_a_retry_across_a_boundary_lands_where_the_first_try_did(store, name, tz
             if partial:
                 third = dying._set(instances(start, tz)[2])
 
-                def died(ops):
+                def died(ops, want_score=False):
                     raise RuntimeError("the process died")
 
-                third._submit = died  # type: ignore[method-assign]
+                third.engine.group.submit = died  # type: ignore[method-assign]
                 with pytest.raises(RuntimeError):
                     dying.post(owner, post_id="job", **post)
             else:
@@ -132,7 +132,7 @@ def test_a_post_interrupted_at_any_store_call_is_finished_by_its_retry(store, mo
     """A post that fails at its k-th store call (before the call, or after it: a lost reply) and whose process
     dies, retried by another process after the month turned: for every k, each window kind counts it once,
     in the instances of a single moment (the first try's once anything landed), and check() holds."""
-    monkeypatch.setattr(mdss._commit, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))  # it died
+    monkeypatch.setattr(mdss._retry, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))  # it died
     monkeypatch.setattr(mdss._log, "CLAIM_MS", 20)  # and its merge claims lapse soon
     start = dt.datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC).timestamp()
     clock = [start]

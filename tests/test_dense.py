@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mdss
-from mdss import _log
+from mdss import _ranking
 from mdss._codec import DENSE, FORMAT, seal, unpack
 from mdss._keys import Keyspace
 from mdss._tree import Leaf
@@ -131,7 +131,7 @@ def test_a_snapshot_that_later_appends_overtook_keeps_its_dense_ranks(start, wri
     for snap, state in ((before, then), (mdss._snapshot.snapshot(board.engine), model)):
         want = ranked(state, order)
         probes = [board._order.first_key(s) for _, s, _, _, _ in want]
-        assert [d + 1 for d in _log.dense_below(snap.ranking, probes)] == [w[4] for w in want]
+        assert [d + 1 for d in _ranking.dense_below(snap.ranking, probes)] == [w[4] for w in want]
 
 
 def test_dense_ranks_span_entry_sets_and_manifests() -> None:
@@ -285,7 +285,7 @@ def test_dense_counts_stay_one_snapshot_while_other_threads_append() -> None:
                 _, scores = ranking.slice(0, ranking.count)
                 distinct = sorted(set(scores), reverse=True)
                 probes = [board._order.first_key(s) for s in distinct]
-                assert _log.dense_below(ranking, probes) == list(range(len(distinct)))
+                assert _ranking.dense_below(ranking, probes) == list(range(len(distinct)))
         except AssertionError as exc:
             failures.append(exc)
 

@@ -347,13 +347,13 @@ def test_a_crash_between_windows_is_finished_by_retrying_once() -> None:
     board.post("bob", {"xp": 1})  # opens the windows' sets
     week = board._set(board.windows("week")[0])
 
-    def died(ops):
+    def died(ops, want_score=False):
         raise RuntimeError("the process died")
 
-    week._submit = died  # type: ignore[method-assign]
+    week.engine.group.submit = died  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         board.post("ann", {"shots": 10, "xp": 1}, post_id="p1")
-    del week._submit
+    del week.engine.group.submit
     assert board.row("ann", window="week") is None and board.row("ann").values["shots"] == 10
     done = board.post("ann", {"shots": 10, "xp": 1}, post_id="p1")
     assert list(done.values()) == [False, True, True]
@@ -755,7 +755,7 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, afte
     from mdss._retry import Backoff
 
     # A dead process's commit would ask a head it cannot reach for 5 s: once is enough here.
-    monkeypatch.setattr(mdss._commit, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))
+    monkeypatch.setattr(mdss._retry, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))
 
     k = 0
     while True:
@@ -827,7 +827,7 @@ def test_gc_beside_concurrent_posts(store) -> None:
     accumulation counts once, check() holds throughout, and the last sweep leaves only named nodes."""
     board = gc_board(store)
     board.post("p0", {"xp": 0})
-    stray = {i: board._set(i)._keys.node(f"1.{0:011x}{n:016x}") for n, i in enumerate(board.windows())}
+    stray = {i: board._set(i).keys.node(f"1.{0:011x}{n:016x}") for n, i in enumerate(board.windows())}
     store.put_many(dict.fromkeys(stray.values(), b"a crashed post's row"))
     sweeps, stop, errors = [0], threading.Event(), []
 

@@ -97,7 +97,7 @@ def test_a_score_changed_to_an_equal_value_of_another_type_reads_back_as_the_new
     mdss.SortedSet.load(store, "b", {f"m{i}": i for i in range(12)}, chunk_size=4, shards=shards)
     reader = mdss.SortedSet(store, "b", log_limit=10**6)
     if shards > 1:
-        reader._merged.least = 10**18  # through the layouts' kept regions
+        reader._all_keys.least = 10**18  # through the layouts' kept regions
     writer = mdss.SortedSet(store, "b", log_limit=10**6)
     writer.add("m5", 50)
     for _ in range(3):

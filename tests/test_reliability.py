@@ -366,7 +366,7 @@ class CreatedWhileListing(FaultyStore):
         if self.create is not None:
             self.create, create = None, self.create
             create()
-        return super()._keys(prefix)
+        return super().keys(prefix)
 
 
 def test_a_set_created_while_a_first_writer_looks_for_leftovers_is_not_headless(store) -> None:
@@ -455,7 +455,7 @@ def test_a_leaf_where_a_manifest_belongs_is_corrupt_data(store) -> None:
     ],
 )
 def test_impossible_head_values_are_corrupt_data(store, changes) -> None:
-    key = mdss.SortedSet(store, "b")._keys.head
+    key = mdss.SortedSet(store, "b").keys.head
     head = Head("desc", 4, gen=1, epoch=1, recent=("n",))
     for name, value in changes.items():
         object.__setattr__(head, name, value)
@@ -653,7 +653,7 @@ class CountingStore(FaultyStore):
 
     def _keys(self, prefix):
         self.listings += 1
-        return super()._keys(prefix)
+        return super().keys(prefix)
 
 
 def test_gc_collects_what_ended_processes_replaced_without_listing(store) -> None:

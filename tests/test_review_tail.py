@@ -95,7 +95,7 @@ def _lost_replies(store, steps, log_limit) -> None:
 
     def run(board, member, what="incr"):
         if what == "merge":
-            _merge.merge(board)
+            _merge.merge(board.engine)
             return
         if what == "gc":
             board.gc(wait=False)

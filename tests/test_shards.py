@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from readable import readable_keys
 
 import mdss
-from mdss import _gather
-from mdss._gather import select
+from mdss import _gather, _shard_page
 from mdss._head import Head
-from mdss._keys import Keyspace
-from mdss._shards import MAX_SHARDS, Settings, shard_of, shard_parts, slot
+from mdss._keys import Keyspace, shard_parts, slot
+from mdss._shard_page import select
+from mdss._shards import MAX_SHARDS, Settings, shard_of
 from mdss._tree import Leaf
 
 
@@ -279,9 +279,9 @@ def _post_randomly(board, model, names, rng, writes: int, spread: int, read_ever
 
 
 def merged_keys(board, on: bool) -> None:
-    """Make ``board``'s merged keys (mdss._merged) at its first read of an unchanged set, or never: so that
+    """Make ``board``'s merged keys (mdss._allkeys) at its first read of an unchanged set, or never: so that
     a test reaches the path it is about (the layouts, the guessed pages) or the merged keys."""
-    board._merged.least, board._merged.per_key, board._merged.most = (1, 10**9, 0) if on else (10**18, 1, 0)
+    board._all_keys.least, board._all_keys.per_key, board._all_keys.most = (1, 10**9, 0) if on else (10**18, 1, 0)
 
 
 def _write(board, model: dict[str, int], writes: list) -> None:
@@ -336,8 +336,12 @@ def test_pages_and_counts_across_shards_match_a_model(
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         keys = [board._order.key(m, s) for m, s in ranked]
         with (
-            mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if way == "narrow" else _gather._spread),
-            mock.patch.object(_gather, "_guess_page", (lambda *a: None) if way == "manifests" else _gather._guess_page),
+            mock.patch.object(
+                _shard_page, "_spread", (lambda mean, sigmas=3: 0) if way == "narrow" else _shard_page._spread
+            ),
+            mock.patch.object(
+                _shard_page, "_guess_page", (lambda *a: None) if way == "manifests" else _shard_page._guess_page
+            ),
         ):
             for first in range(len(entries) + 2):
                 for length in (1, 2, 3, 7, len(entries) + 1):
@@ -371,7 +375,7 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
     ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
     entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
     g = board._gather()[1]
-    with mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if narrow else _gather._spread):
+    with mock.patch.object(_shard_page, "_spread", (lambda mean, sigmas=3: 0) if narrow else _shard_page._spread):
         for first in range(len(entries) + 1):
             for length in (1, 3, 10):
                 assert board._entries(g, first, first + length) == entries[first : first + length]
@@ -508,7 +512,7 @@ def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
     merged_keys(board, False)
     list(board)
     calls = []
-    with mock.patch.object(_gather, "_select_page", lambda *a: calls.append(a) or []):
+    with mock.patch.object(_shard_page, "_select_page", lambda *a: calls.append(a) or []):
         for offset in [0, 1, 99, 5_000, 12_345, 19_900, 19_999, *(rng.randrange(20_000) for _ in range(200))]:
             board.range(offset, 100)
             board.range(offset, 1)
@@ -584,9 +588,7 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
         assert len(masters) == min(shards, 3)
         assert max(masters.values()) - min(masters.values()) <= 1, masters
         assert len({slot(e.keys.head) for e in board.engines}) == min(shards, 3)
-        assert [slot(e.keys.head) for e in board.engines] == [
-            store.client.keyslot(e.keys.head) for e in board.engines
-        ]
+        assert [slot(e.keys.head) for e in board.engines] == [store.client.keyslot(e.keys.head) for e in board.engines]
         assert board.range(0, 2) == [
             mdss.Entry(f"m{3 * shards - 1}", 3 * shards - 1, 1),
             mdss.Entry(f"m{3 * shards - 2}", 3 * shards - 2, 2),
@@ -662,7 +664,7 @@ def test_cli_creates_sharded_sets_and_shows_each_shard(tmp_path) -> None:
     st.sampled_from([1, 3, 10_000]),
 )
 def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log_limit) -> None:
-    """A reader's merged keys (mdss._merged) follow the heads by the log's entries: posts by the reader
+    """A reader's merged keys (mdss._allkeys) follow the heads by the log's entries: posts by the reader
     and by another process, merges, a batch folded straight into the trees (its numbers have no entries),
     a load that replaces the set, a drop, entry sets evicted from the cache. Whatever the step, every
     read answers as the model does; a step the entries cannot explain drops the keys and reads go on
@@ -702,7 +704,7 @@ def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log
                 assert reader.rank(member) == ranked.index((member, score)) + 1
                 assert reader.rank(member, ties="competition") == 1 + sum(s > score for _, s in ranked)
             assert reader.count(2, -1) == sum(-1 <= s <= 2 for _, s in ranked)
-            used += reader._merged.keys is not None
+            used += reader._all_keys.keys is not None
         assert len(reader) == len(model)
     assert reader.check() == []
     assert used  # the keys were made, and used
@@ -717,21 +719,23 @@ def test_merged_keys_make_ranks_and_pages_one_bisection() -> None:
     list(board)
     for _ in range(2):  # 500 entries: made at the 8th read of the unchanged set (BUILD_READS)
         assert [board.rank(f"p{i}") for i in range(499, 495, -1)] == [1, 2, 3, 4]
-    keys = board._merged.keys
+    keys = board._all_keys.keys
     assert keys is not None and len(keys) == 500
     other.add("p0", 1000)
     assert board.rank("p0") == 1 and board.range(0, 2)[1] == mdss.Entry("p499", 499, 2)
-    assert board._merged.keys is keys  # followed by the entry, not made again
-    board._merged.used = 3  # as if made 3 reads ago
-    board.engines[0].cache.discard(next(k for k, (n, _) in board.engines[0].cache._nodes.items() if isinstance(n, Leaf)))
-    assert board.rank("p0") == 1 and board._merged.keys is None
-    assert board._merged.backoff == 1  # they lasted fewer reads than they waited: the next ones wait twice as long
-    assert board._merged._wait(500) == 16
+    assert board._all_keys.keys is keys  # followed by the entry, not made again
+    board._all_keys.used = 3  # as if made 3 reads ago
+    board.engines[0].cache.discard(
+        next(k for k, (n, _) in board.engines[0].cache._nodes.items() if isinstance(n, Leaf))
+    )
+    assert board.rank("p0") == 1 and board._all_keys.keys is None
+    assert board._all_keys.backoff == 1  # they lasted fewer reads than they waited: the next ones wait twice as long
+    assert board._all_keys._wait(500) == 16
     list(board)  # every entry set cached again, and read often enough: made again
-    assert board._merged.keys is not None and board.rank("p0") == 1
-    board._merged.used = 16
-    board._merged.drop()
-    assert board._merged.backoff == 0  # these lasted: the next ones wait no longer than the first
+    assert board._all_keys.keys is not None and board.rank("p0") == 1
+    board._all_keys.used = 16
+    board._all_keys.drop()
+    assert board._all_keys.backoff == 0  # these lasted: the next ones wait no longer than the first
 
 
 def test_merged_keys_do_not_follow_a_head_written_without_a_lineage() -> None:
@@ -743,12 +747,12 @@ def test_merged_keys_do_not_follow_a_head_written_without_a_lineage() -> None:
     reader = mdss.SortedSet.load(store, "b", start, chunk_size=4, shards=2, log_limit=10**6)
     merged_keys(reader, True)
     reader.add("p1", 100)  # entries in a log
-    assert reader.rank("p1") == 1 and reader._merged.keys is not None
+    assert reader.rank("p1") == 1 and reader._all_keys.keys is not None
     encode = Head.encode
     with mock.patch.object(Head, "encode", lambda head: encode(attrs.evolve(head, lineage=None))):
         mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(40)}, replace=True)  # as an older version
     assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader.range(39, 1)[0].member == "p39"
-    assert reader.rank("p1") == 2 and reader._merged.keys is not None  # made again from the new trees
+    assert reader.rank("p1") == 2 and reader._all_keys.keys is not None  # made again from the new trees
 
 
 def test_merged_keys_are_not_made_for_a_set_larger_than_the_cache() -> None:
@@ -761,7 +765,7 @@ def test_merged_keys_are_not_made_for_a_set_larger_than_the_cache() -> None:
         merged_keys(board, True)
         for _ in range(3):
             assert board.rank("p19") == 1 and board.range(0, 2)[1].member == "p18"
-        assert (board._merged.keys is not None) is made
+        assert (board._all_keys.keys is not None) is made
 
 
 def test_merged_keys_are_made_again_after_another_process_merges() -> None:
@@ -771,11 +775,11 @@ def test_merged_keys_are_made_again_after_another_process_merges() -> None:
     reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(300)}, chunk_size=16, shards=3)
     merged_keys(reader, True)
     writer = mdss.SortedSet(store, "b", log_limit=10**6)
-    assert reader.rank("p299") == 1 and reader._merged.keys is not None
+    assert reader.rank("p299") == 1 and reader._all_keys.keys is not None
     writer.add_many({"p0": 1000, "p1": 999})
     writer.merge()
     before = store.stats.snapshot()
-    assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader._merged.keys is not None
+    assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader._all_keys.keys is not None
     assert store.stats.since(before)["calls"] <= 2 + 2 + 4  # two ranks' heads and index leaves, the trees' levels
 
 
@@ -785,9 +789,9 @@ def test_merged_keys_that_lost_a_shards_key_are_dropped_not_raised() -> None:
     store = mdss.open_store("memory://")
     reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(60)}, chunk_size=4, shards=2)
     merged_keys(reader, True)
-    assert reader.rank("p59") == 1 and reader._merged.keys is not None
+    assert reader.rank("p59") == 1 and reader._all_keys.keys is not None
     gone = reader._order.key("p59", 59)
-    reader._merged.keys.remove(gone)
-    reader._merged.keys.add(reader._order.key("p59x", 59))  # the same count, another key
+    reader._all_keys.keys.remove(gone)
+    reader._all_keys.keys.add(reader._order.key("p59x", 59))  # the same count, another key
     mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(60)}, replace=True)  # no entry explains it
     assert reader.rank("p0") == 1 and reader.range(59, 1)[0].member == "p59"

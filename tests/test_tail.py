@@ -169,7 +169,9 @@ def test_an_append_whose_reply_was_lost_is_found_in_the_tail_or_the_log(others: 
     assert fresh.score("x") == 1 + (10 * (others // 2) if same_member else 0)
     assert fresh.check() == []
     if others == 60:
-        assert mdss._snapshot.snapshot(fresh.engine).head.log.segs or mdss._snapshot.snapshot(fresh.engine).head.log.pages  # the tail was sealed
+        assert (
+            mdss._snapshot.snapshot(fresh.engine).head.log.segs or mdss._snapshot.snapshot(fresh.engine).head.log.pages
+        )  # the tail was sealed
 
 
 def test_a_damaged_tail_is_refused_not_served() -> None:

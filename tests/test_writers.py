@@ -45,7 +45,9 @@ def test_a_writer_whose_held_head_keeps_moving_reads_it_first(store) -> None:
             mine.incr("a", 1)
         assert reads[0] == 0 and mine.retries == 0 and mine.score("a") == 10 and other.score("b") == 11
         return
-    if mine.engine.writer.held is None:  # Riak: a compare-and-set does not say the version it wrote, so commits read first
+    if (
+        mine.engine.writer.held is None
+    ):  # Riak: a compare-and-set does not say the version it wrote, so commits read first
         mine.incr("a", 1)
         assert reads[0] == 1
         return
@@ -164,10 +166,10 @@ def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads() -> 
     with intervals from the commit policy (here tiny), so that no writer waits long for a pause."""
     store = MemoryStore(appends=False)  # commits compare-and-set the head
     mine, _, reads, restore = _waiting(store)
-    (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
+    (last,) = mdss._commit._quiet(mine.engine, time.monotonic() + 60, 0.0)
     assert reads[0] == mdss._commit.QUIET_POLLS + 1
     read = reads[0]
-    assert mdss._commit._quiet(mine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
+    assert mdss._commit._quiet(mine.engine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
     assert reads[0] == read  # without a read that could fail
     restore()
     assert last is not None and last.value == store.get(mine.keys.head).value
@@ -178,7 +180,7 @@ def test_on_a_store_that_applies_appends_the_wait_ends_when_the_core_head_stays(
     ends on two reads with the same core head, whatever was appended under it meanwhile."""
     store = MemoryStore()  # applies appends
     mine, other, reads, restore = _waiting(store)
-    (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
+    (last,) = mdss._commit._quiet(mine.engine, time.monotonic() + 60, 0.0)
     restore()
     assert reads[0] == 2 and last is not None and last.value == store.get(mine.keys.head).value
     assert other.score("b") == 2 and other.commits == 2  # two appends landed during the wait

@@ -39,7 +39,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from ._cache import NodeCache
-from ._gather import Gather, Part, _Uncached, layout
+from ._gather import Gather, Part, Uncached, layout
 
 #: Reads before the keys are merged: at least ``BUILD_READS``, and one per ``READS_PER_KEY`` entries (making
 #: them sorts every key: about as long as that many reads save). Each time they are dropped for a write
@@ -55,7 +55,7 @@ MAX_BACKOFF = 10
 ENTRY_BYTES = 32
 
 
-class Merged:
+class AllKeys:
     """One set's merged keys (``None`` until made) and the shards' parts they were brought up to."""
 
     __slots__ = (
@@ -133,11 +133,11 @@ class Merged:
         cached are read, one ``get_many`` per level). O(n/S) and a few changes, not a sort of every key."""
         try:
             before = _keys_of(g, self.parts[i])
-        except _Uncached:
+        except Uncached:
             return False
         try:
             after = _keys_of(g, part)
-        except _Uncached:
+        except Uncached:
             _read_trees(g, [part])
             after = _keys_of(g, part)
         typed = _typed  # (5, m) == (5.0, m): a score changed from 5 to 5.0 is a change
@@ -159,7 +159,7 @@ class Merged:
             return None
         try:
             runs = [_keys_of(g, part) for part in g.parts]
-        except _Uncached:  # after another process's merges, say: read what is missing, then merge
+        except Uncached:  # after another process's merges, say: read what is missing, then merge
             _read_trees(g, g.parts)
             runs = [_keys_of(g, part) for part in g.parts]
         keys = SortedList(chain.from_iterable(runs))
