@@ -127,6 +127,11 @@ class Context:
     def board(self, **options: Any) -> mdss.SortedSet:
         return mdss.SortedSet(self.store, self.set_name, **options)
 
+    def close(self) -> None:
+        """Close the store if a command opened it."""
+        if self._store is not None:
+            self._store.close()
+
 
 @click.group(cls=Commands)
 @click.option(
@@ -143,7 +148,7 @@ class Context:
 def cli(ctx: click.Context, store_url: str | None, set_name: str) -> None:
     """mdss: exact leaderboards of any size in a plain key-value store."""
     ctx.obj = Context(store_url or "", set_name)
-    ctx.call_on_close(lambda: ctx.obj._store is not None and ctx.obj._store.close())
+    ctx.call_on_close(ctx.obj.close)
 
 
 cli.add_command(board_command)

@@ -29,6 +29,7 @@ WAL being recovered or restarted by another process) is retried from 1 ms.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -190,46 +191,34 @@ class SQLiteStore(Store):
             )
         return StoreUnavailableError(f"SQLite store {self.path}: {text}")
 
-    class _Transaction:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; "database is locked" is waited out.
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; SQLITE_BUSY is waited out.
 
-        IMMEDIATE takes the write lock at BEGIN, so two writers never both
-        read and then deadlock on the upgrade.
+        IMMEDIATE takes the write lock at BEGIN, so two writers never both read and deadlock on the upgrade.
         """
+        db = self._connection()
 
-        def __init__(self, store: SQLiteStore) -> None:
-            self.store = store
+        def run(statement: str) -> None:
+            _waited(db, self._waits[True], lambda: db.execute(statement))
 
-        def __enter__(self) -> sqlite3.Connection:
-            self.db = self.store._connection()
-            try:
-                self._run("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self.store._error(exc) from exc
-            return self.db
-
-        def _run(self, statement: str) -> None:
-            """Run ``statement``, waiting out SQLITE_BUSY (another connection's lock) within the timeout."""
-            _waited(self.db, self.store._waits[True], lambda: self.db.execute(statement))
-
-        def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-            try:
-                if exc is None:
-                    # In WAL mode a commit never waits; in rollback-journal mode (a file system without WAL)
-                    # it waits for readers, and SQLITE_BUSY leaves the transaction open to try again.
-                    self._run("COMMIT")
-                    return
-            except sqlite3.Error as error:
-                exc = error
-            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then would
-            # fail with "cannot rollback - no transaction is active" and hide the cause.
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+        try:
+            run("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        try:
+            yield db
+            # A commit never waits in WAL mode; in rollback-journal mode it waits for readers (SQLITE_BUSY
+            # leaves the transaction open to try again).
+            run("COMMIT")
+        except BaseException as exc:
+            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then would fail
+            # with "cannot rollback - no transaction is active" and hide the cause.
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise self.store._error(exc) from exc
-
-    def _transaction(self) -> SQLiteStore._Transaction:
-        return SQLiteStore._Transaction(self)
+                raise self._error(exc) from exc
+            raise
 
     # -- primitives ---------------------------------------------------------
 
