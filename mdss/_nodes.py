@@ -1,9 +1,9 @@
 """The nodes of a tree: entry sets (:class:`Leaf`) and manifests, their fill rules, and their decoding.
 
-An *entry set* (leaf) holds at most ``chunk`` entries in key order. A *manifest* holds 2 to ``max(chunk,
-3)`` children (:func:`fill`) and, for each, its id, its entry count and its first entry (member and score,
-from which the child's first key derives); in the score tree also the child's number of distinct scores
-and its last score, for dense ranks. Nodes are immutable; ``mdss._writer`` makes new ones copy-on-write.
+An *entry set* (leaf) holds at most ``chunk`` entries in key order. A *manifest* holds 2 to ``max(chunk, 3)``
+children (:func:`fill`) and, for each, its id, its entry count and its first entry (member and score, from which
+the child's first key derives); in the score tree also the child's number of distinct scores and its last score,
+for dense ranks. Nodes are immutable; ``mdss._writer`` makes new ones copy-on-write.
 """
 
 from __future__ import annotations
@@ -29,12 +29,10 @@ _LEARN = threading.Lock()
 def fill(chunk: int, height: int) -> tuple[int, int]:
     """The fewest and most items a node at ``height`` holds (a root: from 1, or 2 for a manifest).
 
-    Entry sets hold ``chunk // 2 .. chunk`` entries (at least 1). Manifests
-    hold ``max(chunk, 3) // 2 .. max(chunk, 3)`` children, and never fewer
-    than 2: a manifest with one child adds a level without halving what is
-    below it, and chunk sizes 2 and 3 (halved: 1) would let a tree fed in key
-    order grow one level per merge, hundreds deep. A fan-out of 2 to 3 is
-    the smallest for which even splits keep every part at 2 or more.
+    Entry sets hold ``chunk // 2 .. chunk`` entries (at least 1). Manifests hold ``max(chunk, 3) // 2 ..
+    max(chunk, 3)`` children, and never fewer than 2: a manifest with one child adds a level without halving what
+    is below it, and chunk sizes 2 and 3 (halved: 1) would let a tree fed in key order grow one level per merge,
+    hundreds deep. A fan-out of 2 to 3 is the smallest for which even splits keep every part at 2 or more.
     """
     if height == 0:
         return max(chunk // 2, 1), chunk
@@ -117,10 +115,9 @@ class Leaf:
 class Manifest:
     """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts.
 
-    In the score tree also each child's distinct scores and last score
-    (``distincts``, ``lasts``; ``None`` for a child summarized before format
-    3, and both ``None`` in the member index and in manifests of format 1 or
-    2). :meth:`dense_starts` are the distinct scores before each child.
+    In the score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a
+    child summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
+    :meth:`dense_starts` are the distinct scores before each child.
     """
 
     __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts", "distincts", "lasts", "_dense")

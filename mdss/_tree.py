@@ -1,10 +1,10 @@
 """The counted, copy-on-write B+tree of entry sets and manifests (mdss._nodes), and its reads.
 
-A manifest of manifests is the seed's master manifest; the tree grows a level when the root splits and
-loses one when the root is left with a single child. The same structure serves two trees: the *score
-tree*, keyed by the set order's sort key ``(s, member)``, and the *member index*, keyed by member. Reads go
-level by level, batching every node a level needs into one ``get_many``: a read costs one round trip per
-uncached level, whatever the number of keys or positions it asks for.
+A manifest of manifests is the seed's master manifest; the tree grows a level when the root splits and loses one
+when the root is left with a single child. The same structure serves two trees: the *score tree*, keyed by the set
+order's sort key ``(s, member)``, and the *member index*, keyed by member. Reads go level by level, batching every
+node a level needs into one ``get_many``: a read costs one round trip per uncached level, whatever the number of
+keys or positions it asks for.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ COMPLETE_BATCH = 256
 class Source:
     """Loads decoded nodes for one operation: pinned ones, then the shared cache, then the store.
 
-    Pins keep every node this operation has seen, so a cache eviction between
-    two steps of one operation never costs another round trip.
+    Pins keep every node this operation has seen, so a cache eviction between two steps of one operation never
+    costs another round trip.
     """
 
     __slots__ = ("store", "keyspace", "cache", "pins")
@@ -40,8 +40,8 @@ class Source:
     def load_many(self, ids: Iterable[str], keyfn: KeyFn, height: int) -> dict[str, Any]:
         """Nodes by id, all expected at ``height`` (0: entry sets). Typed ``Any``: the height says which kind.
 
-        A node of another height (a forged cursor, a damaged manifest) raises
-        :class:`CorruptDataError` instead of being read as the wrong kind.
+        A node of another height (a forged cursor, a damaged manifest) raises :class:`CorruptDataError` instead of
+        being read as the wrong kind.
         """
         pins, cache, found = self.pins, self.cache, {}
         wanted = []
@@ -125,9 +125,8 @@ class Tree:
         """Route sorted probe keys to entry sets, reading manifests only: runs ``(entry set id, entries
         before it, entries in it, lo, hi)`` saying that ``probes[lo:hi]`` fall in that set.
 
-        A node routes each run of probes with two bisections, so the work
-        grows with the nodes touched rather than the probes. One batched read
-        per uncached level.
+        A node routes each run of probes with two bisections, so the work grows with the nodes touched rather than
+        the probes. One batched read per uncached level.
         """
         assert self.root is not None  # callers answer an empty tree themselves
         runs = [(self.root, 0, self.count, 0, len(probes))]
@@ -210,14 +209,11 @@ class Tree:
         """For each probe key (in any order): how many keys are strictly below it, and how many distinct
         scores they hold (a dense rank is 1 + the latter, below a score's first key).
 
-        The descent of :meth:`count_below`, carrying the distinct scores and
-        the last score of everything to the left: a manifest adds its
-        children's distinct counts before the child it routes to, less one
-        for every tie group that crosses from one child into the next (the
-        last score of one equals the first of the next), and the entry set
-        adds its tie groups before the probe. The same round trips as a
-        count. Manifests of format 1 or 2 know no distinct counts: they are
-        computed from their children first (:meth:`complete`).
+        The descent of :meth:`count_below`, carrying the distinct scores and the last score of everything to the
+        left: a manifest adds its children's distinct counts before the child it routes to, less one for every tie
+        group that crosses from one child into the next (the last score of one equals the first of the next), and
+        the entry set adds its tie groups before the probe. The same round trips as a count. Manifests of format 1
+        or 2 know no distinct counts: they are computed from their children first (:meth:`complete`).
         """
         if self.root is None:
             return [(0, 0)] * len(probes)
@@ -254,8 +250,8 @@ class Tree:
 
     def complete(self, needs: Sequence[tuple[Manifest, int]], height: int) -> None:
         """Make known the distinct counts of children ``0..i-1`` of each ``(manifest, i)`` at ``height``,
-        computing unknown ones from the children (format-2 manifests: whole subtrees are read once, then kept
-        on the decoded manifests). Reads :data:`COMPLETE_BATCH` children per round trip and keeps none pinned.
+        computing unknown ones from the children (format-2 manifests: whole subtrees are read once, then kept on
+        the decoded manifests). Reads :data:`COMPLETE_BATCH` children per round trip and keeps none pinned.
         """
         todo: dict[str, list[tuple[Manifest, int]]] = {}
         for node, i in needs:
@@ -292,8 +288,8 @@ class Tree:
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
         """Members and scores at positions ``start`` to ``stop - 1`` (0-based), in key order.
 
-        One batched read per uncached level: a page spanning several entry
-        sets still costs one round trip with the manifests cached.
+        One batched read per uncached level: a page spanning several entry sets still costs one round trip with
+        the manifests cached.
         """
         members: list[str] = []
         scores: list[Any] = []
@@ -347,10 +343,10 @@ class Tree:
         self, probe: Any, before: int, after: int, size: Callable[[Any, Any, int], int] | None = None
     ) -> list[str]:
         """The ids of the entry set that holds ``probe`` and of its neighbours: to the left until they hold
-        ``before`` entries, to the right until they hold ``after``, in key order. ``size(low, high, count)``
-        says how many entries the region of an entry set (its first key to the next one's, ``None`` at the
-        ends) holds when it is not ``count`` (the update log's shift). Reads manifests only: a read that
-        will count and slice there can fetch them all in one round trip first (:meth:`fetch`).
+        ``before`` entries, to the right until they hold ``after``, in key order. ``size(low, high, count)`` says
+        how many entries the region of an entry set (its first key to the next one's, ``None`` at the ends) holds
+        when it is not ``count`` (the update log's shift). Reads manifests only: a read that will count and slice
+        there can fetch them all in one round trip first (:meth:`fetch`).
         """
         if self.root is None:
             return []

@@ -518,37 +518,17 @@ def _shard_counts(value: str) -> list[int]:
     help="Leaderboard posts timed (3 columns to 3 windows).",
 )
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
-def bench(
-    store_url: str,
-    members: int,
-    chunk_size: int,
-    batch_size: int,
-    samples: int,
-    singles: int,
-    cache_mb: int,
-    seed: int,
-    shards: list[int],
-    board_owners: int,
-    board_posts: int,
-    json_path: str | None,
-) -> None:
+def bench(store_url: str, shards: list[int], json_path: str | None, **figures: int) -> None:
     """Measure mdss against the anchors that fit the store, in the same run (from a source checkout); then
     mdss.Leaderboard against the same posts and reads in plain code."""
     harness = _harness()
     result = harness.run(
         store_url,
-        members=members,
-        chunk_size=chunk_size,
-        batch_size=batch_size,
-        samples=samples,
-        singles=singles,
-        cache_bytes=cache_mb << 20,
-        seed=seed,
         shards=shards[0] if len(shards) == 1 else shards,
-        board_owners=board_owners,
-        board_posts=board_posts,
-        board_samples=min(samples, 200),
+        cache_bytes=figures.pop("cache_mb") << 20,
+        board_samples=min(figures["samples"], 200),
         progress=lambda text: click.echo(text, err=True),
+        **figures,
     )
     for line in harness.report(result):
         click.echo(line)

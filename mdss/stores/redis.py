@@ -1,32 +1,30 @@
 """Redis and Redis Cluster stores, through redis-py.
 
-Values are plain Redis strings; a read's version is the SHA-1 of the value. A compare-and-set is one Lua
-script (mdss.stores._redis_scripts) comparing it with ``redis.sha1hex`` of the current value, atomic on the
-key's node (heads carry a generation and commit ids: equal bytes are the same state, no ABA). A batch is
-one MGET / MSET / DEL on a single server; on a cluster it is split by hash slot and pipelined per node
-(reads send one MGET per slot to every master before reading any reply; writes, and anything unusual such
-as a moved slot, go through redis-py), so a set's nodes spread over every slot (mdss' keys have no hash
-tags) and a batch still costs one round trip.
+Values are plain Redis strings; a read's version is the SHA-1 of the value. A compare-and-set is one Lua script
+(mdss.stores._redis_scripts) comparing it with ``redis.sha1hex`` of the current value, atomic on the key's node
+(heads carry a generation and commit ids: equal bytes are the same state, no ABA). A batch is one MGET / MSET /
+DEL on a single server; on a cluster it is split by hash slot and pipelined per node (reads send one MGET per slot
+to every master before reading any reply; writes, and anything unusual such as a moved slot, go through redis-py),
+so a set's nodes spread over every slot (mdss' keys have no hash tags) and a batch still costs one round trip.
 
-**The server must not evict keys.** A ``maxmemory-policy`` of ``allkeys-*`` drops any key under memory
-pressure, a set's head included. At open the store reads the policy (``CONFIG GET``, on every primary of a
-cluster) and refuses such a one with :class:`StoreError` (``volatile-*`` is fine: mdss sets no TTLs).
-Where ``CONFIG`` is not allowed (managed Redis, ACLs) it warns; ``check_policy=false`` skips the check.
+**The server must not evict keys.** A ``maxmemory-policy`` of ``allkeys-*`` drops any key under memory pressure, a
+set's head included. At open the store reads the policy (``CONFIG GET``, on every primary of a cluster) and
+refuses such a one with :class:`StoreError` (``volatile-*`` is fine: mdss sets no TTLs). Where ``CONFIG`` is not
+allowed (managed Redis, ACLs) it warns; ``check_policy=false`` skips the check.
 
-**Retries.** Connection errors and timeouts, and refusals of a command that did not run (MOVED, ASK,
-TRYAGAIN, redis-py's "TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover, LOADING) are
-retried under one :class:`mdss._retry.Backoff` (a time budget, full jitter): URL options ``retry_budget``
-(seconds, default 5), ``backoff`` (the first ceiling), ``retries`` (an optional cap). Then
-:class:`StoreUnavailableError`. redis-py's own retries are off, on a client passed in too: it would resend
-a compare-and-set blindly. Other query parameters go to redis-py; one it does not take, or badly typed,
-raises :class:`InvalidArgumentError` at open.
+**Retries.** Connection errors and timeouts, and refusals of a command that did not run (MOVED, ASK, TRYAGAIN,
+redis-py's "TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover, LOADING) are retried under one
+:class:`mdss._retry.Backoff` (a time budget, full jitter): URL options ``retry_budget`` (seconds, default 5),
+``backoff`` (the first ceiling), ``retries`` (an optional cap). Then :class:`StoreUnavailableError`. redis-py's
+own retries are off, on a client passed in too: it would resend a compare-and-set blindly. Other query parameters
+go to redis-py; one it does not take, or badly typed, raises :class:`InvalidArgumentError` at open.
 
-**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run
-(a request can wait in the server's input buffer). So after a lost reply the store never reports
-:class:`ConflictError`; it reads the key back: our value is success (no ABA); the version read means the
-script is resent (both compare against that version, so at most one writes; a failed resend is read back
-again: our value, or unknown); anything else, a failed read-back or a budget spent on lost replies, is
-:class:`OutcomeUnknownError`: the write may have landed under another, or not at all.
+**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run (a request
+can wait in the server's input buffer). So after a lost reply the store never reports :class:`ConflictError`; it
+reads the key back: our value is success (no ABA); the version read means the script is resent (both compare
+against that version, so at most one writes; a failed resend is read back again: our value, or unknown); anything
+else, a failed read-back or a budget spent on lost replies, is :class:`OutcomeUnknownError`: the write may have
+landed under another, or not at all.
 """
 
 from __future__ import annotations
@@ -399,8 +397,8 @@ class RedisStore(_RedisBase):
     def from_url(cls, url: str, **options: Any) -> RedisStore:
         """``redis://[user:password@]host:port/db`` or ``rediss://...``.
 
-        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``,
-        ``retries``, ``check_policy``. The other query parameters go to redis-py.
+        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``, ``retries``, ``check_policy``. The other
+        query parameters go to redis-py.
         """
         plain, ours = _split_url(url, options)
         return cls(url=plain, **ours)

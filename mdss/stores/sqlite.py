@@ -1,30 +1,23 @@
 """The embedded durable store: one SQLite file in WAL mode, safe for many threads and processes.
 
-One table ``kv(key, value, version)``; a version is a random 63-bit number
-that changes on every write, never a counter (a counter starts again when a
-key is deleted and written anew, and a compare-and-set still in flight from
-before would then win). A compare-and-set is a single
-``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE`` for "only if
-absent") whose row count says who won, so it is atomic across processes
-without holding a transaction open between the read and the write.
+One table ``kv(key, value, version)``; a version is a random 63-bit number that changes on every write, never a
+counter (a counter starts again when a key is deleted and written anew, and a compare-and-set still in flight from
+before would then win). A compare-and-set is a single ``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE``
+for "only if absent") whose row count says who won, so it is atomic across processes without holding a transaction
+open between the read and the write.
 
-Durability: ``synchronous=normal`` (the default) survives any crash of the
-process (``kill -9`` included): a committed transaction is in the WAL before
-the call returns. On power loss the last transactions before the loss may
-roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every
-commit and survives power loss too, at the cost of one fsync per commit.
+Durability: ``synchronous=normal`` (the default) survives any crash of the process (``kill -9`` included): a
+committed transaction is in the WAL before the call returns. On power loss the last transactions before the loss
+may roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every commit and survives power loss
+too, at the cost of one fsync per commit.
 
-URL options: ``synchronous``, ``timeout`` (seconds a write waits for another
-connection's write lock; 30 by default) and ``namespace``; any other is an error.
+URL options: ``synchronous``, ``timeout`` (seconds a write waits for another connection's write lock; 30 by
+default) and ``namespace``; any other is an error. Checkpoints: every 10,000 WAL pages, not SQLite's 1,000.
 
-Checkpoints: every 10,000 WAL pages (``_WAL_PAGES``), not SQLite's 1,000.
-
-Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between
-tries, while a commit of mdss holds the write lock for tens of microseconds
-(a head's compare-and-set), so a writer waiting in it slept through dozens of
-commits. The connections have no busy timeout; a write waits for the lock in
-full-jitter steps from 20 µs to 1 ms, and the rare SQLITE_BUSY of a read (a
-WAL being recovered or restarted by another process) is retried from 1 ms.
+Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between tries, while a commit of mdss holds the
+write lock for tens of microseconds (a head's compare-and-set), so a writer waiting in it slept through dozens of
+commits. The connections have no busy timeout; a write waits for the lock in full-jitter steps from 20 µs to 1 ms,
+and the rare SQLITE_BUSY of a read (a WAL being recovered or restarted by another process) is retried from 1 ms.
 """
 
 from __future__ import annotations
@@ -53,19 +46,16 @@ T = TypeVar("T")
 
 
 def _value(key: str, value: object) -> bytes:
-    """A stored value as bytes. SQLite columns are dynamically typed: a row written by hand (or by
-    another program) can hold TEXT, REAL or INTEGER where mdss only ever writes a BLOB."""
+    """A stored value as bytes: a row written by hand (SQLite columns are dynamically typed) may hold another type."""
     if not isinstance(value, bytes):
         raise CorruptDataError(f"the stored value is SQLite {type(value).__name__}, not a BLOB", key)
     return value
 
 
-#: WAL pages before a commit checkpoints (SQLite's default is 1,000, ~4 MB). A commit checkpoints whenever the
-#: WAL holds at least this many pages, and a head's compare-and-set rewrites the same few pages thousands of
-#: times a second, while a checkpoint copies each distinct page once, and cannot finish past the snapshots
-#: that other processes still read. With 10,000, four writer processes took less CPU per update and lost
-#: fewer compare-and-sets (docs/performance.md, "SQLite checkpoints and lazy overlays"). The WAL file grows
-#: to about this many pages (40 MB at 4 KB pages) before a checkpoint starts it over.
+#: WAL pages before a commit checkpoints (SQLite's default: 1,000, ~4 MB). Heads' compare-and-sets rewrite the
+#: same few pages thousands of times a second, and a checkpoint copies each distinct page once: with 10,000,
+#: four writer processes took less CPU per update and lost fewer compare-and-sets (docs/performance.md, "SQLite
+#: checkpoints and lazy overlays"). The WAL grows to about this many pages (40 MB at 4 KB) between checkpoints.
 _WAL_PAGES = 10_000
 #: How a read retries SQLITE_BUSY (rare in WAL mode), and how a write waits for the write lock.
 _READ_WAIT = Backoff(base=0.001, cap=0.05)
