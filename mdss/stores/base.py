@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
@@ -21,6 +21,8 @@ import attrs
 from .. import _tail
 from .._parse import integer, number
 from ..exceptions import ConflictError, InvalidArgumentError, SiblingsError
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -205,13 +207,7 @@ class Store:
         store read it in the same round trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write
         may or may not have landed.
         """
-        try:
-            written = self._cas(key, value, version)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, writes=1, bytes_written=len(value))
-        return written
+        return self._counted(lambda: self._cas(key, value, version), writes=1, bytes_written=len(value))
 
     def append_log(self, key: str, held: bytes, record: bytes, cap: int) -> Record:
         """Append a commit's ``record`` to the head at ``key`` in the store, without a compare-and-set
@@ -223,13 +219,9 @@ class Store:
         added again.
         """
         sha, seen = _tail.view(held)
-        try:
-            written = self._append(key, held, sha, seen, record, cap)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, writes=1, bytes_written=len(record))
-        return written
+        return self._counted(
+            lambda: self._append(key, held, sha, seen, record, cap), writes=1, bytes_written=len(record)
+        )
 
     def swap_core(self, key: str, held: bytes, core: bytes, record: bytes, cap: int) -> Record:
         """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since
@@ -241,13 +233,9 @@ class Store:
         :func:`mdss._tail.swap` refuses. Once refused, refused for good; resending after a lost reply is safe.
         """
         sha, seen = _tail.view(held)
-        try:
-            written = self._swap(key, held, sha, seen, core, record, cap)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, writes=1, bytes_written=len(core) + len(record))
-        return written
+        return self._counted(
+            lambda: self._swap(key, held, sha, seen, core, record, cap), writes=1, bytes_written=len(core) + len(record)
+        )
 
     def delete(self, key: str) -> None:
         """Remove ``key``; removing an absent key is not an error."""
@@ -257,12 +245,7 @@ class Store:
     def delete_if(self, key: str, version: Any) -> None:
         """Remove ``key`` only if it still holds the version read (:attr:`Record.version`); an absent key is
         fine. Raises :class:`~mdss.exceptions.ConflictError` when it holds another version: nothing deleted."""
-        try:
-            self._delete_if(key, version)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, deletes=1)
+        self._counted(lambda: self._delete_if(key, version), deletes=1)
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Remove every key, in one round trip."""
@@ -295,6 +278,16 @@ class Store:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _counted(self, call: Callable[[], T], **counts: int) -> T:
+        """``call()``, counted as one round trip that lost (a conflict) or did ``counts``."""
+        try:
+            done = call()
+        except ConflictError:
+            self.stats.add(calls=1, conflicts=1)
+            raise
+        self.stats.add(calls=1, **counts)
+        return done
 
     # -- primitives: backends implement these ----------------------------
 
