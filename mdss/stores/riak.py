@@ -26,10 +26,7 @@ prefix can hold, so that listing one set reads that set's keys only; a type whos
 a deleted key until it is reaped, 3 s by default): callers verify listed keys with ``get_many`` before they report
 or delete them.
 
-Outcomes: ``cas`` raises :class:`ConflictError` only when its first attempt got a 412, so nothing was written.
-Once an attempt failed in a way that may have applied it (a lost reply, a 5xx), a later 412 is no conflict: the
-key is read back, and the write reported done if the key holds exactly the value written (heads carry commit ids,
-so equal bytes mean this write), else :class:`OutcomeUnknownError`.
+Outcomes of a compare-and-set, a 412 after a lost reply included: :meth:`RiakStore.put_if`.
 """
 
 from __future__ import annotations
@@ -322,8 +319,8 @@ class RiakStore(Store):
         :class:`ConflictError` only for a 412 answered to the first attempt that reached Riak (then nothing was
         written: a lost race, or the spurious 412 after an ensemble leader change, which the caller likewise
         re-reads and rebases on). After an attempt that may have been applied (reply lost, 5xx), a 412 is settled
-        by reading the key back: it holds exactly ``value`` (written), or :class:`OutcomeUnknownError`; so is
-        running out of retries.
+        by reading the key back: it holds exactly ``value`` (written: heads carry commit ids, so equal bytes are
+        this write), or :class:`OutcomeUnknownError`; so is running out of retries.
         """
         headers = {"Content-Type": "application/octet-stream"}
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
