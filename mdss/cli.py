@@ -257,15 +257,7 @@ def count(best: int | float, worst: int | float) -> None:
     show_default=True,
     help="Members per commit when adding to an existing set.",
 )
-def load(
-    path: str,
-    header: bool | None,
-    replace: bool,
-    order: str | None,
-    chunk_size: int | None,
-    shards: int | None,
-    batch: int,
-) -> None:
+def load(path: str, header: bool | None, replace: bool, batch: int, **settings: Any) -> None:
     """Load a UTF-8 CSV of member,score rows (- for standard input)."""
     try:
         with click.open_file(path, "rb") as stream:
@@ -279,9 +271,9 @@ def load(
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise click.ClickException(f"{len(problems)} bad rows in {path}, nothing loaded:\n  {shown}{more}")
     obj = _ctx()
-    board = obj.board(order=order, chunk_size=chunk_size, shards=shards)
+    board = obj.board(**settings)  # order, chunk_size, shards: for a new set
     if replace or len(board) == 0:
-        _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, shards=shards, replace=replace)
+        _bulk_load(obj.store, obj.set_name, pairs, replace=replace, **settings)
     else:
         items = list(pairs.items())
         with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
