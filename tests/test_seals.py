@@ -1,6 +1,6 @@
-"""Adversarial review of store-applied seals and bridged heads (``mdss._tail.swap``, ``Store.swap_core``):
-the Redis script against the reference on crafted (damaged) bridged heads; refusals that stay refusals;
-held-back requests of appends and seals replayed at any later point."""
+"""Store-applied seals and bridged heads (``mdss._tail.swap``, ``Store.swap_core``), adversarially: the Redis
+script against the reference on crafted (damaged) bridged heads; refusals that stay refusals; held-back
+requests of appends and seals replayed at any later point. (Appends themselves: test_tail.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Adversarial review of store-applied appends (``mdss._tail``): lost replies with other writers, seals,
-merges and gc in between; exact incr results; damaged tails."""
+"""Store-applied appends (``mdss._tail``) under faults: lost replies with other writers, seals, merges and
+gc in between; exact incr results; writers holding stale heads; extreme records; damaged tails. (The
+store's side against the reference, and single faults: test_tail.py; seals: test_seals.py.)"""
 
 from __future__ import annotations
 
