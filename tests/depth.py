@@ -5,6 +5,17 @@ enumerates a large space (a fault at every store call of a commit, every layout 
 it visits a deterministic sample of it: different points for different tests and stores, so that the run as
 a whole still reaches most of the space. ``MDSS_DEEP=1`` (``tox -e deep``) visits all of it and loads
 Hypothesis' ``deep`` profile (long searches) unless ``HYPOTHESIS_PROFILE`` names another one.
+
+What the default run samples, each in full under ``MDSS_DEEP=1``:
+
+- faults at a stride of a commit's store calls (:func:`sample`), and the ``grid`` marker's Latin-square
+  row of a parameter grid per store (``conftest.py``);
+- Hypothesis budgets on the networked stores (:func:`examples`);
+- test_format_compat.py's per-member point reads on the networked stores (a :func:`sample` of each
+  fixture's members; every fixture is still read whole and written on every store);
+- loops beside racing writers run until an event count, not a fixed time: the reply-cut chaos of
+  test_lost_replies.py (5 cuts, 14 deep), the reader of test_concurrency.py's process race and the
+  collectors of test_reliability.py's skewed-clock gc (until the writers finish; at least 6 s deep).
 """
 
 from __future__ import annotations
