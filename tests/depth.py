@@ -18,7 +18,8 @@ What the default run samples, each in full under ``MDSS_DEEP=1``:
   stores (:func:`call_points`: the first, a stride, and the last);
 - loops beside racing writers run until an event count, not a fixed time: the reply-cut chaos of
   test_lost_replies.py (5 cuts, 14 deep), the reader of test_concurrency.py's process race and the
-  collectors of test_reliability.py's skewed-clock gc (until the writers finish; at least 6 s deep).
+  collectors of test_reliability.py's skewed-clock gc (until the writers finish, the collectors at most
+  6 s as before; at least 6 s deep).
 """
 
 from __future__ import annotations

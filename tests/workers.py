@@ -49,11 +49,11 @@ def writer(
     return {"owned": owned, "acked": acked, "failures": failures, **counters}
 
 
-def stopped(stop: str, started: float, seconds: float) -> bool:
+def stopped(stop: str, started: float, seconds: float, at_most: float = 300.0) -> bool:
     """Whether a loop beside the writers is done: the test made the file ``stop`` (the writers finished)
-    and ``seconds`` have passed since ``started``; or 300 s have passed whatever happened."""
+    and ``seconds`` have passed since ``started``; or ``at_most`` seconds have passed whatever happened."""
     elapsed = time.monotonic() - started
-    return (elapsed >= seconds and os.path.exists(stop)) or elapsed >= 300
+    return (elapsed >= seconds and os.path.exists(stop)) or elapsed >= at_most
 
 
 def reader(url: str, name: str, shared: list[str], stop: str, seconds: float = 0.0) -> list[tuple[int, int, int]]:
@@ -85,16 +85,16 @@ def loader(url: str, name: str, batches: int, size: int) -> None:
         print(batch, flush=True)
 
 
-def collector(url: str, name: str, skew: float, stop: str, seconds: float = 0.0) -> int:
+def collector(url: str, name: str, skew: float, stop: str, seconds: float = 0.0, at_most: float = 300.0) -> int:
     """Run ``gc(min_age=0)`` in a loop with this process' clock ``skew`` seconds off, until the writers finish
-    (the file ``stop`` exists) and for at least ``seconds``; returns nodes deleted."""
+    (the file ``stop`` exists) and for at least ``seconds``, at most ``at_most``; returns nodes deleted."""
     import mdss._writer
 
     mdss._writer.clock = lambda: time.time() + skew
     board = mdss.SortedSet(mdss.open_store(url), name, gc_grace=0)
     deleted = 0
     started = time.monotonic()
-    while not stopped(stop, started, seconds):
+    while not stopped(stop, started, seconds, at_most):
         deleted += board.gc(min_age=0, wait=False, sweep=True)
     board.store.close()
     return deleted
