@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
+from depth import examples
 from faulty import FaultyStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -319,8 +320,7 @@ def _moment_of(board: mdss.Leaderboard, owner: str, post_id: str) -> float | Non
     return board._posts().score(_post_member(owner, post_id))
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(
+_RETRY_STEPS = dict(
     steps=st.lists(
         st.tuples(
             st.sampled_from(["ann", "bob"]),
@@ -333,11 +333,29 @@ def _moment_of(board: mdss.Leaderboard, owner: str, post_id: str) -> float | Non
     ),
     tz=st.sampled_from([None, "America/New_York"]),
 )
-def test_retried_posts_match_a_model_that_counts_each_post_once(store, monkeypatch, steps, tz) -> None:
+
+
+def test_retried_posts_match_a_model_that_counts_each_post_once(store_factory, store, monkeypatch) -> None:
     """Random posts, many of them retries, random clock jumps across boundaries and crashes at random store
     calls; at the end every post is retried once more. The board's rows equal a model that applies each
     distinct (owner, post id) once, in the window instances of the moment the board recorded for it, which
-    is one of the moments it was tried at."""
+    is one of the moments it was tried at.
+
+    By default a quarter of the examples on the networked stores (``depth.examples``), all under MDSS_DEEP."""
+
+    @settings(
+        max_examples=examples(store_factory.kind, settings().max_examples),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(**_RETRY_STEPS)
+    def retried(steps, tz) -> None:
+        _retried_posts(store, monkeypatch, steps, tz)
+
+    retried()
+
+
+def _retried_posts(store, monkeypatch, steps, tz) -> None:
     monkeypatch.setattr(mdss._log, "CLAIM_MS", 20)  # the merge claim of a post that failed lapses soon
     clock = [dt.datetime(2026, 12, 20, 23, 59, tzinfo=UTC).timestamp()]
     faulty = FaultyStore(store)

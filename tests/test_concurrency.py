@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 import workers
+from depth import DEEP
 from readable import readable_keys
 
 import mdss
@@ -93,16 +94,20 @@ SHARED = [f"s{i}" for i in range(12)]
 @pytest.mark.slow
 @pytest.mark.grid("log_limit", size=2)  # by default each store races with one of the two, in turn (conftest.py)
 @pytest.mark.parametrize("log_limit", [None, 3], ids=["log-derived", "log3"])
-def test_processes_racing_on_one_set(shared_store_factory, log_limit) -> None:
-    """Processes incr shared members while the others append and merge the update log: sums are exact."""
-    url = shared_store_factory.url_for_new()
+def test_processes_racing_on_one_set(shared_store_factory, log_limit, tmp_path) -> None:
+    """Processes incr shared members while the others append and merge the update log: sums are exact.
+
+    A reader checks snapshots until the writers finish (for at least 6 s under ``MDSS_DEEP``)."""
+    url, stop = shared_store_factory.url_for_new(), str(tmp_path / "stop")
     mdss.SortedSet(mdss.open_store(url), "race", chunk_size=4).add("seed", 0)
-    n_procs, n_ops = 4, 400 if shared_store_factory.kind == "dynamodb" else 1500  # dynalite: ms per call
+    # dynalite takes ms per call: fewer operations there (200 by default, 400 under MDSS_DEEP)
+    n_procs, n_ops = 4, (400 if DEEP else 200) if shared_store_factory.kind == "dynamodb" else 1500
     with SPAWN.Pool(n_procs + 1) as pool:
-        reads = pool.apply_async(workers.reader, (url, "race", SHARED, 6.0))
+        reads = pool.apply_async(workers.reader, (url, "race", SHARED, stop, 6.0 if DEEP else 0.0))
         results = pool.starmap(
             workers.writer, [(url, "race", i, n_ops, 1000 + i, SHARED, log_limit) for i in range(n_procs)]
         )
+        open(stop, "w").close()
         history = reads.get()
     board = mdss.SortedSet(mdss.open_store(url), "race")
     expected: dict[str, int] = {"seed": 0}

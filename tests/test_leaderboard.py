@@ -8,6 +8,7 @@ import math
 import threading
 
 import pytest
+from depth import call_points
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -745,10 +746,13 @@ def gc_board(store, name: str = "g", **options) -> mdss.Leaderboard:
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["failed-call", "lost-reply"])
-def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, after: bool, monkeypatch) -> None:
+def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(
+    store_factory, store, after: bool, monkeypatch
+) -> None:
     """The process dies at every store call of a 3-window post in turn (makes no call after it, not even to
     clean up); another process's ``gc(sweep=True)`` then leaves exactly the nodes the heads name, and
-    the post retried with its post_id counts once in every window."""
+    the post retried with its post_id counts once in every window. On the networked stores by default the
+    first, the last and a stride of the calls (``depth.call_points``), every call under MDSS_DEEP."""
     from faulty import FaultyStore
 
     import mdss._commit
@@ -757,9 +761,7 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, afte
     # A dead process's commit would ask a head it cannot reach for 5 s: once is enough here.
     monkeypatch.setattr(mdss._retry, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))
 
-    k = 0
-    while True:
-        k += 1
+    def crash_at(k: int) -> tuple[bool, int]:
         dying = FaultyStore(store, dies=True, after=after)
         board = gc_board(dying, f"g{k}")
         board.post("bob", {"xp": 3, "shots": 1, "laps": 1, "ms": 5})
@@ -780,14 +782,23 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, afte
         for instance in survivor.windows():
             assert survivor.row("ann", window=instance).values["shots"] == 11, (k, instance)
             assert survivor.positions("ann", window=instance, ties="dense") == {"xp": 1, "race": 1}
-        if not crashed and calls < k:  # the post made fewer calls than k: it has died at every one
+        return crashed, calls
+
+    visited = set()
+    for k in call_points(store_factory.kind, f"gc-sweeps-{after}"):
+        crashed, calls = crash_at(k)
+        visited.add(k)
+        if not crashed and calls < k:  # the post made fewer calls than k: it has died at every one (sampled)
+            if calls not in visited:
+                crash_at(calls)  # its last call
             break
-    assert k > 5
+    assert calls > 4
 
 
-def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
+def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store_factory, store) -> None:
     """Another process sweeps just before each store call of a 3-window post in turn: the post lands once
-    everywhere, check() holds, and nothing is left over."""
+    everywhere, check() holds, and nothing is left over. On the networked stores by default the first, the
+    last and a stride of the calls (``depth.call_points``), every call under MDSS_DEEP."""
     from faulty import FaultyStore
 
     class Sweeping(FaultyStore):
@@ -797,9 +808,7 @@ def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
                 self.meanwhile()
             return getattr(self.inner, name)(*args)
 
-    k = 0
-    while True:
-        k += 1
+    def sweep_at(k: int) -> int:
         other = gc_board(store, f"g{k}")
         sweeping = Sweeping(store, meanwhile=functools.partial(other.gc, sweep=True, wait=False))
         board = gc_board(sweeping, f"g{k}")
@@ -817,9 +826,17 @@ def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
         for instance in board.windows():
             assert unnamed_records(board, instance) == []
             board._check(instance)
+        return calls
+
+    visited = set()
+    for k in call_points(store_factory.kind, "gc-at-any-call"):
+        calls = sweep_at(k)
+        visited.add(k)
         if calls < k:
+            if calls not in visited:
+                sweep_at(calls)  # its last call
             break
-    assert k > 5
+    assert calls > 4
 
 
 def test_gc_beside_concurrent_posts(store) -> None:

@@ -16,6 +16,7 @@ from unittest import mock
 
 import attrs
 import pytest
+from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from readable import readable_keys
@@ -795,3 +796,105 @@ def test_merged_keys_that_lost_a_shards_key_are_dropped_not_raised() -> None:
     reader._all_keys.keys.add(reader._order.key("p59x", 59))  # the same count, another key
     mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(60)}, replace=True)  # no entry explains it
     assert reader.rank("p0") == 1 and reader.range(59, 1)[0].member == "p59"
+
+
+# Sharded sets from the outside: names given by keyword, refused options and arguments that store
+# nothing, names that look like another object's parts, and writers whose set another object dropped.
+
+
+def test_store_and_name_by_keyword_open_the_sharded_set(store) -> None:
+    board = mdss.SortedSet(store=store, name="kw", shards=3)
+    assert isinstance(board, mdss.ShardedSet) and board.shards == 3
+    board.add_many({"ann": 1, "bob": 2, "cid": 3})
+    for n, again in enumerate((mdss.SortedSet(store, name="kw"), mdss.SortedSet(store=store, name="kw"))):
+        assert isinstance(again, mdss.ShardedSet)  # not an empty unsharded set under the same name
+        assert len(again) == 3 + n
+        again.add(f"new{n}", 4)
+    assert len(board) == 5
+    assert store.get(Keyspace(store.namespace, "kw").head) is None  # no unsharded head beside the shards
+    with pytest.raises(mdss.SettingsMismatchError):
+        mdss.SortedSet(store=store, name="kw", shards=1)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"gc_grace": -1}, {"log_limit": -1}, {"log_limit": True}, {"max_batch": 0}, {"retry_budget": "1"}],
+)
+def test_a_refused_sharded_set_stores_nothing(store, options) -> None:
+    with pytest.raises(mdss.InvalidArgumentError):
+        mdss.SortedSet(store, "bad", shards=4, **options)
+    assert readable_keys(store, Keyspace(store.namespace, "bad").prefix[:-1]) == []  # its keys and its shards'
+    assert mdss.SortedSet(store, "bad", shards=2).shards == 2  # the name is free for any shard count
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+@pytest.mark.parametrize("members", [None, 5, "abc", b"abc"])
+def test_scores_of_a_non_iterable_or_a_string_is_a_clear_error(store, shards, members) -> None:
+    board = mdss.SortedSet(store, "s", shards=shards)
+    board.add_many({"a": 1, "b": 2})
+    with pytest.raises(mdss.InvalidArgumentError, match="members must be an iterable"):
+        board.scores(members)
+
+
+@pytest.mark.parametrize("shards", [4, 0, True, 2.5, "4", 10**6])
+def test_a_leaderboard_refuses_shards_before_storing_anything(store, shards) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match="shards must be 1"):
+        mdss.Leaderboard(store, "g", columns={"xp": "desc"}, shards=shards)
+    assert readable_keys(store, Keyspace(store.namespace, "g").prefix[:-1]) == []  # its parts: "g%23..."
+
+
+def test_a_sharded_set_named_like_a_boards_part_is_another_object(store) -> None:
+    user = mdss.SortedSet(store, "g#windows", shards=3, order="asc")
+    user.add("x", 1)
+    board = mdss.Leaderboard(store, "g", columns={"xp": "desc"})  # its registry is an internal part of "g"
+    board.post("ann", {"xp": 5})
+    assert board.windows() == ["all"] and list(user) == [("x", 1, 1)]
+    board = mdss.Leaderboard(store, "h", columns={"xp": "desc"}, shards=1)
+    board.post("ann", {"xp": 5})
+    assert [r.owner for r in board.top("xp", 3)] == ["ann"]
+
+
+def test_a_write_after_another_object_dropped_the_set_stays_readable(store) -> None:
+    dropper = mdss.SortedSet(store, "d", shards=4)
+    dropper.add_many({f"m{i}": i for i in range(20)})
+    writer = mdss.SortedSet(store, "d")
+    assert len(writer) == 20
+    dropper.drop()
+    assert writer.add("late", 7) is True
+    reopened = mdss.SortedSet(store, "d")
+    assert isinstance(reopened, mdss.ShardedSet)  # not an empty unsharded set: "late" would be lost
+    assert reopened.scores(["late", "m3"]) == [7, None]
+    assert len(reopened) == 1 and reopened.check() == []
+    with pytest.raises(mdss.SettingsMismatchError):
+        mdss.SortedSet(store, "d", shards=1)
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_shard_started_again_after_a_drop_stores_the_settings_even_if_that_call_failed(store, after) -> None:
+    """A writer whose set another process dropped starts a shard's head afresh and then stores the set's
+    settings again (``_Shard._started``). If that one store call fails, the write fails, and its retry finds
+    the head made and never came back to the settings: later writes were acknowledged into a shard that no
+    reader could find (a fresh reader saw an empty unsharded set)."""
+    faulty = FaultyStore(store)
+    writer = mdss.SortedSet(faulty, "b", shards=2, chunk_size=4)
+    writer.add("x", 1)
+    mdss.SortedSet(store, "b").drop()
+    calls = []
+
+    class Settings(FaultyStore):  # fails the settings' compare-and-set, the call after the head's
+        def _cas(self, key, value, version):
+            calls.append(key)
+            if key.endswith(":s") and len(calls) == 2:
+                if after:
+                    self.inner._cas(key, value, version)
+                raise mdss.StoreUnavailableError("injected")
+            return self.inner._cas(key, value, version)
+
+    faulty.inner = Settings(store)
+    with pytest.raises(mdss.StoreUnavailableError):
+        writer.add("y", 2)
+    assert calls[0].endswith(":h")  # the shard's head was made, then the settings failed
+    assert writer.add("z", 3) is True
+    fresh = mdss.SortedSet(store, "b")
+    assert isinstance(fresh, mdss.ShardedSet) and [e.member for e in fresh] == ["z"]
+    assert fresh.check() == []

@@ -1,5 +1,6 @@
-"""Adversarial review of store-applied appends (``mdss._tail``): lost replies with other writers, seals,
-merges and gc in between; exact incr results; damaged tails."""
+"""Store-applied appends (``mdss._tail``) under faults: lost replies with other writers, seals, merges and
+gc in between; exact incr results; writers holding stale heads; extreme records; damaged tails. (The
+store's side against the reference, and single faults: test_tail.py; seals: test_seals.py.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import Counter
 import pytest
 import redis
 import strategies as S
+from depth import examples
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,9 +66,10 @@ STEP = st.tuples(
 
 
 def _examples(store_factory, n: int) -> int:
-    """Fewer examples on the slow local DynamoDB engine, which compare-and-sets (no tails): the
-    compare-and-set path runs in full on ``memory-cas``."""
-    return n // 4 if store_factory.kind == "dynamodb" else n
+    """By default a quarter of the examples on the networked stores and an eighth on the slow local DynamoDB
+    engine, which compare-and-sets (no tails: that path runs in full on ``memory-cas``); all of them under
+    ``MDSS_DEEP`` (``depth.examples``)."""
+    return examples(store_factory.kind, n, divisor=8 if store_factory.kind == "dynamodb" else 4)
 
 
 @pytest.mark.grid("inline", size=2)  # by default each store runs one of the two, in turn (conftest.py)
