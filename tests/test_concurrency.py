@@ -39,8 +39,8 @@ def test_threads_are_grouped_into_few_commits_and_lose_nothing(store) -> None:
     for thread in pool:
         thread.join()
     assert sum(e.score for e in board) == threads * per_thread
-    assert board._group.callers == threads * per_thread
-    assert board._group.commits < threads * per_thread / 2  # aggregated
+    assert board.engine.group.callers == threads * per_thread
+    assert board.engine.group.commits < threads * per_thread / 2  # aggregated
     assert board.check() == []
 
 
@@ -64,7 +64,7 @@ def test_a_refused_op_fails_only_its_caller(store) -> None:
     for thread in pool:
         thread.join()
     assert len(errors) == 1 and sorted(results) == [1, 2, 3, 4, 5]
-    assert board._group.commits < 6
+    assert board.engine.group.commits < 6
     assert board.score("big") == 2**63 - 1
 
 

@@ -60,7 +60,7 @@ class NodeBytesMachine(RuleBasedStateMachine):
         reverse = self.set.order == "desc"
         expected = sorted(self.model.items(), key=lambda e: ((-e[1] if reverse else e[1]), e[0]))
         assert [(e.member, e.score) for e in self.set] == expected
-        snap = self.mdss._snapshot.snapshot(set.engine)
+        snap = mdss._snapshot.snapshot(self.set.engine)
         assert snap.head.node_bytes == (self.node_bytes if snap.version is not None else None)
 
 

@@ -134,7 +134,7 @@ def test_a_damaged_core_checksum_is_refused_by_a_process_that_held_the_plain_hea
     store = MemoryStore()
     mdss.SortedSet(store, "b", log_limit=0).add("a", 1)  # a plain head (straight into the trees)
     held = mdss.SortedSet(store, "b", log_limit=10_000)
-    assert held.scores(["a"]) == [1] and held._head_bytes[:1] != _tail.TAILED
+    assert held.scores(["a"]) == [1] and held.engine.head_bytes[:1] != _tail.TAILED
     mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)  # appended: the head now has a tail
     key = held.keys.head
     damaged = bytearray(store.get(key).value)
