@@ -43,19 +43,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _instrument(counts: collections.Counter, always_read: bool) -> None:
     """Count head compare-and-sets by origin (see the module docstring), and time read-to-CAS windows."""
-    from mdss import _commit, _head, _merge
+    from mdss import _commit, _merge, _snapshot
     from mdss.stores import base
 
     state: dict[str, Any] = {"origin": "?", "merging": 0, "read_at": 0, "calls_at": 0}
-    snapshot, merge, cas, read_first = _head.snapshot, _merge.merge, base.Store.cas, _commit._read_first
+    snapshot, merge, cas, read_first = _snapshot.snapshot, _merge.merge, base.Store.cas, _commit._read_first
 
-    def counted_snapshot(sset: Any, create: bool, known: Any = None) -> Any:
+    def counted_snapshot(engine: Any, create: bool = False, known: Any = None) -> Any:
         if known is None:
             state["origin"] = "read"
         else:
-            state["origin"] = "held" if sset._held is not None and known[0] is sset._held[0] else "rival"
-        state["read_at"], state["calls_at"] = time.perf_counter_ns(), sset.store.stats.calls
-        return snapshot(sset, create, known)
+            held = engine.writer.held
+            state["origin"] = "held" if held is not None and known[0] is held[0] else "rival"
+        state["read_at"], state["calls_at"] = time.perf_counter_ns(), engine.store.stats.calls
+        return snapshot(engine, create, known)
 
     def counted_merge(*args: Any, **kwargs: Any) -> Any:
         state["merging"] += 1
@@ -83,14 +84,14 @@ def _instrument(counts: collections.Counter, always_read: bool) -> None:
         counts[f"read first {found}"] += 1
         return found
 
-    _head.snapshot, _merge.merge, base.Store.cas = counted_snapshot, counted_merge, counted_cas
+    _snapshot.snapshot, _merge.merge, base.Store.cas = counted_snapshot, counted_merge, counted_cas
     _commit._read_first = counted_read_first
 
 
 def _writer(url: str, name: str, seed: int, args: argparse.Namespace, ready: Any, out: Any) -> None:
     board = mdss.SortedSet(mdss.open_store(url), name)
     counts: collections.Counter = collections.Counter()
-    _instrument(counts, args.always_read and hasattr(board, "_engines"))  # --always-read: sharded sets only
+    _instrument(counts, args.always_read and len(board.engines) > 1)  # --always-read: sharded sets only
     rng = random.Random(seed)
     warm = time.monotonic() + 1.0
     while time.monotonic() < warm:

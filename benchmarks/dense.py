@@ -73,8 +73,8 @@ def cost(store: mdss.Store, call: Callable[[], Any]) -> dict[str, float]:
 
 
 def drop_leaves(board: mdss.SortedSet) -> None:
-    for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
-        board._cache.discard(key)
+    for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+        board.engines[0].cache.discard(key)
 
 
 def main() -> None:

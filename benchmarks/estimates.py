@@ -130,11 +130,11 @@ def run(url: str, n: int, distribution: str, samples: int, chunk: int, seed: int
         print(f"loaded {n:,} members on {url} in {time.perf_counter() - start:.1f} s")
         board = mdss.SortedSet(store, name)  # a fresh object: nothing cached
         board.node_keys()  # reads every manifest of both trees, no entry set
-        manifests = set(board._cache._nodes)
+        manifests = set(board.engines[0].cache._nodes)
 
         def manifests_only() -> None:
-            for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
-                board._cache.discard(key)
+            for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+                board.engines[0].cache.discard(key)
 
         def nothing() -> None:
             pass
@@ -160,7 +160,7 @@ def run(url: str, n: int, distribution: str, samples: int, chunk: int, seed: int
             row["top_max_ranks"] = max(abs(e - x) for e, x in zip(top_estimates, exact_top))
             row["bound"] = max(widths) if label == "estimate_rank" else None
             rows.append(row)
-        assert set(board._cache._nodes) >= manifests
+        assert set(board.engines[0].cache._nodes) >= manifests
         board.drop()
     return rows
 

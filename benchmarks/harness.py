@@ -179,8 +179,8 @@ def manifests_only(board: Any, w: Workload, calls: int = 100) -> dict[str, float
     ):
         spent = {"calls": 0, "reads": 0, "bytes_read": 0}
         for arg in args:
-            for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
-                board._cache.discard(key)
+            for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+                board.engines[0].cache.discard(key)
             before = store.stats.snapshot()
             call(arg)
             for k, v in store.stats.since(before).items():

@@ -129,8 +129,10 @@ def trips_per_view(url: str, owners: int, calls: int, seed: int, ties: str = "or
             counts = []
             for _ in range(calls):
                 for sset in sets:
-                    for key in [k for k, (node, _) in sset._cache._nodes.items() if not isinstance(node, Manifest)]:
-                        sset._cache.discard(key)
+                    for key in [
+                        k for k, (node, _) in sset.engines[0].cache._nodes.items() if not isinstance(node, Manifest)
+                    ]:
+                        sset.engines[0].cache.discard(key)
                 before = store.stats.snapshot()
                 view()
                 counts.append(store.stats.since(before)["calls"])

@@ -48,7 +48,7 @@ def run(url: str, member_bytes: int, marks: list[int], window: int) -> list[dict
     for mark in marks:
         while appended < mark:
             commit()
-        log = len(board._snapshot().head.log)
+        log = len(mdss._snapshot.snapshot(board.engine).head.log)
         before, merges, rates = store.stats.snapshot(), board.merges, []
         for _ in range(REPEATS):
             start = time.perf_counter()

@@ -18,7 +18,7 @@ per call are counted with every node cached and with the entry sets dropped
 from the cache before each call (``harness.manifests_only``). ``--mdss`` runs
 this script and harness against the ``mdss`` package of another checkout
 (before and after a change, on the same machine). A process that reads a
-sharded set often merges its keys (``mdss._merged``; the "merged keys"
+sharded set often merges its keys (``mdss._allkeys``; the "merged keys"
 column says whether it did by the end); ``--layouts`` reads every shard
 instead, as a process that reads the set rarely does. ``--posts-between N``
 has another object of the set (seen only through the heads, as another
@@ -76,8 +76,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         name = f"shard-reads-{count}-{time.monotonic_ns()}"
         limit = {} if args.log_limit is None else {"log_limit": args.log_limit}
         board = mdss.SortedSet.load(store, name, w.scores, **({"shards": count} if count > 1 else {}), **limit)
-        if args.layouts and hasattr(board, "_merged"):
-            board._merged.least = 10**18  # never merged keys: every read through the shards' layouts
+        if args.layouts and hasattr(board, "_all_keys"):
+            board._all_keys.least = 10**18  # never merged keys: every read through the shards' layouts
         for member, score in w.singles:  # single updates: the logs hold entries (merges fold the rest)
             board.add(member, score)
         board.scores(w.members)
@@ -104,8 +104,8 @@ def _rows(url: str, args: argparse.Namespace, progress: Any) -> list[dict[str, A
         info = board.info()
         row["log_entries"] = info["log_entries"]
         row["rank_p50_us"], row["page_p50_us"] = best[count]["rank"], best[count]["page"]
-        row["merged_keys"] = getattr(getattr(board, "_merged", None), "keys", None) is not None
-        row["keys_made"] = getattr(getattr(board, "_merged", None), "made", 0)
+        row["merged_keys"] = getattr(getattr(board, "_all_keys", None), "keys", None) is not None
+        row["keys_made"] = getattr(getattr(board, "_all_keys", None), "made", 0)
         row["writer_merges"] = writers[count].merges
         for what, call, arg in (
             ("rank", board.rank, w.sample_members[0]),
@@ -179,7 +179,7 @@ def main() -> None:
     )
     parser.add_argument("--log-limit", type=int, default=None, help="every shard's log limit (default: derived)")
     parser.add_argument(
-        "--layouts", action="store_true", help="never merge a sharded set's keys (mdss._merged): every read per shard"
+        "--layouts", action="store_true", help="never merge a sharded set's keys (mdss._allkeys): every read per shard"
     )
     parser.add_argument("--mdss", default=None, help="import mdss from this checkout instead (before/after runs)")
     args = parser.parse_args()

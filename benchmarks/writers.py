@@ -358,8 +358,8 @@ def _sharded_row(url: str, rtt: float, shards: int, processes: int, seconds: flo
     offsets = [rng.randrange(members - 100) for _ in range(200)]
 
     def manifests_only() -> None:
-        for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
-            board._cache.discard(key)
+        for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+            board.engines[0].cache.discard(key)
 
     board.scores([e.member for e in board])  # every node of both trees in the cache
     trips = {"rank": 0, "page": 0}
@@ -400,7 +400,7 @@ def _sharded_row(url: str, rtt: float, shards: int, processes: int, seconds: flo
 
 def _trip_us(store: Store, board: Any) -> float:
     """The median round trip of a head read, as the writers saw it (with the emulated latency, if any)."""
-    key = board._engines[0]._keys.head if hasattr(board, "_engines") else board._keys.head
+    key = board.engines[0].keys.head
     return _p50_us(lambda i: store.get(key), 200)
 
 

@@ -23,7 +23,7 @@ class NodeCache:
         self._lock = threading.Lock()
         self.leaf_entries = 0  # entries and stored bytes of the entry sets read from the store (sizes the log)
         self.leaf_bytes = 0
-        self.dropped = 0  # nodes evicted or discarded, not counting those a commit replaced (mdss._merged)
+        self.dropped = 0  # nodes evicted or discarded, not counting those a commit replaced (mdss._allkeys)
 
     def get(self, key: str) -> Any:
         with self._lock:

@@ -7,34 +7,32 @@ Damage is reported; garbage is not (nodes that no head names wait for
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._head import headless
+from . import _snapshot
+from ._engine import Engine
 from ._order import member_key
+from ._snapshot import Snapshot
 from ._tree import Manifest, Tree, fill, full, group_starts, weight
 from .exceptions import CorruptDataError, StoreUnavailableError
 
-if TYPE_CHECKING:
-    from ._head import Snapshot
-    from ._sortedset import SortedSet
 
-
-def check(sset: SortedSet) -> list[str]:
+def check(engine: Engine) -> list[str]:
     """The problems found in the stored set (empty when sound)."""
     try:
-        return sset._read(lambda snap: _check_snapshot(sset, snap))
+        return _snapshot.read(engine, lambda snap: _check_snapshot(engine, snap))
     except (CorruptDataError, StoreUnavailableError) as exc:
         return [str(exc)]
 
 
-def _check_snapshot(sset: SortedSet, snap: Snapshot) -> list[str]:
+def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
     problems: list[str] = []
     if snap.version is None:
-        if headless(sset):
-            problems.append(f"set {sset.name!r} has stored nodes but no head: its head was lost")
+        if _snapshot.headless(engine):
+            problems.append(f"set {engine.name!r} has stored nodes but no head: its head was lost")
         return problems
     pairs = [
-        check_tree(tree, sset.chunk_size, what, problems)
+        check_tree(tree, engine.chunk_size, what, problems)
         for tree, what in ((snap.score_tree, "score tree"), (snap.member_index, "member index"))
     ]
     if pairs[0] != pairs[1]:
@@ -126,11 +124,11 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
     return pairs
 
 
-def describe(sset: SortedSet, limit: int = 40) -> str:
+def describe(engine: Engine, limit: int = 40) -> str:
     """The head and the first ``limit`` nodes of both trees, for a failed check (as sortedcontainers prints)."""
     lines = []
     try:
-        snap = sset._snapshot()
+        snap = _snapshot.snapshot(engine)
         lines.append(f"head: {snap.head!r}")
         for tree, what in ((snap.score_tree, "scores"), (snap.member_index, "members")):
             for height, path, node in itertools.islice(tree.walk(), limit):
@@ -139,3 +137,8 @@ def describe(sset: SortedSet, limit: int = 40) -> str:
     except Exception as exc:  # printing what can be printed of a damaged set
         lines.append(f"(stopped: {exc!r})")
     return "\n  ".join(lines)
+
+
+def members(engine: Engine) -> list[str]:
+    """Every member of the engine's set, in one snapshot (for a sharded set's check of its shards)."""
+    return _snapshot.read(engine, lambda snap: snap.ranking.slice(0, snap.ranking.count)[0])

@@ -23,8 +23,10 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import msgpack
 
+from ._keys import PARTS
 from .exceptions import CorruptDataError
 
 #: The format field of every value but score-tree manifests.
@@ -286,3 +288,41 @@ def describe(data: bytes) -> str:
     except Exception:  # only a label for an error message
         return "a value"
     return _KINDS.get(kind, "a value") if type(kind) is int else "a value"
+
+
+#: Most shards a set may have.
+MAX_SHARDS = 1024
+
+
+@attrs.frozen
+class Settings:
+    """What a sharded set fixes when it is created: shard count, order, chunk size, the shards' key names."""
+
+    shards: int
+    order: str
+    chunk: int
+    parts: tuple[str, ...]
+
+    def encode(self) -> bytes:
+        return seal(
+            _packb({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
+        )
+
+    @classmethod
+    def decode(cls, key: str, data: bytes) -> Settings:
+        _, found = unpack(key, data, "shard settings")
+        try:
+            settings = cls(found["shards"], found["order"], found["chunk"], tuple(found["parts"]))
+            ok = (
+                type(settings.shards) is int
+                and 2 <= settings.shards <= MAX_SHARDS
+                and settings.order in ("asc", "desc")
+                and type(settings.chunk) is int
+                and len(settings.parts) == settings.shards
+                and all(type(p) is str and PARTS.fullmatch(p) for p in settings.parts)
+            )
+        except (KeyError, TypeError) as exc:
+            raise CorruptDataError(f"stored shard settings are malformed ({exc})", key) from None
+        if not ok:
+            raise CorruptDataError("stored shard settings are malformed", key)
+        return settings

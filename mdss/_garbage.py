@@ -30,73 +30,25 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
-from . import _log, _writer
+from . import _log, _snapshot, _writer
 from ._codec import decode_note, decode_page, encode_note, encode_page
-from ._head import EMPTY, NOTES_INLINE, Head, decode_for, forget, headless, mark, new_lineage
+from ._deletions import BATCH
+from ._engine import Engine
+from ._head import EMPTY, NOTES_INLINE, Head, Log, new_lineage
+from ._snapshot import Snapshot
 from ._writer import id_epoch, id_millis
 from .exceptions import ConflictError, CorruptDataError, HeadMissingError, StoreUnavailableError
 
-if TYPE_CHECKING:
-    from ._head import Snapshot
-    from ._sortedset import SortedSet
-
-#: Keys deleted (and verified) per store call.
-BATCH = 1000
 #: Node ids per garbage note (about 120 KB): a commit that replaces more writes several.
 NOTE_IDS = 4096
-#: The most keys of lost commits an object keeps to delete again (beyond: ``gc(sweep=True)`` finds them).
-STRANDED = 100_000
 
 
-class Garbage:
-    """The nodes this process replaced, each deleted once its grace period is over."""
-
-    def __init__(self, sset: SortedSet) -> None:
-        self.sset = sset
-        self._due: deque[tuple[float, list[str]]] = deque()  # (monotonic deadline, keys), deadlines in order
-        self._lock = threading.Lock()
-        #: What commits that lost wrote and could not delete (:func:`discard`): no head names it.
-        self._stranded: list[str] = []
-
-    def strand(self, keys: list[str]) -> None:
-        with self._lock:
-            self._stranded = [*self._stranded, *keys][-STRANDED:]
-
-    def delete_stranded(self) -> None:
-        """Delete what :func:`discard` could not; a store that still fails raises
-        :class:`StoreUnavailableError`."""
-        with self._lock:
-            keys, self._stranded = self._stranded, []
-        try:
-            for start in range(0, len(keys), BATCH):
-                self.sset.store.delete_many(keys[start : start + BATCH])
-        except StoreUnavailableError:
-            self.strand(keys)
-            raise
-
-    def defer(self, keys: list[str]) -> None:
-        """Schedule keys (replaced nodes, their note) for deletion after the grace period; delete those due."""
-        sset, now = self.sset, time.monotonic()
-        due: list[str] = []
-        with self._lock:
-            if keys:
-                self._due.append((now + sset.gc_grace, keys))
-            while self._due and self._due[0][0] <= now:
-                due.extend(self._due.popleft()[1])
-        if due:  # a failure leaves them to gc(): their notes name them; the commit that got here has landed
-            with contextlib.suppress(StoreUnavailableError):
-                sset.store.delete_many(due)
-
-
-def notes_of(sset: SortedSet, head: Head, replaced: list[str]) -> dict[str, bytes]:
+def notes_of(engine: Engine, head: Head, replaced: list[str]) -> dict[str, bytes]:
     """The garbage notes of the nodes ``replaced`` by a commit on ``head``: key -> bytes (none: nothing).
 
     The notes make the deferred deletion durable: if the process ends before
@@ -106,57 +58,57 @@ def notes_of(sset: SortedSet, head: Head, replaced: list[str]) -> dict[str, byte
     takes (DynamoDB: 400 KB).
     """
     return {
-        sset._keys.note(_writer.new_id(head.epoch)): encode_note(replaced[i : i + NOTE_IDS])
+        engine.keys.note(_writer.new_id(head.epoch)): encode_note(replaced[i : i + NOTE_IDS])
         for i in range(0, len(replaced), NOTE_IDS)
     }
 
 
-def attach_notes(sset: SortedSet, head: Head, keys: Sequence[str]) -> tuple[Head, dict[str, bytes]]:
+def attach_notes(engine: Engine, head: Head, keys: Sequence[str]) -> tuple[Head, dict[str, bytes]]:
     """``head`` naming the notes at ``keys`` (the last one newest), and a note page to store when the head's
     notes are full (:data:`NOTES_INLINE`)."""
     if not keys:
         return head, {}
-    notes = (*(key[len(sset._keys.notes) :] for key in reversed(keys)), *head.notes)
+    notes = (*(key[len(engine.keys.notes) :] for key in reversed(keys)), *head.notes)
     if len(notes) <= NOTES_INLINE:
         return attrs.evolve(head, notes=notes), {}
     page = _writer.new_id(head.epoch)
     return (
         attrs.evolve(head, notes=(), note_page=page),
-        {sset._keys.note(page): encode_page(notes, head.note_page)},
+        {engine.keys.note(page): encode_page(notes, head.note_page)},
     )
 
 
-def discard(sset: SortedSet, keys: list[str]) -> None:
+def discard(engine: Engine, keys: list[str]) -> None:
     """Delete what a commit wrote that no head can ever name. If the store fails, this object deletes them
     again before it takes a set without a head for a damaged one (:func:`mdss._head.headless`: they are
     not the set's), and ``gc(sweep=True)`` collects them where it does not."""
     try:
-        sset.store.delete_many(keys)
+        engine.store.delete_many(keys)
     except StoreUnavailableError:
-        sset._garbage.strand(keys)
+        engine.deletions.strand(keys)
 
 
-def _rewrite_head(sset: SortedSet, change: Callable[[Head], Head | None], what: str) -> Head | None:
+def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: str) -> Head | None:
     """Compare-and-set the head to ``change(head)`` until it lands, or ``change`` answers ``None`` (nothing
     to do); the head after (``None``: there is no head)."""
-    key = sset._keys.head
-    for _ in sset._policy.attempts():
-        record = sset.store.get(key)
+    key = engine.keys.head
+    for _ in engine.policy.attempts():
+        record = engine.store.get(key)
         if record is None:
             return None
-        head = decode_for(sset, record.value)
+        head = engine.decode(record.value)
         nxt = change(head)
         if nxt is None:
             return head
         try:
-            sset.store.cas(key, nxt.encode(), record.version)
+            engine.store.cas(key, nxt.encode(), record.version)
         except ConflictError:
             continue
         return nxt
-    raise ConflictError(f"{what} of set {sset.name!r} lost the head to writers for its whole retry budget")
+    raise ConflictError(f"{what} of set {engine.name!r} lost the head to writers for its whole retry budget")
 
 
-def advance_epoch(sset: SortedSet, seen: Head) -> Head | None:
+def advance_epoch(engine: Engine, seen: Head) -> Head | None:
     """Move the head past the epoch of ``seen``, unless that is done already; the head after.
 
     An epoch is only advanced once a commit has landed in it (``gen >
@@ -173,62 +125,62 @@ def advance_epoch(sset: SortedSet, seen: Head) -> Head | None:
             return None  # a merge is folding the log: its nodes are of this epoch, it publishes in it
         return head.next(secrets.token_hex(8), epoch=head.epoch + 1)
 
-    return _rewrite_head(sset, advance, "gc")
+    return _rewrite_head(engine, advance, "gc")
 
 
-def named(sset: SortedSet, snap: Snapshot) -> set[str]:
+def named(engine: Engine, snap: Snapshot) -> set[str]:
     """The ids of every node ``snap``'s head names: both trees' nodes, the log's manifest and segments."""
-    return snap.score_tree.node_ids() | snap.member_index.node_ids() | _log.node_ids(sset, snap.head.log)
+    return snap.score_tree.node_ids() | snap.member_index.node_ids() | _log.node_ids(engine, snap.head.log)
 
 
-def _unnamed(sset: SortedSet, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
+def _unnamed(engine: Engine, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
     """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age``
     seconds ago (by their writer's clock)."""
 
     def look(snap: Snapshot) -> tuple[Head, set[str], set[str]]:
-        return snap.head, named(sset, snap), {i for ids in _walk(sset, snap.head) for i in ids}
+        return snap.head, named(engine, snap), {i for ids in _walk(engine, snap.head) for i in ids}
 
-    head, live, noted = sset._read(look)
+    head, live, noted = _snapshot.read(engine, look)
     cutoff, out = (_writer.clock() - min_age) * 1000, list[str]()
-    for keys, prefix, kept in ((nodes, sset._keys.nodes, live), (notes, sset._keys.notes, noted)):
+    for keys, prefix, kept in ((nodes, engine.keys.nodes, live), (notes, engine.keys.notes, noted)):
         start = len(prefix)
         out.extend(k for k in keys if k[start:] not in kept and (not min_age or id_millis(k[start:]) <= cutoff))
     return head, out
 
 
-def unreferenced(sset: SortedSet, min_age: float = 0.0) -> list[str]:
+def unreferenced(engine: Engine, min_age: float = 0.0) -> list[str]:
     """Keys of stored nodes and notes the current head does not lead to, minted over ``min_age`` seconds ago."""
-    store, keys = sset.store, sset._keys
-    return store.existing(_unnamed(sset, list(store.keys(keys.nodes)), list(store.keys(keys.notes)), min_age)[1])
+    store, keys = engine.store, engine.keys
+    return store.existing(_unnamed(engine, list(store.keys(keys.nodes)), list(store.keys(keys.notes)), min_age)[1])
 
 
-def gc(sset: SortedSet, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
+def gc(engine: Engine, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
     """Delete what the head's garbage notes name (no listing); with ``sweep``, also what only a listing finds."""
-    snap = sset._snapshot()
+    snap = _snapshot.snapshot(engine)
     head = snap.head
     if snap.version is None:
-        if headless(sset):
+        if _snapshot.headless(engine):
             raise HeadMissingError(
-                f"set {sset.name!r} has stored nodes but no head (evicted, or a drop() was interrupted); "
+                f"set {engine.name!r} has stored nodes but no head (evicted, or a drop() was interrupted); "
                 "gc() will not guess what they were: drop() removes them",
-                sset._keys.head,
+                engine.keys.head,
             )
         return 0
-    notes, pages, garbage = _collect_noted(sset, head)
+    notes, pages, garbage = _collect_noted(engine, head)
     if sweep:
-        garbage = sorted({*garbage, *_swept(sset, min_age)})
+        garbage = sorted({*garbage, *_swept(engine, min_age)})
     if garbage and wait:
-        time.sleep(sset.gc_grace)
-    store = sset.store
+        time.sleep(engine.gc_grace)
+    store = engine.store
     for first in range(0, len(garbage), BATCH):
         store.delete_many(garbage[first : first + BATCH])
-    store.delete_many(store.existing([sset._keys.note(i) for i in notes] + [sset._keys.note(i) for i in pages]))
+    store.delete_many(store.existing([engine.keys.note(i) for i in notes] + [engine.keys.note(i) for i in pages]))
     if notes or pages:
-        _detach(sset, head, set(notes))
+        _detach(engine, head, set(notes))
     return len(garbage)
 
 
-def _walk(sset: SortedSet, head: Head) -> tuple[list[str], list[str]]:
+def _walk(engine: Engine, head: Head) -> tuple[list[str], list[str]]:
     """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``.
 
     One read per page (a page holds :data:`NOTES_INLINE` + 1 notes): pages
@@ -236,24 +188,24 @@ def _walk(sset: SortedSet, head: Head) -> tuple[list[str], list[str]]:
     """
     notes, pages, page = list(head.notes), [], head.note_page
     while page is not None and page != head.notes_done:
-        record = sset.store.get(sset._keys.note(page))
+        record = engine.store.get(engine.keys.note(page))
         if record is None:
             break  # collected by an earlier gc that could not detach it from the head
-        more, previous = decode_page(sset._keys.note(page), record.value)
+        more, previous = decode_page(engine.keys.note(page), record.value)
         pages.append(page)
         notes.extend(more)
         page = previous
     return notes, pages
 
 
-def _collect_noted(sset: SortedSet, head: Head) -> tuple[list[str], list[str], list[str]]:
+def _collect_noted(engine: Engine, head: Head) -> tuple[list[str], list[str], list[str]]:
     """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name.
 
     A note's commit landed (the head names it), so the nodes it names are
     replaced for good; only readers of older heads may still want them.
     """
-    store, keys = sset.store, sset._keys
-    notes, pages = _walk(sset, head)
+    store, keys = engine.store, engine.keys
+    notes, pages = _walk(engine, head)
     replaced: list[str] = []
     found = store.get_many([keys.note(i) for i in notes])
     for note, data in zip(notes, found):
@@ -262,7 +214,7 @@ def _collect_noted(sset: SortedSet, head: Head) -> tuple[list[str], list[str], l
     return notes, pages, store.existing(list(dict.fromkeys(replaced)))
 
 
-def _detach(sset: SortedSet, collected: Head, notes: set[str]) -> None:
+def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
     """Compare-and-set the head to forget the notes and pages just collected (one head write per gc).
 
     If writers keep it from landing, the next gc walks the same notes again,
@@ -275,28 +227,28 @@ def _detach(sset: SortedSet, collected: Head, notes: set[str]) -> None:
         return head.next(secrets.token_hex(8), notes=kept, notes_done=done)
 
     with contextlib.suppress(ConflictError):
-        _rewrite_head(sset, forget_notes, "gc")
+        _rewrite_head(engine, forget_notes, "gc")
 
 
-def _swept(sset: SortedSet, min_age: float) -> list[str]:
+def _swept(engine: Engine, min_age: float) -> list[str]:
     """What only a listing finds: nodes and notes of interrupted commits (a paged listing of the set's keys).
 
     Nodes of epochs before the head's that the head does not name are
     garbage (see the module docstring); the epoch is advanced first when
     nodes of the current one wait too.
     """
-    store, keys = sset.store, sset._keys
+    store, keys = engine.store, engine.keys
     # What is minted after these listings is of later epochs.
     listed, notes = list(store.keys(keys.nodes)), list(store.keys(keys.notes))
-    head, unnamed = _unnamed(sset, listed, notes, min_age)
+    head, unnamed = _unnamed(engine, listed, notes, min_age)
     if any(id_epoch(k.rpartition(":")[2]) >= head.epoch for k in unnamed):
-        advanced = advance_epoch(sset, head)
+        advanced = advance_epoch(engine, head)
         if advanced is not None and advanced.epoch > head.epoch:
-            head, unnamed = _unnamed(sset, listed, notes, min_age)  # as named by a head after the advance
+            head, unnamed = _unnamed(engine, listed, notes, min_age)  # as named by a head after the advance
     return store.existing([k for k in unnamed if id_epoch(k.rpartition(":")[2]) < head.epoch])
 
 
-def drop(sset: SortedSet) -> None:
+def drop(engine: Engine) -> None:
     """Remove a whole set, damaged or not: its nodes and notes, then its marker (``mdss._head.mark``), then
     its head.
 
@@ -306,11 +258,11 @@ def drop(sset: SortedSet) -> None:
     the head is deleted last, and only if it is still the emptied one. A head
     that does not decode (no epoch to go by) is deleted with everything.
     """
-    store, keys = sset.store, sset._keys
+    store, keys = engine.store, engine.keys
     nonce = secrets.token_hex(8)
     try:
         emptied = _rewrite_head(
-            sset,
+            engine,
             lambda h: h.next(
                 nonce,
                 epoch=h.epoch + 1,
@@ -318,7 +270,7 @@ def drop(sset: SortedSet) -> None:
                 members=EMPTY,
                 notes=(),
                 note_page=None,
-                log=_log.Log(h.log.seq, h.log.seq),
+                log=Log(h.log.seq, h.log.seq),
                 lineage=new_lineage(),
             ),
             "drop",
@@ -341,5 +293,10 @@ def drop(sset: SortedSet) -> None:
             try:
                 store.delete_if(keys.head, record.version)
             except ConflictError:  # a writer did so just now: its set stays, marked
-                mark(sset)
-    forget(sset)
+                _snapshot.mark(engine)
+    engine.forget()
+
+
+def node_keys(engine: Engine) -> list[str]:
+    """The store keys of every node the current head names (reads manifests only)."""
+    return _snapshot.read(engine, lambda snap: sorted(engine.keys.node(i) for i in named(engine, snap)))

@@ -22,7 +22,7 @@ class Pending:
 
     __slots__ = ("ops", "want_score", "result", "error", "done")
 
-    def __init__(self, ops: list[tuple[str, str, Any]], want_score: bool) -> None:
+    def __init__(self, ops: list[tuple[str, str, Any]], want_score: bool | str | list[Any]) -> None:
         self.ops, self.want_score = ops, want_score
         self.result: list[Any] | None = None
         self.error: BaseException | None = None
@@ -43,7 +43,7 @@ class GroupCommit:
         self.commits = 0  # how many commits carried how many callers: the aggregation achieved
         self.callers = 0
 
-    def submit(self, ops: list[tuple[str, str, Any]], want_score: bool) -> list[Any]:
+    def submit(self, ops: list[tuple[str, str, Any]], want_score: bool | str | list[Any] = False) -> list[Any]:
         mine = Pending(ops, want_score)
         with self._cond:
             self._queue.append(mine)

@@ -10,33 +10,20 @@ which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 
 from __future__ import annotations
 
-import functools
-import itertools
 import secrets
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from . import _tail
-from ._codec import FORMAT, MARKER, MAX_HEIGHT, _packb, seal, unpack
-from ._log import EMPTY_LOG, Chain, Index, Log, LogEntry, Ranking, View, earlier, overlay_view
-from ._order import Order, member_key
-from ._tree import Source, Tree
+from ._codec import FORMAT, MAX_HEIGHT, _packb, check_entry, seal, unpack
 from .exceptions import (
-    ConflictError,
     CorruptDataError,
-    HeadMissingError,
-    MissingNodeError,
-    SettingsMismatchError,
-    StoreUnavailableError,
 )
-from .stores.base import Record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._sortedset import SortedSet
 
 #: How many commit nonces a head keeps (17 bytes each).
 RECENT = 16
@@ -48,6 +35,78 @@ MAX_CHUNK = 100_000
 LANDED, LOST, PENDING, UNKNOWN = "landed", "lost", "pending", "unknown"
 
 
+#: A log entry: (member, old score, new score, nonce of the commit it ends, else None); ``None`` scores: absent.
+LogEntry = tuple[str, Any, Any, Any]
+
+
+@attrs.frozen
+class Log:
+    """The update log as the head names it (see ``mdss._log``).
+
+    Entries ``base`` to ``seq - 1`` are not in the trees yet: the oldest in
+    sealed segments that the log manifest ``pages`` lists, newer ones in the
+    segments ``segs`` (``(id, first sequence number)``, oldest first), the
+    newest ``inline``, ending at ``seq - 1``. A segment may begin before
+    ``base`` (a merge folded its start): readers skip what is older.
+    ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
+    """
+
+    base: int = 0
+    seq: int = 0
+    pages: str | None = None
+    segs: tuple[tuple[str, int], ...] = ()
+    inline: tuple[LogEntry, ...] = ()
+    claim: tuple[str, int] | None = None
+
+    def __len__(self) -> int:
+        return self.seq - self.base
+
+    def extended(self, entries: Sequence[LogEntry]) -> Log:
+        """This log with ``entries`` appended inline (no segment sealed)."""
+        return attrs.evolve(self, seq=self.seq + len(entries), inline=(*self.inline, *entries))
+
+    def encode(self) -> list[Any] | None:
+        if self == EMPTY_LOG:
+            return None
+        return [self.base, self.seq, self.pages, self.segs, self.inline, self.claim]  # tuples pack as arrays
+
+    @classmethod
+    def decode(cls, found: Any) -> Log:
+        if found is None:
+            return EMPTY_LOG
+        base, seq, pages, segs, inline, claim = found
+        log = cls(
+            base,
+            seq,
+            pages,
+            tuple(tuple(s) for s in segs),
+            tuple(tuple(e) for e in inline),
+            None if claim is None else tuple(claim),
+        )
+        log.check()
+        return log
+
+    def check(self) -> None:
+        if type(self.base) is not int or type(self.seq) is not int or not 0 <= self.base <= self.seq:
+            raise ValueError(f"impossible log range {self.base!r}..{self.seq!r}")
+        if not (self.pages is None or type(self.pages) is str):
+            raise TypeError("the log manifest is named by an id string")
+        if not all(len(s) == 2 and type(s[0]) is str and type(s[1]) is int for s in self.segs):
+            raise TypeError("log segments are (id, first sequence number)")
+        firsts = [s[1] for s in self.segs]
+        if firsts != sorted(firsts) or (firsts and firsts[-1] > self.seq - len(self.inline)):
+            raise ValueError("log segments out of order")
+        if len(self.inline) > self.seq or not all(map(check_entry, self.inline)):
+            raise ValueError("malformed inline log entries")
+        if self.claim is not None and not (
+            len(self.claim) == 2 and type(self.claim[0]) is str and type(self.claim[1]) is int
+        ):
+            raise TypeError("a merge claim is (nonce, lease end)")
+
+
+EMPTY_LOG = Log()
+
+
 @attrs.frozen
 class TreeRef:
     """Where a tree starts: its root node id (``None`` when empty), its height and its entry count."""
@@ -56,7 +115,7 @@ class TreeRef:
     height: int = 0
     count: int = 0
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if type(self.height) is not int or type(self.count) is not int:
             raise TypeError("height and count must be ints")
         if self.root is None:
@@ -96,7 +155,7 @@ class Head:
     #: Random, and new whenever a write changes the set other than by the log's entries (a load, a drop),
     #: or when the head was written by a version of mdss that did not write one (``None``): within one
     #: lineage the set at log sequence number ``b`` is the set at ``a`` plus entries ``a`` to ``b - 1``, so
-    #: that a reader can follow it by the entries alone (``mdss._merged``).
+    #: that a reader can follow it by the entries alone (``mdss._allkeys``).
     lineage: str | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
@@ -198,12 +257,12 @@ class Head:
                 node_bytes=found.get("nb"),
                 lineage=found.get("lin"),
             )
-            head._check()
+            head.check()
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptDataError(f"stored head is malformed ({type(exc).__name__}: {exc})", key) from None
         return head
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if self.order not in ("asc", "desc"):
             raise ValueError(f"order {self.order!r}")
         for name in ("chunk", "gen", "epoch", "epoch_gen"):
@@ -225,8 +284,8 @@ class Head:
             raise TypeError("the lineage is a string of at most 64 characters")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
             raise TypeError("note pages are named by id strings")
-        self.scores._check()
-        self.members._check()
+        self.scores.check()
+        self.members.check()
         if self.scores.count != self.members.count:
             raise ValueError(f"{self.scores.count} scores but {self.members.count} members")
 
@@ -234,239 +293,3 @@ class Head:
 def new_lineage() -> str:
     """A new :attr:`Head.lineage`: 48 random bits."""
     return secrets.token_hex(6)
-
-
-class Snapshot:
-    """One committed state: the head as read (with its record's version), both trees as it names them,
-    the score tree (by sort key) and the member index (member -> score), and the same with the update
-    log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
-    """
-
-    __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
-
-    def __init__(
-        self,
-        record: Record | None,
-        head: Head,
-        source: Source,
-        order: Order,
-        view: View | None,
-        find_chain: Callable[[], Chain] | None = None,
-    ) -> None:
-        self.version = None if record is None else record.version
-        self.data = record.values[0] if record is not None and len(record.values) == 1 else None
-        self.head = head
-        scores, members = head.scores, head.members
-        bound = head.node_bytes
-        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count, bound)
-        self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
-        self.view = view
-        if view is None:
-            self.ranking: Tree | Ranking = self.score_tree
-            self.index: Tree | Index = self.member_index
-        else:
-            self.ranking = Ranking(self.score_tree, view, order.score_of)
-            self.index = Index(self.member_index, view, find_chain)
-
-
-def adopt_stored_settings(sset: SortedSet, order: str | None, chunk_size: int | None) -> None:
-    """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an
-    open: reads raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
-    record = sset.store.get(sset._keys.head)
-    try:
-        stored = None if record is None else Head.decode(sset._keys.head, record.value)
-    except CorruptDataError:
-        return
-    if stored is not None:
-        for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
-            if wanted is not None and wanted != have:
-                raise SettingsMismatchError(f"set {sset.name!r} is stored with {what}={have!r}, not {wanted!r}")
-        sset._settle(stored.order, stored.chunk)
-        sset._explicit = True
-
-
-def remember(sset: SortedSet, head: Head, data: bytes, version: Any) -> None:
-    """The head (its bytes, the version written) a commit of ``sset`` just published: the next read of them
-    needs no decoding, and the next commit starts from it without reading (when the version is known)."""
-    sset._head_bytes, sset._head = data, head
-    sset._held = None if version is None else (Record((data,), version), head)
-    sset._explicit = True
-
-
-def forget(sset: SortedSet) -> None:
-    sset._head_bytes = sset._head = sset._held = None
-
-
-def decode_for(sset: SortedSet, data: bytes) -> Head:
-    """The head of ``sset`` from stored bytes (decoded once per distinct value), checked against its settings.
-
-    An object opened without settings before its set existed adopts those of
-    whoever created it; otherwise different settings mean another set.
-    """
-    if data == sset._head_bytes:
-        return sset._head  # type: ignore[return-value]
-    head = _extended(sset, data) or Head.decode(sset._keys.head, data)
-    if (head.order, head.chunk) != (sset.order, sset.chunk_size):
-        if sset._explicit or sset._head is not None:
-            raise SettingsMismatchError(
-                f"set {sset.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
-                f"not order={sset.order!r}, chunk_size={sset.chunk_size} (was it dropped and recreated?)"
-            )
-        sset._settle(head.order, head.chunk)
-    sset._explicit = True
-    sset._head_bytes, sset._head = data, head
-    return head
-
-
-def _extended(sset: SortedSet, data: bytes) -> Head | None:
-    """The head of ``data`` when it is the head this object decoded last plus store-applied appends: only
-    the new appends are decoded (``mdss._tail``)."""
-    known, head = sset._head_bytes, sset._head
-    if known is None or head is None or not _tail.marked(data):
-        return None
-    if _tail.marked(known):
-        if not data.startswith(known):
-            return None
-        rest = data[len(known) :]
-    elif data.startswith(_tail.tailed(known)):  # its header too: the SHA-1 a full decode checks
-        rest = data[_tail.HEADER + len(known) :]
-    else:
-        return None
-    return head.appended(_tail.records(sset._keys.head, rest))
-
-
-def headless(sset: SortedSet) -> bool:
-    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped at the
-    first that exists).
-
-    The head is read again after the listing: a writer may have created the
-    set (its head first, then its nodes) since the caller found no head.
-    Nodes that this object's own lost commits could not delete (a commit
-    beside a ``drop()`` whose cleanup failed) are deleted first: they are not
-    the set's.
-    """
-    sset._garbage.delete_stranded()
-    listing = sset.store.keys(sset._keys.nodes)
-    while listed := list(itertools.islice(listing, 16)):  # past tombstones (Riak lists deleted keys a while)
-        if sset.store.existing(listed):
-            return sset.store.get(sset._keys.head) is None
-    return False
-
-
-def mark(sset: SortedSet) -> None:
-    """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock;
-    not a compare-and-set "only if absent", which would count a conflict on every set that has one) when
-    this object made the head (:func:`snapshot`), and once per object after a merge it landed (sets made
-    before markers, or whose maker's put failed): the set has a head, so from now on a head found missing
-    was lost, not never made (:func:`_unseen`). If the store fails, the write goes on; the next merge
-    tries again. Writes in between cost nothing more."""
-    try:
-        sset.store.put(sset._keys.marker, MARKER)
-    except (ConflictError, StoreUnavailableError):
-        return
-    sset._marked = True
-
-
-def _unseen(sset: SortedSet) -> Record | None:
-    """The head of a set this object has not seen, which a read just found missing: ``None`` if the set
-    was never made or was dropped (its marker is absent: one more round trip); the head if it was made
-    meanwhile. A marked set without a head whose nodes remain lost its head: :class:`HeadMissingError`.
-
-    A marker without a head nor nodes is left by a first write whose ``drop()`` came between its read of
-    the head and its marker: it is deleted, so that later reads of the set are one round trip again.
-    """
-    store, keys = sset.store, sset._keys
-    if store.get(keys.marker) is None:
-        return None
-    record = store.get(keys.head)  # made just now (the head comes before the marker)?
-    if record is None:
-        if headless(sset):
-            raise _missing(sset)
-        store.delete(keys.marker)
-    return record
-
-
-def _missing(sset: SortedSet) -> HeadMissingError:
-    return HeadMissingError(
-        f"set {sset.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
-        "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
-        sset._keys.head,
-    )
-
-
-def snapshot(sset: SortedSet, create: bool, known: tuple[Record | None] | None = None) -> Snapshot:
-    """The current state of ``sset``; ``create``: make an empty head first if there is none (a first write).
-
-    ``known`` holds the head's record when a lost compare-and-set just
-    returned it: then it is not read again.
-
-    A new set's first write creates an empty head of epoch 1 by
-    compare-and-set "only if absent", so every node is minted under a head.
-    A head that vanished (the head of a set this object has seen, or any
-    set's head when a write would start it afresh) while nodes remain is
-    refused with :class:`HeadMissingError`, never taken for an empty set. On
-    a store whose keys never vanish unless deleted (``Store.evicts`` false:
-    DynamoDB, where that check is a scan of the whole table), only the head
-    of a set this object has seen is looked for: there a set without a head
-    is new, or its ``drop()`` was interrupted.
-
-    An object that never saw the head and reads (no ``create``) tells a set
-    never made (or dropped) from one whose head was lost by the set's
-    marker (``Keyspace.marker``, :func:`mark`: stored by the writer that
-    made the head, and after merges; deleted by ``drop()`` before the
-    head), one more round trip when there is no head: see
-    :func:`_unseen`.
-    """
-    store, key = sset.store, sset._keys.head
-    record = store.get(key) if known is None else known[0]
-    if record is None and not create and sset._head is None and known is None:
-        record = _unseen(sset)
-    while record is None and (create or sset._head is not None):
-        if (store.evicts or sset._head is not None) and headless(sset):
-            raise _missing(sset)
-        if not create:
-            forget(sset)
-            break
-        fresh = Head(
-            sset.order, sset.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=sset._node_bytes
-        )
-        try:
-            store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
-        except (ConflictError, StoreUnavailableError):  # made by another writer (which marks it), or reply lost
-            pass
-        else:
-            mark(sset)
-        sset._started()  # a shard of a sharded set stores the set's settings again if a drop removed them
-        record = store.get(key)
-    if record is None:
-        return Snapshot(
-            None, Head(sset.order, sset.chunk_size), Source(store, sset._keys, sset._cache), sset._order, None
-        )
-    head = decode_for(sset, record.value)
-    hold(sset, record, head)
-    try:
-        view = overlay_view(sset, head)
-    except MissingNodeError:  # a log segment of an older head, collected since: take the newer head
-        now = store.get(key)
-        if now is not None and now.version == record.version:
-            raise
-        sset._held = None
-        return snapshot(sset, create, (now,))
-    chain = functools.partial(earlier, sset, head)  # found when first needed (Index)
-    return Snapshot(record, head, Source(store, sset._keys, sset._cache), sset._order, view, chain)
-
-
-def hold(sset: SortedSet, record: Record, head: Head) -> None:
-    """Keep the newest head record seen, so that the next commit can compare-and-set without reading it."""
-    held = sset._held
-    if held is None or held[1].gen <= head.gen or held[1].incarnation != head.incarnation:
-        sset._held = (record, head)
-
-
-def collected_meanwhile(sset: SortedSet, snap: Snapshot) -> None:
-    """After a MissingNodeError: return if the head moved since ``snap`` (the caller retries), else raise."""
-    record = sset.store.get(sset._keys.head)
-    if (None if record is None else record.version) == snap.version:
-        raise MissingNodeError(
-            f"set {sset.name!r}: a node the current head names is missing from the store (the set is damaged)"
-        )

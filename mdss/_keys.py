@@ -20,9 +20,12 @@ Member names never appear in keys.
 
 from __future__ import annotations
 
+import binascii
+import re
+from typing import Any
 from urllib.parse import quote
 
-from .exceptions import InvalidArgumentError
+from .exceptions import CorruptDataError, InvalidArgumentError
 
 _SAFE = "-_.~!$&'()*+,;=@"  # everything quote() leaves alone but ':', '/', '{', '}' ('#', '|', '%' are quoted)
 #: The separators of an internal part from its owner's name, raw (a name's ``#`` is ``%23``, its ``|`` ``%7C``).
@@ -52,6 +55,70 @@ def kind(key: str) -> str:
     if rest == "t":
         return TOPN
     return HEAD
+
+
+#: Redis Cluster's hash slots: a shard's head key is placed in slot range ``i * SLOTS // S ..``.
+SLOTS = 16384
+#: A shard's key name as a sharded set's settings record names it: ``{encoded set}|{i}.{salt}``.
+PARTS = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+", re.ASCII)  # matched whole (fullmatch)
+
+
+def slot(key: str) -> int:
+    """The Redis Cluster hash slot of a key without a hash tag (CRC-16/XMODEM modulo 16384)."""
+    return binascii.crc_hqx(key.encode("utf-8"), 0) % SLOTS
+
+
+def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> list[str]:
+    """The key names of a new set's shards: ``{set}|{i}.{salt}``.
+
+    ``|`` never appears in a percent-encoded set name, so shard keys never
+    collide with another set's. The salt places the shards' heads: hash tags
+    would choose slots, not masters, so on a Redis Cluster (a store whose
+    client knows the slot owners) the salt is the first that puts shard
+    ``i``'s head on master ``i mod M``, as the cluster is when the set is
+    created: the heads are as evenly spread as ``S`` allows. The heads of one
+    master share the slot of its first (a salt found in about 16,384 tries,
+    a few milliseconds per shard), so that a read's ``get_many`` of the ``S`` heads is
+    one ``MGET`` per master rather than per shard. Elsewhere the salt is
+    the first that puts the head in the ``i``-th of ``S`` equal ranges of the
+    hash slots, which spreads them over any cluster of equal slot ranges.
+    """
+    base, prefix = _part(name, "set name"), _part(namespace, "namespace")
+    client: Any = getattr(store, "client", None)
+    owner: Any = getattr(client, "get_node_from_key", None)
+    masters = sorted(node.name for node in client.get_primaries()) if owner is not None else []
+    slots: dict[str, int] = {}  # each master's slot: that of its first shard's head
+    parts = []
+    for i in range(shards):
+        low, high, salt = i * SLOTS // shards, (i + 1) * SLOTS // shards, 0
+        master = masters[i % len(masters)] if masters else ""
+        target = slots.get(master)
+        if target is not None:  # CRC-16 of the key's constant start once, then of each salt's few bytes
+            start = binascii.crc_hqx(f"{prefix}:{base}|{i}.".encode(), 0)
+            while binascii.crc_hqx(f"{salt:x}:h".encode("ascii"), start) % SLOTS != target:
+                salt += 1
+        while True:
+            head = f"{prefix}:{base}|{i}.{salt:x}:h"
+            if target is not None:
+                if slot(head) == target:
+                    break
+            elif (owner(head).name == master) if masters else low <= slot(head) < high:
+                break
+            salt += 1
+        if masters:
+            slots.setdefault(master, slot(head))
+        parts.append(f"{base}|{i}.{salt:x}")
+    return parts
+
+
+def shard_keyspace(namespace: str, name: str, part: str) -> Keyspace:
+    """The keys of one shard of set ``name``: those of its internal part ``{i}.{salt}`` (``part``, as the
+    settings record names it, is ``{encoded name}|{i}.{salt}``: a record naming another set's shards is
+    damaged)."""
+    base, _, tail = part.partition(SHARD)
+    if base != _part(name, "set name") or not tail:
+        raise CorruptDataError(f"the settings of set {name!r} name shard {part!r} of another set")
+    return Keyspace.internal(namespace, name, tail, SHARD)
 
 
 class Keyspace:
@@ -88,3 +155,13 @@ class Keyspace:
 
     def note(self, note_id: str) -> str:
         return self.notes + note_id
+
+
+def board_keyspace(store, name: str, part: str, legacy: bool) -> Keyspace:
+    """The keys of part ``part`` of board ``name`` in ``store`` (a Store: its namespace). ``part``:
+    ``board`` (settings), ``windows`` (registry), ``posts`` (post ids) or a window instance. Internal keys
+    (``g#all``, which no set name reaches), or for a board stored before those (``legacy``) the keys of
+    the set named ``g#all`` (``g%23all``), where it stays until dropped."""
+    if legacy:
+        return Keyspace(store.namespace, f"{name}#{part}")
+    return Keyspace.internal(store.namespace, name, part)

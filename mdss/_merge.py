@@ -22,26 +22,24 @@ import contextlib
 import secrets
 import time
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from . import _commit, _garbage, _head, _log, _writer
-from ._head import TreeRef, remember
-from ._log import Log
+from . import _garbage, _log, _publish, _snapshot, _writer
+from ._codec import encode_log_page
+from ._engine import Engine
+from ._head import Head, Log, TreeRef
+from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record
 
-if TYPE_CHECKING:
-    from ._head import Head, Snapshot
-    from ._sortedset import SortedSet
 
-
-def fold(sset: SortedSet, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) -> tuple[Writer, TreeRef, TreeRef]:
+def fold(engine: Engine, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) -> tuple[Writer, TreeRef, TreeRef]:
     """Apply ``member -> (score in the trees, new score)`` to both trees copy-on-write: the writer with the
     new nodes, and the new trees."""
-    key = sset._order.key
+    key = engine.ordering.key
     score_ops, member_ops = [], []
     for member, (was, now) in changes.items():
         if type(was) is type(now) and was == now:
@@ -53,17 +51,17 @@ def fold(sset: SortedSet, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) -
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))
-    writer = Writer(sset.chunk_size, snap.head.epoch)
+    writer = Writer(engine.chunk_size, snap.head.epoch)
     scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
     index = TreeRef(*writer.apply(snap.member_index, member_ops))
     return writer, scores, index
 
 
-def rest_of_log(sset: SortedSet, head: Head, merged: int) -> tuple[Log, dict[str, bytes], list[str]]:
+def rest_of_log(engine: Engine, head: Head, merged: int) -> tuple[Log, dict[str, bytes], list[str]]:
     """``head``'s log without the entries before ``merged`` (now in the trees): the log, a log manifest to
     store if one is still needed, and the ids of segments and manifests it drops."""
     log = head.log
-    segs = _log.segments(sset, log)
+    segs = _log.segments(engine, log)
     ends = [s[1] for s in segs[1:]] + [log.seq - len(log.inline)]
     kept = [s for s, end in zip(segs, ends) if end > merged]
     dropped = [s[0] for s, end in zip(segs, ends) if end <= merged]
@@ -77,12 +75,12 @@ def rest_of_log(sset: SortedSet, head: Head, merged: int) -> tuple[Log, dict[str
         dropped.append(log.pages)
         if older:
             pages = _writer.new_id(head.epoch)
-            stored[sset._keys.node(pages)] = _log.encode_log_page(older)
+            stored[engine.keys.node(pages)] = encode_log_page(older)
     rest = Log(merged, log.seq, pages, tuple(s for s in kept if s in newer), inline, None)
     return rest, stored, dropped
 
 
-def merge(sset: SortedSet, *, wait: bool = False) -> bool:
+def merge(engine: Engine, *, wait: bool = False) -> bool:
     """Fold the whole log into the trees; True if this call merged.
 
     Skips (False) while another merger's claim holds, unless ``wait``: then
@@ -90,8 +88,8 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
     """
     record: tuple[Record] | None = None  # the head as a waiting call last read it
     mine: tuple[str, int] | None = None  # the claim this call made, if its merge met a node collected since
-    for _ in sset._policy.attempts():
-        snap = _head.snapshot(sset, False, record)
+    for _ in engine.policy.attempts():
+        snap = _snapshot.snapshot(engine, False, record)
         record, log = None, snap.head.log
         if not len(log):
             return False
@@ -104,25 +102,25 @@ def merge(sset: SortedSet, *, wait: bool = False) -> bool:
                 return False
             while claimed_by_another(log):  # poll the head alone: the merger is about to replace the log
                 time.sleep(0.005)
-                found = sset.store.get(sset._keys.head)
+                found = engine.store.get(engine.keys.head)
                 if found is None:
                     break
-                record, log = (found,), _head.decode_for(sset, found.value).log
+                record, log = (found,), engine.decode(found.value).log
             continue
         else:
-            claimed = _claim(sset, snap)
+            claimed = _claim(engine, snap)
         if claimed is None:
             continue
         mine = claimed.head.log.claim
         try:
-            landed = _merge_claimed(sset, claimed)
+            landed = _merge_claimed(engine, claimed)
         except MissingNodeError:  # a node of the claimed head was collected: only if the head moved on
-            _head.collected_meanwhile(sset, claimed)
+            _snapshot.collected_meanwhile(engine, claimed)
             continue
-        if landed and not sset._marked:  # a set made before markers gets one (mdss._head.mark)
-            _head.mark(sset)
+        if landed and not engine.writer.marked:  # a set made before markers gets one (mdss._snapshot.mark)
+            _snapshot.mark(engine)
         return landed
-    raise ConflictError(f"merge of set {sset.name!r} could not claim the log for its whole retry budget")
+    raise ConflictError(f"merge of set {engine.name!r} could not claim the log for its whole retry budget")
 
 
 def claimed_by_another(log: Log) -> bool:
@@ -134,48 +132,48 @@ def _now_ms() -> int:
     return int(_writer.clock() * 1000)
 
 
-def _claim(sset: SortedSet, snap: Snapshot) -> Snapshot | None:
+def _claim(engine: Engine, snap: Snapshot) -> Snapshot | None:
     """Compare-and-set a merge claim into the head: the snapshot of the claimed head, or ``None`` if it lost."""
     nonce = secrets.token_hex(8)
     log = attrs.evolve(snap.head.log, claim=(nonce, _now_ms() + _log.CLAIM_MS))
     head = snap.head.next(nonce, log=log)
     data = head.encode()
     try:
-        written, head = _commit.put_head(sset, snap.data, snap.version, head)
+        written, head = _publish.put_head(engine, snap.data, snap.version, head)
         data, version = written.value, written.version
     except ConflictError:
         return None  # another writer moved the head
     except StoreUnavailableError:  # the reply was lost: the claim is ours if the head holds it
-        record = sset.store.get(sset._keys.head)
+        record = engine.store.get(engine.keys.head)
         if record is None:
             return None
         if record.value != data:  # appends since carry the claim on: ours if the head names its nonce
-            now = _head.decode_for(sset, record.value)
+            now = engine.decode(record.value)
             if now.incarnation != head.incarnation or now.log.claim != log.claim:
                 return None
             head, data = now, record.value
         version = record.version
-    remember(sset, head, data, version)
-    return _head.snapshot(sset, False, None if version is None else (Record((data,), version),))
+    engine.remember(head, data, version)
+    return _snapshot.snapshot(engine, False, None if version is None else (Record((data,), version),))
 
 
-def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
+def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
     """Merge the log of ``snap`` (claimed by this process) and publish it; True if it landed."""
     start = snap.head
     merged = start.log.seq
     changes = snap.view.changes() if snap.view is not None else {}
-    writer, scores, index = fold(sset, snap, changes)
-    nodes = writer.encoded(sset._keys)
+    writer, scores, index = fold(engine, snap, changes)
+    nodes = writer.encoded(engine.keys)
     leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0]
-    _log.measure(sset, sum(n for _, n in leaves) // 2, sum(len(nodes[sset._keys.node(i)]) for i, _ in leaves))
-    notes = _garbage.notes_of(sset, start, writer.replaced)
+    engine.measure(sum(n for _, n in leaves) // 2, sum(len(nodes[engine.keys.node(i)]) for i, _ in leaves))
+    notes = _garbage.notes_of(engine, start, writer.replaced)
     written = {**nodes, **notes}
-    sset.store.put_many(written)
+    engine.store.put_many(written)
     current, held, version = start, snap.data, snap.version
     prepared: _Prepared | None = None
     # No backoff: the appends that land meanwhile are what a re-publish goes over, and each lost race
     # returns the winner's head, so the merge tries again at once, one round trip per try.
-    for _ in attrs.evolve(sset._policy, base=0.0, cap=0.0).attempts():
+    for _ in attrs.evolve(engine.policy, base=0.0, cap=0.0).attempts():
         if (current.scores, current.members, current.log.base, current.incarnation) != (
             start.scores,
             start.members,
@@ -183,36 +181,36 @@ def _merge_claimed(sset: SortedSet, snap: Snapshot) -> bool:
             start.incarnation,
         ) or current.epoch != start.epoch:
             # Another merge or commit took the trees: ours can never be named.
-            _garbage.discard(sset, [*written, *(prepared.stored if prepared else ())])
+            _garbage.discard(engine, [*written, *(prepared.stored if prepared else ())])
             return False
         if prepared is None or not prepared.fits(current):
             if prepared is not None:
-                _garbage.discard(sset, list(prepared.stored))
-            prepared = _Prepared.make(sset, current, merged, list(notes))
-        head = prepared.head(sset, current, merged, scores, index)
+                _garbage.discard(engine, list(prepared.stored))
+            prepared = _Prepared.make(engine, current, merged, list(notes))
+        head = prepared.head(engine, current, merged, scores, index)
         try:
-            landed, head = _commit.put_head(sset, held, version, head)
+            landed, head = _publish.put_head(engine, held, version, head)
         except ConflictError as exc:
-            record = exc.current if exc.current_known else sset.store.get(sset._keys.head)
+            record = exc.current if exc.current_known else engine.store.get(engine.keys.head)
             if record is None:
-                _garbage.discard(sset, [*written, *prepared.stored])
+                _garbage.discard(engine, [*written, *prepared.stored])
                 return False
-            current, held, version = _head.decode_for(sset, record.value), record.value, record.version
+            current, held, version = engine.decode(record.value), record.value, record.version
             continue
         except StoreUnavailableError as exc:
-            if not _landed(sset, scores, exc):
+            if not _landed(engine, scores, exc):
                 raise
         else:
-            remember(sset, head, landed.value, landed.version)
-        _commit.settle(sset, writer, nodes)
-        sset._built = (scores.root, index.root)  # its cache holds them: it merges next (mdss._commit._merge_at)
-        sset._garbage.defer(
-            [sset._keys.node(i) for i in (*writer.replaced, *prepared.dropped)] + [*notes, *prepared.drop_keys]
+            engine.remember(head, landed.value, landed.version)
+        _publish.settle(engine, writer, nodes)
+        engine.writer.built = (scores.root, index.root)  # its cache holds them: it merges next (mdss._commit._merge_at)
+        engine.deletions.defer(
+            [engine.keys.node(i) for i in (*writer.replaced, *prepared.dropped)] + [*notes, *prepared.drop_keys]
         )
-        sset.merges += 1
+        engine.merges += 1
         return True
-    _garbage.discard(sset, [*written, *(prepared.stored if prepared else ())])
-    raise ConflictError(f"merge of set {sset.name!r} lost the head to writers for its whole retry budget")
+    _garbage.discard(engine, [*written, *(prepared.stored if prepared else ())])
+    raise ConflictError(f"merge of set {engine.name!r} lost the head to writers for its whole retry budget")
 
 
 @attrs.frozen
@@ -233,20 +231,20 @@ class _Prepared:
         return (head.log.segs, head.log.pages, head.notes, head.note_page)
 
     @classmethod
-    def make(cls, sset: SortedSet, current: Head, merged: int, note_keys: list[str]) -> _Prepared:
-        rest, stored, dropped = rest_of_log(sset, current, merged)
-        drop_notes = _garbage.notes_of(sset, current, dropped)
-        head, pages = _garbage.attach_notes(sset, current, [*note_keys, *drop_notes])
+    def make(cls, engine: Engine, current: Head, merged: int, note_keys: list[str]) -> _Prepared:
+        rest, stored, dropped = rest_of_log(engine, current, merged)
+        drop_notes = _garbage.notes_of(engine, current, dropped)
+        head, pages = _garbage.attach_notes(engine, current, [*note_keys, *drop_notes])
         stored.update(pages)
         stored.update(drop_notes)
         if stored:
-            sset.store.put_many(stored)
+            engine.store.put_many(stored)
         return cls(cls._shape(current), rest, (head.notes, head.note_page), stored, dropped, tuple(drop_notes))
 
     def fits(self, current: Head) -> bool:
         return self._shape(current) == self.shape
 
-    def head(self, sset: SortedSet, current: Head, merged: int, scores: TreeRef, index: TreeRef) -> Head:
+    def head(self, engine: Engine, current: Head, merged: int, scores: TreeRef, index: TreeRef) -> Head:
         """The head to publish over ``current``: the new trees, and the log after ``merged``."""
         log = current.log
         inline = log.inline[max(merged - (log.seq - len(log.inline)), 0) :]
@@ -257,15 +255,15 @@ class _Prepared:
         )
 
 
-def _landed(sset: SortedSet, scores: TreeRef, error: StoreUnavailableError) -> bool:
+def _landed(engine: Engine, scores: TreeRef, error: StoreUnavailableError) -> bool:
     """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and
     unique, so only this merge can have put it there); else :class:`OutcomeUnknownError`, deleting
     nothing (``gc(sweep=True)`` collects the nodes if it did not land). A read that fails or is refused
     tells nothing either."""
     with contextlib.suppress(StoreError):
-        record = sset.store.get(sset._keys.head)
-        if record is not None and _head.decode_for(sset, record.value).scores == scores:
+        record = engine.store.get(engine.keys.head)
+        if record is not None and engine.decode(record.value).scores == scores:
             return True
     raise OutcomeUnknownError(
-        f"the store did not confirm a merge of set {sset.name!r} ({error}); the log is intact either way"
+        f"the store did not confirm a merge of set {engine.name!r} ({error}); the log is intact either way"
     ) from error

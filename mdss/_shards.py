@@ -36,24 +36,21 @@ commits shard by shard: it is atomic within each shard, not across shards.
 
 from __future__ import annotations
 
-import binascii
-import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import attrs
-
-from . import _cursor, _estimate, _gather, _log
+from . import _check, _commit, _cursor, _estimate, _garbage, _gather, _load, _log, _merge, _shard_page, _snapshot
+from ._allkeys import AllKeys
 from ._cache import NodeCache
-from ._codec import FORMAT, _packb, seal, unpack
+from ._codec import MAX_SHARDS, Settings
+from ._engine import Engine
+from ._facade import TIES, Page, SetMethods, check_options, new_entry
 from ._gather import Gather, Part
-from ._head import Head, decode_for
-from ._keys import SHARD, Keyspace, _part
-from ._log import overlay_view
-from ._merged import Merged
+from ._head import Head
+from ._keys import Keyspace, shard_keyspace, shard_parts
 from ._order import (
     Entry,
     Order,
@@ -62,33 +59,25 @@ from ._order import (
     check_choice,
     check_count,
     check_member,
-    check_members,
     check_pairs,
     check_score,
 )
-from ._sortedset import TIES, Page, SortedSet, _entry, check_options
 from ._tree import Tree
 from ._writer import check_chunk_size
 from .exceptions import (
     ConflictError,
     CorruptDataError,
     InvalidArgumentError,
-    InvalidScoreError,
     MissingNodeError,
     SettingsMismatchError,
 )
-from .stores.base import Stats, Store
+from .stores.base import Store
 
 T = TypeVar("T")
 
-#: Most shards a set may have.
-MAX_SHARDS = 1024
 #: Commits in a row that found a shard's held head current before the next starts from it without reading
 #: (mdss._commit._read_first).
 TRUST_AFTER = 2
-#: Redis Cluster's hash slots: a shard's head key is placed in slot range ``i * SLOTS // S ..``.
-SLOTS = 16384
-_PART = re.compile(r"[^:/{}|]+\|[0-9]+\.[0-9a-f]+", re.ASCII)  # matched whole (fullmatch)
 
 
 def shard_of(member: str, shards: int) -> int:
@@ -98,98 +87,6 @@ def shard_of(member: str, shards: int) -> int:
     (3, 0)
     """
     return zlib.crc32(member.encode("utf-8")) % shards
-
-
-def slot(key: str) -> int:
-    """The Redis Cluster hash slot of a key without a hash tag (CRC-16/XMODEM modulo 16384)."""
-    return binascii.crc_hqx(key.encode("utf-8"), 0) % SLOTS
-
-
-def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> list[str]:
-    """The key names of a new set's shards: ``{set}|{i}.{salt}``.
-
-    ``|`` never appears in a percent-encoded set name, so shard keys never
-    collide with another set's. The salt places the shards' heads: hash tags
-    would choose slots, not masters, so on a Redis Cluster (a store whose
-    client knows the slot owners) the salt is the first that puts shard
-    ``i``'s head on master ``i mod M``, as the cluster is when the set is
-    created: the heads are as evenly spread as ``S`` allows. The heads of one
-    master share the slot of its first (a salt found in about 16,384 tries,
-    a few milliseconds per shard), so that a read's ``get_many`` of the ``S`` heads is
-    one ``MGET`` per master rather than per shard. Elsewhere the salt is
-    the first that puts the head in the ``i``-th of ``S`` equal ranges of the
-    hash slots, which spreads them over any cluster of equal slot ranges.
-    """
-    base, prefix = _part(name, "set name"), _part(namespace, "namespace")
-    client: Any = getattr(store, "client", None)
-    owner: Any = getattr(client, "get_node_from_key", None)
-    masters = sorted(node.name for node in client.get_primaries()) if owner is not None else []
-    slots: dict[str, int] = {}  # each master's slot: that of its first shard's head
-    parts = []
-    for i in range(shards):
-        low, high, salt = i * SLOTS // shards, (i + 1) * SLOTS // shards, 0
-        master = masters[i % len(masters)] if masters else ""
-        target = slots.get(master)
-        if target is not None:  # CRC-16 of the key's constant start once, then of each salt's few bytes
-            start = binascii.crc_hqx(f"{prefix}:{base}|{i}.".encode(), 0)
-            while binascii.crc_hqx(f"{salt:x}:h".encode("ascii"), start) % SLOTS != target:
-                salt += 1
-        while True:
-            head = f"{prefix}:{base}|{i}.{salt:x}:h"
-            if target is not None:
-                if slot(head) == target:
-                    break
-            elif (owner(head).name == master) if masters else low <= slot(head) < high:
-                break
-            salt += 1
-        if masters:
-            slots.setdefault(master, slot(head))
-        parts.append(f"{base}|{i}.{salt:x}")
-    return parts
-
-
-def shard_keyspace(namespace: str, name: str, part: str) -> Keyspace:
-    """The keys of one shard of set ``name``: those of its internal part ``{i}.{salt}`` (``part``, as the
-    settings record names it, is ``{encoded name}|{i}.{salt}``: a record naming another set's shards is
-    damaged)."""
-    base, _, tail = part.partition(SHARD)
-    if base != _part(name, "set name") or not tail:
-        raise CorruptDataError(f"the settings of set {name!r} name shard {part!r} of another set")
-    return Keyspace.internal(namespace, name, tail, SHARD)
-
-
-@attrs.frozen
-class Settings:
-    """What a sharded set fixes when it is created: shard count, order, chunk size, the shards' key names."""
-
-    shards: int
-    order: str
-    chunk: int
-    parts: tuple[str, ...]
-
-    def encode(self) -> bytes:
-        return seal(
-            _packb({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
-        )
-
-    @classmethod
-    def decode(cls, key: str, data: bytes) -> Settings:
-        _, found = unpack(key, data, "shard settings")
-        try:
-            settings = cls(found["shards"], found["order"], found["chunk"], tuple(found["parts"]))
-            ok = (
-                type(settings.shards) is int
-                and 2 <= settings.shards <= MAX_SHARDS
-                and settings.order in ("asc", "desc")
-                and type(settings.chunk) is int
-                and len(settings.parts) == settings.shards
-                and all(type(p) is str and _PART.fullmatch(p) for p in settings.parts)
-            )
-        except (KeyError, TypeError) as exc:
-            raise CorruptDataError(f"stored shard settings are malformed ({exc})", key) from None
-        if not ok:
-            raise CorruptDataError("stored shard settings are malformed", key)
-        return settings
 
 
 def store_settings(store: Store, key: str, settings: Settings) -> None:
@@ -206,77 +103,28 @@ def store_settings(store: Store, key: str, settings: Settings) -> None:
             ) from None
 
 
-def open_set(cls: type, store: Any, name: str, options: dict[str, Any]) -> Any:
-    """``SortedSet(store, name, **options)``: a plain ``SortedSet`` or, when the set is (to be) sharded, a
-    :class:`ShardedSet`. Reads the set's settings record (one round trip)."""
-    given = options.get("shards") is not None
-    defaults = SortedSet.__init__.__kwdefaults__ or {}  # the tests set a default shard count there
-    shards = options.pop("shards", None) if given else defaults.get("shards")
-    options.pop("shards", None)
+def open_sharded(store: Any, name: Any, shards: Any, options: dict[str, Any]) -> ShardedSet | None:
+    """The set ``name`` when it is (to be) sharded: ``shards`` > 1 given, or its settings record names its
+    shards (one round trip); ``None`` for an unsharded set. ``SortedSet.open`` decides by it."""
     if not isinstance(store, Store) or not isinstance(name, str) or not name:
-        return object.__new__(cls)  # __init__ says what is wrong
+        return None  # SortedSet says what is wrong
     if shards is not None and (type(shards) is not int or not 1 <= shards <= MAX_SHARDS):
         raise InvalidArgumentError(f"shards must be an int from 1 to {MAX_SHARDS}, got {shards!r:.80}")
     keys = Keyspace(store.namespace, name)
     record = store.get(keys.settings)
     if record is None:
         if shards is None or shards == 1:
-            return object.__new__(cls)
+            return None
         if store.get(keys.head) is not None:  # an unsharded set of that name exists
-            if given:
-                raise SettingsMismatchError(f"set {name!r} is stored with shards=1, not {shards}")
-            return object.__new__(cls)
+            raise SettingsMismatchError(f"set {name!r} is stored with shards=1, not {shards}")
         return ShardedSet(store, name, shards=shards, **options)
     stored = Settings.decode(keys.settings, record.value)
-    if given and shards != stored.shards:
+    if shards is not None and shards != stored.shards:
         raise SettingsMismatchError(f"set {name!r} is stored with shards={stored.shards}, not {shards}")
     return ShardedSet(store, name, shards=stored.shards, **options)
 
 
-class _Shard(SortedSet):
-    """One shard of a sharded set: a ``SortedSet`` on the shard's internal keys (:func:`shard_keyspace`)."""
-
-    _trust_after = TRUST_AFTER  # its own held head is trusted only after a run of current ones (_read_first)
-
-    def __init__(self, keys: Keyspace, store: Store, name: str, **options: Any) -> None:
-        self._fixed_keys = keys
-        self._set_settings: tuple[str, Settings] | None = None  # the settings record of the set: key, value
-        self._resettle = [False]  # the set's settings may be missing (shared by the set's shards: _started)
-        self._seen: Part | None = None  # the shard as the last read saw it (mdss._gather)
-        super().__init__(store, name, **options)
-
-    def _started(self) -> None:
-        """A write made this shard's head afresh: store the set's settings again if a ``drop()`` (by any
-        object or process) removed them, else the shard's members would be lost to every reader, who finds
-        no settings. After the head, so that a drop that deletes the settings meanwhile finds the head. Until
-        that is done the set's next write stores them (``ShardedSet._ensure_settings``): a retry of this write
-        finds the head made and would not come here again."""
-        if self._set_settings is not None:
-            self._resettle[0] = True
-            store_settings(self.store, *self._set_settings)
-            self._resettle[0] = False
-
-
-def _part_of(engine: _Shard, data: bytes | None) -> Part:
-    """A shard as a read sees it, from its head's bytes (read with the other shards' heads in one
-    ``get_many``): the part seen last while the bytes are the same, else decoded with its log's view."""
-    seen = engine._seen
-    if data is not None and seen is not None and seen.data == data:
-        return seen.seen()
-    if data is None:
-        if engine._head is None:  # never written: empty, without a second read
-            return Part(engine, None, Head(engine.order, engine.chunk_size), None)
-        return Part.of(engine, engine._snapshot())  # a head seen before vanished: the shard's own rules
-    head = decode_for(engine, data)
-    try:
-        view = overlay_view(engine, head)
-    except MissingNodeError:  # a log segment collected since: the shard reads its newer head itself
-        return Part.of(engine, engine._snapshot())
-    part = engine._seen = Part(engine, data, head, view)
-    return part
-
-
-class ShardedSet:
+class ShardedSet(SetMethods):
     """A sorted set split into ``shards`` independent trees; see :class:`SortedSet`, whose reads and writes
     it answers identically. Made by ``SortedSet(store, name, shards=S)``; ``S`` is fixed at creation.
 
@@ -303,39 +151,43 @@ class ShardedSet:
     ) -> None:
         check_options(store, order=order, chunk_size=chunk_size, cache_bytes=cache_bytes, **options)
         self.store, self.name = store, name
-        self._keys = Keyspace(store.namespace, name)
-        self._settings_key = self._keys.settings
+        #: Where the set lives in the store: its settings record (its shards' keys are the engines').
+        self.keys = Keyspace(store.namespace, name)
+        self._settings_key = self.keys.settings
         settings = self._settings(shards, order, chunk_size)
         self.shards = settings.shards
         self._order = Order(settings.order)
         self.order, self.chunk_size = settings.order, settings.chunk
-        self._cache = NodeCache(cache_bytes)
-        self._merged = Merged(self._cache)
-        self._engines = [
-            _Shard(
-                shard_keyspace(store.namespace, name, part),
+        self._cache = NodeCache(cache_bytes)  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
+        self._all_keys = AllKeys(self._cache)
+        self._stored = settings
+        # The settings record may be missing: this object's drop() removed it, or a shard made its head afresh
+        # and could not store it (_restore). The next write stores it (_ensure_settings).
+        self._resettle = False
+        stale = [0.0]  # how often held heads had moved: alike on every shard (mdss._engine.WriterState.learn)
+        #: The engines this set is a facade over, one per shard.
+        self.engines = [
+            Engine(
                 store,
                 f"{name}[{i}]",
+                shard_keyspace(store.namespace, name, part),
+                _commit.commit,
                 order=settings.order,
                 chunk_size=settings.chunk,
-                cache_bytes=0,
+                cache=self._cache,
+                stale=stale,
+                trust_after=TRUST_AFTER,
                 **options,
             )
             for i, part in enumerate(settings.parts)
         ]
-        stale = [0.0]
-        self._stored = settings
-        # The settings record may be missing: this object's drop() removed it, or a shard made its head afresh
-        # and could not store it (_Shard._started). The next write stores it (_ensure_settings).
-        self._resettle = [False]
-        for engine in self._engines:
-            engine._cache = self._cache  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
-            engine._stale = stale  # how often held heads had moved: alike on every shard (mdss._commit._learn)
-            engine._set_settings = (self._settings_key, settings)
-            engine._resettle = self._resettle
-        self._head_keys = [engine._keys.head for engine in self._engines]
-        first = self._engines[0]
-        self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first._policy
+        for engine in self.engines:
+            engine.explicit = True
+            engine.on_start = self._restore
+        self._seen: list[Part | None] = [None] * self.shards  # each shard as the last read saw it
+        self._head_keys = [engine.keys.head for engine in self.engines]
+        first = self.engines[0]
+        self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first.policy
         self._local = threading.local()
 
     def _settings(self, shards: int, order: str | None, chunk_size: int | None) -> Settings:
@@ -367,56 +219,80 @@ class ShardedSet:
 
     def _ensure_settings(self) -> None:
         """Store the settings again before writing, if this object's ``drop()`` removed them (a shard whose
-        head a write makes afresh does it too: ``_Shard._started``)."""
-        if self._resettle[0]:
+        head a write makes afresh does it too: :meth:`_restore`)."""
+        if self._resettle:
             store_settings(self.store, self._settings_key, self._stored)
-            self._resettle[0] = False
+            self._resettle = False
+
+    def _restore(self) -> None:
+        """A write made a shard's head afresh: store the set's settings again if a ``drop()`` (by any object
+        or process) removed them, else the shard's members would be lost to every reader, who finds no
+        settings. After the head, so that a drop that deletes the settings meanwhile finds the head. Until
+        that is done the set's next write stores them (:meth:`_ensure_settings`): a retry of this write finds
+        the head made and would not come here again."""
+        self._resettle = True
+        store_settings(self.store, self._settings_key, self._stored)
+        self._resettle = False
 
     def __repr__(self) -> str:
         return f"SortedSet({self.name!r}, order={self.order!r}, chunk_size={self.chunk_size}, shards={self.shards})"
 
     @property
-    def stats(self) -> Stats:
-        """The store's counters of round trips and bytes (shared by every set on that store)."""
-        return self.store.stats
-
-    @property
     def commits(self) -> int:
-        return sum(e.commits for e in self._engines)
+        return sum(e.commits for e in self.engines)
 
     @property
     def retries(self) -> int:
-        return sum(e.retries for e in self._engines)
+        return sum(e.retries for e in self.engines)
 
     @property
     def merges(self) -> int:
-        return sum(e.merges for e in self._engines)
+        return sum(e.merges for e in self.engines)
 
     def shard_of(self, member: str) -> int:
         """The shard ``member`` lives in (:func:`shard_of`)."""
         return shard_of(check_member(member), self.shards)
 
-    # -- snapshots ---------------------------------------------------------------
+    # -- snapshots: the hooks of mdss._facade -----------------------------------------
 
     def _gather(self) -> tuple[list[bytes | None], Gather]:
         """One snapshot of every shard: their heads in one ``get_many``."""
         datas = self.store.get_many(self._head_keys)
-        engines = self._engines
-        unseen = [i for i, data in enumerate(datas) if data is None and engines[i]._head is None]
+        engines = self.engines
+        unseen = [i for i, data in enumerate(datas) if data is None and engines[i].head is None]
         marked: set[int] = set()
         if unseen:  # shards never seen without a head: the marked ones were made (one more get_many)
-            markers = self.store.get_many([engines[i]._keys.marker for i in unseen])
+            markers = self.store.get_many([engines[i].keys.marker for i in unseen])
             marked = {i for i, marker in zip(unseen, markers) if marker is not None}
         parts = [
-            Part.of(e, e._snapshot()) if i in marked else _part_of(e, d) for i, (e, d) in enumerate(zip(engines, datas))
+            Part.of(e, _snapshot.snapshot(e)) if i in marked else self._part(i, d)
+            for i, (e, d) in enumerate(zip(engines, datas))
         ]
         return datas, Gather(parts, self.store, self._cache, self._order.key)
+
+    def _part(self, i: int, data: bytes | None) -> Part:
+        """Shard ``i`` as a read sees it, from its head's bytes (read with the other shards' heads in one
+        ``get_many``): the part seen last while the bytes are the same, else decoded with its log's view."""
+        engine, seen = self.engines[i], self._seen[i]
+        if data is not None and seen is not None and seen.data == data:
+            return seen.seen()
+        if data is None:
+            if engine.head is None:  # never written: empty, without a second read
+                return Part(engine, None, Head(engine.order, engine.chunk_size), None)
+            return Part.of(engine, _snapshot.snapshot(engine))  # a head seen before vanished: the shard's own rules
+        head = engine.decode(data)
+        try:
+            view = _snapshot.view(engine, head)
+        except MissingNodeError:  # a log segment collected since: the shard reads its newer head itself
+            return Part.of(engine, _snapshot.snapshot(engine))
+        part = self._seen[i] = Part(engine, data, head, view)
+        return part
 
     def _read(self, fn: Callable[[Gather], T]) -> T:
         """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs
         was collected meanwhile, on newer heads."""
         datas, g = self._gather()
-        merged = self._merged
+        merged = self._all_keys
         keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them
         try:
             for _ in self._policy.attempts():
@@ -473,7 +349,7 @@ class ShardedSet:
         start, stop = max(start, 0), min(stop, g.count)
         if start >= stop:
             return []
-        found = _gather.page(g, start, stop)
+        found = _shard_page.page(g, start, stop)
         scores = self._order.scores_of(found)
         ranks = list(range(start + 1, stop + 1))
         if ties == "competition" and found:
@@ -481,20 +357,87 @@ class ShardedSet:
             for i in range(1, len(ranks)):
                 if scores[i] == scores[i - 1]:
                     ranks[i] = ranks[i - 1]
-        return list(map(_entry, [key[1] for key in found], scores, ranks))
+        return list(map(new_entry, [key[1] for key in found], scores, ranks))
+
+    @staticmethod
+    def _dense_below(g: Gather, score: Score) -> int:
+        raise AssertionError("refused by _check_ties")  # pragma: no cover
+
+    def _estimate_below(self, g: Gather, probe: Any, max_error: Any) -> _estimate.Below:
+        """Entries below the probe, summed over shards: estimates and bounds from manifests, or exact."""
+        trees = [(part, g.score_tree(part)) for part in g.parts]
+        _gather.route(g, [(part, tree, [probe]) for part, tree in trees], leaves=False)
+        rank = low = high = 0
+        for part, tree in trees:
+            shift = part.shift(probe)
+            r, lo, hi = _estimate.estimate_in_tree(tree, probe)
+            rank, low, high = rank + r + shift, low + lo + shift, high + hi + shift
+        if max_error is not None and high - low > max_error:
+            exact = self._count_below(g, [probe])[0]
+            return exact, exact, exact
+        return rank, low, high
+
+    @staticmethod
+    def _prefetch_around(g: Gather, key: Any, ties: str) -> None:
+        """Nothing: a shard's count reads its entry sets in the same step."""
+
+    def _check_ties(self, ties: Any) -> None:
+        check_choice(ties, TIES, "ties")
+        if ties == "dense":
+            raise InvalidArgumentError(
+                "dense ranks count distinct scores, and a tie group spans shards: a sharded set has no exact "
+                "dense rank short of reading every shard's scores; use ties='competition' or an unsharded set"
+            )
+
+    def _commit_ops(self, ops: list[tuple[str, str, Any]], wants: list[Any]) -> list[Any]:
+        """Route each operation to its member's shard and commit shard by shard (each through its own
+        group commit); results in the order of ``ops``."""
+        groups: dict[int, list[int]] = {}
+        for n, (_, member, _) in enumerate(ops):
+            groups.setdefault(shard_of(member, self.shards), []).append(n)
+        if len(groups) > 1 and any(op.startswith("incr") for op, _, _ in ops):
+            self._refuse_overflow(ops)
+        self._ensure_settings()
+        results: list[Any] = [None] * len(ops)
+        for i, indices in sorted(groups.items()):
+            # Each shard's engine starts from its head as last seen, or reads it first when that was mostly
+            # stale lately (mdss._commit._read_first): a process spreading writes over S shards holds older heads.
+            got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
+            for n, result in zip(indices, got or ()):
+                results[n] = result
+        return results
+
+    def _refuse_overflow(self, ops: list[tuple[str, str, Any]]) -> None:
+        """A batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) is refused before
+        any shard commits, as the scores read now tell (a concurrent writer may still make one shard's
+        commit refuse it after others committed: atomicity is per shard)."""
+        members = sorted({member for _, member, _ in ops})
+        now: dict[str, Any] = dict(zip(members, self.scores(members)))
+        for op, member, value in ops:
+            kind = op.split(":", 1)[0]  # conditions (only=, when=) aside: they can only skip an op
+            if kind == "incr":
+                now[member] = add_scores(0 if now[member] is None else now[member], value)
+            elif kind == "set":
+                now[member] = value
+            elif kind in ("best", "gt", "lt"):
+                better = self._order.better if kind == "best" else (max if kind == "gt" else min)
+                now[member] = value if now[member] is None else better(now[member], value)
+            else:
+                now[member] = None
 
     # -- reads -----------------------------------------------------------------------
 
-    def __len__(self) -> int:
-        """Number of members: the shards' counts, from their heads (one round trip)."""
-        return self._read(self._count)
+    def score(self, member: str) -> Score | None:
+        """The member's score, or ``None``: its shard alone (head, member index entry set)."""
+        member = check_member(member)
+        return _snapshot.read(self.engines[shard_of(member, self.shards)], lambda snap: snap.index.get(member))
 
     def info(self) -> dict[str, Any]:
         """The heads' facts: members, settings, and each shard's size, generation and tree heights."""
 
         def run(g: Gather) -> dict[str, Any]:
             shards: list[dict[str, Any]] = []
-            for engine, part in zip(self._engines, g.parts):
+            for engine, part in zip(self.engines, g.parts):
                 head = part.head
                 shards.append(
                     {
@@ -504,7 +447,7 @@ class ShardedSet:
                         "member_index_height": head.members.height + (head.members.root is not None),
                         "log_entries": len(head.log),
                         "log_limit": _log.log_limit(engine, head),
-                        "head_key": engine._keys.head,
+                        "head_key": engine.keys.head,
                     }
                 )
             return {
@@ -519,100 +462,6 @@ class ShardedSet:
                 "log_limit": sum(s["log_limit"] for s in shards),
                 "per_shard": shards,
             }
-
-        return self._read(run)
-
-    __contains__ = SortedSet.__contains__
-
-    def score(self, member: str) -> Score | None:
-        """The member's score, or ``None``: its shard alone (head, member index entry set)."""
-        member = check_member(member)
-        return self._engines[shard_of(member, self.shards)].score(member)
-
-    def scores(self, members: Iterable[str]) -> list[Score | None]:
-        """The scores of many members (``None`` where absent): every shard's entry sets in one step."""
-        wanted = check_members(members)
-        return self._read(lambda g: self._find(g, wanted))
-
-    def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
-        """The member's 1-based rank: the sum over shards of the entries before its key. Three round trips
-        with manifests cached (heads, the member's index entry set, every shard's score entry set)."""
-        member = check_member(member)
-        self._check_ties(ties)
-
-        def run(g: Gather) -> int | None:
-            score = self._score(g, member)
-            if score is None:
-                return None
-            probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return self._count_below(g, [probe])[0] + 1
-
-        return self._read(run)
-
-    def _check_ties(self, ties: Any) -> None:
-        check_choice(ties, TIES, "ties")
-        if ties == "dense":
-            raise InvalidArgumentError(
-                "dense ranks count distinct scores, and a tie group spans shards: a sharded set has no exact "
-                "dense rank short of reading every shard's scores; use ties='competition' or an unsharded set"
-            )
-
-    def percentile(self, member: str) -> float | None:
-        """The share of members with a strictly better score than ``member``'s (see
-        :meth:`SortedSet.percentile`): the shards' counts below its score, summed, over their sizes.
-
-        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(10)}, shards=3)
-        >>> board.percentile("p9"), board.percentile("p0"), board.at_percentile(0.5, ties="competition")
-        (0.0, 0.9, Entry(member='p4', score=4, rank=6))
-        """
-        member = check_member(member)
-
-        def run(g: Gather) -> float | None:
-            score = self._score(g, member)
-            if score is None:
-                return None
-            return self._count_below(g, [self._order.first_key(score)])[0] / self._count(g)
-
-        return self._read(run)
-
-    at_percentile = SortedSet.at_percentile
-
-    def _size(self, g: Gather) -> int:
-        return self._count(g)
-
-    def rank_of_score(self, score: Score) -> int:
-        """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
-        probe = self._order.first_key(check_score(score))
-        return self._read(lambda g: self._count_below(g, [probe])[0] + 1)
-
-    at = SortedSet.at
-
-    def _score_bounds(self, g: Gather, best: Score, worst: Score) -> tuple[int, int]:
-        low, high = self._order.first_key(best), self._order.last_key(worst)
-        if high < low:
-            return 0, 0
-        start, stop = self._count_below(g, [low, high])
-        return start, stop
-
-    # SortedSet's range, range_by_score and count, over this class's _score_bounds and _entries (a snapshot
-    # is a Gather of the shards' parts here): two round trips with manifests cached (three with score bounds).
-    range = SortedSet.range
-    range_by_score = SortedSet.range_by_score
-    count = SortedSet.count
-
-    def around(self, member: str, before: int = 5, after: int = 5, *, ties: str = "ordinal") -> list[Entry]:
-        """The entries around ``member`` (it included), or ``[]`` if it is absent; ranks follow ``ties``."""
-        member = check_member(member)
-        check_count(before, "before")
-        check_count(after, "after")
-        self._check_ties(ties)
-
-        def run(g: Gather) -> list[Entry]:
-            score = self._score(g, member)
-            if score is None:
-                return []
-            position = self._count_below(g, [self._order.key(member, score)])[0]
-            return self._entries(g, max(position - before, 0), position + after + 1, ties)
 
         return self._read(run)
 
@@ -647,7 +496,7 @@ class ShardedSet:
 
     @property
     def _cursor_tag(self) -> str:
-        return f"{self._keys.prefix}shards"
+        return f"{self.keys.prefix}shards"
 
     def _decode_cursor(self, cursor: Any) -> tuple[str, Score]:
         fields = _cursor.unpack(self._cursor_tag, cursor, f"set {self.name!r}")
@@ -657,136 +506,17 @@ class ShardedSet:
         except Exception:
             raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None
 
-    __iter__ = SortedSet.__iter__
-
-    # -- estimates ------------------------------------------------------------------
-
-    def _estimate_below(self, g: Gather, member: str | None, score: Any, ties: str, max_error: Any) -> Any:
-        """Entries below the probe, summed over shards: estimates and bounds from manifests, or exact."""
-        if member is not None:
-            found = self._score(g, member)
-            if found is None:
-                return None
-            probe = self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
-        else:
-            probe = self._order.first_key(score)
-        trees = [(part, g.score_tree(part)) for part in g.parts]
-        _gather.route(g, [(part, tree, [probe]) for part, tree in trees], leaves=False)
-        rank = low = high = 0
-        for part, tree in trees:
-            shift = part.shift(probe)
-            r, lo, hi = _estimate.estimate_in_tree(tree, probe)
-            rank, low, high = rank + r + shift, low + lo + shift, high + hi + shift
-        if max_error is not None and high - low > max_error:
-            exact = self._count_below(g, [probe])[0]
-            return exact, exact, exact
-        return rank, low, high
-
-    def estimate_rank(
-        self,
-        member: str | None = None,
-        *,
-        score: Score | None = None,
-        ties: str | None = None,
-        max_error: int | None = None,
-    ) -> _estimate.Estimate | None:
-        """An estimated 1-based rank whose bounds always hold (see :meth:`SortedSet.estimate_rank`): the
-        shards' estimates and bounds add up, so ``high - low < shards * chunk_size``."""
-        member, score, ties = SortedSet._estimate_rank_args(member, score, ties, max_error)
-
-        def run(g: Gather) -> _estimate.Estimate | None:
-            below = self._estimate_below(g, member, score, ties or "competition", max_error)
-            return None if below is None else _estimate.as_rank(below)
-
-        return self._read(run)
-
-    def estimate_percentile(
-        self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
-    ) -> _estimate.Percentile | None:
-        """The estimated share of members with a strictly better score (see :meth:`SortedSet.estimate_percentile`)."""
-        member, score = SortedSet._estimate_args(member, score)
-        if max_error is not None and (
-            not isinstance(max_error, (int, float)) or isinstance(max_error, bool) or not max_error >= 0
-        ):
-            raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {max_error!r:.80}")
-
-        def run(g: Gather) -> _estimate.Percentile | None:
-            total = g.count
-            keys = None if max_error is None else max_error * total
-            below = self._estimate_below(g, member, score, "competition", keys)
-            return None if below is None else _estimate.as_percentile(below, total)
-
-        return self._read(run)
-
-    # -- writes -----------------------------------------------------------------------
-
-    add = SortedSet.add
-    add_many = SortedSet.add_many
-    incr = SortedSet.incr
-    remove = SortedSet.remove
-    remove_many = SortedSet.remove_many
-
-    batch = SortedSet.batch  # atomic within each shard: _submit commits shard by shard
-
-    def _submit(
-        self, ops: list[tuple[str, str, Any]], want_score: bool | str | list[bool | str] = False
-    ) -> list[Any] | None:
-        """Route each operation to its member's shard and commit shard by shard (each through its own
-        group commit); results in the order of ``ops``."""
-        batch = getattr(self._local, "batch", None)
-        if batch is not None:
-            batch.ops.extend(ops)
-            batch.want_scores.extend(want_score if isinstance(want_score, list) else [want_score] * len(ops))
-            return None
-        if not ops:
-            return []
-        wants = want_score if isinstance(want_score, list) else [want_score] * len(ops)
-        groups: dict[int, list[int]] = {}
-        for n, (_, member, _) in enumerate(ops):
-            groups.setdefault(shard_of(member, self.shards), []).append(n)
-        if len(groups) > 1 and any(op.startswith("incr") for op, _, _ in ops):
-            self._refuse_overflow(ops)
-        self._ensure_settings()
-        results: list[Any] = [None] * len(ops)
-        for i, indices in sorted(groups.items()):
-            # Each shard's engine starts from its head as last seen, or reads it first when that was mostly
-            # stale lately (mdss._commit._learn): a process spreading writes over S shards holds older heads.
-            got = self._engines[i]._submit([ops[n] for n in indices], [wants[n] for n in indices])
-            for n, result in zip(indices, got or ()):
-                results[n] = result
-        return results
-
-    def _refuse_overflow(self, ops: list[tuple[str, str, Any]]) -> None:
-        """A batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) is refused before
-        any shard commits, as the scores read now tell (a concurrent writer may still make one shard's
-        commit refuse it after others committed: atomicity is per shard)."""
-        members = sorted({member for _, member, _ in ops})
-        now: dict[str, Any] = dict(zip(members, self.scores(members)))
-        for op, member, value in ops:
-            kind = op.split(":", 1)[0]  # conditions (only=, when=) aside: they can only skip an op
-            if kind == "incr":
-                now[member] = add_scores(0 if now[member] is None else now[member], value)
-            elif kind == "set":
-                now[member] = value
-            elif kind in ("best", "gt", "lt"):
-                better = self._order.better if kind == "best" else (max if kind == "gt" else min)
-                now[member] = value if now[member] is None else better(now[member], value)
-            else:
-                now[member] = None
-
     # -- whole-set operations -------------------------------------------------------
 
-    @classmethod
-    def load(cls, store: Store, name: str, pairs: Any, *, shards: int, **options: Any) -> Any:
-        """:meth:`SortedSet.load` with ``shards``."""
-        return SortedSet.load(store, name, pairs, shards=shards, **options)
-
-    def _load(
-        self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]], replace: bool, progress: Any, batch: int
+    def load_from(
+        self,
+        pairs: Mapping[str, Score] | Iterable[tuple[str, Score]],
+        *,
+        replace: bool = False,
+        progress: Any = None,
+        batch: int = 256,
     ) -> None:
         """Load each shard's members into it (``SortedSet.load``): one commit per shard."""
-        from . import _commit
-
         if type(replace) is not bool:
             raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
         check_count(batch, "batch", least=1)
@@ -795,12 +525,12 @@ class ShardedSet:
         checked = check_pairs(pairs)
         if not replace and len(self):
             raise InvalidArgumentError(f"set {self.name!r} already has entries; pass replace=True to replace them")
-        parts: list[dict[str, Score]] = [{} for _ in self._engines]
+        parts: list[dict[str, Score]] = [{} for _ in self.engines]
         for member, score in checked.items():
             parts[shard_of(member, self.shards)][member] = score
         self._ensure_settings()
         done = 0
-        for engine, part in zip(self._engines, parts):
+        for engine, part in zip(self.engines, parts):
 
             def report(d: int, t: int, offset: int = done) -> None:
                 if progress is not None:
@@ -812,32 +542,33 @@ class ShardedSet:
                 last[0] = t
                 report(d, t)
 
-            _commit.load(engine, part, replace, counted, batch)
+            _load.load(engine, part, replace, counted, batch)
             done += last[0]
 
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
         """Collect every shard (see :meth:`SortedSet.gc`); their grace periods run side by side."""
+        min_age = self._checked_gc(min_age, sweep)
         with ThreadPoolExecutor(max_workers=min(self.shards, 16)) as pool:
-            return sum(pool.map(lambda e: e.gc(min_age=min_age, wait=wait, sweep=sweep), self._engines))
+            return sum(pool.map(lambda e: _garbage.gc(e, min_age, wait, sweep), self.engines))
 
     def merge(self) -> bool:
         """Merge every shard's update log now; True if any was merged."""
-        return any([e.merge() for e in self._engines])
+        return any([_merge.merge(e) for e in self.engines])
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
-        return [key for e in self._engines for key in e.unreferenced(min_age)]
+        return [key for e in self.engines for key in _garbage.unreferenced(e, min_age)]
 
     def node_keys(self) -> list[str]:
-        return sorted(key for e in self._engines for key in e.node_keys())
+        return sorted(key for e in self.engines for key in _garbage.node_keys(e))
 
     def drop(self) -> None:
         """Remove the whole set: every shard, then the settings record."""
-        with self._merged.lock:
-            self._merged.drop()
-        for engine in self._engines:
-            engine.drop()
+        with self._all_keys.lock:
+            self._all_keys.drop()
+        for engine in self.engines:
+            _garbage.drop(engine)
         self.store.delete(self._settings_key)
-        self._resettle[0] = True
+        self._resettle = True
         if any(data is not None for data in self.store.get_many(self._head_keys)):
             self._ensure_settings()  # a writer started a shard again meanwhile: its members stay findable
 
@@ -846,29 +577,23 @@ class ShardedSet:
         problems = []
         try:
             record = self.store.get(self._settings_key)
-            if record is None and any(self.store.get(e._keys.head) is not None for e in self._engines):
+            if record is None and any(self.store.get(e.keys.head) is not None for e in self.engines):
                 problems.append(f"the settings record {self._settings_key} is missing")
             elif record is not None:
                 Settings.decode(self._settings_key, record.value)
         except CorruptDataError as exc:
             problems.append(str(exc))
-        for i, engine in enumerate(self._engines):
-            found = engine.check()
+        for i, engine in enumerate(self.engines):
+            found = _check.check(engine)
             problems.extend(f"shard {i}: {p}" for p in found)
             if not found:
-                strays = [e.member for e in engine if shard_of(e.member, self.shards) != i]
+                strays = [m for m in _check.members(engine) if shard_of(m, self.shards) != i]
                 if strays:
                     problems.append(f"shard {i} holds members of other shards: {strays[:5]!r}")
         return problems
 
-    def _check(self) -> None:
-        problems = self.check()
-        if problems:
-            from . import _check
-
-            described = "\n  ".join(f"shard {i}: {_check.describe(e)}" for i, e in enumerate(self._engines))
-            raise AssertionError(f"{self!r} is broken:\n  " + "\n  ".join(problems) + "\n  " + described)
+    def _describe(self) -> str:
+        return "\n  ".join(f"shard {i}: {_check.describe(e)}" for i, e in enumerate(self.engines))
 
 
 __all__ = ["MAX_SHARDS", "ShardedSet", "shard_of"]
-_ = InvalidScoreError  # raised by add_scores in _refuse_overflow

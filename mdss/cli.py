@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import json
-import math
 import random
-import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -22,7 +19,8 @@ import mdss
 from . import _parse
 from ._board_cli import FloatRange, IntRange
 from ._board_cli import board as board_command
-from ._order import check_member, check_score
+from ._cli_csv import looks_like_header as looks_like_header  # re-exported: tests import it from here
+from ._cli_csv import parse_score, read_csv
 
 T = TypeVar("T")
 
@@ -40,28 +38,6 @@ def ordinal(n: int) -> str:
     """
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n:,}{suffix}"
-
-
-def parse_score(text: str) -> int | float:
-    """A score typed on the command line: an int when the text is integral, else a float.
-
-    >>> parse_score("42"), parse_score("-7"), parse_score("2.5"), parse_score("inf")
-    (42, -7, 2.5, inf)
-
-    A number past a double's range (``1e400``) is refused, not taken for ``inf``.
-    """
-    text = text.strip(" \t")  # spaces around a CSV field; not a newline, not Unicode digits (see mdss._parse)
-    try:
-        return _parse.integer(text)
-    except ValueError:
-        pass
-    try:
-        found = _parse.number(text)
-    except ValueError:
-        raise mdss.InvalidScoreError(f"not a number: {text!r}") from None
-    if math.isinf(found) and "inf" not in text.lower():  # 1e400: past a double's range, not a stated infinity
-        raise mdss.InvalidScoreError(f"out of range for a score (a float is at most about 1.8e308): {text!r}")
-    return found
 
 
 class ScoreType(click.ParamType):
@@ -103,8 +79,7 @@ def _score(score: int | float) -> str:
 
 
 class Commands(click.Group):
-    """The ``mdss`` group: mdss' own errors, wherever a command raises them, become a one-line
-    message and exit code 1, never a traceback."""
+    """The ``mdss`` group: mdss' errors become a one-line message and exit code 1, never a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -127,6 +102,11 @@ class Context:
     def board(self, **options: Any) -> mdss.SortedSet:
         return mdss.SortedSet(self.store, self.set_name, **options)
 
+    def close(self) -> None:
+        """Close the store if a command opened it."""
+        if self._store is not None:
+            self._store.close()
+
 
 @click.group(cls=Commands)
 @click.option(
@@ -143,7 +123,7 @@ class Context:
 def cli(ctx: click.Context, store_url: str | None, set_name: str) -> None:
     """mdss: exact leaderboards of any size in a plain key-value store."""
     ctx.obj = Context(store_url or "", set_name)
-    ctx.call_on_close(lambda: ctx.obj._store is not None and ctx.obj._store.close())
+    ctx.call_on_close(ctx.obj.close)
 
 
 cli.add_command(board_command)
@@ -153,10 +133,6 @@ def _ctx(default_store: str = DEFAULT_STORE) -> Context:
     obj: Context = click.get_current_context().obj
     obj.store_url = obj.store_url or default_store
     return obj
-
-
-def _echo_entries(entries: list[mdss.Entry]) -> None:
-    click.echo(_table(entries))
 
 
 #: Commands whose arguments are scores: ``-5`` is a negative score there, not an unknown option.
@@ -228,7 +204,7 @@ def rank(member: str, ties: str) -> None:
 @ties_option
 def top(count: int, ties: str) -> None:
     """Print the best N entries."""
-    _echo_entries(_ctx().board().range(0, count, ties=ties))
+    click.echo(_table(_ctx().board().range(0, count, ties=ties)))
 
 
 @cli.command()
@@ -237,7 +213,7 @@ def top(count: int, ties: str) -> None:
 @ties_option
 def page(offset: int, limit: int, ties: str) -> None:
     """Print LIMIT entries from OFFSET (0 is rank 1)."""
-    _echo_entries(_ctx().board().range(offset, limit, ties=ties))
+    click.echo(_table(_ctx().board().range(offset, limit, ties=ties)))
 
 
 @cli.command()
@@ -250,7 +226,7 @@ def around(member: str, before: int, after: int, ties: str) -> None:
     entries = _ctx().board().around(member, before, after, ties=ties)
     if not entries:
         raise click.ClickException(f"{member} is not in the set")
-    _echo_entries(entries)
+    click.echo(_table(entries))
 
 
 @cli.command(context_settings=NUMBERS)
@@ -259,68 +235,6 @@ def around(member: str, before: int, after: int, ties: str) -> None:
 def count(best: int | float, worst: int | float) -> None:
     """Count the members scoring from BEST to WORST inclusive."""
     click.echo(f"{_ctx().board().count(best, worst):,}")
-
-
-#: A header's score column: a word such as ``score`` or ``Points`` (letters, no digits).
-_HEADER_WORD = re.compile(r"[^\W\d_]+(?:[ _-][^\W\d_]+)*")
-
-
-def looks_like_header(row: list[str]) -> bool:
-    """Whether a first CSV row is clearly a header: its second field is a word, not a number.
-
-    A row with a typo (``3O`` for ``30``) is not a header: it is reported, not skipped.
-
-    >>> [looks_like_header(r) for r in (["member", "score"], ["Name", "Total points"], ["ann", "3O"], ["ann", "nan"])]
-    [True, True, False, False]
-    """
-    if len(row) != 2 or not _HEADER_WORD.fullmatch(row[1].strip()):
-        return False
-    try:
-        parse_score(row[1])  # "nan", "inf", "infinity" are words and numbers
-    except mdss.InvalidScoreError:
-        return True
-    return False
-
-
-def _utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
-    """The lines of a byte stream as text, each checked to be UTF-8 (a byte-order mark is dropped)."""
-    for number, raw in enumerate(stream, start=1):
-        try:
-            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            raise mdss.InvalidArgumentError(
-                f"line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
-            ) from None
-
-
-def _read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, int | float], list[str]]:
-    """Pairs from a ``member,score`` CSV, and the problems by line number.
-
-    ``header`` None skips a first row only when :func:`looks_like_header`.
-    A line that cannot be read at all (not UTF-8, a field over the csv
-    module's 128 KiB limit) raises :class:`~mdss.InvalidArgumentError` naming it.
-    """
-    pairs: dict[str, int | float] = {}
-    problems: list[str] = []
-    reader = csv.reader(_utf8_lines(stream))
-    rows = 0
-    try:
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            rows += 1
-            if rows == 1 and (header or (header is None and looks_like_header(row))):
-                continue
-            try:
-                if len(row) != 2:
-                    raise mdss.InvalidArgumentError(f"expected 2 columns (member,score), got {len(row)}")
-                pairs[check_member(row[0])] = check_score(parse_score(row[1]))
-            except mdss.MdssError as exc:
-                hint = " (a header? then pass --header)" if rows == 1 and header is None else ""
-                problems.append(f"line {reader.line_num}: {exc}{hint}")
-    except csv.Error as exc:
-        raise mdss.InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
-    return pairs, problems
 
 
 @cli.command()
@@ -343,19 +257,11 @@ def _read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, i
     show_default=True,
     help="Members per commit when adding to an existing set.",
 )
-def load(
-    path: str,
-    header: bool | None,
-    replace: bool,
-    order: str | None,
-    chunk_size: int | None,
-    shards: int | None,
-    batch: int,
-) -> None:
+def load(path: str, header: bool | None, replace: bool, batch: int, **settings: Any) -> None:
     """Load a UTF-8 CSV of member,score rows (- for standard input)."""
     try:
         with click.open_file(path, "rb") as stream:
-            pairs, problems = _read_csv(stream, header)
+            pairs, problems = read_csv(stream, header)
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from exc
     except mdss.InvalidArgumentError as exc:
@@ -365,9 +271,9 @@ def load(
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise click.ClickException(f"{len(problems)} bad rows in {path}, nothing loaded:\n  {shown}{more}")
     obj = _ctx()
-    board = obj.board(order=order, chunk_size=chunk_size, shards=shards)
+    board = obj.board(**settings)  # order, chunk_size, shards: for a new set
     if replace or len(board) == 0:
-        _bulk_load(obj.store, obj.set_name, pairs, order=order, chunk_size=chunk_size, shards=shards, replace=replace)
+        _bulk_load(obj.store, obj.set_name, pairs, replace=replace, **settings)
     else:
         items = list(pairs.items())
         with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
@@ -513,15 +419,15 @@ def demo(members: int, chunk_size: int, seed: int, shards: int) -> None:
         f"Loaded in {time.perf_counter() - start:,.1f} s: {written['writes']:,} nodes, "
         f"{_human_bytes(written['bytes_written'])} ({written['bytes_written'] / members:,.1f} bytes per player)"
     )
-    _echo_entries(_measured(board, "Top 10", lambda: board.range(0, 10)))
+    click.echo(_table(_measured(board, "Top 10", lambda: board.range(0, 10))))
     offset = 500_000 if members > 500_010 else members // 2
-    _echo_entries(_measured(board, f"Page at offset {offset:,}", lambda: board.range(offset, 10)))
+    click.echo(_table(_measured(board, f"Page at offset {offset:,}", lambda: board.range(offset, 10))))
     player = f"player-{random.Random(seed + 1).randrange(members):07d}"
     points = _measured(board, f"Score of {player}", lambda: board.score(player))
     click.echo(f"  {points:,} points")
     place = _measured(board, f"Rank of {player}", lambda: board.rank(player))
     click.echo(f"  {player} ranked {ordinal(place)} of {len(board):,}")  # type: ignore[arg-type]
-    _echo_entries(_measured(board, f"Around {player}", lambda: board.around(player, 3, 3)))
+    click.echo(_table(_measured(board, f"Around {player}", lambda: board.around(player, 3, 3))))
     again = _measured(board, f"Rank of {player} again (nodes cached)", lambda: board.rank(player))
     click.echo(f"  {ordinal(again)}")  # type: ignore[arg-type]
     click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
@@ -604,37 +510,17 @@ def _shard_counts(value: str) -> list[int]:
     help="Leaderboard posts timed (3 columns to 3 windows).",
 )
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the figures here.")
-def bench(
-    store_url: str,
-    members: int,
-    chunk_size: int,
-    batch_size: int,
-    samples: int,
-    singles: int,
-    cache_mb: int,
-    seed: int,
-    shards: list[int],
-    board_owners: int,
-    board_posts: int,
-    json_path: str | None,
-) -> None:
+def bench(store_url: str, shards: list[int], json_path: str | None, **figures: int) -> None:
     """Measure mdss against the anchors that fit the store, in the same run (from a source checkout); then
     mdss.Leaderboard against the same posts and reads in plain code."""
     harness = _harness()
     result = harness.run(
         store_url,
-        members=members,
-        chunk_size=chunk_size,
-        batch_size=batch_size,
-        samples=samples,
-        singles=singles,
-        cache_bytes=cache_mb << 20,
-        seed=seed,
         shards=shards[0] if len(shards) == 1 else shards,
-        board_owners=board_owners,
-        board_posts=board_posts,
-        board_samples=min(samples, 200),
+        cache_bytes=figures.pop("cache_mb") << 20,
+        board_samples=min(figures["samples"], 200),
         progress=lambda text: click.echo(text, err=True),
+        **figures,
     )
     for line in harness.report(result):
         click.echo(line)

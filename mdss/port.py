@@ -1,157 +1,77 @@
 """The Erlang port server: mdss for an Erlang VM, over the External Term Format on stdin and stdout.
 
-Erlang starts it with ``open_port({spawn_executable, Python}, [{packet, 4},
-binary, {args, ["-m", "mdss.port", "--store", Url]}])`` (the client in
-``erlang/src/mdss.erl`` does). Every frame is a 4-byte big-endian length and
-that many bytes of ``term_to_binary`` data. A request is
-``{call, Ref, Op, Args}``; the answer, a frame too, is ``{reply, Ref, Result}``
-or ``{error, Ref, {Kind, Message}}``, where ``Kind`` is the class name of the
-exception as an atom (``'InvalidMemberError'``, ``'ConflictError'``, ...) and
-``Message`` a binary. Requests run concurrently on a thread pool, so replies
-come in the order they finish: match them by ``Ref``. Nothing a caller sends
-stops the server: a frame that is no term, or no ``{call, Ref, Op, Args}``,
-gets ``{error, undefined, ...}`` when no ``Ref`` can be read from it.
-Memory is bounded: a frame of at most :data:`MAX_FRAME` bytes; a compressed
-term (``term_to_binary(T, [compressed])``) that inflates to at most
-:data:`MAX_TERM` bytes, refused on its declared size before inflating; no
-compressed term nested in a request; and at most :data:`IN_FLIGHT` bytes of
-requests being served at once (past it the port reads no more until calls
-finish).
+Erlang starts it with ``open_port({spawn_executable, Python}, [{packet, 4}, binary, {args, ["-m", "mdss.port",
+"--store", Url]}])`` (as ``erlang/src/mdss.erl`` does). A frame is a 4-byte big-endian length and that many bytes
+of ``term_to_binary`` data. A request is ``{call, Ref, Op, Args}``; its reply ``{reply, Ref, Result}`` or
+``{error, Ref, {Kind, Message}}``, ``Kind`` the exception's class name as an atom (``'ConflictError'``...),
+``Message`` a binary. Requests run concurrently on a thread pool, so replies come as they finish: match them by
+``Ref``. Nothing a caller sends stops the server: a frame that is no request gets ``{error, undefined, ...}`` when
+no ``Ref`` can be read from it. Memory is bounded: a frame of at most :data:`MAX_FRAME` bytes, a compressed term
+inflating to at most :data:`MAX_TERM` (refused on its declared size first), no compressed term nested in a
+request, and at most :data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until
+calls finish).
 
-Terms: members, set names and cursors are UTF-8 binaries; scores are
-integers (64-bit) or floats, with the atoms ``inf`` and ``'-inf'`` for the
-infinities (Erlang floats have none); an entry is ``{Member, Score, Rank}``;
-``None`` is ``undefined``. ``Args`` is a list that starts with the set: a
-name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it with
-those settings. Top-N sets (the ``topn_*`` operations) are ``Name`` (n 10,
-desc) or ``{Name, #{n => N, order => Order}}``. Leaderboards (the ``board_*``
-operations) are ``Name`` (a stored board) or ``{Name, #{columns => ...,
-windows => ...}}``; their rows are maps of field names (binaries) to values.
-Each set and board is opened once and kept. :data:`OPS` lists every operation
-with its arguments; erlang/README.md documents them and the Erlang client.
+Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers or floats,
+with the atoms ``inf`` and ``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``.
+``Args`` starts with the set: a name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it
+so. Top-N sets (``topn_*``) are ``Name`` (n 10, desc) or ``{Name, #{n => N, order => Order}}``;
+leaderboards (``board_*``) ``Name`` (stored) or ``{Name, #{columns => ..., windows => ...}}``, their rows
+maps of field names to values. Each set and board is opened once and kept. :data:`OPS` lists every
+operation; erlang/README.md documents them and the Erlang client.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import math
 import os
 import sys
 import threading
 import traceback
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, NamedTuple
 
 from . import open_store
 from ._parse import integer
-from ._sortedset import SortedSet
-from .exceptions import (
-    InvalidArgumentError,
-    InvalidMemberError,
-    InvalidScoreError,
-    MdssError,
-    SettingsMismatchError,
+from ._port_terms import (
+    _READ,
+    MAX_TERM,
+    OtpErlangAtom,
+    OtpErlangBinary,
+    _atom,
+    _board_options,
+    _choice,
+    _int,
+    _list,
+    _map,
+    _member,
+    _name,
+    _options,
+    _pairs,
+    _score,
+    _show,
+    _text,
+    _value,
+    _view,
+    compressed_size,
+    decode,
+    term_to_binary,
+    to_term,
 )
+from ._sortedset import SortedSet
+from .exceptions import InvalidArgumentError, MdssError, SettingsMismatchError
 from .leaderboard import Leaderboard
 from .stores.base import Store
 from .topn import TopN
-
-# erlang-py has no type hints, and without it a source checkout's erlang/ folder imports as an empty
-# namespace package (mypy takes it for the module): so look the names up, and say what is missing.
-try:
-    _etf = importlib.import_module("erlang")
-    OtpErlangAtom, OtpErlangBinary = _etf.OtpErlangAtom, _etf.OtpErlangBinary
-    binary_to_term, term_to_binary = _etf.binary_to_term, _etf.term_to_binary
-except (ImportError, AttributeError) as exc:  # pragma: no cover - the extra is part of every test install
-    raise ImportError("the Erlang port needs the erlang-py package: pip install 'mdss[erlang]'") from exc
 
 #: Threads serving requests: a slow call (a commit that retries, a large page) holds only its own.
 DEFAULT_THREADS = 16
 #: Largest request frame read (a bigger one is refused and the port stops: its framing cannot be trusted).
 MAX_FRAME = 64 << 20
-#: Most bytes a compressed request may inflate to (its declared size is checked before inflating, and the
-#: inflation stops there): a 2 MB frame of compressed zeros would otherwise grow to 2 GB.
-MAX_TERM = MAX_FRAME
-#: Most bytes of requests (as read, plus what compressed ones inflate to) being decoded and served at once;
-#: past it the port reads no further frame until calls finish (Erlang buffers them). A frame alone may
-#: exceed it (up to MAX_FRAME + MAX_TERM), or it could never be served.
+#: Most bytes of requests (as read, plus what compressed ones inflate to) decoded and served at once; past
+#: it the port reads no further frame until calls finish (Erlang buffers them). One frame alone may exceed
+#: it (up to MAX_FRAME + MAX_TERM), or it could never be served.
 IN_FLIGHT = 2 * MAX_FRAME
-
-#: External term format: the version byte, and the tag of a zlib-compressed term with its 4-byte size.
-_VERSION, _COMPRESSED = 131, 80
-
-_INF = {"inf": math.inf, "-inf": -math.inf}
-
-
-# -- terms in and out ----------------------------------------------------------------
-
-
-class _Inflating(threading.local):
-    refuse = False
-
-
-_inflating = _Inflating()
-
-
-class _GuardedZlib:
-    """erlang-py's ``zlib``: inflates a compressed term anywhere in a term, without a bound. The port inflates
-    the (only) compressed term Erlang makes, the whole request, itself with a bound, and refuses one nested
-    in a request (Erlang never makes those); erlang-py's other callers in the process are not affected."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(zlib, name)
-
-    @staticmethod
-    def decompress(data: bytes, *args: Any, **kwargs: Any) -> bytes:
-        if _inflating.refuse:
-            raise InvalidArgumentError("a compressed term nested in a request (Erlang compresses only whole terms)")
-        return zlib.decompress(data, *args, **kwargs)
-
-
-if getattr(_etf, "zlib", None) is zlib:
-    setattr(_etf, "zlib", _GuardedZlib())  # noqa: B010 - mypy knows no attributes of erlang-py
-
-
-def compressed_size(frame: bytes) -> int | None:
-    """The size a compressed term declares it inflates to, read from its header; ``None`` if not compressed."""
-    if len(frame) >= 6 and frame[0] == _VERSION and frame[1] == _COMPRESSED:
-        return int.from_bytes(frame[2:6], "big")
-    return None
-
-
-def decode(frame: bytes, max_term: int = MAX_TERM) -> Any:
-    """A request frame's term. A compressed one inflates to at most ``max_term`` bytes, checked on its
-    declared size before inflating and then on the inflation itself; a compressed term nested in it is
-    refused. :class:`InvalidArgumentError` for anything but a term."""
-    size = compressed_size(frame)
-    if size is not None:
-        if size > max_term:
-            raise InvalidArgumentError(
-                f"a compressed request declares {size} bytes inflated, over the {max_term}-byte limit"
-            )
-        inflater = zlib.decompressobj()
-        try:
-            inflated = inflater.decompress(frame[6:], size + 1)  # one byte more shows a lie
-        except zlib.error as exc:
-            raise InvalidArgumentError(f"a compressed request does not inflate: {exc}") from None
-        if len(inflated) != size or not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
-            raise InvalidArgumentError(
-                f"a compressed request does not inflate to the {size} bytes it declares (or is followed by more)"
-            )
-        frame = bytes((_VERSION,)) + inflated
-        del inflated
-    _inflating.refuse = True
-    try:
-        return binary_to_term(frame)
-    except InvalidArgumentError:
-        raise
-    except Exception as exc:  # erlang-py raises several types on garbage
-        raise InvalidArgumentError(f"the request is not an external term: {type(exc).__name__}: {exc}") from None
-    finally:
-        _inflating.refuse = False
 
 
 class _InFlight:
@@ -175,106 +95,7 @@ class _InFlight:
             self._changed.notify_all()
 
 
-def _atom(term: Any) -> str | None:
-    """An atom's name, or ``None`` for any other term (``true``, ``false``, ``undefined`` decode to Python values)."""
-    if isinstance(term, OtpErlangAtom) and isinstance(term.value, (str, bytes)):
-        value = term.value
-        return value if isinstance(value, str) else value.decode("latin-1")
-    return None
-
-
-def _text(term: Any, what: str, error: type[InvalidArgumentError] = InvalidArgumentError) -> str:
-    if not isinstance(term, OtpErlangBinary) or term.bits != 8:
-        raise error(f"{what} must be a UTF-8 binary, got {_show(term)}")
-    try:
-        return term.value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
-
-
-def _member(term: Any) -> str:
-    return _text(term, "a member", InvalidMemberError)
-
-
-def _score(term: Any) -> int | float:
-    """An Erlang number as a score (the set checks its range); the atoms ``inf`` and ``'-inf'`` as infinities."""
-    if type(term) in (int, float):
-        return term
-    name = _atom(term)
-    if name in _INF:
-        return _INF[name]
-    raise InvalidScoreError(f"a score must be an integer, a float, inf or '-inf', got {_show(term)}")
-
-
-def _int(term: Any, what: str) -> int:
-    if type(term) is not int:
-        raise InvalidArgumentError(f"{what} must be an integer, got {_show(term)}")
-    return term
-
-
-def _choice(term: Any, what: str, allowed: tuple[str, ...]) -> str:
-    name = _atom(term)
-    if name not in allowed:
-        raise InvalidArgumentError(f"{what} must be one of the atoms {', '.join(allowed)}, got {_show(term)}")
-    return name
-
-
-def _list(term: Any, what: str) -> list[Any]:
-    if type(term) is not list:
-        raise InvalidArgumentError(f"{what} must be a proper list, got {_show(term)}")
-    return term
-
-
-def _pairs(term: Any) -> list[tuple[str, int | float]]:
-    """``[{Member, Score}]`` or ``#{Member => Score}`` as pairs."""
-    items = list(term.items()) if isinstance(term, dict) else _list(term, "pairs")
-    pairs = []
-    for item in items:
-        if type(item) is not tuple or len(item) != 2:
-            raise InvalidArgumentError(f"pairs must be {{Member, Score}} tuples, got {_show(item)}")
-        pairs.append((_member(item[0]), _score(item[1])))
-    return pairs
-
-
-def _options(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """A map of a set's settings: ``order`` an atom, ``chunk_size`` and ``n`` integers (their ranges: the set's)."""
-    if not isinstance(term, dict):
-        raise InvalidArgumentError(f"options must be a map, got {_show(term)}")
-    options: dict[str, Any] = {}
-    for key, value in term.items():
-        name = _atom(key)
-        if name not in allowed:
-            raise InvalidArgumentError(f"unknown option {_show(key)}: the options are {', '.join(allowed)}")
-        options[name] = _choice(value, "order", ("asc", "desc")) if name == "order" else _int(value, name)
-    return options
-
-
-def _show(term: Any) -> str:
-    """A short description of a decoded term for an error message."""
-    if isinstance(term, OtpErlangBinary):
-        return f"the binary {term.value[:40]!r}"
-    if isinstance(term, bytes):  # erlang-py decodes a string (a list of bytes) so
-        return f"the string (a list, not a binary) {term[:40].decode('latin-1')!r}"
-    name = _atom(term)
-    return f"the atom {name!r:.40}" if name is not None else f"{type(term).__name__} {term!r:.60}"
-
-
-def to_term(value: Any) -> Any:
-    """A Python result as an Erlang term: strings as binaries, infinities as atoms, tuples and lists within."""
-    if isinstance(value, str):
-        return OtpErlangBinary(value.encode("utf-8"))
-    if isinstance(value, float) and math.isinf(value):
-        return OtpErlangAtom("inf" if value > 0 else "-inf")
-    if isinstance(value, list):
-        return [to_term(v) for v in value]
-    if isinstance(value, tuple):  # entries and pages too (named tuples)
-        return tuple(to_term(v) for v in value)
-    if isinstance(value, dict):  # a leaderboard's rows, positions, posts
-        return {to_term(k): to_term(v) for k, v in value.items()}
-    return value
-
-
-# -- operations ---------------------------------------------------------------------
+# -- the server ---------------------------------------------------------------------
 
 
 class Op(NamedTuple):
@@ -291,7 +112,7 @@ OPS: dict[str, Op] = {}
 
 
 def op(name: str, usage: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a handler as operation ``name``; ``usage`` names its arguments, optional ones in brackets."""
+    """Register a handler as operation ``name``; ``usage`` names its arguments, optional ones bracketed."""
     words = [word.strip() for word in usage.split(",")]
 
     def register(handler: Callable[..., Any]) -> Callable[..., Any]:
@@ -345,9 +166,8 @@ class PortServer:
         return podium
 
     def board(self, term: Any) -> Leaderboard:
-        """The leaderboard a request names: ``Name`` (its stored columns; windows ``[all]``) or ``{Name,
-        #{columns => ..., accumulate => [...], keep_best => #{...}, windows => [...], tz => Zone, retention =>
-        #{Kind => N}, chunk_size => N}}``, one object per name and options."""
+        """The leaderboard a request names: ``Name`` (as stored) or ``{Name, #{columns => ..., ...}}``
+        (:func:`mdss._port_terms._board_options`), one object per name and options."""
         options: dict[str, Any] = {}
         if type(term) is tuple and len(term) == 2:
             term, options = term[0], _board_options(term[1])
@@ -570,106 +390,7 @@ def _topn_threshold(port: PortServer, t: Any) -> Any:
     return port.top_n(t).threshold()
 
 
-# -- leaderboards: terms ---------------------------------------------------------------------
-
-
-def _name(term: Any, what: str) -> str:
-    """A field, column or window name: a binary or an atom."""
-    name = _atom(term)
-    return name if name is not None else _text(term, what)
-
-
-def _map(term: Any, what: str) -> dict[Any, Any]:
-    if not isinstance(term, dict):
-        raise InvalidArgumentError(f"{what} must be a map, got {_show(term)}")
-    return term
-
-
-def _value(term: Any) -> Any:
-    """A row's value: an integer, a float, ``inf`` / ``'-inf'``, a binary (text), ``true`` or ``false``."""
-    if type(term) in (int, float, bool):
-        return term
-    if isinstance(term, OtpErlangBinary):
-        return _text(term, "a text value")
-    if _atom(term) in _INF:
-        return _score(term)
-    raise InvalidArgumentError(f"a value must be a number, inf, '-inf', a binary, true or false, got {_show(term)}")
-
-
-def _columns(term: Any) -> dict[str, Any]:
-    """``#{Column => asc | desc | [{Field, asc | desc}]}``."""
-    columns: dict[str, Any] = {}
-    for column, spec in _map(term, "columns").items():
-        if type(spec) is list:
-            parts = []
-            for part in spec:
-                if type(part) is not tuple or len(part) != 2:
-                    raise InvalidArgumentError(f"a column part must be {{Field, asc | desc}}, got {_show(part)}")
-                parts.append((_name(part[0], "a field"), _choice(part[1], "a direction", ("asc", "desc"))))
-            columns[_name(column, "a column")] = parts
-        else:
-            columns[_name(column, "a column")] = _choice(spec, "a direction", ("asc", "desc"))
-    return columns
-
-
-def _board_options(term: Any) -> dict[str, Any]:
-    """A board's options map as :class:`Leaderboard`'s keyword arguments."""
-    options: dict[str, Any] = {}
-    for key, value in _map(term, "board options").items():
-        name = _atom(key)
-        if name == "columns":
-            options[name] = _columns(value)
-        elif name in ("accumulate", "windows"):
-            options[name] = [_name(v, "a name") for v in _list(value, name)]
-        elif name == "keep_best":
-            options[name] = {
-                _name(f, "a field"): _choice(how, "keep_best", ("min", "max")) for f, how in _map(value, name).items()
-            }
-        elif name == "retention":
-            options[name] = {_name(k, "a window kind"): _int(n, "retention") for k, n in _map(value, name).items()}
-        elif name == "tz":
-            options[name] = _text(value, "tz")
-        elif name in ("chunk_size", "post_id_ttl"):
-            options[name] = _int(value, name)
-        else:
-            raise InvalidArgumentError(
-                f"unknown board option {_show(key)}: the options are columns, accumulate, keep_best, windows, tz, "
-                "retention, chunk_size, post_id_ttl"
-            )
-    return options
-
-
-def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """A view's options map: ``window`` (a kind or an instance), ``ties``, and what ``allowed`` adds."""
-    if term is None:
-        return {}
-    found: dict[str, Any] = {}
-    for key, value in _map(term, "options").items():
-        name = _atom(key)
-        if name not in allowed:
-            raise InvalidArgumentError(f"unknown option {_show(key)}: the options are {', '.join(allowed)}")
-        if name == "window":
-            found[name] = _name(value, "a window")
-        elif name == "ties":
-            found[name] = _choice(value, "ties", ("ordinal", "competition", "dense"))
-        elif name == "only":
-            found[name] = _choice(value, "only", ("new", "existing"))
-        elif name == "post_id":
-            found[name] = _text(value, "a post id")
-        elif name == "ops":
-            ops = ("set", "incr", "best", "gt", "lt")
-            found[name] = {_name(f, "a field"): _choice(op, "an op", ops) for f, op in _map(value, name).items()}
-        else:  # sweep, wait
-            if type(value) is not bool:
-                raise InvalidArgumentError(f"{name} must be true or false, got {_show(value)}")
-            found[name] = value
-    return found
-
-
-_READ = ("window", "ties")
-
-
-# -- leaderboards: operations ---------------------------------------------------------------
+# -- leaderboards ---------------------------------------------------------------------
 
 
 @op("board_post", "Board, Owner, Values, [Opts]")
@@ -752,12 +473,8 @@ def _board_gc(port: PortServer, b: Any, opts: Any = None) -> int:
 
 
 def run(store_url: str, threads: int = DEFAULT_THREADS) -> None:
-    """Serve the port protocol on this process' stdin and stdout until stdin ends.
-
-    The protocol keeps file descriptor 1 to itself: anything else that
-    prints (a library, a stray ``print``) goes to stderr instead of
-    corrupting the frames.
-    """
+    """Serve the port protocol on stdin and stdout until stdin ends. The protocol keeps file descriptor 1
+    to itself: anything else that prints goes to stderr instead of corrupting the frames."""
     if type(threads) is not int or threads < 1:
         raise InvalidArgumentError(f"threads must be an int >= 1, got {threads!r:.80}")
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")

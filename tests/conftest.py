@@ -174,4 +174,4 @@ def store(store_factory: StoreFactory) -> mdss.Store:
 def tree_commits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sets made in the test commit straight into the trees (``log_limit=0``): for tests of the tree
     commit protocol itself, whose assertions name tree nodes and notes."""
-    monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "log_limit", 0)
+    monkeypatch.setitem(mdss._engine.Engine.__init__.__kwdefaults__, "log_limit", 0)

@@ -5,13 +5,29 @@ enumerates a large space (a fault at every store call of a commit, every layout 
 it visits a deterministic sample of it: different points for different tests and stores, so that the run as
 a whole still reaches most of the space. ``MDSS_DEEP=1`` (``tox -e deep``) visits all of it and loads
 Hypothesis' ``deep`` profile (long searches) unless ``HYPOTHESIS_PROFILE`` names another one.
+
+What the default run samples, each in full under ``MDSS_DEEP=1``:
+
+- faults at a stride of a commit's store calls (:func:`sample`), and the ``grid`` marker's Latin-square
+  row of a parameter grid per store (``conftest.py``);
+- Hypothesis budgets on the networked stores (:func:`examples`; an eighth on DynamoDB in the slowest
+  searches), and the operations of test_concurrency.py's process race on DynamoDB (200 per writer, 400 deep);
+- test_format_compat.py's per-member point reads on the networked stores (a :func:`sample` of each
+  fixture's members; every fixture is still read whole and written on every store);
+- faults at every store call of a leaderboard post in test_leaderboard.py's gc tests, on the networked
+  stores (:func:`call_points`: the first, a stride, and the last);
+- loops beside racing writers run until an event count, not a fixed time: the reply-cut chaos of
+  test_lost_replies.py (5 cuts, 14 deep), the reader of test_concurrency.py's process race and the
+  collectors of test_reliability.py's skewed-clock gc (until the writers finish, the collectors at most
+  6 s as before; at least 6 s deep).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -53,3 +69,15 @@ def examples(kind: str, loaded: int, divisor: int = 4) -> int:
     if DEEP or kind not in NETWORKED:
         return loaded
     return max(loaded // divisor, 3)
+
+
+def call_points(kind: str, salt: str, stride: int = 3) -> Iterator[int]:
+    """The store calls (1, 2, 3, ...) at which a loop fails an operation in turn, until it passes the
+    operation's last call (whose number the loop learns only then). On the in-process stores and under
+    ``MDSS_DEEP`` every call; by default on networked stores the first and then every ``stride``-th from an
+    offset derived from ``salt``: the loop then visits the last call itself if the stride skipped it."""
+    if DEEP or kind not in NETWORKED:
+        yield from itertools.count(1)
+        return
+    yield 1
+    yield from itertools.count(2 + offset(salt, stride), stride)

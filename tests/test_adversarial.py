@@ -270,7 +270,7 @@ def prepare(store: mdss.Store) -> None:
     for i in range(10):  # eleven noted commits: notes spill into a page
         ended.add(f"p{i}", 100 + i)
     ended.add_many(initial())
-    head = ended._snapshot().head
+    head = mdss._snapshot.snapshot(ended.engine).head
     assert head.note_page is not None and head.notes, head
 
 
@@ -660,7 +660,7 @@ class Interleavings(RuleBasedStateMachine):
         collector.remove("zz-final")
         collector.gc(wait=False, sweep=True)
         assert collector.unreferenced() == []
-        assert readable_keys(self.store, collector._keys.notes) == []
+        assert readable_keys(self.store, collector.keys.notes) == []
         assert assert_sound(self.store) == found
 
 
@@ -822,7 +822,7 @@ def test_load_replace_of_a_headless_set() -> None:
     snapshot; the creating one raises HeadMissingError (_commit.load lines 216-222)."""
     store = mdss.open_store("memory://")
     board = seeded(store)
-    store.delete(board._keys.head)
+    store.delete(board.keys.head)
     mdss.SortedSet.load(store, NAME, {"a": 1}, replace=True)
     assert assert_sound(store) == {"a": 1}
 
@@ -855,7 +855,7 @@ def test_a_note_orphaned_in_the_current_epoch_is_never_swept() -> None:
     for i in range(3):  # commits land between sweeps: each sweep may advance the epoch
         collector.add("z", i)
         collector.gc(wait=False, sweep=True)
-    assert readable_keys(store, collector._keys.notes) == []
+    assert readable_keys(store, collector.keys.notes) == []
 
 
 # -- what held up, kept as regression tests ---------------------------------------------------------------------
@@ -883,7 +883,7 @@ def test_two_gcs_detaching_out_of_order_lose_no_note() -> None:
     collector = mdss.SortedSet(store, NAME, gc_grace=0)
     collector.gc(wait=False)
     assert collector.unreferenced() == []
-    assert readable_keys(store, collector._keys.notes) == []
+    assert readable_keys(store, collector.keys.notes) == []
     assert assert_sound(store) == {**{f"m{i}": 300 + i for i in range(10)}, "m10": 110, "m11": 111}
 
 

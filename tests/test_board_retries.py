@@ -19,14 +19,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
+from depth import examples
 from faulty import FaultyStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mdss
 from mdss import _windows
+from mdss._board_format import _POST, _post_member
+from mdss._board_post import _PRUNE
 from mdss._retry import Backoff
-from mdss.leaderboard import _POST, _PRUNE, _post_member
 
 UTC, NEW_YORK = dt.timezone.utc, ZoneInfo("America/New_York")
 KINDS = ["all", "day", "week", "month"]
@@ -104,10 +106,10 @@ def test_a_retry_across_a_boundary_lands_where_the_first_try_did(store, name, tz
             if partial:
                 third = dying._set(instances(start, tz)[2])
 
-                def died(ops):
+                def died(ops, want_score=False):
                     raise RuntimeError("the process died")
 
-                third._submit = died  # type: ignore[method-assign]
+                third.engine.group.submit = died  # type: ignore[method-assign]
                 with pytest.raises(RuntimeError):
                     dying.post(owner, post_id="job", **post)
             else:
@@ -131,7 +133,7 @@ def test_a_post_interrupted_at_any_store_call_is_finished_by_its_retry(store, mo
     """A post that fails at its k-th store call (before the call, or after it: a lost reply) and whose process
     dies, retried by another process after the month turned: for every k, each window kind counts it once,
     in the instances of a single moment (the first try's once anything landed), and check() holds."""
-    monkeypatch.setattr(mdss._commit, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))  # it died
+    monkeypatch.setattr(mdss._retry, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))  # it died
     monkeypatch.setattr(mdss._log, "CLAIM_MS", 20)  # and its merge claims lapse soon
     start = dt.datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC).timestamp()
     clock = [start]
@@ -318,8 +320,7 @@ def _moment_of(board: mdss.Leaderboard, owner: str, post_id: str) -> float | Non
     return board._posts().score(_post_member(owner, post_id))
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(
+_RETRY_STEPS = dict(
     steps=st.lists(
         st.tuples(
             st.sampled_from(["ann", "bob"]),
@@ -332,11 +333,29 @@ def _moment_of(board: mdss.Leaderboard, owner: str, post_id: str) -> float | Non
     ),
     tz=st.sampled_from([None, "America/New_York"]),
 )
-def test_retried_posts_match_a_model_that_counts_each_post_once(store, monkeypatch, steps, tz) -> None:
+
+
+def test_retried_posts_match_a_model_that_counts_each_post_once(store_factory, store, monkeypatch) -> None:
     """Random posts, many of them retries, random clock jumps across boundaries and crashes at random store
     calls; at the end every post is retried once more. The board's rows equal a model that applies each
     distinct (owner, post id) once, in the window instances of the moment the board recorded for it, which
-    is one of the moments it was tried at."""
+    is one of the moments it was tried at.
+
+    By default a quarter of the examples on the networked stores (``depth.examples``), all under MDSS_DEEP."""
+
+    @settings(
+        max_examples=examples(store_factory.kind, settings().max_examples),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(**_RETRY_STEPS)
+    def retried(steps, tz) -> None:
+        _retried_posts(store, monkeypatch, steps, tz)
+
+    retried()
+
+
+def _retried_posts(store, monkeypatch, steps, tz) -> None:
     monkeypatch.setattr(mdss._log, "CLAIM_MS", 20)  # the merge claim of a post that failed lapses soon
     clock = [dt.datetime(2026, 12, 20, 23, 59, tzinfo=UTC).timestamp()]
     faulty = FaultyStore(store)

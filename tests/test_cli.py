@@ -223,7 +223,7 @@ def test_check_reports_garbage_apart_from_damage(run, tmp_path) -> None:
     run("add", "ann", "30")
     store = mdss.open_store(f"sqlite:///{tmp_path}/cli.db")
     board = mdss.SortedSet(store, "board")
-    store.put(board._keys.node("0.00000000001" + "f" * 16), b"left by a killed writer")
+    store.put(board.keys.node("0.00000000001" + "f" * 16), b"left by a killed writer")
     out = run("check")  # exit code 0: garbage awaiting gc is not damage
     assert "every invariant holds" in out and "1 stored node no head names await gc" in out
     assert "deleted 0" in run("gc", "--no-wait")  # no head ever named it: only a sweep finds it

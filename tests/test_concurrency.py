@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 import workers
+from depth import DEEP
 from readable import readable_keys
 
 import mdss
@@ -38,8 +39,8 @@ def test_threads_are_grouped_into_few_commits_and_lose_nothing(store) -> None:
     for thread in pool:
         thread.join()
     assert sum(e.score for e in board) == threads * per_thread
-    assert board._group.callers == threads * per_thread
-    assert board._group.commits < threads * per_thread / 2  # aggregated
+    assert board.engine.group.callers == threads * per_thread
+    assert board.engine.group.commits < threads * per_thread / 2  # aggregated
     assert board.check() == []
 
 
@@ -63,7 +64,7 @@ def test_a_refused_op_fails_only_its_caller(store) -> None:
     for thread in pool:
         thread.join()
     assert len(errors) == 1 and sorted(results) == [1, 2, 3, 4, 5]
-    assert board._group.commits < 6
+    assert board.engine.group.commits < 6
     assert board.score("big") == 2**63 - 1
 
 
@@ -93,16 +94,20 @@ SHARED = [f"s{i}" for i in range(12)]
 @pytest.mark.slow
 @pytest.mark.grid("log_limit", size=2)  # by default each store races with one of the two, in turn (conftest.py)
 @pytest.mark.parametrize("log_limit", [None, 3], ids=["log-derived", "log3"])
-def test_processes_racing_on_one_set(shared_store_factory, log_limit) -> None:
-    """Processes incr shared members while the others append and merge the update log: sums are exact."""
-    url = shared_store_factory.url_for_new()
+def test_processes_racing_on_one_set(shared_store_factory, log_limit, tmp_path) -> None:
+    """Processes incr shared members while the others append and merge the update log: sums are exact.
+
+    A reader checks snapshots until the writers finish (for at least 6 s under ``MDSS_DEEP``)."""
+    url, stop = shared_store_factory.url_for_new(), str(tmp_path / "stop")
     mdss.SortedSet(mdss.open_store(url), "race", chunk_size=4).add("seed", 0)
-    n_procs, n_ops = 4, 400 if shared_store_factory.kind == "dynamodb" else 1500  # dynalite: ms per call
+    # dynalite takes ms per call: fewer operations there (200 by default, 400 under MDSS_DEEP)
+    n_procs, n_ops = 4, (400 if DEEP else 200) if shared_store_factory.kind == "dynamodb" else 1500
     with SPAWN.Pool(n_procs + 1) as pool:
-        reads = pool.apply_async(workers.reader, (url, "race", SHARED, 6.0))
+        reads = pool.apply_async(workers.reader, (url, "race", SHARED, stop, 6.0 if DEEP else 0.0))
         results = pool.starmap(
             workers.writer, [(url, "race", i, n_ops, 1000 + i, SHARED, log_limit) for i in range(n_procs)]
         )
+        open(stop, "w").close()
         history = reads.get()
     board = mdss.SortedSet(mdss.open_store(url), "race")
     expected: dict[str, int] = {"seed": 0}
@@ -170,7 +175,7 @@ def test_garbage_stays_within_a_small_factor_of_the_live_nodes(store) -> None:
         board.add_many({f"m{(round_ * 13 + i) % 400}": round_ + i for i in range(5)})
     time.sleep(0.03)
     board.add("last", 1)  # deletes what is due
-    stored = len(readable_keys(store, board._keys.nodes))
+    stored = len(readable_keys(store, board.keys.nodes))
     unreferenced = len(board.unreferenced())
     assert stored - unreferenced > 0
     assert stored <= 2 * (stored - unreferenced)
@@ -180,7 +185,7 @@ def test_garbage_stays_within_a_small_factor_of_the_live_nodes(store) -> None:
 def test_gc_collects_what_an_interrupted_commit_left(store) -> None:
     board = mdss.SortedSet(store, "board", chunk_size=4, gc_grace=0)
     board.add_many({f"m{i}": i for i in range(50)})
-    orphan = board._keys.node("00000000001" + "f" * 16)  # a format-1 id: epoch 0
+    orphan = board.keys.node("00000000001" + "f" * 16)  # a format-1 id: epoch 0
     store.put_many({orphan: b"orphan"})
     assert board.check() == []  # garbage awaiting gc is not damage
     assert board.unreferenced() == [orphan]

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mdss
-from mdss import _log
+from mdss import _ranking
 from mdss._codec import DENSE, FORMAT, seal, unpack
 from mdss._keys import Keyspace
 from mdss._tree import Leaf
@@ -123,15 +123,15 @@ def test_a_snapshot_that_later_appends_overtook_keeps_its_dense_ranks(start, wri
     board = mdss.SortedSet.load(store, "b", start, chunk_size=chunk, order=order, log_limit=10**4)
     model = dict(start)
     apply(board, model, writes)
-    before, then = board._snapshot(), dict(model)
+    before, then = mdss._snapshot.snapshot(board.engine), dict(model)
     if warm:  # the overlay's tie groups are resolved before the later appends, else after them
         board.rank(next(iter(model), "m00"), ties="dense")
     apply(board, model, later)
     board.rank(next(iter(model), "m00"), ties="dense")  # the overlay's groups advance past ``before``
-    for snap, state in ((before, then), (board._snapshot(), model)):
+    for snap, state in ((before, then), (mdss._snapshot.snapshot(board.engine), model)):
         want = ranked(state, order)
         probes = [board._order.first_key(s) for _, s, _, _, _ in want]
-        assert [d + 1 for d in _log.dense_below(snap.ranking, probes)] == [w[4] for w in want]
+        assert [d + 1 for d in _ranking.dense_below(snap.ranking, probes)] == [w[4] for w in want]
 
 
 def test_dense_ranks_span_entry_sets_and_manifests() -> None:
@@ -159,8 +159,8 @@ def test_round_trips_of_a_dense_rank(store) -> None:
     fresh.scores([e.member for e in fresh])  # warms every node of both trees
 
     def cost(call: Any) -> dict[str, int]:
-        for key in [k for k, (node, _) in fresh._cache._nodes.items() if isinstance(node, Leaf)]:
-            fresh._cache.discard(key)  # only manifests stay warm
+        for key in [k for k, (node, _) in fresh.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+            fresh.engines[0].cache.discard(key)  # only manifests stay warm
         before = store.stats.snapshot()
         call()
         return store.stats.since(before)
@@ -188,11 +188,11 @@ def restore(store: mdss.Store, path: pathlib.Path) -> dict[str, Any]:
 
 def manifests(store: mdss.Store, board: mdss.SortedSet) -> list[list[Any]]:
     """The score tree's stored manifests, decoded (format 1, 2 or 3)."""
-    snap = board._snapshot()
+    snap = mdss._snapshot.snapshot(board.engine)
     found = []
     for height, path, _ in snap.score_tree.walk():
         if height:
-            key = board._keys.node(path[-1])
+            key = board.keys.node(path[-1])
             found.append(unpack(key, store.get(key).value, "node", (FORMAT, DENSE))[1])
     return found
 
@@ -228,8 +228,8 @@ def test_check_finds_a_wrong_distinct_count() -> None:
     store = mdss.open_store("memory://")
     board = mdss.SortedSet.load(store, "b", {f"p{i:02d}": i // 3 for i in range(40)}, chunk_size=4, gc_grace=0)
     assert board.check() == []
-    root = board._snapshot().head.scores.root
-    key = board._keys.node(root)
+    root = mdss._snapshot.snapshot(board.engine).head.scores.root
+    key = board.keys.node(root)
     fields = msgpack.unpackb(store.get(key).value[:-4])
     assert fields[:2] == [3, 1]
     fields[7][1] += 1
@@ -253,7 +253,7 @@ def test_malformed_distinct_counts_are_refused(damage: Any) -> None:
     store = mdss.open_store("memory://")
     mdss.SortedSet.load(store, "b", {f"p{i:02d}": i // 3 for i in range(40)}, chunk_size=4)
     board = mdss.SortedSet(store, "b")
-    key = board._keys.node(board._snapshot().head.scores.root)
+    key = board.keys.node(mdss._snapshot.snapshot(board.engine).head.scores.root)
     fields = msgpack.unpackb(store.get(key).value[:-4])
     damage(fields)
     store.put(key, seal(msgpack.packb(fields)))
@@ -281,11 +281,11 @@ def test_dense_counts_stay_one_snapshot_while_other_threads_append() -> None:
             for n in itertools.count():  # 100 reads at least, and on until the writer appended 100 entries
                 if n >= 100 and (appended[0] > 100 or time.monotonic() > deadline):
                     break
-                ranking = board._snapshot().ranking
+                ranking = mdss._snapshot.snapshot(board.engine).ranking
                 _, scores = ranking.slice(0, ranking.count)
                 distinct = sorted(set(scores), reverse=True)
                 probes = [board._order.first_key(s) for s in distinct]
-                assert _log.dense_below(ranking, probes) == list(range(len(distinct)))
+                assert _ranking.dense_below(ranking, probes) == list(range(len(distinct)))
         except AssertionError as exc:
             failures.append(exc)
 

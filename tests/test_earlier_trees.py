@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 import mdss
-from mdss import _log
+from mdss import _log, _ranking
 
 WRITERS = 3
 
@@ -68,7 +68,7 @@ class Writers(RuleBasedStateMachine):
     @rule(w=st.integers(0, WRITERS - 1))
     def forget_caches(self, w: int) -> None:
         """A process whose cache let the old entry sets go: it reads the new member index."""
-        self.boards[w]._cache.__init__(self.boards[w]._cache.max_bytes)
+        self.boards[w].engines[0].cache.__init__(self.boards[w].engines[0].cache.max_bytes)
 
     @invariant()
     def every_writer_reads_the_model(self) -> None:
@@ -80,17 +80,17 @@ class Writers(RuleBasedStateMachine):
 def test_writers_read_scores_across_each_others_merges(store_factory, monkeypatch) -> None:
     """Against the model, on every store; and the earlier trees are used (it is not a test of nothing)."""
     used = []
-    earlier = _log.Index._earlier
+    earlier = _ranking.Index._earlier
 
     def counted(self, member):
         found = earlier(self, member)
         used.append(found is not _log._MISSING)
         return found
 
-    monkeypatch.setattr(_log.Index, "_earlier", counted)
+    monkeypatch.setattr(_ranking.Index, "_earlier", counted)
     Writers.factory = staticmethod(store_factory)
-    profile = settings()  # by default a quarter of the examples on networked stores (depth.examples)
-    budget = examples(store_factory.kind, profile.max_examples)
+    profile = settings()  # by default a quarter of the examples on networked stores, an eighth on DynamoDB
+    budget = examples(store_factory.kind, profile.max_examples, divisor=8 if store_factory.kind == "dynamodb" else 4)
     run_state_machine_as_test(Writers, settings=settings(profile, max_examples=budget))
     if store_factory.kind == "memory":  # the full profile runs there: the shortcut is taken, and often
         assert sum(used) > 50, used.count(True)

@@ -115,14 +115,14 @@ def test_an_estimate_reads_no_entry_set_of_the_score_tree(store) -> None:
     mdss.SortedSet.load(store, "big", {f"p{i}": i % 997 for i in range(5000)}, chunk_size=8)
     board = mdss.SortedSet(store, "big")
     board.node_keys()  # reads the manifests of both trees, no entry set
-    for key, (node, _) in list(board._cache._nodes.items()):
+    for key, (node, _) in list(board.engines[0].cache._nodes.items()):
         assert not isinstance(node, Leaf), key
     before = store.stats.snapshot()
     for score in (0, 17, 996.5, 500, -3, 10**9):
         board.estimate_rank(score=score)
         board.estimate_percentile(score=score)
     assert store.stats.since(before)["calls"] == 12  # the head, each time
-    assert not any(isinstance(node, Leaf) for node, _ in board._cache._nodes.values())
+    assert not any(isinstance(node, Leaf) for node, _ in board.engines[0].cache._nodes.values())
     before = store.stats.snapshot()
     board.estimate_rank("p1234")
     assert store.stats.since(before)["calls"] == 2  # the head, the member index entry set
@@ -140,7 +140,7 @@ def test_tiny_trees() -> None:
     board.add_many({"a": 1, "b": 2, "c": 3})  # a root that is an entry set: read, exact
     assert board.estimate_rank(score=2) == (2, 2, 2)
     assert board.estimate_rank("a") == (3, 3, 3)
-    assert estimate_in_tree(board._snapshot().score_tree, (-2.5,)) == (1, 1, 1)
+    assert estimate_in_tree(mdss._snapshot.snapshot(board.engine).score_tree, (-2.5,)) == (1, 1, 1)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,11 @@ value a version writing format ``N`` stored, and what every read must
 answer (see ``tests/data/format/make_fixtures.py``, which made them). Each
 test loads one dump into a fresh store of each selected backend, reads it
 all, then writes on top of it.
+
+Every store reads every fixture whole (ranges, iteration, scores, counts); the point reads of each member
+(score, rank three ways, ``at``, ``rank_of_score``, each a few round trips) run for every member on the
+in-process stores and for a sample of them on the networked ones (``depth.sample``: the first, the last
+and a stride that moves with the fixture and the store), all of them under ``MDSS_DEEP=1``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import pathlib
 from typing import Any
 
 import pytest
+from depth import NETWORKED, sample
 
 import mdss
 from mdss._keys import Keyspace
@@ -70,7 +76,7 @@ def test_every_format_version_has_fixtures() -> None:
 
 
 @pytest.mark.parametrize("path", fixture_params("sortedset"))
-def test_sorted_set_reads_and_writes(store, path: pathlib.Path) -> None:
+def test_sorted_set_reads_and_writes(store_factory, store, path: pathlib.Path) -> None:
     fixture = load_fixture(path)
     restore(store, fixture)
     board = mdss.SortedSet(store, fixture["name"])
@@ -81,7 +87,10 @@ def test_sorted_set_reads_and_writes(store, path: pathlib.Path) -> None:
     competition, dense = competition_ranks(expected), dense_ranks(expected)
     # Manifests before format 3 record no distinct counts: the first dense read computes them from the subtrees.
     assert [e.rank for e in board.range(0, len(expected), ties="dense")] == [dense[m] for m, _, _ in expected]
-    for member, score, rank in expected:
+    points = expected
+    if store_factory.kind in NETWORKED:  # every member's point reads: the whole list under MDSS_DEEP
+        points = sample(expected, f"{path.parent.name}-{path.stem}-{store_factory.kind}", keep=10)
+    for member, score, rank in points:
         assert (board.score(member), type(board.score(member))) == (score, type(score))
         assert board.rank(member) == rank and board.rank(member, ties="competition") == competition[member]
         assert mdss.SortedSet(store, fixture["name"]).rank(member, ties="dense") == dense[member]  # nothing cached

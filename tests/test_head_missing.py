@@ -45,7 +45,7 @@ def _lose_head(store: mdss.Store, name: str, **options) -> None:
     """A set of 30 members in its trees, whose head then vanishes (as a Redis evicting it would)."""
     mdss.SortedSet.load(store, name, PAIRS, chunk_size=4, **options)
     sset = mdss.SortedSet(store, name)
-    heads = [e._keys.head for e in sset._engines] if isinstance(sset, mdss.ShardedSet) else [sset._keys.head]
+    heads = [e.keys.head for e in sset.engines] if isinstance(sset, mdss.ShardedSet) else [sset.keys.head]
     store.delete(heads[0])
     assert store.get(heads[0]) is None
 
@@ -97,7 +97,7 @@ def test_a_dropped_set_reads_empty(store) -> None:
         assert len(sset) == 0 and sset.range(0, 3) == [] and sset.check() == []
     old.add_many(PAIRS)  # made afresh: marked again
     old.merge()
-    store.delete(old._keys.head)
+    store.delete(old.keys.head)
     with pytest.raises(mdss.HeadMissingError):
         len(mdss.SortedSet(store, "d"))
 
@@ -146,10 +146,10 @@ def test_gc_never_collects_the_marker_and_kind_routes_it_with_heads(store) -> No
     sset.remove_many(list(PAIRS)[:20])
     sset.merge()
     sset.gc(wait=False, sweep=True)
-    assert store.get(sset._keys.marker) is not None and sset.check() == [] and len(sset) == 10
-    assert kind(sset._keys.marker) == HEAD
+    assert store.get(sset.keys.marker) is not None and sset.check() == [] and len(sset) == 10
+    assert kind(sset.keys.marker) == HEAD
     if hasattr(store, "types"):  # Riak: the marker lives with the heads (a 404 there is final)
-        assert store._type(sset._keys.marker) == store.types["heads"]
+        assert store._type(sset.keys.marker) == store.types["heads"]
 
 
 def test_a_set_made_between_a_readers_round_trips_is_read(store) -> None:

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import mdss
-from mdss import _parse, _shards, _windows, _writer
+from mdss import _keys, _parse, _windows, _writer
 from mdss.cli import cli, looks_like_header, parse_score
 from mdss.leaderboard import Leaderboard
 from mdss.port import main as port_main
@@ -204,12 +204,12 @@ def test_stored_ids_and_shard_parts() -> None:
     millis = node_id.partition(".")[2][:11]
     for bad in (millis.translate(FULL_WIDTH), " " + millis[1:], millis[:-1] + "\n"):
         assert _writer.id_millis(node_id.replace(millis, bad)) == 0
-    part = _shards.shard_parts("ns", "s", 2)[0]
-    assert _shards._PART.fullmatch(part)
+    part = _keys.shard_parts("ns", "s", 2)[0]
+    assert _keys.PARTS.fullmatch(part)
     for bad in hostile(part):
         if bad.strip(" \x00\n") != part:  # (the name before "|" is free text: a set's name)
-            assert not _shards._PART.fullmatch(bad), bad
-    assert not _shards._PART.fullmatch(part + "\n")
+            assert not _keys.PARTS.fullmatch(bad), bad
+    assert not _keys.PARTS.fullmatch(part + "\n")
 
 
 def test_the_strict_parsers() -> None:

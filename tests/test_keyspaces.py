@@ -20,7 +20,7 @@ from readable import readable_keys
 
 import mdss
 from mdss._keys import HEAD, NODE, PART, SHARD, TOPN, Keyspace, kind
-from mdss.leaderboard import _space
+from mdss._keys import board_keyspace as _space
 
 HOSTILE = [
     "g#all",
@@ -117,12 +117,12 @@ def test_board_parts_and_shards_have_internal_keys(store) -> None:
     assert board.windows() == ["all", "day:2026-11-18"]
     sharded = mdss.SortedSet(store, "s", shards=3)
     sharded.add_many({f"m{i}": i for i in range(20)})
-    heads = [e._keys.head for e in sharded._engines]
+    heads = [e.keys.head for e in sharded.engines]
     assert all(h.startswith(ns + "s|") for h in heads) and all(store.get(h) is not None for h in heads)
     for head in heads:  # a set named after a shard's key name is another set
         part = head[len(ns) : -len(":h")]
         user = mdss.SortedSet(store, part)
-        assert len(user) == 0 and user._keys.head != head
+        assert len(user) == 0 and user.keys.head != head
         user.add("x", 1)
         user.drop()
     assert len(sharded) == 20 and sharded.check() == []

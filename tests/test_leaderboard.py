@@ -8,6 +8,7 @@ import math
 import threading
 
 import pytest
+from depth import call_points
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -347,13 +348,13 @@ def test_a_crash_between_windows_is_finished_by_retrying_once() -> None:
     board.post("bob", {"xp": 1})  # opens the windows' sets
     week = board._set(board.windows("week")[0])
 
-    def died(ops):
+    def died(ops, want_score=False):
         raise RuntimeError("the process died")
 
-    week._submit = died  # type: ignore[method-assign]
+    week.engine.group.submit = died  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         board.post("ann", {"shots": 10, "xp": 1}, post_id="p1")
-    del week._submit
+    del week.engine.group.submit
     assert board.row("ann", window="week") is None and board.row("ann").values["shots"] == 10
     done = board.post("ann", {"shots": 10, "xp": 1}, post_id="p1")
     assert list(done.values()) == [False, True, True]
@@ -466,7 +467,7 @@ def test_round_trips(logged: int, ties: str) -> None:
     for i in range(logged):  # posts that stay in the update logs (rows and column entries the trees lack)
         post(f"o{(i * 7 + 1) % 300}", {"xp": i % 5, "accuracy": i % 3})  # not o7 nor o150: read below
     for sset in sets:
-        assert len(sset._snapshot().head.log) >= 2 * logged  # a post logs a few entries per window
+        assert len(mdss._snapshot.snapshot(sset.engine).head.log) >= 2 * logged  # a post logs a few entries per window
 
         sset.scores([e.member for e in sset])  # every node of both trees cached
     instance = board._instance(None)
@@ -519,8 +520,8 @@ def test_round_trips(logged: int, ties: str) -> None:
 
     def drop_entry_sets() -> None:
         for sset in sets:
-            for key in [k for k, (node, _) in sset._cache._nodes.items() if not isinstance(node, Manifest)]:
-                sset._cache.discard(key)  # entry sets: rows are entries of their own
+            for key in [k for k, (node, _) in sset.engines[0].cache._nodes.items() if not isinstance(node, Manifest)]:
+                sset.engines[0].cache.discard(key)  # entry sets: rows are entries of their own
 
     def manifests_only(name: str) -> int:
         drop_entry_sets()
@@ -745,21 +746,22 @@ def gc_board(store, name: str = "g", **options) -> mdss.Leaderboard:
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["failed-call", "lost-reply"])
-def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, after: bool, monkeypatch) -> None:
+def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(
+    store_factory, store, after: bool, monkeypatch
+) -> None:
     """The process dies at every store call of a 3-window post in turn (makes no call after it, not even to
     clean up); another process's ``gc(sweep=True)`` then leaves exactly the nodes the heads name, and
-    the post retried with its post_id counts once in every window."""
+    the post retried with its post_id counts once in every window. On the networked stores by default the
+    first, the last and a stride of the calls (``depth.call_points``), every call under MDSS_DEEP."""
     from faulty import FaultyStore
 
     import mdss._commit
     from mdss._retry import Backoff
 
     # A dead process's commit would ask a head it cannot reach for 5 s: once is enough here.
-    monkeypatch.setattr(mdss._commit, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))
+    monkeypatch.setattr(mdss._retry, "STORE_CALLS", Backoff(budget=0.0, base=0.0, max_attempts=1))
 
-    k = 0
-    while True:
-        k += 1
+    def crash_at(k: int) -> tuple[bool, int]:
         dying = FaultyStore(store, dies=True, after=after)
         board = gc_board(dying, f"g{k}")
         board.post("bob", {"xp": 3, "shots": 1, "laps": 1, "ms": 5})
@@ -780,14 +782,23 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(store, afte
         for instance in survivor.windows():
             assert survivor.row("ann", window=instance).values["shots"] == 11, (k, instance)
             assert survivor.positions("ann", window=instance, ties="dense") == {"xp": 1, "race": 1}
-        if not crashed and calls < k:  # the post made fewer calls than k: it has died at every one
+        return crashed, calls
+
+    visited = set()
+    for k in call_points(store_factory.kind, f"gc-sweeps-{after}"):
+        crashed, calls = crash_at(k)
+        visited.add(k)
+        if not crashed and calls < k:  # the post made fewer calls than k: it has died at every one (sampled)
+            if calls not in visited:
+                crash_at(calls)  # its last call
             break
-    assert k > 5
+    assert calls > 4
 
 
-def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
+def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store_factory, store) -> None:
     """Another process sweeps just before each store call of a 3-window post in turn: the post lands once
-    everywhere, check() holds, and nothing is left over."""
+    everywhere, check() holds, and nothing is left over. On the networked stores by default the first, the
+    last and a stride of the calls (``depth.call_points``), every call under MDSS_DEEP."""
     from faulty import FaultyStore
 
     class Sweeping(FaultyStore):
@@ -797,9 +808,7 @@ def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
                 self.meanwhile()
             return getattr(self.inner, name)(*args)
 
-    k = 0
-    while True:
-        k += 1
+    def sweep_at(k: int) -> int:
         other = gc_board(store, f"g{k}")
         sweeping = Sweeping(store, meanwhile=functools.partial(other.gc, sweep=True, wait=False))
         board = gc_board(sweeping, f"g{k}")
@@ -817,9 +826,17 @@ def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store) -> None:
         for instance in board.windows():
             assert unnamed_records(board, instance) == []
             board._check(instance)
+        return calls
+
+    visited = set()
+    for k in call_points(store_factory.kind, "gc-at-any-call"):
+        calls = sweep_at(k)
+        visited.add(k)
         if calls < k:
+            if calls not in visited:
+                sweep_at(calls)  # its last call
             break
-    assert k > 5
+    assert calls > 4
 
 
 def test_gc_beside_concurrent_posts(store) -> None:
@@ -827,7 +844,7 @@ def test_gc_beside_concurrent_posts(store) -> None:
     accumulation counts once, check() holds throughout, and the last sweep leaves only named nodes."""
     board = gc_board(store)
     board.post("p0", {"xp": 0})
-    stray = {i: board._set(i)._keys.node(f"1.{0:011x}{n:016x}") for n, i in enumerate(board.windows())}
+    stray = {i: board._set(i).keys.node(f"1.{0:011x}{n:016x}") for n, i in enumerate(board.windows())}
     store.put_many(dict.fromkeys(stray.values(), b"a crashed post's row"))
     sweeps, stop, errors = [0], threading.Event(), []
 

@@ -124,8 +124,8 @@ def test_twenty_thousand_commits_of_big_members_stay_under_dynamodbs_limit(kind:
     sset = mdss.SortedSet(store, "board", gc_grace=0, log_limit=10**7, chunk_size=64)
     model = run_commits(sset, 20_000, 3000, seed=1)
     assert sset.merges >= 3  # only the manifest bound merges: log_limit is 10 million
-    head = sset._snapshot().head
-    assert len(head.log) < 80_000 and _log.listed(sset, head.log) < _log.PAGE_SEGS
+    head = mdss._snapshot.snapshot(sset.engine).head
+    assert len(head.log) < 80_000 and _log.listed(sset.engine, head.log) < _log.PAGE_SEGS
     assert_bounded(store, 64)
     assert_equal(sset, model)
 
@@ -205,10 +205,10 @@ def test_a_commit_costs_the_same_with_a_long_log() -> None:
 
     window(250)
     early = window(500)
-    while len(sset._snapshot().head.log) < 30_000:
+    while len(mdss._snapshot.snapshot(sset.engine).head.log) < 30_000:
         window(500)
     late = window(500)
-    assert sset.merges == 0 and len(sset._snapshot().head.log) >= 30_000
+    assert sset.merges == 0 and len(mdss._snapshot.snapshot(sset.engine).head.log) >= 30_000
     assert late[0] < early[0] + 1024, (early, late)
     assert late[1] <= early[1] * 1.1, (early, late)
 
@@ -344,14 +344,14 @@ def test_a_manifest_past_the_bound_as_main_wrote_it_is_merged_by_the_next_move(m
     monkeypatch.setattr(_log, "PAGE_SEGS", 10**6)  # no bound while the long manifest is written
     sset = mdss.SortedSet(store, "board", gc_grace=0, log_limit=10**7, chunk_size=16)
     model = run_commits(sset, 700, 400, seed=7)  # ~85 moves: a manifest of ~85 compacted segments
-    long = _log.listed(sset, sset._snapshot().head.log)
+    long = _log.listed(sset.engine, mdss._snapshot.snapshot(sset.engine).head.log)
     assert long > 64 and sset.merges == 0
     monkeypatch.setattr(_log, "PAGE_SEGS", 64)
     store.longest_manifest = 0
     assert_equal(mdss.SortedSet(store, "board"), model)
     model.update(run_commits(sset, 100, 400, seed=8))
     assert sset.merges >= 1 and store.longest_manifest <= 64
-    assert _log.listed(sset, sset._snapshot().head.log) <= 64
+    assert _log.listed(sset.engine, mdss._snapshot.snapshot(sset.engine).head.log) <= 64
     assert_equal(sset, model)
 
 
@@ -410,6 +410,6 @@ def test_a_merge_that_met_a_collected_node_goes_on_under_its_own_claim(monkeypat
     monkeypatch.setattr(mdss._merge, "_merge_claimed", collected_once)
     assert sset.merge()
     assert len(claims) == 2 and claims[0] == claims[1]  # the same claim: no second one, no wait
-    head = sset._snapshot().head
+    head = mdss._snapshot.snapshot(sset.engine).head
     assert head.log.claim is None and len(head.log) == 0
     assert_equal(sset, {**{big(i): i for i in range(8)}, big(99): 99})

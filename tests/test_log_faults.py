@@ -228,7 +228,7 @@ def outcomes(start: dict[str, Any], mine: Transform, others: list[Transform], ra
 
 
 def stored_nodes(store: mdss.Store, sset: mdss.SortedSet) -> list[str]:
-    return readable_keys(store, sset._keys.nodes)
+    return readable_keys(store, sset.keys.nodes)
 
 
 def assert_collected(store: mdss.Store, chunk: int, where: str) -> None:
@@ -241,7 +241,7 @@ def assert_collected(store: mdss.Store, chunk: int, where: str) -> None:
     collector.gc(wait=False, sweep=True)
     assert collector.unreferenced() == [], where
     assert stored_nodes(store, collector) == collector.node_keys(), where
-    assert readable_keys(store, collector._keys.notes) == [], where
+    assert readable_keys(store, collector.keys.notes) == [], where
 
 
 # -- the scenarios -----------------------------------------------------------------------------------------
@@ -289,10 +289,10 @@ class Scenario:
             logger.add_many({big(f"s{s}.{j}"): 10 * s + j for j in range(4)})
         for j in range(self.pending):
             logger.add(big(f"q{j}"), 50 + j)
-        log = logger._snapshot().head.log
+        log = mdss._snapshot.snapshot(logger.engine).head.log
         assert len(log) == self.log + 4 * self.sealed + self.pending, log
         moves = (self.sealed - 1) // 8 if self.sealed else 0  # each ninth seal moves the head's eight, compacted
-        assert len(mdss._log.segments(logger, log)) == moves + self.sealed - 8 * moves
+        assert len(mdss._log.segments(logger.engine, log)) == moves + self.sealed - 8 * moves
         return store
 
     def fresh(self) -> MemoryStore:
@@ -439,7 +439,7 @@ def run_case(scenario: Scenario, op: str, mode: str, meanwhile: str, k: int) -> 
         raise AssertionError(f"{where}: a write after it was refused")
     more = {**found, "after": 1}
     merger = scenario.open(store)
-    if not merger.merge() and len(merger._snapshot().head.log):
+    if not merger.merge() and len(mdss._snapshot.snapshot(merger.engine).head.log):
         STATS[f"merge skipped, a claim holds: {op} with {mode} beside {meanwhile}"] += 1
     assert_reads(writer, more, where)
     assert_collected(store, scenario.chunk, where)
@@ -726,7 +726,7 @@ def test_a_merge_claim_whose_reply_was_lost_is_recognised_after_appends(appends:
     faulty = Faults(store).on("_swap" if appends else "_cas", 1, "after", lambda: rival.add("zz", 9))
     board = mdss.SortedSet(faulty, NAME, log_limit=100)
     assert board.merge() is True
-    head = board._snapshot().head
+    head = mdss._snapshot.snapshot(board.engine).head
     assert len(head.log) == 0 and head.log.claim is None
     waited = Clock.waited
     writer = mdss.SortedSet(store, NAME, log_limit=1)

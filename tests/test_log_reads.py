@@ -51,10 +51,10 @@ def test_slices_over_the_log_match_the_model(start, writes, later, order, chunk)
     board = mdss.SortedSet.load(store, "b", start, chunk_size=chunk, order=order, log_limit=10_000)  # no merges
     model = dict(start)
     apply(board, model, writes)
-    before, then = board._snapshot(), dict(model)
+    before, then = mdss._snapshot.snapshot(board.engine), dict(model)
     apply(board, model, later)  # extends the overlay that ``before`` reads
     every_slice_matches(before.ranking, then, order)
-    every_slice_matches(board._snapshot().ranking, model, order)
+    every_slice_matches(mdss._snapshot.snapshot(board.engine).ranking, model, order)
 
 
 @settings(max_examples=40, deadline=None)
@@ -76,9 +76,9 @@ def test_crowded_regions_match_the_model(loaded, writes, chunk, order, data) -> 
     model = dict(start)
     half = len(writes) // 2
     apply(board, model, [(f"m{i:03d}", s) for i, s in writes[:half]])
-    before, then = board._snapshot(), dict(model)
+    before, then = mdss._snapshot.snapshot(board.engine), dict(model)
     apply(board, model, [(f"m{i:03d}", s) for i, s in writes[half:]])
-    now = board._snapshot()
+    now = mdss._snapshot.snapshot(board.engine)
     for ranking, state in ((now.ranking, model), (before.ranking, then), (now.ranking, model)):
         members, scores = listing(state, order)
         assert ranking.count == len(members)
@@ -97,7 +97,7 @@ def test_a_score_changed_to_an_equal_value_of_another_type_reads_back_as_the_new
     mdss.SortedSet.load(store, "b", {f"m{i}": i for i in range(12)}, chunk_size=4, shards=shards)
     reader = mdss.SortedSet(store, "b", log_limit=10**6)
     if shards > 1:
-        reader._merged.least = 10**18  # through the layouts' kept regions
+        reader._all_keys.least = 10**18  # through the layouts' kept regions
     writer = mdss.SortedSet(store, "b", log_limit=10**6)
     writer.add("m5", 50)
     for _ in range(3):
@@ -139,7 +139,7 @@ def test_a_batch_is_sealed_into_several_segments_of_at_most_segment_bytes(url: s
         board = mdss.SortedSet(mdss.open_store(url), "b", chunk_size=3, log_limit=60)
         board.add_many({f"m{i:02d}": 0 for i in range(5)})
         board.add_many({f"m{i:02d}": 1 for i in range(5, 10)})
-        log = board._snapshot().head.log
+        log = mdss._snapshot.snapshot(board.engine).head.log
         if board.store.appends:
             assert [first for _, first in log.segs] == [0, 4] and len(log.inline) == 5
         else:

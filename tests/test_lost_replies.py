@@ -22,9 +22,13 @@ from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from depth import DEEP
 from tcp_proxy import REPLIES, TcpProxy
 
 import mdss
+
+#: Cuts of the replies (that dropped some) that the chaos test waits for: about 0.4 s each.
+CUTS = 14 if DEEP else 5
 
 #: The reply of a compare-and-set script that won (``:1\r\n``).
 CAS_REPLY = 4
@@ -172,21 +176,27 @@ def test_needs_core_incr_through_reply_cuts_with_writers_on_top(proxy, stores) -
             b_commits += 1
             time.sleep(0.003)
 
+    cuts = 0  # cuts that dropped some reply bytes
+
     def chaos() -> None:
+        nonlocal cuts
         rng = random.Random(10)
         while not done.is_set():
             time.sleep(rng.uniform(0.05, 0.3))
+            before = proxy.dropped[REPLIES]
             proxy.cut_replies()
             time.sleep(rng.uniform(0.1, 0.4))
             proxy.restore()
+            cuts += proxy.dropped[REPLIES] > before
 
     threads = [threading.Thread(target=b_writes), threading.Thread(target=chaos)]
     for thread in threads:
         thread.start()
     outcomes = {"ok": 0, "unknown": 0, "failed": 0}
     try:
-        deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:
+        # Until enough cuts dropped replies (about 2 s; 6 s under MDSS_DEEP), not for a fixed time.
+        deadline = time.monotonic() + 60
+        while (cuts < CUTS or not outcomes["ok"]) and time.monotonic() < deadline:
             try:
                 a.incr("x", 1)
                 outcomes["ok"] += 1
@@ -199,7 +209,7 @@ def test_needs_core_incr_through_reply_cuts_with_writers_on_top(proxy, stores) -
         for thread in threads:
             thread.join(10)
         proxy.restore()
-    assert proxy.dropped[REPLIES] > 0 and outcomes["ok"] > 0, outcomes
+    assert cuts >= CUTS and outcomes["ok"] > 0, (cuts, outcomes)
     # Cut replies either surface (unknown, failed) or were proven landed or resent by the store and the commit.
     reader = mdss.SortedSet(b_store, "board")
     x = reader.score("x")

@@ -32,7 +32,7 @@ class NodeBytesMachine(RuleBasedStateMachine):
         self.set = mdss.SortedSet(
             mdss.open_store("memory://"), "s", order=order, chunk_size=chunk, log_limit=log_limit, gc_grace=0
         )
-        self.set._node_bytes = node_bytes
+        self.set.engine.node_bytes = node_bytes
         self.node_bytes = node_bytes
         self.model: dict[str, int] = {}
 
@@ -60,7 +60,7 @@ class NodeBytesMachine(RuleBasedStateMachine):
         reverse = self.set.order == "desc"
         expected = sorted(self.model.items(), key=lambda e: ((-e[1] if reverse else e[1]), e[0]))
         assert [(e.member, e.score) for e in self.set] == expected
-        snap = self.set._snapshot()
+        snap = mdss._snapshot.snapshot(self.set.engine)
         assert snap.head.node_bytes == (self.node_bytes if snap.version is not None else None)
 
 

@@ -18,6 +18,7 @@ from collections import Counter
 import msgpack
 import pytest
 import workers
+from depth import DEEP
 from faulty import FaultyStore, SlowStore
 from readable import readable_keys
 
@@ -31,11 +32,11 @@ SPAWN = multiprocessing.get_context("spawn")
 
 def _leaf_keys(board: mdss.SortedSet) -> list[str]:
     """The store keys of the score tree's entry sets."""
-    snap = board._snapshot()
+    snap = mdss._snapshot.snapshot(board.engine)
     leaves = []
     for height, path, _ in snap.score_tree.walk():
         if height == 0:
-            leaves.append(board._keys.node(path[-1]))
+            leaves.append(board.keys.node(path[-1]))
     return leaves
 
 
@@ -289,12 +290,17 @@ def test_gc_with_min_age_zero_beside_threads_with_skewed_clocks(store, monkeypat
 
 
 @pytest.mark.slow
-def test_gc_with_min_age_zero_beside_processes_with_skewed_clocks(shared_store_factory) -> None:
-    url = shared_store_factory.url_for_new()
+def test_gc_with_min_age_zero_beside_processes_with_skewed_clocks(shared_store_factory, tmp_path) -> None:
+    """Two collectors gc beside the writers: until they finish or for 6 s, whichever comes first (gc
+    sweeps slow the writers down on dynalite); until they finish and for at least 6 s under ``MDSS_DEEP``."""
+    url, stop = shared_store_factory.url_for_new(), str(tmp_path / "stop")
     mdss.SortedSet(mdss.open_store(url), "b", chunk_size=4).add("seed", 0)
     with SPAWN.Pool(5) as pool:
-        collecting = [pool.apply_async(workers.collector, (url, "b", 6.0, skew)) for skew in (-7200.0, 3600.0)]
+        seconds, at_most = (6.0, 300.0) if DEEP else (0.0, 6.0)
+        args = [(url, "b", skew, stop, seconds, at_most) for skew in (-7200.0, 3600.0)]
+        collecting = [pool.apply_async(workers.collector, a) for a in args]
         results = pool.starmap(workers.skewed_writer, [(url, "b", i, 300, (-1) ** i * 5400.0) for i in range(3)])
+        open(stop, "w").close()
         deleted = sum(c.get() for c in collecting)
     board = mdss.SortedSet(mdss.open_store(url), "b")
     expected: dict[str, int] = {"seed": 0}
@@ -337,7 +343,7 @@ def test_a_load_slower_than_gc_never_publishes_collected_nodes(store) -> None:
 def test_a_set_whose_head_vanished_is_refused_not_restarted(store) -> None:
     board = mdss.SortedSet(store, "b", chunk_size=4)
     board.add_many({f"m{i}": i for i in range(40)})
-    store.delete(board._keys.head)  # what an evicting Redis did
+    store.delete(board.keys.head)  # what an evicting Redis did
     with pytest.raises(mdss.HeadMissingError, match="no head"):
         board.score("m1")  # this object saw the head
     newcomer = mdss.SortedSet(store, "b")
@@ -346,12 +352,12 @@ def test_a_set_whose_head_vanished_is_refused_not_restarted(store) -> None:
             newcomer.add("m99", 1)  # a write would have started it afresh
     else:  # DynamoDB: a head is gone only by a delete (an interrupted drop), and looking would scan the table
         assert newcomer.add("m99", 1) is True
-        store.delete(board._keys.head)
+        store.delete(board.keys.head)
     with pytest.raises(mdss.HeadMissingError):
         newcomer.gc(wait=False)
     assert any("no head" in p for p in newcomer.check())
     newcomer.drop()
-    assert readable_keys(store, board._keys.prefix) == []
+    assert readable_keys(store, board.keys.prefix) == []
     assert newcomer.add("m99", 1) is True and len(newcomer) == 1
 
 
@@ -391,9 +397,9 @@ def test_a_flipped_byte_that_still_decodes_is_refused(store) -> None:
     with pytest.raises(mdss.CorruptDataError, match="checksum") as info:
         fresh.range(0, 12)
     assert info.value.key == key
-    head = bytearray(store.get(board._keys.head).value)
+    head = bytearray(store.get(board.keys.head).value)
     head[-6] ^= 0x01
-    store.put(board._keys.head, bytes(head))
+    store.put(board.keys.head, bytes(head))
     with pytest.raises(mdss.CorruptDataError, match="checksum"):
         len(mdss.SortedSet(store, "b"))
 
@@ -431,7 +437,7 @@ def test_wrongly_typed_nodes_are_corrupt_data(store, payload: bytes) -> None:
 def test_a_leaf_where_a_manifest_belongs_is_corrupt_data(store) -> None:
     board = mdss.SortedSet(store, "b", chunk_size=4)
     board.add_many({f"m{i}": i for i in range(40)})
-    root = board._keys.node(board._snapshot().head.scores.root)
+    root = board.keys.node(mdss._snapshot.snapshot(board.engine).head.scores.root)
     store.put(root, store.get(_leaf_keys(board)[0]).value)
     fresh = mdss.SortedSet(store, "b", cache_bytes=0)
     with pytest.raises(mdss.CorruptDataError, match="entry set where"):
@@ -455,7 +461,7 @@ def test_a_leaf_where_a_manifest_belongs_is_corrupt_data(store) -> None:
     ],
 )
 def test_impossible_head_values_are_corrupt_data(store, changes) -> None:
-    key = mdss.SortedSet(store, "b")._keys.head
+    key = mdss.SortedSet(store, "b").keys.head
     head = Head("desc", 4, gen=1, epoch=1, recent=("n",))
     for name, value in changes.items():
         object.__setattr__(head, name, value)
@@ -480,7 +486,7 @@ def test_a_damaged_set_can_be_dropped_and_replaced(store, damage: str) -> None:
     elif damage == "corrupt node":
         store.put(_leaf_keys(board)[2], b"\x00junk")
     else:
-        store.put(board._keys.head, b"\x00junk")
+        store.put(board.keys.head, b"\x00junk")
     replaced = mdss.SortedSet.load(store, "b", {"a": 1, "b": 2}, replace=True, chunk_size=4)
     assert [e.member for e in replaced] == ["b", "a"] and replaced.check() == []
     replaced.gc(wait=False, sweep=True)
@@ -489,7 +495,7 @@ def test_a_damaged_set_can_be_dropped_and_replaced(store, damage: str) -> None:
     board.add_many({f"m{i}": i for i in range(60)})
     store.delete(_leaf_keys(board)[1])
     mdss.SortedSet(store, "b").drop()
-    assert readable_keys(store, board._keys.prefix) == []
+    assert readable_keys(store, board.keys.prefix) == []
 
 
 def test_a_missing_node_of_the_current_head_is_reported_at_once(store) -> None:
@@ -667,9 +673,9 @@ def test_gc_collects_what_ended_processes_replaced_without_listing(store) -> Non
         deleted = collector.gc(wait=False)
         assert deleted > 0 and counting.listings == 0
         assert collector.unreferenced() == [] and collector.check() == []
-        head = collector._snapshot().head
+        head = mdss._snapshot.snapshot(collector.engine).head
         assert head.notes == () and head.note_page == head.notes_done
-        assert readable_keys(store, collector._keys.notes) == []  # notes and pages collected too
+        assert readable_keys(store, collector.keys.notes) == []  # notes and pages collected too
     assert collector.gc(wait=False) == 0
 
 
@@ -682,12 +688,12 @@ def test_a_commit_replacing_many_nodes_writes_several_notes_that_gc_collects(sto
     for i in range(30):  # appends, then merges that replace many nodes each
         ended.add(f"m{(i * 7) % 60}", 100 + i)
     mdss.SortedSet.load(store, "b", {f"m{i}": -i for i in range(60)}, replace=True, gc_grace=3600)
-    notes = readable_keys(store, ended._keys.notes)
+    notes = readable_keys(store, ended.keys.notes)
     assert len(notes) > 10
     collector = mdss.SortedSet(store, "b", gc_grace=0)
     assert collector.gc(wait=False) > 0
     assert collector.unreferenced() == [] and collector.check() == []
-    assert readable_keys(store, collector._keys.notes) == []
+    assert readable_keys(store, collector.keys.notes) == []
     assert dict((e.member, e.score) for e in collector) == {f"m{i}": -i for i in range(60)}
 
 

@@ -16,16 +16,17 @@ from unittest import mock
 
 import attrs
 import pytest
+from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from readable import readable_keys
 
 import mdss
-from mdss import _gather
-from mdss._gather import select
+from mdss import _gather, _shard_page
 from mdss._head import Head
-from mdss._keys import Keyspace
-from mdss._shards import MAX_SHARDS, Settings, shard_of, shard_parts, slot
+from mdss._keys import Keyspace, shard_parts, slot
+from mdss._shard_page import select
+from mdss._shards import MAX_SHARDS, Settings, shard_of
 from mdss._tree import Leaf
 
 
@@ -94,9 +95,9 @@ def test_shard_keys_never_collide_with_another_set(store) -> None:
 def test_members_live_in_their_hash_shard(store) -> None:
     board = mdss.SortedSet(store, "b", shards=5, chunk_size=4)
     board.add_many({f"m{i}": i for i in range(60)})
-    for i, engine in enumerate(board._engines):
-        assert all(shard_of(e.member, 5) == i for e in engine)
-    assert sum(len(e) for e in board._engines) == 60
+    for i, engine in enumerate(board.engines):
+        assert all(shard_of(m, 5) == i for m in mdss._check.members(engine))
+    assert sum(len(mdss._check.members(e)) for e in board.engines) == 60
     assert board.check() == []
 
 
@@ -144,8 +145,8 @@ def test_a_shard_starts_from_its_held_head_only_after_a_run_of_current_ones() ->
 
 def _warm_manifests_only(board) -> None:
     board.scores([e.member for e in board])  # every node of both trees
-    for key in [k for k, (node, _) in board._cache._nodes.items() if isinstance(node, Leaf)]:
-        board._cache.discard(key)
+    for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+        board.engines[0].cache.discard(key)
 
 
 @pytest.mark.parametrize("shards", [1, 2, 8, 64])
@@ -279,9 +280,9 @@ def _post_randomly(board, model, names, rng, writes: int, spread: int, read_ever
 
 
 def merged_keys(board, on: bool) -> None:
-    """Make ``board``'s merged keys (mdss._merged) at its first read of an unchanged set, or never: so that
+    """Make ``board``'s merged keys (mdss._allkeys) at its first read of an unchanged set, or never: so that
     a test reaches the path it is about (the layouts, the guessed pages) or the merged keys."""
-    board._merged.least, board._merged.per_key, board._merged.most = (1, 10**9, 0) if on else (10**18, 1, 0)
+    board._all_keys.least, board._all_keys.per_key, board._all_keys.most = (1, 10**9, 0) if on else (10**18, 1, 0)
 
 
 def _write(board, model: dict[str, int], writes: list) -> None:
@@ -336,8 +337,12 @@ def test_pages_and_counts_across_shards_match_a_model(
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         keys = [board._order.key(m, s) for m, s in ranked]
         with (
-            mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if way == "narrow" else _gather._spread),
-            mock.patch.object(_gather, "_guess_page", (lambda *a: None) if way == "manifests" else _gather._guess_page),
+            mock.patch.object(
+                _shard_page, "_spread", (lambda mean, sigmas=3: 0) if way == "narrow" else _shard_page._spread
+            ),
+            mock.patch.object(
+                _shard_page, "_guess_page", (lambda *a: None) if way == "manifests" else _shard_page._guess_page
+            ),
         ):
             for first in range(len(entries) + 2):
                 for length in (1, 2, 3, 7, len(entries) + 1):
@@ -371,7 +376,7 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
     ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
     entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
     g = board._gather()[1]
-    with mock.patch.object(_gather, "_spread", (lambda mean, sigmas=3: 0) if narrow else _gather._spread):
+    with mock.patch.object(_shard_page, "_spread", (lambda mean, sigmas=3: 0) if narrow else _shard_page._spread):
         for first in range(len(entries) + 1):
             for length in (1, 3, 10):
                 assert board._entries(g, first, first + length) == entries[first : first + length]
@@ -482,18 +487,18 @@ def test_entry_sets_found_through_layouts_stay_recently_used() -> None:
     for part in g.parts:
         lay = _gather.layout(g, part)
         j = bisect_right(lay.firsts, probe, 1) - 1
-        assert lay.refs[j]() is board._cache.get(lay.ids[j])  # found through the layout from now on
+        assert lay.refs[j]() is board.engines[0].cache.get(lay.ids[j])  # found through the layout from now on
         used.add(lay.ids[j])
-    oldest = next(iter(board._cache._nodes))
-    board._cache.touch([oldest])
-    assert list(board._cache._nodes)[-1] == oldest
-    before = list(board._cache._nodes)
+    oldest = next(iter(board.engines[0].cache._nodes))
+    board.engines[0].cache.touch([oldest])
+    assert list(board.engines[0].cache._nodes)[-1] == oldest
+    before = list(board.engines[0].cache._nodes)
     looked = []
-    get = board._cache.get
-    with mock.patch.object(board._cache, "get", lambda key: looked.append(key) or get(key)):
+    get = board.engines[0].cache.get
+    with mock.patch.object(board.engines[0].cache, "get", lambda key: looked.append(key) or get(key)):
         board.rank("p7")
     assert used and not used & set(looked)  # the rank's score entry sets: through the layouts alone
-    after = list(board._cache._nodes)
+    after = list(board.engines[0].cache._nodes)
     assert set(after[-len(used) :]) == used  # the rank's entry sets moved to the recent end
     assert sorted(before) == sorted(after)
 
@@ -508,7 +513,7 @@ def test_warm_pages_are_found_by_guessing_not_by_the_manifests() -> None:
     merged_keys(board, False)
     list(board)
     calls = []
-    with mock.patch.object(_gather, "_select_page", lambda *a: calls.append(a) or []):
+    with mock.patch.object(_shard_page, "_select_page", lambda *a: calls.append(a) or []):
         for offset in [0, 1, 99, 5_000, 12_345, 19_900, 19_999, *(rng.randrange(20_000) for _ in range(200))]:
             board.range(offset, 100)
             board.range(offset, 1)
@@ -580,13 +585,11 @@ def test_heads_spread_over_the_masters_of_a_cluster(redis_cluster_url) -> None:
     for shards in (2, 3, 4, 16, 64):
         board = mdss.SortedSet(store, f"b{shards}", shards=shards)
         board.add_many({f"m{i}": i for i in range(3 * shards)})
-        masters = Counter(store.client.get_node_from_key(e._keys.head).name for e in board._engines)
+        masters = Counter(store.client.get_node_from_key(e.keys.head).name for e in board.engines)
         assert len(masters) == min(shards, 3)
         assert max(masters.values()) - min(masters.values()) <= 1, masters
-        assert len({slot(e._keys.head) for e in board._engines}) == min(shards, 3)
-        assert [slot(e._keys.head) for e in board._engines] == [
-            store.client.keyslot(e._keys.head) for e in board._engines
-        ]
+        assert len({slot(e.keys.head) for e in board.engines}) == min(shards, 3)
+        assert [slot(e.keys.head) for e in board.engines] == [store.client.keyslot(e.keys.head) for e in board.engines]
         assert board.range(0, 2) == [
             mdss.Entry(f"m{3 * shards - 1}", 3 * shards - 1, 1),
             mdss.Entry(f"m{3 * shards - 2}", 3 * shards - 2, 2),
@@ -613,8 +616,8 @@ def test_drop_removes_every_shard_and_writes_start_again(store) -> None:
     board.add_many({f"m{i}": i for i in range(40)})
     board.drop()
     assert len(board) == 0
-    assert all(readable_keys(store, e._keys.prefix) == [] for e in board._engines)  # Riak lists tombstones
-    assert store.get(board._keys.prefix + "s") is None
+    assert all(readable_keys(store, e.keys.prefix) == [] for e in board.engines)  # Riak lists tombstones
+    assert store.get(board.keys.prefix + "s") is None
     board.add("ann", 1)
     assert isinstance(mdss.SortedSet(store, "b"), mdss.ShardedSet)
     assert board.check() == []
@@ -662,7 +665,7 @@ def test_cli_creates_sharded_sets_and_shows_each_shard(tmp_path) -> None:
     st.sampled_from([1, 3, 10_000]),
 )
 def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log_limit) -> None:
-    """A reader's merged keys (mdss._merged) follow the heads by the log's entries: posts by the reader
+    """A reader's merged keys (mdss._allkeys) follow the heads by the log's entries: posts by the reader
     and by another process, merges, a batch folded straight into the trees (its numbers have no entries),
     a load that replaces the set, a drop, entry sets evicted from the cache. Whatever the step, every
     read answers as the model does; a step the entries cannot explain drops the keys and reads go on
@@ -690,8 +693,8 @@ def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log
         elif kind == "merge":
             writer.merge()
         else:
-            for key in list(reader._cache._nodes)[:3]:
-                reader._cache.discard(key)
+            for key in list(reader.engines[0].cache._nodes)[:3]:
+                reader.engines[0].cache.discard(key)
         ranked = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))
         entries = [mdss.Entry(m, s, r) for r, (m, s) in enumerate(ranked, 1)]
         for _ in range(2):  # the first read may make the keys, the second uses them
@@ -702,7 +705,7 @@ def test_merged_keys_follow_every_kind_of_write(start, steps, shards, chunk, log
                 assert reader.rank(member) == ranked.index((member, score)) + 1
                 assert reader.rank(member, ties="competition") == 1 + sum(s > score for _, s in ranked)
             assert reader.count(2, -1) == sum(-1 <= s <= 2 for _, s in ranked)
-            used += reader._merged.keys is not None
+            used += reader._all_keys.keys is not None
         assert len(reader) == len(model)
     assert reader.check() == []
     assert used  # the keys were made, and used
@@ -717,21 +720,23 @@ def test_merged_keys_make_ranks_and_pages_one_bisection() -> None:
     list(board)
     for _ in range(2):  # 500 entries: made at the 8th read of the unchanged set (BUILD_READS)
         assert [board.rank(f"p{i}") for i in range(499, 495, -1)] == [1, 2, 3, 4]
-    keys = board._merged.keys
+    keys = board._all_keys.keys
     assert keys is not None and len(keys) == 500
     other.add("p0", 1000)
     assert board.rank("p0") == 1 and board.range(0, 2)[1] == mdss.Entry("p499", 499, 2)
-    assert board._merged.keys is keys  # followed by the entry, not made again
-    board._merged.used = 3  # as if made 3 reads ago
-    board._cache.discard(next(k for k, (n, _) in board._cache._nodes.items() if isinstance(n, Leaf)))
-    assert board.rank("p0") == 1 and board._merged.keys is None
-    assert board._merged.backoff == 1  # they lasted fewer reads than they waited: the next ones wait twice as long
-    assert board._merged._wait(500) == 16
+    assert board._all_keys.keys is keys  # followed by the entry, not made again
+    board._all_keys.used = 3  # as if made 3 reads ago
+    board.engines[0].cache.discard(
+        next(k for k, (n, _) in board.engines[0].cache._nodes.items() if isinstance(n, Leaf))
+    )
+    assert board.rank("p0") == 1 and board._all_keys.keys is None
+    assert board._all_keys.backoff == 1  # they lasted fewer reads than they waited: the next ones wait twice as long
+    assert board._all_keys._wait(500) == 16
     list(board)  # every entry set cached again, and read often enough: made again
-    assert board._merged.keys is not None and board.rank("p0") == 1
-    board._merged.used = 16
-    board._merged.drop()
-    assert board._merged.backoff == 0  # these lasted: the next ones wait no longer than the first
+    assert board._all_keys.keys is not None and board.rank("p0") == 1
+    board._all_keys.used = 16
+    board._all_keys.drop()
+    assert board._all_keys.backoff == 0  # these lasted: the next ones wait no longer than the first
 
 
 def test_merged_keys_do_not_follow_a_head_written_without_a_lineage() -> None:
@@ -743,12 +748,12 @@ def test_merged_keys_do_not_follow_a_head_written_without_a_lineage() -> None:
     reader = mdss.SortedSet.load(store, "b", start, chunk_size=4, shards=2, log_limit=10**6)
     merged_keys(reader, True)
     reader.add("p1", 100)  # entries in a log
-    assert reader.rank("p1") == 1 and reader._merged.keys is not None
+    assert reader.rank("p1") == 1 and reader._all_keys.keys is not None
     encode = Head.encode
     with mock.patch.object(Head, "encode", lambda head: encode(attrs.evolve(head, lineage=None))):
         mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(40)}, replace=True)  # as an older version
     assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader.range(39, 1)[0].member == "p39"
-    assert reader.rank("p1") == 2 and reader._merged.keys is not None  # made again from the new trees
+    assert reader.rank("p1") == 2 and reader._all_keys.keys is not None  # made again from the new trees
 
 
 def test_merged_keys_are_not_made_for_a_set_larger_than_the_cache() -> None:
@@ -761,7 +766,7 @@ def test_merged_keys_are_not_made_for_a_set_larger_than_the_cache() -> None:
         merged_keys(board, True)
         for _ in range(3):
             assert board.rank("p19") == 1 and board.range(0, 2)[1].member == "p18"
-        assert (board._merged.keys is not None) is made
+        assert (board._all_keys.keys is not None) is made
 
 
 def test_merged_keys_are_made_again_after_another_process_merges() -> None:
@@ -771,11 +776,11 @@ def test_merged_keys_are_made_again_after_another_process_merges() -> None:
     reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(300)}, chunk_size=16, shards=3)
     merged_keys(reader, True)
     writer = mdss.SortedSet(store, "b", log_limit=10**6)
-    assert reader.rank("p299") == 1 and reader._merged.keys is not None
+    assert reader.rank("p299") == 1 and reader._all_keys.keys is not None
     writer.add_many({"p0": 1000, "p1": 999})
     writer.merge()
     before = store.stats.snapshot()
-    assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader._merged.keys is not None
+    assert reader.rank("p0") == 1 and reader.rank("p1") == 2 and reader._all_keys.keys is not None
     assert store.stats.since(before)["calls"] <= 2 + 2 + 4  # two ranks' heads and index leaves, the trees' levels
 
 
@@ -785,9 +790,111 @@ def test_merged_keys_that_lost_a_shards_key_are_dropped_not_raised() -> None:
     store = mdss.open_store("memory://")
     reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(60)}, chunk_size=4, shards=2)
     merged_keys(reader, True)
-    assert reader.rank("p59") == 1 and reader._merged.keys is not None
+    assert reader.rank("p59") == 1 and reader._all_keys.keys is not None
     gone = reader._order.key("p59", 59)
-    reader._merged.keys.remove(gone)
-    reader._merged.keys.add(reader._order.key("p59x", 59))  # the same count, another key
+    reader._all_keys.keys.remove(gone)
+    reader._all_keys.keys.add(reader._order.key("p59x", 59))  # the same count, another key
     mdss.SortedSet.load(store, "b", {f"p{i}": -i for i in range(60)}, replace=True)  # no entry explains it
     assert reader.rank("p0") == 1 and reader.range(59, 1)[0].member == "p59"
+
+
+# Sharded sets from the outside: names given by keyword, refused options and arguments that store
+# nothing, names that look like another object's parts, and writers whose set another object dropped.
+
+
+def test_store_and_name_by_keyword_open_the_sharded_set(store) -> None:
+    board = mdss.SortedSet(store=store, name="kw", shards=3)
+    assert isinstance(board, mdss.ShardedSet) and board.shards == 3
+    board.add_many({"ann": 1, "bob": 2, "cid": 3})
+    for n, again in enumerate((mdss.SortedSet(store, name="kw"), mdss.SortedSet(store=store, name="kw"))):
+        assert isinstance(again, mdss.ShardedSet)  # not an empty unsharded set under the same name
+        assert len(again) == 3 + n
+        again.add(f"new{n}", 4)
+    assert len(board) == 5
+    assert store.get(Keyspace(store.namespace, "kw").head) is None  # no unsharded head beside the shards
+    with pytest.raises(mdss.SettingsMismatchError):
+        mdss.SortedSet(store=store, name="kw", shards=1)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"gc_grace": -1}, {"log_limit": -1}, {"log_limit": True}, {"max_batch": 0}, {"retry_budget": "1"}],
+)
+def test_a_refused_sharded_set_stores_nothing(store, options) -> None:
+    with pytest.raises(mdss.InvalidArgumentError):
+        mdss.SortedSet(store, "bad", shards=4, **options)
+    assert readable_keys(store, Keyspace(store.namespace, "bad").prefix[:-1]) == []  # its keys and its shards'
+    assert mdss.SortedSet(store, "bad", shards=2).shards == 2  # the name is free for any shard count
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+@pytest.mark.parametrize("members", [None, 5, "abc", b"abc"])
+def test_scores_of_a_non_iterable_or_a_string_is_a_clear_error(store, shards, members) -> None:
+    board = mdss.SortedSet(store, "s", shards=shards)
+    board.add_many({"a": 1, "b": 2})
+    with pytest.raises(mdss.InvalidArgumentError, match="members must be an iterable"):
+        board.scores(members)
+
+
+@pytest.mark.parametrize("shards", [4, 0, True, 2.5, "4", 10**6])
+def test_a_leaderboard_refuses_shards_before_storing_anything(store, shards) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match="shards must be 1"):
+        mdss.Leaderboard(store, "g", columns={"xp": "desc"}, shards=shards)
+    assert readable_keys(store, Keyspace(store.namespace, "g").prefix[:-1]) == []  # its parts: "g%23..."
+
+
+def test_a_sharded_set_named_like_a_boards_part_is_another_object(store) -> None:
+    user = mdss.SortedSet(store, "g#windows", shards=3, order="asc")
+    user.add("x", 1)
+    board = mdss.Leaderboard(store, "g", columns={"xp": "desc"})  # its registry is an internal part of "g"
+    board.post("ann", {"xp": 5})
+    assert board.windows() == ["all"] and list(user) == [("x", 1, 1)]
+    board = mdss.Leaderboard(store, "h", columns={"xp": "desc"}, shards=1)
+    board.post("ann", {"xp": 5})
+    assert [r.owner for r in board.top("xp", 3)] == ["ann"]
+
+
+def test_a_write_after_another_object_dropped_the_set_stays_readable(store) -> None:
+    dropper = mdss.SortedSet(store, "d", shards=4)
+    dropper.add_many({f"m{i}": i for i in range(20)})
+    writer = mdss.SortedSet(store, "d")
+    assert len(writer) == 20
+    dropper.drop()
+    assert writer.add("late", 7) is True
+    reopened = mdss.SortedSet(store, "d")
+    assert isinstance(reopened, mdss.ShardedSet)  # not an empty unsharded set: "late" would be lost
+    assert reopened.scores(["late", "m3"]) == [7, None]
+    assert len(reopened) == 1 and reopened.check() == []
+    with pytest.raises(mdss.SettingsMismatchError):
+        mdss.SortedSet(store, "d", shards=1)
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_shard_started_again_after_a_drop_stores_the_settings_even_if_that_call_failed(store, after) -> None:
+    """A writer whose set another process dropped starts a shard's head afresh and then stores the set's
+    settings again (``_Shard._started``). If that one store call fails, the write fails, and its retry finds
+    the head made and never came back to the settings: later writes were acknowledged into a shard that no
+    reader could find (a fresh reader saw an empty unsharded set)."""
+    faulty = FaultyStore(store)
+    writer = mdss.SortedSet(faulty, "b", shards=2, chunk_size=4)
+    writer.add("x", 1)
+    mdss.SortedSet(store, "b").drop()
+    calls = []
+
+    class Settings(FaultyStore):  # fails the settings' compare-and-set, the call after the head's
+        def _cas(self, key, value, version):
+            calls.append(key)
+            if key.endswith(":s") and len(calls) == 2:
+                if after:
+                    self.inner._cas(key, value, version)
+                raise mdss.StoreUnavailableError("injected")
+            return self.inner._cas(key, value, version)
+
+    faulty.inner = Settings(store)
+    with pytest.raises(mdss.StoreUnavailableError):
+        writer.add("y", 2)
+    assert calls[0].endswith(":h")  # the shard's head was made, then the settings failed
+    assert writer.add("z", 3) is True
+    fresh = mdss.SortedSet(store, "b")
+    assert isinstance(fresh, mdss.ShardedSet) and [e.member for e in fresh] == ["z"]
+    assert fresh.check() == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from readable import readable_keys
@@ -20,23 +21,39 @@ SHARDS = [1, 2, 3, 5]
 pytestmark = pytest.mark.grid("log_limit", "shards", size=len(LOG_LIMITS))
 
 
+def default_shards(monkeypatch: pytest.MonkeyPatch, shards: int) -> None:
+    """Sets the test makes without ``shards`` get ``shards`` (a set that exists keeps what it has): the choice
+    ``SortedSet.open`` makes, wrapped."""
+    opened = mdss._shards.open_sharded
+
+    def open_sharded(store: Any, name: Any, given: Any, options: dict[str, Any]) -> Any:
+        found = opened(store, name, given, options)
+        if found is not None or given is not None or shards == 1 or not isinstance(store, mdss.Store):
+            return found
+        if store.get(Keyspace(store.namespace, name).head) is not None:  # an unsharded set of that name
+            return None
+        return opened(store, name, shards, options)
+
+    monkeypatch.setattr(mdss._shards, "open_sharded", open_sharded)
+
+
 @pytest.fixture(autouse=True, params=LOG_LIMITS, ids=lambda n: f"log{n}")
 def log_limit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
     """Every test runs with the update log's limit derived, off (commits straight into the trees), and tiny."""
-    monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "log_limit", request.param)
+    monkeypatch.setitem(mdss._engine.Engine.__init__.__kwdefaults__, "log_limit", request.param)
     return request.param
 
 
 @pytest.fixture(autouse=True, params=SHARDS, ids=lambda n: f"shards{n}")
 def shards(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     """Every test runs on an unsharded set and on sets of 2, 3 and 5 shards (issue 13): the same answers."""
-    monkeypatch.setitem(mdss.SortedSet.__init__.__kwdefaults__, "shards", request.param)
+    default_shards(monkeypatch, request.param)
     return request.param
 
 
 def keyspaces(board) -> list[Keyspace]:
     """The keyspaces holding a set's heads and nodes: its own, or each shard's."""
-    return [e._keys for e in getattr(board, "_engines", [board])]
+    return [e.keys for e in board.engines]
 
 
 @pytest.fixture
@@ -235,7 +252,7 @@ def test_drop(store, board) -> None:
     board.add_many({f"p{i}": i for i in range(50)})
     board.drop()
     assert len(board) == 0
-    assert readable_keys(store, board._keys.prefix) == []
+    assert readable_keys(store, board.keys.prefix) == []
     assert [readable_keys(store, keys.prefix) for keys in keyspaces(board)] == [[]] * len(keyspaces(board))
 
 
@@ -257,8 +274,8 @@ def test_round_trips_with_warm_cache(store, shards) -> None:
         "page": lambda: fresh.range(7_777, 100),
         "rank_of_score": lambda: fresh.rank_of_score(321),
     }.items():
-        for key in [k for k, (node, _) in fresh._cache._nodes.items() if isinstance(node, Leaf)]:
-            fresh._cache.discard(key)  # only manifests stay warm
+        for key in [k for k, (node, _) in fresh.engines[0].cache._nodes.items() if isinstance(node, Leaf)]:
+            fresh.engines[0].cache.discard(key)  # only manifests stay warm
         before = store.stats.snapshot()
         call()
         cost[name] = store.stats.since(before)["calls"]
@@ -269,4 +286,4 @@ def test_cache_stays_within_budget(store) -> None:
     mdss.SortedSet.load(store, "big", {f"p{i}": i for i in range(5000)}, chunk_size=20)
     small = mdss.SortedSet(store, "big", cache_bytes=4096)
     list(small)
-    assert small._cache.size <= 4096
+    assert small.engines[0].cache.size <= 4096

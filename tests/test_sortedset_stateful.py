@@ -35,8 +35,8 @@ class SortedSetMachine(RuleBasedStateMachine):
         self.set = mdss.SortedSet(
             self.store, "board", order=order, chunk_size=chunk, gc_grace=0, log_limit=log_limit, shards=self.shards
         )
-        if self.shards > 1:  # reads through every shard's layouts, or through the merged keys (mdss._merged)
-            self.set._merged.least, self.set._merged.per_key, self.set._merged.most = (
+        if self.shards > 1:  # reads through every shard's layouts, or through the merged keys (mdss._allkeys)
+            self.set._all_keys.least, self.set._all_keys.per_key, self.set._all_keys.most = (
                 (1, 10**9, 0) if merged else (10**18, 1, 0)
             )
         self.model = Model(order)

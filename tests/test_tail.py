@@ -169,7 +169,9 @@ def test_an_append_whose_reply_was_lost_is_found_in_the_tail_or_the_log(others: 
     assert fresh.score("x") == 1 + (10 * (others // 2) if same_member else 0)
     assert fresh.check() == []
     if others == 60:
-        assert fresh._snapshot().head.log.segs or fresh._snapshot().head.log.pages  # the tail was sealed
+        assert (
+            mdss._snapshot.snapshot(fresh.engine).head.log.segs or mdss._snapshot.snapshot(fresh.engine).head.log.pages
+        )  # the tail was sealed
 
 
 def test_a_damaged_tail_is_refused_not_served() -> None:
@@ -177,7 +179,7 @@ def test_a_damaged_tail_is_refused_not_served() -> None:
     board = mdss.SortedSet(store, "b", log_limit=10_000)
     board.add("a", 1)
     mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)  # from a held head: appended to the tail
-    key = board._keys.head
+    key = board.keys.head
     value = store.get(key).value
     assert value[:1] == _tail.TAILED
     for at in (1, 22, _tail.HEADER + 3, len(value) - 30, len(value) - 1):
@@ -200,7 +202,7 @@ def test_a_tailed_head_decodes_as_its_core_plus_one_commit_per_record() -> None:
     two = mdss.SortedSet(store, "b", log_limit=10_000)
     two.add("b", 2)
     one.add_many({"c": 3, "d": 4})
-    value = store.get(one._keys.head).value
+    value = store.get(one.keys.head).value
     core, records = _tail.split("k", value)
     head = _head.Head.decode("k", value)
     plain = _head.Head.decode("k", core)
@@ -268,7 +270,7 @@ def _sealed_under(store, name: str) -> tuple[mdss.SortedSet, mdss.SortedSet]:
     sealer.add("s", 0)
     stale = mdss.SortedSet(store, name, log_limit=10_000)
     stale.scores(["s"])
-    key = sealer._keys.head
+    key = sealer.keys.head
     for i in range(200):
         sealer.incr(f"sealed-{i:03d}-{'p' * 20}", i)
         if store.get(key).value[:1] == _tail.BRIDGED:
@@ -280,15 +282,15 @@ def test_a_writer_holding_the_head_a_seal_replaced_appends_across_it_in_one_roun
     if not store.appends:  # heads there are compare-and-set: never tailed, never bridged
         board = mdss.SortedSet(store, "b", log_limit=10_000)
         board.add_many({f"m{i}-{'p' * 30}": i for i in range(60)})
-        assert not _tail.marked(store.get(board._keys.head).value)
+        assert not _tail.marked(store.get(board.keys.head).value)
         return
     stale, sealer = _sealed_under(store, "b")
     before = store.stats.snapshot()
     assert stale.incr("fresh", 500) == 500
     spent = store.stats.since(before)
     assert (spent["calls"], spent["conflicts"]) == (1, 0)
-    value = store.get(stale._keys.head).value
-    assert value[:1] == _tail.BRIDGED and _tail.split("k", value)[1][-1][0] == stale._head.recent[0]
+    value = store.get(stale.keys.head).value
+    assert value[:1] == _tail.BRIDGED and _tail.split("k", value)[1][-1][0] == stale.engine.head.recent[0]
     expected = {e.member: e.score for e in sealer}
     assert expected["fresh"] == 500 and len(expected) == len(sealer)
     for board in (stale, sealer, mdss.SortedSet(store, "b")):
@@ -323,7 +325,7 @@ def test_a_lost_append_sealed_by_another_is_found_across_the_seal() -> None:
     def meanwhile() -> None:
         while len(set(cores)) < 2:
             other.incr(f"other-{len(cores):03d}-{'p' * 20}", 1)
-            cores.append(_tail.core(store.get(other._keys.head).value))
+            cores.append(_tail.core(store.get(other.keys.head).value))
 
     faulty = _LoseAppendReply(store, meanwhile=meanwhile)
     writer = mdss.SortedSet(faulty, "b", log_limit=10_000)
@@ -337,7 +339,7 @@ def test_a_lost_append_sealed_by_another_is_found_across_the_seal() -> None:
 def test_a_damaged_bridge_is_refused_not_served() -> None:
     store = MemoryStore()
     stale, _ = _sealed_under(store, "b")
-    key = stale._keys.head
+    key = stale.keys.head
     value = store.get(key).value
     _, bridge, parents, tail = _tail.layout(value)
     for at in (bridge - 5, bridge + 1, parents - 3, tail - 1):  # a length, a record's framing, CRC-32s
@@ -362,7 +364,7 @@ def _just_under_the_budget(store) -> tuple[mdss.SortedSet, int]:
     a = mdss.SortedSet(store, "b", log_limit=10_000)
     a.add("x", 0)
     i = 0
-    while len(_packb(a._snapshot().head.log.inline)) < mdss._log.INLINE_BYTES - 100:
+    while len(_packb(mdss._snapshot.snapshot(a.engine).head.log.inline)) < mdss._log.INLINE_BYTES - 100:
         a.add(f"m{i:03d}-{'p' * 20}", i)
         i += 1
     return a, i
@@ -380,8 +382,8 @@ def test_a_seal_beaten_by_another_appends_across_it_and_deletes_its_segment(stor
 
     def a_seals() -> None:  # between b's read of the head and b's seal
         a.add_many({f"a{j}-{'p' * 20}": j for j in range(4)})  # past the budget: a seals
-        segments.update(a._snapshot().head.log.segs)
-        nodes.update(store.keys(a._keys.nodes))
+        segments.update(mdss._snapshot.snapshot(a.engine).head.log.segs)
+        nodes.update(store.keys(a.keys.nodes))
 
     class _Beaten(FaultyStore):
         def _swap(self, *args):
@@ -395,8 +397,8 @@ def test_a_seal_beaten_by_another_appends_across_it_and_deletes_its_segment(stor
     b.scores(["x"])  # both hold the same head now
     b.add_many({f"b{j}-{'p' * 20}": j for j in range(4)})  # past it in the head b holds: b seals too
     assert segments and (beaten.stats.conflicts, beaten.stats.deletes) == (0, 1)  # its segment, deleted again
-    left = set(store.keys(a._keys.nodes))  # nodes: a's and b's segment, which b deleted again
-    assert left < nodes and len(nodes - left) == 1 and set(b._snapshot().head.log.segs) == segments
+    left = set(store.keys(a.keys.nodes))  # nodes: a's and b's segment, which b deleted again
+    assert left < nodes and len(nodes - left) == 1 and set(mdss._snapshot.snapshot(b.engine).head.log.segs) == segments
     fresh = mdss.SortedSet(store, "b")
     assert len(fresh) == i + 9 and fresh.score("b3-" + "p" * 20) == 3 and fresh.check() == []
 
@@ -410,11 +412,11 @@ def test_a_writer_holding_a_head_another_sealed_reads_it_and_appends(store) -> N
     b = mdss.SortedSet(store, "b", log_limit=10_000)
     b.scores(["x"])
     a.add_many({f"a{j}-{'p' * 20}": j for j in range(4)})  # past the budget: a seals
-    before, nodes = store.stats.snapshot(), set(store.keys(a._keys.nodes))
+    before, nodes = store.stats.snapshot(), set(store.keys(a.keys.nodes))
     b.add_many({f"b{j}-{'p' * 20}": j for j in range(4)})
     spent = store.stats.since(before)
     assert (spent["conflicts"], spent["deletes"], spent["calls"]) == (0, 0, 3)  # the head, the segment, an append
-    assert set(store.keys(a._keys.nodes)) == nodes
+    assert set(store.keys(a.keys.nodes)) == nodes
     fresh = mdss.SortedSet(store, "b")
     assert len(fresh) == i + 9 and fresh.score("b3-" + "p" * 20) == 3 and fresh.check() == []
 

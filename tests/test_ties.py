@@ -144,15 +144,15 @@ def test_listings_cost_the_round_trips_of_ordinal(logged: int, order: str) -> No
         else:
             board.add(member, (i % 13) - 1)  # -1 and 11: scores the tree lacks
             model[member] = (i % 13) - 1
-    assert len(board._snapshot().head.log) >= logged * 3 // 4  # (a few adds change nothing)
+    assert len(mdss._snapshot.snapshot(board.engine).head.log) >= logged * 3 // 4  # (a few adds change nothing)
     board.scores([e.member for e in board])  # every node of both trees cached
     want = {ties: expected(model, order, ties) for ties in ("ordinal", "competition", "dense")}
     stats = board.store.stats
     as_tuples = lambda entries: [(e.member, e.score, e.rank) for e in entries]  # noqa: E731
 
     def manifests_only(fn):
-        for key in [k for k, (node, _) in board._cache._nodes.items() if not isinstance(node, Manifest)]:
-            board._cache.discard(key)
+        for key in [k for k, (node, _) in board.engines[0].cache._nodes.items() if not isinstance(node, Manifest)]:
+            board.engines[0].cache.discard(key)
         before = stats.snapshot()
         found = fn()
         return stats.since(before)["calls"], found

@@ -36,7 +36,7 @@ def test_a_writer_whose_held_head_keeps_moving_reads_it_first(store) -> None:
     mine = mdss.SortedSet(store, "w", log_limit=1000)
     other = mdss.SortedSet(store, "w", log_limit=1000)
     mine.add("a", 0)
-    reads = head_reads(store, mine._keys.head)
+    reads = head_reads(store, mine.keys.head)
     if store.appends:  # the store appends to whatever head it holds (mdss._tail): no race, no read, ever
         other.incr("b", 1)
         reads[0] = 0
@@ -45,7 +45,9 @@ def test_a_writer_whose_held_head_keeps_moving_reads_it_first(store) -> None:
             mine.incr("a", 1)
         assert reads[0] == 0 and mine.retries == 0 and mine.score("a") == 10 and other.score("b") == 11
         return
-    if mine._held is None:  # Riak: a compare-and-set does not say the version it wrote, so commits read first
+    if (
+        mine.engine.writer.held is None
+    ):  # Riak: a compare-and-set does not say the version it wrote, so commits read first
         mine.incr("a", 1)
         assert reads[0] == 1
         return
@@ -56,7 +58,7 @@ def test_a_writer_whose_held_head_keeps_moving_reads_it_first(store) -> None:
     for _ in range(10):
         other.incr("b", 1)
         mine.incr("a", 1)
-    assert mine._stale[0] > 0.5
+    assert mine.engine.writer.stale[0] > 0.5
     other.incr("b", 1)
     lost, read = mine.retries, reads[0]
     mine.incr("a", 1)
@@ -72,7 +74,7 @@ def test_a_writer_whose_held_head_keeps_moving_reads_it_first(store) -> None:
 
 def test_the_shards_of_a_set_learn_stale_heads_together(store) -> None:
     board = mdss.SortedSet(store, "s", shards=4)
-    assert len({id(engine._stale) for engine in board._engines}) == 1
+    assert len({id(engine.writer.stale) for engine in board.engines}) == 1
 
 
 def test_the_writer_that_made_the_trees_merges_at_the_limit_the_others_later(store) -> None:
@@ -82,9 +84,9 @@ def test_the_writer_that_made_the_trees_merges_at_the_limit_the_others_later(sto
     other = mdss.SortedSet(store, "m", log_limit=8)
     for i in range(9):
         other.incr(f"p{i}", 1)
-    assert other.merges == 0 and len(other._head.log) == 9
+    assert other.merges == 0 and len(other.engine.head.log) == 9
     other.incr("p9", 1)  # 10 = 1.25 * 8: it merges after all, and made the trees now
-    assert other.merges == 1 and len(other._head.log) == 0
+    assert other.merges == 1 and len(other.engine.head.log) == 0
     for i in range(8):
         loader.incr(f"p{i}", 1)
     assert loader.merges == 0  # no longer the maker of the trees
@@ -122,14 +124,14 @@ def test_a_writer_that_lost_three_races_waits_for_a_pause_then_commits_from_the_
     mine, other = mdss.SortedSet(store, "q", log_limit=1000), mdss.SortedSet(store, "q", log_limit=1000)
     for _ in range(3):  # alone: it trusts the head it holds, and commits without reading first
         mine.incr("a", 0)
-    reads = head_reads(store, mine._keys.head)
+    reads = head_reads(store, mine.keys.head)
 
     def move() -> None:
         counted = reads[0]
         other.incr("b", 1)
         reads[0] = counted  # only this writer's reads count
 
-    left = _moving(store, mine._keys.head, move)
+    left = _moving(store, mine.keys.head, move)
     lost = 2 * mdss._commit.QUICK_RETRIES  # two rounds
     left[0] = lost
     assert mine.incr("a", 5) == 5
@@ -143,7 +145,7 @@ def _waiting(store: mdss.Store) -> tuple[mdss.SortedSet, mdss.SortedSet, list[in
     reads of the head, the count of those reads, and the store's own ``get`` back (a function to call)."""
     mine, other = mdss.SortedSet(store, "q"), mdss.SortedSet(store, "q")
     mine.add("a", 0)
-    mine._policy = attrs.evolve(mine._policy, base=1e-5, cap=1e-5)
+    mine.engine.policy = attrs.evolve(mine.engine.policy, base=1e-5, cap=1e-5)
     reads, get = [0], store.get
 
     def moving(key: str) -> mdss.Record | None:
@@ -164,13 +166,13 @@ def test_the_wait_for_a_pause_tries_anyway_after_a_bounded_number_of_reads() -> 
     with intervals from the commit policy (here tiny), so that no writer waits long for a pause."""
     store = MemoryStore(appends=False)  # commits compare-and-set the head
     mine, _, reads, restore = _waiting(store)
-    (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
+    (last,) = mdss._commit._quiet(mine.engine, time.monotonic() + 60, 0.0)
     assert reads[0] == mdss._commit.QUIET_POLLS + 1
     read = reads[0]
-    assert mdss._commit._quiet(mine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
+    assert mdss._commit._quiet(mine.engine, time.monotonic(), 0.0) is None  # no time left: the commit gives up
     assert reads[0] == read  # without a read that could fail
     restore()
-    assert last is not None and last.value == store.get(mine._keys.head).value
+    assert last is not None and last.value == store.get(mine.keys.head).value
 
 
 def test_on_a_store_that_applies_appends_the_wait_ends_when_the_core_head_stays() -> None:
@@ -178,9 +180,9 @@ def test_on_a_store_that_applies_appends_the_wait_ends_when_the_core_head_stays(
     ends on two reads with the same core head, whatever was appended under it meanwhile."""
     store = MemoryStore()  # applies appends
     mine, other, reads, restore = _waiting(store)
-    (last,) = mdss._commit._quiet(mine, time.monotonic() + 60, 0.0)
+    (last,) = mdss._commit._quiet(mine.engine, time.monotonic() + 60, 0.0)
     restore()
-    assert reads[0] == 2 and last is not None and last.value == store.get(mine._keys.head).value
+    assert reads[0] == 2 and last is not None and last.value == store.get(mine.keys.head).value
     assert other.score("b") == 2 and other.commits == 2  # two appends landed during the wait
 
 
@@ -190,7 +192,7 @@ def test_a_commit_that_keeps_losing_raises_after_its_rounds_with_nothing_applied
     mine = mdss.SortedSet(store, "q", max_attempts=2)
     other = mdss.SortedSet(store, "q")
     mine.add("a", 0)
-    left = _moving(store, mine._keys.head, lambda: other.incr("b", 1))
+    left = _moving(store, mine.keys.head, lambda: other.incr("b", 1))
     left[0] = 10**6
     with pytest.raises(mdss.ConflictError, match="2 rounds"):
         mine.incr("a", 1)

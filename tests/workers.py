@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -48,15 +49,23 @@ def writer(
     return {"owned": owned, "acked": acked, "failures": failures, **counters}
 
 
-def reader(url: str, name: str, shared: list[str], seconds: float) -> list[tuple[int, int, int]]:
-    """Read the shared counters' total and the whole ranking repeatedly; check each read on its own.
+def stopped(stop: str, started: float, seconds: float, at_most: float = 300.0) -> bool:
+    """Whether a loop beside the writers is done: the test made the file ``stop`` (the writers finished)
+    and ``seconds`` have passed since ``started``; or ``at_most`` seconds have passed whatever happened."""
+    elapsed = time.monotonic() - started
+    return (elapsed >= seconds and os.path.exists(stop)) or elapsed >= at_most
+
+
+def reader(url: str, name: str, shared: list[str], stop: str, seconds: float = 0.0) -> list[tuple[int, int, int]]:
+    """Read the shared counters' total and the whole ranking repeatedly, until the writers finish (the file
+    ``stop`` exists) and for at least ``seconds``; check each read on its own.
 
     Returns (invoked, completed, total) per read, for the history check.
     """
     board = mdss.SortedSet(mdss.open_store(url), name)
-    history = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    history: list[tuple[int, int, int]] = []
+    started = time.monotonic()
+    while len(history) < 6 or not stopped(stop, started, seconds):
         invoked = time.monotonic_ns()
         total = sum(s or 0 for s in board.scores(shared))
         history.append((invoked, time.monotonic_ns(), total))
@@ -76,15 +85,16 @@ def loader(url: str, name: str, batches: int, size: int) -> None:
         print(batch, flush=True)
 
 
-def collector(url: str, name: str, seconds: float, skew: float) -> int:
-    """Run ``gc(min_age=0)`` in a loop with this process' clock ``skew`` seconds off; returns nodes deleted."""
+def collector(url: str, name: str, skew: float, stop: str, seconds: float = 0.0, at_most: float = 300.0) -> int:
+    """Run ``gc(min_age=0)`` in a loop with this process' clock ``skew`` seconds off, until the writers finish
+    (the file ``stop`` exists) and for at least ``seconds``, at most ``at_most``; returns nodes deleted."""
     import mdss._writer
 
     mdss._writer.clock = lambda: time.time() + skew
     board = mdss.SortedSet(mdss.open_store(url), name, gc_grace=0)
     deleted = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    while not stopped(stop, started, seconds, at_most):
         deleted += board.gc(min_age=0, wait=False, sweep=True)
     board.store.close()
     return deleted

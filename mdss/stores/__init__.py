@@ -24,12 +24,10 @@ BACKENDS = {
 def open_store(url: str, **options: object) -> Store:
     """Open the store a URL names.
 
-    ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
-    ``redis://host:6379/0``, ``redis+cluster://host:7000``,
-    ``riak://host:8098``, ``dynamodb://TABLE?region=eu-west-1``. Query parameters and keyword ``options`` go to the
-    backend; ``namespace`` (default ``mdss``) prefixes every key. An option
-    the backend does not know or cannot use raises
-    :class:`~mdss.InvalidArgumentError` naming it.
+    ``memory://``, ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``redis://host:6379/0``,
+    ``redis+cluster://host:7000``, ``riak://host:8098``, ``dynamodb://TABLE?region=eu-west-1``. Query parameters
+    and keyword ``options`` go to the backend; ``namespace`` (default ``mdss``) prefixes every key. An option the
+    backend does not know or cannot use raises :class:`~mdss.InvalidArgumentError` naming it.
 
     >>> store = open_store("memory://")
     >>> type(store).__name__

@@ -1,21 +1,19 @@
 """The store contract: the few key-value primitives mdss needs from a backend.
 
-A backend subclasses :class:`Store` and implements the underscored
-primitives. The public methods around them validate, count round trips and
-bytes in :attr:`Store.stats`, and are what the rest of mdss calls. Batch
-primitives have default implementations that loop over the single ones; a
-backend overrides them when it can do the batch in one round trip (every
-built-in backend does, so one public call is one round trip).
+A backend subclasses :class:`Store` and implements the underscored primitives. The public methods around them
+validate, count round trips and bytes in :attr:`Store.stats`, and are what the rest of mdss calls. Batch
+primitives have default implementations that loop over the single ones; a backend overrides them when it can do
+the batch in one round trip (every built-in backend does, so one public call is one round trip).
 
-Values are ``bytes``. Keys are ``str`` chosen by mdss (see ``mdss._keys``);
-user-supplied text (member names) never appears in a key.
+Values are ``bytes``. Keys are ``str`` chosen by mdss (see ``mdss._keys``); user-supplied text (member names)
+never appears in a key.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
@@ -24,14 +22,16 @@ from .. import _tail
 from .._parse import integer, number
 from ..exceptions import ConflictError, InvalidArgumentError, SiblingsError
 
+T = TypeVar("T")
+
 
 @attrs.frozen
 class Record:
     """A stored value with the version a conditional put compares against.
 
-    ``values`` holds one value, or several concurrent siblings on a store that
-    keeps them (Riak with ``allow_mult``). ``version`` is opaque: pass it back
-    to :meth:`Store.cas` or to :meth:`Store.put` as ``context``.
+    ``values`` holds one value, or several concurrent siblings on a store that keeps them (Riak with
+    ``allow_mult``). ``version`` is opaque: pass it back to :meth:`Store.cas` or to :meth:`Store.put` as
+    ``context``.
     """
 
     values: tuple[bytes, ...]
@@ -47,13 +47,10 @@ class Record:
 
 @attrs.define
 class Stats:
-    """Counters of what a store was asked: the real cost on a networked store.
-
-    ``calls`` counts round trips (one per public store call), ``reads`` and
-    ``writes`` count keys, ``bytes_read`` and ``bytes_written`` count value
-    bytes, ``conflicts`` counts conditional puts that lost. A backend may add
-    counters of its own in a subclass (DynamoDB's capacity units).
-    """
+    """Counters of what a store was asked, the real cost on a networked store: ``calls`` counts round trips
+    (one per public store call), ``reads`` and ``writes`` count keys, ``bytes_read`` and ``bytes_written`` value
+    bytes, ``conflicts`` conditional puts that lost. A backend may add counters in a subclass (DynamoDB's
+    capacity units)."""
 
     calls: int = 0
     reads: int = 0
@@ -123,13 +120,9 @@ def parse_integer(text: str) -> int:
 
 def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
     """A backend's constructor arguments: the URL's query parameters, each parsed from text by
-    ``parsers[name]``, then the keyword ``options`` as given (they win).
-
-    Only names in ``parsers`` are accepted, so a misspelt option is an
-    error, not silently ignored. Parsers turn text into values; the
-    constructor validates the values, wherever they came from. Raises
-    :class:`InvalidArgumentError` naming the option.
-    """
+    ``parsers[name]``, then the keyword ``options`` as given (they win). A name not in ``parsers`` (a misspelt
+    option) or text a parser refuses raises :class:`InvalidArgumentError` naming it; the constructor validates
+    the values, wherever they came from."""
     scheme = urlsplit(url).scheme
     query = url_options(url)
     for name in (*query, *options):
@@ -146,15 +139,9 @@ def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Ca
 
 
 class Store:
-    """Base class of every backend.
-
-    Required primitives: :meth:`_get`, :meth:`_put`, :meth:`_cas`,
-    :meth:`_delete`, :meth:`_keys`. Optional, for speed: :meth:`_get_many`,
-    :meth:`_put_many`, :meth:`_delete_many`, :meth:`_close`.
-
-    ``namespace`` prefixes every key mdss makes in this store, so that several
-    applications share one store safely.
-    """
+    """Base class of every backend: it implements :data:`REQUIRED`, for speed :meth:`_get_many`, :meth:`_put_many`
+    and :meth:`_delete_many`, and :meth:`_close`. ``namespace`` prefixes every key mdss makes in this store, so that
+    several applications share one store safely."""
 
     #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
     keeps_siblings = False
@@ -186,10 +173,8 @@ class Store:
         return record
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The values at ``keys`` (``None`` where absent), in one round trip.
-
-        For immutable keys (tree nodes): no versions, no siblings.
-        """
+        """The values at ``keys`` (``None`` where absent), in one round trip: for immutable keys (nodes), so
+        no versions and no siblings."""
         if not keys:
             return []
         values = self._get_many(keys)
@@ -199,9 +184,8 @@ class Store:
     def put(self, key: str, value: bytes, *, context: Any = None) -> None:
         """Write ``value`` at ``key`` unconditionally.
 
-        On a store that keeps siblings, ``context`` (a :attr:`Record.version`
-        from a read) says which values this write supersedes; without it the
-        write may become a sibling. Other stores ignore it.
+        On a store that keeps siblings, ``context`` (a :attr:`Record.version` from a read) says which values this
+        write supersedes; without it the write may become a sibling. Other stores ignore it.
         """
         self._put(key, value, context)
         self.stats.add(calls=1, writes=1, bytes_written=len(value))
@@ -216,61 +200,42 @@ class Store:
     def cas(self, key: str, value: bytes, version: Any) -> Any:
         """Compare-and-set: write only if ``key`` is unchanged since it was read; the version written.
 
-        ``version`` is the :attr:`Record.version` of that read, or ``None`` for
-        "only if absent". Returns the version of what it wrote (``None`` when
-        the store cannot tell without a read), so that a writer can
-        compare-and-set again without reading. Raises
-        :class:`~mdss.exceptions.ConflictError` when the key changed (or
-        exists, for ``None``): then nothing is written, and its ``current``
-        is the record the key holds if the store read it in the same round
-        trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the
-        write may or may not have landed.
+        ``version`` is the :attr:`Record.version` of that read, or ``None`` for "only if absent". Returns the
+        version of what it wrote (``None`` when the store cannot tell without a read), so that a writer can
+        compare-and-set again without reading. Raises :class:`~mdss.exceptions.ConflictError` when the key changed
+        (or exists, for ``None``): then nothing is written, and its ``current`` is the record the key holds if the
+        store read it in the same round trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write
+        may or may not have landed.
         """
-        try:
-            written = self._cas(key, value, version)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, writes=1, bytes_written=len(value))
-        return written
+        return self._counted(lambda: self._cas(key, value, version), writes=1, bytes_written=len(value))
 
     def append_log(self, key: str, held: bytes, record: bytes, cap: int) -> Record:
         """Append a commit's ``record`` to the head at ``key`` in the store, without a compare-and-set
         (``mdss._tail``, on stores whose :attr:`appends` is true): the record now there.
 
-        ``held`` is the head's value as the writer holds it. Raises
-        :class:`~mdss.exceptions.ConflictError` (with ``current``, and
-        ``full`` set when only the ``cap`` on the tail's bytes refused it)
-        where :func:`mdss._tail.apply` refuses. Resending after a lost reply
-        is safe: a record already there is not added again.
+        ``held`` is the head's value as the writer holds it. Raises :class:`~mdss.exceptions.ConflictError` (with
+        ``current``, and ``full`` set when only the ``cap`` on the tail's bytes refused it) where
+        :func:`mdss._tail.apply` refuses. Resending after a lost reply is safe: a record already there is not
+        added again.
         """
         sha, seen = _tail.view(held)
-        try:
-            written = self._append(key, held, sha, seen, record, cap)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, writes=1, bytes_written=len(record))
-        return written
+        return self._counted(
+            lambda: self._append(key, held, sha, seen, record, cap), writes=1, bytes_written=len(record)
+        )
 
     def swap_core(self, key: str, held: bytes, core: bytes, record: bytes, cap: int) -> Record:
         """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since
-        the writer's view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``,
-        on stores whose :attr:`appends` is true): the head now there. If another seal came first, only
-        ``record`` is appended, across it (as by :meth:`append_log`: ``cap`` on the tail's bytes).
+        the writer's view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores
+        whose :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is
+        appended, across it (as by :meth:`append_log`: ``cap`` on the tail's bytes).
 
-        Raises :class:`~mdss.exceptions.ConflictError` (with ``current``,
-        and ``full``) where :func:`mdss._tail.swap` refuses. Once refused,
-        refused for good; resending after a lost reply is safe.
+        Raises :class:`~mdss.exceptions.ConflictError` (with ``current``, and ``full``) where
+        :func:`mdss._tail.swap` refuses. Once refused, refused for good; resending after a lost reply is safe.
         """
         sha, seen = _tail.view(held)
-        try:
-            written = self._swap(key, held, sha, seen, core, record, cap)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, writes=1, bytes_written=len(core) + len(record))
-        return written
+        return self._counted(
+            lambda: self._swap(key, held, sha, seen, core, record, cap), writes=1, bytes_written=len(core) + len(record)
+        )
 
     def delete(self, key: str) -> None:
         """Remove ``key``; removing an absent key is not an error."""
@@ -280,12 +245,7 @@ class Store:
     def delete_if(self, key: str, version: Any) -> None:
         """Remove ``key`` only if it still holds the version read (:attr:`Record.version`); an absent key is
         fine. Raises :class:`~mdss.exceptions.ConflictError` when it holds another version: nothing deleted."""
-        try:
-            self._delete_if(key, version)
-        except ConflictError:
-            self.stats.add(calls=1, conflicts=1)
-            raise
-        self.stats.add(calls=1, deletes=1)
+        self._counted(lambda: self._delete_if(key, version), deletes=1)
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Remove every key, in one round trip."""
@@ -296,11 +256,8 @@ class Store:
         self.stats.add(calls=1, deletes=len(keys))
 
     def existing(self, keys: Sequence[str], batch: int = 1000) -> list[str]:
-        """The ``keys`` that read as present, ``batch`` per round trip.
-
-        A listing may name keys deleted moments ago (Riak lists tombstones
-        until they are reaped): what is reported or deleted is checked first.
-        """
+        """The ``keys`` that read as present, ``batch`` per round trip: a listing may name keys deleted moments
+        ago (Riak lists tombstones until they are reaped), so what is reported or deleted is checked first."""
         found: list[str] = []
         for start in range(0, len(keys), batch):
             chunk = keys[start : start + batch]
@@ -308,10 +265,7 @@ class Store:
         return found
 
     def keys(self, prefix: str) -> Iterator[str]:
-        """Every stored key that starts with ``prefix`` (order unspecified).
-
-        A maintenance call (garbage collection, ``check``): it may scan.
-        """
+        """Every stored key that starts with ``prefix``, in no order: a maintenance call (gc, check) that may scan."""
         self.stats.add(calls=1)
         return self._keys(prefix)
 
@@ -324,6 +278,16 @@ class Store:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _counted(self, call: Callable[[], T], **counts: int) -> T:
+        """``call()``, counted as one round trip that lost (a conflict) or did ``counts``."""
+        try:
+            done = call()
+        except ConflictError:
+            self.stats.add(calls=1, conflicts=1)
+            raise
+        self.stats.add(calls=1, **counts)
+        return done
 
     # -- primitives: backends implement these ----------------------------
 

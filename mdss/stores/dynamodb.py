@@ -1,52 +1,39 @@
 """Amazon DynamoDB, through boto3.
 
-One table: the partition key ``k`` (string) is the mdss key, ``v`` (binary)
-the value, ``r`` (string) a random revision token written with every put.
-A read's version is that token, so a compare-and-set is one conditional
-``PutItem`` (``r = :read``, or ``attribute_not_exists(k)`` for "only if
-absent") and never suffers ABA. Every read is strongly consistent: a reader
-that saw a head must find the nodes it names. Batches are ``BatchGetItem``
-(100 keys) and ``BatchWriteItem`` (25 items), ``concurrency`` of them at a
-time (one round trip in ``stats.calls``, each request in ``stats.requests``);
-what DynamoDB leaves in ``UnprocessedKeys``/``UnprocessedItems`` (a reply cut
-at 16 MB, throttled partitions) is resent, with backoff once a resend
-processes nothing. ``keys(prefix)`` is a ``Scan`` with ``begins_with``: the
-table has no sort key to range over, so it reads the whole table (a
-maintenance call: ``gc``, ``check``, ``drop``). docs/dynamodb.md has the
-costs in capacity units and the limits.
+One table: the partition key ``k`` (string) is the mdss key, ``v`` (binary) the value, ``r`` (string) a random
+revision token written with every put. A read's version is that token, so a compare-and-set is one conditional
+``PutItem`` (``r = :read``, or ``attribute_not_exists(k)`` for "only if absent") and never suffers ABA. Every read
+is strongly consistent: a reader that saw a head must find the nodes it names. Batches are ``BatchGetItem`` (100
+keys) and ``BatchWriteItem`` (25 items), ``concurrency`` of them at a time (one round trip in ``stats.calls``,
+each request in ``stats.requests``); what DynamoDB leaves in ``UnprocessedKeys``/``UnprocessedItems`` (a reply cut
+at 16 MB, throttled partitions) is resent, with backoff once a resend processes nothing. ``keys(prefix)`` is a
+``Scan`` with ``begins_with``: the table has no sort key to range over, so it reads the whole table (a maintenance
+call: ``gc``, ``check``, ``drop``). docs/dynamodb.md has the costs in capacity units and the limits.
 
-**Retries.** Throttling (``ProvisionedThroughputExceededException``,
-``ThrottlingException``, ``RequestLimitExceeded``), 5xx answers and
-connection failures are retried under one :class:`mdss._retry.Backoff`
-(``retry_budget`` seconds, first ceiling ``backoff``, at most ``retries``
-resends if given), then :class:`StoreUnavailableError`. botocore's own
-retries are off (a client passed in must have them off too): it would
-resend a conditional put blindly.
+**Retries.** Throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``,
+``RequestLimitExceeded``), 5xx answers and connection failures are retried under one :class:`mdss._retry.Backoff`
+(``retry_budget`` seconds, first ceiling ``backoff``, at most ``retries`` resends if given), then
+:class:`StoreUnavailableError`. botocore's own retries are off (a client passed in must have them off too): it
+would resend a conditional put blindly.
 
 **A lost race** returns the item that won (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) in
-:class:`ConflictError` ``current``, so a commit rebases without reading the head again; when DynamoDB
-returns no item (the key is absent, or an engine ignores the option) ``current_known`` is false.
+:class:`ConflictError` ``current``, so a commit rebases without reading the head again; when DynamoDB returns no
+item (the key is absent, or an engine ignores the option) ``current_known`` is false.
 
-**A conditional put whose reply was lost** (a read timeout, a closed
-connection, a 5xx) may have been applied. From then on the store never
-reports :class:`ConflictError`: it reads the item back (or takes the item
-``ReturnValuesOnConditionCheckFailure`` returns); our revision token there
-means the write landed; the revision read still there means it did not
-(yet), and the same request is resent, of which at most one can apply;
-anything else is :class:`OutcomeUnknownError`.
+**A conditional put whose reply was lost** (a read timeout, a closed connection, a 5xx) may have been applied.
+From then on the store never reports :class:`ConflictError`: it reads the item back (or takes the item
+``ReturnValuesOnConditionCheckFailure`` returns); our revision token there means the write landed; the revision
+read still there means it did not (yet), and the same request is resent, of which at most one can apply; anything
+else is :class:`OutcomeUnknownError`.
 
-**Item size.** An item holds at most 400 KB, key and attribute names
-included. Keys longer than 2048 bytes and values longer than
-:attr:`DynamoDBStore.max_value_bytes` are refused with
-:class:`InvalidArgumentError` before anything is sent;
-A set checks at open whether its nodes can fit (``mdss._writer.check_chunk_size``).
+**Item size.** An item holds at most 400 KB, key and attribute names included. Keys longer than 2048 bytes and
+values longer than :attr:`DynamoDBStore.max_value_bytes` are refused with :class:`InvalidArgumentError` before
+anything is sent; A set checks at open whether its nodes can fit (``mdss._writer.check_chunk_size``).
 
-URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567``
-with the options ``namespace``, ``region``, ``endpoint``, ``create_table``
-(create an on-demand table when it is missing), ``timeout`` (seconds per
-request), ``retry_budget``, ``backoff``, ``retries`` and ``concurrency``. An
-unknown or badly typed one is :class:`InvalidArgumentError` naming it.
-Credentials come from boto3's usual chain (environment, profile, role).
+URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567`` with the options ``namespace``,
+``region``, ``endpoint``, ``create_table`` (create an on-demand table when it is missing), ``timeout`` (seconds
+per request), ``retry_budget``, ``backoff``, ``retries`` and ``concurrency``. An unknown or badly typed one is
+:class:`InvalidArgumentError` naming it. Credentials come from boto3's usual chain (environment, profile, role).
 """
 
 from __future__ import annotations
@@ -109,8 +96,8 @@ class CapacityStats(Stats):
     """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU);
     ``requests``: the requests sent, resends included.
 
-    Whole units: every read is strongly consistent, so none is billed by halves. One ``get_many`` of 250 keys
-    is one round trip in ``calls`` (its three ``BatchGetItem`` requests go out at once) and three ``requests``.
+    Whole units: every read is strongly consistent, so none is billed by halves. One ``get_many`` of 250 keys is
+    one round trip in ``calls`` (its three ``BatchGetItem`` requests go out at once) and three ``requests``.
     """
 
     read_units: int = 0
@@ -251,9 +238,9 @@ class DynamoDBStore(Store):
     def _batch(self, operation: str, request: Any) -> list[dict[str, Any]]:
         """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies.
 
-        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly
-        throttled, made progress, and the rest goes again with the backoff started afresh (each such
-        round leaves fewer, so this ends).
+        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled,
+        made progress, and the rest goes again with the backoff started afresh (each such round leaves fewer, so
+        this ends).
         """
         unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
         replies = []

@@ -1,52 +1,30 @@
 """Redis and Redis Cluster stores, through redis-py.
 
-Values are plain Redis strings. The version of a read is the SHA-1 of the
-value; a compare-and-set is one Lua script that compares it with
-``redis.sha1hex`` of the current value and sets the key, atomically on the
-key's node (heads carry a generation number and commit ids, so equal bytes
-mean the same state: no ABA). Batches are one MGET / MSET / DEL on a single
-server; on a cluster a batch is split by hash slot and pipelined per node (reads
-send one MGET per slot to every master before reading any reply; writes and
-anything unusual, a moved slot, go through redis-py), so a set's nodes spread
-over every slot of the cluster (mdss' keys have no hash tags) and a batch
-still costs one round trip.
+Values are plain Redis strings; a read's version is the SHA-1 of the value. A compare-and-set is one Lua script
+(mdss.stores._redis_scripts) comparing it with ``redis.sha1hex`` of the current value, atomic on the key's node
+(heads carry a generation and commit ids: equal bytes are the same state, no ABA). A batch is one MGET / MSET /
+DEL on a single server; on a cluster it is split by hash slot and pipelined per node (reads send one MGET per slot
+to every master before reading any reply; writes, and anything unusual such as a moved slot, go through redis-py),
+so a set's nodes spread over every slot (mdss' keys have no hash tags) and a batch still costs one round trip.
 
-**The server must not evict keys.** Under memory pressure a Redis with
-``maxmemory-policy`` ``allkeys-lru``, ``allkeys-lfu`` or ``allkeys-random``
-drops any key, a set's head included, and the set is lost. At open the store
-reads the policy (``CONFIG GET``, on every primary of a cluster) and refuses
-an ``allkeys-*`` one with :class:`StoreError`: set ``noeviction``. The
-``volatile-*`` policies evict only keys with a TTL, and mdss sets none. Where
-``CONFIG`` is not allowed (managed Redis, ACLs) the store warns and goes on;
-``check_policy=false`` skips the check.
+**The server must not evict keys.** A ``maxmemory-policy`` of ``allkeys-*`` drops any key under memory pressure, a
+set's head included. At open the store reads the policy (``CONFIG GET``, on every primary of a cluster) and
+refuses such a one with :class:`StoreError` (``volatile-*`` is fine: mdss sets no TTLs). Where ``CONFIG`` is not
+allowed (managed Redis, ACLs) it warns; ``check_policy=false`` skips the check.
 
-**Retries.** Connection errors and timeouts, and the refusals of a command
-that did not run (a slot moving: MOVED, ASK, TRYAGAIN and redis-py's "TTL
-exhausted." after 16 of them; CLUSTERDOWN, MASTERDOWN, READONLY during a
-failover, LOADING) are retried under one
-:class:`mdss._retry.Backoff` policy (a time budget, full jitter): URL options
-``retry_budget`` (seconds, default 5), ``backoff`` (the first ceiling) and
-``retries`` (an optional cap on resends). Then :class:`StoreUnavailableError`.
-redis-py's own retries are switched off, on a client passed in too: it would
-resend a compare-and-set blindly. Other query parameters go to redis-py; a
-badly typed one, or one redis-py does not take, raises
-:class:`InvalidArgumentError` naming it when the store is opened.
+**Retries.** Connection errors and timeouts, and refusals of a command that did not run (MOVED, ASK, TRYAGAIN,
+redis-py's "TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover, LOADING) are retried under one
+:class:`mdss._retry.Backoff` (a time budget, full jitter): URL options ``retry_budget`` (seconds, default 5),
+``backoff`` (the first ceiling), ``retries`` (an optional cap). Then :class:`StoreUnavailableError`. redis-py's
+own retries are off, on a client passed in too: it would resend a compare-and-set blindly. Other query parameters
+go to redis-py; one it does not take, or badly typed, raises :class:`InvalidArgumentError` at open.
 
-**A compare-and-set whose reply was lost** (a timeout, a cut connection) may
-have run, and may still run later: a request that timed out can wait in the
-server's input buffer. So after a lost reply the store never reports
-:class:`ConflictError`; it reads the key back:
-
-- it holds exactly the value written: success (no ABA, see above);
-- it still holds the version read: the script is resent. The lost request
-  and the resend compare against the same version, so at most one of them
-  writes; a resend that fails is as ambiguous as the lost reply, and the key
-  is read again: our value is success, anything else is unknown (below);
-- anything else: :class:`OutcomeUnknownError`. The write may have landed
-  with another writer's on top, or not at all.
-
-A read-back that fails, or a budget spent on lost replies, is also
-:class:`OutcomeUnknownError`.
+**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run (a request
+can wait in the server's input buffer). So after a lost reply the store never reports :class:`ConflictError`; it
+reads the key back: our value is success (no ABA); the version read means the script is resent (both compare
+against that version, so at most one writes; a failed resend is read back again: our value, or unknown); anything
+else, a failed read-back or a budget spent on lost replies, is :class:`OutcomeUnknownError`: the write may have
+landed under another, or not at all.
 """
 
 from __future__ import annotations
@@ -68,39 +46,10 @@ from .. import _tail
 from .._parse import DIGITS, integer, number
 from .._retry import STORE_CALLS, Backoff
 from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
-from .base import Record, Store
+from ._redis_scripts import CAS, DELETE_IF, TAIL
+from .base import Record, Store, parse_flag
 
 T = TypeVar("T")
-
-# KEYS[1]: the key; ARGV[1]: the new value; ARGV[2]: SHA-1 of the value read, or "" for "only if absent".
-# Returns 1, or {0, what the key holds} so that the loser needs no second round trip to read it.
-_CAS = """
-local current = redis.call('GET', KEYS[1])
-if ARGV[2] == '' then
-    if current then return {0, current} end
-elseif (not current) or redis.sha1hex(current) ~= ARGV[2] then
-    return {0, current}
-end
-redis.call('SET', KEYS[1], ARGV[1])
-return 1
-"""
-
-
-# KEYS[1]: the key; ARGV[1]: SHA-1 of the value read. Deletes it if unchanged (or absent): 1; else 0.
-_DELETE_IF = """
-local current = redis.call('GET', KEYS[1])
-if current and redis.sha1hex(current) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-"""
-
-
-def _boolean(text: str) -> bool:
-    value = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
-    try:
-        return value[text.lower()]
-    except KeyError:
-        raise ValueError(text) from None
 
 
 #: Query parameters mdss reads from a Redis URL, with their parsers; every other one goes to redis-py.
@@ -109,12 +58,11 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
     "retries": integer,
     "backoff": number,
     "retry_budget": number,
-    "check_policy": _boolean,
+    "check_policy": parse_flag,
 }
-#: Refusals of a command that did not run, worth another attempt: a slot moving (MOVED, ASK, TRYAGAIN, and
-#: redis-py's ``ClusterError("TTL exhausted.")`` after 16 of them in one call), a cluster or a primary down
-#: (CLUSTERDOWN, MASTERDOWN), a slot no node serves yet, a replica answering a write during a failover
-#: (READONLY), a server loading its data (LOADING). Resending is safe, even a compare-and-set.
+#: Refusals of a command that did not run, so safe to resend (even a compare-and-set): a slot moving (MOVED,
+#: ASK, TRYAGAIN; redis-py's ``ClusterError("TTL exhausted.")`` after 16 of them), a cluster or primary down,
+#: a slot no node serves yet, a replica answering a write in a failover (READONLY), a server LOADING.
 _REFUSED = (
     redis.exceptions.ClusterError,
     redis.exceptions.TryAgainError,
@@ -128,9 +76,9 @@ _LOST = (redis.ConnectionError, redis.TimeoutError)
 _TRANSIENT = _REFUSED + _LOST
 #: What redis-py raises that is not a RedisError ("no way to dispatch this command to Redis Cluster"...).
 _CLIENT_FAILED = redis.exceptions.RedisClusterException
-#: redis-py's failures to (re)load the cluster's slot map, raised as RedisClusterException: no node reachable,
-#: nodes that disagree (a slot moving), slots not all covered. Transient; as they may replace the connection
-#: error of a command that was sent, they count as a lost reply.
+#: redis-py's failures to (re)load the cluster's slot map (RedisClusterException): no node reachable, nodes
+#: that disagree, slots not all covered. Transient; they may replace the connection error of a command that
+#: was sent, so they count as a lost reply.
 _MAP_FAILED = ("cannot be connected", "could not agree on a valid slots cache", "slots are not covered")
 
 
@@ -150,88 +98,6 @@ _EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random")
 
 def _no_retries() -> Retry:
     return Retry(NoBackoff(), 0)
-
-
-# KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
-# record, the most bytes of the tail, and for a seal the new core. mdss._tail.apply (mdss._tail.swap with
-# a core), in Lua: returns {1, the value after the writer's view} if the record was appended (or was there
-# already), {3, the whole value} if so across a bridge (the writer held its parent; a seal then only
-# appends) or sealed, else {0, the current value} (refused; damaged framing too) or {2, it} (full).
-_TAIL = """
-local function u32(s, i)
-    local a, b, c, d = string.byte(s, i, i + 3)
-    return ((a * 256 + b) * 256 + c) * 256 + d
-end
-local function be32(n)
-    return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256,
-        n % 256)
-end
-local function sha1(s)
-    return (string.gsub(redis.sha1hex(s), '..', function(x) return string.char(tonumber(x, 16)) end))
-end
-local v = redis.call('GET', KEYS[1])
-if not v then return {0} end
-local orig, sha, seen, rec, cap, core = v, ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local mark, tail, at, across, bridge = string.byte(v, 1), 0, 0, false, 0
-if mark == 0xC1 or mark == 0xC2 then
-    if #v < 25 then return {0, orig} end
-    tail = 26 + u32(v, 22)
-    bridge = tail
-    local parents = tail
-    if mark == 0xC2 then
-        if #v < tail + 27 then return {0, orig} end
-        bridge = tail + 28
-        parents, tail = bridge + u32(v, tail + 20), bridge + u32(v, tail + 24)
-        if tail > parents or parents > #v + 1 then return {0, orig} end
-    end
-    if string.sub(v, 2, 21) == sha then
-        at = tail
-    elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == sha then
-        at, across = bridge, true
-        if seen > parents - bridge then return {0, orig} end
-    else
-        return {0, orig}
-    end
-else
-    if sha1(v) ~= sha then return {0, orig} end
-    v = string.char(193) .. sha .. be32(#v) .. v
-    tail = #v + 1
-    at = tail
-end
-at = at + seen
-local from = at
-if at > #v + 1 then return {0, orig} end
-local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11) or 0
-while at <= #v do
-    if at + 10 > #v or at + 10 + 8 * string.byte(v, at + 10) > #v then return {0, orig} end
-    local h, l = string.byte(v, at, at + 1)
-    if string.sub(v, at + 2, at + 9) == nonce then
-        if across then return {3, v} end
-        return {1, string.sub(v, from)}
-    end
-    for t = 0, string.byte(v, at + 10) - 1 do
-        local tok = string.sub(v, at + 11 + 8 * t, at + 18 + 8 * t)
-        for u = 0, nt - 1 do
-            if string.sub(rec, 12 + 8 * u, 19 + 8 * u) == tok then return {0, orig} end
-        end
-    end
-    at = at + 2 + h * 256 + l
-end
-if at ~= #v + 1 then return {0, orig} end
-if across and #v + 1 - bridge + #rec > cap then return {0, orig} end
-if core and not across then
-    local records = string.sub(v, tail)
-    v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records .. rec
-    redis.call('SET', KEYS[1], v)
-    return {3, v}
-end
-if #rec == 0 then return {3, v} end
-if #v + 1 - tail + #rec > cap then return {2, orig} end
-v = v .. rec
-redis.call('SET', KEYS[1], v)
-if across then return {3, v} end
-return {1, string.sub(v, from)}
-"""
 
 
 def _version(value: bytes) -> str:
@@ -305,9 +171,9 @@ class _RedisBase(Store):
             self.retry = _retry_policy(retries, backoff, retry_budget)
             self.client, self.where = client, where
             client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
-            self._script = client.register_script(_CAS)
-            self._delete_script = client.register_script(_DELETE_IF)
-            self._tail_script = client.register_script(_TAIL)
+            self._script = client.register_script(CAS)
+            self._delete_script = client.register_script(DELETE_IF)
+            self._tail_script = client.register_script(TAIL)
             if check_policy:
                 self._check_policy()
         except BaseException:
@@ -531,8 +397,8 @@ class RedisStore(_RedisBase):
     def from_url(cls, url: str, **options: Any) -> RedisStore:
         """``redis://[user:password@]host:port/db`` or ``rediss://...``.
 
-        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``,
-        ``retries``, ``check_policy``. The other query parameters go to redis-py.
+        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``, ``retries``, ``check_policy``. The other
+        query parameters go to redis-py.
         """
         plain, ours = _split_url(url, options)
         return cls(url=plain, **ours)

@@ -2,43 +2,31 @@
 
 Three bucket types, chosen by what a key holds (:func:`mdss._keys.kind`):
 
-- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult``
-  false): written once under a fresh id, never changed. They are read with
-  ``r=1&notfound_ok=false``: any replica's copy is the copy (and its checksum
-  is verified), and a replica that has not received it yet must not decide
-  that it is missing;
-- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent
-  writers become siblings that a read merges (see ``mdss.topn``);
-- heads go to ``heads_type``, which must be strongly consistent
-  (``consistent: true``): there ``If-None-Match: *`` and a write with the
-  vclock read are true compare-and-sets, answered 412 on conflict. Opening
-  refuses a heads type that is not. Heads are read with the configured quorum.
+- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult`` false): written once under a fresh id,
+  never changed. They are read with ``r=1&notfound_ok=false``: any replica's copy is the copy (and its checksum is
+  verified), and a replica that has not received it yet must not decide that it is missing;
+- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent writers become siblings that a read
+  merges (see ``mdss.topn``);
+- heads go to ``heads_type``, which must be strongly consistent (``consistent: true``): there ``If-None-Match: *``
+  and a write with the vclock read are true compare-and-sets, answered 412 on conflict. Opening refuses a heads
+  type that is not. Heads are read with the configured quorum.
 
-Every request carries Riak's own ``timeout=`` (milliseconds), and the socket
-waits a second longer, so no call waits for Riak's 60 s default.
+Every request carries Riak's own ``timeout=`` (milliseconds), and the socket waits a second longer, so no call
+waits for Riak's 60 s default.
 
-Riak has no multi-get: ``get_many`` issues its GETs concurrently over the
-pool (one round trip of latency, N requests). A tombstone (a 404 with
-``X-Riak-Deleted``) is a deleted key and reads as absent at once; a plain 404
-of a node is re-read ``notfound_retries`` times before it is reported absent.
-A 404 of a head is final: the key's ensemble leader answered it (and a
-deleted head answers a plain 404, without ``X-Riak-Deleted``), so a
+Riak has no multi-get: ``get_many`` issues its GETs concurrently over the pool (one round trip of latency, N
+requests). A tombstone (a 404 with ``X-Riak-Deleted``) is a deleted key and reads as absent at once; a plain 404
+of a node is re-read ``notfound_retries`` times before it is reported absent. A 404 of a head is final: the key's
+ensemble leader answered it (and a deleted head answers a plain 404, without ``X-Riak-Deleted``), so a
 ``get_many`` of many shards' heads, some never written, costs one GET each.
 
-``keys(prefix)`` pages through the ``$key`` secondary index by key range,
-one bucket type per kind of key the prefix can hold, so that listing one set
-reads that set's keys only; a type whose backend has no secondary indexes
-(bitcask) falls back, with a warning, to a full listing of its bucket.
-**Listings include tombstones** (Riak lists a deleted key until it is reaped,
-3 s by default): callers verify listed keys with ``get_many`` before they
-report or delete them.
+``keys(prefix)`` pages through the ``$key`` secondary index by key range, one bucket type per kind of key the
+prefix can hold, so that listing one set reads that set's keys only; a type whose backend has no secondary indexes
+(bitcask) falls back, with a warning, to a full listing of its bucket. **Listings include tombstones** (Riak lists
+a deleted key until it is reaped, 3 s by default): callers verify listed keys with ``get_many`` before they report
+or delete them.
 
-Outcomes: ``cas`` raises :class:`ConflictError` only when its first attempt
-got a 412, so nothing was written. Once an attempt failed in a way that may
-have applied it (a lost reply, a 5xx), a later 412 is no conflict: the key is
-read back, and the write reported done if the key holds exactly the value
-written (heads carry commit ids, so equal bytes mean this write), else
-:class:`OutcomeUnknownError`.
+Outcomes of a compare-and-set, a 412 after a lost reply included: :meth:`RiakStore.put_if`.
 """
 
 from __future__ import annotations
@@ -129,8 +117,8 @@ class Response:
 def parse_multipart(content_type: str, body: bytes) -> list[bytes]:
     """The values of a ``multipart/mixed`` sibling listing, byte for byte, tombstones left out.
 
-    Parts carry no length: a part ends where ``CRLF--boundary`` begins, so
-    values may themselves hold CRLF, ``--`` or any byte.
+    Parts carry no length: a part ends where ``CRLF--boundary`` begins, so values may themselves hold CRLF, ``--``
+    or any byte.
 
     >>> parse_multipart("multipart/mixed; boundary=B", b"\\r\\n--B\\r\\nEtag: 1\\r\\n\\r\\nv\\r\\n--B--\\r\\n")
     [b'v']
@@ -152,11 +140,10 @@ def parse_multipart(content_type: str, body: bytes) -> list[bytes]:
 class RiakStore(Store):
     """A Riak KV cluster through one node's HTTP interface.
 
-    ``timeout`` (seconds) is sent to Riak with every request; ``retry_budget``
-    bounds the time spent retrying connection failures and 5xx answers, with
-    jittered backoff whose first ceiling is ``backoff``; ``retries``, if
-    given, also bounds their count. ``pool`` replaces the urllib3 pool by any
-    object with its ``request(method, url, headers=, body=, redirect=)``.
+    ``timeout`` (seconds) is sent to Riak with every request; ``retry_budget`` bounds the time spent retrying
+    connection failures and 5xx answers, with jittered backoff whose first ceiling is ``backoff``; ``retries``, if
+    given, also bounds their count. ``pool`` replaces the urllib3 pool by any object with its ``request(method,
+    url, headers=, body=, redirect=)``.
     """
 
     keeps_siblings = True
@@ -286,8 +273,7 @@ class RiakStore(Store):
     def read(self, btype: str, key: str) -> tuple[Record | None, bool]:
         """GET a key: its record (every sibling on 300) or ``None``, and whether it is a tombstone.
 
-        Nodes (``nodes_type``) are read with ``r=1&notfound_ok=false``, the
-        rest with the configured ``r``/``pr``.
+        Nodes (``nodes_type``) are read with ``r=1&notfound_ok=false``, the rest with the configured ``r``/``pr``.
         """
         if btype == self.types["nodes"]:
             query = {"r": "1", "notfound_ok": "false"}
@@ -326,18 +312,15 @@ class RiakStore(Store):
     def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> str | None:
         """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent); the vclock written.
 
-        Sent with ``returnbody=true``, so that Riak answers the new vclock
-        (15e: the one a later GET gives), and a writer that holds the head
-        it wrote compare-and-sets again without reading it (``None`` if an
-        answer lacks it).
+        Sent with ``returnbody=true``, so that Riak answers the new vclock (15e: the one a later GET gives), and a
+        writer that holds the head it wrote compare-and-sets again without reading it (``None`` if an answer lacks
+        it).
 
-        :class:`ConflictError` only for a 412 answered to the first attempt
-        that reached Riak (then nothing was written: a lost race, or the
-        spurious 412 after an ensemble leader change, which the caller
-        likewise re-reads and rebases on). After an attempt that may have
-        been applied (reply lost, 5xx), a 412 is settled by reading the key
-        back: it holds exactly ``value`` (written), or
-        :class:`OutcomeUnknownError`; so is running out of retries.
+        :class:`ConflictError` only for a 412 answered to the first attempt that reached Riak (then nothing was
+        written: a lost race, or the spurious 412 after an ensemble leader change, which the caller likewise
+        re-reads and rebases on). After an attempt that may have been applied (reply lost, 5xx), a 412 is settled
+        by reading the key back: it holds exactly ``value`` (written: heads carry commit ids, so equal bytes are
+        this write), or :class:`OutcomeUnknownError`; so is running out of retries.
         """
         headers = {"Content-Type": "application/octet-stream"}
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})

@@ -1,34 +1,28 @@
 """The embedded durable store: one SQLite file in WAL mode, safe for many threads and processes.
 
-One table ``kv(key, value, version)``; a version is a random 63-bit number
-that changes on every write, never a counter (a counter starts again when a
-key is deleted and written anew, and a compare-and-set still in flight from
-before would then win). A compare-and-set is a single
-``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE`` for "only if
-absent") whose row count says who won, so it is atomic across processes
-without holding a transaction open between the read and the write.
+One table ``kv(key, value, version)``; a version is a random 63-bit number that changes on every write, never a
+counter (a counter starts again when a key is deleted and written anew, and a compare-and-set still in flight from
+before would then win). A compare-and-set is a single ``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE``
+for "only if absent") whose row count says who won, so it is atomic across processes without holding a transaction
+open between the read and the write.
 
-Durability: ``synchronous=normal`` (the default) survives any crash of the
-process (``kill -9`` included): a committed transaction is in the WAL before
-the call returns. On power loss the last transactions before the loss may
-roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every
-commit and survives power loss too, at the cost of one fsync per commit.
+Durability: ``synchronous=normal`` (the default) survives any crash of the process (``kill -9`` included): a
+committed transaction is in the WAL before the call returns. On power loss the last transactions before the loss
+may roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every commit and survives power loss
+too, at the cost of one fsync per commit.
 
-URL options: ``synchronous``, ``timeout`` (seconds a write waits for another
-connection's write lock; 30 by default) and ``namespace``; any other is an error.
+URL options: ``synchronous``, ``timeout`` (seconds a write waits for another connection's write lock; 30 by
+default) and ``namespace``; any other is an error. Checkpoints: every 10,000 WAL pages, not SQLite's 1,000.
 
-Checkpoints: every 10,000 WAL pages (``_WAL_PAGES``), not SQLite's 1,000.
-
-Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between
-tries, while a commit of mdss holds the write lock for tens of microseconds
-(a head's compare-and-set), so a writer waiting in it slept through dozens of
-commits. The connections have no busy timeout; a write waits for the lock in
-full-jitter steps from 20 µs to 1 ms, and the rare SQLITE_BUSY of a read (a
-WAL being recovered or restarted by another process) is retried from 1 ms.
+Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between tries, while a commit of mdss holds the
+write lock for tens of microseconds (a head's compare-and-set), so a writer waiting in it slept through dozens of
+commits. The connections have no busy timeout; a write waits for the lock in full-jitter steps from 20 µs to 1 ms,
+and the rare SQLITE_BUSY of a read (a WAL being recovered or restarted by another process) is retried from 1 ms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -52,19 +46,16 @@ T = TypeVar("T")
 
 
 def _value(key: str, value: object) -> bytes:
-    """A stored value as bytes. SQLite columns are dynamically typed: a row written by hand (or by
-    another program) can hold TEXT, REAL or INTEGER where mdss only ever writes a BLOB."""
+    """A stored value as bytes: a row written by hand (SQLite columns are dynamically typed) may hold another type."""
     if not isinstance(value, bytes):
         raise CorruptDataError(f"the stored value is SQLite {type(value).__name__}, not a BLOB", key)
     return value
 
 
-#: WAL pages before a commit checkpoints (SQLite's default is 1,000, ~4 MB). A commit checkpoints whenever the
-#: WAL holds at least this many pages, and a head's compare-and-set rewrites the same few pages thousands of
-#: times a second, while a checkpoint copies each distinct page once, and cannot finish past the snapshots
-#: that other processes still read. With 10,000, four writer processes took less CPU per update and lost
-#: fewer compare-and-sets (docs/performance.md, "SQLite checkpoints and lazy overlays"). The WAL file grows
-#: to about this many pages (40 MB at 4 KB pages) before a checkpoint starts it over.
+#: WAL pages before a commit checkpoints (SQLite's default: 1,000, ~4 MB). Heads' compare-and-sets rewrite the
+#: same few pages thousands of times a second, and a checkpoint copies each distinct page once: with 10,000,
+#: four writer processes took less CPU per update and lost fewer compare-and-sets (docs/performance.md, "SQLite
+#: checkpoints and lazy overlays"). The WAL grows to about this many pages (40 MB at 4 KB) between checkpoints.
 _WAL_PAGES = 10_000
 #: How a read retries SQLITE_BUSY (rare in WAL mode), and how a write waits for the write lock.
 _READ_WAIT = Backoff(base=0.001, cap=0.05)
@@ -190,46 +181,34 @@ class SQLiteStore(Store):
             )
         return StoreUnavailableError(f"SQLite store {self.path}: {text}")
 
-    class _Transaction:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; "database is locked" is waited out.
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; SQLITE_BUSY is waited out.
 
-        IMMEDIATE takes the write lock at BEGIN, so two writers never both
-        read and then deadlock on the upgrade.
+        IMMEDIATE takes the write lock at BEGIN, so two writers never both read and deadlock on the upgrade.
         """
+        db = self._connection()
 
-        def __init__(self, store: SQLiteStore) -> None:
-            self.store = store
+        def run(statement: str) -> None:
+            _waited(db, self._waits[True], lambda: db.execute(statement))
 
-        def __enter__(self) -> sqlite3.Connection:
-            self.db = self.store._connection()
-            try:
-                self._run("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self.store._error(exc) from exc
-            return self.db
-
-        def _run(self, statement: str) -> None:
-            """Run ``statement``, waiting out SQLITE_BUSY (another connection's lock) within the timeout."""
-            _waited(self.db, self.store._waits[True], lambda: self.db.execute(statement))
-
-        def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-            try:
-                if exc is None:
-                    # In WAL mode a commit never waits; in rollback-journal mode (a file system without WAL)
-                    # it waits for readers, and SQLITE_BUSY leaves the transaction open to try again.
-                    self._run("COMMIT")
-                    return
-            except sqlite3.Error as error:
-                exc = error
-            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then would
-            # fail with "cannot rollback - no transaction is active" and hide the cause.
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+        try:
+            run("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        try:
+            yield db
+            # A commit never waits in WAL mode; in rollback-journal mode it waits for readers (SQLITE_BUSY
+            # leaves the transaction open to try again).
+            run("COMMIT")
+        except BaseException as exc:
+            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then would fail
+            # with "cannot rollback - no transaction is active" and hide the cause.
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise self.store._error(exc) from exc
-
-    def _transaction(self) -> SQLiteStore._Transaction:
-        return SQLiteStore._Transaction(self)
+                raise self._error(exc) from exc
+            raise
 
     # -- primitives ---------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Adversarial review of store-applied appends (``mdss._tail``): lost replies with other writers, seals,
-merges and gc in between; exact incr results; damaged tails."""
+"""Store-applied appends (``mdss._tail``) under faults: lost replies with other writers, seals, merges and
+gc in between; exact incr results; writers holding stale heads; extreme records; damaged tails. (The
+store's side against the reference, and single faults: test_tail.py; seals: test_seals.py.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections import Counter
 import pytest
 import redis
 import strategies as S
+from depth import examples
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,9 +66,10 @@ STEP = st.tuples(
 
 
 def _examples(store_factory, n: int) -> int:
-    """Fewer examples on the slow local DynamoDB engine, which compare-and-sets (no tails): the
-    compare-and-set path runs in full on ``memory-cas``."""
-    return n // 4 if store_factory.kind == "dynamodb" else n
+    """By default a quarter of the examples on the networked stores and an eighth on the slow local DynamoDB
+    engine, which compare-and-sets (no tails: that path runs in full on ``memory-cas``); all of them under
+    ``MDSS_DEEP`` (``depth.examples``)."""
+    return examples(store_factory.kind, n, divisor=8 if store_factory.kind == "dynamodb" else 4)
 
 
 @pytest.mark.grid("inline", size=2)  # by default each store runs one of the two, in turn (conftest.py)
@@ -95,7 +98,7 @@ def _lost_replies(store, steps, log_limit) -> None:
 
     def run(board, member, what="incr"):
         if what == "merge":
-            _merge.merge(board)
+            _merge.merge(board.engine)
             return
         if what == "gc":
             board.gc(wait=False)
@@ -131,9 +134,9 @@ def test_a_damaged_core_checksum_is_refused_by_a_process_that_held_the_plain_hea
     store = MemoryStore()
     mdss.SortedSet(store, "b", log_limit=0).add("a", 1)  # a plain head (straight into the trees)
     held = mdss.SortedSet(store, "b", log_limit=10_000)
-    assert held.scores(["a"]) == [1] and held._head_bytes[:1] != _tail.TAILED
+    assert held.scores(["a"]) == [1] and held.engine.head_bytes[:1] != _tail.TAILED
     mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)  # appended: the head now has a tail
-    key = held._keys.head
+    key = held.keys.head
     damaged = bytearray(store.get(key).value)
     damaged[5] ^= 0x10  # in the core's SHA-1
     store.put(key, bytes(damaged))
@@ -170,8 +173,8 @@ def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_tw
             elif meanwhile == "seal":
                 mdss.SortedSet(store, "b", log_limit=0).incr("z", 1)  # straight into the trees: a new core
             elif meanwhile == "bridged seal":  # appends until one seals (mdss._tail.swap): a bridged head
-                core = _tail.core(store.get(other._keys.head).value)
-                while _tail.core(store.get(other._keys.head).value) == core:
+                core = _tail.core(store.get(other.keys.head).value)
+                while _tail.core(store.get(other.keys.head).value) == core:
                     other.incr(f"o{len(held_back)}-{uuid.uuid4().hex}", 1)
             raise redis.ConnectionError("held back")
         return real(keys=keys, args=args)
@@ -359,7 +362,7 @@ def test_an_append_onto_a_head_whose_tail_framing_is_damaged_is_refused_as_corru
     held = mdss.SortedSet(store, "b", log_limit=10_000)
     held.scores(["a"])
     mdss.SortedSet(store, "b", log_limit=10_000).add("b", 2)
-    key = held._keys.head
+    key = held.keys.head
     value = store.get(key).value
     if value[:1] != _tail.TAILED:
         return  # a store that compare-and-sets (no tail to damage)

@@ -1,6 +1,6 @@
-"""Adversarial review of store-applied seals and bridged heads (``mdss._tail.swap``, ``Store.swap_core``):
-the Redis script against the reference on crafted (damaged) bridged heads; refusals that stay refusals;
-held-back requests of appends and seals replayed at any later point."""
+"""Store-applied seals and bridged heads (``mdss._tail.swap``, ``Store.swap_core``), adversarially: the Redis
+script against the reference on crafted (damaged) bridged heads; refusals that stay refusals; held-back
+requests of appends and seals replayed at any later point. (Appends themselves: test_tail.py.)"""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from depth import examples
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -197,7 +198,10 @@ def test_held_back_appends_seals_and_merges_reaching_the_store_late_keep_incr_ex
     appended, sealed and merged: every acknowledged incr applied once with its exact result, an unknown
     outcome at most once, ``check()`` clean."""
 
-    @settings(max_examples=80 if store_factory.kind.startswith("memory") else 25, deadline=None)
+    kind = store_factory.kind  # fewer examples on the networked stores, all under MDSS_DEEP (depth.examples)
+    budget = 80 if kind.startswith("memory") else examples(kind, 25, divisor=4 if kind == "dynamodb" else 2)
+
+    @settings(max_examples=budget, deadline=None)
     @given(steps=st.lists(HELD_STEP, min_size=1, max_size=20), log_limit=st.sampled_from([3, 8, 10_000]))
     def check(steps, log_limit):
         with pytest.MonkeyPatch.context() as mp:
@@ -284,7 +288,7 @@ def test_a_seal_from_a_held_head_of_a_dropped_set_leaves_no_node_when_killed(sto
         writer = mdss.SortedSet(dying, "b", log_limit=10_000)
         for i in range(30):
             writer.add(f"m{i}", i)
-            if len(_packb(writer._head.log.inline)) > 40:
+            if len(_packb(writer.engine.head.log.inline)) > 40:
                 break  # the next commit takes the inline entries past INLINE_BYTES
         mdss.SortedSet(store, "b").drop()
         dying.armed = True

@@ -13,7 +13,7 @@ and drop) a shard whose head moved from sequence number ``a`` to ``b``
 changed by exactly entries ``a`` to ``b - 1``, whatever merges folded
 meanwhile (a merge moves entries into the trees, it does not change the
 set). The entries come from this process's overlays
-(:func:`mdss._log.logged`). A shard whose change they cannot explain (a batch
+(:meth:`mdss._overlay.Overlays.logged`). A shard whose change they cannot explain (a batch
 folded straight into the trees, whose numbers have no entries; a load or a
 drop, which start another lineage; a merge by another process that folded
 entries this one never read) is brought up by comparing its keys before
@@ -38,9 +38,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from . import _log
 from ._cache import NodeCache
-from ._gather import Gather, Part, _Uncached, layout
+from ._gather import Gather, Part, Uncached, layout
 
 #: Reads before the keys are merged: at least ``BUILD_READS``, and one per ``READS_PER_KEY`` entries (making
 #: them sorts every key: about as long as that many reads save). Each time they are dropped for a write
@@ -56,7 +55,7 @@ MAX_BACKOFF = 10
 ENTRY_BYTES = 32
 
 
-class Merged:
+class AllKeys:
     """One set's merged keys (``None`` until made) and the shards' parts they were brought up to."""
 
     __slots__ = (
@@ -113,7 +112,7 @@ class Merged:
         was, now = self.parts[i].head, part.head
         start, end = was.log.seq, now.log.seq
         same = now.incarnation == was.incarnation and now.lineage is not None and now.lineage == was.lineage
-        entries = _log.logged(part.engine, now.incarnation, start, end) if same and end >= start else None
+        entries = part.engine.reader.logged(now.incarnation, start, end) if same and end >= start else None
         if entries is None:  # replaced (load, drop), folded without entries, merged by another process, ...
             return self._resync(g, keys, i, part)
         keyfn = g.keyfn
@@ -134,11 +133,11 @@ class Merged:
         cached are read, one ``get_many`` per level). O(n/S) and a few changes, not a sort of every key."""
         try:
             before = _keys_of(g, self.parts[i])
-        except _Uncached:
+        except Uncached:
             return False
         try:
             after = _keys_of(g, part)
-        except _Uncached:
+        except Uncached:
             _read_trees(g, [part])
             after = _keys_of(g, part)
         typed = _typed  # (5, m) == (5.0, m): a score changed from 5 to 5.0 is a change
@@ -160,7 +159,7 @@ class Merged:
             return None
         try:
             runs = [_keys_of(g, part) for part in g.parts]
-        except _Uncached:  # after another process's merges, say: read what is missing, then merge
+        except Uncached:  # after another process's merges, say: read what is missing, then merge
             _read_trees(g, g.parts)
             runs = [_keys_of(g, part) for part in g.parts]
         keys = SortedList(chain.from_iterable(runs))

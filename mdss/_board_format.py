@@ -1,0 +1,222 @@
+"""What a leaderboard stores in each window instance's set: slots, members and rows.
+
+In slot (score) order, a window's set holds:
+
+- column entries: score the column's slot, member its composite key then
+  the owner (``mdss._order.column_member``), so a column is one contiguous
+  run ordered by key, ties broken by owner; its tie groups (slot +
+  ``_GROUPS``, for dense ranks) and their size entries (``n:<tie>``, score
+  minus the group's rows, below every column);
+- a row entry per owner: score ``_ROW_SLOT``, member ``w:``, the owner's
+  length (2 hex digits), the owner, then the row (values, last update, and
+  the post ids that boards stored before post id entries kept; msgpack,
+  base64). Nothing else starts with that prefix, so the manifests route a
+  read to the one entry set that holds it;
+- a marker ``r:<owner>`` per owner (score ``_MARK_SLOT``): a first post
+  expects none, so two first posts of one owner never both land;
+- a post id entry per post id counted in the last ``post_id_ttl`` seconds:
+  ``p:``, the owner's length, the owner, the post id; score ``_POST_SLOT``
+  plus the moment the post was first tried, so the oldest come first.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import msgpack
+
+from ._order import column_member, column_tag, column_tie
+from ._parse import HEX
+from .exceptions import CorruptDataError
+
+#: The most fields of a row, its most bytes (msgpack of the values), the longest field name.
+MAX_FIELDS = 64
+MAX_ROW_BYTES = 4096
+MAX_FIELD_NAME = 64
+#: A column's tie groups live at its slot plus ``_GROUPS``; a group's size entry starts with ``_SIZE``.
+_GROUPS = MAX_FIELDS
+_SIZE = "n:"
+#: Row entries, above every column and tie group. The base64 alphabet lies below ``_PAST_ROW``.
+_ROW_SLOT = 2 * _GROUPS
+_ROWS = "w:"
+_PAST_ROW = "\x7f"
+#: Owner markers.
+_ROW = "r:"
+_MARK_SLOT = _ROW_SLOT + 1
+#: Post id entries, above every row and marker.
+_POST = "p:"
+_POST_SLOT = _MARK_SLOT + 1
+
+
+class Row(NamedTuple):
+    """An owner's row in one window: its values and when it was last updated (seconds since the epoch)."""
+
+    owner: str
+    values: dict[str, Any]
+    updated: float
+
+
+class _Column(NamedTuple):
+    name: str
+    slot: int
+    parts: tuple[tuple[str, str], ...]  # (field, "asc" | "desc")
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _group(column: _Column, tie: str) -> str:
+    """The member of a tie group's entry: the tie's parts under the column's group slot."""
+    return column_tag(column.slot + _GROUPS) + tie[3:]
+
+
+def _member(column: _Column, owner: str, values: Mapping[str, Any]) -> str | None:
+    """The member that spells the row's key in ``column``; ``None`` if the row lacks one of its fields."""
+    parts: list[tuple[Any, str]] = [(values.get(field), direction) for field, direction in column.parts]
+    if all(_number(v) for v, _ in parts):
+        return column_member(column.slot, parts, owner)
+    return None
+
+
+def members(columns: Mapping[str, _Column], owner: str, values: Mapping[str, Any]) -> dict[str, str]:
+    """Column name -> the member that spells the row's key there (columns whose fields it all has)."""
+    found = {}
+    for column in columns.values():
+        member = _member(column, owner, values)
+        if member is not None:
+            found[column.name] = member
+    return found
+
+
+def _row_prefix(owner: str) -> str:
+    """What every row entry of ``owner`` starts with, and no other entry: the length makes it unambiguous."""
+    return f"{_ROWS}{len(owner):02x}{owner}"
+
+
+def _row_member(owner: str, values: dict[str, Any], updated: float, posts: list[str]) -> str:
+    """The member of a row entry: the owner's prefix, then the row (msgpack, base64)."""
+    data = msgpack.packb([values, updated, posts], use_bin_type=True)
+    return _row_prefix(owner) + base64.b64encode(data).decode("ascii")
+
+
+@functools.lru_cache(maxsize=16384)
+def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
+    """The row and the post ids a row entry holds (cached: the row's values are shared, callers copy them)."""
+    try:
+        if not HEX.fullmatch(member[2:4]):
+            raise ValueError("length")
+        size = int(member[2:4], 16)
+        owner = member[4 : 4 + size]
+        found = msgpack.unpackb(base64.b64decode(member[4 + size :], validate=True), raw=False)
+    except Exception:  # msgpack raises several unrelated types on garbage
+        found, owner, size = None, "", -1
+    if (
+        len(owner) != size
+        or type(found) is not list
+        or len(found) != 3
+        or type(found[0]) is not dict
+        or type(found[1]) not in (int, float)
+        or type(found[2]) is not list
+        or not all(type(p) is str for p in found[2])
+    ):
+        raise CorruptDataError(f"leaderboard row entry {member[:60]!r} is damaged")
+    return Row(owner, found[0], found[1]), tuple(found[2])
+
+
+def _post_member(owner: str, post_id: str) -> str:
+    """The member of a post id entry: the owner's length makes it unambiguous, as in a row entry's."""
+    return f"{_POST}{len(owner):02x}{owner}{post_id}"
+
+
+def _post_owner(member: str) -> str | None:
+    """The owner a post id entry names; ``None`` if it is damaged."""
+    try:
+        size = int(member[2:4], 16)
+    except ValueError:
+        return None
+    owner = member[4 : 4 + size]
+    return owner if len(owner) == size and len(member) > 4 + size else None
+
+
+def _row_entries(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[str | None]:
+    """The row entry of each owner in one snapshot (``None``: no row).
+
+    An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to ``(_ROW_SLOT, prefix + _PAST_ROW)``: the log
+    says it for a logged owner; for the others it is in the entry set the manifests route the range's end to, so all
+    cost one batched read of entry sets at most. That batch also reads the entry sets of keys ``also`` (pinned for
+    the counts after).
+    """
+    prefixes = [_row_prefix(o) for o in owners]
+    found: list[str | None] = [None] * len(owners)
+    view = snap.view
+    todo = list(range(len(owners)))
+    if view is not None:
+        todo = []
+        # Many owners: the log's row keys once, then bisections per owner.
+        logged = view.between((_ROW_SLOT,), (_ROW_SLOT + 1,), closed=False) if len(owners) > 4 else None
+        for i, prefix in enumerate(prefixes):
+            low, high = (_ROW_SLOT, prefix), (_ROW_SLOT, prefix + _PAST_ROW)
+            keys = logged if logged is not None else view.between(low, high, closed=False)
+            added, removed = _within(keys[0], low, high), _within(keys[1], low, high)
+            if added is not None:
+                found[i] = added[1]
+            elif removed is None:  # not logged: the tree's
+                todo.append(i)
+    if (todo or also) and snap.score_tree.root is not None:
+        ends = [(_ROW_SLOT, prefixes[i] + _PAST_ROW) for i in todo]
+        for i, end, (leaf, _) in zip(todo, ends, snap.score_tree.descend([*ends, *also])):
+            keys = leaf.keys
+            at = bisect_left(keys, end) - 1
+            if at >= 0 and keys[at][0] == _ROW_SLOT and keys[at][1].startswith(prefixes[i]):
+                found[i] = keys[at][1]
+    return found
+
+
+def _within(keys: list[Any], low: Any, high: Any) -> Any:
+    """The key of sorted ``keys`` from ``low`` to ``high`` (excluded; a row has one at most), or ``None``."""
+    i = bisect_left(keys, low)
+    return keys[i] if i < len(keys) and keys[i] < high else None
+
+
+def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> list[str]:
+    """What is wrong with a window's ``entries``: each owner must have one row entry and one marker, each
+    post id entry name an owner with a row, and the column entries be exactly those the rows spell."""
+    found: list[str] = []
+    markers = {e.member[len(_ROW) :] for e in entries if e.member.startswith(_ROW)}
+    if any(e.score != _MARK_SLOT for e in entries if e.member.startswith(_ROW)):
+        found.append("an owner's marker has the wrong score")
+    rows: dict[str, Row] = {}
+    for e in (e for e in entries if e.member.startswith(_ROWS)):
+        try:
+            row = _decode_row(e.member)[0]
+        except CorruptDataError as exc:
+            found.append(str(exc))
+            continue
+        if e.score != _ROW_SLOT or row.owner in rows:
+            found.append(f"row entry of {row.owner!r}: score {e.score!r}, or a second one")
+        rows[row.owner] = row
+    if set(rows) != markers:
+        found.append(f"owners with a marker but no row, or the reverse: {sorted(set(rows) ^ markers)[:5]}")
+    for e in (e for e in entries if e.member.startswith(_POST)):
+        if _post_owner(e.member) not in rows or type(e.score) is not float or not e.score >= _POST_SLOT:
+            found.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no row, or is damaged")
+    column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))}
+    expected: dict[str, int] = {}
+    for owner, row in rows.items():
+        for name, member in members(columns, owner, row.values).items():
+            column = columns[name]
+            expected[member] = column.slot
+            tie = column_tie(member, len(column.parts))
+            expected[_group(column, tie)] = column.slot + _GROUPS
+            expected[_SIZE + tie] = expected.get(_SIZE + tie, 0) - 1
+    if column_entries != expected:
+        extra = sorted(set(column_entries) - set(expected))[:5]
+        missing = sorted(set(expected) - set(column_entries))[:5]
+        wrong = sorted(m for m in set(expected) & set(column_entries) if expected[m] != column_entries[m])[:5]
+        found.append(f"column entries disagree with the rows: extra {extra}, missing {missing}, wrong counts {wrong}")
+    return found

@@ -1,0 +1,181 @@
+"""A board's settings: its columns and field rules checked, stored and read back; its windows' retention;
+and the move of boards stored with their rows in records of their own."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import msgpack
+
+from . import _tail, _windows
+from ._board_format import _MARK_SLOT, _ROW, _ROW_SLOT, MAX_FIELD_NAME, MAX_FIELDS, _Column, _row_member
+from ._codec import FORMAT, seal, unpack
+from ._keys import Keyspace, board_keyspace
+from ._order import MAX_PARTS, check_choice, check_count
+from .exceptions import CorruptDataError, InvalidArgumentError
+from .stores.base import Record, Store
+
+#: How rows are stored, in the board's settings: 2, as entries (boards stored without it kept them in records).
+ROWS_LAYOUT = 2
+#: The gc epoch entry of each window in boards that kept rows in records (see :func:`migration`).
+_LEGACY_EPOCH = "e:"
+
+
+def _check_field(name: Any, what: str = "field") -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_FIELD_NAME:
+        raise InvalidArgumentError(
+            f"a {what} name must be a non-empty str of at most {MAX_FIELD_NAME} characters, got {name!r:.80}"
+        )
+    return name
+
+
+def _strings(items: Any, what: str) -> list[Any]:
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InvalidArgumentError(f"{what} must be a list of names, got {items!r:.80}")
+    return list(items)
+
+
+def check_columns(columns: Any) -> dict[str, _Column]:
+    if not isinstance(columns, Mapping) or not columns:
+        raise InvalidArgumentError(f"columns must be a non-empty mapping of name -> direction, got {columns!r:.80}")
+    if len(columns) > MAX_FIELDS:
+        raise InvalidArgumentError(f"a leaderboard has at most {MAX_FIELDS} columns, got {len(columns)}")
+    found: dict[str, _Column] = {}
+    for slot, (column, spec) in enumerate(columns.items()):
+        _check_field(column, "column")
+        if isinstance(spec, str):
+            parts: Any = [(column, spec)]
+        elif isinstance(spec, (list, tuple)) and spec:
+            parts = list(spec)
+        else:
+            raise InvalidArgumentError(
+                f"column {column!r} must be a direction or a list of (field, direction), got {spec!r:.80}"
+            )
+        if len(parts) > MAX_PARTS:
+            raise InvalidArgumentError(f"column {column!r} has {len(parts)} parts; the limit is {MAX_PARTS}")
+        checked = []
+        for part in parts:
+            if not isinstance(part, (list, tuple)) or len(part) != 2:
+                raise InvalidArgumentError(f"column {column!r}: a part must be (field, direction), got {part!r:.80}")
+            field, direction = part
+            checked.append((_check_field(field), check_choice(direction, ("desc", "asc"), f"{column!r} direction")))
+        if len({f for f, _ in checked}) != len(checked):
+            raise InvalidArgumentError(f"column {column!r} names a field twice")
+        found[column] = _Column(column, slot, tuple(checked))
+    return found
+
+
+def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any) -> tuple[Any, ...]:
+    """``accumulate``, ``keep_best``, the window kinds and ``retention``, checked."""
+    accumulated = tuple(dict.fromkeys(_check_field(f) for f in _strings(accumulate, "accumulate")))
+    best = dict(keep_best or {})
+    for field, how in best.items():
+        _check_field(field)
+        check_choice(how, ("min", "max"), f"keep_best[{field!r}]")
+    both = set(best) & set(accumulated)
+    if both:
+        raise InvalidArgumentError(f"fields both accumulated and kept best: {sorted(both)}")
+    kinds = tuple(dict.fromkeys(_windows.kind_of(k) for k in _strings(windows, "windows")))
+    if not kinds or any(k not in _windows.KINDS for k in kinds):
+        raise InvalidArgumentError(f"windows must be kinds among {_windows.KINDS}, got {windows!r:.80}")
+    kept = dict(retention or {})
+    for kind, keep in kept.items():
+        if kind not in kinds or kind == "all":
+            raise InvalidArgumentError(f"retention names {kind!r}, which is not a dated window of this board")
+        check_count(keep, f"retention[{kind!r}]", least=1)
+    return accumulated, best, kinds, kept
+
+
+def settings(
+    columns: Mapping[str, _Column], accumulate: Iterable[str], keep_best: Mapping[str, str], layout: int | None
+) -> bytes:
+    """The stored settings: columns, field rules and how rows are stored (``None``: in records of their own,
+    as boards stored before rows were entries, which have no such field)."""
+    found = [
+        FORMAT,
+        [[c.name, [list(p) for p in c.parts]] for c in columns.values()],
+        list(accumulate),
+        sorted(keep_best.items()),
+    ]
+    return seal(msgpack.packb(found if layout is None else [*found, layout], use_bin_type=True))
+
+
+def stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:
+    """The board's settings record (``None``: no board), and whether the board is stored at the names of
+    its parts before they were internal (``legacy``, see :func:`mdss._keys.board_keyspace`).
+
+    The internal key first; then the old key, a set name's, where a user's set ``<board>#board`` may be stored
+    instead: its head is a map, board settings an array.
+    """
+    record = store.get(board_keyspace(store, name, "board", False).head)
+    if record is not None:
+        return record, False
+    key = board_keyspace(store, name, "board", True).head
+    old = store.get(key)
+    if old is None or _tail.marked(old.value):
+        return None, False
+    return (old, True) if type(unpack(key, old.value, "leaderboard settings")[1]) is list else (None, False)
+
+
+def stored_rules(store: Store, name: str) -> dict[str, Any]:
+    """The ``columns``, ``accumulate`` and ``keep_best`` board ``name`` was stored with."""
+    record, legacy = stored_settings(store, name)
+    if record is None:
+        raise InvalidArgumentError(f"there is no leaderboard {name!r} in this store (create it with its columns)")
+    key = board_keyspace(store, name, "board", legacy).head
+    _, found = unpack(key, record.value, "leaderboard settings")
+    try:
+        columns = {column: [(field, how) for field, how in parts] for column, parts in found[1]}
+        return {"columns": columns, "accumulate": list(found[2]), "keep_best": {f: how for f, how in found[3]}}
+    except (TypeError, ValueError, IndexError):
+        raise CorruptDataError("stored leaderboard settings have the wrong shape", key) from None
+
+
+def migration(store: Store, records: Keyspace, entries: Iterable[Any]) -> Iterator[list[tuple[str, str, Any]]]:
+    """The commits that move one window of a board stored before rows were entries of its sets.
+
+    There each owner had a pointer ``r:<owner>`` whose score named an immutable row record (``records``, node
+    ``<version hex>``), and each window a gc epoch entry ``_LEGACY_EPOCH``. Each batch of 1000 owners is one commit
+    that expects their pointers unchanged, makes them markers and adds their row entries (its records read once the
+    commit before landed).
+    """
+    pointers = [(e.member, e.score) for e in entries if e.member.startswith(_ROW) and e.score != _MARK_SLOT]
+    for first in range(0, len(pointers), 1000):
+        batch = pointers[first : first + 1000]
+        keys = [records.node(f"{version:x}") for _, version in batch]
+        ops: list[tuple[str, str, Any]] = []
+        for (pointer, version), key, data in zip(batch, keys, store.get_many(keys)):
+            if data is None:
+                raise CorruptDataError("a row record its pointer names is missing", key)
+            _, found = unpack(key, data, "leaderboard row")
+            if type(found) is not list or len(found) != 5 or found[1] != pointer[len(_ROW) :]:
+                raise CorruptDataError("stored leaderboard row has the wrong shape", key)
+            ops += [("expect", pointer, version), ("set", pointer, _MARK_SLOT)]
+            ops.append(("set", _row_member(found[1], found[2], found[3], found[4]), _ROW_SLOT))
+        yield ops
+
+
+def retired(instance: str, names: list[str], keep: int, tz: Any) -> list[str] | None:
+    """With ``keep`` windows of the kind of ``instance`` retained (``names``: those listed): the older
+    windows to drop once ``instance`` is listed, or ``None`` if ``instance`` is itself past keeping."""
+    begins = _windows.start(instance, tz) or 0
+    if sum(1 for n in names if (_windows.start(n, tz) or 0) > begins) >= keep:
+        return None
+    older = [n for n in names if (_windows.start(n, tz) or 0) < begins]
+    return older[: max(0, len(older) - (keep - 1))]
+
+
+def check_storage(now: Any, node_bytes: Any, post_id_ttl: Any, options: dict[str, Any]) -> tuple[Any, ...]:
+    """``now``, ``node_bytes``, ``post_id_ttl`` and the windows' set options (unsharded), checked."""
+    if now is not None and not callable(now):
+        raise InvalidArgumentError(f"now must be callable, got {now!r:.80}")
+    if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
+        raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
+    if type(post_id_ttl) not in (int, float) or not 0 < post_id_ttl < math.inf:
+        raise InvalidArgumentError(f"post_id_ttl must be a positive number of seconds, got {post_id_ttl!r:.80}")
+    shards = options.pop("shards", None)
+    if shards is not None and not (type(shards) is int and shards == 1):
+        raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
+    return now, node_bytes, post_id_ttl, options

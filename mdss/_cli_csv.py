@@ -1,0 +1,92 @@
+"""The CSV that ``mdss load`` reads, and the scores typed on the command line."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Iterable, Iterator
+
+from . import _parse
+from ._order import check_member, check_score
+from .exceptions import InvalidArgumentError, InvalidScoreError, MdssError
+
+
+def parse_score(text: str) -> int | float:
+    """A score typed on the command line: an int when the text is integral, else a float.
+
+    >>> parse_score("42"), parse_score("-7"), parse_score("2.5"), parse_score("inf")
+    (42, -7, 2.5, inf)
+
+    A number past a double's range (``1e400``) is refused, not taken for ``inf``.
+    """
+    text = text.strip(" \t")  # spaces around a CSV field; not a newline, not Unicode digits (see mdss._parse)
+    try:
+        return _parse.integer(text)
+    except ValueError:
+        pass
+    try:
+        found = _parse.number(text)
+    except ValueError:
+        raise InvalidScoreError(f"not a number: {text!r}") from None
+    if math.isinf(found) and "inf" not in text.lower():  # 1e400: past a double's range, not a stated infinity
+        raise InvalidScoreError(f"out of range for a score (a float is at most about 1.8e308): {text!r}")
+    return found
+
+
+#: A header's score column: a word such as ``score`` or ``Points`` (letters, no digits).
+_HEADER_WORD = re.compile(r"[^\W\d_]+(?:[ _-][^\W\d_]+)*")
+
+
+def looks_like_header(row: list[str]) -> bool:
+    """Whether a first CSV row is clearly a header: its second field is a word, not a number (a typo such as
+    ``3O`` for ``30`` is not: it is reported, not skipped).
+
+    >>> [looks_like_header(r) for r in (["member", "score"], ["Name", "Total points"], ["ann", "3O"], ["ann", "nan"])]
+    [True, True, False, False]
+    """
+    if len(row) != 2 or not _HEADER_WORD.fullmatch(row[1].strip()):
+        return False
+    try:
+        parse_score(row[1])  # "nan", "inf", "infinity" are words and numbers
+    except InvalidScoreError:
+        return True
+    return False
+
+
+def _utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a byte stream as text, each checked to be UTF-8 (a byte-order mark is dropped)."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError(
+                f"line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
+            ) from None
+
+
+def read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, int | float], list[str]]:
+    """Pairs from a ``member,score`` CSV, and the problems by line number (``header`` None: a first row is
+    skipped when it :func:`looks_like_header`). A line that cannot be read at all (not UTF-8, a field over
+    the csv module's 128 KiB limit) raises :class:`~mdss.InvalidArgumentError` naming it."""
+    pairs: dict[str, int | float] = {}
+    problems: list[str] = []
+    reader = csv.reader(_utf8_lines(stream))
+    rows = 0
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            rows += 1
+            if rows == 1 and (header or (header is None and looks_like_header(row))):
+                continue
+            try:
+                if len(row) != 2:
+                    raise InvalidArgumentError(f"expected 2 columns (member,score), got {len(row)}")
+                pairs[check_member(row[0])] = check_score(parse_score(row[1]))
+            except MdssError as exc:
+                hint = " (a header? then pass --header)" if rows == 1 and header is None else ""
+                problems.append(f"line {reader.line_num}: {exc}{hint}")
+    except csv.Error as exc:
+        raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
+    return pairs, problems

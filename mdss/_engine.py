@@ -1,0 +1,191 @@
+"""An engine: one head's state in this process (one tree pair, its update log and its head).
+
+It owns the store handle, the key space, the node cache, the settings, the
+head it decoded last, and two state objects: the writer's
+(:class:`WriterState`: the head held for the next commit, the head a lost
+race returned, what it learnt of the other writers, seals) and the reader's
+(:class:`mdss._overlay.Overlays`). Snapshots, commits, merges, gc and check
+(``mdss._snapshot``, ``_commit``, ``_merge``, ``_garbage``, ``_check``) take an
+engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from . import _tail
+from ._cache import NodeCache
+from ._deletions import Deletions
+from ._group import GroupCommit, Pending
+from ._head import Head
+from ._keys import Keyspace
+from ._order import Order
+from ._overlay import Overlays
+from ._retry import COMMITS
+from ._writer import check_chunk_size
+from .exceptions import SettingsMismatchError
+from .stores.base import Record, Store
+
+#: An op a caller of a set registers (:attr:`Engine.resolvers`): ``resolve(trial, member, value)`` changes
+#: ``trial`` (member -> score, ``None``: absent) and returns the op's result, or raises to refuse its caller's ops.
+#: The chunk size of a set created without one.
+DEFAULT_CHUNK = 1000
+
+Resolver = Callable[[dict[str, Any], str, Any], Any]
+
+
+class WriterState:
+    """What a writer of one head keeps between commits (``mdss._commit``)."""
+
+    def __init__(self, stale: list[float], trust_after: int) -> None:
+        self.held: tuple[Record, Head] | None = None  # the newest head record seen: where a commit starts
+        self.rival: tuple[Record | None] | None = None  # the head a lost race returned, for the rebase
+        #: How often the held head had moved by the next commit (a moving average; shards of a set share it).
+        self.stale = stale
+        self.current = 0  # commits in a row that found the held head current
+        self.trust_after = trust_after  # ... that a commit needs before it starts from the held head
+        self.tail_full = False  # the store refused an append as too large: the next attempt seals
+        self.sealer = False  # this writer's commit crossed the inline budget: it seals from the head it reads
+        self.built: tuple[str | None, str | None] | None = None  # the roots of the trees it last made
+        self.marked = False  # whether it stored the set's marker (mdss._snapshot.mark)
+        self.entry_bytes: float | None = None  # stored bytes per member, both trees, measured (sizes the log)
+
+    def hold(self, record: Record, head: Head) -> None:
+        """Keep the newest head record seen, so that the next commit can compare-and-set without reading it."""
+        held = self.held
+        if held is None or held[1].gen <= head.gen or held[1].incarnation != head.incarnation:
+            self.held = (record, head)
+
+    def learn(self, moved: bool) -> bool:
+        """Follow how often the held head had moved by the next commit, and the commits in a row that found
+        it current; returns False (learnt, for this commit)."""
+        self.stale[0] = 0.8 * self.stale[0] + 0.2 * moved
+        self.current = 0 if moved else self.current + 1
+        return False
+
+    def lost_to(self, rival: Record | None, *, full: bool = False) -> None:
+        """A lost race returned ``rival``, the winner's head: the rebase starts from it."""
+        self.rival, self.tail_full = (rival,), full
+
+    def take_rival(self) -> tuple[Record | None] | None:
+        rival, self.rival = self.rival, None
+        return rival
+
+
+class Engine:
+    """The state of one head in this process; see the module's docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        keys: Keyspace,
+        commit: Callable[[Engine, list[Pending]], None],
+        *,
+        order: str | None = None,
+        chunk_size: int | None = None,
+        cache_bytes: int = 64 << 20,
+        gc_grace: float = 30.0,
+        retry_budget: float = COMMITS.budget,
+        max_attempts: int | None = None,
+        max_batch: int = 1000,
+        max_wait: float = 0.0,
+        log_limit: int | None = None,
+        node_bytes: int | None = None,
+        cache: NodeCache | None = None,
+        stale: list[float] | None = None,
+        trust_after: int = 0,
+    ) -> None:
+        """A set's options as ``SortedSet`` documents them (checked by ``mdss._facade.check_options``);
+        ``commit`` makes the group commit's commits. A shard's engine shares ``cache`` and ``stale`` with its
+        set's other shards, and trusts its held head after ``trust_after`` current ones (``mdss._commit``)."""
+        self.store, self.name, self.keys = store, name, keys
+        self.cache = NodeCache(cache_bytes) if cache is None else cache
+        self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
+        self.log_limit = log_limit
+        #: The bytes a node may weigh, given to the head when this engine creates the set (``None``: no
+        #: bound; ``Leaderboard`` bounds its sets, whose members hold rows). The head's value rules writes.
+        self.node_bytes = node_bytes
+        self.deletions = Deletions(store, gc_grace)
+        self.writer = WriterState([0.0] if stale is None else stale, trust_after)
+        self.reader = Overlays()
+        self.group = GroupCommit(lambda pendings: commit(self, pendings), max_batch, max_wait)
+        self.resolvers: dict[str, Resolver] = {}
+        self.on_start: Callable[[], None] = lambda: None  # a write made the head afresh (a shard hooks in)
+        self.commits = 0  # commits this engine published
+        self.retries = 0  # commits it re-applied after losing the race for the head
+        self.merges = 0  # merges of the update log it published
+        self.head: Head | None = None  # the head decoded last, and its bytes
+        self.head_bytes: bytes | None = None
+        #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
+        self.explicit = order is not None or chunk_size is not None
+        self.settle(order or "desc", chunk_size or DEFAULT_CHUNK)
+
+    @property
+    def gc_grace(self) -> float:
+        return self.deletions.grace
+
+    def settle(self, order: str, chunk_size: int) -> None:
+        """Take settings (given, or the stored set's); refuses a chunk size whose nodes the store cannot hold."""
+        check_chunk_size(chunk_size, self.store.max_value_bytes, type(self.store).__name__)  # DynamoDB: 400 KB
+        self.order, self.chunk_size, self.ordering = order, chunk_size, Order(order)
+
+    def adopt(self, stored: Head, order: str | None, chunk_size: int | None) -> None:
+        """At open: take the stored set's settings, or refuse different ones given."""
+        for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
+            if wanted is not None and wanted != have:
+                raise SettingsMismatchError(f"set {self.name!r} is stored with {what}={have!r}, not {wanted!r}")
+        self.settle(stored.order, stored.chunk)
+        self.explicit = True
+
+    def decode(self, data: bytes) -> Head:
+        """The head from stored bytes (decoded once per distinct value, only new appends when it extends the
+        last), checked against the settings: an engine opened without settings before its set existed
+        adopts those of whoever created it; otherwise different settings mean another set."""
+        if data == self.head_bytes:
+            return self.head  # type: ignore[return-value]
+        head = self._extended(data) or Head.decode(self.keys.head, data)
+        if (head.order, head.chunk) != (self.order, self.chunk_size):
+            if self.explicit or self.head is not None:
+                raise SettingsMismatchError(
+                    f"set {self.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
+                    f"not order={self.order!r}, chunk_size={self.chunk_size} (was it dropped and recreated?)"
+                )
+            self.settle(head.order, head.chunk)
+        self.explicit = True
+        self.head_bytes, self.head = data, head
+        return head
+
+    def _extended(self, data: bytes) -> Head | None:
+        """The head of ``data`` when it is the head decoded last plus store-applied appends (``mdss._tail``)."""
+        known, head = self.head_bytes, self.head
+        if known is None or head is None or not _tail.marked(data):
+            return None
+        if _tail.marked(known):
+            if not data.startswith(known):
+                return None
+            rest = data[len(known) :]
+        elif data.startswith(_tail.tailed(known)):  # its header too: the SHA-1 a full decode checks
+            rest = data[_tail.HEADER + len(known) :]
+        else:
+            return None
+        return head.appended(_tail.records(self.keys.head, rest))
+
+    def remember(self, head: Head, data: bytes, version: Any) -> None:
+        """The head (its bytes, the version written) a commit just published: the next read of them needs
+        no decoding, and the next commit starts from it without reading (when the version is known)."""
+        self.head_bytes, self.head = data, head
+        self.writer.held = None if version is None else (Record((data,), version), head)
+        self.explicit = True
+
+    def forget(self) -> None:
+        """The head is gone (dropped): nothing decoded or held is current."""
+        self.head_bytes = self.head = self.writer.held = None
+
+    def measure(self, entries: int, stored: int) -> None:
+        """Record the stored bytes per member (both trees) seen in a load or a merge (``mdss._log.log_limit``)."""
+        if entries >= 1000:
+            self.writer.entry_bytes = stored / entries

@@ -1,0 +1,563 @@
+"""The public methods a sorted set answers, written once over a few hooks: ``SortedSet`` (one engine,
+``mdss._sortedset``) and ``ShardedSet`` (S engines, ``mdss._shards``) implement the hooks.
+
+A *snapshot* ``x`` below is whatever the class's :meth:`_read` hands its
+function: one engine's :class:`mdss._head.Snapshot`, or the shards'
+:class:`mdss._gather.Gather`. The hooks:
+
+- ``_read(fn)``: ``fn(x)`` on one committed state of the whole set, retried
+  on a newer one if a node it needs was collected meanwhile;
+- ``_count(x)``, ``_count_below(x, probes)`` (entries below each key),
+  ``_score(x, member)``, ``_find(x, members)``;
+- ``_entries(x, start, stop, ties)``: the entries at positions ``start`` to
+  ``stop - 1``, ranked by ``ties``; ``_dense_below(x, score)``;
+- ``_estimate_below(x, probe, max_error)``: ``(estimate, low, high)`` of the
+  entries below ``probe``; ``_prefetch_around(x, key, ties)``;
+- ``_check_ties(ties)`` refuses what the class cannot rank;
+- ``_commit_ops(ops, wants)``: commit ``(op, member, value)`` triples now.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+from . import _estimate, _ops
+from ._head import MAX_CHUNK
+from ._order import (
+    Entry,
+    Order,
+    Score,
+    check_choice,
+    check_count,
+    check_member,
+    check_members,
+    check_score,
+    check_seconds,
+    each_pair,
+)
+from .exceptions import InvalidArgumentError
+from .stores.base import Stats, Store
+
+TIES = ("ordinal", "competition", "dense")
+
+new_entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
+
+
+class Page(NamedTuple):
+    """A page of entries and the cursor that continues after it (``None`` at the end)."""
+
+    entries: list[Entry]
+    cursor: str | None
+
+
+class Batch:
+    """The operations of one :meth:`SetMethods.batch` block, and their results once committed."""
+
+    __slots__ = ("ops", "want_scores", "results")
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str, Any]] = []
+        self.want_scores: list[bool | str] = []
+        self.results: list[Any] | None = None
+
+
+def check_options(
+    store: Any,
+    *,
+    order: str | None = None,
+    chunk_size: int | None = None,
+    cache_bytes: int = 0,
+    gc_grace: float = 0.0,
+    retry_budget: float = 0.0,
+    max_attempts: int | None = None,
+    max_batch: int = 1,
+    max_wait: float = 0.0,
+    log_limit: int | None = None,
+) -> None:
+    """Refuse bad options of a set before anything is stored (a sharded set checks them before it stores
+    its settings, so that a refused constructor leaves nothing behind)."""
+    if not isinstance(store, Store):
+        raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+    if order is not None:
+        check_choice(order, ("desc", "asc"), "order")
+    if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
+        raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
+    check_count(cache_bytes, "cache_bytes")
+    check_count(max_batch, "max_batch", least=1)
+    for what, seconds in (("gc_grace", gc_grace), ("retry_budget", retry_budget), ("max_wait", max_wait)):
+        check_seconds(seconds, what)
+    if max_attempts is not None:
+        check_count(max_attempts, "max_attempts", least=1)
+    if log_limit is not None:
+        check_count(log_limit, "log_limit")
+
+
+class SetMethods:
+    """The reads and writes ``SortedSet`` and ``ShardedSet`` share; see the module's docstring for the hooks."""
+
+    name: str
+    store: Store
+    chunk_size: int
+    _order: Order
+    _local: threading.local
+    _read: Callable[..., Any]
+    _count: Callable[..., int]
+    _count_below: Callable[..., list[int]]
+    _score: Callable[..., Any]
+    _find: Callable[..., list[Any]]
+    _entries: Callable[..., list[Entry]]
+    _dense_below: Callable[..., int]
+    _estimate_below: Callable[..., _estimate.Below]
+    _prefetch_around: Callable[..., None]
+    _check_ties: Callable[[Any], None]
+    _commit_ops: Callable[..., list[Any]]
+    page: Callable[..., Page]
+    load_from: Callable[..., None]
+    check: Callable[[], list[str]]
+    _describe: Callable[[], str]
+
+    @property
+    def stats(self) -> Stats:
+        """The store's counters of round trips and bytes (shared by every set on that store)."""
+        return self.store.stats
+
+    # -- reads -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of members. One round trip (the heads)."""
+        return self._read(self._count)
+
+    def __contains__(self, member: object) -> bool:
+        return self.score(member) is not None  # type: ignore[arg-type]
+
+    def score(self, member: str) -> Score | None:
+        """The member's score, or ``None``. O(log n); head + member index leaf when manifests are cached.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add("ann", 3); board.score("ann"), board.score("zed")
+        True
+        (3, None)
+        """
+        member = check_member(member)
+        return self._read(lambda x: self._score(x, member))
+
+    def scores(self, members: Iterable[str]) -> list[Score | None]:
+        """The scores of many members (``None`` where absent), in one batched descent."""
+        wanted = check_members(members)
+        return self._read(lambda x: self._find(x, wanted))
+
+    def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
+        """The member's 1-based rank, or ``None`` if absent. O(log n).
+
+        ``ties="ordinal"``: ties broken by member, every rank distinct.
+        ``ties="competition"``: 1 + the number of members with a strictly
+        better score ("1224" ranking). ``ties="dense"``: 1 + the number of
+        distinct scores strictly better ("1223"; not on a sharded set). With
+        manifests cached: three round trips (heads, member index entry set,
+        score entry sets), whichever ``ties``; a dense rank over the update
+        log also reads, in that last round trip, the entry sets of the scores
+        logged since the last dense read (see docs/architecture.md).
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add_many({"ann": 9, "bob": 9, "cid": 7, "dee": 5})
+        4
+        >>> [board.rank("dee", ties=t) for t in ("ordinal", "competition", "dense")]
+        [4, 4, 3]
+        """
+        member = check_member(member)
+        self._check_ties(ties)
+
+        def run(x: Any) -> int | None:
+            score = self._score(x, member)
+            if score is None:
+                return None
+            if ties == "dense":
+                return self._dense_below(x, score) + 1
+            probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
+            return self._count_below(x, [probe])[0] + 1
+
+        return self._read(run)
+
+    def percentile(self, member: str) -> float | None:
+        """The share of members with a strictly better score than ``member``'s: ``(competition rank - 1) /
+        len(self)``, 0.0 for the best score (ties share it); ``None`` if the member is absent. The exact
+        value of :meth:`estimate_percentile`; costs as :meth:`rank`.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(10)})
+        >>> board.percentile("p9"), board.percentile("p0"), board.at_percentile(0.5)
+        (0.0, 0.9, Entry(member='p4', score=4, rank=6))
+        """
+        member = check_member(member)
+
+        def run(x: Any) -> float | None:
+            score = self._score(x, member)
+            if score is None:
+                return None
+            return self._count_below(x, [self._order.first_key(score)])[0] / self._count(x)
+
+        return self._read(run)
+
+    def at_percentile(self, p: float, *, ties: str = "ordinal") -> Entry | None:
+        """The entry at share ``p`` (0 to 1) of the set: position ``floor(p * len)`` (the last entry for 1.0),
+        so that :meth:`percentile` of its member is at most ``p``; its rank follows ``ties``. ``None`` for an
+        empty set. Costs as :meth:`at`."""
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
+            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
+        self._check_ties(ties)
+
+        def run(x: Any) -> Entry | None:
+            size = self._count(x)
+            if not size:
+                return None
+            at = min(int(p * size), size - 1)
+            found = self._entries(x, at, at + 1, ties)
+            return found[0] if found else None
+
+        return self._read(run)
+
+    def rank_of_score(self, score: Score) -> int:
+        """The competition rank a member with ``score`` would have (1 + members strictly better).
+
+        Needs no member: the Datastore ranking tree's FindRank. Two round trips
+        with manifests cached (heads, one entry set each).
+        """
+        probe = self._order.first_key(check_score(score))
+        return self._read(lambda x: self._count_below(x, [probe])[0] + 1)
+
+    def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
+        """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
+
+        O(log n + limit); with manifests cached, two round trips (heads and the
+        entry sets the page spans, fetched together). Each entry's ``rank``
+        follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
+        entries better than the first one's score, ``"dense"`` their distinct
+        scores, and later ranks follow from it; the entry set that count can
+        need is fetched with the page's, so every ``ties`` costs the same
+        round trips.
+        """
+        check_count(offset, "offset")
+        check_count(limit, "limit")
+        self._check_ties(ties)
+        return self._read(lambda x: self._entries(x, offset, offset + limit, ties))
+
+    def at(self, rank: int, *, ties: str = "ordinal") -> Entry | None:
+        """The entry at a 1-based ordinal rank (position), or ``None`` past the end (FindScore); its
+        ``rank`` follows ``ties``."""
+        if type(rank) is not int or rank < 1:
+            raise InvalidArgumentError(f"rank must be an int >= 1, got {rank!r}")
+        found = self.range(rank - 1, 1, ties=ties)
+        return found[0] if found else None
+
+    def _score_bounds(self, x: Any, best: Score, worst: Score) -> tuple[int, int]:
+        low, high = self._order.first_key(best), self._order.last_key(worst)
+        if high < low:
+            return 0, 0
+        start, stop = self._count_below(x, [low, high])
+        return start, stop
+
+    def range_by_score(
+        self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None, ties: str = "ordinal"
+    ) -> list[Entry]:
+        """Entries whose score lies between ``best`` and ``worst`` inclusive, best first.
+
+        For a ``desc`` set ``best`` is the higher bound. ``offset`` and
+        ``limit`` page within the range.
+        """
+        best, worst = check_score(best), check_score(worst)
+        check_count(offset, "offset")
+        if limit is not None:
+            check_count(limit, "limit")
+        self._check_ties(ties)
+
+        def run(x: Any) -> list[Entry]:
+            start, stop = self._score_bounds(x, best, worst)
+            start += offset
+            if limit is not None:
+                stop = min(stop, start + limit)
+            return self._entries(x, start, stop, ties)
+
+        return self._read(run)
+
+    def count(self, best: Score, worst: Score) -> int:
+        """How many members have a score between ``best`` and ``worst`` inclusive. O(log n)."""
+        best, worst = check_score(best), check_score(worst)
+
+        def run(x: Any) -> int:
+            start, stop = self._score_bounds(x, best, worst)
+            return stop - start
+
+        return self._read(run)
+
+    def around(self, member: str, before: int = 5, after: int = 5, *, ties: str = "ordinal") -> list[Entry]:
+        """The entries around ``member`` (it included), or ``[]`` if it is absent; ranks follow ``ties``."""
+        member = check_member(member)
+        check_count(before, "before")
+        check_count(after, "after")
+        self._check_ties(ties)
+
+        def run(x: Any) -> list[Entry]:
+            score = self._score(x, member)
+            if score is None:
+                return []
+            key = self._order.key(member, score)
+            self._prefetch_around(x, key, ties)
+            position = self._count_below(x, [key])[0]
+            return self._entries(x, max(position - before, 0), position + after + 1, ties)
+
+        return self._read(run)
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every entry in order, a page of ``chunk_size`` at a time (see :meth:`page` for what it sees of
+        writes meanwhile)."""
+        cursor = None
+        while True:
+            entries, cursor = self.page(self.chunk_size, cursor)
+            yield from entries
+            if cursor is None:
+                return
+
+    # -- estimates (the logic is in mdss._estimate) ------------------------
+
+    def estimate_rank(
+        self,
+        member: str | None = None,
+        *,
+        score: Score | None = None,
+        ties: str | None = None,
+        max_error: int | None = None,
+    ) -> _estimate.Estimate | None:
+        """An estimated 1-based rank with bounds that always hold: ``low <= rank() <= high``.
+
+        Give exactly one of ``member`` (its rank, ``ties`` as in :meth:`rank`:
+        ``"ordinal"`` by default; ``None`` if it is absent) or ``score`` (the
+        competition rank, as :meth:`rank_of_score`). Reads the manifests of
+        the score tree only, never an entry set of it, so with them cached a
+        ``score`` estimate costs one round trip (the head) and a ``member``
+        one two (head, member index entry set); ``high - low < chunk_size``
+        (times the shards). The update log adds no uncertainty: its shift is
+        known exactly. If the bounds are wider than ``max_error``, it reads
+        the entry set and returns the exact rank (``low == high``);
+        ``max_error=0`` always does.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
+        >>> rough = board.estimate_rank(score=42)
+        >>> rough.low <= board.rank_of_score(42) <= rough.high, rough.high - rough.low < 10
+        (True, True)
+        >>> board.estimate_rank("p42", max_error=0)
+        Estimate(rank=58, low=58, high=58)
+        """
+        member, score = self._estimate_args(member, score)
+        ties = "ordinal" if ties is None and member is not None else ties
+        if member is None and ties not in (None, "competition"):
+            raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
+        if ties == "dense":
+            raise InvalidArgumentError("estimates count entries, not distinct scores: use rank(member, ties='dense')")
+        if ties is not None:
+            check_choice(ties, TIES, "ties")
+        if max_error is not None:
+            check_count(max_error, "max_error")
+
+        def run(x: Any) -> _estimate.Estimate | None:
+            probe = self._estimate_probe(x, member, score, ties or "competition")
+            return None if probe is None else _estimate.as_rank(self._estimate_below(x, probe, max_error))
+
+        return self._read(run)
+
+    def estimate_percentile(
+        self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
+    ) -> _estimate.Percentile | None:
+        """The estimated share of members with a strictly better score than ``member``'s or than ``score``.
+
+        ``(rank_of_score(s) - 1) / len(self)``: 0.0 for the best score, and
+        ties share a value; ``1 - value`` is the share at or below it. An
+        empty set gives 0.0; an absent member ``None``. ``low <= exact <=
+        high`` always holds; if ``high - low`` exceeds ``max_error`` (a
+        fraction from 0) it reads the entry set and is exact. Costs as
+        :meth:`estimate_rank`.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
+        >>> board.estimate_percentile("p89", max_error=0.0)
+        Percentile(value=0.1, low=0.1, high=0.1)
+        """
+        member, score = self._estimate_args(member, score)
+        if max_error is not None and (
+            not isinstance(max_error, (int, float)) or isinstance(max_error, bool) or not max_error >= 0
+        ):
+            raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {max_error!r:.80}")
+
+        def run(x: Any) -> _estimate.Percentile | None:
+            probe = self._estimate_probe(x, member, score, "competition")
+            if probe is None:
+                return None
+            total = self._count(x)
+            keys = None if max_error is None else max_error * total
+            return _estimate.as_percentile(self._estimate_below(x, probe, keys), total)
+
+        return self._read(run)
+
+    def _estimate_probe(self, x: Any, member: str | None, score: Score | None, ties: str) -> Any:
+        """The score tree probe of an estimate: the member's key (or its score's), or a score's first key."""
+        if member is None:
+            return self._order.first_key(score)  # type: ignore[arg-type]
+        found = self._score(x, member)
+        if found is None:
+            return None
+        return self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
+
+    @staticmethod
+    def _estimate_args(member: Any, score: Any) -> tuple[str | None, Score | None]:
+        if (member is None) == (score is None):
+            raise InvalidArgumentError("give exactly one of member and score")
+        if member is not None:
+            return check_member(member), None
+        return None, check_score(score)
+
+    # -- writes --------------------------------------------------------------
+
+    def add(
+        self, member: str, score: Score, *, op: str = "set", only: str | None = None, changed: bool = False
+    ) -> bool | None:
+        """Set (``op="set"``), add to (``"incr"``), improve (``"best"``), raise (``"gt"``) or lower
+        (``"lt"``) a member's score; ``only="new"`` / ``"existing"`` restricts it to absent / present
+        members (Redis' ``ZADD`` NX/XX/GT/LT, see ``mdss._ops``).
+
+        Returns whether the member was added, or with ``changed=True`` whether it was added or its
+        score changed (Redis' ``CH``); ``None`` inside :meth:`batch`. One commit: O(log n).
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add("ann", 5), board.add("ann", 3, op="gt", changed=True), board.add("bob", 1, only="existing")
+        (True, False, False)
+        """
+        added = self.add_many([(member, score)], op=op, only=only, changed=changed)
+        return None if added is None else added == 1
+
+    def add_many(
+        self,
+        pairs: Mapping[str, Score] | Iterable[tuple[str, Score]],
+        *,
+        op: str = "set",
+        only: str | None = None,
+        changed: bool = False,
+    ) -> int | None:
+        """Apply ``op`` (as in :meth:`add`) to many ``(member, score)`` pairs in one commit (one per shard).
+
+        Returns how many members were added (Redis' ``ZADD`` reply), or with
+        ``changed=True`` how many were added or changed score (``ZADD CH``).
+        """
+        how = _ops.code(op, only)
+        if type(changed) is not bool:
+            raise InvalidArgumentError(f"changed must be True or False, got {changed!r:.80}")
+        ops = [(how, member, score) for member, score in each_pair(pairs)]
+        results = self._submit(ops, want_score="changed" if changed else False)
+        return None if results is None else sum(1 for new in results if new)
+
+    def incr(self, member: str, delta: Score, *, only: str | None = None, when: str | None = None) -> Score | None:
+        """Add ``delta`` to the member's score (absent members start from 0); returns the new score.
+
+        ``only="new"`` / ``"existing"`` and ``when="gt"`` / ``"lt"`` (the
+        result must be greater / less than the current score) are Redis'
+        ``ZADD INCR`` with NX/XX/GT/LT: when a condition fails nothing
+        changes and it returns ``None``, as Redis answers ``nil``.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.incr("ann", 5), board.incr("ann", -1, when="gt"), board.incr("bob", 1, only="existing")
+        (5, None, None)
+        """
+        how = _ops.code("incr", only, when)
+        results = self._submit([(how, check_member(member), check_score(delta))], want_score=True)
+        return None if results is None else results[0]
+
+    def remove(self, member: str) -> bool | None:
+        """Remove a member; returns whether it was there."""
+        results = self._submit([("remove", check_member(member), None)])
+        return None if results is None else results[0]
+
+    def remove_many(self, members: Iterable[str]) -> int | None:
+        """Remove many members in one commit (one per shard); returns how many were there."""
+        results = self._submit([("remove", m, None) for m in check_members(members)])
+        return None if results is None else sum(1 for found in results if found)
+
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Collect this thread's writes to the set and commit them once, atomically (on a sharded set:
+        atomically within each shard), at the end.
+
+        Inside the block the write methods return ``None``; the yielded
+        :class:`Batch` has every operation's result in ``results`` afterwards.
+        An exception in the block discards the batch.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> with board.batch() as batch:
+        ...     board.add("ann", 1)
+        ...     board.incr("ann", 4)
+        >>> batch.results, board.score("ann")
+        ([True, 5], 5)
+        """
+        if getattr(self._local, "batch", None) is not None:
+            yield self._local.batch  # nested: the outer batch commits
+            return
+        batch = self._local.batch = Batch()
+        try:
+            yield batch
+        finally:
+            self._local.batch = None
+        if batch.ops:
+            batch.results = self._submit(batch.ops, want_score=batch.want_scores)
+
+    def _submit(
+        self, ops: list[tuple[str, str, Any]], want_score: bool | str | list[bool | str] = False
+    ) -> list[Any] | None:
+        """Commit ``ops`` (:meth:`_commit_ops`), or add them to this thread's open batch (then ``None``)."""
+        wants = want_score if isinstance(want_score, list) else [want_score] * len(ops)
+        batch = getattr(self._local, "batch", None)
+        if batch is not None:
+            batch.ops.extend(ops)
+            batch.want_scores.extend(wants)
+            return None
+        return self._commit_ops(ops, wants) if ops else []
+
+    # -- whole-set operations -------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        store: Store,
+        name: str,
+        pairs: Mapping[str, Score] | Iterable[tuple[str, Score]],
+        *,
+        order: str | None = None,
+        chunk_size: int | None = None,
+        replace: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 256,
+        **options: Any,
+    ) -> Any:
+        """Build a whole set bottom-up in one commit (one per shard): O(n log n), a million entries in seconds.
+
+        ``pairs`` may repeat a member (the last score wins). An existing
+        non-empty set is refused unless ``replace=True``, which also replaces
+        a damaged set. ``progress(done, total)`` is called as nodes are
+        written, ``batch`` nodes per round trip.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 1, "b": 2}, chunk_size=4)
+        >>> [e.member for e in board]
+        ['b', 'a']
+        """
+        sset = cls(store, name, order=order, chunk_size=chunk_size, **options)  # type: ignore[call-arg]
+        sset.load_from(pairs, replace=replace, progress=progress, batch=batch)
+        return sset
+
+    def _check(self) -> None:
+        """Assert :meth:`check` finds nothing; print the head and nodes when it does (for tests)."""
+        problems = self.check()
+        if problems:
+            raise AssertionError(f"{self!r} is broken:\n  " + "\n  ".join(problems) + "\n  " + self._describe())
+
+    @staticmethod
+    def _checked_gc(min_age: Any, sweep: Any) -> float:
+        if type(sweep) is not bool:
+            raise InvalidArgumentError(f"sweep must be True or False, got {sweep!r:.80}")
+        return check_seconds(min_age, "min_age")

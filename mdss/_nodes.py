@@ -1,0 +1,234 @@
+"""The nodes of a tree: entry sets (:class:`Leaf`) and manifests, their fill rules, and their decoding.
+
+An *entry set* (leaf) holds at most ``chunk`` entries in key order. A *manifest* holds 2 to ``max(chunk, 3)``
+children (:func:`fill`) and, for each, its id, its entry count and its first entry (member and score, from which
+the child's first key derives); in the score tree also the child's number of distinct scores and its last score,
+for dense ranks. Nodes are immutable; ``mdss._writer`` makes new ones copy-on-write.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, compress
+from operator import ne
+from typing import Any
+
+from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
+from ._order import KeyFn, member_key
+from .exceptions import CorruptDataError
+
+#: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
+#: ``None`` in the member index, and where unknown (a child summarized before format 3).
+Summary = tuple[str, int, str, Any, Any, Any]
+
+_LEARN = threading.Lock()
+
+
+def fill(chunk: int, height: int) -> tuple[int, int]:
+    """The fewest and most items a node at ``height`` holds (a root: from 1, or 2 for a manifest).
+
+    Entry sets hold ``chunk // 2 .. chunk`` entries (at least 1). Manifests hold ``max(chunk, 3) // 2 ..
+    max(chunk, 3)`` children, and never fewer than 2: a manifest with one child adds a level without halving what
+    is below it, and chunk sizes 2 and 3 (halved: 1) would let a tree fed in key order grow one level per merge,
+    hundreds deep. A fan-out of 2 to 3 is the smallest for which even splits keep every part at 2 or more.
+    """
+    if height == 0:
+        return max(chunk // 2, 1), chunk
+    most = max(chunk, 3)
+    return max(most // 2, 2), most
+
+
+#: What a node's bytes are reckoned in, when a set bounds them (``node_bytes``): per entry, its member's
+#: UTF-8 bytes plus a score and msgpack headers; per manifest child, its first member plus an id, a count,
+#: a score and the dense summary. Upper bounds of the encoded sizes, so a node of weight ``w`` stores in
+#: at most ``w`` bytes and a few more for its frame.
+ENTRY_BYTES = 12
+CHILD_BYTES = 64
+
+
+def weights(height: int, members: Sequence[str]) -> list[int]:
+    """The weight of each item of a node at ``height`` whose members (first members, for a manifest) are
+    ``members``: see :data:`ENTRY_BYTES`."""
+    extra = CHILD_BYTES if height else ENTRY_BYTES
+    return [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
+
+
+def weight(height: int, members: Sequence[str]) -> int:
+    """``sum(weights(height, members))``, at C speed: one join, and an encoding only if it is not ASCII."""
+    joined = "".join(members)
+    size = len(joined) if joined.isascii() else len(joined.encode("utf-8"))
+    return size + (CHILD_BYTES if height else ENTRY_BYTES) * len(members)
+
+
+def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:
+    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node:
+    ``least`` items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``.
+
+    The quarter is what even splits can promise when every item weighs at most a quarter of the bound
+    (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more.
+    """
+    return count >= least or node_bytes is not None and 4 * weight > node_bytes
+
+
+def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
+    """Where each tie group (a run of equal scores) of ``scores`` starts: 0, then every index whose score
+    differs from the one before (``1 == 1.0``: one group)."""
+    if not scores:
+        return ()
+    return (0, *compress(range(1, len(scores)), map(ne, scores[1:], scores[:-1])))
+
+
+class Leaf:
+    """An entry set: parallel tuples, ``keys`` derived from members and scores; ``merged``: its entries with
+    the update log applied, as a read last merged them (``mdss._log.View.keep``); ``gathered``: its keys with
+    the log applied, as a read of a sharded set last merged them (``mdss._gather.Layout.region``)."""
+
+    __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups", "__weakref__")
+    height = 0
+
+    def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
+        self.keys, self.members, self.scores = keys, members, scores
+        self.merged: Any = None
+        self.gathered: Any = None
+        self._groups: tuple[int, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def groups(self) -> tuple[int, ...]:
+        """:func:`group_starts` of the scores, computed once (the node is immutable)."""
+        found = self._groups
+        if found is None:
+            found = self._groups = group_starts(self.scores)
+        return found
+
+    def dense(self) -> tuple[int, Any]:
+        """(distinct scores, last score): what a score tree manifest records of this entry set."""
+        return len(self.groups()), self.scores[-1]
+
+    def encode(self) -> bytes:
+        return encode_leaf(self.members, self.scores)
+
+
+class Manifest:
+    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts.
+
+    In the score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a
+    child summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
+    :meth:`dense_starts` are the distinct scores before each child.
+    """
+
+    __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts", "distincts", "lasts", "_dense")
+
+    def __init__(
+        self,
+        height: int,
+        ids: Sequence[str],
+        counts: Sequence[int],
+        members: Sequence[str],
+        scores: Sequence[Any],
+        firsts: Sequence[Any],
+        distincts: Sequence[int | None] | None = None,
+        lasts: Sequence[Any] | None = None,
+    ) -> None:
+        self.height, self.ids, self.counts, self.members, self.scores = height, ids, counts, members, scores
+        self.firsts = firsts
+        self.starts = (0, *accumulate(counts))
+        self.distincts, self.lasts = distincts, lasts
+        self._dense: Any = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def total(self) -> int:
+        return self.starts[-1]
+
+    def summaries(self) -> list[Summary]:
+        if self.distincts is None:
+            nothing = (None,) * len(self.ids)
+            return list(zip(self.ids, self.counts, self.members, self.scores, nothing, nothing))
+        return list(zip(self.ids, self.counts, self.members, self.scores, self.distincts, self.lasts))  # type: ignore[arg-type]
+
+    def dense_starts(self) -> tuple[int, ...]:
+        """``starts[i]``: the distinct scores of children ``0..i-1`` together, for ``i`` up to the first child
+        whose count is unknown. A tie group that crosses from child ``k-1`` into child ``k`` (its last score
+        equals the next first score) is counted once."""
+        distincts, cached = self.distincts, self._dense
+        if cached is not None and cached[0] is distincts:
+            return cached[1]
+        starts = [0]
+        if distincts is not None:
+            lasts, scores = self.lasts, self.scores
+            for k, d in enumerate(distincts):
+                if d is None:
+                    break
+                starts.append(starts[-1] + d - (k > 0 and lasts[k - 1] == scores[k]))  # type: ignore[index]
+        found = tuple(starts)
+        self._dense = (distincts, found)
+        return found
+
+    def dense(self) -> tuple[int | None, Any]:
+        """(distinct scores, last score) of the whole manifest, ``(None, None)`` where a child's is unknown."""
+        starts = self.dense_starts()
+        if len(starts) <= len(self.ids):
+            return None, None
+        return starts[-1], self.lasts[-1]  # type: ignore[index]
+
+    def dense_before(self, i: int, distinct: int, last: Any) -> tuple[int, Any]:
+        """The distinct scores and the last score of everything before child ``i``, given those before this
+        manifest (``last`` ``None`` when nothing is). Children ``0..i-1`` must be known (:meth:`Tree.complete`)."""
+        if not i:
+            return distinct, last
+        join = last is not None and last == self.scores[0]
+        return distinct + self.dense_starts()[i] - join, self.lasts[i - 1]  # type: ignore[index]
+
+    def learn(self, found: dict[int, tuple[int, Any]]) -> None:
+        """Record the distinct scores and last scores of children, computed from them (for a format-2 node)."""
+        n = len(self.ids)
+        with _LEARN:  # values only go from unknown to known: concurrent learners never undo each other
+            distincts = list(self.distincts or (None,) * n)
+            lasts = list(self.lasts or (None,) * n)
+            for i, (distinct, last) in found.items():
+                distincts[i], lasts[i] = distinct, last
+            self.lasts, self.distincts = tuple(lasts), tuple(distincts)  # facts of immutable children: shareable
+
+    def child(self, key: Any) -> int:
+        """The index of the child whose key range holds ``key`` (the first child for keys before all)."""
+        i = bisect_right(self.firsts, key) - 1
+        return i if i > 0 else 0
+
+    def runs(self, keys: Sequence[Any], lo: int, hi: int) -> Iterable[tuple[int, int, int]]:
+        """Route sorted ``keys[lo:hi]``: ``(child index, start, end)`` saying ``keys[start:end]`` fall in it.
+
+        Two bisections per child touched, however many keys it receives.
+        """
+        firsts, last = self.firsts, len(self.firsts) - 1
+        while lo < hi:
+            i = self.child(keys[lo])
+            end = bisect_left(keys, firsts[i + 1], lo, hi) if i < last else hi
+            yield i, lo, end
+            lo = end
+
+    def encode(self) -> bytes:
+        fields = self.height, self.ids, self.counts, self.members, self.scores
+        return encode_manifest(*fields, self.distincts, self.lasts)
+
+
+Node = Leaf | Manifest
+
+
+def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
+    """Decode stored bytes into a node, deriving keys with ``keyfn(member, score)``."""
+    fields = decode_node(key, data)
+    try:
+        if fields[0] == LEAF:
+            members, scores = fields[1], fields[2]
+            # The member index's keys are its members (a tuple already): no per-entry call.
+            return Leaf(members if keyfn is member_key else tuple(map(keyfn, members, scores)), members, scores)
+        height, ids, counts, members, scores, distincts, lasts = fields[1:]
+        return Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)), distincts, lasts)
+    except TypeError as exc:  # e.g. a score that is not a number
+        raise CorruptDataError(f"stored node holds a value of the wrong type: {exc}", key) from None

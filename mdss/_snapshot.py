@@ -1,0 +1,234 @@
+"""Snapshots: the head read (or made, by a first write) and decoded, with the update log applied.
+
+Every read takes one snapshot: it reads the head once and descends immutable
+nodes, so whatever it returns is one committed state (:func:`read` retries
+on a newer head when a node it needs was collected meanwhile). A head found
+missing is told apart from a set never made by the set's marker
+(:func:`mark`, :func:`_unseen`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import secrets
+from collections.abc import Callable
+from typing import TypeVar
+
+from ._codec import MARKER
+from ._engine import Engine
+from ._head import Head
+from ._log import entries
+from ._order import Order, member_key
+from ._overlay import Chain, View
+from ._ranking import Index, Ranking
+from ._tree import Source, Tree
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    HeadMissingError,
+    MissingNodeError,
+    StoreUnavailableError,
+)
+from .stores.base import Record
+
+T = TypeVar("T")
+
+
+class Snapshot:
+    """One committed state: the head as read (with its record's version), both trees as it names them,
+    the score tree (by sort key) and the member index (member -> score), and the same with the update
+    log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
+    """
+
+    __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
+
+    def __init__(
+        self,
+        record: Record | None,
+        head: Head,
+        source: Source,
+        order: Order,
+        view: View | None,
+        find_chain: Callable[[], Chain] | None = None,
+    ) -> None:
+        self.version = None if record is None else record.version
+        self.data = record.values[0] if record is not None and len(record.values) == 1 else None
+        self.head = head
+        scores, members = head.scores, head.members
+        bound = head.node_bytes
+        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count, bound)
+        self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
+        self.view = view
+        if view is None:
+            self.ranking: Tree | Ranking = self.score_tree
+            self.index: Tree | Index = self.member_index
+        else:
+            self.ranking = Ranking(self.score_tree, view, order.score_of)
+            self.index = Index(self.member_index, view, find_chain)
+
+
+def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | None) -> None:
+    """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an
+    open: reads raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
+    record = engine.store.get(engine.keys.head)
+    try:
+        stored = None if record is None else Head.decode(engine.keys.head, record.value)
+    except CorruptDataError:
+        return
+    if stored is not None:
+        engine.adopt(stored, order, chunk_size)
+
+
+def read(engine: Engine, fn: Callable[[Snapshot], T]) -> T:
+    """Run ``fn`` on a fresh snapshot; if a node it needs was collected meanwhile, on a newer one."""
+    snap = snapshot(engine)
+    try:
+        return fn(snap)  # the common case, without the retry loop's bookkeeping
+    except MissingNodeError:
+        collected_meanwhile(engine, snap)
+    for _ in engine.policy.attempts():
+        snap = snapshot(engine)
+        try:
+            return fn(snap)
+        except MissingNodeError:
+            collected_meanwhile(engine, snap)
+    raise ConflictError(
+        f"reads of set {engine.name!r} kept losing their snapshot to garbage collection for "
+        f"{engine.policy.budget:g} s: raise gc_grace above the time a read takes"
+    )
+
+
+def headless(engine: Engine) -> bool:
+    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped at the
+    first that exists).
+
+    The head is read again after the listing: a writer may have created the
+    set (its head first, then its nodes) since the caller found no head.
+    Nodes that this object's own lost commits could not delete (a commit
+    beside a ``drop()`` whose cleanup failed) are deleted first: they are not
+    the set's.
+    """
+    engine.deletions.delete_stranded()
+    listing = engine.store.keys(engine.keys.nodes)
+    while listed := list(itertools.islice(listing, 16)):  # past tombstones (Riak lists deleted keys a while)
+        if engine.store.existing(listed):
+            return engine.store.get(engine.keys.head) is None
+    return False
+
+
+def mark(engine: Engine) -> None:
+    """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock;
+    not a compare-and-set "only if absent", which would count a conflict on every set that has one) when
+    this object made the head (:func:`snapshot`), and once per object after a merge it landed (sets made
+    before markers, or whose maker's put failed): the set has a head, so from now on a head found missing
+    was lost, not never made (:func:`_unseen`). If the store fails, the write goes on; the next merge
+    tries again. Writes in between cost nothing more."""
+    try:
+        engine.store.put(engine.keys.marker, MARKER)
+    except (ConflictError, StoreUnavailableError):
+        return
+    engine.writer.marked = True
+
+
+def _unseen(engine: Engine) -> Record | None:
+    """The head of a set this object has not seen, which a read just found missing: ``None`` if the set
+    was never made or was dropped (its marker is absent: one more round trip); the head if it was made
+    meanwhile. A marked set without a head whose nodes remain lost its head: :class:`HeadMissingError`.
+
+    A marker without a head nor nodes is left by a first write whose ``drop()`` came between its read of
+    the head and its marker: it is deleted, so that later reads of the set are one round trip again.
+    """
+    store, keys = engine.store, engine.keys
+    if store.get(keys.marker) is None:
+        return None
+    record = store.get(keys.head)  # made just now (the head comes before the marker)?
+    if record is None:
+        if headless(engine):
+            raise _missing(engine)
+        store.delete(keys.marker)
+    return record
+
+
+def _missing(engine: Engine) -> HeadMissingError:
+    return HeadMissingError(
+        f"set {engine.name!r} has stored nodes but no head: the head was lost (a Redis evicting keys "
+        "needs maxmemory-policy noeviction) or a drop() was interrupted; drop() removes the rest",
+        engine.keys.head,
+    )
+
+
+def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] | None = None) -> Snapshot:
+    """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write).
+
+    ``known`` holds the head's record when a lost compare-and-set just
+    returned it: then it is not read again.
+
+    A new set's first write creates an empty head of epoch 1 by
+    compare-and-set "only if absent", so every node is minted under a head.
+    A head that vanished (the head of a set this object has seen, or any
+    set's head when a write would start it afresh) while nodes remain is
+    refused with :class:`HeadMissingError`, never taken for an empty set. On
+    a store whose keys never vanish unless deleted (``Store.evicts`` false:
+    DynamoDB, where that check is a scan of the whole table), only the head
+    of a set this object has seen is looked for: there a set without a head
+    is new, or its ``drop()`` was interrupted.
+
+    An object that never saw the head and reads (no ``create``) tells a set
+    never made (or dropped) from one whose head was lost by the set's
+    marker (``Keyspace.marker``, :func:`mark`: stored by the writer that
+    made the head, and after merges; deleted by ``drop()`` before the
+    head), one more round trip when there is no head: see
+    :func:`_unseen`.
+    """
+    store, key = engine.store, engine.keys.head
+    record = store.get(key) if known is None else known[0]
+    if record is None and not create and engine.head is None and known is None:
+        record = _unseen(engine)
+    while record is None and (create or engine.head is not None):
+        if (store.evicts or engine.head is not None) and headless(engine):
+            raise _missing(engine)
+        if not create:
+            engine.forget()
+            break
+        fresh = Head(
+            engine.order, engine.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=engine.node_bytes
+        )
+        try:
+            store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
+        except (ConflictError, StoreUnavailableError):  # made by another writer (which marks it), or reply lost
+            pass
+        else:
+            mark(engine)
+        engine.on_start()  # a shard of a sharded set stores the set's settings again if a drop removed them
+        record = store.get(key)
+    if record is None:
+        return Snapshot(
+            None, Head(engine.order, engine.chunk_size), Source(store, engine.keys, engine.cache), engine.ordering, None
+        )
+    head = engine.decode(record.value)
+    engine.writer.hold(record, head)
+    try:
+        logged = view(engine, head)
+    except MissingNodeError:  # a log segment of an older head, collected since: take the newer head
+        now = store.get(key)
+        if now is not None and now.version == record.version:
+            raise
+        engine.writer.held = None
+        return snapshot(engine, create, (now,))
+    chain = functools.partial(engine.reader.earlier, head)  # found when first needed (Index)
+    return Snapshot(record, head, Source(store, engine.keys, engine.cache), engine.ordering, logged, chain)
+
+
+def collected_meanwhile(engine: Engine, snap: Snapshot) -> None:
+    """After a MissingNodeError: return if the head moved since ``snap`` (the caller retries), else raise."""
+    record = engine.store.get(engine.keys.head)
+    if (None if record is None else record.version) == snap.version:
+        raise MissingNodeError(
+            f"set {engine.name!r}: a node the current head names is missing from the store (the set is damaged)"
+        )
+
+
+def view(engine: Engine, head: Head) -> View | None:
+    """The view of ``head``'s update log in the engine's overlay, read up to it (``None``: an empty log)."""
+    return engine.reader.view(head, engine.ordering.key, functools.partial(entries, engine))

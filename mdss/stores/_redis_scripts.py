@@ -1,0 +1,104 @@
+"""The Lua scripts of the Redis stores (mdss/stores/redis.py): each runs atomically on its key's node."""
+
+# KEYS[1]: the key; ARGV[1]: the new value; ARGV[2]: SHA-1 of the value read, or "" for "only if absent".
+# Returns 1, or {0, what the key holds} so that the loser needs no second round trip to read it.
+CAS = """
+local current = redis.call('GET', KEYS[1])
+if ARGV[2] == '' then
+    if current then return {0, current} end
+elseif (not current) or redis.sha1hex(current) ~= ARGV[2] then
+    return {0, current}
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+
+
+# KEYS[1]: the key; ARGV[1]: SHA-1 of the value read. Deletes it if unchanged (or absent): 1; else 0.
+DELETE_IF = """
+local current = redis.call('GET', KEYS[1])
+if current and redis.sha1hex(current) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
+# record, the most bytes of the tail, and for a seal the new core. mdss._tail.apply (mdss._tail.swap with
+# a core), in Lua: returns {1, the value after the writer's view} if the record was appended (or was there
+# already), {3, the whole value} if so across a bridge (the writer held its parent; a seal then only
+# appends) or sealed, else {0, the current value} (refused; damaged framing too) or {2, it} (full).
+TAIL = """
+local function u32(s, i)
+    local a, b, c, d = string.byte(s, i, i + 3)
+    return ((a * 256 + b) * 256 + c) * 256 + d
+end
+local function be32(n)
+    return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256,
+        n % 256)
+end
+local function sha1(s)
+    return (string.gsub(redis.sha1hex(s), '..', function(x) return string.char(tonumber(x, 16)) end))
+end
+local v = redis.call('GET', KEYS[1])
+if not v then return {0} end
+local orig, sha, seen, rec, cap, core = v, ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local mark, tail, at, across, bridge = string.byte(v, 1), 0, 0, false, 0
+if mark == 0xC1 or mark == 0xC2 then
+    if #v < 25 then return {0, orig} end
+    tail = 26 + u32(v, 22)
+    bridge = tail
+    local parents = tail
+    if mark == 0xC2 then
+        if #v < tail + 27 then return {0, orig} end
+        bridge = tail + 28
+        parents, tail = bridge + u32(v, tail + 20), bridge + u32(v, tail + 24)
+        if tail > parents or parents > #v + 1 then return {0, orig} end
+    end
+    if string.sub(v, 2, 21) == sha then
+        at = tail
+    elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == sha then
+        at, across = bridge, true
+        if seen > parents - bridge then return {0, orig} end
+    else
+        return {0, orig}
+    end
+else
+    if sha1(v) ~= sha then return {0, orig} end
+    v = string.char(193) .. sha .. be32(#v) .. v
+    tail = #v + 1
+    at = tail
+end
+at = at + seen
+local from = at
+if at > #v + 1 then return {0, orig} end
+local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11) or 0
+while at <= #v do
+    if at + 10 > #v or at + 10 + 8 * string.byte(v, at + 10) > #v then return {0, orig} end
+    local h, l = string.byte(v, at, at + 1)
+    if string.sub(v, at + 2, at + 9) == nonce then
+        if across then return {3, v} end
+        return {1, string.sub(v, from)}
+    end
+    for t = 0, string.byte(v, at + 10) - 1 do
+        local tok = string.sub(v, at + 11 + 8 * t, at + 18 + 8 * t)
+        for u = 0, nt - 1 do
+            if string.sub(rec, 12 + 8 * u, 19 + 8 * u) == tok then return {0, orig} end
+        end
+    end
+    at = at + 2 + h * 256 + l
+end
+if at ~= #v + 1 then return {0, orig} end
+if across and #v + 1 - bridge + #rec > cap then return {0, orig} end
+if core and not across then
+    local records = string.sub(v, tail)
+    v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records .. rec
+    redis.call('SET', KEYS[1], v)
+    return {3, v}
+end
+if #rec == 0 then return {3, v} end
+if #v + 1 - tail + #rec > cap then return {2, orig} end
+v = v .. rec
+redis.call('SET', KEYS[1], v)
+if across then return {3, v} end
+return {1, string.sub(v, from)}
+"""
