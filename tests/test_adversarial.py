@@ -724,7 +724,7 @@ def test_sqlite_stale_commit_beside_a_drop_and_a_new_set_loses_nothing(tmp_path)
 def test_first_writes_racing_on_a_new_set_raise_head_missing() -> None:
     """Two processes write the first entries of a new set. The first finds no head; before it lists the
     set's nodes (has_nodes) the other creates the head and commits. The listing then finds nodes, and
-    _head.snapshot (lines 251-257) raises HeadMissingError, "the head was lost", without re-reading the
+    _snapshot.snapshot raises HeadMissingError, "the head was lost", without re-reading the
     head, which exists: a healthy set is reported damaged and the write fails. The same happens to the first
     write after a drop()."""
     store = mdss.open_store("memory://")
@@ -739,7 +739,7 @@ def test_drop_beside_a_writer_whose_cleanup_fails_leaves_a_sound_set() -> None:
     its compare-and-set; deleting its nodes fails (a request that never reached the store). Its rebase then
     found nodes and no head and raised HeadMissingError, and so did every later write, gc() and check(): a
     legal sequence (drop beside a writer, one failed request) left a set that check() called damaged. Now the
-    writer deletes the nodes of its lost commit again before it judges the set headless (mdss._head.headless),
+    writer deletes the nodes of its lost commit again before it judges the set headless (mdss._snapshot.headless),
     and starts the set afresh."""
     store = mdss.open_store("memory://")
     seeded(store)
@@ -819,7 +819,7 @@ def test_a_landed_commit_is_reported_failed_when_its_deferred_deletes_fail() -> 
 def test_load_replace_of_a_headless_set() -> None:
     """SortedSet.load's docstring: replace=True "also replaces a damaged set". A set whose head vanished is
     damaged (check() says so), but load only drops on a CorruptDataError from its first, non-creating
-    snapshot; the creating one raises HeadMissingError (_commit.load lines 216-222)."""
+    snapshot; the creating one raises HeadMissingError (mdss._load.load)."""
     store = mdss.open_store("memory://")
     board = seeded(store)
     store.delete(board.keys.head)

@@ -1,5 +1,5 @@
 """Writers of one set in several processes, each merging in turn: a member's score that one process reads
-from the trees it held before another's merge (``mdss._log.earlier``: its cached entry sets, plus the log
+from the trees it held before another's merge (``mdss._overlay.Overlays.earlier``: its cached entry sets, plus the log
 entries folded since) is the score in the new trees. Loads and drops start another lineage in between, and
 tiny chunks and log limits make every few writes a merge."""
 

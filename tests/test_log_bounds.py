@@ -44,7 +44,7 @@ BOUNDS = {
     "an update log manifest": 64 << 10,  # PAGE_SEGS segments of the longest ids
     "a garbage note": 200 << 10,  # 4096 ids of at most 46 bytes
     "a garbage note page": 4 << 10,  # 9 note ids and the previous page's
-    "a set's marker": 1,  # only its presence counts (mdss._head.mark)
+    "a set's marker": 1,  # only its presence counts (mdss._snapshot.mark)
 }
 
 

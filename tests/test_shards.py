@@ -872,7 +872,7 @@ def test_a_write_after_another_object_dropped_the_set_stays_readable(store) -> N
 @pytest.mark.parametrize("after", [False, True])
 def test_a_shard_started_again_after_a_drop_stores_the_settings_even_if_that_call_failed(store, after) -> None:
     """A writer whose set another process dropped starts a shard's head afresh and then stores the set's
-    settings again (``_Shard._started``). If that one store call fails, the write fails, and its retry finds
+    settings again (``ShardedSet._restore``). If that one store call fails, the write fails, and its retry finds
     the head made and never came back to the settings: later writes were acknowledged into a shard that no
     reader could find (a fresh reader saw an empty unsharded set)."""
     faulty = FaultyStore(store)
