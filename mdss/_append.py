@@ -1,9 +1,8 @@
 """Commits as appends the store applies to the head (``mdss._tail``), and the seals of their entries.
 
-On a store that applies appends (Redis), a commit that only appends to the
-update log sends its record; the store adds it after whatever head it holds,
-so no writer loses a race to another's append. When the inline entries pass
-their budget, one writer seals them into a segment and swaps the head's core.
+On a store that applies appends (Redis), a commit that only appends to the update log sends its record; the store adds
+it after whatever head it holds, so no writer loses a race to another's append. When the inline entries pass their
+budget, one writer seals them into a segment and swaps the head's core.
 """
 
 from __future__ import annotations
@@ -78,10 +77,9 @@ def append(
     the head's core first): True if it landed, False if refused (then it never will, and the head the
     store returned is where the rebase starts).
 
-    After a lost reply the same request is sent again: the store adds the
-    record only once (a seal that landed refuses its resend). If the store
-    then refuses it, :func:`_appended` tells from the head whether the first
-    one landed before another commit moved the core.
+    After a lost reply the same request is sent again: the store adds the record only once (a seal that landed refuses
+    its resend). If the store then refuses it, :func:`_appended` tells from the head whether the first one landed before
+    another commit moved the core.
     """
     held = snap.data
     assert held is not None
@@ -121,10 +119,9 @@ def append(
 
 
 def _landed(engine: Engine, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
-    """Hold the head an append landed in: the head it was sent from, plus the records others appended
-    meanwhile (decoded), plus its own (unless a resend found it there already: then among those). When
-    its core replaced the writer's (a seal, or across a merge: a bridged head, ``mdss._tail``), the new
-    core, plus those records."""
+    """Hold the head an append landed in: the head it was sent from, plus the records others appended meanwhile
+    (decoded), plus its own (unless a resend found it there already: then among those). When its core replaced the
+    writer's (a seal, or across a merge: a bridged head, ``mdss._tail``), the new core, plus those records."""
     assert snap.data is not None
     value, head = landed.value, snap.head
     suffix = _tail.after(value, snap.data)

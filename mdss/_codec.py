@@ -118,12 +118,10 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
     """The node's fields: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts, members, scores,
     distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2.
 
-    Every field is checked for its type (members and ids are strings,
-    scores ints or floats and never NaN, counts positive ints, a child's
-    distinct scores from 1 to its count, nil together with its last score),
-    so no wrongly typed value reaches the tree. Arrays decode as tuples:
-    immutable like the nodes, and the garbage collector stops tracking a
-    tuple of strings and numbers after one look.
+    Every field is checked for its type (members and ids are strings, scores ints or floats and never NaN, counts
+    positive ints, a child's distinct scores from 1 to its count, nil together with its last score), so no wrongly typed
+    value reaches the tree. Arrays decode as tuples: immutable like the nodes, and the garbage collector stops tracking
+    a tuple of strings and numbers after one look.
     """
     version, node = unpack(key, data, "node", (FORMAT, DENSE), use_list=False)
     if type(node) is not tuple or len(node) < 4:

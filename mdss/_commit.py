@@ -1,10 +1,8 @@
 """Commits: resolve callers' ops on a snapshot, append them to the update log (or fold them into the
 trees), publish the head; rebase on a lost race (see ``mdss._publish`` for what makes an outcome sure).
 
-The core knows the ops of ``mdss._ops`` and ``remove``; any other op is
-resolved by the resolver its caller registered on the engine
-(:attr:`mdss._engine.Engine.resolvers`: a leaderboard's row versions, tie
-groups and post ids).
+The core knows the ops of ``mdss._ops`` and ``remove``; any other op is resolved by the resolver its caller registered
+on the engine (:attr:`mdss._engine.Engine.resolvers`: a leaderboard's row versions, tie groups and post ids).
 """
 
 from __future__ import annotations
@@ -63,12 +61,10 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
 def commit(engine: Engine, pendings: list[Pending]) -> None:
     """Commit several callers' ops atomically, rebasing on concurrent commits.
 
-    Sets each pending's ``result``, or its ``error`` if its own ops were
-    refused (the others still commit). Starts from the head this process
-    last saw, so that an uncontended append is one compare-and-set, unless
-    that head was mostly stale lately (:func:`_learn`): then it reads first.
-    A lost race returns (or reads) the winner's head, and the next try
-    starts from it.
+    Sets each pending's ``result``, or its ``error`` if its own ops were refused (the others still commit). Starts from
+    the head this process last saw, so that an uncontended append is one compare-and-set, unless that head was mostly
+    stale lately (:func:`_learn`): then it reads first. A lost race returns (or reads) the winner's head, and the next
+    try starts from it.
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
     started = time.monotonic()  # when the latest attempt began: the wait for a pause scales with what one takes
@@ -222,10 +218,9 @@ def _merge_at(engine: Engine, head: Head, limit: int) -> int:
 
 
 def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
-    """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this
-    writer merges (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is
-    long in bytes, if not in entries; known without a read to the writer that moved segments there), and no
-    other merger's claim holds."""
+    """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this writer merges
+    (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is long in bytes, if not in
+    entries; known without a read to the writer that moved segments there), and no other merger's claim holds."""
     log = head.log
     if _merge.claimed_by_another(log) or not len(log):
         return False
@@ -238,13 +233,10 @@ def _attempt(
     """Apply every pending's ops on ``snap`` and publish: True if committed, False if it lost the race,
     ``None`` if nothing changes.
 
-    Appends to the update log; a batch as long as the log limit (or every
-    batch, with ``log_limit=0``), or of more than ``mdss._log.BATCH_BYTES`` of
-    entries, goes straight into the trees, with the log.
-    On a head that was not read just now (``fresh``), only a plain append is
-    tried: "nothing to change" and writing nodes before the compare-and-set
-    (that a dropped set would leave behind) wait for the current head
-    (:data:`_REREAD`).
+    Appends to the update log; a batch as long as the log limit (or every batch, with ``log_limit=0``), or of more than
+    ``mdss._log.BATCH_BYTES`` of entries, goes straight into the trees, with the log. On a head that was not read just
+    now (``fresh``), only a plain append is tried: "nothing to change" and writing nodes before the compare-and-set
+    (that a dropped set would leave behind) wait for the current head (:data:`_REREAD`).
     """
     old = dict(zip(members, snap.index.find(members)))
     new = dict(old)

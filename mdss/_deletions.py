@@ -1,9 +1,8 @@
 """Deferred deletion: the nodes this process's commits replaced, deleted once their grace period is over.
 
-Readers holding an older head may still read a replaced node for ``grace``
-seconds; a node read after that is found missing, and the reader retries on
-a newer head. What a failed store call leaves is named by the head's
-garbage notes (``mdss._garbage``), so ``gc()`` finds it.
+Readers holding an older head may still read a replaced node for ``grace`` seconds; a node read after that is found
+missing, and the reader retries on a newer head. What a failed store call leaves is named by the head's garbage notes
+(``mdss._garbage``), so ``gc()`` finds it.
 """
 
 from __future__ import annotations

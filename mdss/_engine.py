@@ -1,12 +1,10 @@
 """An engine: one head's state in this process (one tree pair, its update log and its head).
 
-It owns the store handle, the key space, the node cache, the settings, the
-head it decoded last, and two state objects: the writer's
-(:class:`WriterState`: the head held for the next commit, the head a lost
-race returned, what it learnt of the other writers, seals) and the reader's
-(:class:`mdss._overlay.Overlays`). Snapshots, commits, merges, gc and check
-(``mdss._snapshot``, ``_commit``, ``_merge``, ``_garbage``, ``_check``) take an
-engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
+It owns the store handle, the key space, the node cache, the settings, the head it decoded last, and two state objects:
+the writer's (:class:`WriterState`: the head held for the next commit, the head a lost race returned, what it learnt of
+the other writers, seals) and the reader's (:class:`mdss._overlay.Overlays`). Snapshots, commits, merges, gc and check
+(``mdss._snapshot``, ``_commit``, ``_merge``, ``_garbage``, ``_check``) take an engine; ``SortedSet`` is a facade over
+one, ``ShardedSet`` over S of them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Garbage: deferred deletion of replaced nodes, and ``gc()`` for what interrupted writers left.
 
-Safety does not depend on clocks or timings. The head carries a **gc
-epoch**; every node id carries the epoch of the head its commit read
-(``mdss._writer.new_id``). A commit publishes only by a compare-and-set
-against the exact head version it read, and head versions never repeat
-(every head has a new generation and commit nonce). ``gc()`` first advances
-the epoch from ``E`` to ``E + 1`` by compare-and-set. From then on:
+Safety does not depend on clocks or timings. The head carries a **gc epoch**; every node id carries the epoch of the
+head its commit read (``mdss._writer.new_id``). A commit publishes only by a compare-and-set against the exact head
+version it read, and head versions never repeat (every head has a new generation and commit nonce). ``gc()`` first
+advances the epoch from ``E`` to ``E + 1`` by compare-and-set. From then on:
 
 - a commit that read a head of epoch ``<= E`` can never publish: its
   compare-and-set compares against a version that is gone;
@@ -14,16 +12,14 @@ the epoch from ``E`` to ``E + 1`` by compare-and-set. From then on:
   those the head after the advance names (later commits only add nodes of
   epoch ``>= E + 1``).
 
-So a node of epoch ``<= E`` that the head after the advance does not name is
-garbage forever, and ``gc()`` deletes it, after ``gc_grace`` seconds so that
-readers holding an older head finish (a reader that still meets a missing
-node re-reads the head and retries). ``min_age`` only spares young nodes for
-readers' sake; it is never what makes a deletion safe.
+So a node of epoch ``<= E`` that the head after the advance does not name is garbage forever, and ``gc()`` deletes it,
+after ``gc_grace`` seconds so that readers holding an older head finish (a reader that still meets a missing node
+re-reads the head and retries). ``min_age`` only spares young nodes for readers' sake; it is never what makes a deletion
+safe.
 
-In the normal path nothing is listed: a commit knows the nodes it replaced,
-and the process deletes them ``gc_grace`` seconds later. Listing the set's
-node keys is for ``gc()`` alone (orphans of crashed writers and of ended
-processes), a maintenance call.
+In the normal path nothing is listed: a commit knows the nodes it replaced, and the process deletes them ``gc_grace``
+seconds later. Listing the set's node keys is for ``gc()`` alone (orphans of crashed writers and of ended processes), a
+maintenance call.
 """
 
 from __future__ import annotations
@@ -51,11 +47,9 @@ NOTE_IDS = 4096
 def notes_of(engine: Engine, head: Head, replaced: list[str]) -> dict[str, bytes]:
     """The garbage notes of the nodes ``replaced`` by a commit on ``head``: key -> bytes (none: nothing).
 
-    The notes make the deferred deletion durable: if the process ends before
-    the grace period does, ``gc()`` finds the nodes from the head's notes,
-    with no listing. One note per :data:`NOTE_IDS` nodes, so that a merge or
-    a load that replaces a million nodes still writes values that any store
-    takes (DynamoDB: 400 KB).
+    The notes make the deferred deletion durable: if the process ends before the grace period does, ``gc()`` finds the
+    nodes from the head's notes, with no listing. One note per :data:`NOTE_IDS` nodes, so that a merge or a load that
+    replaces a million nodes still writes values that any store takes (DynamoDB: 400 KB).
     """
     return {
         engine.keys.note(_writer.new_id(head.epoch)): encode_note(replaced[i : i + NOTE_IDS])
@@ -111,10 +105,9 @@ def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: s
 def advance_epoch(engine: Engine, seen: Head) -> Head | None:
     """Move the head past the epoch of ``seen``, unless that is done already; the head after.
 
-    An epoch is only advanced once a commit has landed in it (``gen >
-    epoch_gen``): so that gc, however often it runs, never takes more than
-    one head write per commit from the writers; and not while a merge's
-    claim holds (see ``mdss._merge``), so that gc never starves merges.
+    An epoch is only advanced once a commit has landed in it (``gen > epoch_gen``): so that gc, however often it runs,
+    never takes more than one head write per commit from the writers; and not while a merge's claim holds (see
+    ``mdss._merge``), so that gc never starves merges.
     """
 
     def advance(head: Head) -> Head | None:
@@ -183,8 +176,7 @@ def gc(engine: Engine, min_age: float = 0.0, wait: bool = True, sweep: bool = Fa
 def _walk(engine: Engine, head: Head) -> tuple[list[str], list[str]]:
     """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``.
 
-    One read per page (a page holds :data:`NOTES_INLINE` + 1 notes): pages
-    are few when ``gc()`` runs now and then.
+    One read per page (a page holds :data:`NOTES_INLINE` + 1 notes): pages are few when ``gc()`` runs now and then.
     """
     notes, pages, page = list(head.notes), [], head.note_page
     while page is not None and page != head.notes_done:
@@ -217,8 +209,7 @@ def _collect_noted(engine: Engine, head: Head) -> tuple[list[str], list[str], li
 def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
     """Compare-and-set the head to forget the notes and pages just collected (one head write per gc).
 
-    If writers keep it from landing, the next gc walks the same notes again,
-    finds them gone, and detaches them then.
+    If writers keep it from landing, the next gc walks the same notes again, finds them gone, and detaches them then.
     """
 
     def forget_notes(head: Head) -> Head:
@@ -233,9 +224,8 @@ def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
 def _swept(engine: Engine, min_age: float) -> list[str]:
     """What only a listing finds: nodes and notes of interrupted commits (a paged listing of the set's keys).
 
-    Nodes of epochs before the head's that the head does not name are
-    garbage (see the module docstring); the epoch is advanced first when
-    nodes of the current one wait too.
+    Nodes of epochs before the head's that the head does not name are garbage (see the module docstring); the epoch is
+    advanced first when nodes of the current one wait too.
     """
     store, keys = engine.store, engine.keys
     # What is minted after these listings is of later epochs.
@@ -249,14 +239,12 @@ def _swept(engine: Engine, min_age: float) -> list[str]:
 
 
 def drop(engine: Engine) -> None:
-    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``mdss._head.mark``), then
-    its head.
+    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``mdss._head.mark``), then its head.
 
-    The head first moves to an empty state in a new epoch, so that commits in
-    flight fail and readers see an empty set. A commit made on that empty
-    head meanwhile keeps its nodes (they are of the new epoch) and its head:
-    the head is deleted last, and only if it is still the emptied one. A head
-    that does not decode (no epoch to go by) is deleted with everything.
+    The head first moves to an empty state in a new epoch, so that commits in flight fail and readers see an empty set.
+    A commit made on that empty head meanwhile keeps its nodes (they are of the new epoch) and its head: the head is
+    deleted last, and only if it is still the emptied one. A head that does not decode (no epoch to go by) is deleted
+    with everything.
     """
     store, keys = engine.store, engine.keys
     nonce = secrets.token_hex(8)

@@ -1,11 +1,9 @@
 """The head: the one mutable record of a set, and the snapshot a read or a commit takes of it.
 
-A head names the roots of both trees (the score tree and the member index),
-the set's settings, a generation that every commit increments, the gc epoch
-(see ``mdss._garbage``), and the nonces of the last :data:`RECENT` commits,
-newest first, so that a writer whose compare-and-set reply was lost can prove
-whether its commit landed. Every head write goes through :meth:`Head.next`,
-which keeps ``recent[i]`` the nonce of generation ``gen - i``.
+A head names the roots of both trees (the score tree and the member index), the set's settings, a generation that every
+commit increments, the gc epoch (see ``mdss._garbage``), and the nonces of the last :data:`RECENT` commits, newest
+first, so that a writer whose compare-and-set reply was lost can prove whether its commit landed. Every head write goes
+through :meth:`Head.next`, which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 """
 
 from __future__ import annotations
@@ -43,12 +41,10 @@ LogEntry = tuple[str, Any, Any, Any]
 class Log:
     """The update log as the head names it (see ``mdss._log``).
 
-    Entries ``base`` to ``seq - 1`` are not in the trees yet: the oldest in
-    sealed segments that the log manifest ``pages`` lists, newer ones in the
-    segments ``segs`` (``(id, first sequence number)``, oldest first), the
-    newest ``inline``, ending at ``seq - 1``. A segment may begin before
-    ``base`` (a merge folded its start): readers skip what is older.
-    ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
+    Entries ``base`` to ``seq - 1`` are not in the trees yet: the oldest in sealed segments that the log manifest
+    ``pages`` lists, newer ones in the segments ``segs`` (``(id, first sequence number)``, oldest first), the newest
+    ``inline``, ending at ``seq - 1``. A segment may begin before ``base`` (a merge folded its start): readers skip what
+    is older. ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
     """
 
     base: int = 0
@@ -161,8 +157,7 @@ class Head:
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
 
-        A new ``epoch`` records the generation it starts at (``epoch_gen``); a head without a lineage gets
-        one.
+        A new ``epoch`` records the generation it starts at (``epoch_gen``); a head without a lineage gets one.
         """
         if "epoch" in changes:
             changes["epoch_gen"] = self.gen + 1

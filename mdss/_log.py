@@ -1,12 +1,10 @@
 """The update log: writes append resolved entries to the head; this module stores and reads them.
 
-A write does not rewrite tree nodes. It appends one entry per changed member,
-``(member, old score, new score, nonce)``, to the log the head carries
-(:class:`mdss._head.Log`), in one compare-and-set of the head
-(``mdss._commit``). The old score is resolved by the writer, so that a reader
-never looks a logged member up: the log alone says what each logged member was
-in the trees and what it is now. A merge (``mdss._merge``) folds the log into
-both trees, rewriting each touched node once for many updates.
+A write does not rewrite tree nodes. It appends one entry per changed member, ``(member, old score, new score, nonce)``,
+to the log the head carries (:class:`mdss._head.Log`), in one compare-and-set of the head (``mdss._commit``). The old
+score is resolved by the writer, so that a reader never looks a logged member up: the log alone says what each logged
+member was in the trees and what it is now. A merge (``mdss._merge``) folds the log into both trees, rewriting each
+touched node once for many updates.
 
 The newest entries live in the head itself, up to :data:`INLINE_BYTES`;
 then they are sealed into an immutable segment, named by the head (up to
@@ -147,10 +145,9 @@ def _compacted(engine: Engine, head: Head) -> tuple[list[tuple[str, int]], dict[
     """The head's sealed segments rewritten as one (several if past :data:`SEGMENT_BYTES`), from the log's
     base on: ``(id, first sequence number)`` of each, and what to store.
 
-    The entries come from this process's overlay, which a commit's snapshot
-    has just extended to the head (no read), else from the segments.
-    Without it the log manifest would gain an entry per seal: a seal per
-    commit with members of 250 bytes, 34 bytes each.
+    The entries come from this process's overlay, which a commit's snapshot has just extended to the head (no read),
+    else from the segments. Without it the log manifest would gain an entry per seal: a seal per commit with members of
+    250 bytes, 34 bytes each.
     """
     log = head.log
     start, end = max(log.segs[0][1], log.base), log.seq - len(log.inline)
@@ -229,9 +226,8 @@ def node_ids(engine: Engine, log: Log) -> set[str]:
 def entries(engine: Engine, log: Log, since: int) -> list[LogEntry]:
     """The log's entries from sequence number ``since`` (at least ``log.base``) to ``log.seq - 1``.
 
-    Reads only the segments that hold entries from ``since`` on: none when
-    the inline entries reach back far enough, the head's newer segments (one
-    round trip), or also the log manifest (one more).
+    Reads only the segments that hold entries from ``since`` on: none when the inline entries reach back far enough, the
+    head's newer segments (one round trip), or also the log manifest (one more).
     """
     inline_first = log.seq - len(log.inline)
     if since >= inline_first:

@@ -1,19 +1,15 @@
 """Merges: fold the update log's prefix into both trees in one batched copy-on-write commit.
 
-A merge takes the head at sequence number ``m``, rewrites every tree node
-the logged members touch (each once, for all their entries), writes the new
-nodes, then publishes a head with the new roots, ``log.base = m`` and the
-entries appended meanwhile. It publishes only while the head still names
-the roots and the log base it started from, so a prefix is never applied
-twice; appends that land meanwhile only cost it a cheap re-publish (the
-tree work stands). It deletes its nodes only once proven unpublished.
+A merge takes the head at sequence number ``m``, rewrites every tree node the logged members touch (each once, for all
+their entries), writes the new nodes, then publishes a head with the new roots, ``log.base = m`` and the entries
+appended meanwhile. It publishes only while the head still names the roots and the log base it started from, so a prefix
+is never applied twice; appends that land meanwhile only cost it a cheap re-publish (the tree work stands). It deletes
+its nodes only once proven unpublished.
 
-Merges do not herd: the head carries a claim with a lease
-(:data:`mdss._log.CLAIM_MS`); others skip merging while it holds, and an
-append past twice the log limit merges itself or waits (``help``).
-A merge publishes only in the gc epoch it minted its nodes in, like every
-commit; ``gc()`` does not advance the epoch while a merge's claim holds, so
-gc never starves merges, and a merge never blocks gc longer than its lease.
+Merges do not herd: the head carries a claim with a lease (:data:`mdss._log.CLAIM_MS`); others skip merging while it
+holds, and an append past twice the log limit merges itself or waits (``help``). A merge publishes only in the gc epoch
+it minted its nodes in, like every commit; ``gc()`` does not advance the epoch while a merge's claim holds, so gc never
+starves merges, and a merge never blocks gc longer than its lease.
 """
 
 from __future__ import annotations
@@ -256,10 +252,9 @@ class _Prepared:
 
 
 def _landed(engine: Engine, scores: TreeRef, error: StoreUnavailableError) -> bool:
-    """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and
-    unique, so only this merge can have put it there); else :class:`OutcomeUnknownError`, deleting
-    nothing (``gc(sweep=True)`` collects the nodes if it did not land). A read that fails or is refused
-    tells nothing either."""
+    """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and unique, so only
+    this merge can have put it there); else :class:`OutcomeUnknownError`, deleting nothing (``gc(sweep=True)`` collects
+    the nodes if it did not land). A read that fails or is refused tells nothing either."""
     with contextlib.suppress(StoreError):
         record = engine.store.get(engine.keys.head)
         if record is not None and engine.decode(record.value).scores == scores:

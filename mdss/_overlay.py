@@ -1,13 +1,11 @@
 """The update log applied in memory: a reader's overlays of one set (see ``mdss._log``).
 
-Each process keeps an :class:`Overlay` per tree state: the logged members'
-tree scores and current scores, and two sorted lists of keys, the tree
-entries the log replaces (``removed``) and the entries it makes (``added``).
-A rank is the tree's count below a key, minus the removed keys below it, plus
-the added keys below it. A :class:`View` is the overlay as of one sequence
-number, so that a read stays one snapshot while other threads extend the
-overlay. :class:`Groups` counts tie groups for dense ranks. :class:`Overlays`
-is the reader state of one engine: its current overlay and the superseded ones.
+Each process keeps an :class:`Overlay` per tree state: the logged members' tree scores and current scores, and two
+sorted lists of keys, the tree entries the log replaces (``removed``) and the entries it makes (``added``). A rank is
+the tree's count below a key, minus the removed keys below it, plus the added keys below it. A :class:`View` is the
+overlay as of one sequence number, so that a read stays one snapshot while other threads extend the overlay.
+:class:`Groups` counts tie groups for dense ranks. :class:`Overlays` is the reader state of one engine: its current
+overlay and the superseded ones.
 """
 
 from __future__ import annotations
@@ -37,15 +35,13 @@ Chain = tuple[tuple["Overlay", int], ...]
 class Overlay:
     """The log of one tree state, applied in memory: entries ``base`` to ``seq - 1``.
 
-    ``tree[m]`` is a logged member's score in the trees, ``now[m]`` its
-    score after the entries applied (``None``: absent); ``hist[m]`` the
-    sequence numbers of its entries. Extended in place under ``lock``; a
-    merge makes a new overlay (a new tree state), never changes an old one.
+    ``tree[m]`` is a logged member's score in the trees, ``now[m]`` its score after the entries applied (``None``:
+    absent); ``hist[m]`` the sequence numbers of its entries. Extended in place under ``lock``; a merge makes a new
+    overlay (a new tree state), never changes an old one.
 
-    The sorted keys (``added``, ``removed``: what ranks and ranges need) follow
-    the entries lazily, on the first read that needs them (:meth:`sorted`): a
-    writer follows every other writer's entries, but only its reads of ranks
-    use them, and a process that only writes never sorts them at all.
+    The sorted keys (``added``, ``removed``: what ranks and ranges need) follow the entries lazily, on the first read
+    that needs them (:meth:`sorted`): a writer follows every other writer's entries, but only its reads of ranks use
+    them, and a process that only writes never sorts them at all.
     """
 
     def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any, lineage: str | None = None) -> None:
@@ -233,10 +229,9 @@ class View:
     def keep(self, leaf: Leaf, logged: Any, merged: Any) -> None:
         """Keep a region's merged entries with its decoded entry set, for as long as the node cache keeps it.
 
-        They depend only on the immutable entry set and the logged keys in
-        its range, so they stay valid while those keys do, whatever is
-        appended elsewhere; a later view finds them by sequence number, or
-        by comparing the region's logged keys.
+        They depend only on the immutable entry set and the logged keys in its range, so they stay valid while those
+        keys do, whatever is appended elsewhere; a later view finds them by sequence number, or by comparing the
+        region's logged keys.
         """
         leaf.merged = (self.overlay.state, self.end, logged, merged)
 
@@ -266,18 +261,14 @@ def _within(keys: SortedList, low: Any, high: Any, closed: bool) -> list[Any]:
 class Groups:
     """What an overlay's log does to the tie groups (distinct scores) of the trees, for dense ranks.
 
-    A logged score makes a tie group where no tree entry has that score, and
-    a group vanishes when the log removed every tree entry of it: so the
-    change at a score ``s`` (a score key: the first part of a sort key) is
-    ``[T - R + A > 0] - [T > 0]``, with ``A`` and ``R`` the log's added and
-    removed keys of score ``s`` and ``T`` the tree's entries of score ``s``.
-    ``T`` is not in the log (an append reads nothing but the member index):
-    the first dense read of an overlay state finds ``T`` for every score
-    logged since (``pending``), in the descent it makes anyway
-    (:func:`dense_below`), and keeps it (``tree``): the overlay's tree never
-    changes. ``gained`` and ``lost`` are the scores whose change is +1 and
-    -1 as of ``seq``, sorted, so that the change below a score is two
-    bisections. Called under the overlay's lock.
+    A logged score makes a tie group where no tree entry has that score, and a group vanishes when the log removed every
+    tree entry of it: so the change at a score ``s`` (a score key: the first part of a sort key) is ``[T - R + A > 0] -
+    [T > 0]``, with ``A`` and ``R`` the log's added and removed keys of score ``s`` and ``T`` the tree's entries of
+    score ``s``. ``T`` is not in the log (an append reads nothing but the member index): the first dense read of an
+    overlay state finds ``T`` for every score logged since (``pending``), in the descent it makes anyway
+    (:func:`dense_below`), and keeps it (``tree``): the overlay's tree never changes. ``gained`` and ``lost`` are the
+    scores whose change is +1 and -1 as of ``seq``, sorted, so that the change below a score is two bisections. Called
+    under the overlay's lock.
     """
 
     __slots__ = ("overlay", "seq", "tree", "pending", "added", "removed", "change", "gained", "lost")
@@ -357,10 +348,9 @@ class Groups:
     def shift(self, end: int, keys: Sequence[Any]) -> list[int]:
         """For each score key, what the log up to ``end`` does to the number of tie groups strictly below it.
 
-        Entries after ``end`` (other threads extended the overlay) are
-        undone for the few scores they touch. Every score logged before
-        ``end`` is resolved by then (:func:`dense_below`); one logged only
-        after it changes nothing as of ``end``.
+        Entries after ``end`` (other threads extended the overlay) are undone for the few scores they touch. Every score
+        logged before ``end`` is resolved by then (:func:`dense_below`); one logged only after it changes nothing as of
+        ``end``.
         """
         with self.overlay.lock:
             self._advance()
@@ -449,8 +439,7 @@ class Overlays:
         return tuple(chain)
 
     def of(self, root: Any, base: int, end: int) -> Overlay | None:
-        """The overlay of the tree state with score root ``root`` and log base ``base``, if still held up
-        to ``end``."""
+        """The overlay of the tree state with score root ``root`` and log base ``base``, if still held up to ``end``."""
         with self._lock:
             for overlay in (self.current, *reversed(self._past.values())):
                 if overlay is not None and overlay.state[1] == root and overlay.state[3] == base and overlay.seq >= end:

@@ -1,14 +1,11 @@
 """Publishing a commit: its nodes and garbage notes written, then the head's compare-and-set.
 
-The rule that keeps acknowledged data safe: a commit deletes the nodes it
-wrote only once it has *proven* that its head can never be published, that
-is, the store answered a definite conflict, or the head shows that another
-commit took the generation it was built for. After an ambiguous outcome (a
-lost reply, a store that stopped answering) it reads the head and decides
-from the generation and the recent commit nonces (:meth:`Head.fate`):
-landed, lost, still pending (resend the same compare-and-set), or unknown
-(raise :class:`OutcomeUnknownError` and delete nothing: ``gc()`` collects
-the nodes if the commit did not land).
+The rule that keeps acknowledged data safe: a commit deletes the nodes it wrote only once it has *proven* that its head
+can never be published, that is, the store answered a definite conflict, or the head shows that another commit took the
+generation it was built for. After an ambiguous outcome (a lost reply, a store that stopped answering) it reads the head
+and decides from the generation and the recent commit nonces (:meth:`Head.fate`): landed, lost, still pending (resend
+the same compare-and-set), or unknown (raise :class:`OutcomeUnknownError` and delete nothing: ``gc()`` collects the
+nodes if the commit did not land).
 """
 
 from __future__ import annotations
@@ -91,11 +88,10 @@ def publish(
 
 
 def put_head(engine: Engine, held: bytes | None, version: Any, head: Head) -> tuple[Record, Head]:
-    """Write ``head``, which has no log entries of its own (a merge, a merge claim), over the head read
-    as ``held`` (its bytes; ``None`` with siblings) and ``version``: on a store that applies appends as a
-    seal (``mdss._tail.swap``: the appends that land meanwhile stay after it, and never make it lose),
-    else by compare-and-set. The record written and its head; :class:`ConflictError` (with ``current``)
-    when the head, or for a seal its core, changed."""
+    """Write ``head``, which has no log entries of its own (a merge, a merge claim), over the head read as ``held`` (its
+    bytes; ``None`` with siblings) and ``version``: on a store that applies appends as a seal (``mdss._tail.swap``: the
+    appends that land meanwhile stay after it, and never make it lose), else by compare-and-set. The record written and
+    its head; :class:`ConflictError` (with ``current``) when the head, or for a seal its core, changed."""
     key, data = engine.keys.head, head.encode()
     if not engine.store.appends or held is None:
         return Record((data,), engine.store.cas(key, data, version)), head
@@ -123,8 +119,7 @@ def _cas_head(engine: Engine, snap: Snapshot, head: Head, data: bytes) -> tuple[
     """Compare-and-set the head: ``(version written,)`` if it landed (``None`` in it when the store cannot
     tell), ``None`` if it provably never will.
 
-    Raises :class:`OutcomeUnknownError` when neither can be proven within the
-    store-call budget.
+    Raises :class:`OutcomeUnknownError` when neither can be proven within the store-call budget.
     """
     key, version = engine.keys.head, snap.version
     nonce = head.recent[0]

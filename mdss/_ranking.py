@@ -16,11 +16,9 @@ from ._tree import Tree
 class Index:
     """The member index with the log applied: member -> score.
 
-    A member the log does not name is looked up in the trees this process
-    held before the last merges first (``chain``, :func:`earlier`): their
-    entry sets are cached, and with the entries folded since they give the
-    same score. Another process's merge then costs this one no reads of the
-    new member index until its cache no longer holds the old one.
+    A member the log does not name is looked up in the trees this process held before the last merges first (``chain``,
+    :func:`earlier`): their entry sets are cached, and with the entries folded since they give the same score. Another
+    process's merge then costs this one no reads of the new member index until its cache no longer holds the old one.
     """
 
     __slots__ = ("tree", "view", "chain", "find_chain")
@@ -103,11 +101,10 @@ class Ranking:
         """The entry set where merged position ``start`` falls: ``(path, merged position of its region, the
         region's first key, the next region's first key)``.
 
-        A region is the key range of one entry set, from its first key (``None`` for the leftmost) to the
-        next entry set's (``None`` for the rightmost); the log's keys in it belong to it. ``path`` holds the
-        manifests descended and the child taken in each, for :meth:`_next`. The manifests are descended by
-        merged position: a child's merged start is its tree start plus the log's shift below its first
-        key, which only grows along a manifest.
+        A region is the key range of one entry set, from its first key (``None`` for the leftmost) to the next entry
+        set's (``None`` for the rightmost); the log's keys in it belong to it. ``path`` holds the manifests descended
+        and the child taken in each, for :meth:`_next`. The manifests are descended by merged position: a child's merged
+        start is its tree start plus the log's shift below its first key, which only grows along a manifest.
         """
         tree, shift = self.tree, self.view.first_shift
         node_id: Any = tree.root
@@ -149,13 +146,10 @@ class Ranking:
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
         """Members and scores at merged positions ``start`` to ``stop - 1``, in key order.
 
-        Region by region (an entry set's key range, with the log's keys in
-        it): the manifests are descended by merged position to the region
-        where ``start`` falls, and each region the page spans is merged once
-        (its entries copied, the logged keys deleted and inserted in place)
-        and kept with its decoded entry set while its logged keys stay the
-        same. The entry sets not cached are read in one round trip, as a
-        tree's own slice reads its entry sets.
+        Region by region (an entry set's key range, with the log's keys in it): the manifests are descended by merged
+        position to the region where ``start`` falls, and each region the page spans is merged once (its entries copied,
+        the logged keys deleted and inserted in place) and kept with its decoded entry set while its logged keys stay
+        the same. The entry sets not cached are read in one round trip, as a tree's own slice reads its entry sets.
         """
         start, stop = max(start, 0), min(stop, self.count)
         if start >= stop:
@@ -217,10 +211,10 @@ class Ranking:
 
 
 def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:
-    """The members and scores of an entry set's region with the log applied: its entries without
-    ``removed`` (keys of it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are
-    kept with the entry set, and CPython's collector stops tracking tuples of strings and numbers (lists
-    would make every full collection walk them)."""
+    """The members and scores of an entry set's region with the log applied: its entries without ``removed`` (keys of
+    it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are kept with the entry set, and
+    CPython's collector stops tracking tuples of strings and numbers (lists would make every full collection walk them).
+    """
     keys = leaf.keys
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
         dropped = set(removed)
@@ -300,12 +294,10 @@ def dense_below(ranking: Tree | Ranking, probes: Sequence[Any]) -> list[int]:
     """For each probe, the first key of a score: the distinct scores strictly below it, the log applied (the
     dense rank of that score, less one).
 
-    The tree's distinct scores below the probe (:meth:`Tree.below`) plus the
-    tie groups the log makes below it, less those it empties (:class:`Groups`).
-    The scores logged since this overlay state's last dense read are resolved
-    in the same batched descent as the probes (two probes each: the tree's
-    entries with that score), so the round trips are those of a count; the
-    entry sets read are those of the probes and of the newly logged scores.
+    The tree's distinct scores below the probe (:meth:`Tree.below`) plus the tie groups the log makes below it, less
+    those it empties (:class:`Groups`). The scores logged since this overlay state's last dense read are resolved in the
+    same batched descent as the probes (two probes each: the tree's entries with that score), so the round trips are
+    those of a count; the entry sets read are those of the probes and of the newly logged scores.
     """
     if isinstance(ranking, Tree):
         return [distinct for _, distinct in ranking.below(probes)]

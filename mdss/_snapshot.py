@@ -1,10 +1,8 @@
 """Snapshots: the head read (or made, by a first write) and decoded, with the update log applied.
 
-Every read takes one snapshot: it reads the head once and descends immutable
-nodes, so whatever it returns is one committed state (:func:`read` retries
-on a newer head when a node it needs was collected meanwhile). A head found
-missing is told apart from a set never made by the set's marker
-(:func:`mark`, :func:`_unseen`).
+Every read takes one snapshot: it reads the head once and descends immutable nodes, so whatever it returns is one
+committed state (:func:`read` retries on a newer head when a node it needs was collected meanwhile). A head found
+missing is told apart from a set never made by the set's marker (:func:`mark`, :func:`_unseen`).
 """
 
 from __future__ import annotations
@@ -103,11 +101,9 @@ def headless(engine: Engine) -> bool:
     """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped at the
     first that exists).
 
-    The head is read again after the listing: a writer may have created the
-    set (its head first, then its nodes) since the caller found no head.
-    Nodes that this object's own lost commits could not delete (a commit
-    beside a ``drop()`` whose cleanup failed) are deleted first: they are not
-    the set's.
+    The head is read again after the listing: a writer may have created the set (its head first, then its nodes) since
+    the caller found no head. Nodes that this object's own lost commits could not delete (a commit beside a ``drop()``
+    whose cleanup failed) are deleted first: they are not the set's.
     """
     engine.deletions.delete_stranded()
     listing = engine.store.keys(engine.keys.nodes)
@@ -118,12 +114,11 @@ def headless(engine: Engine) -> bool:
 
 
 def mark(engine: Engine) -> None:
-    """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock;
-    not a compare-and-set "only if absent", which would count a conflict on every set that has one) when
-    this object made the head (:func:`snapshot`), and once per object after a merge it landed (sets made
-    before markers, or whose maker's put failed): the set has a head, so from now on a head found missing
-    was lost, not never made (:func:`_unseen`). If the store fails, the write goes on; the next merge
-    tries again. Writes in between cost nothing more."""
+    """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock; not a
+    compare-and-set "only if absent", which would count a conflict on every set that has one) when this object made the
+    head (:func:`snapshot`), and once per object after a merge it landed (sets made before markers, or whose maker's put
+    failed): the set has a head, so from now on a head found missing was lost, not never made (:func:`_unseen`). If the
+    store fails, the write goes on; the next merge tries again. Writes in between cost nothing more."""
     try:
         engine.store.put(engine.keys.marker, MARKER)
     except (ConflictError, StoreUnavailableError):
@@ -161,18 +156,14 @@ def _missing(engine: Engine) -> HeadMissingError:
 def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] | None = None) -> Snapshot:
     """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write).
 
-    ``known`` holds the head's record when a lost compare-and-set just
-    returned it: then it is not read again.
+    ``known`` holds the head's record when a lost compare-and-set just returned it: then it is not read again.
 
-    A new set's first write creates an empty head of epoch 1 by
-    compare-and-set "only if absent", so every node is minted under a head.
-    A head that vanished (the head of a set this object has seen, or any
-    set's head when a write would start it afresh) while nodes remain is
-    refused with :class:`HeadMissingError`, never taken for an empty set. On
-    a store whose keys never vanish unless deleted (``Store.evicts`` false:
-    DynamoDB, where that check is a scan of the whole table), only the head
-    of a set this object has seen is looked for: there a set without a head
-    is new, or its ``drop()`` was interrupted.
+    A new set's first write creates an empty head of epoch 1 by compare-and-set "only if absent", so every node is
+    minted under a head. A head that vanished (the head of a set this object has seen, or any set's head when a write
+    would start it afresh) while nodes remain is refused with :class:`HeadMissingError`, never taken for an empty set.
+    On a store whose keys never vanish unless deleted (``Store.evicts`` false: DynamoDB, where that check is a scan of
+    the whole table), only the head of a set this object has seen is looked for: there a set without a head is new, or
+    its ``drop()`` was interrupted.
 
     An object that never saw the head and reads (no ``create``) tells a set
     never made (or dropped) from one whose head was lost by the set's

@@ -1,48 +1,37 @@
 """Store-applied appends: a head with a tail of log appends that the store added without a compare-and-set.
 
-A plain compare-and-set of the head loses whenever another commit landed
-since the head was read, although an append that only adds log entries is
-still valid on the newer head unless an entry logged since touches one of
-its members (its old scores may then be wrong) or the head's *core* changed
-(a merge, a sealed segment, a load, a drop). A store that checks that
-atomically (:meth:`mdss.stores.base.Store.append_log`: a Lua script on
-Redis and Redis Cluster, the lock on memory; SQLite, Riak and DynamoDB
-compare-and-set instead) appends the commit as a *record* after the
-head's bytes instead, so that writers of different members never conflict::
+A plain compare-and-set of the head loses whenever another commit landed since the head was read, although an append
+that only adds log entries is still valid on the newer head unless an entry logged since touches one of its members (its
+old scores may then be wrong) or the head's *core* changed (a merge, a sealed segment, a load, a drop). A store that
+checks that atomically (:meth:`mdss.stores.base.Store.append_log`: a Lua script on Redis and Redis Cluster, the lock on
+memory; SQLite, Riak and DynamoDB compare-and-set instead) appends the commit as a *record* after the head's bytes
+instead, so that writers of different members never conflict::
 
     TAILED, SHA-1 of the core (20 bytes), core length (4 bytes), core, record, record, ...
 
-A seal (the log's inline entries moved to a segment), a merge and a merge's
-claim change the core, but not what any member's score was. On these stores
-they write a *bridged* head, which also keeps the records that came after
-the core it replaced (its *parent*)::
+A seal (the log's inline entries moved to a segment), a merge and a merge's claim change the core, but not what any
+member's score was. On these stores they write a *bridged* head, which also keeps the records that came after the core
+it replaced (its *parent*)::
 
     BRIDGED, SHA-1 of the core, core length, core,
         parent's core SHA-1 (20 bytes), P (4 bytes), B (4 bytes),
         bridge (the parent's first B bytes of records), record, record, ...
 
-The parent's records are the bridge and the first ``P - B`` bytes of the
-tail: those that the new core holds (its log counts them), then those that
-came after the view it was made from. A seal is applied by the store
-(:func:`swap`): it puts the writer's new core, made from the head it held,
-under the records appended since, and appends the sealing commit's record,
-in one round trip that other writers' appends never make lose; so are a
-merge and its claim (with no record). A writer holding the parent still
-appends in one round trip: the store checks its record against the parent's
-records after those the writer saw, then the rest of the tail (:func:`apply`).
-Only one core back: two core changes since, or a load or a drop (never
-bridged), refuse.
+The parent's records are the bridge and the first ``P - B`` bytes of the tail: those that the new core holds (its log
+counts them), then those that came after the view it was made from. A seal is applied by the store (:func:`swap`): it
+puts the writer's new core, made from the head it held, under the records appended since, and appends the sealing
+commit's record, in one round trip that other writers' appends never make lose; so are a merge and its claim (with no
+record). A writer holding the parent still appends in one round trip: the store checks its record against the parent's
+records after those the writer saw, then the rest of the tail (:func:`apply`). Only one core back: two core changes
+since, or a load or a drop (never bridged), refuse.
 
-The core is a head as an ordinary compare-and-set writes it (format 2). A
-record is its length (2 bytes, of what follows) and a sealed body (CRC-32,
-``mdss._codec.seal``): the commit's nonce (8 bytes), the number of members
-it read (1 byte), an 8-byte token of each (BLAKE2b of the member), and the
-msgpack list of its log entries, the last of which carries the nonce.
-Decoding applies each record as one commit (:meth:`mdss._head.Head.decode`);
-the next ordinary compare-and-set of the head (a load, a drop, a seal on
-a store without appends) writes it plain again. :func:`apply` is the store's side, which every store's
-implementation follows; an append is idempotent: resent after a lost reply,
-it finds its nonce and adds nothing.
+The core is a head as an ordinary compare-and-set writes it (format 2). A record is its length (2 bytes, of what
+follows) and a sealed body (CRC-32, ``mdss._codec.seal``): the commit's nonce (8 bytes), the number of members it read
+(1 byte), an 8-byte token of each (BLAKE2b of the member), and the msgpack list of its log entries, the last of which
+carries the nonce. Decoding applies each record as one commit (:meth:`mdss._head.Head.decode`); the next ordinary
+compare-and-set of the head (a load, a drop, a seal on a store without appends) writes it plain again. :func:`apply` is
+the store's side, which every store's implementation follows; an append is idempotent: resent after a lost reply, it
+finds its nonce and adds nothing.
 """
 
 from __future__ import annotations
@@ -168,15 +157,12 @@ def _bridged(core: bytes, parent: bytes, records: bytes, seen: int) -> bytes:
 def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -> bytes:
     """The store's side of an append: ``value`` with ``record`` appended, or :class:`Refused`.
 
-    ``sha`` and ``seen`` are the writer's :func:`view`. Appends unless the
-    head is gone, its core's SHA-1 is not ``sha`` (nor its parent's, whose
-    records up to ``seen`` bytes the writer saw), a record after the
-    writer's view has one of ``record``'s tokens, the framing is damaged (the
-    writer's rebase then reads the head, and refuses it as corrupt), or the
-    tail would pass ``cap`` bytes (``full``; from a parent, when the records
-    since it would: so that once refused, an append is refused for good). A
-    record whose nonce is there already (after the writer's view: a resend)
-    is not added again (``value`` comes back unchanged).
+    ``sha`` and ``seen`` are the writer's :func:`view`. Appends unless the head is gone, its core's SHA-1 is not ``sha``
+    (nor its parent's, whose records up to ``seen`` bytes the writer saw), a record after the writer's view has one of
+    ``record``'s tokens, the framing is damaged (the writer's rebase then reads the head, and refuses it as corrupt), or
+    the tail would pass ``cap`` bytes (``full``; from a parent, when the records since it would: so that once refused,
+    an append is refused for good). A record whose nonce is there already (after the writer's view: a resend) is not
+    added again (``value`` comes back unchanged).
     """
     return _change(value, sha, seen, record, cap, None)
 
@@ -186,13 +172,11 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
     records appended since that view, then ``record`` (the sealing commit's own; empty for a merge or a
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
-    Refuses where :func:`apply` would, but never for size when it seals.
-    The result is bridged from ``value``'s core: its records up to ``seen``
-    (which ``core`` holds) in the bridge, the rest at the start of the tail,
-    so that writers holding it still append. When another writer's seal (or
-    a merge) replaced the writer's core already, only ``record`` is
-    appended, across the bridge, as by :func:`apply`: the writer's core is
-    then never used (also when a resend finds ``record`` there).
+    Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core:
+    its records up to ``seen`` (which ``core`` holds) in the bridge, the rest at the start of the tail, so that writers
+    holding it still append. When another writer's seal (or a merge) replaced the writer's core already, only ``record``
+    is appended, across the bridge, as by :func:`apply`: the writer's core is then never used (also when a resend finds
+    ``record`` there).
     """
     return _change(value, sha, seen, record, cap, core)
 

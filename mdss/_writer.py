@@ -13,8 +13,7 @@ store here: the commit writes the new nodes, then compare-and-sets
 the head.
 
 Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
-``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people
-reading ids; no decision depends on a clock.
+``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people reading ids; no decision depends on a clock.
 """
 
 from __future__ import annotations
@@ -58,10 +57,9 @@ def id_epoch(node_id: str) -> int:
 class Writer:
     """Applies sorted batches of operations to trees, copy-on-write.
 
-    ``new`` holds the nodes written by this commit (id -> node), ``built``
-    the entry sets of a bulk load, already encoded (id -> bytes), and
-    ``replaced`` the ids of stored nodes the commit makes unreachable.
-    Nothing touches the store here.
+    ``new`` holds the nodes written by this commit (id -> node), ``built`` the entry sets of a bulk load, already
+    encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable. Nothing touches the
+    store here.
     """
 
     def __init__(self, chunk: int, epoch: int) -> None:
@@ -91,9 +89,8 @@ class Writer:
     def _split_points(n: int, most: int) -> list[int]:
         """Split points that cut ``n`` items into the fewest parts of at most ``most``, evenly.
 
-        Every part of a split holds at least ``most // 2`` items (and 2 or
-        more when ``most`` is 3), so a split never leaves a node under the
-        minimum fill.
+        Every part of a split holds at least ``most // 2`` items (and 2 or more when ``most`` is 3), so a split never
+        leaves a node under the minimum fill.
         """
         k = -(-n // most) if n else 0
         base, extra = divmod(n, k) if k else (0, 0)
@@ -261,14 +258,11 @@ class Writer:
     def _merge_underfull(self, children: list[Summary], height: int) -> None:
         """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
 
-        Under the minimum fill: fewer items than :func:`mdss._tree.fill` says
-        and, when nodes are bounded in bytes, not more than a quarter of the
-        bound (:func:`mdss._tree.full`). Only nodes this commit wrote can be
-        under-filled (untouched ones satisfied the invariant before and still
-        do: it depends on the node alone), so only children in ``new`` are
-        looked at. A node left with a single child cannot fix
-        that child itself; once its parent merges it with a neighbour, the
-        merged children are fixed one level down in turn.
+        Under the minimum fill: fewer items than :func:`mdss._tree.fill` says and, when nodes are bounded in bytes, not
+        more than a quarter of the bound (:func:`mdss._tree.full`). Only nodes this commit wrote can be under-filled
+        (untouched ones satisfied the invariant before and still do: it depends on the node alone), so only children in
+        ``new`` are looked at. A node left with a single child cannot fix that child itself; once its parent merges it
+        with a neighbour, the merged children are fixed one level down in turn.
         """
         new, underfull = self.new, self._underfull
         while len(children) > 1:
@@ -287,9 +281,8 @@ class Writer:
     def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
         """Build a whole tree bottom-up from entries already in key order (bulk load).
 
-        Its entry sets are only to be stored: they go to ``built`` as bytes,
-        never held decoded (a million decoded entries would only feed the
-        garbage collector).
+        Its entry sets are only to be stored: they go to ``built`` as bytes, never held decoded (a million decoded
+        entries would only feed the garbage collector).
         """
         self._start(tree)
         root, height = self._grow(self._emit_leaves(None, members, scores), 0)
@@ -319,9 +312,8 @@ def check_chunk_size(chunk_size: int, limit: int | None, store_name: str) -> Non
     """Refuse a chunk size whose largest possible node would not fit in one value of ``limit`` bytes (a store's
     ``max_value_bytes``; ``None``: no limit, no check).
 
-    A set calls it when it opens, so that a commit never fails halfway
-    through a load on a node too large: :class:`InvalidArgumentError`
-    saying the largest chunk size that fits.
+    A set calls it when it opens, so that a commit never fails halfway through a load on a node too large:
+    :class:`InvalidArgumentError` saying the largest chunk size that fits.
     """
     if limit is None or largest_node_bytes(chunk_size) <= limit:
         return
