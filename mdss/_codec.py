@@ -1,19 +1,14 @@
 """Bytes on the store: msgpack arrays that start with a format version, sealed with a CRC-32.
 
-Format 2 (written since the gc epochs and checksums): an entry set is
-``seal(msgpack([2, 0, members, scores]))``; a manifest is
-``seal(msgpack([2, 1, height, child_ids, child_counts, first_members,
-first_scores]))`` (the first entry of each child, from which the tree derives
-its key); the head is ``seal(msgpack(map))`` (see ``mdss._head``). ``seal``
-appends the CRC-32 of the msgpack bytes, so a flipped byte that still decodes
-is refused instead of served. Format 3 (since dense ranks) changed manifests
-of the score tree only: ``[3, 1, height, child_ids, child_counts,
-first_members, first_scores, distincts, last_scores]``, each child's number
-of distinct scores and its last score (nil for a child summarized before
-format 3); every other value is written as in format 2. Formats 1 (the same
-as 2 without the checksum) and 2 are still read. Integers stay integers (msgpack has 64-bit ints), floats are IEEE
-doubles. Anything that does not decode to the right shape and types raises
-:class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md
+Format 2 (written since the gc epochs and checksums): an entry set is ``seal(msgpack([2, 0, members, scores]))``; a
+manifest is ``seal(msgpack([2, 1, height, child_ids, child_counts, first_members, first_scores]))`` (the first entry of
+each child, from which the tree derives its key); the head is ``seal(msgpack(map))`` (see ``mdss._head``). ``seal``
+appends the CRC-32 of the msgpack bytes, so a flipped byte that still decodes is refused instead of served. Format 3
+(since dense ranks) changed manifests of the score tree only: ``[3, 1, height, child_ids, child_counts, first_members,
+first_scores, distincts, last_scores]``, each child's number of distinct scores and its last score (nil for a child
+summarized before format 3); every other value is written as in format 2. Formats 1 (the same as 2 without the checksum)
+and 2 are still read. Integers stay integers (msgpack has 64-bit ints), floats are IEEE doubles. Anything that does not
+decode to the right shape and types raises :class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md
 describes every field.
 """
 

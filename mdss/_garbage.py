@@ -1,25 +1,15 @@
 """Garbage: deferred deletion of replaced nodes, and ``gc()`` for what interrupted writers left.
 
-Safety does not depend on clocks or timings. The head carries a **gc epoch**; every node id carries the epoch of the
-head its commit read (``mdss._writer.new_id``). A commit publishes only by a compare-and-set against the exact head
-version it read, and head versions never repeat (every head has a new generation and commit nonce). ``gc()`` first
-advances the epoch from ``E`` to ``E + 1`` by compare-and-set. From then on:
+Safety does not depend on clocks (docs/architecture.md, "Garbage"). Every node id carries the **gc epoch** of the head
+its commit read (``mdss._writer.new_id``), and a commit publishes only by a compare-and-set against the exact head
+version it read (versions never repeat). Once ``gc()`` advanced the epoch from ``E`` to ``E + 1``, no commit that read
+a head of epoch ``<= E`` can publish, and later heads only add nodes of epoch ``>= E + 1``: a node of epoch ``<= E``
+that the head after the advance does not name is garbage forever. It is deleted after ``gc_grace`` seconds, so that
+readers of older heads finish (one that still meets a missing node retries on a newer head); ``min_age`` only spares
+young nodes for readers' sake, never what makes a deletion safe.
 
-- a commit that read a head of epoch ``<= E`` can never publish: its
-  compare-and-set compares against a version that is gone;
-- every later head is built from the head after the advance or a later one,
-  so the nodes of epoch ``<= E`` that any later head can name are exactly
-  those the head after the advance names (later commits only add nodes of
-  epoch ``>= E + 1``).
-
-So a node of epoch ``<= E`` that the head after the advance does not name is garbage forever, and ``gc()`` deletes it,
-after ``gc_grace`` seconds so that readers holding an older head finish (a reader that still meets a missing node
-re-reads the head and retries). ``min_age`` only spares young nodes for readers' sake; it is never what makes a deletion
-safe.
-
-In the normal path nothing is listed: a commit knows the nodes it replaced, and the process deletes them ``gc_grace``
-seconds later. Listing the set's node keys is for ``gc()`` alone (orphans of crashed writers and of ended processes), a
-maintenance call.
+Normally nothing is listed: a commit knows the nodes it replaced, and the process deletes them ``gc_grace`` seconds
+later. Listing the set's node keys is for ``gc()`` alone (orphans of crashed writers and of ended processes).
 """
 
 from __future__ import annotations
@@ -58,8 +48,8 @@ def notes_of(engine: Engine, head: Head, replaced: list[str]) -> dict[str, bytes
 
 
 def attach_notes(engine: Engine, head: Head, keys: Sequence[str]) -> tuple[Head, dict[str, bytes]]:
-    """``head`` naming the notes at ``keys`` (the last one newest), and a note page to store when the head's
-    notes are full (:data:`NOTES_INLINE`)."""
+    """``head`` naming the notes at ``keys`` (the last one newest), and a note page to store when the head's notes are
+    full (:data:`NOTES_INLINE`)."""
     if not keys:
         return head, {}
     notes = (*(key[len(engine.keys.notes) :] for key in reversed(keys)), *head.notes)
@@ -73,9 +63,8 @@ def attach_notes(engine: Engine, head: Head, keys: Sequence[str]) -> tuple[Head,
 
 
 def discard(engine: Engine, keys: list[str]) -> None:
-    """Delete what a commit wrote that no head can ever name. If the store fails, this object deletes them
-    again before it takes a set without a head for a damaged one (:func:`mdss._head.headless`: they are
-    not the set's), and ``gc(sweep=True)`` collects them where it does not."""
+    """Delete what a commit wrote that no head can ever name. If the store fails, this object deletes them again before
+    it takes a set without a head for a damaged one (:func:`mdss._snapshot.headless`), else ``gc(sweep=True)`` does."""
     try:
         engine.store.delete_many(keys)
     except StoreUnavailableError:
@@ -83,8 +72,8 @@ def discard(engine: Engine, keys: list[str]) -> None:
 
 
 def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: str) -> Head | None:
-    """Compare-and-set the head to ``change(head)`` until it lands, or ``change`` answers ``None`` (nothing
-    to do); the head after (``None``: there is no head)."""
+    """Compare-and-set the head to ``change(head)`` until it lands or ``change`` answers ``None`` (nothing to do); the
+    head after (``None``: there is no head)."""
     key = engine.keys.head
     for _ in engine.policy.attempts():
         record = engine.store.get(key)
@@ -127,8 +116,8 @@ def named(engine: Engine, snap: Snapshot) -> set[str]:
 
 
 def _unnamed(engine: Engine, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
-    """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age``
-    seconds ago (by their writer's clock)."""
+    """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age`` seconds
+    ago (by their writer's clock)."""
 
     def look(snap: Snapshot) -> tuple[Head, set[str], set[str]]:
         return snap.head, named(engine, snap), {i for ids in _walk(engine, snap.head) for i in ids}
@@ -191,11 +180,8 @@ def _walk(engine: Engine, head: Head) -> tuple[list[str], list[str]]:
 
 
 def _collect_noted(engine: Engine, head: Head) -> tuple[list[str], list[str], list[str]]:
-    """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name.
-
-    A note's commit landed (the head names it), so the nodes it names are
-    replaced for good; only readers of older heads may still want them.
-    """
+    """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name: replaced for
+    good (the head names the note, so its commit landed)."""
     store, keys = engine.store, engine.keys
     notes, pages = _walk(engine, head)
     replaced: list[str] = []

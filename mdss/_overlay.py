@@ -284,9 +284,8 @@ class Groups:
         self.lost = SortedList()
 
     def _effects(self, seq: int) -> list[tuple[Any, int, int]]:
-        """What the entry ``seq`` does to the counts: ``(score key, added, removed)`` changes, as
-        :meth:`Overlay.extend` applies it (a member's first entry removes its tree key, a later one replaces
-        its logged key)."""
+        """What the entry ``seq`` does to the counts: ``(score key, added, removed)`` changes, as :meth:`Overlay.extend`
+        applies it (a member's first entry removes its tree key, a later one replaces its logged key)."""
         ov = self.overlay
         member, _, new = ov.entries[seq - ov.base][:3]
         seqs = ov.hist[member]

@@ -17,13 +17,7 @@ from ._engine import Engine
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
 from ._snapshot import Snapshot
 from ._writer import Writer
-from .exceptions import (
-    ConflictError,
-    MissingNodeError,
-    OutcomeUnknownError,
-    StoreError,
-    StoreUnavailableError,
-)
+from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record
 
 

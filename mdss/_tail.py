@@ -1,37 +1,26 @@
 """Store-applied appends: a head with a tail of log appends that the store added without a compare-and-set.
 
-A plain compare-and-set of the head loses whenever another commit landed since the head was read, although an append
-that only adds log entries is still valid on the newer head unless an entry logged since touches one of its members (its
-old scores may then be wrong) or the head's *core* changed (a merge, a sealed segment, a load, a drop). A store that
-checks that atomically (:meth:`mdss.stores.base.Store.append_log`: a Lua script on Redis and Redis Cluster, the lock on
-memory; SQLite, Riak and DynamoDB compare-and-set instead) appends the commit as a *record* after the head's bytes
-instead, so that writers of different members never conflict::
+A compare-and-set of the head loses whenever another commit landed since the head was read, although an append that
+only adds log entries stays valid on the newer head unless an entry logged since touches one of its members or the
+head's *core* changed. A store that checks that atomically (:meth:`mdss.stores.base.Store.append_log`) appends the
+commit as a *record* after the head's bytes instead, so that writers of different members never conflict::
 
     TAILED, SHA-1 of the core (20 bytes), core length (4 bytes), core, record, record, ...
 
-A seal (the log's inline entries moved to a segment), a merge and a merge's claim change the core, but not what any
-member's score was. On these stores they write a *bridged* head, which also keeps the records that came after the core
-it replaced (its *parent*)::
+A seal, a merge and a merge's claim change the core, but not any member's score: the store applies them (:func:`swap`)
+as a *bridged* head, which keeps the records that came after the core it replaced (its *parent*), so that writers
+holding the parent still append in one round trip (:func:`apply`). Only one core back: two core changes since, or a
+load or a drop (never bridged), refuse::
 
     BRIDGED, SHA-1 of the core, core length, core,
         parent's core SHA-1 (20 bytes), P (4 bytes), B (4 bytes),
         bridge (the parent's first B bytes of records), record, record, ...
 
-The parent's records are the bridge and the first ``P - B`` bytes of the tail: those that the new core holds (its log
-counts them), then those that came after the view it was made from. A seal is applied by the store (:func:`swap`): it
-puts the writer's new core, made from the head it held, under the records appended since, and appends the sealing
-commit's record, in one round trip that other writers' appends never make lose; so are a merge and its claim (with no
-record). A writer holding the parent still appends in one round trip: the store checks its record against the parent's
-records after those the writer saw, then the rest of the tail (:func:`apply`). Only one core back: two core changes
-since, or a load or a drop (never bridged), refuse.
-
-The core is a head as an ordinary compare-and-set writes it (format 2). A record is its length (2 bytes, of what
-follows) and a sealed body (CRC-32, ``mdss._codec.seal``): the commit's nonce (8 bytes), the number of members it read
-(1 byte), an 8-byte token of each (BLAKE2b of the member), and the msgpack list of its log entries, the last of which
-carries the nonce. Decoding applies each record as one commit (:meth:`mdss._head.Head.decode`); the next ordinary
-compare-and-set of the head (a load, a drop, a seal on a store without appends) writes it plain again. :func:`apply` is
-the store's side, which every store's implementation follows; an append is idempotent: resent after a lost reply, it
-finds its nonce and adds nothing.
+A record is its length (2 bytes) and a sealed body: the commit's nonce (8 bytes), the number of members it read (1
+byte), an 8-byte BLAKE2b token of each, and the msgpack list of its log entries, the last carrying the nonce. Decoding
+applies each record as one commit (:meth:`mdss._head.Head.decode`). An append is idempotent: resent after a lost reply,
+it finds its nonce and adds nothing. The byte layouts are in docs/format.md; :func:`apply` is the store's side, which
+every store's implementation follows.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Copy-on-write: a commit's new nodes, made from the nodes it replaces.
 
-:class:`Writer` applies a sorted batch of operations to a tree by rewriting
-only the paths it touches under fresh ids: it cuts entries into even parts of
-at most ``chunk`` (:meth:`Writer._split_points`; manifests at most
-``max(chunk, 3)``: :func:`mdss._tree.fill`), merges any node left under
-half full with a neighbour (:meth:`Writer._merge_underfull`), grows the root
-a level when it splits and shrinks it when it is left with a single child.
-:meth:`Writer.build` builds a whole tree bottom-up (bulk load). In the score
-tree every summary also records the child's distinct scores and last score
-(for dense ranks), recomputed for every node written. Nothing touches the
-store here: the commit writes the new nodes, then compare-and-sets
-the head.
+:class:`Writer` applies a sorted batch of operations to a tree by rewriting only the paths it touches under fresh ids:
+it cuts entries into even parts of at most ``chunk`` (:meth:`Writer._split_points`; manifests at most ``max(chunk, 3)``:
+:func:`mdss._tree.fill`), merges any node left under half full with a neighbour (:meth:`Writer._merge_underfull`), grows
+the root a level when it splits and shrinks it when it is left with a single child. :meth:`Writer.build` builds a whole
+tree bottom-up (bulk load). In the score tree every summary also records the child's distinct scores and last score (for
+dense ranks), recomputed for every node written. Nothing touches the store here.
 
 Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
-``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people reading ids; no decision depends on a clock.
+``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people; no decision depends on a clock.
 """
 
 from __future__ import annotations
@@ -58,8 +53,7 @@ class Writer:
     """Applies sorted batches of operations to trees, copy-on-write.
 
     ``new`` holds the nodes written by this commit (id -> node), ``built`` the entry sets of a bulk load, already
-    encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable. Nothing touches the
-    store here.
+    encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable.
     """
 
     def __init__(self, chunk: int, epoch: int) -> None:
@@ -99,23 +93,17 @@ class Writer:
     def _cuts(self, members: Sequence[str], height: int) -> list[int]:
         """Where to cut the items of a node at ``height`` (their members, or first members) into nodes.
 
-        Bounded in items only: :meth:`_split_points`. Bounded in bytes as
-        well (``node_bytes``), items that weigh more than the bound together
-        are cut greedily, each node taking items while it stays within both
-        bounds, so that every node but the last is full (its items, or its
-        bytes less one item); a last node left under the minimum fill is
-        evened out with the one before it: halved by items if that one was
-        cut for its items, else cut at the middle of their bytes (and the
-        second part halved again if it holds too many items). When no item
-        weighs more than a quarter of the bound, every part is then
-        :func:`mdss._tree.full`: more than a quarter of the bound in bytes,
-        or the minimum fill in items (a manifest: 2 children or more).
+        Bounded in items only: :meth:`_split_points`. Bounded in bytes as well (``node_bytes``), items that weigh more
+        than the bound together are cut greedily, each node taking items while it stays within both bounds, so that
+        every node but the last is full (its items, or its bytes less one item); a last node left under the minimum fill
+        is evened out with the one before it: halved by items if that one was cut for its items, else cut at the middle
+        of their bytes (and the second part halved again if it holds too many items). When no item weighs more than a
+        quarter of the bound, every part is then :func:`mdss._tree.full`: more than a quarter of the bound in bytes, or
+        the minimum fill in items (a manifest: 2 children or more).
         """
         least, most = fill(self.chunk, height)
         bound = self.node_bytes
-        if bound is None:
-            return self._split_points(len(members), most)
-        if weight(height, members) <= bound:
+        if bound is None or weight(height, members) <= bound:
             return self._split_points(len(members), most)
         sizes = weights(height, members)
         cuts, count, part = [0], 0, 0
@@ -191,8 +179,8 @@ class Writer:
     def apply(self, tree: Tree, ops: list[tuple[Any, str, Any]]) -> tuple[str | None, int, int]:
         """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete — to ``tree``.
 
-        Returns the new (root id, height, count). Deletes of absent keys and
-        inserts of present keys (an upsert) are both allowed.
+        Returns the new (root id, height, count). Deletes of absent keys and inserts of present keys (an upsert) are
+        both allowed.
         """
         self._start(tree)
         if not ops:
@@ -297,10 +285,8 @@ class Writer:
 
 @functools.lru_cache(maxsize=16)
 def largest_node_bytes(chunk_size: int) -> int:
-    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest (of the score
-    tree: with distinct counts and last scores) that is full of the longest members and the longest scores,
-    counts and node ids, encoded as mdss encodes them.
-    """
+    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a score tree's manifest full of
+    the longest members, scores, counts and node ids, encoded as mdss encodes them."""
     member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
     members, numbers = [member] * chunk_size, [number] * chunk_size
     leaf = encode_leaf(members, numbers)
@@ -310,11 +296,8 @@ def largest_node_bytes(chunk_size: int) -> int:
 
 def check_chunk_size(chunk_size: int, limit: int | None, store_name: str) -> None:
     """Refuse a chunk size whose largest possible node would not fit in one value of ``limit`` bytes (a store's
-    ``max_value_bytes``; ``None``: no limit, no check).
-
-    A set calls it when it opens, so that a commit never fails halfway through a load on a node too large:
-    :class:`InvalidArgumentError` saying the largest chunk size that fits.
-    """
+    ``max_value_bytes``; ``None``: no check), saying the largest that fits. A set calls it when it opens, so that a
+    commit never fails halfway through a load on a node too large."""
     if limit is None or largest_node_bytes(chunk_size) <= limit:
         return
     fits = chunk_size * limit // largest_node_bytes(chunk_size)
