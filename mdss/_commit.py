@@ -60,9 +60,8 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
     """Commit several callers' ops atomically, rebasing on concurrent commits.
 
     Sets each pending's ``result``, or its ``error`` if its own ops were refused (the others still commit). Starts from
-    the head this process last saw, so that an uncontended append is one compare-and-set, unless that head was mostly
-    stale lately (:func:`_learn`): then it reads first. A lost race returns (or reads) the winner's head, and the next
-    try starts from it.
+    the head this process last saw (an uncontended append is one compare-and-set), unless :func:`_read_first`; a lost
+    race returns (or reads) the winner's head, and the next try starts from it.
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
     started = time.monotonic()  # when the latest attempt began: the wait for a pause scales with what one takes
@@ -185,12 +184,9 @@ COLD_MERGE = 1.25
 def _read_first(engine: Engine) -> bool:
     """Whether a commit should read the head before its compare-and-set, rather than start from the head this process
     holds: when that head had mostly moved by the next commit lately (more than :data:`STALE` of the time), as for
-    writers spread over many shards or taking turns on one set. A stale head costs a lost race: about a read, plus a
-    wasted attempt and a conflict.
-
-    A shard of a sharded set also reads first until its own held head was current at its last ``trust_after`` commits:
-    the shared average dips under :data:`STALE` after a few commits in a row to one shard, and a held head trusted then
-    mostly lost (docs/performance.md).
+    writers spread over many shards or taking turns on one set (a stale head costs a lost race: a read, a wasted
+    attempt and a conflict). A shard also reads first until its own held head was current at its last ``trust_after``
+    commits: the shared average dips after a few commits in a row to one shard (docs/performance.md).
     """
     if engine.store.appends:  # the store applies appends to whatever head it holds: no race to lose
         return False
@@ -220,10 +216,9 @@ def _attempt(
     """Apply every pending's ops on ``snap`` and publish: True if committed, False if it lost the race, ``None`` if
     nothing changes.
 
-    Appends to the update log; a batch as long as the log limit (or every batch, with ``log_limit=0``), or of more than
-    ``mdss._log.BATCH_BYTES`` of entries, goes straight into the trees, with the log. On a head that was not read just
-    now (``fresh``), only a plain append is tried: "nothing to change" and writing nodes before the compare-and-set
-    (that a dropped set would leave behind) wait for the current head (:data:`_REREAD`).
+    Appends to the update log; a batch as long as the log limit, or of more than ``mdss._log.BATCH_BYTES`` of entries,
+    goes straight into the trees, with the log. On a head not read just now (``fresh``), only a plain append is tried:
+    "nothing to change" and writing nodes first wait for the current head (:data:`_REREAD`).
     """
     old = dict(zip(members, snap.index.find(members)))
     new = dict(old)

@@ -37,9 +37,8 @@ NOTE_IDS = 4096
 def notes_of(engine: Engine, head: Head, replaced: list[str]) -> dict[str, bytes]:
     """The garbage notes of the nodes ``replaced`` by a commit on ``head``: key -> bytes (none: nothing).
 
-    The notes make the deferred deletion durable: if the process ends before the grace period does, ``gc()`` finds the
-    nodes from the head's notes, with no listing. One note per :data:`NOTE_IDS` nodes, so that a merge or a load that
-    replaces a million nodes still writes values that any store takes (DynamoDB: 400 KB).
+    The notes make the deferred deletion durable: if the process ends before the grace period, ``gc()`` finds the nodes
+    with no listing. One note per :data:`NOTE_IDS` nodes, so that every note fits any store (DynamoDB: 400 KB).
     """
     return {
         engine.keys.note(_writer.new_id(head.epoch)): encode_note(replaced[i : i + NOTE_IDS])
@@ -92,12 +91,9 @@ def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: s
 
 
 def advance_epoch(engine: Engine, seen: Head) -> Head | None:
-    """Move the head past the epoch of ``seen``, unless that is done already; the head after.
-
-    An epoch is only advanced once a commit has landed in it (``gen > epoch_gen``): so that gc, however often it runs,
-    never takes more than one head write per commit from the writers; and not while a merge's claim holds (see
-    ``mdss._merge``), so that gc never starves merges.
-    """
+    """Move the head past the epoch of ``seen``, unless that is done already; the head after. Only once a commit has
+    landed in the epoch (``gen > epoch_gen``), so that gc takes at most one head write per commit from the writers, and
+    not while a merge's claim holds, so that gc never starves merges."""
 
     def advance(head: Head) -> Head | None:
         if head.epoch > seen.epoch or head.gen <= head.epoch_gen:
@@ -163,10 +159,8 @@ def gc(engine: Engine, min_age: float = 0.0, wait: bool = True, sweep: bool = Fa
 
 
 def _walk(engine: Engine, head: Head) -> tuple[list[str], list[str]]:
-    """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``.
-
-    One read per page (a page holds :data:`NOTES_INLINE` + 1 notes): pages are few when ``gc()`` runs now and then.
-    """
+    """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``: one read per page
+    (of :data:`NOTES_INLINE` + 1 notes)."""
     notes, pages, page = list(head.notes), [], head.note_page
     while page is not None and page != head.notes_done:
         record = engine.store.get(engine.keys.note(page))
@@ -193,10 +187,8 @@ def _collect_noted(engine: Engine, head: Head) -> tuple[list[str], list[str], li
 
 
 def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
-    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc).
-
-    If writers keep it from landing, the next gc walks the same notes again, finds them gone, and detaches them then.
-    """
+    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc). If writers keep
+    it from landing, the next gc walks the same notes again, finds them gone, and detaches them then."""
 
     def forget_notes(head: Head) -> Head:
         done = collected.note_page if collected.note_page is not None else head.notes_done
@@ -208,10 +200,8 @@ def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
 
 
 def _swept(engine: Engine, min_age: float) -> list[str]:
-    """What only a listing finds: nodes and notes of interrupted commits (a paged listing of the set's keys).
-
-    Nodes of epochs before the head's that the head does not name are garbage (see the module docstring); the epoch is
-    advanced first when nodes of the current one wait too.
+    """What only a listing finds: nodes and notes of interrupted commits. Those of epochs before the head's that it
+    does not name are garbage (see the module docstring); the epoch is advanced first when the current one's wait too.
     """
     store, keys = engine.store, engine.keys
     # What is minted after these listings is of later epochs.
@@ -225,12 +215,11 @@ def _swept(engine: Engine, min_age: float) -> list[str]:
 
 
 def drop(engine: Engine) -> None:
-    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``mdss._head.mark``), then its head.
+    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``_snapshot.mark``), then its head.
 
-    The head first moves to an empty state in a new epoch, so that commits in flight fail and readers see an empty set.
-    A commit made on that empty head meanwhile keeps its nodes (they are of the new epoch) and its head: the head is
-    deleted last, and only if it is still the emptied one. A head that does not decode (no epoch to go by) is deleted
-    with everything.
+    The head first moves to an empty state in a new epoch, so that commits in flight fail. A commit made on that empty
+    head meanwhile keeps its nodes (of the new epoch) and its head: the head is deleted last, only if still the emptied
+    one. A head that does not decode (no epoch to go by) is deleted with everything.
     """
     store, keys = engine.store, engine.keys
     nonce = secrets.token_hex(8)

@@ -37,12 +37,11 @@ LogEntry = tuple[str, Any, Any, Any]
 
 @attrs.frozen
 class Log:
-    """The update log as the head names it (see ``mdss._log``).
+    """The update log as the head names it (see ``mdss._log``): entries ``base`` to ``seq - 1``, not in the trees yet.
 
-    Entries ``base`` to ``seq - 1`` are not in the trees yet: the oldest in sealed segments that the log manifest
-    ``pages`` lists, newer ones in the segments ``segs`` (``(id, first sequence number)``, oldest first), the newest
-    ``inline``, ending at ``seq - 1``. A segment may begin before ``base`` (a merge folded its start): readers skip what
-    is older. ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
+    The oldest are in sealed segments that the log manifest ``pages`` lists, newer ones in the segments ``segs`` (``(id,
+    first sequence number)``, oldest first), the newest ``inline``. A segment may begin before ``base`` (a merge folded
+    its start): readers skip what is older. ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
     """
 
     base: int = 0
@@ -152,10 +151,8 @@ class Head:
     lineage: str | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
-        """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
-
-        A new ``epoch`` records the generation it starts at (``epoch_gen``); a head without a lineage gets one.
-        """
+        """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first. A new ``epoch``
+        records the generation it starts at (``epoch_gen``); a head without a lineage gets one."""
         if "epoch" in changes:
             changes["epoch_gen"] = self.gen + 1
         if self.lineage is None and "lineage" not in changes:
@@ -178,12 +175,9 @@ class Head:
         )
 
     def fate(self, nonce: str, base_gen: int) -> str:
-        """What became of a commit with ``nonce`` built on generation ``base_gen``, as this head tells.
-
-        :data:`LANDED`, :data:`LOST` (another commit took its generation: it can never land), :data:`PENDING` (the head
-        has not moved: it may still land) or :data:`UNKNOWN` (so many commits followed that its generation scrolled out
-        of ``recent``).
-        """
+        """What became of a commit with ``nonce`` built on generation ``base_gen``, as this head tells: :data:`LANDED`,
+        :data:`LOST` (another commit took its generation), :data:`PENDING` (the head has not moved: it may still land)
+        or :data:`UNKNOWN` (its generation scrolled out of ``recent``)."""
         if self.gen <= base_gen:
             return PENDING
         index = self.gen - base_gen - 1

@@ -55,10 +55,8 @@ _MISSING = object()
 def log_limit(engine: Engine, head: Head) -> int:
     """How long the log grows before a merge: the set's ``log_limit``, else derived from the byte target.
 
-    A merge of ``L`` random updates rewrites about every entry set of both trees once ``L`` is past the number of entry
-    sets, so an update costs about ``tree bytes / L`` of merge, plus one head write (at most :data:`INLINE_BYTES` of
-    entries and ~512 bytes of the rest), plus its share of segments. With ``tree bytes = n * entry bytes`` (both trees,
-    measured by this process at loads and merges), ``L = tree bytes / MERGE_BYTES``.
+    A merge of ``L`` random updates rewrites about every entry set of both trees, so an update costs about ``tree bytes
+    / L`` of merge, plus a head write and its share of segments: ``L = n * entry bytes / MERGE_BYTES`` (both trees).
     """
     if engine.log_limit is not None:
         return engine.log_limit
@@ -131,10 +129,8 @@ def appended(
 
 def _compacted(engine: Engine, head: Head) -> tuple[list[tuple[str, int]], dict[str, bytes]]:
     """The head's sealed segments rewritten as one (several if past :data:`SEGMENT_BYTES`), from the log's base on:
-    ``(id, first sequence number)`` of each, and what to store. Else the manifest would gain an entry per seal.
-
-    The entries come from this process's overlay, which a commit's snapshot has just extended (no read), else from the
-    segments.
+    ``(id, first sequence number)`` of each, and what to store (else the manifest would gain an entry per seal). The
+    entries come from this process's overlay, which a commit's snapshot has just extended (no read), else the segments.
     """
     log = head.log
     start, end = max(log.segs[0][1], log.base), log.seq - len(log.inline)
@@ -210,11 +206,8 @@ def node_ids(engine: Engine, log: Log) -> set[str]:
 
 
 def entries(engine: Engine, log: Log, since: int) -> list[LogEntry]:
-    """The log's entries from sequence number ``since`` (at least ``log.base``) to ``log.seq - 1``.
-
-    Reads only the segments that hold entries from ``since`` on: none when the inline entries reach back far enough, the
-    head's newer segments (one round trip), or also the log manifest (one more).
-    """
+    """The log's entries from sequence number ``since`` (at least ``log.base``) to ``log.seq - 1``, reading only the
+    segments that hold them: none, the head's newer segments (one round trip), or also the log manifest (one more)."""
     inline_first = log.seq - len(log.inline)
     if since >= inline_first:
         return list(log.inline[since - inline_first :])

@@ -91,9 +91,8 @@ def read(engine: Engine, fn: Callable[[Snapshot], T]) -> T:
 
 
 def headless(engine: Engine) -> bool:
-    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped at the first that
-    exists). The head is read again after the listing: a writer may have created the set since the caller found no
-    head. Nodes that this object's own lost commits could not delete are deleted first: they are not the set's."""
+    """Whether nodes of the set are stored while it has no head (a listing, stopped at the first that exists; the head
+    read again after it). Nodes that this object's own lost commits could not delete are deleted first."""
     engine.deletions.delete_stranded()
     listing = engine.store.keys(engine.keys.nodes)
     while listed := list(itertools.islice(listing, 16)):  # past tombstones (Riak lists deleted keys a while)
@@ -139,17 +138,14 @@ def _missing(engine: Engine) -> HeadMissingError:
 
 
 def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] | None = None) -> Snapshot:
-    """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write).
+    """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write, by
+    compare-and-set "only if absent", so every node is minted under a head). ``known`` holds the head's record when a
+    lost compare-and-set just returned it: then it is not read again.
 
-    ``known`` holds the head's record when a lost compare-and-set just returned it: then it is not read again.
-
-    A new set's first write creates an empty head of epoch 1 by compare-and-set "only if absent", so every node is
-    minted under a head. A head that vanished (the head of a set this object has seen, or any set's head when a write
-    would start it afresh) while nodes remain is refused with :class:`HeadMissingError`, never taken for an empty set.
-    On a store whose keys never vanish unless deleted (``Store.evicts`` false: DynamoDB, where that check is a scan of
-    the whole table), only the head of a set this object has seen is looked for: there a set without a head is new, or
-    its ``drop()`` was interrupted. A reader that never saw the head tells these cases apart by the marker
-    (:func:`_unseen`).
+    A head that vanished (of a set this object has seen, or any set's when a write would start it afresh) while nodes
+    remain is refused with :class:`HeadMissingError`, never taken for an empty set. On a store whose keys never vanish
+    unless deleted (``Store.evicts`` false: DynamoDB, where that check is a scan), only the head of a set this object
+    has seen is looked for. A reader that never saw the head tells the cases apart by the marker (:func:`_unseen`).
     """
     store, key = engine.store, engine.keys.head
     record = store.get(key) if known is None else known[0]

@@ -1,11 +1,10 @@
 """Copy-on-write: a commit's new nodes, made from the nodes it replaces.
 
 :class:`Writer` applies a sorted batch of operations to a tree by rewriting only the paths it touches under fresh ids:
-it cuts entries into even parts of at most ``chunk`` (:meth:`Writer._split_points`; manifests at most ``max(chunk, 3)``:
-:func:`mdss._tree.fill`), merges any node left under half full with a neighbour (:meth:`Writer._merge_underfull`), grows
-the root a level when it splits and shrinks it when it is left with a single child. :meth:`Writer.build` builds a whole
-tree bottom-up (bulk load). In the score tree every summary also records the child's distinct scores and last score (for
-dense ranks), recomputed for every node written. Nothing touches the store here.
+it cuts entries into even parts (:func:`mdss._tree.fill`), merges any node left under the minimum fill with a
+neighbour, and grows or shrinks the root a level as needed; :meth:`Writer.build` builds a whole tree bottom-up (bulk
+load). Score-tree summaries also record each child's distinct scores and last score (for dense ranks). Nothing touches
+the store here.
 
 Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
 ``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people; no decision depends on a clock.
@@ -81,11 +80,8 @@ class Writer:
 
     @staticmethod
     def _split_points(n: int, most: int) -> list[int]:
-        """Split points that cut ``n`` items into the fewest parts of at most ``most``, evenly.
-
-        Every part of a split holds at least ``most // 2`` items (and 2 or more when ``most`` is 3), so a split never
-        leaves a node under the minimum fill.
-        """
+        """Split points that cut ``n`` items into the fewest parts of at most ``most``, evenly: each holds at least
+        ``most // 2`` items (2 or more when ``most`` is 3), so a split never leaves a node under the minimum fill."""
         k = -(-n // most) if n else 0
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
@@ -93,13 +89,11 @@ class Writer:
     def _cuts(self, members: Sequence[str], height: int) -> list[int]:
         """Where to cut the items of a node at ``height`` (their members, or first members) into nodes.
 
-        Bounded in items only: :meth:`_split_points`. Bounded in bytes as well (``node_bytes``), items that weigh more
-        than the bound together are cut greedily, each node taking items while it stays within both bounds, so that
-        every node but the last is full (its items, or its bytes less one item); a last node left under the minimum fill
-        is evened out with the one before it: halved by items if that one was cut for its items, else cut at the middle
-        of their bytes (and the second part halved again if it holds too many items). When no item weighs more than a
-        quarter of the bound, every part is then :func:`mdss._tree.full`: more than a quarter of the bound in bytes, or
-        the minimum fill in items (a manifest: 2 children or more).
+        Bounded in items only: :meth:`_split_points`. Bounded in bytes as well, items heavier than the bound together
+        are cut greedily within both bounds; a last node left under the minimum fill is evened out with the one before
+        it: halved by items if that one was cut for its items, else at the middle of their bytes (the second part
+        halved again if it holds too many items). When no item weighs more than a quarter of the bound, every part is
+        then :func:`mdss._tree.full`.
         """
         least, most = fill(self.chunk, height)
         bound = self.node_bytes
@@ -177,11 +171,8 @@ class Writer:
     # -- the batch algorithm ---------------------------------------------
 
     def apply(self, tree: Tree, ops: list[tuple[Any, str, Any]]) -> tuple[str | None, int, int]:
-        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete — to ``tree``.
-
-        Returns the new (root id, height, count). Deletes of absent keys and inserts of present keys (an upsert) are
-        both allowed.
-        """
+        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete (if present) — to ``tree``
+        (an upsert); the new (root id, height, count)."""
         self._start(tree)
         if not ops:
             return tree.root, tree.height, tree.count
@@ -244,13 +235,9 @@ class Writer:
         return self._emit_manifests(out, height)
 
     def _merge_underfull(self, children: list[Summary], height: int) -> None:
-        """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
-
-        Under the minimum fill: fewer items than :func:`mdss._tree.fill` says and, when nodes are bounded in bytes, not
-        more than a quarter of the bound (:func:`mdss._tree.full`). Only nodes this commit wrote can be under-filled
-        (untouched ones satisfied the invariant before and still do: it depends on the node alone), so only children in
-        ``new`` are looked at. A node left with a single child cannot fix that child itself; once its parent merges it
-        with a neighbour, the merged children are fixed one level down in turn.
+        """Merge every child under the minimum fill (:func:`mdss._tree.full`) with a neighbour (then split evenly if too
+        big). Only nodes this commit wrote can be under-filled (the invariant depends on the node alone), so only
+        children in ``new`` are looked at; a merge's children are fixed one level down in turn.
         """
         new, underfull = self.new, self._underfull
         while len(children) > 1:
@@ -267,11 +254,8 @@ class Writer:
             children[a : a + 2] = self._emit(items, height)
 
     def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
-        """Build a whole tree bottom-up from entries already in key order (bulk load).
-
-        Its entry sets are only to be stored: they go to ``built`` as bytes, never held decoded (a million decoded
-        entries would only feed the garbage collector).
-        """
+        """Build a whole tree bottom-up from entries already in key order (bulk load). Its entry sets go to ``built`` as
+        bytes, never held decoded (a million decoded entries would only feed the garbage collector)."""
         self._start(tree)
         root, height = self._grow(self._emit_leaves(None, members, scores), 0)
         return (None, 0, 0) if root is None else (root[0], height, root[1])
