@@ -1,9 +1,7 @@
 """Commits as appends the store applies to the head (``mdss._tail``), and the seals of their entries.
 
-On a store that applies appends (Redis), a commit that only appends to the
-update log sends its record; the store adds it after whatever head it holds,
-so no writer loses a race to another's append. When the inline entries pass
-their budget, one writer seals them into a segment and swaps the head's core.
+On a store that applies appends (Redis), a commit that only appends to the update log sends its record, which the store
+adds after whatever head it holds; when the inline entries pass their budget, one writer seals them into a segment.
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ from .stores.base import Record
 
 
 def usable(engine: Engine, snap: Snapshot) -> bool:
-    """Whether the commit goes to the store as an append (``mdss._tail``): on a store that applies them,
-    unless the last one found the head full (then this one seals the tail into a segment)."""
+    """Whether the commit goes to the store as an append (``mdss._tail``): on a store that applies them, unless the
+    last one found the head full (then this one seals the tail into a segment)."""
     if not engine.store.appends or snap.data is None:
         return False
     if engine.writer.tail_full:
@@ -34,12 +32,10 @@ def usable(engine: Engine, snap: Snapshot) -> bool:
 
 
 def seals(engine: Engine, log: Log) -> bool:
-    """Whether a commit that takes the log's inline entries past ``INLINE_BYTES`` (in the head this writer
-    holds) seals them, on a store that applies appends: when they were not past it before this commit,
-    so that of several writers the one whose commit crossed it seals, and the others append (a seal that
-    another one beat is a segment written and deleted for nothing); also when the last append found the
-    tail full, or they are past twice that (the one that crossed did not seal). The one that crossed
-    reads the head first (``engine.writer.sealer``), and seals it although others appended meanwhile."""
+    """Whether a commit that takes the log's inline entries past ``INLINE_BYTES`` (in the head this writer holds) seals
+    them, on a store that applies appends: only the writer whose commit crossed it (others append: a beaten seal is a
+    segment written for nothing), or after the last append found the tail full, or past twice that (the one that
+    crossed did not seal). The one that crossed reads the head first (``engine.writer.sealer``) and seals it."""
     if engine.writer.tail_full:
         return True
     size = len(_packb(log.inline))
@@ -47,11 +43,10 @@ def seals(engine: Engine, log: Log) -> bool:
 
 
 def seal(engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: list[Any]) -> bool:
-    """Seal the inline entries of the head this writer holds into a segment, and have the store put the
-    new core under the records appended since, then ``record`` (``mdss._tail.swap``): True if it landed,
-    False if refused (then the segment is deleted again). Other writers' appends never make it lose; they
-    go on appending across it (a bridged head). If another seal came first, the record is appended
-    across that one, and the segment deleted again (the store never takes a core from a view it left)."""
+    """Seal the inline entries of the head this writer holds into a segment, and have the store put the new core under
+    the records appended since, then ``record`` (``mdss._tail.swap``): True if it landed, False if refused. Other
+    writers' appends never make it lose. If another seal came first, the record is appended across that one; the
+    segment is deleted again whenever it is not the head's."""
     sealed, stored, replaced = _log.appended(engine, snap.head, (), seal=True)
     head = attrs.evolve(snap.head, log=sealed)  # no commit of its own: the same entries, sealed
     notes = _garbage.notes_of(engine, head, replaced)  # of the log manifest a new one replaces
@@ -74,14 +69,11 @@ def seal(engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: lis
 def append(
     engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: list[Any], core: bytes | None = None
 ) -> bool:
-    """Have the store append ``record`` to the head (``mdss._tail``; with ``core``, seal: put it in place of
-    the head's core first): True if it landed, False if refused (then it never will, and the head the
-    store returned is where the rebase starts).
+    """Have the store append ``record`` to the head (``mdss._tail``; with ``core``, seal: put it in place of the head's
+    core first): True if it landed, False if refused (it never will; the rebase starts from the head returned).
 
-    After a lost reply the same request is sent again: the store adds the
-    record only once (a seal that landed refuses its resend). If the store
-    then refuses it, :func:`_appended` tells from the head whether the first
-    one landed before another commit moved the core.
+    After a lost reply the same request is sent again: the store adds the record only once. If the store then refuses
+    it, :func:`_appended` tells from the head whether the first one landed.
     """
     held = snap.data
     assert held is not None
@@ -121,10 +113,8 @@ def append(
 
 
 def _landed(engine: Engine, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
-    """Hold the head an append landed in: the head it was sent from, plus the records others appended
-    meanwhile (decoded), plus its own (unless a resend found it there already: then among those). When
-    its core replaced the writer's (a seal, or across a merge: a bridged head, ``mdss._tail``), the new
-    core, plus those records."""
+    """Hold the head an append landed in: the head it was sent from, plus the records others appended meanwhile, plus
+    its own (unless a resend found it among those); when its core replaced the writer's (a bridged head), that core."""
     assert snap.data is not None
     value, head = landed.value, snap.head
     suffix = _tail.after(value, snap.data)
@@ -144,8 +134,8 @@ def _landed(engine: Engine, snap: Snapshot, landed: Record, record: bytes, chang
 
 
 def _appended(engine: Engine, snap: Snapshot, current: Record | None, nonce: str, ambiguous: Exception) -> bool:
-    """Whether an append whose reply was lost landed, from the head the store holds now (which refused
-    the same append sent again). Raises :class:`OutcomeUnknownError` when that cannot be told."""
+    """Whether an append whose reply was lost landed, from the head the store holds now (which refused the same append
+    sent again). Raises :class:`OutcomeUnknownError` when that cannot be told."""
     key = engine.keys.head
     now = None if current is None else Head.decode(key, current.value)
     if now is None or now.incarnation != snap.head.incarnation:

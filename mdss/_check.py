@@ -1,7 +1,6 @@
 """``check()``: every invariant of a stored set, read from the store.
 
-Damage is reported; garbage is not (nodes that no head names wait for
-``gc()``: see :meth:`SortedSet.unreferenced`).
+Damage is reported; garbage is not (nodes that no head names wait for ``gc()``: see :meth:`SortedSet.unreferenced`).
 """
 
 from __future__ import annotations
@@ -43,11 +42,8 @@ def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
 
 
 def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tuple[str, Any]]:
-    """Check one tree's invariants, appending problems; returns its (member, score) pairs.
-
-    In the score tree, also every child's distinct scores and last score
-    that its manifest records (format 3), against the child's own, computed
-    bottom-up from the entry sets.
+    """Check one tree's invariants, appending problems; returns its (member, score) pairs. In the score tree, also the
+    distinct scores and last score each manifest records of a child (format 3), computed bottom-up from the entry sets.
     """
     scored = tree.keyfn is not member_key
     pairs: set[tuple[str, Any]] = set()

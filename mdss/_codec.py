@@ -1,20 +1,11 @@
 """Bytes on the store: msgpack arrays that start with a format version, sealed with a CRC-32.
 
-Format 2 (written since the gc epochs and checksums): an entry set is
-``seal(msgpack([2, 0, members, scores]))``; a manifest is
-``seal(msgpack([2, 1, height, child_ids, child_counts, first_members,
-first_scores]))`` (the first entry of each child, from which the tree derives
-its key); the head is ``seal(msgpack(map))`` (see ``mdss._head``). ``seal``
-appends the CRC-32 of the msgpack bytes, so a flipped byte that still decodes
-is refused instead of served. Format 3 (since dense ranks) changed manifests
-of the score tree only: ``[3, 1, height, child_ids, child_counts,
-first_members, first_scores, distincts, last_scores]``, each child's number
-of distinct scores and its last score (nil for a child summarized before
-format 3); every other value is written as in format 2. Formats 1 (the same
-as 2 without the checksum) and 2 are still read. Integers stay integers (msgpack has 64-bit ints), floats are IEEE
-doubles. Anything that does not decode to the right shape and types raises
-:class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md
-describes every field.
+Format 2: an entry set is ``seal(msgpack([2, 0, members, scores]))``; a manifest is ``seal(msgpack([2, 1, height,
+child_ids, child_counts, first_members, first_scores]))``; the head is ``seal(msgpack(map))`` (``mdss._head``). Format 3
+(since dense ranks) changed score-tree manifests only: ``[3, 1, ..., distincts, last_scores]``, each child's number of
+distinct scores and its last score (nil for a child summarized before format 3). Formats 1 (2 without the checksum) and
+2 are still read. Anything that does not decode to the right shape and types raises
+:class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md describes every field.
 """
 
 from __future__ import annotations
@@ -49,11 +40,8 @@ _NUMBERS = {int, float}
 
 
 def seal(payload: bytes) -> bytes:
-    """``payload`` followed by its CRC-32 (4 bytes, big-endian), which :func:`unpack` verifies.
-
-    A CRC-32 catches every flipped byte and every burst of up to 32 bits:
-    stored bytes that still decode after damage are refused, not served.
-    """
+    """``payload`` followed by its CRC-32 (4 bytes, big-endian), which :func:`unpack` verifies: it catches every
+    flipped byte and every burst of up to 32 bits, so damaged bytes that still decode are refused, not served."""
     return payload + zlib.crc32(payload).to_bytes(4, "big")
 
 
@@ -66,10 +54,8 @@ def _sealed(data: bytes) -> memoryview | None:
 
 
 def unpack(key: str, data: bytes, what: str, sealed: tuple[int, ...] = (FORMAT,), **options: Any) -> tuple[int, Any]:
-    """``(format, object)`` from stored bytes: sealed, of a format in ``sealed`` (2), or the unsealed format 1.
-
-    Damaged format-2 bytes fail the checksum and then fail as format 1 too
-    (the checksum trailer is extra data, or the version is not 1).
+    """``(format, object)`` from stored bytes: sealed, of a format in ``sealed`` (2), or the unsealed format 1. Damaged
+    format-2 bytes fail the checksum and then fail as format 1 too (the trailer is extra data, or the version is not 1).
     """
     payload = _sealed(data)
     try:
@@ -101,8 +87,8 @@ def encode_manifest(
     distincts: Sequence[int | None] | None = None,
     lasts: Sequence[Any] | None = None,
 ) -> bytes:
-    """A manifest: format 3 with each child's distinct scores and last score (the score tree's), else format 2
-    (the member index's, whose scores are in no order)."""
+    """A manifest: format 3 with each child's distinct scores and last score (the score tree's), else format 2 (the
+    member index's, whose scores are in no order)."""
     if distincts is None:
         return seal(_packb([FORMAT, MANIFEST, height, ids, counts, members, scores]))
     return seal(_packb([DENSE, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
@@ -115,16 +101,9 @@ def _scores_ok(scores: tuple[Any, ...]) -> bool:
 
 
 def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
-    """The node's fields: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts, members, scores,
-    distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2.
-
-    Every field is checked for its type (members and ids are strings,
-    scores ints or floats and never NaN, counts positive ints, a child's
-    distinct scores from 1 to its count, nil together with its last score),
-    so no wrongly typed value reaches the tree. Arrays decode as tuples:
-    immutable like the nodes, and the garbage collector stops tracking a
-    tuple of strings and numbers after one look.
-    """
+    """The node's fields, each checked for its type: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts,
+    members, scores, distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2. Arrays decode as
+    tuples: immutable like the nodes, and the garbage collector stops tracking a tuple of strings and numbers."""
     version, node = unpack(key, data, "node", (FORMAT, DENSE), use_list=False)
     if type(node) is not tuple or len(node) < 4:
         raise CorruptDataError("stored node is malformed", key)
@@ -256,10 +235,10 @@ def decode_log_page(key: str, data: bytes) -> tuple[tuple[str, int], ...]:
     raise CorruptDataError("stored log manifest is malformed", key)
 
 
-#: What each kind of stored value is, by the kind field of its msgpack array (a head is a map).
-#: The value of a set's marker key (``Keyspace.marker``, ``mdss._head.mark``): only its presence counts.
+#: The value of a set's marker key (``Keyspace.marker``, ``mdss._snapshot.mark``): only its presence counts.
 MARKER = b"m"
 
+#: What each kind of stored value is, by the kind field of its msgpack array (a head is a map).
 _KINDS = {
     LEAF: "an entry set (at most chunk_size entries)",
     MANIFEST: "a tree manifest (at most chunk_size children)",
@@ -271,8 +250,8 @@ _KINDS = {
 
 
 def describe(data: bytes) -> str:
-    """What a stored value is (an entry set, a log manifest, a head...), for an error that refuses it as too
-    large: so that it names the culprit instead of guessing. Never raises."""
+    """What a stored value is (an entry set, a log manifest, a head...), for an error that refuses it as too large: so
+    that it names the culprit instead of guessing. Never raises."""
     if data[:1] in (b"\xc1", b"\xc2"):  # mdss._tail's markers: a head with appends after it
         return "a set's head"
     if data == MARKER:

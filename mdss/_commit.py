@@ -1,10 +1,8 @@
-"""Commits: resolve callers' ops on a snapshot, append them to the update log (or fold them into the
-trees), publish the head; rebase on a lost race (see ``mdss._publish`` for what makes an outcome sure).
+"""Commits: resolve callers' ops on a snapshot, append them to the update log (or fold them into the trees), publish
+the head; rebase on a lost race (see ``mdss._publish`` for what makes an outcome sure).
 
-The core knows the ops of ``mdss._ops`` and ``remove``; any other op is
-resolved by the resolver its caller registered on the engine
-(:attr:`mdss._engine.Engine.resolvers`: a leaderboard's row versions, tie
-groups and post ids).
+The core knows the ops of ``mdss._ops`` and ``remove``; any other op is resolved by the resolver its caller registered
+on the engine (:attr:`mdss._engine.Engine.resolvers`: a leaderboard's row versions, tie groups and post ids).
 """
 
 from __future__ import annotations
@@ -29,10 +27,8 @@ from .stores.base import Record
 
 
 def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any]:
-    """Apply one caller's ops to ``new`` (member -> score, ``None``: absent); each op's result.
-
-    Leaves ``new`` untouched if an op is refused (an ``incr`` overflowing).
-    """
+    """Apply one caller's ops to ``new`` (member -> score, ``None``: absent); each op's result. Leaves ``new`` untouched
+    if an op is refused (an ``incr`` overflowing)."""
     trial = {member: new[member] for _, member, _ in pending.ops}
     results: list[Any] = []
     better, resolvers = engine.ordering.better, engine.resolvers
@@ -63,12 +59,9 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
 def commit(engine: Engine, pendings: list[Pending]) -> None:
     """Commit several callers' ops atomically, rebasing on concurrent commits.
 
-    Sets each pending's ``result``, or its ``error`` if its own ops were
-    refused (the others still commit). Starts from the head this process
-    last saw, so that an uncontended append is one compare-and-set, unless
-    that head was mostly stale lately (:func:`_learn`): then it reads first.
-    A lost race returns (or reads) the winner's head, and the next try
-    starts from it.
+    Sets each pending's ``result``, or its ``error`` if its own ops were refused (the others still commit). Starts from
+    the head this process last saw (an uncontended append is one compare-and-set), unless :func:`_read_first`; a lost
+    race returns (or reads) the winner's head, and the next try starts from it.
     """
     members = list(dict.fromkeys(member for p in pendings for _, member, _ in p.ops))
     started = time.monotonic()  # when the latest attempt began: the wait for a pause scales with what one takes
@@ -85,8 +78,7 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
             if known is None:
                 break
             read = False
-        # After a lost race, rebase at once on the winner's head: the loser's best chance is right after a
-        # commit landed. Three losses in a row wait for a pause (_quiet).
+        # After a lost race, rebase at once on the winner's head: the best chance is right after a commit landed.
         losses = 0
         while losses < QUICK_RETRIES:
             started = time.monotonic()
@@ -123,8 +115,7 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
                 learn = engine.writer.learn(not outcome)
             if outcome:
                 landed = engine.head
-                # The writes landed already: a merge that fails (or that the store refuses) is for later,
-                # never reported as the write's failure.
+                # The writes landed already: a merge that fails is for later, never the write's failure.
                 with contextlib.suppress(StoreError, MissingNodeError):
                     if landed is not None and _merge_due(engine, landed, limit):
                         _merge.merge(engine)
@@ -141,17 +132,14 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
 
 
 def _quiet(engine: Engine, deadline: float, latency: float) -> tuple[Record | None] | None:
-    """After :data:`QUICK_RETRIES` lost races in a row: wait for a pause in the other writers' commits, and
-    return the head as it stands then (the next attempt starts from it), or ``None`` at ``deadline``.
+    """After :data:`QUICK_RETRIES` lost races in a row: wait for a pause in the other writers' commits, and return the
+    head as it stands then (the next attempt starts from it), or ``None`` at ``deadline``.
 
-    Reads the head every ``interval`` (jittered; the commit policy's ceiling from one attempt's
-    ``latency``, at least its base, doubling to four times that) until two reads in a row find the same
-    record (on a store that applies appends, the same core: appends never make a commit lose), or
-    :data:`QUIET_POLLS` reads found it moving (then it tries anyway, so that no writer waits long for a
-    pause that does not come). Of several processes posting to one set, the one that committed last holds
-    the newest head and mostly commits next: an attempt while it runs only loses again, takes the store's
-    write lock from it and costs a conflict. A plain backoff slept on while that writer paused (a merge, an
-    SQLite checkpoint), and the set stood still (docs/performance.md, "Waiting for a pause").
+    Reads the head every ``interval`` (jittered; the policy's ceiling from one attempt's ``latency``, doubling to four
+    times that) until two reads in a row find the same record (or core: appends never make a commit lose), or
+    :data:`QUIET_POLLS` reads found it moving (then it tries anyway). The writer that committed last mostly commits
+    next: an attempt while it runs only loses again and takes the store's write lock from it, whereas a plain backoff
+    slept on while that writer paused (docs/performance.md, "Waiting for a pause").
     """
     key, attempt = engine.keys.head, 1
     pause = random.uniform(0.5, 1.0) * engine.policy.ceiling(attempt, latency)
@@ -171,8 +159,8 @@ def _quiet(engine: Engine, deadline: float, latency: float) -> tuple[Record | No
 
 
 def _unmoved(engine: Engine, before: Record | None, after: Record | None) -> bool:
-    """Whether two reads of a head found the same record (or none); on a store that applies appends, the same
-    core head under whatever was appended since."""
+    """Whether two reads of a head found the same record (or none); on a store that applies appends, the same core
+    head under whatever was appended since."""
     if before is None or after is None:
         return before is after
     if engine.store.appends and len(before.values) == len(after.values) == 1:
@@ -194,16 +182,11 @@ COLD_MERGE = 1.25
 
 
 def _read_first(engine: Engine) -> bool:
-    """Whether a commit should read the head before its compare-and-set, rather than start from the head
-    this process holds: when that head had mostly moved by the next commit lately (more than
-    :data:`STALE` of the time), as it has for writers spread over many shards, or several writers of one
-    set taking turns. From a stale head the compare-and-set loses; the lost race returns (or reads) the
-    winner's head, so it costs about the round trips of a read first, plus a wasted attempt and a conflict.
-
-    A shard of a sharded set also reads first until its own held head was current at its last
-    ``_trust_after`` (2) commits: the shared average dips under :data:`STALE` after a few commits in a row
-    to one shard, each of which finds its head current, and a held head trusted then mostly lost (62% of
-    them, four writers over 16 shards: docs/performance.md).
+    """Whether a commit should read the head before its compare-and-set, rather than start from the head this process
+    holds: when that head had mostly moved by the next commit lately (more than :data:`STALE` of the time), as for
+    writers spread over many shards or taking turns on one set (a stale head costs a lost race: a read, a wasted
+    attempt and a conflict). A shard also reads first until its own held head was current at its last ``trust_after``
+    commits: the shared average dips after a few commits in a row to one shard (docs/performance.md).
     """
     if engine.store.appends:  # the store applies appends to whatever head it holds: no race to lose
         return False
@@ -211,21 +194,16 @@ def _read_first(engine: Engine) -> bool:
 
 
 def _merge_at(engine: Engine, head: Head, limit: int) -> int:
-    """The log length at which this writer merges: ``limit`` if it made the trees ``head`` names (its last
-    merge, direct commit or load: its cache holds every node they have), else :data:`COLD_MERGE` times that.
-
-    With several processes appending, the one that merged last merges again without reading a node; any
-    other would first read and decode both trees (its cache holds only the entry sets its lookups
-    needed). The others still merge if that one stops writing.
-    """
+    """The log length at which this writer merges: ``limit`` if it made the trees ``head`` names (its cache holds every
+    node they have), else :data:`COLD_MERGE` times that: the writer that merged last merges again without reading a
+    node, while any other would first read both trees; the others still merge if that one stops writing."""
     return limit if engine.writer.built == (head.scores.root, head.members.root) else int(limit * COLD_MERGE)
 
 
 def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
-    """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this
-    writer merges (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is
-    long in bytes, if not in entries; known without a read to the writer that moved segments there), and no
-    other merger's claim holds."""
+    """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this writer merges
+    (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is long in bytes, if not in
+    entries; known without a read to the writer that moved segments there), and no other merger's claim holds."""
     log = head.log
     if _merge.claimed_by_another(log) or not len(log):
         return False
@@ -235,16 +213,12 @@ def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
 def _attempt(
     engine: Engine, snap: Snapshot, pendings: list[Pending], members: list[str], limit: int, fresh: bool
 ) -> Any:
-    """Apply every pending's ops on ``snap`` and publish: True if committed, False if it lost the race,
-    ``None`` if nothing changes.
+    """Apply every pending's ops on ``snap`` and publish: True if committed, False if it lost the race, ``None`` if
+    nothing changes.
 
-    Appends to the update log; a batch as long as the log limit (or every
-    batch, with ``log_limit=0``), or of more than ``mdss._log.BATCH_BYTES`` of
-    entries, goes straight into the trees, with the log.
-    On a head that was not read just now (``fresh``), only a plain append is
-    tried: "nothing to change" and writing nodes before the compare-and-set
-    (that a dropped set would leave behind) wait for the current head
-    (:data:`_REREAD`).
+    Appends to the update log; a batch as long as the log limit, or of more than ``mdss._log.BATCH_BYTES`` of entries,
+    goes straight into the trees, with the log. On a head not read just now (``fresh``), only a plain append is tried:
+    "nothing to change" and writing nodes first wait for the current head (:data:`_REREAD`).
     """
     old = dict(zip(members, snap.index.find(members)))
     new = dict(old)
@@ -263,8 +237,7 @@ def _attempt(
     head, log = snap.head, snap.head.log
     if len(changed) < limit and len(_packb(changed)) <= _log.BATCH_BYTES:
         changed[-1] = (*changed[-1][:3], nonce)
-        # Whether it seals decides how it commits; the segments (and a log manifest) are built only for the
-        # way that writes them, never for an attempt that reads the head first.
+        # Whether it seals decides how it commits; segments are built only by the way that writes them.
         sealing = _log.sealing(log, changed)
         record = None  # the commit as a record (mdss._tail), on a store that applies appends
         if engine.store.appends and snap.data is not None:

@@ -1,9 +1,7 @@
 """Deferred deletion: the nodes this process's commits replaced, deleted once their grace period is over.
 
-Readers holding an older head may still read a replaced node for ``grace``
-seconds; a node read after that is found missing, and the reader retries on
-a newer head. What a failed store call leaves is named by the head's
-garbage notes (``mdss._garbage``), so ``gc()`` finds it.
+Readers of an older head may read a replaced node for ``grace`` seconds (after that they retry on a newer head). What a
+failed store call leaves is named by the head's garbage notes, so ``gc()`` finds it.
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ STRANDED = 100_000
 
 
 class Deletions:
-    """The keys one engine replaced, each deleted once ``grace`` seconds have passed, and the keys of its
-    lost commits that a failing store kept it from deleting (``stranded``)."""
+    """The keys one engine replaced, each deleted once ``grace`` seconds have passed, and the keys of its lost commits
+    that a failing store kept it from deleting (``stranded``)."""
 
     def __init__(self, store: Store, grace: float) -> None:
         self.store, self.grace = store, grace

@@ -1,12 +1,8 @@
 """An engine: one head's state in this process (one tree pair, its update log and its head).
 
-It owns the store handle, the key space, the node cache, the settings, the
-head it decoded last, and two state objects: the writer's
-(:class:`WriterState`: the head held for the next commit, the head a lost
-race returned, what it learnt of the other writers, seals) and the reader's
-(:class:`mdss._overlay.Overlays`). Snapshots, commits, merges, gc and check
-(``mdss._snapshot``, ``_commit``, ``_merge``, ``_garbage``, ``_check``) take an
-engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
+It owns the store handle, the key space, the node cache, the settings, the head it decoded last, the writer's state
+(:class:`WriterState`) and the reader's (:class:`mdss._overlay.Overlays`). Snapshots, commits, merges, gc and check take
+an engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
 """
 
 from __future__ import annotations
@@ -29,11 +25,11 @@ from ._writer import check_chunk_size
 from .exceptions import SettingsMismatchError
 from .stores.base import Record, Store
 
-#: An op a caller of a set registers (:attr:`Engine.resolvers`): ``resolve(trial, member, value)`` changes
-#: ``trial`` (member -> score, ``None``: absent) and returns the op's result, or raises to refuse its caller's ops.
 #: The chunk size of a set created without one.
 DEFAULT_CHUNK = 1000
 
+#: An op a caller of a set registers (:attr:`Engine.resolvers`): ``resolve(trial, member, value)`` changes ``trial``
+#: (member -> score, ``None``: absent) and returns the op's result, or raises to refuse its caller's ops.
 Resolver = Callable[[dict[str, Any], str, Any], Any]
 
 
@@ -60,8 +56,8 @@ class WriterState:
             self.held = (record, head)
 
     def learn(self, moved: bool) -> bool:
-        """Follow how often the held head had moved by the next commit, and the commits in a row that found
-        it current; returns False (learnt, for this commit)."""
+        """Follow how often the held head had moved by the next commit, and the commits in a row that found it current;
+        returns False (learnt, for this commit)."""
         self.stale[0] = 0.8 * self.stale[0] + 0.2 * moved
         self.current = 0 if moved else self.current + 1
         return False
@@ -99,15 +95,15 @@ class Engine:
         stale: list[float] | None = None,
         trust_after: int = 0,
     ) -> None:
-        """A set's options as ``SortedSet`` documents them (checked by ``mdss._facade.check_options``);
-        ``commit`` makes the group commit's commits. A shard's engine shares ``cache`` and ``stale`` with its
-        set's other shards, and trusts its held head after ``trust_after`` current ones (``mdss._commit``)."""
+        """A set's options as ``SortedSet`` documents them (checked by ``mdss._facade.check_options``); ``commit`` makes
+        the group commit's commits. A shard's engine shares ``cache`` and ``stale`` with its set's other shards, and
+        trusts its held head after ``trust_after`` current ones (``mdss._commit``)."""
         self.store, self.name, self.keys = store, name, keys
         self.cache = NodeCache(cache_bytes) if cache is None else cache
         self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
         self.log_limit = log_limit
-        #: The bytes a node may weigh, given to the head when this engine creates the set (``None``: no
-        #: bound; ``Leaderboard`` bounds its sets, whose members hold rows). The head's value rules writes.
+        #: The bytes a node may weigh, given to the head when this engine creates the set (``None``: no bound;
+        #: ``Leaderboard`` bounds its sets, whose members hold rows). The head's value rules writes.
         self.node_bytes = node_bytes
         self.deletions = Deletions(store, gc_grace)
         self.writer = WriterState([0.0] if stale is None else stale, trust_after)
@@ -142,9 +138,9 @@ class Engine:
         self.explicit = True
 
     def decode(self, data: bytes) -> Head:
-        """The head from stored bytes (decoded once per distinct value, only new appends when it extends the
-        last), checked against the settings: an engine opened without settings before its set existed
-        adopts those of whoever created it; otherwise different settings mean another set."""
+        """The head from stored bytes (decoded once per distinct value, only new appends when it extends the last),
+        checked against the settings: an engine opened without settings before its set existed adopts those of whoever
+        created it; otherwise different settings mean another set."""
         if data == self.head_bytes:
             return self.head  # type: ignore[return-value]
         head = self._extended(data) or Head.decode(self.keys.head, data)
@@ -175,8 +171,8 @@ class Engine:
         return head.appended(_tail.records(self.keys.head, rest))
 
     def remember(self, head: Head, data: bytes, version: Any) -> None:
-        """The head (its bytes, the version written) a commit just published: the next read of them needs
-        no decoding, and the next commit starts from it without reading (when the version is known)."""
+        """The head (its bytes, the version written) a commit just published: the next read of them needs no decoding,
+        and the next commit starts from it without reading (when the version is known)."""
         self.head_bytes, self.head = data, head
         self.writer.held = None if version is None else (Record((data,), version), head)
         self.explicit = True

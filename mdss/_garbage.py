@@ -1,29 +1,15 @@
 """Garbage: deferred deletion of replaced nodes, and ``gc()`` for what interrupted writers left.
 
-Safety does not depend on clocks or timings. The head carries a **gc
-epoch**; every node id carries the epoch of the head its commit read
-(``mdss._writer.new_id``). A commit publishes only by a compare-and-set
-against the exact head version it read, and head versions never repeat
-(every head has a new generation and commit nonce). ``gc()`` first advances
-the epoch from ``E`` to ``E + 1`` by compare-and-set. From then on:
+Safety does not depend on clocks (docs/architecture.md, "Garbage"). Every node id carries the **gc epoch** of the head
+its commit read (``mdss._writer.new_id``), and a commit publishes only by a compare-and-set against the exact head
+version it read (versions never repeat). Once ``gc()`` advanced the epoch from ``E`` to ``E + 1``, no commit that read
+a head of epoch ``<= E`` can publish, and later heads only add nodes of epoch ``>= E + 1``: a node of epoch ``<= E``
+that the head after the advance does not name is garbage forever. It is deleted after ``gc_grace`` seconds, so that
+readers of older heads finish (one that still meets a missing node retries on a newer head); ``min_age`` only spares
+young nodes for readers' sake, never what makes a deletion safe.
 
-- a commit that read a head of epoch ``<= E`` can never publish: its
-  compare-and-set compares against a version that is gone;
-- every later head is built from the head after the advance or a later one,
-  so the nodes of epoch ``<= E`` that any later head can name are exactly
-  those the head after the advance names (later commits only add nodes of
-  epoch ``>= E + 1``).
-
-So a node of epoch ``<= E`` that the head after the advance does not name is
-garbage forever, and ``gc()`` deletes it, after ``gc_grace`` seconds so that
-readers holding an older head finish (a reader that still meets a missing
-node re-reads the head and retries). ``min_age`` only spares young nodes for
-readers' sake; it is never what makes a deletion safe.
-
-In the normal path nothing is listed: a commit knows the nodes it replaced,
-and the process deletes them ``gc_grace`` seconds later. Listing the set's
-node keys is for ``gc()`` alone (orphans of crashed writers and of ended
-processes), a maintenance call.
+Normally nothing is listed: a commit knows the nodes it replaced, and the process deletes them ``gc_grace`` seconds
+later. Listing the set's node keys is for ``gc()`` alone (orphans of crashed writers and of ended processes).
 """
 
 from __future__ import annotations
@@ -51,11 +37,8 @@ NOTE_IDS = 4096
 def notes_of(engine: Engine, head: Head, replaced: list[str]) -> dict[str, bytes]:
     """The garbage notes of the nodes ``replaced`` by a commit on ``head``: key -> bytes (none: nothing).
 
-    The notes make the deferred deletion durable: if the process ends before
-    the grace period does, ``gc()`` finds the nodes from the head's notes,
-    with no listing. One note per :data:`NOTE_IDS` nodes, so that a merge or
-    a load that replaces a million nodes still writes values that any store
-    takes (DynamoDB: 400 KB).
+    The notes make the deferred deletion durable: if the process ends before the grace period, ``gc()`` finds the nodes
+    with no listing. One note per :data:`NOTE_IDS` nodes, so that every note fits any store (DynamoDB: 400 KB).
     """
     return {
         engine.keys.note(_writer.new_id(head.epoch)): encode_note(replaced[i : i + NOTE_IDS])
@@ -64,8 +47,8 @@ def notes_of(engine: Engine, head: Head, replaced: list[str]) -> dict[str, bytes
 
 
 def attach_notes(engine: Engine, head: Head, keys: Sequence[str]) -> tuple[Head, dict[str, bytes]]:
-    """``head`` naming the notes at ``keys`` (the last one newest), and a note page to store when the head's
-    notes are full (:data:`NOTES_INLINE`)."""
+    """``head`` naming the notes at ``keys`` (the last one newest), and a note page to store when the head's notes are
+    full (:data:`NOTES_INLINE`)."""
     if not keys:
         return head, {}
     notes = (*(key[len(engine.keys.notes) :] for key in reversed(keys)), *head.notes)
@@ -79,9 +62,8 @@ def attach_notes(engine: Engine, head: Head, keys: Sequence[str]) -> tuple[Head,
 
 
 def discard(engine: Engine, keys: list[str]) -> None:
-    """Delete what a commit wrote that no head can ever name. If the store fails, this object deletes them
-    again before it takes a set without a head for a damaged one (:func:`mdss._head.headless`: they are
-    not the set's), and ``gc(sweep=True)`` collects them where it does not."""
+    """Delete what a commit wrote that no head can ever name. If the store fails, this object deletes them again before
+    it takes a set without a head for a damaged one (:func:`mdss._snapshot.headless`), else ``gc(sweep=True)`` does."""
     try:
         engine.store.delete_many(keys)
     except StoreUnavailableError:
@@ -89,8 +71,8 @@ def discard(engine: Engine, keys: list[str]) -> None:
 
 
 def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: str) -> Head | None:
-    """Compare-and-set the head to ``change(head)`` until it lands, or ``change`` answers ``None`` (nothing
-    to do); the head after (``None``: there is no head)."""
+    """Compare-and-set the head to ``change(head)`` until it lands or ``change`` answers ``None`` (nothing to do); the
+    head after (``None``: there is no head)."""
     key = engine.keys.head
     for _ in engine.policy.attempts():
         record = engine.store.get(key)
@@ -109,13 +91,9 @@ def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: s
 
 
 def advance_epoch(engine: Engine, seen: Head) -> Head | None:
-    """Move the head past the epoch of ``seen``, unless that is done already; the head after.
-
-    An epoch is only advanced once a commit has landed in it (``gen >
-    epoch_gen``): so that gc, however often it runs, never takes more than
-    one head write per commit from the writers; and not while a merge's
-    claim holds (see ``mdss._merge``), so that gc never starves merges.
-    """
+    """Move the head past the epoch of ``seen``, unless that is done already; the head after. Only once a commit has
+    landed in the epoch (``gen > epoch_gen``), so that gc takes at most one head write per commit from the writers, and
+    not while a merge's claim holds, so that gc never starves merges."""
 
     def advance(head: Head) -> Head | None:
         if head.epoch > seen.epoch or head.gen <= head.epoch_gen:
@@ -134,8 +112,8 @@ def named(engine: Engine, snap: Snapshot) -> set[str]:
 
 
 def _unnamed(engine: Engine, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
-    """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age``
-    seconds ago (by their writer's clock)."""
+    """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age`` seconds
+    ago (by their writer's clock)."""
 
     def look(snap: Snapshot) -> tuple[Head, set[str], set[str]]:
         return snap.head, named(engine, snap), {i for ids in _walk(engine, snap.head) for i in ids}
@@ -181,11 +159,8 @@ def gc(engine: Engine, min_age: float = 0.0, wait: bool = True, sweep: bool = Fa
 
 
 def _walk(engine: Engine, head: Head) -> tuple[list[str], list[str]]:
-    """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``.
-
-    One read per page (a page holds :data:`NOTES_INLINE` + 1 notes): pages
-    are few when ``gc()`` runs now and then.
-    """
+    """The garbage notes and the note pages the head leads to, newest first, down to ``notes_done``: one read per page
+    (of :data:`NOTES_INLINE` + 1 notes)."""
     notes, pages, page = list(head.notes), [], head.note_page
     while page is not None and page != head.notes_done:
         record = engine.store.get(engine.keys.note(page))
@@ -199,11 +174,8 @@ def _walk(engine: Engine, head: Head) -> tuple[list[str], list[str]]:
 
 
 def _collect_noted(engine: Engine, head: Head) -> tuple[list[str], list[str], list[str]]:
-    """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name.
-
-    A note's commit landed (the head names it), so the nodes it names are
-    replaced for good; only readers of older heads may still want them.
-    """
+    """The notes and pages the head leads to (down to ``notes_done``), and the stored nodes they name: replaced for
+    good (the head names the note, so its commit landed)."""
     store, keys = engine.store, engine.keys
     notes, pages = _walk(engine, head)
     replaced: list[str] = []
@@ -215,11 +187,8 @@ def _collect_noted(engine: Engine, head: Head) -> tuple[list[str], list[str], li
 
 
 def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
-    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc).
-
-    If writers keep it from landing, the next gc walks the same notes again,
-    finds them gone, and detaches them then.
-    """
+    """Compare-and-set the head to forget the notes and pages just collected (one head write per gc). If writers keep
+    it from landing, the next gc walks the same notes again, finds them gone, and detaches them then."""
 
     def forget_notes(head: Head) -> Head:
         done = collected.note_page if collected.note_page is not None else head.notes_done
@@ -231,11 +200,8 @@ def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
 
 
 def _swept(engine: Engine, min_age: float) -> list[str]:
-    """What only a listing finds: nodes and notes of interrupted commits (a paged listing of the set's keys).
-
-    Nodes of epochs before the head's that the head does not name are
-    garbage (see the module docstring); the epoch is advanced first when
-    nodes of the current one wait too.
+    """What only a listing finds: nodes and notes of interrupted commits. Those of epochs before the head's that it
+    does not name are garbage (see the module docstring); the epoch is advanced first when the current one's wait too.
     """
     store, keys = engine.store, engine.keys
     # What is minted after these listings is of later epochs.
@@ -249,14 +215,11 @@ def _swept(engine: Engine, min_age: float) -> list[str]:
 
 
 def drop(engine: Engine) -> None:
-    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``mdss._head.mark``), then
-    its head.
+    """Remove a whole set, damaged or not: its nodes and notes, then its marker (``_snapshot.mark``), then its head.
 
-    The head first moves to an empty state in a new epoch, so that commits in
-    flight fail and readers see an empty set. A commit made on that empty
-    head meanwhile keeps its nodes (they are of the new epoch) and its head:
-    the head is deleted last, and only if it is still the emptied one. A head
-    that does not decode (no epoch to go by) is deleted with everything.
+    The head first moves to an empty state in a new epoch, so that commits in flight fail. A commit made on that empty
+    head meanwhile keeps its nodes (of the new epoch) and its head: the head is deleted last, only if still the emptied
+    one. A head that does not decode (no epoch to go by) is deleted with everything.
     """
     store, keys = engine.store, engine.keys
     nonce = secrets.token_hex(8)

@@ -1,11 +1,9 @@
 """The head: the one mutable record of a set, and the snapshot a read or a commit takes of it.
 
-A head names the roots of both trees (the score tree and the member index),
-the set's settings, a generation that every commit increments, the gc epoch
-(see ``mdss._garbage``), and the nonces of the last :data:`RECENT` commits,
-newest first, so that a writer whose compare-and-set reply was lost can prove
-whether its commit landed. Every head write goes through :meth:`Head.next`,
-which keeps ``recent[i]`` the nonce of generation ``gen - i``.
+A head names the roots of both trees (the score tree and the member index), the set's settings, a generation that every
+commit increments, the gc epoch (see ``mdss._garbage``), and the nonces of the last :data:`RECENT` commits, newest
+first, so that a writer whose compare-and-set reply was lost can prove whether its commit landed. Every head write goes
+through :meth:`Head.next`, which keeps ``recent[i]`` the nonce of generation ``gen - i``.
 """
 
 from __future__ import annotations
@@ -17,9 +15,7 @@ import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, _packb, check_entry, seal, unpack
-from .exceptions import (
-    CorruptDataError,
-)
+from .exceptions import CorruptDataError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,14 +37,11 @@ LogEntry = tuple[str, Any, Any, Any]
 
 @attrs.frozen
 class Log:
-    """The update log as the head names it (see ``mdss._log``).
+    """The update log as the head names it (see ``mdss._log``): entries ``base`` to ``seq - 1``, not in the trees yet.
 
-    Entries ``base`` to ``seq - 1`` are not in the trees yet: the oldest in
-    sealed segments that the log manifest ``pages`` lists, newer ones in the
-    segments ``segs`` (``(id, first sequence number)``, oldest first), the
-    newest ``inline``, ending at ``seq - 1``. A segment may begin before
-    ``base`` (a merge folded its start): readers skip what is older.
-    ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
+    The oldest are in sealed segments that the log manifest ``pages`` lists, newer ones in the segments ``segs`` (``(id,
+    first sequence number)``, oldest first), the newest ``inline``. A segment may begin before ``base`` (a merge folded
+    its start): readers skip what is older. ``claim`` is the merge in progress: ``(nonce, lease end in ms)``.
     """
 
     base: int = 0
@@ -140,30 +133,26 @@ class Head:
     recent: tuple[str, ...] = ()
     scores: TreeRef = EMPTY
     members: TreeRef = EMPTY
-    #: Garbage notes of recent commits, newest first; older ones are in pages, newest ``note_page`` first,
-    #: each naming the page before it, down to ``notes_done`` (collected already).
+    #: Garbage notes of recent commits, newest first; older ones are in pages, newest ``note_page`` first, each naming
+    #: the page before it, down to ``notes_done`` (collected already).
     notes: tuple[str, ...] = ()
     note_page: str | None = None
     notes_done: str | None = None
-    #: Random, chosen when the set is created: a set dropped and started again is another incarnation, and a
-    #: commit built on the old one can tell that its version is gone (generations start again at 1).
+    #: Random, chosen when the set is created: a set dropped and started again is another incarnation, and a commit
+    #: built on the old one can tell that its version is gone (generations start again at 1).
     incarnation: str = ""
     log: Log = EMPTY_LOG
-    #: The bytes a node may weigh (``mdss._tree.weights``), for sets whose members can be large (leaderboard
-    #: rows); ``None``: nodes are bounded in items only. Chosen when the set is created.
+    #: The bytes a node may weigh (``mdss._tree.weights``), for sets whose members can be large (leaderboard rows);
+    #: ``None``: nodes are bounded in items only. Chosen when the set is created.
     node_bytes: int | None = None
-    #: Random, and new whenever a write changes the set other than by the log's entries (a load, a drop),
-    #: or when the head was written by a version of mdss that did not write one (``None``): within one
-    #: lineage the set at log sequence number ``b`` is the set at ``a`` plus entries ``a`` to ``b - 1``, so
-    #: that a reader can follow it by the entries alone (``mdss._allkeys``).
+    #: Random, and new whenever a write changes the set other than by the log's entries (a load, a drop), or when an
+    #: older mdss wrote the head (``None``): within one lineage the set at log sequence number ``b`` is the set at ``a``
+    #: plus entries ``a`` to ``b - 1``, so that a reader can follow it by the entries alone (``mdss._allkeys``).
     lineage: str | None = None
 
     def next(self, nonce: str, **changes: Any) -> Head:
-        """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first.
-
-        A new ``epoch`` records the generation it starts at (``epoch_gen``); a head without a lineage gets
-        one.
-        """
+        """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first. A new ``epoch``
+        records the generation it starts at (``epoch_gen``); a head without a lineage gets one."""
         if "epoch" in changes:
             changes["epoch_gen"] = self.gen + 1
         if self.lineage is None and "lineage" not in changes:
@@ -171,8 +160,8 @@ class Head:
         return attrs.evolve(self, gen=self.gen + 1, recent=(nonce, *self.recent)[:RECENT], **changes)
 
     def appended(self, records: Sequence[tuple[str, Sequence[LogEntry]]]) -> Head:
-        """The head after ``records``, commits that each appended entries to the log (``mdss._tail``): what
-        as many :meth:`next` calls make, in one step (a writer follows every other writer's appends)."""
+        """The head after ``records``, commits that each appended entries to the log (``mdss._tail``): what as many
+        :meth:`next` calls make, in one step (a writer follows every other writer's appends)."""
         if not records:
             return self
         entries = [entry for _, appended in records for entry in appended]
@@ -186,13 +175,9 @@ class Head:
         )
 
     def fate(self, nonce: str, base_gen: int) -> str:
-        """What became of a commit with ``nonce`` built on generation ``base_gen``, as this head tells.
-
-        :data:`LANDED`, :data:`LOST` (another commit took its generation: it
-        can never land), :data:`PENDING` (the head has not moved: it may
-        still land) or :data:`UNKNOWN` (so many commits followed that its
-        generation scrolled out of ``recent``).
-        """
+        """What became of a commit with ``nonce`` built on generation ``base_gen``, as this head tells: :data:`LANDED`,
+        :data:`LOST` (another commit took its generation), :data:`PENDING` (the head has not moved: it may still land)
+        or :data:`UNKNOWN` (its generation scrolled out of ``recent``)."""
         if self.gen <= base_gen:
             return PENDING
         index = self.gen - base_gen - 1
@@ -226,11 +211,8 @@ class Head:
 
     @classmethod
     def decode(cls, key: str, data: bytes) -> Head:
-        """A head from stored bytes (format 2, or format 1 which had no epoch); validates every value's range.
-
-        A head with a tail (``mdss._tail.TAILED``, or ``BRIDGED``) is its core head plus the appends the store
-        applied after it (``mdss._tail``), each one commit.
-        """
+        """A head from stored bytes (format 2, or format 1 which had no epoch); validates every value's range. A head
+        with a tail (``mdss._tail``) is its core head plus the appends the store applied after it, each one commit."""
         if _tail.marked(data):
             core, records = _tail.split(key, data)
             if _tail.marked(core):

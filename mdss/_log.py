@@ -1,19 +1,14 @@
 """The update log: writes append resolved entries to the head; this module stores and reads them.
 
-A write does not rewrite tree nodes. It appends one entry per changed member,
-``(member, old score, new score, nonce)``, to the log the head carries
-(:class:`mdss._head.Log`), in one compare-and-set of the head
-(``mdss._commit``). The old score is resolved by the writer, so that a reader
-never looks a logged member up: the log alone says what each logged member was
-in the trees and what it is now. A merge (``mdss._merge``) folds the log into
-both trees, rewriting each touched node once for many updates.
+A write appends one entry per changed member, ``(member, old score, new score, nonce)``, to the log the head carries
+(:class:`mdss._head.Log`) instead of rewriting tree nodes. The writer resolves the old score, so that the log alone says
+what each logged member was in the trees and is now. A merge (``mdss._merge``) folds the log into both trees, rewriting
+each touched node once for many updates (docs/architecture.md, "The update log").
 
-The newest entries live in the head itself, up to :data:`INLINE_BYTES`;
-then they are sealed into an immutable segment, named by the head (up to
-:data:`SEGS_INLINE` of them) and then, compacted into one, by an immutable
-log manifest of at most :data:`PAGE_SEGS` segments: a log whose manifest
-fills merges, so that no value grows with the history. Reads see the log
-through an in-memory overlay (``mdss._overlay``, ``mdss._ranking``).
+The newest entries live in the head itself, up to :data:`INLINE_BYTES`; then they are sealed into an immutable segment,
+named by the head (up to :data:`SEGS_INLINE` of them) and then, compacted into one, by an immutable log manifest of at
+most :data:`PAGE_SEGS` segments: a log whose manifest fills merges, so that no value grows with the history. Reads see
+the log through an in-memory overlay (``mdss._overlay``, ``mdss._ranking``).
 """
 
 from __future__ import annotations
@@ -36,14 +31,12 @@ INLINE_BYTES = 1024
 SEGMENT_BYTES = 256 << 10
 #: The most sealed segments the head names before they move to a new log manifest.
 SEGS_INLINE = 8
-#: The most bytes of entries one commit appends to the log; a larger batch goes straight into the trees
-#: (a direct commit): so that one commit's segments are always far fewer than a log manifest holds.
+#: The most bytes of entries one commit appends to the log; a larger batch goes straight into the trees (a direct
+#: commit): so that one commit's segments are always far fewer than a log manifest holds.
 BATCH_BYTES = SEGS_INLINE * SEGMENT_BYTES
-#: The most segments a log manifest lists: about 56 KB with the longest ids (46 bytes and a sequence number
-#: each), a seventh of DynamoDB's 400 KB item. The head's segments move to it compacted into one (about
-#: 8 KB of entries), so it indexes about 8 MB of log. A log whose manifest lists half of it merges (as one
-#: at ``log_limit``); an append whose move would pass it merges first (:class:`Full`, as at twice the limit),
-#: so no manifest is ever written longer, whatever the history (docs/architecture.md, "The log's bounds").
+#: The most segments a log manifest lists: about 56 KB with the longest ids, a seventh of DynamoDB's 400 KB item; about
+#: 8 MB of log. A log whose manifest lists half of it merges; an append whose move would pass it merges first
+#: (:class:`Full`), so no manifest is ever longer (docs/architecture.md, "The log's bounds").
 PAGE_SEGS = 1024
 #: Bytes of merge written per update that the default ``log_limit`` aims at: with the head write (up to
 #: 1.5 KB) and the segments' share, an update writes about 2.5-3 KB in all, under the 4 KB target.
@@ -62,13 +55,8 @@ _MISSING = object()
 def log_limit(engine: Engine, head: Head) -> int:
     """How long the log grows before a merge: the set's ``log_limit``, else derived from the byte target.
 
-    A merge of ``L`` random updates rewrites about every entry set of both
-    trees once ``L`` is past the number of entry sets, so an update costs
-    about ``tree bytes / L`` of merge, plus one head write (at most
-    :data:`INLINE_BYTES` of entries and ~512 bytes of the rest), plus its
-    share of segments. With ``tree bytes = n * entry bytes`` (both trees,
-    measured by this process at loads and merges),
-    ``L = tree bytes / MERGE_BYTES``.
+    A merge of ``L`` random updates rewrites about every entry set of both trees, so an update costs about ``tree bytes
+    / L`` of merge, plus a head write and its share of segments: ``L = n * entry bytes / MERGE_BYTES`` (both trees).
     """
     if engine.log_limit is not None:
         return engine.log_limit
@@ -77,9 +65,8 @@ def log_limit(engine: Engine, head: Head) -> int:
 
 
 def entry_bytes(engine: Engine) -> float:
-    """Stored bytes per member, both trees: as this process's last load or merge measured them, else from
-    the entry sets it has read (an entry is in both trees), else a guess. So that processes that never
-    merged derive about the same limit as those that did."""
+    """Stored bytes per member, both trees: as this process's last load or merge measured them, else from the entry sets
+    it has read, else a guess; so that processes that never merged derive about the same limit as those that did."""
     if engine.writer.entry_bytes is not None:
         return engine.writer.entry_bytes
     cache = engine.cache
@@ -92,24 +79,21 @@ def entry_bytes(engine: Engine) -> float:
 
 
 def sealing(log: Log, entries: Sequence[LogEntry]) -> bool:
-    """Whether appending ``entries`` to ``log`` seals its inline entries into a segment (:func:`appended`):
-    a commit that seals writes nodes first, and decides how before it builds them."""
+    """Whether appending ``entries`` to ``log`` seals its inline entries into a segment (:func:`appended`): a commit
+    that seals writes nodes first, and decides how before it builds them."""
     return len(_packb((*log.inline, *entries))) > INLINE_BYTES
 
 
 def appended(
     engine: Engine, head: Head, entries: Sequence[LogEntry], *, seal: bool = False
 ) -> tuple[Log, dict[str, bytes], list[str]]:
-    """The head's log with ``entries`` appended, the segments and log manifest to store first, and the ids
-    of what they replace.
+    """The head's log with ``entries`` appended, the segments and log manifest to store first, and the ids of what
+    they replace.
 
-    When the inline entries pass :data:`INLINE_BYTES` (or ``seal``) they are
-    sealed into a segment; when the head would name more than
-    :data:`SEGS_INLINE` segments, its segments move to a new log manifest
-    (the old one is replaced), rewritten as one segment (:func:`_compacted`):
-    so the manifest grows by one entry per :data:`SEGS_INLINE` seals, and
-    never past :data:`PAGE_SEGS`: a move that would pass it raises
-    :class:`Full` instead, before anything is written.
+    When the inline entries pass :data:`INLINE_BYTES` (or ``seal``) they are sealed into a segment; when the head would
+    name more than :data:`SEGS_INLINE` segments, its segments move to a new log manifest (the old one is replaced),
+    rewritten as one segment (:func:`_compacted`): so the manifest grows by one entry per :data:`SEGS_INLINE` seals, and
+    never past :data:`PAGE_SEGS`: a move that would pass it raises :class:`Full` instead, before anything is written.
     """
     log = head.log
     inline = (*log.inline, *entries)
@@ -144,13 +128,9 @@ def appended(
 
 
 def _compacted(engine: Engine, head: Head) -> tuple[list[tuple[str, int]], dict[str, bytes]]:
-    """The head's sealed segments rewritten as one (several if past :data:`SEGMENT_BYTES`), from the log's
-    base on: ``(id, first sequence number)`` of each, and what to store.
-
-    The entries come from this process's overlay, which a commit's snapshot
-    has just extended to the head (no read), else from the segments.
-    Without it the log manifest would gain an entry per seal: a seal per
-    commit with members of 250 bytes, 34 bytes each.
+    """The head's sealed segments rewritten as one (several if past :data:`SEGMENT_BYTES`), from the log's base on:
+    ``(id, first sequence number)`` of each, and what to store (else the manifest would gain an entry per seal). The
+    entries come from this process's overlay, which a commit's snapshot has just extended (no read), else the segments.
     """
     log = head.log
     start, end = max(log.segs[0][1], log.base), log.seq - len(log.inline)
@@ -171,17 +151,16 @@ def listed(engine: Engine, log: Log) -> int:
 
 
 def crowded(engine: Engine, log: Log) -> bool:
-    """Whether the log manifest lists half of :data:`PAGE_SEGS` or more, as far as this process knows
-    without a read (its cache of manifests: the writer that moved segments to it has it): then the log
-    merges, as at ``log_limit`` entries. A writer that never moves segments never reads a manifest to
-    count them; the hard bound (:class:`Full`) holds without it."""
+    """Whether the log manifest lists half of :data:`PAGE_SEGS` or more, as far as this process knows without a read
+    (the writer that moved segments to it has it cached): then the log merges, as at ``log_limit`` entries. The hard
+    bound (:class:`Full`) holds without it."""
     found = None if log.pages is None else engine.reader.page(log.pages)
     return found is not None and len(found) >= PAGE_SEGS // 2
 
 
 class Full(Exception):
-    """An append would move segments to a log manifest past :data:`PAGE_SEGS`: nothing was written, the
-    commit merges the log first (``mdss._commit``), as a log at twice ``log_limit`` does."""
+    """An append would move segments to a log manifest past :data:`PAGE_SEGS`: nothing was written, the commit merges
+    the log first (``mdss._commit``), as a log at twice ``log_limit`` does."""
 
 
 def _pieces(entries: Sequence[LogEntry]) -> list[tuple[int, Sequence[LogEntry]]]:
@@ -227,12 +206,8 @@ def node_ids(engine: Engine, log: Log) -> set[str]:
 
 
 def entries(engine: Engine, log: Log, since: int) -> list[LogEntry]:
-    """The log's entries from sequence number ``since`` (at least ``log.base``) to ``log.seq - 1``.
-
-    Reads only the segments that hold entries from ``since`` on: none when
-    the inline entries reach back far enough, the head's newer segments (one
-    round trip), or also the log manifest (one more).
-    """
+    """The log's entries from sequence number ``since`` (at least ``log.base``) to ``log.seq - 1``, reading only the
+    segments that hold them: none, the head's newer segments (one round trip), or also the log manifest (one more)."""
     inline_first = log.seq - len(log.inline)
     if since >= inline_first:
         return list(log.inline[since - inline_first :])
@@ -257,8 +232,8 @@ def entries(engine: Engine, log: Log, since: int) -> list[LogEntry]:
 
 
 def fate(engine: Engine, log: Log, seq: int, nonce: str) -> str:
-    """What became of an append whose last entry would be number ``seq``, as the log tells (its nonce is
-    there, or another's): ``landed``, ``lost``, or ``unknown`` when merged already."""
+    """What became of an append whose last entry would be number ``seq``, as the log tells (its nonce is there, or
+    another's): ``landed``, ``lost``, or ``unknown`` when merged already."""
     if seq < log.base:
         return "unknown"
     if seq >= log.seq:  # sequence numbers never go back: it did not land where it was built to

@@ -1,19 +1,12 @@
 """Merges: fold the update log's prefix into both trees in one batched copy-on-write commit.
 
-A merge takes the head at sequence number ``m``, rewrites every tree node
-the logged members touch (each once, for all their entries), writes the new
-nodes, then publishes a head with the new roots, ``log.base = m`` and the
-entries appended meanwhile. It publishes only while the head still names
-the roots and the log base it started from, so a prefix is never applied
-twice; appends that land meanwhile only cost it a cheap re-publish (the
-tree work stands). It deletes its nodes only once proven unpublished.
+A merge of the log up to sequence number ``m`` rewrites every tree node the logged members touch (each once), then
+publishes the new roots with ``log.base = m`` and the entries appended meanwhile, only while the head still names the
+roots and log base it started from: a prefix is never applied twice, and appends meanwhile only cost a re-publish.
 
-Merges do not herd: the head carries a claim with a lease
-(:data:`mdss._log.CLAIM_MS`); others skip merging while it holds, and an
-append past twice the log limit merges itself or waits (``help``).
-A merge publishes only in the gc epoch it minted its nodes in, like every
-commit; ``gc()`` does not advance the epoch while a merge's claim holds, so
-gc never starves merges, and a merge never blocks gc longer than its lease.
+Merges do not herd: the head carries a claim with a lease (:data:`mdss._log.CLAIM_MS`); others skip merging while it
+holds, and an append past twice the log limit merges itself or waits. A merge publishes only in the gc epoch it minted
+its nodes in; ``gc()`` does not advance it while a claim holds, yet a merge never blocks gc longer than its lease.
 """
 
 from __future__ import annotations
@@ -37,8 +30,8 @@ from .stores.base import Record
 
 
 def fold(engine: Engine, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) -> tuple[Writer, TreeRef, TreeRef]:
-    """Apply ``member -> (score in the trees, new score)`` to both trees copy-on-write: the writer with the
-    new nodes, and the new trees."""
+    """Apply ``member -> (score in the trees, new score)`` to both trees copy-on-write: the writer with the new nodes,
+    and the new trees."""
     key = engine.ordering.key
     score_ops, member_ops = [], []
     for member, (was, now) in changes.items():
@@ -58,8 +51,8 @@ def fold(engine: Engine, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) ->
 
 
 def rest_of_log(engine: Engine, head: Head, merged: int) -> tuple[Log, dict[str, bytes], list[str]]:
-    """``head``'s log without the entries before ``merged`` (now in the trees): the log, a log manifest to
-    store if one is still needed, and the ids of segments and manifests it drops."""
+    """``head``'s log without the entries before ``merged`` (now in the trees): the log, a log manifest to store if one
+    is still needed, and the ids of segments and manifests it drops."""
     log = head.log
     segs = _log.segments(engine, log)
     ends = [s[1] for s in segs[1:]] + [log.seq - len(log.inline)]
@@ -81,11 +74,8 @@ def rest_of_log(engine: Engine, head: Head, merged: int) -> tuple[Log, dict[str,
 
 
 def merge(engine: Engine, *, wait: bool = False) -> bool:
-    """Fold the whole log into the trees; True if this call merged.
-
-    Skips (False) while another merger's claim holds, unless ``wait``: then
-    it waits for that merge, or for its lease to lapse and merges itself.
-    """
+    """Fold the whole log into the trees; True if this call merged. Skips (False) while another merger's claim holds,
+    unless ``wait``: then it waits for that merge, or for its lease to lapse and merges itself."""
     record: tuple[Record] | None = None  # the head as a waiting call last read it
     mine: tuple[str, int] | None = None  # the claim this call made, if its merge met a node collected since
     for _ in engine.policy.attempts():
@@ -94,8 +84,7 @@ def merge(engine: Engine, *, wait: bool = False) -> bool:
         if not len(log):
             return False
         if mine is not None and log.claim == mine and claimed_by_another(log):
-            # Still ours: merge the head as it stands now. Taken for another's, the claim held every merge
-            # off (and every commit past the log's bounds waiting for it) until its lease ran out.
+            # Still ours: merge the head as it stands now (taken for another's, it would hold every merge off).
             claimed: Snapshot | None = snap
         elif claimed_by_another(log):
             if not wait:
@@ -171,8 +160,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
     engine.store.put_many(written)
     current, held, version = start, snap.data, snap.version
     prepared: _Prepared | None = None
-    # No backoff: the appends that land meanwhile are what a re-publish goes over, and each lost race
-    # returns the winner's head, so the merge tries again at once, one round trip per try.
+    # No backoff: each lost race returns the winner's head, and the merge re-publishes over its appends at once.
     for _ in attrs.evolve(engine.policy, base=0.0, cap=0.0).attempts():
         if (current.scores, current.members, current.log.base, current.incarnation) != (
             start.scores,
@@ -215,9 +203,9 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
 
 @attrs.frozen
 class _Prepared:
-    """What a merge's publish stores besides its nodes, for one shape of the current head's log: the log
-    manifest of the segments left, the note of the segments dropped, the head's notes naming both. Reused
-    while appends only add inline entries, so a re-publish is one compare-and-set."""
+    """What a merge's publish stores besides its nodes, for one shape of the current head's log: the log manifest of
+    the segments left, the note of the segments dropped, the head's notes naming both. Reused while appends only add
+    inline entries, so a re-publish is one compare-and-set."""
 
     shape: tuple[Any, ...]
     log: Log  # the log left, less its inline entries
@@ -256,10 +244,9 @@ class _Prepared:
 
 
 def _landed(engine: Engine, scores: TreeRef, error: StoreUnavailableError) -> bool:
-    """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and
-    unique, so only this merge can have put it there); else :class:`OutcomeUnknownError`, deleting
-    nothing (``gc(sweep=True)`` collects the nodes if it did not land). A read that fails or is refused
-    tells nothing either."""
+    """After an ambiguous publish: True if the head names the merge's score tree (its root id is new and unique, so only
+    this merge can have put it there); else :class:`OutcomeUnknownError`, deleting nothing (``gc(sweep=True)`` collects
+    the nodes if it did not land). A read that fails or is refused tells nothing either."""
     with contextlib.suppress(StoreError):
         record = engine.store.get(engine.keys.head)
         if record is not None and engine.decode(record.value).scores == scores:

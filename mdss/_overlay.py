@@ -1,13 +1,11 @@
 """The update log applied in memory: a reader's overlays of one set (see ``mdss._log``).
 
-Each process keeps an :class:`Overlay` per tree state: the logged members'
-tree scores and current scores, and two sorted lists of keys, the tree
-entries the log replaces (``removed``) and the entries it makes (``added``).
-A rank is the tree's count below a key, minus the removed keys below it, plus
-the added keys below it. A :class:`View` is the overlay as of one sequence
-number, so that a read stays one snapshot while other threads extend the
-overlay. :class:`Groups` counts tie groups for dense ranks. :class:`Overlays`
-is the reader state of one engine: its current overlay and the superseded ones.
+Each process keeps an :class:`Overlay` per tree state: the logged members' tree scores and current scores, and two
+sorted lists of keys, the tree entries the log replaces (``removed``) and the entries it makes (``added``). A rank is
+the tree's count below a key, minus the removed keys below it, plus the added keys below it. A :class:`View` is the
+overlay as of one sequence number, so that a read stays one snapshot while other threads extend the overlay.
+:class:`Groups` counts tie groups for dense ranks. :class:`Overlays` is the reader state of one engine: its current
+overlay and the superseded ones.
 """
 
 from __future__ import annotations
@@ -37,15 +35,10 @@ Chain = tuple[tuple["Overlay", int], ...]
 class Overlay:
     """The log of one tree state, applied in memory: entries ``base`` to ``seq - 1``.
 
-    ``tree[m]`` is a logged member's score in the trees, ``now[m]`` its
-    score after the entries applied (``None``: absent); ``hist[m]`` the
-    sequence numbers of its entries. Extended in place under ``lock``; a
-    merge makes a new overlay (a new tree state), never changes an old one.
-
-    The sorted keys (``added``, ``removed``: what ranks and ranges need) follow
-    the entries lazily, on the first read that needs them (:meth:`sorted`): a
-    writer follows every other writer's entries, but only its reads of ranks
-    use them, and a process that only writes never sorts them at all.
+    ``tree[m]`` is a logged member's score in the trees, ``now[m]`` its score after the entries applied (``None``:
+    absent); ``hist[m]`` the sequence numbers of its entries. Extended in place under ``lock``; a merge makes a new
+    overlay (a new tree state), never changes an old one. The sorted keys (``added``, ``removed``) follow the entries
+    lazily, on the first read of ranks or ranges (:meth:`sorted`): a process that only writes never sorts them.
     """
 
     def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any, lineage: str | None = None) -> None:
@@ -104,11 +97,8 @@ class Overlay:
 
 
 class View:
-    """An overlay as of sequence number ``end``: what a snapshot of the head with ``log.seq == end`` sees.
-
-    When other threads extended the overlay since, the entries after ``end``
-    are undone on the fly: small sorted corrections, cached per overlay length.
-    """
+    """An overlay as of sequence number ``end``: what a snapshot of the head with ``log.seq == end`` sees. Entries that
+    other threads added since are undone on the fly: small sorted corrections, cached per overlay length."""
 
     __slots__ = ("overlay", "end", "_at", "_fix")
 
@@ -180,8 +170,8 @@ class View:
         return size
 
     def between(self, low: Any, high: Any, *, closed: bool = True) -> tuple[list[Any], list[Any]]:
-        """The added and the removed keys from ``low`` to ``high`` (``None``: unbounded), each sorted;
-        ``high`` included unless ``closed=False``."""
+        """The added and the removed keys from ``low`` to ``high`` (``None``: unbounded), each sorted; ``high``
+        included unless ``closed=False``."""
         ov = self.overlay
         with ov.lock:
             added, removed = ov.sorted()
@@ -213,11 +203,10 @@ class View:
         return shift
 
     def region(self, leaf: Leaf | None, low: Any, high: Any) -> tuple[Any, Any]:
-        """The merged entries ``(members, scores)`` of entry set ``leaf``'s region (keys from ``low`` to
-        ``high`` excluded) if the leaf holds them for this view (see :meth:`keep`), else ``None``; and the
-        log's ``(added, removed)`` keys in the region, ``None`` when the merged entries were known by
-        sequence number alone. ``leaf`` is ``None`` when it is not cached (nor are its merged entries).
-        """
+        """The merged entries ``(members, scores)`` of entry set ``leaf``'s region (keys from ``low`` to ``high``
+        excluded) if the leaf holds them for this view (see :meth:`keep`), else ``None``; and the log's ``(added,
+        removed)`` keys in the region, ``None`` when the merged entries were known by sequence number alone. ``leaf``
+        is ``None`` when it is not cached."""
         state = self.overlay.state
         found = None if leaf is None else leaf.merged
         if found is not None and found[0] == state and found[1] == self.end:
@@ -231,13 +220,8 @@ class View:
         return None, logged
 
     def keep(self, leaf: Leaf, logged: Any, merged: Any) -> None:
-        """Keep a region's merged entries with its decoded entry set, for as long as the node cache keeps it.
-
-        They depend only on the immutable entry set and the logged keys in
-        its range, so they stay valid while those keys do, whatever is
-        appended elsewhere; a later view finds them by sequence number, or
-        by comparing the region's logged keys.
-        """
+        """Keep a region's merged entries with its decoded entry set, for as long as the node cache keeps it: they stay
+        valid while the logged keys in its range do, whatever is appended elsewhere (:meth:`region`)."""
         leaf.merged = (self.overlay.state, self.end, logged, merged)
 
     def changes(self) -> dict[str, tuple[Any, Any]]:
@@ -256,8 +240,7 @@ class View:
 
 
 def _within(keys: SortedList, low: Any, high: Any, closed: bool) -> list[Any]:
-    """The keys from ``low`` to ``high`` (``None``: unbounded; ``high`` included if ``closed``): two
-    bisections and a slice."""
+    """The keys from ``low`` to ``high`` (``None``: unbounded; ``high`` included if ``closed``)."""
     i = 0 if low is None else keys.bisect_left(low)
     j = len(keys) if high is None else keys.bisect_right(high) if closed else keys.bisect_left(high)
     return keys[i:j] if i < j else []
@@ -266,18 +249,11 @@ def _within(keys: SortedList, low: Any, high: Any, closed: bool) -> list[Any]:
 class Groups:
     """What an overlay's log does to the tie groups (distinct scores) of the trees, for dense ranks.
 
-    A logged score makes a tie group where no tree entry has that score, and
-    a group vanishes when the log removed every tree entry of it: so the
-    change at a score ``s`` (a score key: the first part of a sort key) is
-    ``[T - R + A > 0] - [T > 0]``, with ``A`` and ``R`` the log's added and
-    removed keys of score ``s`` and ``T`` the tree's entries of score ``s``.
-    ``T`` is not in the log (an append reads nothing but the member index):
-    the first dense read of an overlay state finds ``T`` for every score
-    logged since (``pending``), in the descent it makes anyway
-    (:func:`dense_below`), and keeps it (``tree``): the overlay's tree never
-    changes. ``gained`` and ``lost`` are the scores whose change is +1 and
-    -1 as of ``seq``, sorted, so that the change below a score is two
-    bisections. Called under the overlay's lock.
+    The change at a score key ``s`` is ``[T - R + A > 0] - [T > 0]``, with ``A`` and ``R`` the log's added and removed
+    keys of score ``s`` and ``T`` the tree's entries of score ``s``. ``T`` is not in the log: the first dense read of an
+    overlay state finds it for every score logged since (``pending``), in the descent it makes anyway
+    (:func:`dense_below`), and keeps it (``tree``). ``gained`` and ``lost`` are the scores whose change is +1 and -1 as
+    of ``seq``, sorted: the change below a score is two bisections. Called under the overlay's lock.
     """
 
     __slots__ = ("overlay", "seq", "tree", "pending", "added", "removed", "change", "gained", "lost")
@@ -293,9 +269,8 @@ class Groups:
         self.lost = SortedList()
 
     def _effects(self, seq: int) -> list[tuple[Any, int, int]]:
-        """What the entry ``seq`` does to the counts: ``(score key, added, removed)`` changes, as
-        :meth:`Overlay.extend` applies it (a member's first entry removes its tree key, a later one replaces
-        its logged key)."""
+        """What the entry ``seq`` does to the counts: ``(score key, added, removed)`` changes, as :meth:`Overlay.extend`
+        applies it (a member's first entry removes its tree key, a later one replaces its logged key)."""
         ov = self.overlay
         member, _, new = ov.entries[seq - ov.base][:3]
         seqs = ov.hist[member]
@@ -357,10 +332,8 @@ class Groups:
     def shift(self, end: int, keys: Sequence[Any]) -> list[int]:
         """For each score key, what the log up to ``end`` does to the number of tie groups strictly below it.
 
-        Entries after ``end`` (other threads extended the overlay) are
-        undone for the few scores they touch. Every score logged before
-        ``end`` is resolved by then (:func:`dense_below`); one logged only
-        after it changes nothing as of ``end``.
+        Entries after ``end`` are undone for the few scores they touch. Every score logged before ``end`` is resolved by
+        then (:func:`dense_below`); one logged only after it changes nothing as of ``end``.
         """
         with self.overlay.lock:
             self._advance()
@@ -383,8 +356,7 @@ class Groups:
 
 class Overlays:
     """The reader state of one engine: its current overlay, the superseded ones (for cursors and for
-    :class:`mdss._ranking.Index`'s earlier trees), and the log manifests it read. Only these methods
-    change them, under one lock."""
+    :class:`mdss._ranking.Index`'s earlier trees), and the log manifests it read; changed only here, under one lock."""
 
     def __init__(self) -> None:
         self.current: Overlay | None = None
@@ -401,8 +373,8 @@ class Overlays:
         self._pages[page] = segs
 
     def view(self, head: Head, keyfn: Any, fetch: Callable[[Log, int], Sequence[LogEntry]]) -> View | None:
-        """The view of ``head``'s log, the current overlay extended (or rebuilt) to reach it with the
-        entries ``fetch(log, since)`` reads; ``None`` when the log is empty."""
+        """The view of ``head``'s log, the current overlay extended (or rebuilt) to reach it with the entries
+        ``fetch(log, since)`` reads; ``None`` when the log is empty."""
         log = head.log
         if not len(log):
             return None
@@ -430,11 +402,10 @@ class Overlays:
         self.current = overlay
 
     def earlier(self, head: Head) -> Chain:
-        """The superseded overlays that lead to ``head``'s member index, newest first, each with the log
-        number its entries count up to (the next one's base): within one lineage the trees at base ``m``
-        are the trees of an overlay whose entries reach ``m``, plus its entries before ``m``. A member the
-        log does not name then has the score that overlay says, or that its tree (cached) holds: no read
-        of the new member index, which another process's merge made cold."""
+        """The superseded overlays that lead to ``head``'s member index, newest first, each with the log number its
+        entries count up to (the next one's base): within one lineage the trees at base ``m`` are those of an overlay
+        whose entries reach ``m``, plus its entries before ``m``. So a member the log does not name needs no read of the
+        new member index, which another process's merge made cold."""
         if head.lineage is None:
             return ()
         chain: list[tuple[Overlay, int]] = []
@@ -449,8 +420,7 @@ class Overlays:
         return tuple(chain)
 
     def of(self, root: Any, base: int, end: int) -> Overlay | None:
-        """The overlay of the tree state with score root ``root`` and log base ``base``, if still held up
-        to ``end``."""
+        """The overlay of the tree state with score root ``root`` and log base ``base``, if still held up to ``end``."""
         with self._lock:
             for overlay in (self.current, *reversed(self._past.values())):
                 if overlay is not None and overlay.state[1] == root and overlay.state[3] == base and overlay.seq >= end:
@@ -458,8 +428,8 @@ class Overlays:
         return None
 
     def logged(self, incarnation: str, start: int, end: int) -> list[LogEntry] | None:
-        """The entries ``start`` to ``end - 1`` of ``incarnation`` from the overlays held, without a round
-        trip; ``None`` when some are not there (numbers a direct commit, a load or a drop used never are)."""
+        """The entries ``start`` to ``end - 1`` of ``incarnation`` from the overlays held, without a round trip;
+        ``None`` when some are not there (numbers a direct commit, a load or a drop used never are)."""
         with self._lock:
             overlays = [o for o in (self.current, *self._past.values()) if o is not None]
         found: list[LogEntry] = []

@@ -1,14 +1,9 @@
 """Publishing a commit: its nodes and garbage notes written, then the head's compare-and-set.
 
-The rule that keeps acknowledged data safe: a commit deletes the nodes it
-wrote only once it has *proven* that its head can never be published, that
-is, the store answered a definite conflict, or the head shows that another
-commit took the generation it was built for. After an ambiguous outcome (a
-lost reply, a store that stopped answering) it reads the head and decides
-from the generation and the recent commit nonces (:meth:`Head.fate`):
-landed, lost, still pending (resend the same compare-and-set), or unknown
-(raise :class:`OutcomeUnknownError` and delete nothing: ``gc()`` collects
-the nodes if the commit did not land).
+The rule that keeps acknowledged data safe: a commit deletes the nodes it wrote only once it has *proven* that its head
+can never be published (a definite conflict, or another commit took its generation). After an ambiguous outcome it
+reads the head and decides by :meth:`Head.fate`: landed, lost, pending (resend the same compare-and-set), or unknown
+(raise :class:`OutcomeUnknownError` and delete nothing: ``gc()`` collects the nodes if the commit did not land).
 """
 
 from __future__ import annotations
@@ -20,20 +15,14 @@ from ._engine import Engine
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
 from ._snapshot import Snapshot
 from ._writer import Writer
-from .exceptions import (
-    ConflictError,
-    MissingNodeError,
-    OutcomeUnknownError,
-    StoreError,
-    StoreUnavailableError,
-)
+from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record
 
 
 class Doubt:
-    """A commit's store calls, and whether its outcome is in doubt (``ambiguous``: the first call whose
-    reply was lost). A refusal from the store after that (its credentials, a command) tells nothing of the
-    lost call, which may have landed: it leaves as :class:`OutcomeUnknownError`, never as a refusal."""
+    """A commit's store calls, and whether its outcome is in doubt (``ambiguous``: the first call whose reply was lost).
+    A refusal from the store after that tells nothing of the lost call, which may have landed: it leaves as
+    :class:`OutcomeUnknownError`, never as a refusal."""
 
     def __init__(self, engine: Engine, nonce: str) -> None:
         self.engine, self.nonce = engine, nonce
@@ -61,12 +50,9 @@ def publish(
     nodes: dict[str, bytes] | None = None,
     written: bool = False,
 ) -> bool:
-    """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's
-    garbage note, then compare-and-set the head.
-
-    True once the head is published; False if another commit won (then the
-    new nodes are deleted again, as nothing can ever name them).
-    """
+    """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's garbage note,
+    then compare-and-set the head. True once the head is published; False if another commit won (then the new nodes
+    are deleted again, as nothing can ever name them)."""
     notes = _garbage.notes_of(engine, head, writer.replaced)
     head, stored = _garbage.attach_notes(engine, head, list(notes))
     stored.update(notes)
@@ -85,17 +71,16 @@ def publish(
         return False
     engine.remember(head, data, landed[0])
     settle(engine, writer, nodes)
-    # The notes go with the nodes they name (a page that lists them finds them gone, as gc() expects).
+    # The notes go with the nodes they name (a page that lists them then finds them gone, as gc() expects).
     engine.deletions.defer([engine.keys.node(i) for i in writer.replaced] + list(notes))
     return True
 
 
 def put_head(engine: Engine, held: bytes | None, version: Any, head: Head) -> tuple[Record, Head]:
-    """Write ``head``, which has no log entries of its own (a merge, a merge claim), over the head read
-    as ``held`` (its bytes; ``None`` with siblings) and ``version``: on a store that applies appends as a
-    seal (``mdss._tail.swap``: the appends that land meanwhile stay after it, and never make it lose),
-    else by compare-and-set. The record written and its head; :class:`ConflictError` (with ``current``)
-    when the head, or for a seal its core, changed."""
+    """Write ``head``, which has no log entries of its own (a merge, a merge claim), over the head read as ``held`` (its
+    bytes; ``None`` with siblings) and ``version``: as a seal (``mdss._tail.swap``) on a store that applies appends,
+    else by compare-and-set. The record written and its head; :class:`ConflictError` (with ``current``) when the head,
+    or for a seal its core, changed."""
     key, data = engine.keys.head, head.encode()
     if not engine.store.appends or held is None:
         return Record((data,), engine.store.cas(key, data, version)), head
@@ -120,12 +105,8 @@ class _Dropped(OutcomeUnknownError):
 
 
 def _cas_head(engine: Engine, snap: Snapshot, head: Head, data: bytes) -> tuple[Any] | None:
-    """Compare-and-set the head: ``(version written,)`` if it landed (``None`` in it when the store cannot
-    tell), ``None`` if it provably never will.
-
-    Raises :class:`OutcomeUnknownError` when neither can be proven within the
-    store-call budget.
-    """
+    """Compare-and-set the head: ``(version written,)`` if it landed (``None`` in it when the store cannot tell),
+    ``None`` if it provably never will; :class:`OutcomeUnknownError` when neither can be proven in the call budget."""
     key, version = engine.keys.head, snap.version
     nonce = head.recent[0]
     doubt = Doubt(engine, nonce)
@@ -148,8 +129,7 @@ def _cas_head(engine: Engine, snap: Snapshot, head: Head, data: bytes) -> tuple[
                 return (record.version,)
             now = None if record is None else Head.decode(key, record.value)
             if now is None or now.incarnation != snap.head.incarnation:
-                # The set was dropped (and maybe started again) since: our version is gone for good, so our nodes
-                # can go, but whether the commit landed before the drop cannot be told.
+                # Dropped (maybe started again) since: our nodes can go, but whether we landed first cannot be told.
                 raise _Dropped(
                     f"set {engine.name!r} was dropped while commit {nonce} awaited its reply ({doubt.ambiguous}): it "
                     "may have been applied before the drop, or not at all"
@@ -159,8 +139,8 @@ def _cas_head(engine: Engine, snap: Snapshot, head: Head, data: bytes) -> tuple[
                 try:
                     fate = _log.fate(engine, now.log, head.log.seq - 1, nonce)  # an append: its last entry tells
                 except (MissingNodeError, StoreUnavailableError):
-                    # The log moved on since that head was read (a merge or a new log manifest, the old segments
-                    # collected), or the read failed: read the head again. Never a rebase: it may have landed.
+                    # The log moved on since that head was read, or the read failed: read the head again. Never a
+                    # rebase: it may have landed.
                     continue
             if fate == LANDED:
                 return (None,)

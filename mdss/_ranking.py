@@ -1,5 +1,5 @@
-"""Reads with the update log applied: the member index (:class:`Index`) and the score tree
-(:class:`Ranking`) as if the log were merged, and dense ranks over the log (see ``mdss._overlay``)."""
+"""Reads with the update log applied: the member index (:class:`Index`) and the score tree (:class:`Ranking`) as if the
+log were merged, and dense ranks over the log (see ``mdss._overlay``)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ from ._tree import Tree
 class Index:
     """The member index with the log applied: member -> score.
 
-    A member the log does not name is looked up in the trees this process
-    held before the last merges first (``chain``, :func:`earlier`): their
-    entry sets are cached, and with the entries folded since they give the
-    same score. Another process's merge then costs this one no reads of the
-    new member index until its cache no longer holds the old one.
+    A member the log does not name is looked up first in the trees this process held before the last merges (``chain``,
+    :meth:`mdss._overlay.Overlays.earlier`), whose entry sets are cached: another process's merge then costs no reads of
+    the new member index while the cache holds the old one.
     """
 
     __slots__ = ("tree", "view", "chain", "find_chain")
@@ -63,8 +61,8 @@ class Index:
 
 
 def _cached(cache: Any, root: Any, member: str) -> Any:
-    """``member``'s score in the member index ``root`` from cached nodes alone (``None``: not there), or
-    ``MISSING`` when a node on its path is not cached."""
+    """``member``'s score in the member index ``root`` from cached nodes alone (``None``: not there), or ``MISSING``
+    when a node on its path is not cached."""
     if root is None:
         return None
     node = cache.get(root)
@@ -100,14 +98,12 @@ class Ranking:
         return [n + self.view.shift(p) for n, p in zip(self.tree.count_below(probes), probes)]
 
     def _seek(self, start: int) -> tuple[list[tuple[Any, int]], int, Any, Any]:
-        """The entry set where merged position ``start`` falls: ``(path, merged position of its region, the
-        region's first key, the next region's first key)``.
+        """The entry set where merged position ``start`` falls: ``(path, merged position of its region, the region's
+        first key, the next region's first key)``.
 
-        A region is the key range of one entry set, from its first key (``None`` for the leftmost) to the
-        next entry set's (``None`` for the rightmost); the log's keys in it belong to it. ``path`` holds the
-        manifests descended and the child taken in each, for :meth:`_next`. The manifests are descended by
-        merged position: a child's merged start is its tree start plus the log's shift below its first
-        key, which only grows along a manifest.
+        A region is the key range of one entry set, from its first key (``None`` for the leftmost) to the next entry
+        set's; the log's keys in it belong to it. ``path`` holds the manifests descended and the child taken in each,
+        for :meth:`_next`. A child's merged start is its tree start plus the log's shift below its first key.
         """
         tree, shift = self.tree, self.view.first_shift
         node_id: Any = tree.root
@@ -128,8 +124,8 @@ class Ranking:
         return path, merged, low, high
 
     def _next(self, path: list[tuple[Any, int]]) -> Any:
-        """Step ``path`` to the next entry set in key order; the next region's first key after it (``None``
-        for the rightmost)."""
+        """Step ``path`` to the next entry set in key order; the next region's first key after it (``None`` for the
+        rightmost)."""
         level = len(path) - 1
         while path[level][1] + 1 == len(path[level][0]):
             level -= 1
@@ -149,13 +145,8 @@ class Ranking:
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
         """Members and scores at merged positions ``start`` to ``stop - 1``, in key order.
 
-        Region by region (an entry set's key range, with the log's keys in
-        it): the manifests are descended by merged position to the region
-        where ``start`` falls, and each region the page spans is merged once
-        (its entries copied, the logged keys deleted and inserted in place)
-        and kept with its decoded entry set while its logged keys stay the
-        same. The entry sets not cached are read in one round trip, as a
-        tree's own slice reads its entry sets.
+        Region by region (:meth:`_seek`): each region the page spans is merged once and kept with its decoded entry set
+        while its logged keys stay the same (:meth:`View.keep`). The entry sets not cached are read in one round trip.
         """
         start, stop = max(start, 0), min(stop, self.count)
         if start >= stop:
@@ -181,9 +172,9 @@ class Ranking:
         return out_members, out_scores
 
     def _regions(self, start: int, stop: int) -> tuple[list[Any], int, int]:
-        """The regions merged positions ``start`` to ``stop - 1`` span (``start < stop``, within the count, a
-        tree with a root): ``(entry set id, the entry set if cached, its merged entries if known, the log's
-        keys)`` each, from the manifests alone; where ``start`` falls in the first, and the entries wanted."""
+        """The regions merged positions ``start`` to ``stop - 1`` span (``start < stop``, within the count, a tree with
+        a root): ``(entry set id, the entry set if cached, its merged entries if known, the log's keys)`` each, from
+        the manifests alone; where ``start`` falls in the first, and the entries wanted."""
         tree, view = self.tree, self.view
         assert tree.root is not None  # callers answer an empty tree themselves
         path, merged, low, high = self._seek(start)
@@ -203,13 +194,13 @@ class Ranking:
         return regions, want, need
 
     def first_at(self, start: int) -> Any:
-        """The first key of the region where merged position ``start`` falls (within the count), from the
-        manifests alone; ``None`` for the leftmost region or an empty tree."""
+        """The first key of the region where merged position ``start`` falls (within the count), from the manifests
+        alone; ``None`` for the leftmost region or an empty tree."""
         return None if self.tree.root is None else self._seek(start)[2]
 
     def leaf_ids(self, start: int, stop: int) -> list[str]:
-        """The ids of the entry sets whose regions hold merged positions ``start`` to ``stop - 1``, reading
-        manifests only (what :meth:`slice` would read, for a read to fetch with others in one round trip)."""
+        """The ids of the entry sets whose regions hold merged positions ``start`` to ``stop - 1``, reading manifests
+        only (what :meth:`slice` would read, for a read to fetch with others in one round trip)."""
         start, stop = max(start, 0), min(stop, self.count)
         if start >= stop or self.tree.root is None:
             return []
@@ -217,10 +208,10 @@ class Ranking:
 
 
 def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:
-    """The members and scores of an entry set's region with the log applied: its entries without
-    ``removed`` (keys of it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are
-    kept with the entry set, and CPython's collector stops tracking tuples of strings and numbers (lists
-    would make every full collection walk them)."""
+    """The members and scores of an entry set's region with the log applied: its entries without ``removed`` (keys of
+    it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are kept with the entry set, and
+    CPython's collector stops tracking tuples of strings and numbers (lists would make every full collection walk them).
+    """
     keys = leaf.keys
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
         dropped = set(removed)
@@ -239,12 +230,9 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of:
 
 
 def _child(node: Any, target: int, region: int, shift: Any) -> tuple[int, int]:
-    """The last child of manifest ``node`` whose merged start (relative to the node's tree start) is at most
-    ``target``, and that start; ``region`` is the log's shift at the node's first key.
-
-    The guess from ``region`` is almost always right: about two probes of
-    ``shift``, galloping and then bisecting where the log is lopsided.
-    """
+    """The last child of manifest ``node`` whose merged start (relative to the node's tree start) is at most ``target``,
+    and that start; ``region`` is the log's shift at the node's first key. The guess from ``region`` is almost always
+    right: about two probes of ``shift``, galloping and then bisecting where the log is lopsided."""
     firsts, starts, last = node.firsts, node.starts, len(node) - 1
 
     seen = {0: region}
@@ -288,24 +276,20 @@ def _groups(overlay: Overlay) -> Groups:
 
 
 def dense_keys(ranking: Tree | Ranking) -> list[Any]:
-    """The tree keys whose entry sets :func:`dense_below` reads besides its probes': both ends of each score
-    logged since this overlay state's last dense read (none over a tree), for a read to fetch them with
-    others in one round trip."""
+    """The tree keys whose entry sets :func:`dense_below` reads besides its probes': both ends of each score logged
+    since this overlay state's last dense read (none over a tree), for a read to fetch them with others."""
     if isinstance(ranking, Tree):
         return []
     return [key for s in _groups(ranking.view.overlay).unresolved() for key in ((s,), (s, TOP))]
 
 
 def dense_below(ranking: Tree | Ranking, probes: Sequence[Any]) -> list[int]:
-    """For each probe, the first key of a score: the distinct scores strictly below it, the log applied (the
-    dense rank of that score, less one).
+    """For each probe, the first key of a score: the distinct scores strictly below it, the log applied (the dense rank
+    of that score, less one).
 
-    The tree's distinct scores below the probe (:meth:`Tree.below`) plus the
-    tie groups the log makes below it, less those it empties (:class:`Groups`).
-    The scores logged since this overlay state's last dense read are resolved
-    in the same batched descent as the probes (two probes each: the tree's
-    entries with that score), so the round trips are those of a count; the
-    entry sets read are those of the probes and of the newly logged scores.
+    The tree's distinct scores below the probe (:meth:`Tree.below`) plus the tie groups the log makes, less those it
+    empties (:class:`Groups`). The scores logged since this overlay state's last dense read are resolved in the same
+    batched descent as the probes (two probes each), so the round trips are those of a count.
     """
     if isinstance(ranking, Tree):
         return [distinct for _, distinct in ranking.below(probes)]

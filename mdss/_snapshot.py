@@ -1,10 +1,8 @@
 """Snapshots: the head read (or made, by a first write) and decoded, with the update log applied.
 
-Every read takes one snapshot: it reads the head once and descends immutable
-nodes, so whatever it returns is one committed state (:func:`read` retries
-on a newer head when a node it needs was collected meanwhile). A head found
-missing is told apart from a set never made by the set's marker
-(:func:`mark`, :func:`_unseen`).
+Every read takes one snapshot: it reads the head once and descends immutable nodes, so whatever it returns is one
+committed state (:func:`read` retries on a newer head when a node it needs was collected meanwhile). A head found
+missing is told apart from a set never made by the set's marker (:func:`mark`, :func:`_unseen`).
 """
 
 from __future__ import annotations
@@ -23,23 +21,16 @@ from ._order import Order, member_key
 from ._overlay import Chain, View
 from ._ranking import Index, Ranking
 from ._tree import Source, Tree
-from .exceptions import (
-    ConflictError,
-    CorruptDataError,
-    HeadMissingError,
-    MissingNodeError,
-    StoreUnavailableError,
-)
+from .exceptions import ConflictError, CorruptDataError, HeadMissingError, MissingNodeError, StoreUnavailableError
 from .stores.base import Record
 
 T = TypeVar("T")
 
 
 class Snapshot:
-    """One committed state: the head as read (with its record's version), both trees as it names them,
-    the score tree (by sort key) and the member index (member -> score), and the same with the update
-    log applied: ``ranking`` and ``index``, what reads use (the trees themselves when the log is empty).
-    """
+    """One committed state: the head as read (with its record's version), both trees as it names them (the score tree
+    by sort key, the member index member -> score), and the same with the update log applied: ``ranking`` and
+    ``index``, what reads use (the trees themselves when the log is empty)."""
 
     __slots__ = ("version", "data", "head", "score_tree", "member_index", "view", "ranking", "index")
 
@@ -69,8 +60,8 @@ class Snapshot:
 
 
 def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | None) -> None:
-    """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an
-    open: reads raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
+    """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an open: reads
+    raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
     record = engine.store.get(engine.keys.head)
     try:
         stored = None if record is None else Head.decode(engine.keys.head, record.value)
@@ -100,15 +91,8 @@ def read(engine: Engine, fn: Callable[[Snapshot], T]) -> T:
 
 
 def headless(engine: Engine) -> bool:
-    """Whether nodes of the set are stored while it has no head (a listing of its node keys, stopped at the
-    first that exists).
-
-    The head is read again after the listing: a writer may have created the
-    set (its head first, then its nodes) since the caller found no head.
-    Nodes that this object's own lost commits could not delete (a commit
-    beside a ``drop()`` whose cleanup failed) are deleted first: they are not
-    the set's.
-    """
+    """Whether nodes of the set are stored while it has no head (a listing, stopped at the first that exists; the head
+    read again after it). Nodes that this object's own lost commits could not delete are deleted first."""
     engine.deletions.delete_stranded()
     listing = engine.store.keys(engine.keys.nodes)
     while listed := list(itertools.islice(listing, 16)):  # past tombstones (Riak lists deleted keys a while)
@@ -118,12 +102,10 @@ def headless(engine: Engine) -> bool:
 
 
 def mark(engine: Engine) -> None:
-    """Store the set's marker (a blind put: one round trip, two on Riak, whose heads' type needs the vclock;
-    not a compare-and-set "only if absent", which would count a conflict on every set that has one) when
-    this object made the head (:func:`snapshot`), and once per object after a merge it landed (sets made
-    before markers, or whose maker's put failed): the set has a head, so from now on a head found missing
-    was lost, not never made (:func:`_unseen`). If the store fails, the write goes on; the next merge
-    tries again. Writes in between cost nothing more."""
+    """Store the set's marker when this object made the head (:func:`snapshot`), and once per object after a merge it
+    landed (sets made before markers, or whose maker's put failed): from now on a head found missing was lost, not never
+    made (:func:`_unseen`). A blind put, not a compare-and-set "only if absent", which would count a conflict on every
+    set that has one. If the store fails, the write goes on; the next merge tries again."""
     try:
         engine.store.put(engine.keys.marker, MARKER)
     except (ConflictError, StoreUnavailableError):
@@ -132,13 +114,10 @@ def mark(engine: Engine) -> None:
 
 
 def _unseen(engine: Engine) -> Record | None:
-    """The head of a set this object has not seen, which a read just found missing: ``None`` if the set
-    was never made or was dropped (its marker is absent: one more round trip); the head if it was made
-    meanwhile. A marked set without a head whose nodes remain lost its head: :class:`HeadMissingError`.
-
-    A marker without a head nor nodes is left by a first write whose ``drop()`` came between its read of
-    the head and its marker: it is deleted, so that later reads of the set are one round trip again.
-    """
+    """The head of a set this object has not seen, which a read just found missing: ``None`` if the set was never made
+    or was dropped (its marker is absent: one more round trip); the head if it was made meanwhile. A marked set without
+    a head whose nodes remain lost its head: :class:`HeadMissingError`. A marker without a head nor nodes (a first write
+    whose ``drop()`` came between its read of the head and its marker) is deleted: later reads are one round trip."""
     store, keys = engine.store, engine.keys
     if store.get(keys.marker) is None:
         return None
@@ -159,27 +138,14 @@ def _missing(engine: Engine) -> HeadMissingError:
 
 
 def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] | None = None) -> Snapshot:
-    """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write).
+    """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write, by
+    compare-and-set "only if absent", so every node is minted under a head). ``known`` holds the head's record when a
+    lost compare-and-set just returned it: then it is not read again.
 
-    ``known`` holds the head's record when a lost compare-and-set just
-    returned it: then it is not read again.
-
-    A new set's first write creates an empty head of epoch 1 by
-    compare-and-set "only if absent", so every node is minted under a head.
-    A head that vanished (the head of a set this object has seen, or any
-    set's head when a write would start it afresh) while nodes remain is
-    refused with :class:`HeadMissingError`, never taken for an empty set. On
-    a store whose keys never vanish unless deleted (``Store.evicts`` false:
-    DynamoDB, where that check is a scan of the whole table), only the head
-    of a set this object has seen is looked for: there a set without a head
-    is new, or its ``drop()`` was interrupted.
-
-    An object that never saw the head and reads (no ``create``) tells a set
-    never made (or dropped) from one whose head was lost by the set's
-    marker (``Keyspace.marker``, :func:`mark`: stored by the writer that
-    made the head, and after merges; deleted by ``drop()`` before the
-    head), one more round trip when there is no head: see
-    :func:`_unseen`.
+    A head that vanished (of a set this object has seen, or any set's when a write would start it afresh) while nodes
+    remain is refused with :class:`HeadMissingError`, never taken for an empty set. On a store whose keys never vanish
+    unless deleted (``Store.evicts`` false: DynamoDB, where that check is a scan), only the head of a set this object
+    has seen is looked for. A reader that never saw the head tells the cases apart by the marker (:func:`_unseen`).
     """
     store, key = engine.store, engine.keys.head
     record = store.get(key) if known is None else known[0]

@@ -1,48 +1,26 @@
 """Store-applied appends: a head with a tail of log appends that the store added without a compare-and-set.
 
-A plain compare-and-set of the head loses whenever another commit landed
-since the head was read, although an append that only adds log entries is
-still valid on the newer head unless an entry logged since touches one of
-its members (its old scores may then be wrong) or the head's *core* changed
-(a merge, a sealed segment, a load, a drop). A store that checks that
-atomically (:meth:`mdss.stores.base.Store.append_log`: a Lua script on
-Redis and Redis Cluster, the lock on memory; SQLite, Riak and DynamoDB
-compare-and-set instead) appends the commit as a *record* after the
-head's bytes instead, so that writers of different members never conflict::
+A compare-and-set of the head loses whenever another commit landed since the head was read, although an append that
+only adds log entries stays valid on the newer head unless an entry logged since touches one of its members or the
+head's *core* changed. A store that checks that atomically (:meth:`mdss.stores.base.Store.append_log`) appends the
+commit as a *record* after the head's bytes instead, so that writers of different members never conflict::
 
     TAILED, SHA-1 of the core (20 bytes), core length (4 bytes), core, record, record, ...
 
-A seal (the log's inline entries moved to a segment), a merge and a merge's
-claim change the core, but not what any member's score was. On these stores
-they write a *bridged* head, which also keeps the records that came after
-the core it replaced (its *parent*)::
+A seal, a merge and a merge's claim change the core, but not any member's score: the store applies them (:func:`swap`)
+as a *bridged* head, which keeps the records that came after the core it replaced (its *parent*), so that writers
+holding the parent still append in one round trip (:func:`apply`). Only one core back: two core changes since, or a
+load or a drop (never bridged), refuse::
 
     BRIDGED, SHA-1 of the core, core length, core,
         parent's core SHA-1 (20 bytes), P (4 bytes), B (4 bytes),
         bridge (the parent's first B bytes of records), record, record, ...
 
-The parent's records are the bridge and the first ``P - B`` bytes of the
-tail: those that the new core holds (its log counts them), then those that
-came after the view it was made from. A seal is applied by the store
-(:func:`swap`): it puts the writer's new core, made from the head it held,
-under the records appended since, and appends the sealing commit's record,
-in one round trip that other writers' appends never make lose; so are a
-merge and its claim (with no record). A writer holding the parent still
-appends in one round trip: the store checks its record against the parent's
-records after those the writer saw, then the rest of the tail (:func:`apply`).
-Only one core back: two core changes since, or a load or a drop (never
-bridged), refuse.
-
-The core is a head as an ordinary compare-and-set writes it (format 2). A
-record is its length (2 bytes, of what follows) and a sealed body (CRC-32,
-``mdss._codec.seal``): the commit's nonce (8 bytes), the number of members
-it read (1 byte), an 8-byte token of each (BLAKE2b of the member), and the
-msgpack list of its log entries, the last of which carries the nonce.
-Decoding applies each record as one commit (:meth:`mdss._head.Head.decode`);
-the next ordinary compare-and-set of the head (a load, a drop, a seal on
-a store without appends) writes it plain again. :func:`apply` is the store's side, which every store's
-implementation follows; an append is idempotent: resent after a lost reply,
-it finds its nonce and adds nothing.
+A record is its length (2 bytes) and a sealed body: the commit's nonce (8 bytes), the number of members it read (1
+byte), an 8-byte BLAKE2b token of each, and the msgpack list of its log entries, the last carrying the nonce. Decoding
+applies each record as one commit (:meth:`mdss._head.Head.decode`). An append is idempotent: resent after a lost reply,
+it finds its nonce and adds nothing. The byte layouts are in docs/format.md; :func:`apply` is the store's side, which
+every store's implementation follows.
 """
 
 from __future__ import annotations
@@ -70,16 +48,14 @@ TOKEN = NONCE = 8
 MOST_MEMBERS = 255
 #: The largest record body (its length is two bytes).
 MOST_BYTES = 0xFFFF
-#: The most bytes of records a head's tail holds (the ``cap`` of :func:`apply`). A writer seals the log's
-#: inline entries (the core's and the tail's) into a segment, with an ordinary compare-and-set, once they
-#: pass ``mdss._log.INLINE_BYTES`` in the head it holds; the tail holds more only while other writers'
-#: appends land meanwhile.
+#: The most bytes of records a head's tail holds (the ``cap`` of :func:`apply`). A writer seals the log's inline entries
+#: once they pass ``mdss._log.INLINE_BYTES`` in the head it holds; the tail holds more only while others append.
 TAIL_BYTES = 3072
 
 
 class Refused(ConflictError):
-    """The store did not append: the head's core changed, a newer record touches one of the members, or
-    the head would pass its cap (``full``)."""
+    """The store did not append: the head's core changed, a newer record touches one of the members, or the head would
+    pass its cap (``full``)."""
 
     def __init__(self, message: str, *, full: bool = False) -> None:
         super().__init__(message, current_known=True)  # the store fills in ``current``
@@ -91,8 +67,8 @@ def token(member: str) -> bytes:
 
 
 def record(nonce: str, entries: Sequence[Any], members: Sequence[str]) -> bytes | None:
-    """One commit's record: ``entries`` (the last one carries ``nonce``), guarded by the tokens of every
-    member it read; ``None`` when it is too large for one record (the commit then goes the ordinary way)."""
+    """One commit's record: ``entries`` (the last one carries ``nonce``), guarded by the tokens of every member it read;
+    ``None`` when it is too large for one record (the commit then goes the ordinary way)."""
     if len(members) > MOST_MEMBERS:
         return None
     body = seal(bytes.fromhex(nonce) + bytes([len(members)]) + b"".join(map(token, members)) + _packb(entries))
@@ -102,9 +78,8 @@ def record(nonce: str, entries: Sequence[Any], members: Sequence[str]) -> bytes 
 
 
 def layout(data: bytes) -> tuple[int, int, int, int]:
-    """Where the parts of a tailed or bridged head begin: the core, the bridge (the core's end when it has
-    none), the end of the parent's records (in the bridge, then the tail), the tail. Raises ValueError
-    when the header or the bridge's header is truncated or impossible."""
+    """Where the parts of a tailed or bridged head begin: the core, the bridge (the core's end when it has none), the
+    end of the parent's records, the tail. ValueError when a header is truncated or impossible."""
     if len(data) < HEADER:
         raise ValueError("truncated header")
     end = HEADER + int.from_bytes(data[21:25], "big")
@@ -149,8 +124,8 @@ def tailed(core: bytes) -> bytes:
 
 
 def _bridged(core: bytes, parent: bytes, records: bytes, seen: int) -> bytes:
-    """The head ``core`` bridged from the core whose SHA-1 is ``parent``, whose ``records`` came after it:
-    the first ``seen`` bytes of them (which ``core`` holds) in the bridge, the rest in the tail."""
+    """The head ``core`` bridged from the core whose SHA-1 is ``parent``, whose ``records`` came after it: the first
+    ``seen`` bytes of them (which ``core`` holds) in the bridge, the rest in the tail."""
     return b"".join(
         (
             BRIDGED,
@@ -168,14 +143,10 @@ def _bridged(core: bytes, parent: bytes, records: bytes, seen: int) -> bytes:
 def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -> bytes:
     """The store's side of an append: ``value`` with ``record`` appended, or :class:`Refused`.
 
-    ``sha`` and ``seen`` are the writer's :func:`view`. Appends unless the
-    head is gone, its core's SHA-1 is not ``sha`` (nor its parent's, whose
-    records up to ``seen`` bytes the writer saw), a record after the
-    writer's view has one of ``record``'s tokens, the framing is damaged (the
-    writer's rebase then reads the head, and refuses it as corrupt), or the
-    tail would pass ``cap`` bytes (``full``; from a parent, when the records
-    since it would: so that once refused, an append is refused for good). A
-    record whose nonce is there already (after the writer's view: a resend)
+    ``sha`` and ``seen`` are the writer's :func:`view`. Refuses when the head is gone, its core's SHA-1 is neither
+    ``sha`` nor its parent's, a record after the writer's view has one of ``record``'s tokens, the framing is damaged
+    (the writer's rebase then refuses the head as corrupt), or the tail would pass ``cap`` bytes (``full``; from a
+    parent, when the records since it would: once refused, refused for good). A resend whose nonce is there already
     is not added again (``value`` comes back unchanged).
     """
     return _change(value, sha, seen, record, cap, None)
@@ -186,13 +157,9 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
     records appended since that view, then ``record`` (the sealing commit's own; empty for a merge or a
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
-    Refuses where :func:`apply` would, but never for size when it seals.
-    The result is bridged from ``value``'s core: its records up to ``seen``
-    (which ``core`` holds) in the bridge, the rest at the start of the tail,
-    so that writers holding it still append. When another writer's seal (or
-    a merge) replaced the writer's core already, only ``record`` is
-    appended, across the bridge, as by :func:`apply`: the writer's core is
-    then never used (also when a resend finds ``record`` there).
+    Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core
+    (:func:`_bridged`), so that writers holding it still append. When another seal (or a merge) replaced the writer's
+    core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the writer's core is never used.
     """
     return _change(value, sha, seen, record, cap, core)
 
@@ -237,8 +204,8 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
 
 
 def _walk(value: bytes, at: int, record: bytes) -> bool:
-    """Whether ``record``'s nonce is among the records of ``value`` from ``at``; :class:`Refused` if one
-    of them has one of its tokens, or the framing is damaged."""
+    """Whether ``record``'s nonce is among the records of ``value`` from ``at``; :class:`Refused` if one of them has one
+    of its tokens, or the framing is damaged."""
     nonce, tokens = (record[2:10], record[11 : 11 + TOKEN * record[10]]) if record else (None, b"")
     mine = {tokens[i : i + TOKEN] for i in range(0, len(tokens), TOKEN)}
     while at < len(value):
@@ -255,8 +222,8 @@ def _walk(value: bytes, at: int, record: bytes) -> bool:
 
 
 def split(key: str, data: bytes) -> tuple[bytes, list[tuple[str, list[Any]]]]:
-    """A tailed (or bridged) head's core bytes, and each record's ``(nonce, entries)`` in its tail; the
-    core's SHA-1 and the bridge's framing and CRC-32s verified (the core holds its records' entries)."""
+    """A tailed (or bridged) head's core bytes, and each record's ``(nonce, entries)`` in its tail; the core's SHA-1 and
+    the bridge's framing and CRC-32s verified (the core holds its records' entries)."""
     try:
         start, bridge, parents, tail = layout(data)
     except ValueError as exc:
@@ -301,9 +268,9 @@ def records(key: str, data: bytes) -> list[tuple[str, list[Any]]]:
 
 
 def after(data: bytes, held: bytes) -> bytes:
-    """The records of the head ``data``, which took an append or a seal from a writer holding ``held``,
-    that the writer had not seen, in the order they came: ``data``'s tail after ``held``'s; or, when
-    ``data``'s core replaced ``held``'s, its parent's records after ``held``'s, and the rest of its tail."""
+    """The records of the head ``data`` (which took an append or a seal from a writer holding ``held``) that the writer
+    had not seen, in order: ``data``'s tail after ``held``'s; or, when ``data``'s core replaced ``held``'s, its
+    parent's records after ``held``'s, and the rest of its tail."""
     sha, seen = view(held)
     if data[1:21] == sha:
         return data[seen_bytes(held) :]

@@ -1,20 +1,13 @@
 """Copy-on-write: a commit's new nodes, made from the nodes it replaces.
 
-:class:`Writer` applies a sorted batch of operations to a tree by rewriting
-only the paths it touches under fresh ids: it cuts entries into even parts of
-at most ``chunk`` (:meth:`Writer._split_points`; manifests at most
-``max(chunk, 3)``: :func:`mdss._tree.fill`), merges any node left under
-half full with a neighbour (:meth:`Writer._merge_underfull`), grows the root
-a level when it splits and shrinks it when it is left with a single child.
-:meth:`Writer.build` builds a whole tree bottom-up (bulk load). In the score
-tree every summary also records the child's distinct scores and last score
-(for dense ranks), recomputed for every node written. Nothing touches the
-store here: the commit writes the new nodes, then compare-and-sets
-the head.
+:class:`Writer` applies a sorted batch of operations to a tree by rewriting only the paths it touches under fresh ids:
+it cuts entries into even parts (:func:`mdss._tree.fill`), merges any node left under the minimum fill with a
+neighbour, and grows or shrinks the root a level as needed; :meth:`Writer.build` builds a whole tree bottom-up (bulk
+load). Score-tree summaries also record each child's distinct scores and last score (for dense ranks). Nothing touches
+the store here.
 
 Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
-``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people
-reading ids; no decision depends on a clock.
+``{epoch:x}.{milliseconds:011x}{64 random bits}``. The time is for people; no decision depends on a clock.
 """
 
 from __future__ import annotations
@@ -58,10 +51,8 @@ def id_epoch(node_id: str) -> int:
 class Writer:
     """Applies sorted batches of operations to trees, copy-on-write.
 
-    ``new`` holds the nodes written by this commit (id -> node), ``built``
-    the entry sets of a bulk load, already encoded (id -> bytes), and
-    ``replaced`` the ids of stored nodes the commit makes unreachable.
-    Nothing touches the store here.
+    ``new`` holds the nodes written by this commit (id -> node), ``built`` the entry sets of a bulk load, already
+    encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable.
     """
 
     def __init__(self, chunk: int, epoch: int) -> None:
@@ -89,12 +80,8 @@ class Writer:
 
     @staticmethod
     def _split_points(n: int, most: int) -> list[int]:
-        """Split points that cut ``n`` items into the fewest parts of at most ``most``, evenly.
-
-        Every part of a split holds at least ``most // 2`` items (and 2 or
-        more when ``most`` is 3), so a split never leaves a node under the
-        minimum fill.
-        """
+        """Split points that cut ``n`` items into the fewest parts of at most ``most``, evenly: each holds at least
+        ``most // 2`` items (2 or more when ``most`` is 3), so a split never leaves a node under the minimum fill."""
         k = -(-n // most) if n else 0
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
@@ -102,23 +89,15 @@ class Writer:
     def _cuts(self, members: Sequence[str], height: int) -> list[int]:
         """Where to cut the items of a node at ``height`` (their members, or first members) into nodes.
 
-        Bounded in items only: :meth:`_split_points`. Bounded in bytes as
-        well (``node_bytes``), items that weigh more than the bound together
-        are cut greedily, each node taking items while it stays within both
-        bounds, so that every node but the last is full (its items, or its
-        bytes less one item); a last node left under the minimum fill is
-        evened out with the one before it: halved by items if that one was
-        cut for its items, else cut at the middle of their bytes (and the
-        second part halved again if it holds too many items). When no item
-        weighs more than a quarter of the bound, every part is then
-        :func:`mdss._tree.full`: more than a quarter of the bound in bytes,
-        or the minimum fill in items (a manifest: 2 children or more).
+        Bounded in items only: :meth:`_split_points`. Bounded in bytes as well, items heavier than the bound together
+        are cut greedily within both bounds; a last node left under the minimum fill is evened out with the one before
+        it: halved by items if that one was cut for its items, else at the middle of their bytes (the second part
+        halved again if it holds too many items). When no item weighs more than a quarter of the bound, every part is
+        then :func:`mdss._tree.full`.
         """
         least, most = fill(self.chunk, height)
         bound = self.node_bytes
-        if bound is None:
-            return self._split_points(len(members), most)
-        if weight(height, members) <= bound:
+        if bound is None or weight(height, members) <= bound:
             return self._split_points(len(members), most)
         sizes = weights(height, members)
         cuts, count, part = [0], 0, 0
@@ -192,11 +171,8 @@ class Writer:
     # -- the batch algorithm ---------------------------------------------
 
     def apply(self, tree: Tree, ops: list[tuple[Any, str, Any]]) -> tuple[str | None, int, int]:
-        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete — to ``tree``.
-
-        Returns the new (root id, height, count). Deletes of absent keys and
-        inserts of present keys (an upsert) are both allowed.
-        """
+        """Apply ``ops`` — ``(key, member, score)`` sorted by key, score ``None`` to delete (if present) — to ``tree``
+        (an upsert); the new (root id, height, count)."""
         self._start(tree)
         if not ops:
             return tree.root, tree.height, tree.count
@@ -259,16 +235,9 @@ class Writer:
         return self._emit_manifests(out, height)
 
     def _merge_underfull(self, children: list[Summary], height: int) -> None:
-        """Merge every child under the minimum fill with a neighbour (then split evenly if too big).
-
-        Under the minimum fill: fewer items than :func:`mdss._tree.fill` says
-        and, when nodes are bounded in bytes, not more than a quarter of the
-        bound (:func:`mdss._tree.full`). Only nodes this commit wrote can be
-        under-filled (untouched ones satisfied the invariant before and still
-        do: it depends on the node alone), so only children in ``new`` are
-        looked at. A node left with a single child cannot fix
-        that child itself; once its parent merges it with a neighbour, the
-        merged children are fixed one level down in turn.
+        """Merge every child under the minimum fill (:func:`mdss._tree.full`) with a neighbour (then split evenly if too
+        big). Only nodes this commit wrote can be under-filled (the invariant depends on the node alone), so only
+        children in ``new`` are looked at; a merge's children are fixed one level down in turn.
         """
         new, underfull = self.new, self._underfull
         while len(children) > 1:
@@ -285,12 +254,8 @@ class Writer:
             children[a : a + 2] = self._emit(items, height)
 
     def build(self, tree: Tree, members: Sequence[str], scores: Sequence[Any]) -> tuple[str | None, int, int]:
-        """Build a whole tree bottom-up from entries already in key order (bulk load).
-
-        Its entry sets are only to be stored: they go to ``built`` as bytes,
-        never held decoded (a million decoded entries would only feed the
-        garbage collector).
-        """
+        """Build a whole tree bottom-up from entries already in key order (bulk load). Its entry sets go to ``built`` as
+        bytes, never held decoded (a million decoded entries would only feed the garbage collector)."""
         self._start(tree)
         root, height = self._grow(self._emit_leaves(None, members, scores), 0)
         return (None, 0, 0) if root is None else (root[0], height, root[1])
@@ -304,10 +269,8 @@ class Writer:
 
 @functools.lru_cache(maxsize=16)
 def largest_node_bytes(chunk_size: int) -> int:
-    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a manifest (of the score
-    tree: with distinct counts and last scores) that is full of the longest members and the longest scores,
-    counts and node ids, encoded as mdss encodes them.
-    """
+    """The size of the largest node a set of ``chunk_size`` can store: an entry set or a score tree's manifest full of
+    the longest members, scores, counts and node ids, encoded as mdss encodes them."""
     member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
     members, numbers = [member] * chunk_size, [number] * chunk_size
     leaf = encode_leaf(members, numbers)
@@ -317,12 +280,8 @@ def largest_node_bytes(chunk_size: int) -> int:
 
 def check_chunk_size(chunk_size: int, limit: int | None, store_name: str) -> None:
     """Refuse a chunk size whose largest possible node would not fit in one value of ``limit`` bytes (a store's
-    ``max_value_bytes``; ``None``: no limit, no check).
-
-    A set calls it when it opens, so that a commit never fails halfway
-    through a load on a node too large: :class:`InvalidArgumentError`
-    saying the largest chunk size that fits.
-    """
+    ``max_value_bytes``; ``None``: no check), saying the largest that fits. A set calls it when it opens, so that a
+    commit never fails halfway through a load on a node too large."""
     if limit is None or largest_node_bytes(chunk_size) <= limit:
         return
     fits = chunk_size * limit // largest_node_bytes(chunk_size)
