@@ -1,33 +1,24 @@
 """A sharded set's keys merged across its shards, kept by a process that reads the set often.
 
-An exact rank over ``S`` shards sums ``S`` counts, and a page selects across
-``S`` shards: with every node cached that is ``S`` bisections (a cache miss
-or two each) per rank, and windows of ``S`` shards sorted per page. A process
-that reads one set again and again keeps instead all its keys, as of the
-heads it read last, in one ``SortedList``: a rank is one bisection, a page
-one slice, whatever ``S``.
+An exact rank over ``S`` shards sums ``S`` counts, and a page selects across ``S`` shards: with every node cached that
+is ``S`` bisections (a cache miss or two each) per rank, and windows of ``S`` shards sorted per page. A process that
+reads one set again and again keeps instead all its keys, as of the heads it read last, in one ``SortedList``: a rank is
+one bisection, a page one slice, whatever ``S``.
 
-The keys follow the heads by the update log's entries, never by reading
-trees: within one lineage (:attr:`mdss._head.Head.lineage`, new at every load
-and drop) a shard whose head moved from sequence number ``a`` to ``b``
-changed by exactly entries ``a`` to ``b - 1``, whatever merges folded
-meanwhile (a merge moves entries into the trees, it does not change the
-set). The entries come from this process's overlays
-(:meth:`mdss._overlay.Overlays.logged`). A shard whose change they cannot explain (a batch
-folded straight into the trees, whose numbers have no entries; a load or a
-drop, which start another lineage; a merge by another process that folded
-entries this one never read) is brought up by comparing its keys before
-(from its entry sets, still cached) and after (its entry sets read if not
-cached): O(n/S) and a few changes in the list. The keys are made once the
-set is read often enough; the read that makes them reads the entry sets not
-cached, all shards in one ``get_many`` per level. Every read checks the
-keys' count against its heads'.
+The keys follow the heads by the update log's entries, never by reading trees: within one lineage
+(:attr:`mdss._head.Head.lineage`, new at every load and drop) a shard whose head moved from sequence number ``a`` to
+``b`` changed by exactly entries ``a`` to ``b - 1``, whatever merges folded meanwhile (a merge moves entries into the
+trees, it does not change the set). The entries come from this process's overlays
+(:meth:`mdss._overlay.Overlays.logged`). A shard whose change they cannot explain (a batch folded straight into the
+trees, whose numbers have no entries; a load or a drop, which start another lineage; a merge by another process that
+folded entries this one never read) is brought up by comparing its keys before (from its entry sets, still cached) and
+after (its entry sets read if not cached): O(n/S) and a few changes in the list. The keys are made once the set is read
+often enough; the read that makes them reads the entry sets not cached, all shards in one ``get_many`` per level. Every
+read checks the keys' count against its heads'.
 
-Keys are kept only while the set's entry sets would fit the node cache
-(:data:`ENTRY_BYTES` per entry against ``cache_bytes``), and dropped as soon
-as a node leaves the cache other than by a commit that replaced it: they
-stand for cached entry sets, and ``cache_bytes`` bounds them as it bounds
-those.
+Keys are kept only while the set's entry sets would fit the node cache (:data:`ENTRY_BYTES` per entry against
+``cache_bytes``), and dropped as soon as a node leaves the cache other than by a commit that replaced it: they stand for
+cached entry sets, and ``cache_bytes`` bounds them as it bounds those.
 """
 
 from __future__ import annotations

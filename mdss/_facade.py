@@ -1,9 +1,8 @@
 """The public methods a sorted set answers, written once over a few hooks: ``SortedSet`` (one engine,
 ``mdss._sortedset``) and ``ShardedSet`` (S engines, ``mdss._shards``) implement the hooks.
 
-A *snapshot* ``x`` below is whatever the class's :meth:`_read` hands its
-function: one engine's :class:`mdss._head.Snapshot`, or the shards'
-:class:`mdss._gather.Gather`. The hooks:
+A *snapshot* ``x`` below is whatever the class's :meth:`_read` hands its function: one engine's
+:class:`mdss._head.Snapshot`, or the shards' :class:`mdss._gather.Gather`. The hooks:
 
 - ``_read(fn)``: ``fn(x)`` on one committed state of the whole set, retried
   on a newer one if a node it needs was collected meanwhile;
@@ -152,14 +151,11 @@ class SetMethods:
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
         """The member's 1-based rank, or ``None`` if absent. O(log n).
 
-        ``ties="ordinal"``: ties broken by member, every rank distinct.
-        ``ties="competition"``: 1 + the number of members with a strictly
-        better score ("1224" ranking). ``ties="dense"``: 1 + the number of
-        distinct scores strictly better ("1223"; not on a sharded set). With
-        manifests cached: three round trips (heads, member index entry set,
-        score entry sets), whichever ``ties``; a dense rank over the update
-        log also reads, in that last round trip, the entry sets of the scores
-        logged since the last dense read (see docs/architecture.md).
+        ``ties="ordinal"``: ties broken by member, every rank distinct. ``ties="competition"``: 1 + the number of
+        members with a strictly better score ("1224" ranking). ``ties="dense"``: 1 + the number of distinct scores
+        strictly better ("1223"; not on a sharded set). With manifests cached: three round trips (heads, member index
+        entry set, score entry sets), whichever ``ties``; a dense rank over the update log also reads, in that last
+        round trip, the entry sets of the scores logged since the last dense read (see docs/architecture.md).
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.add_many({"ann": 9, "bob": 9, "cid": 7, "dee": 5})
@@ -230,13 +226,10 @@ class SetMethods:
     def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
 
-        O(log n + limit); with manifests cached, two round trips (heads and the
-        entry sets the page spans, fetched together). Each entry's ``rank``
-        follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
-        entries better than the first one's score, ``"dense"`` their distinct
-        scores, and later ranks follow from it; the entry set that count can
-        need is fetched with the page's, so every ``ties`` costs the same
-        round trips.
+        O(log n + limit); with manifests cached, two round trips (heads and the entry sets the page spans, fetched
+        together). Each entry's ``rank`` follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the entries better
+        than the first one's score, ``"dense"`` their distinct scores, and later ranks follow from it; the entry set
+        that count can need is fetched with the page's, so every ``ties`` costs the same round trips.
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
@@ -263,8 +256,7 @@ class SetMethods:
     ) -> list[Entry]:
         """Entries whose score lies between ``best`` and ``worst`` inclusive, best first.
 
-        For a ``desc`` set ``best`` is the higher bound. ``offset`` and
-        ``limit`` page within the range.
+        For a ``desc`` set ``best`` is the higher bound. ``offset`` and ``limit`` page within the range.
         """
         best, worst = check_score(best), check_score(worst)
         check_count(offset, "offset")
@@ -331,16 +323,12 @@ class SetMethods:
     ) -> _estimate.Estimate | None:
         """An estimated 1-based rank with bounds that always hold: ``low <= rank() <= high``.
 
-        Give exactly one of ``member`` (its rank, ``ties`` as in :meth:`rank`:
-        ``"ordinal"`` by default; ``None`` if it is absent) or ``score`` (the
-        competition rank, as :meth:`rank_of_score`). Reads the manifests of
-        the score tree only, never an entry set of it, so with them cached a
-        ``score`` estimate costs one round trip (the head) and a ``member``
-        one two (head, member index entry set); ``high - low < chunk_size``
-        (times the shards). The update log adds no uncertainty: its shift is
-        known exactly. If the bounds are wider than ``max_error``, it reads
-        the entry set and returns the exact rank (``low == high``);
-        ``max_error=0`` always does.
+        Give exactly one of ``member`` (its rank, ``ties`` as in :meth:`rank`: ``"ordinal"`` by default; ``None`` if it
+        is absent) or ``score`` (the competition rank, as :meth:`rank_of_score`). Reads the manifests of the score tree
+        only, never an entry set of it, so with them cached a ``score`` estimate costs one round trip (the head) and a
+        ``member`` one two (head, member index entry set); ``high - low < chunk_size`` (times the shards). The update
+        log adds no uncertainty: its shift is known exactly. If the bounds are wider than ``max_error``, it reads the
+        entry set and returns the exact rank (``low == high``); ``max_error=0`` always does.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
         >>> rough = board.estimate_rank(score=42)
@@ -371,11 +359,9 @@ class SetMethods:
     ) -> _estimate.Percentile | None:
         """The estimated share of members with a strictly better score than ``member``'s or than ``score``.
 
-        ``(rank_of_score(s) - 1) / len(self)``: 0.0 for the best score, and
-        ties share a value; ``1 - value`` is the share at or below it. An
-        empty set gives 0.0; an absent member ``None``. ``low <= exact <=
-        high`` always holds; if ``high - low`` exceeds ``max_error`` (a
-        fraction from 0) it reads the entry set and is exact. Costs as
+        ``(rank_of_score(s) - 1) / len(self)``: 0.0 for the best score, and ties share a value; ``1 - value`` is the
+        share at or below it. An empty set gives 0.0; an absent member ``None``. ``low <= exact <= high`` always holds;
+        if ``high - low`` exceeds ``max_error`` (a fraction from 0) it reads the entry set and is exact. Costs as
         :meth:`estimate_rank`.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
@@ -457,10 +443,9 @@ class SetMethods:
     def incr(self, member: str, delta: Score, *, only: str | None = None, when: str | None = None) -> Score | None:
         """Add ``delta`` to the member's score (absent members start from 0); returns the new score.
 
-        ``only="new"`` / ``"existing"`` and ``when="gt"`` / ``"lt"`` (the
-        result must be greater / less than the current score) are Redis'
-        ``ZADD INCR`` with NX/XX/GT/LT: when a condition fails nothing
-        changes and it returns ``None``, as Redis answers ``nil``.
+        ``only="new"`` / ``"existing"`` and ``when="gt"`` / ``"lt"`` (the result must be greater / less than the current
+        score) are Redis' ``ZADD INCR`` with NX/XX/GT/LT: when a condition fails nothing changes and it returns
+        ``None``, as Redis answers ``nil``.
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.incr("ann", 5), board.incr("ann", -1, when="gt"), board.incr("bob", 1, only="existing")
@@ -485,9 +470,8 @@ class SetMethods:
         """Collect this thread's writes to the set and commit them once, atomically (on a sharded set:
         atomically within each shard), at the end.
 
-        Inside the block the write methods return ``None``; the yielded
-        :class:`Batch` has every operation's result in ``results`` afterwards.
-        An exception in the block discards the batch.
+        Inside the block the write methods return ``None``; the yielded :class:`Batch` has every operation's result in
+        ``results`` afterwards. An exception in the block discards the batch.
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> with board.batch() as batch:
@@ -537,10 +521,9 @@ class SetMethods:
     ) -> Any:
         """Build a whole set bottom-up in one commit (one per shard): O(n log n), a million entries in seconds.
 
-        ``pairs`` may repeat a member (the last score wins). An existing
-        non-empty set is refused unless ``replace=True``, which also replaces
-        a damaged set. ``progress(done, total)`` is called as nodes are
-        written, ``batch`` nodes per round trip.
+        ``pairs`` may repeat a member (the last score wins). An existing non-empty set is refused unless
+        ``replace=True``, which also replaces a damaged set. ``progress(done, total)`` is called as nodes are written,
+        ``batch`` nodes per round trip.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 1, "b": 2}, chunk_size=4)
         >>> [e.member for e in board]

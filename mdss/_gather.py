@@ -1,12 +1,9 @@
 """Reads across the shards of a sharded set: one snapshot of every head, exact counts, exact pages.
 
-A read takes all ``S`` heads in one ``get_many`` and sees each shard as a
-:class:`Part`: its head, its log's view and its merged count, kept per head
-value so that a shard whose head did not change costs nothing to see again
-(and, read often, answers its log's shifts from plain lists). Every later
-step batches the fetches of all shards into one ``get_many``, and the nodes
-a read has seen stay pinned for it (:class:`Gather`), so round trips do not
-grow with ``S``.
+A read takes all ``S`` heads in one ``get_many`` and sees each shard as a :class:`Part`: its head, its log's view and
+its merged count, kept per head value so that a shard whose head did not change costs nothing to see again (and, read
+often, answers its log's shifts from plain lists). Every later step batches the fetches of all shards into one
+``get_many``, and the nodes a read has seen stay pinned for it (:class:`Gather`), so round trips do not grow with ``S``.
 
 - A shard read more than once at the same head is seen through its
   :class:`Layout`: its entry sets' key ranges (*regions*) with the merged
@@ -64,11 +61,10 @@ class Part:
         self._log: tuple[list[Any], list[Any]] | None = None  # the log's added and removed keys, once copied
 
     def seen(self) -> Part:
-        """Count one more read of this part; a part read often enough keeps its log's keys as two plain
-        sorted lists (the view as of its head never changes), so that shifts and ranges of the log are
-        bisections of lists rather than calls into the shared overlay. Copying costs about as much as a
-        few hundred view calls of a big log, so a part copies after ``1 + entries // 256`` reads: never on
-        a head that writers replace at every read."""
+        """Count one more read of this part; a part read often enough keeps its log's keys as two plain sorted lists
+        (the view as of its head never changes), so that shifts and ranges of the log are bisections of lists rather
+        than calls into the shared overlay. Copying costs about as much as a few hundred view calls of a big log, so a
+        part copies after ``1 + entries // 256`` reads: never on a head that writers replace at every read."""
         self.reads += 1
         if self._log is None and self.view is not None and self.reads > 1 + len(self.head.log) // 256:
             self._log = self.view.between(None, None)
@@ -87,8 +83,7 @@ class Part:
         return 0 if self.view is None or key is None else self.view.shift(key)
 
     def between(self, low: Any, high: Any) -> tuple[list[Any], list[Any]]:
-        """The log's added and removed keys from ``low`` (inclusive) to ``high`` (exclusive); ``None``:
-        unbounded."""
+        """The log's added and removed keys from ``low`` (inclusive) to ``high`` (exclusive); ``None``: unbounded."""
         if self._log is not None:
             added, removed = self._log
             a = 0 if low is None else bisect_left(added, low)
@@ -108,15 +103,14 @@ class Part:
 
 
 class Layout:
-    """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range
-    of the tree's ``j``-th entry set, from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]`` (or the
-    end), with the log's keys in that range; :meth:`start` is the count of the shard's merged entries before
-    it (``trees[j]`` tree entries and the log's shift there). A region's merged keys are made once per
-    layout (:meth:`region`) and kept with its entry set while the log's keys in it stay the same, so that a
-    read of an unchanged shard finds a key at a merged position, or counts below a key, with two
-    bisections and no log in between. The starts are found as needed (a binary search over the regions,
-    a shift each), and all at once for a part read again: a head that writers replace at every read
-    costs only the few a read needs."""
+    """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range of the
+    tree's ``j``-th entry set, from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]`` (or the end), with the
+    log's keys in that range; :meth:`start` is the count of the shard's merged entries before it (``trees[j]`` tree
+    entries and the log's shift there). A region's merged keys are made once per layout (:meth:`region`) and kept with
+    its entry set while the log's keys in it stay the same, so that a read of an unchanged shard finds a key at a merged
+    position, or counts below a key, with two bisections and no log in between. The starts are found as needed (a binary
+    search over the regions, a shift each), and all at once for a part read again: a head that writers replace at every
+    read costs only the few a read needs."""
 
     __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone", "refs")
 
@@ -371,8 +365,7 @@ class Gather:
             self.pins[node_id] = node
 
     def load(self, wanted: list[tuple[Part, str, int, Any]]) -> list[Any]:
-        """The nodes ``(part, node id, height, keyfn)``, in order: pinned, cached, or all read in one
-        ``get_many``."""
+        """The nodes ``(part, node id, height, keyfn)``, in order: pinned, cached, or all read in one ``get_many``."""
         self.fetch(wanted)
         return [self.peek(part, node_id, height) for part, node_id, height, _ in wanted]
 
@@ -447,11 +440,10 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
 
 
 def route(g: Gather, items: list[tuple[Part, Tree, list[Any]]], leaves: bool = True) -> None:
-    """Read, across shards, the nodes on the paths to each tree's probe keys, leaving them pinned for the
-    trees' own reads: one ``get_many`` per level that is not cached, for all trees at once (trees whose
-    next nodes are cached descend first, so trees of different heights share a round trip). Each node
-    routes its run of sorted probes with two bisections per child (``Manifest.runs``). ``leaves=False``
-    stops above the entry sets (estimates)."""
+    """Read, across shards, the nodes on the paths to each tree's probe keys, leaving them pinned for the trees' own
+    reads: one ``get_many`` per level that is not cached, for all trees at once (trees whose next nodes are cached
+    descend first, so trees of different heights share a round trip). Each node routes its run of sorted probes with two
+    bisections per child (``Manifest.runs``). ``leaves=False`` stops above the entry sets (estimates)."""
     paths: list[list[Any]] = []  # [part, tree, height, runs (node id, lo, hi) over probes, sorted probes]
     for part, tree, probes in items:
         if tree.root is not None and probes and (leaves or tree.height > 0):

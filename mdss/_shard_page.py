@@ -1,16 +1,12 @@
 """Exact pages across the shards of a sharded set: the entries at global offsets ``start`` to ``stop``.
 
-With the entry sets cached (:func:`_guess_page`): a pivot key from the
-shards' proportional positions, its exact global count, a better pivot while
-that count is far off, then a window of each shard's keys (the log applied)
-around the pivot, wide enough for the page by the binomial spread of members
-over shards, sorted together, and topped up where they stop short of the
-page's last key; the windows' first keys prove the page exact, else they
-widen. Otherwise (:func:`_candidates`): the manifests' counts and first keys
-narrow every shard to the entry sets that can hold the page, read in one
-round trip, and the guess runs over those, or a selection over their keys
-(:func:`_select_page`) finds the page. See ``mdss._gather`` and
-docs/architecture.md ("Sharded sets").
+With the entry sets cached (:func:`_guess_page`): a pivot key from the shards' proportional positions, its exact global
+count, a better pivot while that count is far off, then a window of each shard's keys (the log applied) around the
+pivot, wide enough for the page by the binomial spread of members over shards, sorted together, and topped up where they
+stop short of the page's last key; the windows' first keys prove the page exact, else they widen. Otherwise
+(:func:`_candidates`): the manifests' counts and first keys narrow every shard to the entry sets that can hold the page,
+read in one round trip, and the guess runs over those, or a selection over their keys (:func:`_select_page`) finds the
+page. See ``mdss._gather`` and docs/architecture.md ("Sharded sets").
 """
 
 from __future__ import annotations
@@ -207,12 +203,10 @@ def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int
 class _Reach:
     """One shard's tree seen down to where a read needed it: intervals of keys, in order.
 
-    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to
-    ``firsts[j + 1]`` (or the end); ``starts[j]`` tree entries precede it. It is
-    a node still to read (``ids[j]``, ``heights[j]``), an entry set read
-    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it
-    never needs, kept as one interval). ``below(j)`` is the exact count of the
-    shard's entries (the log applied) below ``firsts[j]``, so any key's count
+    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to ``firsts[j + 1]`` (or the end);
+    ``starts[j]`` tree entries precede it. It is a node still to read (``ids[j]``, ``heights[j]``), an entry set read
+    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it never needs, kept as one interval).
+    ``below(j)`` is the exact count of the shard's entries (the log applied) below ``firsts[j]``, so any key's count
     lies between the counts below its interval's first key and the next one's.
     """
 

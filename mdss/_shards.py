@@ -1,18 +1,14 @@
 """Sharded sets: one logical sorted set kept as ``S`` independent trees, each under its own head and log.
 
-A member lives in shard ``crc32(utf-8 member) % S`` (zlib's CRC-32: stable
-across processes, machines and Python versions). Each shard is an ordinary
-set of its own (a :class:`_Shard`, a ``SortedSet`` whose keys are named by
-the shard) with its own head, trees, update log and group commit, so writers
-of different shards never race for one compare-and-set. The number of
-shards and the shards' key names are fixed when the set is created and kept
-in a settings record beside the set's keys (``{ns}:{set}:s``).
+A member lives in shard ``crc32(utf-8 member) % S`` (zlib's CRC-32: stable across processes, machines and Python
+versions). Each shard is an ordinary set of its own (a :class:`_Shard`, a ``SortedSet`` whose keys are named by the
+shard) with its own head, trees, update log and group commit, so writers of different shards never race for one
+compare-and-set. The number of shards and the shards' key names are fixed when the set is created and kept in a settings
+record beside the set's keys (``{ns}:{set}:s``).
 
-Reads answer exactly what the unsharded set would, from one snapshot: all
-``S`` heads are read in one ``get_many``. Every later step of a read (the
-member index entry set of a rank, the score entry sets of every shard)
-batches all shards' fetches into one ``get_many``, so round trips do not grow
-with ``S``:
+Reads answer exactly what the unsharded set would, from one snapshot: all ``S`` heads are read in one ``get_many``.
+Every later step of a read (the member index entry set of a rank, the score entry sets of every shard) batches all
+shards' fetches into one ``get_many``, so round trips do not grow with ``S``:
 
 - a count below a key (a rank, ``count``, ``rank_of_score``) is the sum of
   the shards' counts, each exact over its log (``mdss._log.Ranking``);
@@ -225,11 +221,10 @@ class ShardedSet(SetMethods):
             self._resettle = False
 
     def _restore(self) -> None:
-        """A write made a shard's head afresh: store the set's settings again if a ``drop()`` (by any object
-        or process) removed them, else the shard's members would be lost to every reader, who finds no
-        settings. After the head, so that a drop that deletes the settings meanwhile finds the head. Until
-        that is done the set's next write stores them (:meth:`_ensure_settings`): a retry of this write finds
-        the head made and would not come here again."""
+        """A write made a shard's head afresh: store the set's settings again if a ``drop()`` (by any object or process)
+        removed them, else the shard's members would be lost to every reader, who finds no settings. After the head, so
+        that a drop that deletes the settings meanwhile finds the head. Until that is done the set's next write stores
+        them (:meth:`_ensure_settings`): a retry of this write finds the head made and would not come here again."""
         self._resettle = True
         store_settings(self.store, self._settings_key, self._stored)
         self._resettle = False
@@ -468,11 +463,9 @@ class ShardedSet(SetMethods):
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        The cursor holds the last entry returned; the next page continues
-        just after it on the newest state (by key), so a member unchanged
-        throughout is never skipped nor repeated, however other writers
-        change the set; ranks are those of the newest state. The first page
-        costs two round trips with manifests cached, the next ones three.
+        The cursor holds the last entry returned; the next page continues just after it on the newest state (by key), so
+        a member unchanged throughout is never skipped nor repeated, however other writers change the set; ranks are
+        those of the newest state. The first page costs two round trips with manifests cached, the next ones three.
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")

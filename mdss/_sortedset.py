@@ -1,10 +1,9 @@
 """SortedSet: a sorted set over one engine (one head, its trees and update log: ``mdss._engine``).
 
-Its reads and writes are ``mdss._facade``'s, over this class's hooks on the
-engine's snapshots (``mdss._snapshot``); commits, merges, gc and check are the
-engine's modules (``_commit``, ``_merge``, ``_garbage``, ``_check``).
-``SortedSet(...)`` is :meth:`SortedSet.open`, which makes a ``ShardedSet``
-(``mdss._shards``) for a sharded set. See docs/architecture.md.
+Its reads and writes are ``mdss._facade``'s, over this class's hooks on the engine's snapshots (``mdss._snapshot``);
+commits, merges, gc and check are the engine's modules (``_commit``, ``_merge``, ``_garbage``, ``_check``).
+``SortedSet(...)`` is :meth:`SortedSet.open`, which makes a ``ShardedSet`` (``mdss._shards``) for a sharded set. See
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -32,11 +31,9 @@ T = TypeVar("T")
 def _ranked(order: Order, ranking: Any, start: int, members: list[str], scores: list[Any], ties: str) -> list[Entry]:
     """Entries for ``members`` and ``scores`` found at position ``start`` of ``ranking``, ranked by ``ties``.
 
-    A competition rank is 1 + the entries with a strictly better score: the
-    count below the first entry's score, then each later entry's position
-    unless it ties with the one before. A dense rank is 1 + the distinct
-    scores strictly better: the first entry's (``mdss.dense_below``),
-    then one more at each change of score.
+    A competition rank is 1 + the entries with a strictly better score: the count below the first entry's score, then
+    each later entry's position unless it ties with the one before. A dense rank is 1 + the distinct scores strictly
+    better: the first entry's (``mdss.dense_below``), then one more at each change of score.
     """
     ranks = list(range(start + 1, start + 1 + len(members)))
     if ties == "competition" and members:
@@ -56,12 +53,11 @@ def _tree_of(ranking: Any) -> Tree:
 
 
 def _group_ids(ranking: Any, first: Any, ties: str) -> list[str]:
-    """The entry sets a competition or dense rank of a listing's first entry may count in besides the
-    listing's, from the manifests alone: ``first`` is the first key of the entry set (region) where the
-    listing starts (``None`` for the leftmost). The first entry's tie group starts in an earlier entry set
-    only if that one begins with its score: then in the one the first key of that score routes to. A dense
-    rank over the log also reads those of the scores logged since its last dense read
-    (:func:`mdss.dense_keys`)."""
+    """The entry sets a competition or dense rank of a listing's first entry may count in besides the listing's, from
+    the manifests alone: ``first`` is the first key of the entry set (region) where the listing starts (``None`` for the
+    leftmost). The first entry's tie group starts in an earlier entry set only if that one begins with its score: then
+    in the one the first key of that score routes to. A dense rank over the log also reads those of the scores logged
+    since its last dense read (:func:`mdss.dense_keys`)."""
     probes = [] if first is None else [first[:1]]  # the first key of its score
     if ties == "dense":
         probes += dense_keys(ranking)
@@ -90,25 +86,18 @@ class _Opens(type):
 class SortedSet(SetMethods, metaclass=_Opens):
     """A sorted set of ``(member, score)`` kept in a key-value store.
 
-    ``order`` is ``"desc"`` (highest score first, the usual leaderboard) or
-    ``"asc"``; ties are broken by member. ``chunk_size`` is the most entries
-    an entry set and the most children a manifest hold. Both default to the
-    stored settings of an existing set (or of the set another process
-    creates first), else ``"desc"`` and 1000; opening an existing set with
-    different ones raises :class:`SettingsMismatchError`. ``cache_bytes``
-    bounds the cache of decoded nodes. Replaced nodes are deleted
-    ``gc_grace`` seconds after the commit that replaced them, so that
-    readers on an older head can finish. A commit that loses races retries
-    for up to ``retry_budget`` seconds (and at most ``max_attempts`` rounds
-    of up to three lost races, if given; between rounds it waits for a pause
-    in the other writers' commits). Writes from concurrent threads are
-    grouped into one commit of up to ``max_batch`` operations; a commit
-    waits up to ``max_wait`` seconds for more to join (0: only what queued
-    while the previous commit ran).
-    ``shards=S`` (fixed when the set is created, stored in its settings)
-    splits the set into ``S`` independent trees with their own heads and
-    update logs; every read still answers exactly. ``SortedSet(...)`` is
-    :meth:`open`: it then returns a :class:`mdss.ShardedSet`.
+    ``order`` is ``"desc"`` (highest score first, the usual leaderboard) or ``"asc"``; ties are broken by member.
+    ``chunk_size`` is the most entries an entry set and the most children a manifest hold. Both default to the stored
+    settings of an existing set (or of the set another process creates first), else ``"desc"`` and 1000; opening an
+    existing set with different ones raises :class:`SettingsMismatchError`. ``cache_bytes`` bounds the cache of decoded
+    nodes. Replaced nodes are deleted ``gc_grace`` seconds after the commit that replaced them, so that readers on an
+    older head can finish. A commit that loses races retries for up to ``retry_budget`` seconds (and at most
+    ``max_attempts`` rounds of up to three lost races, if given; between rounds it waits for a pause in the other
+    writers' commits). Writes from concurrent threads are grouped into one commit of up to ``max_batch`` operations; a
+    commit waits up to ``max_wait`` seconds for more to join (0: only what queued while the previous commit ran).
+    ``shards=S`` (fixed when the set is created, stored in its settings) splits the set into ``S`` independent trees
+    with their own heads and update logs; every read still answers exactly. ``SortedSet(...)`` is :meth:`open`: it then
+    returns a :class:`mdss.ShardedSet`.
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -284,13 +273,11 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        Pages read the snapshot of the first page (no head read), so paging
-        never yields a member twice and never skips one, however the set
-        changes meanwhile, for as long as that snapshot's nodes are kept
-        (``gc_grace`` after they are replaced). After that, the next page
-        continues on the newest state just after the last entry returned: a
-        member unchanged throughout is still never skipped nor repeated. The
-        cursor is a URL-safe string, bound to this set; it pins no storage.
+        Pages read the snapshot of the first page (no head read), so paging never yields a member twice and never skips
+        one, however the set changes meanwhile, for as long as that snapshot's nodes are kept (``gc_grace`` after they
+        are replaced). After that, the next page continues on the newest state just after the last entry returned: a
+        member unchanged throughout is still never skipped nor repeated. The cursor is a URL-safe string, bound to this
+        set; it pins no storage.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 3, "b": 2, "c": 1})
         >>> first = board.page(2)
@@ -356,16 +343,12 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
         """Delete stored nodes that no head can ever name again; returns how many it deleted.
 
-        Without ``sweep`` it lists nothing: the head's garbage notes name the
-        nodes that landed commits replaced, which processes that ended before
-        their grace period did not delete. ``sweep=True`` also finds, by a
-        paged listing of the set's keys (O(nodes): a maintenance call after
-        crashes), the nodes of commits that never published. Both are safe
-        whatever the clocks and timings and whatever runs beside them (gc
-        epochs, see docs/architecture.md). ``min_age`` spares swept nodes
-        minted less than that many seconds ago (by their writer's clock).
-        Unless ``wait=False``, it waits ``gc_grace`` seconds before deleting,
-        so that readers holding an older head finish.
+        Without ``sweep`` it lists nothing: the head's garbage notes name the nodes that landed commits replaced, which
+        processes that ended before their grace period did not delete. ``sweep=True`` also finds, by a paged listing of
+        the set's keys (O(nodes): a maintenance call after crashes), the nodes of commits that never published. Both are
+        safe whatever the clocks and timings and whatever runs beside them (gc epochs, see docs/architecture.md).
+        ``min_age`` spares swept nodes minted less than that many seconds ago (by their writer's clock). Unless
+        ``wait=False``, it waits ``gc_grace`` seconds before deleting, so that readers holding an older head finish.
         """
         return _garbage.gc(self.engine, self._checked_gc(min_age, sweep), wait, sweep)
 
@@ -373,18 +356,16 @@ class SortedSet(SetMethods, metaclass=_Opens):
         """Fold the whole update log into the trees now; True if this call merged (False: the log was
         empty, or another process's merge holds its claim).
 
-        Writes merge by themselves once the log reaches ``log_limit`` (or its
-        manifest half its bound, ``mdss._log.PAGE_SEGS``); this is for a
-        quiet moment, a benchmark, or before a backup.
+        Writes merge by themselves once the log reaches ``log_limit`` (or its manifest half its bound,
+        ``mdss._log.PAGE_SEGS``); this is for a quiet moment, a benchmark, or before a backup.
         """
         return _merge.merge(self.engine)
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
         """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago.
 
-        That is garbage waiting for its grace period or for ``gc()``, and
-        nodes of commits in flight. Not a problem: :meth:`check` does not
-        report it.
+        That is garbage waiting for its grace period or for ``gc()``, and nodes of commits in flight. Not a problem:
+        :meth:`check` does not report it.
         """
         return _garbage.unreferenced(self.engine, min_age)
 
@@ -399,13 +380,11 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def check(self) -> list[str]:
         """Verify every invariant of the stored set; the problems found (empty when sound).
 
-        Reads every node: O(n). Checks checksums, field types, sortedness and
-        node sizes, minimum fill of non-root nodes, manifest summaries against
-        their children, equal leaf depth, the member index against the score
-        tree, the head's counts against the trees, and that a set with nodes
-        has a head. Garbage awaiting ``gc()`` is not a problem (see
-        :meth:`unreferenced`). Damage is returned, never raised: a lost head
-        too (what reads raise as :class:`HeadMissingError`).
+        Reads every node: O(n). Checks checksums, field types, sortedness and node sizes, minimum fill of non-root
+        nodes, manifest summaries against their children, equal leaf depth, the member index against the score tree, the
+        head's counts against the trees, and that a set with nodes has a head. Garbage awaiting ``gc()`` is not a
+        problem (see :meth:`unreferenced`). Damage is returned, never raised: a lost head too (what reads raise as
+        :class:`HeadMissingError`).
         """
         return _check.check(self.engine)
 

@@ -1,9 +1,8 @@
 """Time windows of a leaderboard: which instance (``day:2026-11-23``, ``week:2026-W48``, ``month:2026-11``,
 ``all``) a moment falls in, in UTC or in a given time zone, and when an instance starts.
 
-Each instance is its own set, so an old week stays readable after the next
-one starts; its start (seconds since the epoch) orders the instances of a
-kind in the board's registry.
+Each instance is its own set, so an old week stays readable after the next one starts; its start (seconds since the
+epoch) orders the instances of a kind in the board's registry.
 """
 
 from __future__ import annotations

@@ -58,21 +58,15 @@ NODE_BYTES = 65536
 class Leaderboard:
     """A leaderboard: rows of values per owner, ranked by several columns, in time windows.
 
-    ``columns`` maps each column name to a direction (``"desc"``: highest
-    first; the field is the column's name) or to a list of ``(field,
-    direction)`` parts, compared in turn, ties finally broken by owner.
-    ``accumulate`` fields add up over posts; ``keep_best`` fields keep the
-    ``"min"`` or ``"max"``; every other field takes the posted value.
-    ``windows`` are the kinds a post goes to (``all``, ``day``, ``week``
-    (ISO), ``month``), cut in ``tz`` (UTC by default, or a zoneinfo name);
-    ``retention={"day": 30}`` keeps the 30 newest day windows. ``now``
-    (epoch seconds or an aware datetime) can be injected for tests.
-    ``node_bytes`` bounds the nodes of the windows' sets, which hold the
-    rows, in bytes (given to a window's set when it is created).
-    ``post_id_ttl`` is how long, in seconds, a ``post_id`` is remembered (a
-    day by default): a post retried within it counts nothing twice. Other
-    keyword arguments (``chunk_size``, ``log_limit``, ``gc_grace``...) go to
-    every window's :class:`SortedSet`.
+    ``columns`` maps each column name to a direction (``"desc"``: highest first; the field is the column's name) or to a
+    list of ``(field, direction)`` parts, compared in turn, ties finally broken by owner. ``accumulate`` fields add up
+    over posts; ``keep_best`` fields keep the ``"min"`` or ``"max"``; every other field takes the posted value.
+    ``windows`` are the kinds a post goes to (``all``, ``day``, ``week`` (ISO), ``month``), cut in ``tz`` (UTC by
+    default, or a zoneinfo name); ``retention={"day": 30}`` keeps the 30 newest day windows. ``now`` (epoch seconds or
+    an aware datetime) can be injected for tests. ``node_bytes`` bounds the nodes of the windows' sets, which hold the
+    rows, in bytes (given to a window's set when it is created). ``post_id_ttl`` is how long, in seconds, a ``post_id``
+    is remembered (a day by default): a post retried within it counts nothing twice. Other keyword arguments
+    (``chunk_size``, ``log_limit``, ``gc_grace``...) go to every window's :class:`SortedSet`.
 
     >>> board = Leaderboard(mdss.open_store("memory://"), "game", columns={"xp": "desc"}, accumulate=["kills"])
     >>> board.post("ann", {"xp": 600, "kills": 2}, post_id="p1")
@@ -304,15 +298,12 @@ class Leaderboard:
         """Post values for ``owner`` to every window; returns, per window instance, whether it changed.
 
         Fields merge into the owner's row: ``accumulate`` fields add up, ``keep_best`` fields keep the min or max,
-        others take the value; ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``, ``"gt"``,
-        ``"lt"``, with Redis' ``ZADD`` meanings). ``only="new"`` / ``"existing"`` posts only where the owner has no
-        row / a row.
+        others take the value; ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``, ``"gt"``, ``"lt"``,
+        with Redis' ``ZADD`` meanings). ``only="new"`` / ``"existing"`` posts only where the owner has no row / a row.
 
-        A ``post_id`` (per owner) is remembered for ``post_id_ttl`` seconds
-        (a day by default), whatever else the owner posts meanwhile: a post
-        retried within that time, after a crash or a timeout, goes to the
-        window instances of its first try (even if the day, week or month
-        has turned since) and finishes the windows it had not reached,
+        A ``post_id`` (per owner) is remembered for ``post_id_ttl`` seconds (a day by default), whatever else the owner
+        posts meanwhile: a post retried within that time, after a crash or a timeout, goes to the window instances of
+        its first try (even if the day, week or month has turned since) and finishes the windows it had not reached,
         counting nothing twice. Retried later, it may count again.
 
         Everything is validated before anything is written (but for an overflow of a summed value, found against
