@@ -1,11 +1,9 @@
 """A sharded set's keys merged across its shards, kept by a process that reads the set often.
 
-Instead of ``S`` bisections per rank and ``S`` windows per page, a rank is one bisection of one ``SortedList`` and a
-page one slice, whatever ``S``. The keys follow the heads by the update log's entries within one lineage
-(:attr:`mdss._head.Head.lineage`), from this process's overlays; a shard whose change they cannot explain is brought up
-by comparing its keys before and after (O(n/S)). Every read checks the keys' count against its heads'. They are kept
-only while the entry sets would fit the node cache (:data:`ENTRY_BYTES` each), and dropped when a node leaves the cache
-other than by a commit: ``cache_bytes`` bounds them as it bounds those. See docs/architecture.md ("Merged keys").
+A rank is one bisection of one ``SortedList`` and a page one slice, whatever ``S``. The keys follow the heads by the
+update log's entries within a lineage, else by comparing a shard's keys before and after (O(n/S)); each read checks
+their count. Kept only while the entry sets fit the node cache (:data:`ENTRY_BYTES` each), and dropped when a node
+leaves it other than by a commit. See docs/architecture.md ("Merged keys").
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ from sortedcontainers import SortedList
 from ._cache import NodeCache
 from ._gather import Gather, Part, Uncached, layout
 
-#: Reads before the keys are merged: at least ``BUILD_READS``, and one per ``READS_PER_KEY`` entries (sorting every key
-#: costs about what that many reads save). Each drop for a write they cannot follow doubles the next wait (up to
-#: ``2 ** MAX_BACKOFF`` times), so that a process beside a writer of batches does not make them over and over.
+#: Reads before the keys are merged: at least ``BUILD_READS``, and one per ``READS_PER_KEY`` entries (what sorting every
+#: key costs). Each drop for a write they cannot follow doubles the next wait, up to ``2 ** MAX_BACKOFF`` times.
 BUILD_READS = 8
 READS_PER_KEY = 250
 MAX_BACKOFF = 10

@@ -1,13 +1,10 @@
 """The public methods of a sorted set, written once over hooks that ``SortedSet`` (one engine, ``mdss._sortedset``)
 and ``ShardedSet`` (S engines, ``mdss._shards``) implement.
 
-``_read(fn)`` runs ``fn(x)`` on a snapshot ``x``, one committed state of the whole set (an engine's
-:class:`mdss._head.Snapshot` or the shards' :class:`mdss._gather.Gather`), again on a newer one if a node it needs was
-collected meanwhile. The other hooks: ``_count(x)``, ``_count_below(x, probes)`` (entries below each key),
-``_score(x, member)``, ``_find(x, members)``, ``_entries(x, start, stop, ties)`` (positions ``start`` to ``stop - 1``),
-``_dense_below(x, score)``, ``_estimate_below(x, probe, max_error)`` (``(estimate, low, high)``),
-``_prefetch_around(x, key, ties)``, ``_check_ties(ties)`` (refuses what the class cannot rank) and
-``_commit_ops(ops, wants)`` (commits ``(op, member, value)`` triples now).
+The hooks are the callables :class:`SetMethods` declares. ``_read(fn)`` runs ``fn(x)`` on a snapshot ``x`` of the
+whole set (an engine's :class:`mdss._head.Snapshot` or the shards' :class:`mdss._gather.Gather`), again on a newer one
+if a node it needs was collected meanwhile; the others take that ``x`` (``_count_below(x, probes)``: entries below each
+key; ``_entries(x, start, stop, ties)``: positions ``start`` to ``stop - 1``), but ``_check_ties`` and ``_commit_ops``.
 """
 
 from __future__ import annotations
@@ -142,11 +139,10 @@ class SetMethods:
         return self._read(lambda x: self._find(x, wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
-        """The member's 1-based rank, or ``None`` if absent. O(log n).
+        """The member's 1-based rank, or ``None`` if absent: O(log n), three round trips with manifests cached.
 
         ``ties="ordinal"``: ties broken by member, all ranks distinct; ``"competition"``: 1 + the members with a
-        strictly better score ("1224"); ``"dense"``: 1 + the distinct scores strictly better ("1223"; not on a sharded
-        set). With manifests cached: three round trips (heads, member index entry set, score entry sets), any ``ties``.
+        strictly better score ("1224"); ``"dense"``: 1 + the distinct scores strictly better ("1223"; not sharded).
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.add_many({"ann": 9, "bob": 9, "cid": 7, "dee": 5})
@@ -204,8 +200,7 @@ class SetMethods:
         return self._read(run)
 
     def rank_of_score(self, score: Score) -> int:
-        """The competition rank a member with ``score`` would have (1 + members strictly better). Two round trips
-        with manifests cached (heads, one entry set each)."""
+        """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
         probe = self._order.first_key(check_score(score))
         return self._read(lambda x: self._count_below(x, [probe])[0] + 1)
 
@@ -237,7 +232,7 @@ class SetMethods:
     def range_by_score(
         self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None, ties: str = "ordinal"
     ) -> list[Entry]:
-        """Entries scored from ``best`` to ``worst`` inclusive (the higher bound first for ``desc``), best first;
+        """Entries scored from ``best`` to ``worst`` inclusive (``best`` is the higher bound for ``desc``), best first;
         ``offset`` and ``limit`` page within them."""
         best, worst = check_score(best), check_score(worst)
         check_count(offset, "offset")
@@ -303,10 +298,9 @@ class SetMethods:
     ) -> _estimate.Estimate | None:
         """An estimated 1-based rank with bounds that always hold: ``low <= rank() <= high``.
 
-        Give exactly one of ``member`` (its rank, ``ties`` as in :meth:`rank`, ``"ordinal"`` by default; ``None`` if
-        absent) or ``score`` (as :meth:`rank_of_score`). Reads the score tree's manifests only: with them cached, one
-        round trip for a ``score``, two for a ``member``; ``high - low < chunk_size`` (times the shards). Bounds wider
-        than ``max_error`` read the entry set and are exact (``low == high``); ``max_error=0`` always does.
+        Give exactly one of ``member`` (``ties`` as in :meth:`rank`; ``None`` if absent) or ``score`` (as
+        :meth:`rank_of_score`). Reads cached manifests only: one round trip for a ``score``, two for a ``member``;
+        ``high - low < chunk_size`` (times the shards). Bounds wider than ``max_error`` are made exact.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
         >>> rough = board.estimate_rank(score=42)
@@ -335,11 +329,9 @@ class SetMethods:
     def estimate_percentile(
         self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
     ) -> _estimate.Percentile | None:
-        """The estimated share of members with a strictly better score than ``member``'s or than ``score``.
-
-        ``(rank_of_score(s) - 1) / len(self)``, 0.0 for the best score (and an empty set), ties sharing it; ``None`` for
-        an absent member. ``low <= exact <= high``; bounds wider than ``max_error`` (a fraction) are made exact. Costs
-        as :meth:`estimate_rank`.
+        """The estimated :meth:`percentile` of ``member`` or ``score`` (0.0 for an empty set; ``None`` for an absent
+        member). ``low <= exact <= high``; bounds wider than ``max_error`` (a fraction) are made exact. Costs as
+        :meth:`estimate_rank`.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
         >>> board.estimate_percentile("p89", max_error=0.0)
@@ -441,8 +433,7 @@ class SetMethods:
     def batch(self) -> Iterator[Batch]:
         """Collect this thread's writes to the set and commit them at the end, atomically (per shard on a sharded set).
 
-        Inside the block the write methods return ``None``; afterwards the yielded :class:`Batch` holds their
-        ``results``. An exception in the block discards the batch.
+        Inside, writes return ``None``; the yielded :class:`Batch` gets their ``results``; an exception discards it.
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> with board.batch() as batch:

@@ -1,10 +1,9 @@
 """Reads across the shards of a sharded set: one snapshot of every head, exact counts, exact pages.
 
-A read takes all ``S`` heads in one ``get_many`` and sees each shard as a :class:`Part`, kept per head value so that an
-unchanged shard costs nothing to see again. Every later step batches all shards' fetches into one ``get_many``, and the
-nodes a read has seen stay pinned for it (:class:`Gather`), so round trips do not grow with ``S``. A count below a key
-sums each shard's exact count: two bisections in its :class:`Layout` when read before, else descents from cached nodes,
-one ``get_many`` per level not cached. Pages are ``mdss._shard_page``'s. See docs/architecture.md ("Sharded sets").
+All ``S`` heads in one ``get_many``, each shard a :class:`Part` kept per head value; every later step batches all
+shards' fetches into one ``get_many``, and a read's nodes stay pinned for it (:class:`Gather`). A count below a key sums
+each shard's exact count: two bisections in its :class:`Layout`, else descents from cached nodes. See
+docs/architecture.md ("Sharded sets").
 """
 
 from __future__ import annotations
@@ -88,10 +87,8 @@ class Part:
 
 class Layout:
     """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range of its
-    ``j``-th entry set (from ``firsts[j]``, ``None`` for the start), log included; :meth:`start` counts the merged
-    entries before it. A region's merged keys are made once (:meth:`region`) and kept with its entry set, so a read of
-    an unchanged shard finds a position or counts below a key with two bisections. Starts are found as needed, and all
-    at once for a part read again."""
+    ``j``-th entry set (from ``firsts[j]``, ``None`` for the start), log included, after :meth:`start` merged entries.
+    Merged keys are made once per region (:meth:`region`): a position or a count is then two bisections."""
 
     __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone", "refs")
 
@@ -100,8 +97,7 @@ class Layout:
         self.starts: list[Any] = [0] + [None] * (len(ids) - 1) + [count]
         self.complete = len(ids) == 1
         self.alone: Any = None  # an empty tree's keys: the log's
-        # Weak references to the regions' merged entry sets: a read finds a region's keys without the cache's lock
-        # (Gather.touched keeps the cache's order), and the cache alone decides what stays in memory.
+        # Weak references to the regions' merged entry sets: found without the cache's lock, still bounded by it.
         self.refs: list[Any] = [None] * len(ids)
 
     def start(self, part: Part, j: int) -> int:

@@ -1,8 +1,7 @@
 """Exact pages across the shards of a sharded set: the entries at global offsets ``start`` to ``stop``.
 
-From cached entry sets, a guess around a pivot key (:func:`_guess_page`); otherwise the manifests narrow every shard
-to the entry sets that can hold the page (:func:`_candidates`), read in one round trip, and the guess runs over those,
-or an exact selection over their keys (:func:`_select_page`). See docs/architecture.md ("Sharded sets").
+A guess around a pivot key from cached entry sets (:func:`_guess_page`); else the manifests narrow every shard to the
+entry sets that can hold the page (:func:`_candidates`), read in one round trip, for the guess or an exact selection.
 """
 
 from __future__ import annotations
@@ -69,15 +68,12 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
     """The page from cached nodes (each shard through its :class:`Layout`), or ``None`` when the guesses do not settle
     (:class:`Uncached` when a node is not cached).
 
-    1. Pivot: the median of each shard's key at its proportional position. Its exact global count says how far the page
-       is; while it is far, the median of each shard's key that far on (by its share) is the next pivot.
-    2. Windows: each shard's merged keys in a run of positions around its pivot position, its binomial share of the page
-       plus the distance to it (three standard deviations before the pivot, one past it), as ``[f, e)`` key ranges
-       (``None``: unbounded) with the exact count below ``f``.
-    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows, once those that
-       stop short of its last key are topped up (:func:`_top_up`). It is exact when its first key is at least every
-       window's ``f`` (each shard's count there is then exact, and every key up to its last in a window); else the
-       windows widen.
+    1. Pivot: the median of each shard's key at its proportional position; while its exact global count is far from the
+       page, the median of each shard's key that far on (by its share) is the next pivot.
+    2. Windows: each shard's merged keys around its pivot position, its binomial share of the page plus the distance to
+       it, as ``[f, e)`` key ranges (``None``: unbounded) with the exact count below ``f``.
+    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows, once topped up
+       (:func:`_top_up`); exact when its first key is at least every window's ``f``, else the windows widen.
     """
     shards = [
         (part, part.layout if part.layout is not None and part.layout.complete else layout(g, part))
@@ -161,8 +157,7 @@ def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[ra
 
 
 def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> list[Any]:
-    """The page from every shard's candidate entry sets: a key range that holds it and few others
-    (:func:`_narrow`), then an exact selection over the shards' keys in that range."""
+    """The page from the candidate entry sets: a key range holding it (:func:`_narrow`), then an exact selection."""
     low, high = _narrow(reaches, runs, start, stop)
     lists, base = [], 0
     for reach, run in zip(reaches, runs):
@@ -189,11 +184,9 @@ def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int
 class _Reach:
     """One shard's tree seen down to where a read needed it: intervals of keys, in order.
 
-    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to ``firsts[j + 1]`` (or the end);
-    ``starts[j]`` tree entries precede it. It is a node still to read (``ids[j]``, ``heights[j]``), an entry set read
-    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it never needs, kept as one interval).
-    ``below(j)`` is the exact count of the shard's entries (the log applied) below ``firsts[j]``, so any key's count
-    lies between the counts below its interval's first key and the next one's.
+    Interval ``j`` spans keys from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]``, after ``starts[j]`` tree
+    entries: a node to read (``ids[j]``, ``heights[j]``), an entry set read (``leaves[j]``), or opaque (``ids[j] is
+    None``: children never needed). ``below(j)`` is the exact count of the shard's entries below ``firsts[j]``.
     """
 
     __slots__ = ("part", "tree", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
@@ -287,11 +280,8 @@ def _fetch_and_expand(g: Gather, wanted: list[tuple[_Reach, int]], keep: Callabl
 
 
 def select(lists: list[list[Any]], k: int) -> list[int]:
-    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k``
-    smallest items of the sorted ``lists`` (items distinct across lists).
-
-    Each step takes the middle item of the widest window, counts the items below it in every list,
-    and halves that window: O(S log n) steps of S bisections.
+    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k`` smallest items
+    of the sorted ``lists`` (distinct across lists): each step halves the widest window, O(S log n) steps.
 
     >>> select([[1, 4, 9], [2, 3, 10], [5]], 4)
     [2, 2, 0]

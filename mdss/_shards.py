@@ -4,10 +4,9 @@ A member lives in shard ``crc32(utf-8 member) % S`` (stable across processes, ma
 is an engine of its own (head, trees, update log, group commit), so writers of different shards never race for one
 compare-and-set. The shards and their key names are fixed at creation, in a settings record (``{ns}:{set}:s``).
 
-Reads answer exactly what the unsharded set would, from one snapshot: all ``S`` heads in one ``get_many``, and every
-later step batches all shards' fetches into one ``get_many``, so round trips do not grow with ``S``. A count below a key
-is the sum of the shards' counts; a page is an exact selection across shards (``mdss._gather``, ``mdss._shard_page``;
-docs/architecture.md, "Sharded sets"). Writes go to each member's shard: a batch is atomic within each shard only.
+Reads answer exactly what the unsharded set would, from one snapshot of all ``S`` heads, each step's fetches batched
+across shards in one ``get_many`` (``mdss._gather``, ``mdss._shard_page``; docs/architecture.md, "Sharded sets").
+Writes go to each member's shard: a batch is atomic within each shard only.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ from .stores.base import Store
 
 T = TypeVar("T")
 
-#: Commits in a row that found a shard's held head current before the next starts from it without reading
-#: (mdss._commit._read_first).
+#: Commits in a row that found a shard's held head current before the next trusts it unread (``_commit._read_first``).
 TRUST_AFTER = 2
 
 
@@ -83,9 +81,8 @@ def open_sharded(store: Any, name: Any, shards: Any, options: dict[str, Any]) ->
 
 
 class ShardedSet(SetMethods):
-    """A sorted set split into ``shards`` independent trees, answering as :class:`SortedSet` does; made by
-    ``SortedSet(store, name, shards=S)``. Writes are atomic per shard (an ``incr`` that would overflow is refused before
-    any shard commits).
+    """A sorted set split into ``shards`` trees, answering as :class:`SortedSet` does (``SortedSet(..., shards=S)``
+    makes it). Writes are atomic per shard (an ``incr`` that would overflow is refused before any shard commits).
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", shards=3, chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -117,8 +114,7 @@ class ShardedSet(SetMethods):
         self._cache = NodeCache(cache_bytes)  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
         self._all_keys = AllKeys(self._cache)
         self._stored = settings
-        # The settings record may be missing: this object's drop() removed it, or a shard made its head afresh
-        # and could not store it (_restore). The next write stores it (_ensure_settings).
+        # True while the settings record may be missing (after drop(), or a failed _restore): the next write stores it.
         self._resettle = False
         stale = [0.0]  # how often held heads had moved: alike on every shard (mdss._engine.WriterState.learn)
         #: The engines this set is a facade over, one per shard.
@@ -174,8 +170,7 @@ class ShardedSet(SetMethods):
         return stored
 
     def _ensure_settings(self) -> None:
-        """Store the settings again before writing, if this object's ``drop()`` removed them (or :meth:`_restore`
-        could not)."""
+        """Store the settings again before writing, if ``drop()`` removed them (or :meth:`_restore` could not)."""
         if self._resettle:
             store_settings(self.store, self._settings_key, self._stored)
             self._resettle = False
@@ -350,8 +345,7 @@ class ShardedSet(SetMethods):
         self._ensure_settings()
         results: list[Any] = [None] * len(ops)
         for i, indices in sorted(groups.items()):
-            # Each shard's engine starts from its head as last seen, or reads it first when that was mostly
-            # stale lately (mdss._commit._read_first): a process spreading writes over S shards holds older heads.
+            # From the head last seen, or read first when that was mostly stale lately (as with writes over S shards).
             got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
             for n, result in zip(indices, got or ()):
                 results[n] = result
@@ -417,9 +411,8 @@ class ShardedSet(SetMethods):
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        The cursor holds the last entry returned; the next page continues just after it on the newest state (by key), so
-        a member unchanged throughout is never skipped nor repeated, however other writers change the set; ranks are
-        those of the newest state. The first page costs two round trips with manifests cached, the next ones three.
+        The next page continues after the last entry returned, on the newest state: a member unchanged meanwhile is
+        never skipped nor repeated. Two round trips with manifests cached, three after the first page.
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")

@@ -77,14 +77,12 @@ class SortedSet(SetMethods, metaclass=_Opens):
     """A sorted set of ``(member, score)`` kept in a key-value store.
 
     ``order`` is ``"desc"`` (highest score first) or ``"asc"``; ties are broken by member. ``chunk_size`` is the most
-    entries an entry set and the most children a manifest hold. Both default to those stored (or stored first by
-    another process), else ``"desc"`` and 1000; others raise :class:`SettingsMismatchError`. ``cache_bytes`` bounds the
-    cache of decoded nodes. Replaced nodes are deleted ``gc_grace`` seconds after the commit that replaced them, so that
-    readers on an older head can finish. A commit that loses races retries for up to ``retry_budget`` seconds (and at
-    most ``max_attempts`` rounds of up to three lost races, if given). Concurrent threads' writes are grouped into one
-    commit of up to ``max_batch`` operations, waiting up to ``max_wait`` seconds for more (0: only what queued
-    meanwhile). ``shards=S`` (fixed at creation) splits the set into ``S`` independent trees with their own heads and
-    update logs, still answering exactly: ``SortedSet(...)`` (:meth:`open`) then returns a :class:`mdss.ShardedSet`.
+    entries an entry set and children a manifest hold. Both default to those stored, else ``"desc"`` and 1000; others
+    raise :class:`SettingsMismatchError`. ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are deleted
+    ``gc_grace`` seconds after the commit that replaced them, for readers of older heads. A commit that loses races
+    retries for up to ``retry_budget`` seconds (and ``max_attempts`` rounds, if given). Concurrent threads' writes are
+    grouped into commits of up to ``max_batch`` operations, waiting up to ``max_wait`` seconds for more. ``shards=S``
+    (fixed at creation) splits the set into ``S`` trees with their own heads and logs: a :class:`mdss.ShardedSet`.
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -97,8 +95,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     @classmethod
     def open(cls, store: Store, name: str, *, shards: int | None = None, **options: Any) -> SortedSet | ShardedSet:
-        """The set ``name``: a :class:`ShardedSet` when ``shards`` > 1 is given or the stored set is sharded (one round
-        trip), else a ``SortedSet``."""
+        """The set ``name``: a :class:`ShardedSet` if ``shards`` > 1 or the stored set is sharded, else a SortedSet."""
         sharded = _shards.open_sharded(store, name, shards, options)
         if sharded is not None:
             return sharded
@@ -259,10 +256,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        Pages read the first page's snapshot (no head read), so none skips or repeats a member, while that snapshot's
-        nodes are kept (``gc_grace``); after that, the next page continues on the newest state after the last entry
-        returned (a member unchanged meanwhile is still never skipped nor repeated). The cursor is a URL-safe string,
-        bound to this set; it pins no storage.
+        Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
+        (``gc_grace``); then the newest state after the last entry returned (a member unchanged meanwhile is neither
+        skipped nor repeated). The cursor is a URL-safe string, bound to this set; it pins no storage.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 3, "b": 2, "c": 1})
         >>> first = board.page(2)
@@ -328,10 +324,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
         """Delete stored nodes that no head can ever name again; returns how many it deleted.
 
-        Without ``sweep`` it lists nothing: the head's garbage notes name what landed commits replaced. ``sweep=True``
-        also finds the nodes of commits that never published, by listing the set's keys (O(nodes): after crashes);
-        ``min_age`` spares swept nodes minted less than that many seconds ago. Both are safe whatever runs beside them
-        (docs/architecture.md). Unless ``wait=False``, it waits ``gc_grace`` seconds first, for readers of older heads.
+        Without ``sweep``, the head's garbage notes name what to delete; ``sweep=True`` also lists the set's keys
+        (O(nodes): after crashes) for nodes of commits never published, minted over ``min_age`` seconds ago. Safe
+        whatever runs beside it. Unless ``wait=False``, it waits ``gc_grace`` seconds first, for readers of older heads.
         """
         return _garbage.gc(self.engine, self._checked_gc(min_age, sweep), wait, sweep)
 
@@ -356,9 +351,8 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def check(self) -> list[str]:
         """Verify every invariant of the stored set; the problems found (empty when sound).
 
-        Reads every node: O(n). Checks checksums, field types, sortedness, node sizes and fill, manifest summaries,
-        equal leaf depth, the member index against the score tree, the head's counts, and that a set with nodes has a
-        head. Damage is returned, never raised (a lost head too).
+        Reads every node: O(n). Checks checksums, types, order, node sizes and fill, manifest summaries, leaf depth, the
+        member index against the score tree and the head's counts. Damage is returned, never raised (a lost head too).
         """
         return _check.check(self.engine)
 
