@@ -1,33 +1,9 @@
 """A sharded set's keys merged across its shards, kept by a process that reads the set often.
 
-An exact rank over ``S`` shards sums ``S`` counts, and a page selects across
-``S`` shards: with every node cached that is ``S`` bisections (a cache miss
-or two each) per rank, and windows of ``S`` shards sorted per page. A process
-that reads one set again and again keeps instead all its keys, as of the
-heads it read last, in one ``SortedList``: a rank is one bisection, a page
-one slice, whatever ``S``.
-
-The keys follow the heads by the update log's entries, never by reading
-trees: within one lineage (:attr:`mdss._head.Head.lineage`, new at every load
-and drop) a shard whose head moved from sequence number ``a`` to ``b``
-changed by exactly entries ``a`` to ``b - 1``, whatever merges folded
-meanwhile (a merge moves entries into the trees, it does not change the
-set). The entries come from this process's overlays
-(:meth:`mdss._overlay.Overlays.logged`). A shard whose change they cannot explain (a batch
-folded straight into the trees, whose numbers have no entries; a load or a
-drop, which start another lineage; a merge by another process that folded
-entries this one never read) is brought up by comparing its keys before
-(from its entry sets, still cached) and after (its entry sets read if not
-cached): O(n/S) and a few changes in the list. The keys are made once the
-set is read often enough; the read that makes them reads the entry sets not
-cached, all shards in one ``get_many`` per level. Every read checks the
-keys' count against its heads'.
-
-Keys are kept only while the set's entry sets would fit the node cache
-(:data:`ENTRY_BYTES` per entry against ``cache_bytes``), and dropped as soon
-as a node leaves the cache other than by a commit that replaced it: they
-stand for cached entry sets, and ``cache_bytes`` bounds them as it bounds
-those.
+A rank is one bisection of one ``SortedList`` and a page one slice, whatever ``S``. The keys follow the heads by the
+update log's entries within a lineage, else by comparing a shard's keys before and after (O(n/S)); each read checks
+their count. Kept only while the entry sets fit the node cache (:data:`ENTRY_BYTES` each), and dropped when a node
+leaves it other than by a commit. See docs/architecture.md ("Merged keys").
 """
 
 from __future__ import annotations
@@ -41,17 +17,13 @@ from sortedcontainers import SortedList
 from ._cache import NodeCache
 from ._gather import Gather, Part, Uncached, layout
 
-#: Reads before the keys are merged: at least ``BUILD_READS``, and one per ``READS_PER_KEY`` entries (making
-#: them sorts every key: about as long as that many reads save). Each time they are dropped for a write
-#: they cannot follow, the next making waits twice as long (up to ``2 ** MAX_BACKOFF`` times), so that a
-#: process beside a writer of batches does not make them over and over; keys that lasted as long as they
-#: waited start again at once.
+#: Reads before the keys are merged: at least ``BUILD_READS``, and one per ``READS_PER_KEY`` entries (what sorting every
+#: key costs). Each drop for a write they cannot follow doubles the next wait, up to ``2 ** MAX_BACKOFF`` times.
 BUILD_READS = 8
 READS_PER_KEY = 250
 MAX_BACKOFF = 10
 
-#: Stored bytes per entry of both trees' entry sets, about (17-20 in the benchmarks): keys are kept only
-#: for sets whose entry sets would fit the node cache at that size.
+#: Stored bytes per entry of both trees' entry sets, about (17-20 in the benchmarks).
 ENTRY_BYTES = 32
 
 
@@ -85,8 +57,7 @@ class AllKeys:
         self.keys, self.parts, self.reads, self.used = None, [], 0, 0
 
     def of(self, g: Gather) -> SortedList | None:
-        """The keys of ``g``'s snapshot, brought up to its heads (call holding :attr:`lock`): ``None`` when
-        they are not kept (yet)."""
+        """The keys of ``g``'s snapshot (call holding :attr:`lock`); ``None`` when they are not kept (yet)."""
         if g.count * ENTRY_BYTES > self.cache.max_bytes:  # too large for the cache they stand for
             self.drop()
             return None
@@ -107,8 +78,7 @@ class AllKeys:
         return keys
 
     def _advance(self, g: Gather, keys: SortedList, i: int, part: Part) -> bool:
-        """Bring shard ``i``'s keys to ``part``: by the log's entries in between, else by comparing the shard's
-        keys before and after (:meth:`_resync`); ``False`` if neither can."""
+        """Bring shard ``i``'s keys to ``part`` by the log's entries in between, else :meth:`_resync`; False if not."""
         was, now = self.parts[i].head, part.head
         start, end = was.log.seq, now.log.seq
         same = now.incarnation == was.incarnation and now.lineage is not None and now.lineage == was.lineage
@@ -128,9 +98,8 @@ class AllKeys:
         return True
 
     def _resync(self, g: Gather, keys: SortedList, i: int, part: Part) -> bool:
-        """Bring shard ``i``'s keys to ``part`` by the difference between its keys as the kept part has them
-        (from its entry sets, still cached: else ``False``) and as ``part`` has them (its entry sets not
-        cached are read, one ``get_many`` per level). O(n/S) and a few changes, not a sort of every key."""
+        """Bring shard ``i``'s keys to ``part`` by the difference between its keys before (from cached entry sets, else
+        ``False``) and after (read if not cached, one ``get_many`` per level): O(n/S), not a sort of every key."""
         try:
             before = _keys_of(g, self.parts[i])
         except Uncached:
@@ -182,8 +151,7 @@ def _typed(key: Any) -> tuple[Any, type]:
 
 
 def _read_trees(g: Gather, parts: list[Part]) -> None:
-    """Pin every node of these shards' score trees: those not cached read level by level, all the shards'
-    nodes of a level in one ``get_many``."""
+    """Pin every node of these shards' score trees, reading those not cached one ``get_many`` per level."""
     level = [(part, part.root, part.height) for part in parts if part.root is not None]
     while level:
         g.fetch((part, node_id, height, g.keyfn) for part, node_id, height in level)

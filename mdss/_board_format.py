@@ -2,21 +2,13 @@
 
 In slot (score) order, a window's set holds:
 
-- column entries: score the column's slot, member its composite key then
-  the owner (``mdss._order.column_member``), so a column is one contiguous
-  run ordered by key, ties broken by owner; its tie groups (slot +
-  ``_GROUPS``, for dense ranks) and their size entries (``n:<tie>``, score
-  minus the group's rows, below every column);
-- a row entry per owner: score ``_ROW_SLOT``, member ``w:``, the owner's
-  length (2 hex digits), the owner, then the row (values, last update, and
-  the post ids that boards stored before post id entries kept; msgpack,
-  base64). Nothing else starts with that prefix, so the manifests route a
-  read to the one entry set that holds it;
-- a marker ``r:<owner>`` per owner (score ``_MARK_SLOT``): a first post
-  expects none, so two first posts of one owner never both land;
-- a post id entry per post id counted in the last ``post_id_ttl`` seconds:
-  ``p:``, the owner's length, the owner, the post id; score ``_POST_SLOT``
-  plus the moment the post was first tried, so the oldest come first.
+- column entries: score the column's slot, member its composite key then the owner, so a column is one run ordered
+  by key, then owner; its tie groups (slot + ``_GROUPS``, for dense ranks) and their size entries (``n:<tie>``);
+- a row entry per owner: score ``_ROW_SLOT``, member ``w:``, the owner's length (2 hex digits), the owner, then the row
+  (values, last update, and post ids older boards kept in rows; msgpack, base64): the manifests route a read to it;
+- a marker ``r:<owner>`` per owner (score ``_MARK_SLOT``): a first post expects none, so only one first post lands;
+- an entry per post id counted in the last ``post_id_ttl`` seconds: ``p:``, the owner's length, the owner, the post id;
+  score ``_POST_SLOT`` plus the moment of its first try, so the oldest come first.
 """
 
 from __future__ import annotations
@@ -146,10 +138,8 @@ def _post_owner(member: str) -> str | None:
 def _row_entries(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[str | None]:
     """The row entry of each owner in one snapshot (``None``: no row).
 
-    An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to ``(_ROW_SLOT, prefix + _PAST_ROW)``: the log
-    says it for a logged owner; for the others it is in the entry set the manifests route the range's end to, so all
-    cost one batched read of entry sets at most. That batch also reads the entry sets of keys ``also`` (pinned for
-    the counts after).
+    An owner's row is the one entry from ``(_ROW_SLOT, prefix)`` to ``(_ROW_SLOT, prefix + _PAST_ROW)``, in the log or
+    the entry set the range's end routes to: one batched read at most, with the entry sets of keys ``also``.
     """
     prefixes = [_row_prefix(o) for o in owners]
     found: list[str | None] = [None] * len(owners)
@@ -184,8 +174,8 @@ def _within(keys: list[Any], low: Any, high: Any) -> Any:
 
 
 def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> list[str]:
-    """What is wrong with a window's ``entries``: each owner must have one row entry and one marker, each
-    post id entry name an owner with a row, and the column entries be exactly those the rows spell."""
+    """What is wrong with a window's ``entries``: each owner must have one row entry and one marker, each post id entry
+    name an owner with a row, and the column entries be exactly those the rows spell."""
     found: list[str] = []
     markers = {e.member[len(_ROW) :] for e in entries if e.member.startswith(_ROW)}
     if any(e.score != _MARK_SLOT for e in entries if e.member.startswith(_ROW)):

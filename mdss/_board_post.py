@@ -1,5 +1,4 @@
-"""A post's write path: its values checked and applied to a row, each window's commit (row, column
-entries, tie groups, post id entry), and the expired post id entries a post forgets."""
+"""A post's write path: values checked and applied to a row, each window's commit, expired post ids forgotten."""
 
 from __future__ import annotations
 
@@ -166,9 +165,8 @@ def commit_ops(
     expired: list[tuple[str, Any]],
     node_bytes: int,
 ) -> Ops:
-    """One window's commit of a post: it applies only if the row entry is still ``entry`` (a new owner:
-    no marker yet), moves the column entries whose key changed and replaces the row entry; with a
-    ``post``, adds its post id entry and forgets the ``expired`` ones."""
+    """One window's commit of a post: if the row entry is still ``entry`` (a new owner: no marker yet), move the column
+    entries whose key changed and replace the row entry; with a ``post``, add its post id entry, forget ``expired``."""
     # Rows stored before post ids had entries keep the ids they hold (8 at most), still honoured.
     fresh_entry = _row_member(owner, merged, stamp, list(posts))
     old = members(columns, owner, row.values) if row is not None else {}
@@ -206,10 +204,7 @@ def commit_ops(
 def _group_ops(column: _Column, member: str, leaving: bool) -> Ops:
     """The ops that keep the tie group of ``member`` counted as a row joins or leaves it.
 
-    Tie groups are entries of their own (slot + ``_GROUPS``, member: the group's key without an owner), so a dense
-    rank is a count of groups below a key; each has a size entry (``n:<tie>``, score minus its rows). Both resolve
-    in the commit (``incr`` and the ``group`` op of ``mdss._commit.apply_ops``), so posts of owners in one group
-    never conflict.
+    Both resolve in the commit (``incr`` and the ``group`` op), so posts of owners in one group never conflict.
     """
     tie = column_tie(member, len(column.parts))
     size = _SIZE + tie
@@ -217,9 +212,8 @@ def _group_ops(column: _Column, member: str, leaving: bool) -> Ops:
 
 
 def _look(snap: Any, owner: str, post: _Post | None) -> tuple[str | None, bool, list[tuple[str, Any]]]:
-    """In one snapshot of a window: the owner's row entry; whether the window counted ``post``; the oldest
-    post id entries older than its cutoff (``_PRUNE`` at most), with their scores. One round trip reads
-    the entry sets of all three; the counts are exact (the update log's shift included)."""
+    """In one snapshot of a window: the owner's row entry; whether the window counted ``post``; the oldest post id
+    entries older than its cutoff (``_PRUNE`` at most), with their scores. One round trip."""
     if post is None:
         return _row_entries(snap, [owner])[0], False, []
     key, past = (post.score, post.member), (post.cutoff,)

@@ -1,5 +1,4 @@
-"""A board's settings: its columns and field rules checked, stored and read back; its windows' retention;
-and the move of boards stored with their rows in records of their own."""
+"""A board's settings (columns and field rules) checked, stored and read back; retention; the move of old boards."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any) -
 def settings(
     columns: Mapping[str, _Column], accumulate: Iterable[str], keep_best: Mapping[str, str], layout: int | None
 ) -> bytes:
-    """The stored settings: columns, field rules and how rows are stored (``None``: in records of their own,
-    as boards stored before rows were entries, which have no such field)."""
+    """The stored settings: columns, field rules and how rows are stored (``None``: in records, as older boards)."""
     found = [
         FORMAT,
         [[c.name, [list(p) for p in c.parts]] for c in columns.values()],
@@ -103,12 +101,9 @@ def settings(
 
 
 def stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:
-    """The board's settings record (``None``: no board), and whether the board is stored at the names of
-    its parts before they were internal (``legacy``, see :func:`mdss._keys.board_keyspace`).
-
-    The internal key first; then the old key, a set name's, where a user's set ``<board>#board`` may be stored
-    instead: its head is a map, board settings an array.
-    """
+    """The board's settings record (``None``: no board), and whether its parts are at their names from before they were
+    internal (``legacy``: :func:`mdss._keys.board_keyspace`). The internal key first; then the old key, where a user's
+    set ``<board>#board`` may be stored instead (its head is a map, board settings an array)."""
     record = store.get(board_keyspace(store, name, "board", False).head)
     if record is not None:
         return record, False
@@ -136,10 +131,8 @@ def stored_rules(store: Store, name: str) -> dict[str, Any]:
 def migration(store: Store, records: Keyspace, entries: Iterable[Any]) -> Iterator[list[tuple[str, str, Any]]]:
     """The commits that move one window of a board stored before rows were entries of its sets.
 
-    There each owner had a pointer ``r:<owner>`` whose score named an immutable row record (``records``, node
-    ``<version hex>``), and each window a gc epoch entry ``_LEGACY_EPOCH``. Each batch of 1000 owners is one commit
-    that expects their pointers unchanged, makes them markers and adds their row entries (its records read once the
-    commit before landed).
+    Each owner had a pointer ``r:<owner>`` naming a row record (in ``records``): each commit of 1000 owners expects
+    their pointers unchanged, makes them markers and adds their row entries.
     """
     pointers = [(e.member, e.score) for e in entries if e.member.startswith(_ROW) and e.score != _MARK_SLOT]
     for first in range(0, len(pointers), 1000):
@@ -158,8 +151,8 @@ def migration(store: Store, records: Keyspace, entries: Iterable[Any]) -> Iterat
 
 
 def retired(instance: str, names: list[str], keep: int, tz: Any) -> list[str] | None:
-    """With ``keep`` windows of the kind of ``instance`` retained (``names``: those listed): the older
-    windows to drop once ``instance`` is listed, or ``None`` if ``instance`` is itself past keeping."""
+    """With ``keep`` windows of the kind of ``instance`` retained (``names``: those listed): the older windows to drop
+    once ``instance`` is listed, or ``None`` if ``instance`` is itself past keeping."""
     begins = _windows.start(instance, tz) or 0
     if sum(1 for n in names if (_windows.start(n, tz) or 0) > begins) >= keep:
         return None

@@ -1,5 +1,4 @@
-"""A board's views, each read in one snapshot of a window: rows, ranks in each ties mode, listings,
-percentiles, page cursors, and the prefetches that keep each view to few round trips."""
+"""A board's views, each read in one snapshot of a window, and the prefetches that keep each to few round trips."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ class Page(NamedTuple):
 
 
 def rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[Row | None]:
-    """Copies of the rows of ``owners`` (``None``: no row): one read of entry sets at most, which also
-    reads those of keys ``also`` (for the counts that follow)."""
+    """Copies of the rows of ``owners`` (``None``: no row), reading also the entry sets of keys ``also``."""
     found: list[Row | None] = []
     for entry in _row_entries(snap, owners, also):
         row = None if entry is None else _decode_row(entry)[0]
@@ -40,8 +38,7 @@ def rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[
 
 
 def _probes(column: _Column, members: Sequence[str], ties: str) -> list[Any]:
-    """The keys whose counts below rank ``members`` in ``column``: the column's start, then each member's
-    (its tie group's for competition and dense ranks)."""
+    """The keys whose counts below rank ``members`` in ``column``: the column's start, then each member's (or tie's)."""
     parts = len(column.parts)
     if ties == "dense":  # 1 + the tie groups before the member's
         groups = column.slot + _GROUPS
@@ -63,8 +60,7 @@ def _listing(snap: Any, column: _Column, start: int, stop: int, ties: str) -> tu
         return [], None
     parts = len(column.parts)
     owners = [column_owner(m, parts) for m in found_members]
-    # A tied first row's rank counts below its tie group, which may start in an entry set the listing did
-    # not read: routed with the rows, it costs no round trip of its own.
+    # A tied first row's rank counts below its tie group, which may start in an entry set the listing did not read.
     found = rows_of(snap, owners, _probes(column, found_members[:1], ties) if ties != "ordinal" else ())
     ranks = list(range(start + 1, start + 1 + len(found_members)))
     if ties != "ordinal":
@@ -90,8 +86,7 @@ def column_size(snap: Any, column: _Column) -> int:
 def positions(
     snap: Any, columns: Mapping[str, _Column], owner: str, ties: str, estimate: Callable[[Any, Any], Any] | None
 ) -> dict[str, Any]:
-    """The owner's rank in every column its row has; with ``estimate`` (count below a key, as bounds),
-    each an :class:`~mdss.Estimate` from the manifests."""
+    """The owner's rank in every column its row has; with ``estimate``, each an :class:`~mdss.Estimate`."""
     row = rows_of(snap, [owner])[0]
     if row is None:
         return {}
@@ -162,10 +157,8 @@ def at_percentile(snap: Any, column: _Column, p: float, ties: str) -> RankedRow 
 
 
 def prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
-    """Read, in one round trip, the entry sets that counts below and a slice near each ``(key, before,
-    after)`` will need: the one holding the key and its neighbours holding ``before`` entries before it and
-    ``after`` from it (the log's shift included; ``mdss._tree.Tree.leaves_around``). A guess that
-    falls short costs a round trip, never an answer: the counts and slice read what they miss."""
+    """Read, in one round trip, the entry sets that counts below and a slice near each ``(key, before, after)`` need
+    (``mdss._tree.Tree.leaves_around``). A guess that falls short costs a round trip, never an answer."""
     tree, view = snap.score_tree, snap.view
     size = None
     if view is not None:
@@ -178,13 +171,8 @@ def prefetch(snap: Any, around: Sequence[tuple[Any, int, int]]) -> None:
 
 
 def prefetch_at(snap: Any, column: _Column, p: float) -> None:
-    """Read, in one round trip, the entry sets that :func:`at_percentile` counts and slices in.
-
-    The cached manifests bound the counts below the column's start and end, ``low`` and ``high``, by the entry sets
-    those keys fall in (the log's shift at each is exact); the position ``low + min(floor(p * (high - low)), high -
-    low - 1)`` grows with both, so it spans one entry set's count at most between its values at the bounds: fetched
-    with the two.
-    """
+    """Read, in one round trip, the entry sets :func:`at_percentile` reads: the cached manifests bound the column's
+    ends, and the position, growing with both, spans one entry set at most between its bounds."""
     tree, view = snap.score_tree, snap.view
     ends = [(column.slot,), (column.slot, TOP)]
     spans = tree.spans(ends)

@@ -1,20 +1,10 @@
-"""The public methods a sorted set answers, written once over a few hooks: ``SortedSet`` (one engine,
-``mdss._sortedset``) and ``ShardedSet`` (S engines, ``mdss._shards``) implement the hooks.
+"""The public methods of a sorted set, written once over hooks that ``SortedSet`` (one engine, ``mdss._sortedset``)
+and ``ShardedSet`` (S engines, ``mdss._shards``) implement.
 
-A *snapshot* ``x`` below is whatever the class's :meth:`_read` hands its
-function: one engine's :class:`mdss._head.Snapshot`, or the shards'
-:class:`mdss._gather.Gather`. The hooks:
-
-- ``_read(fn)``: ``fn(x)`` on one committed state of the whole set, retried
-  on a newer one if a node it needs was collected meanwhile;
-- ``_count(x)``, ``_count_below(x, probes)`` (entries below each key),
-  ``_score(x, member)``, ``_find(x, members)``;
-- ``_entries(x, start, stop, ties)``: the entries at positions ``start`` to
-  ``stop - 1``, ranked by ``ties``; ``_dense_below(x, score)``;
-- ``_estimate_below(x, probe, max_error)``: ``(estimate, low, high)`` of the
-  entries below ``probe``; ``_prefetch_around(x, key, ties)``;
-- ``_check_ties(ties)`` refuses what the class cannot rank;
-- ``_commit_ops(ops, wants)``: commit ``(op, member, value)`` triples now.
+The hooks are the callables :class:`SetMethods` declares. ``_read(fn)`` runs ``fn(x)`` on a snapshot ``x`` of the
+whole set (an engine's :class:`mdss._head.Snapshot` or the shards' :class:`mdss._gather.Gather`), again on a newer one
+if a node it needs was collected meanwhile; the others take that ``x`` (``_count_below(x, probes)``: entries below each
+key; ``_entries(x, start, stop, ties)``: positions ``start`` to ``stop - 1``), but ``_check_ties`` and ``_commit_ops``.
 """
 
 from __future__ import annotations
@@ -77,8 +67,7 @@ def check_options(
     max_wait: float = 0.0,
     log_limit: int | None = None,
 ) -> None:
-    """Refuse bad options of a set before anything is stored (a sharded set checks them before it stores
-    its settings, so that a refused constructor leaves nothing behind)."""
+    """Refuse bad options of a set before anything is stored: a refused constructor leaves nothing behind."""
     if not isinstance(store, Store):
         raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
     if order is not None:
@@ -150,16 +139,10 @@ class SetMethods:
         return self._read(lambda x: self._find(x, wanted))
 
     def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
-        """The member's 1-based rank, or ``None`` if absent. O(log n).
+        """The member's 1-based rank, or ``None`` if absent: O(log n), three round trips with manifests cached.
 
-        ``ties="ordinal"``: ties broken by member, every rank distinct.
-        ``ties="competition"``: 1 + the number of members with a strictly
-        better score ("1224" ranking). ``ties="dense"``: 1 + the number of
-        distinct scores strictly better ("1223"; not on a sharded set). With
-        manifests cached: three round trips (heads, member index entry set,
-        score entry sets), whichever ``ties``; a dense rank over the update
-        log also reads, in that last round trip, the entry sets of the scores
-        logged since the last dense read (see docs/architecture.md).
+        ``ties="ordinal"``: ties broken by member, all ranks distinct; ``"competition"``: 1 + the members with a
+        strictly better score ("1224"); ``"dense"``: 1 + the distinct scores strictly better ("1223"; not sharded).
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.add_many({"ann": 9, "bob": 9, "cid": 7, "dee": 5})
@@ -182,9 +165,8 @@ class SetMethods:
         return self._read(run)
 
     def percentile(self, member: str) -> float | None:
-        """The share of members with a strictly better score than ``member``'s: ``(competition rank - 1) /
-        len(self)``, 0.0 for the best score (ties share it); ``None`` if the member is absent. The exact
-        value of :meth:`estimate_percentile`; costs as :meth:`rank`.
+        """The share of members with a strictly better score: ``(competition rank - 1) / len(self)``, 0.0 for the best
+        (ties share it); ``None`` if the member is absent. Costs as :meth:`rank`.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(10)})
         >>> board.percentile("p9"), board.percentile("p0"), board.at_percentile(0.5)
@@ -201,9 +183,8 @@ class SetMethods:
         return self._read(run)
 
     def at_percentile(self, p: float, *, ties: str = "ordinal") -> Entry | None:
-        """The entry at share ``p`` (0 to 1) of the set: position ``floor(p * len)`` (the last entry for 1.0),
-        so that :meth:`percentile` of its member is at most ``p``; its rank follows ``ties``. ``None`` for an
-        empty set. Costs as :meth:`at`."""
+        """The entry at position ``floor(p * len)`` (``p`` from 0 to 1; the last for 1.0), whose :meth:`percentile` is
+        at most ``p``; ``None`` for an empty set. Costs as :meth:`at`."""
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
         self._check_ties(ties)
@@ -219,24 +200,15 @@ class SetMethods:
         return self._read(run)
 
     def rank_of_score(self, score: Score) -> int:
-        """The competition rank a member with ``score`` would have (1 + members strictly better).
-
-        Needs no member: the Datastore ranking tree's FindRank. Two round trips
-        with manifests cached (heads, one entry set each).
-        """
+        """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
         probe = self._order.first_key(check_score(score))
         return self._read(lambda x: self._count_below(x, [probe])[0] + 1)
 
     def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
 
-        O(log n + limit); with manifests cached, two round trips (heads and the
-        entry sets the page spans, fetched together). Each entry's ``rank``
-        follows ``ties`` (as :meth:`rank`): ``"competition"`` counts the
-        entries better than the first one's score, ``"dense"`` their distinct
-        scores, and later ranks follow from it; the entry set that count can
-        need is fetched with the page's, so every ``ties`` costs the same
-        round trips.
+        O(log n + limit); with manifests cached, two round trips (heads, then the entry sets the page spans and those
+        its first rank counts in), whatever ``ties`` (as in :meth:`rank`).
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
@@ -244,8 +216,7 @@ class SetMethods:
         return self._read(lambda x: self._entries(x, offset, offset + limit, ties))
 
     def at(self, rank: int, *, ties: str = "ordinal") -> Entry | None:
-        """The entry at a 1-based ordinal rank (position), or ``None`` past the end (FindScore); its
-        ``rank`` follows ``ties``."""
+        """The entry at a 1-based ordinal rank (position), or ``None`` past the end; its ``rank`` follows ``ties``."""
         if type(rank) is not int or rank < 1:
             raise InvalidArgumentError(f"rank must be an int >= 1, got {rank!r}")
         found = self.range(rank - 1, 1, ties=ties)
@@ -261,11 +232,8 @@ class SetMethods:
     def range_by_score(
         self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None, ties: str = "ordinal"
     ) -> list[Entry]:
-        """Entries whose score lies between ``best`` and ``worst`` inclusive, best first.
-
-        For a ``desc`` set ``best`` is the higher bound. ``offset`` and
-        ``limit`` page within the range.
-        """
+        """Entries scored from ``best`` to ``worst`` inclusive (``best`` is the higher bound for ``desc``), best first;
+        ``offset`` and ``limit`` page within them."""
         best, worst = check_score(best), check_score(worst)
         check_count(offset, "offset")
         if limit is not None:
@@ -310,8 +278,7 @@ class SetMethods:
         return self._read(run)
 
     def __iter__(self) -> Iterator[Entry]:
-        """Every entry in order, a page of ``chunk_size`` at a time (see :meth:`page` for what it sees of
-        writes meanwhile)."""
+        """Every entry in order, a :meth:`page` of ``chunk_size`` at a time."""
         cursor = None
         while True:
             entries, cursor = self.page(self.chunk_size, cursor)
@@ -331,16 +298,9 @@ class SetMethods:
     ) -> _estimate.Estimate | None:
         """An estimated 1-based rank with bounds that always hold: ``low <= rank() <= high``.
 
-        Give exactly one of ``member`` (its rank, ``ties`` as in :meth:`rank`:
-        ``"ordinal"`` by default; ``None`` if it is absent) or ``score`` (the
-        competition rank, as :meth:`rank_of_score`). Reads the manifests of
-        the score tree only, never an entry set of it, so with them cached a
-        ``score`` estimate costs one round trip (the head) and a ``member``
-        one two (head, member index entry set); ``high - low < chunk_size``
-        (times the shards). The update log adds no uncertainty: its shift is
-        known exactly. If the bounds are wider than ``max_error``, it reads
-        the entry set and returns the exact rank (``low == high``);
-        ``max_error=0`` always does.
+        Give exactly one of ``member`` (``ties`` as in :meth:`rank`; ``None`` if absent) or ``score`` (as
+        :meth:`rank_of_score`). Reads cached manifests only: one round trip for a ``score``, two for a ``member``;
+        ``high - low < chunk_size`` (times the shards). Bounds wider than ``max_error`` are made exact.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
         >>> rough = board.estimate_rank(score=42)
@@ -369,13 +329,8 @@ class SetMethods:
     def estimate_percentile(
         self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
     ) -> _estimate.Percentile | None:
-        """The estimated share of members with a strictly better score than ``member``'s or than ``score``.
-
-        ``(rank_of_score(s) - 1) / len(self)``: 0.0 for the best score, and
-        ties share a value; ``1 - value`` is the share at or below it. An
-        empty set gives 0.0; an absent member ``None``. ``low <= exact <=
-        high`` always holds; if ``high - low`` exceeds ``max_error`` (a
-        fraction from 0) it reads the entry set and is exact. Costs as
+        """The estimated :meth:`percentile` of ``member`` or ``score`` (0.0 for an empty set; ``None`` for an absent
+        member). ``low <= exact <= high``; bounds wider than ``max_error`` (a fraction) are made exact. Costs as
         :meth:`estimate_rank`.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(100)}, chunk_size=10)
@@ -420,12 +375,11 @@ class SetMethods:
     def add(
         self, member: str, score: Score, *, op: str = "set", only: str | None = None, changed: bool = False
     ) -> bool | None:
-        """Set (``op="set"``), add to (``"incr"``), improve (``"best"``), raise (``"gt"``) or lower
-        (``"lt"``) a member's score; ``only="new"`` / ``"existing"`` restricts it to absent / present
-        members (Redis' ``ZADD`` NX/XX/GT/LT, see ``mdss._ops``).
+        """Set (``op="set"``), add to (``"incr"``), improve (``"best"``), raise (``"gt"``) or lower (``"lt"``) a
+        member's score; ``only="new"`` / ``"existing"`` restricts it to absent / present members (Redis' ``ZADD``).
 
-        Returns whether the member was added, or with ``changed=True`` whether it was added or its
-        score changed (Redis' ``CH``); ``None`` inside :meth:`batch`. One commit: O(log n).
+        Returns whether the member was added, or with ``changed=True`` whether it was added or its score changed
+        (Redis' ``CH``); ``None`` inside :meth:`batch`. One commit: O(log n).
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.add("ann", 5), board.add("ann", 3, op="gt", changed=True), board.add("bob", 1, only="existing")
@@ -442,11 +396,8 @@ class SetMethods:
         only: str | None = None,
         changed: bool = False,
     ) -> int | None:
-        """Apply ``op`` (as in :meth:`add`) to many ``(member, score)`` pairs in one commit (one per shard).
-
-        Returns how many members were added (Redis' ``ZADD`` reply), or with
-        ``changed=True`` how many were added or changed score (``ZADD CH``).
-        """
+        """Apply ``op`` (as in :meth:`add`) to many ``(member, score)`` pairs in one commit (one per shard); returns
+        how many members were added, or with ``changed=True`` added or changed score (``ZADD`` / ``ZADD CH``)."""
         how = _ops.code(op, only)
         if type(changed) is not bool:
             raise InvalidArgumentError(f"changed must be True or False, got {changed!r:.80}")
@@ -457,10 +408,8 @@ class SetMethods:
     def incr(self, member: str, delta: Score, *, only: str | None = None, when: str | None = None) -> Score | None:
         """Add ``delta`` to the member's score (absent members start from 0); returns the new score.
 
-        ``only="new"`` / ``"existing"`` and ``when="gt"`` / ``"lt"`` (the
-        result must be greater / less than the current score) are Redis'
-        ``ZADD INCR`` with NX/XX/GT/LT: when a condition fails nothing
-        changes and it returns ``None``, as Redis answers ``nil``.
+        ``only="new"`` / ``"existing"`` and ``when="gt"`` / ``"lt"`` (than the current score) are Redis' ``ZADD INCR``
+        with NX/XX/GT/LT: when a condition fails nothing changes and it returns ``None``.
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.incr("ann", 5), board.incr("ann", -1, when="gt"), board.incr("bob", 1, only="existing")
@@ -482,12 +431,9 @@ class SetMethods:
 
     @contextmanager
     def batch(self) -> Iterator[Batch]:
-        """Collect this thread's writes to the set and commit them once, atomically (on a sharded set:
-        atomically within each shard), at the end.
+        """Collect this thread's writes to the set and commit them at the end, atomically (per shard on a sharded set).
 
-        Inside the block the write methods return ``None``; the yielded
-        :class:`Batch` has every operation's result in ``results`` afterwards.
-        An exception in the block discards the batch.
+        Inside, writes return ``None``; the yielded :class:`Batch` gets their ``results``; an exception discards it.
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> with board.batch() as batch:
@@ -537,10 +483,8 @@ class SetMethods:
     ) -> Any:
         """Build a whole set bottom-up in one commit (one per shard): O(n log n), a million entries in seconds.
 
-        ``pairs`` may repeat a member (the last score wins). An existing
-        non-empty set is refused unless ``replace=True``, which also replaces
-        a damaged set. ``progress(done, total)`` is called as nodes are
-        written, ``batch`` nodes per round trip.
+        ``pairs`` may repeat a member (the last score wins). A non-empty set is refused unless ``replace=True`` (which
+        replaces a damaged one too). ``progress(done, total)`` is called as nodes are written, ``batch`` per round trip.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 1, "b": 2}, chunk_size=4)
         >>> [e.member for e in board]

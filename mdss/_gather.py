@@ -1,25 +1,9 @@
 """Reads across the shards of a sharded set: one snapshot of every head, exact counts, exact pages.
 
-A read takes all ``S`` heads in one ``get_many`` and sees each shard as a
-:class:`Part`: its head, its log's view and its merged count, kept per head
-value so that a shard whose head did not change costs nothing to see again
-(and, read often, answers its log's shifts from plain lists). Every later
-step batches the fetches of all shards into one ``get_many``, and the nodes
-a read has seen stay pinned for it (:class:`Gather`), so round trips do not
-grow with ``S``.
-
-- A shard read more than once at the same head is seen through its
-  :class:`Layout`: its entry sets' key ranges (*regions*) with the merged
-  count before each, and each region's keys with the log applied, merged once
-  and kept with the cached entry set (while the log's keys in it stay the
-  same), as unsharded pages keep theirs (``mdss._log.View.region``).
-- A count below a key is the sum of each shard's exact count: two bisections
-  in its layout, else descents from cached nodes first, one ``get_many`` per
-  level that is not cached.
-- A page at global offset ``k`` is an exact selection across shards
-  (``mdss._shard_page``).
-
-See docs/architecture.md ("Sharded sets").
+All ``S`` heads in one ``get_many``, each shard a :class:`Part` kept per head value; every later step batches all
+shards' fetches into one ``get_many``, and a read's nodes stay pinned for it (:class:`Gather`). A count below a key sums
+each shard's exact count: two bisections in its :class:`Layout`, else descents from cached nodes. See
+docs/architecture.md ("Sharded sets").
 """
 
 from __future__ import annotations
@@ -46,10 +30,8 @@ _MEMBER, _SCORE = itemgetter(1), itemgetter(0)
 
 
 class Part:
-    """One shard as reads see it at one head value: the head, the log's view (``None``: empty log), the
-    merged count, and where the score tree starts. None of it changes while the head's bytes stay the
-    same, so the part is kept per shard until then, with what reads learn of it (the score tree's root
-    node, the log's keys as lists); the trees a read needs are made per read (:meth:`Gather.score_tree`)."""
+    """One shard as reads see it at one head value: the head, the log's view (``None``: empty log), the merged count
+    and the score tree's root; kept while the head's bytes stay the same, with what reads learn of it."""
 
     __slots__ = ("engine", "data", "head", "view", "count", "root", "height", "size", "top", "reads", "layout", "_log")
 
@@ -64,11 +46,8 @@ class Part:
         self._log: tuple[list[Any], list[Any]] | None = None  # the log's added and removed keys, once copied
 
     def seen(self) -> Part:
-        """Count one more read of this part; a part read often enough keeps its log's keys as two plain
-        sorted lists (the view as of its head never changes), so that shifts and ranges of the log are
-        bisections of lists rather than calls into the shared overlay. Copying costs about as much as a
-        few hundred view calls of a big log, so a part copies after ``1 + entries // 256`` reads: never on
-        a head that writers replace at every read."""
+        """Count one more read; after ``1 + entries // 256`` reads (copying costs about a few hundred view calls), keep
+        the log's keys as two sorted lists, whose bisections are cheaper than calls into the shared overlay."""
         self.reads += 1
         if self._log is None and self.view is not None and self.reads > 1 + len(self.head.log) // 256:
             self._log = self.view.between(None, None)
@@ -87,8 +66,7 @@ class Part:
         return 0 if self.view is None or key is None else self.view.shift(key)
 
     def between(self, low: Any, high: Any) -> tuple[list[Any], list[Any]]:
-        """The log's added and removed keys from ``low`` (inclusive) to ``high`` (exclusive); ``None``:
-        unbounded."""
+        """The log's added and removed keys from ``low`` (inclusive) to ``high`` (exclusive); ``None``: unbounded."""
         if self._log is not None:
             added, removed = self._log
             a = 0 if low is None else bisect_left(added, low)
@@ -108,15 +86,9 @@ class Part:
 
 
 class Layout:
-    """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range
-    of the tree's ``j``-th entry set, from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]`` (or the
-    end), with the log's keys in that range; :meth:`start` is the count of the shard's merged entries before
-    it (``trees[j]`` tree entries and the log's shift there). A region's merged keys are made once per
-    layout (:meth:`region`) and kept with its entry set while the log's keys in it stay the same, so that a
-    read of an unchanged shard finds a key at a merged position, or counts below a key, with two
-    bisections and no log in between. The starts are found as needed (a binary search over the regions,
-    a shift each), and all at once for a part read again: a head that writers replace at every read
-    costs only the few a read needs."""
+    """A shard's score tree at one head as *regions*, from its cached manifests: region ``j`` is the key range of its
+    ``j``-th entry set (from ``firsts[j]``, ``None`` for the start), log included, after :meth:`start` merged entries.
+    Merged keys are made once per region (:meth:`region`): a position or a count is then two bisections."""
 
     __slots__ = ("firsts", "ids", "trees", "starts", "complete", "alone", "refs")
 
@@ -125,9 +97,7 @@ class Layout:
         self.starts: list[Any] = [0] + [None] * (len(ids) - 1) + [count]
         self.complete = len(ids) == 1
         self.alone: Any = None  # an empty tree's keys: the log's
-        # Weak references to the regions' entry sets once merged for this layout: a read of an unchanged
-        # shard finds a region's keys without the cache's lock (Gather.touched keeps the cache's order).
-        # Weak, so the node cache alone still decides which entry sets (and merged keys) stay in memory.
+        # Weak references to the regions' merged entry sets: found without the cache's lock, still bounded by it.
         self.refs: list[Any] = [None] * len(ids)
 
     def start(self, part: Part, j: int) -> int:
@@ -158,9 +128,8 @@ class Layout:
         return lo
 
     def region(self, g: Gather, part: Part, j: int) -> Any:
-        """Region ``j``'s merged keys, sorted (raises :class:`Uncached` when its entry set is not cached).
-        They stay with the entry set, so the node cache bounds them: ``(added, removed, keys, layout)``,
-        valid for this layout at once and for another while the log's keys in the region are the same."""
+        """Region ``j``'s merged keys, sorted (:class:`Uncached` if its entry set is not): kept with the entry set as
+        ``(added, removed, keys, layout)``, valid for another layout while the region's log keys are the same."""
         ref = self.refs[j]
         if ref is not None:
             leaf = ref()
@@ -216,8 +185,7 @@ class Layout:
         return (self.start(part, j) if start is None else start) + bisect_left(self.region(g, part, j), key)
 
     def run(self, g: Gather, part: Part, lo: int, hi: int) -> tuple[Any, Any]:
-        """The shard's keys at merged positions ``lo`` to ``hi - 1``, and its key at ``hi`` (``None`` past the
-        end): one region's slice when the run lies in it, as it mostly does."""
+        """The shard's keys at merged positions ``lo`` to ``hi - 1``, and its key at ``hi`` (``None`` past the end)."""
         if self.complete and lo < hi:
             j = bisect_right(self.starts, lo) - 1
             a = self.starts[j]
@@ -238,8 +206,7 @@ class Layout:
 
 
 def _keys_with_log(keys: Any, added: list[Any], removed: list[Any]) -> tuple[Any, ...]:
-    """An entry set's keys without ``removed`` (some of them), with ``added``, sorted: the removed found by
-    bisection (a few), the added sorted in as one run. A tuple: CPython's collector stops tracking it."""
+    """An entry set's keys without ``removed``, with ``added``, sorted (a tuple: the collector stops tracking it)."""
     merged = list(keys)
     for key in reversed(removed):
         i = bisect_left(merged, key)
@@ -252,8 +219,7 @@ def _keys_with_log(keys: Any, added: list[Any], removed: list[Any]) -> tuple[Any
 
 
 def layout(g: Gather, part: Part) -> Layout:
-    """The part's :class:`Layout`, made once from its cached manifests (raises :class:`Uncached` when one is
-    not cached)."""
+    """The part's :class:`Layout`, made once from its cached manifests (:class:`Uncached` when one is not)."""
     found = part.layout
     if found is not None:
         if part.reads and not found.complete:  # a head read again: likely read more
@@ -279,8 +245,7 @@ def layout(g: Gather, part: Part) -> Layout:
 
 
 class Gather:
-    """One read of a sharded set: every shard's :class:`Part` (from one ``get_many`` of the heads) and the
-    nodes this read has seen, pinned by id (ids are unique across shards: one cache serves them all)."""
+    """One read of a sharded set: every shard's :class:`Part` and the nodes it has seen, pinned by id (unique)."""
 
     __slots__ = ("parts", "pins", "cache", "store", "keyfn", "touched", "count", "keeper", "_all_keys")
 
@@ -293,8 +258,7 @@ class Gather:
         self._all_keys: Any = None
 
     def all_keys(self) -> Any:
-        """Every shard's keys in one ``SortedList`` when this process keeps them (``mdss._allkeys``), brought up
-        to this snapshot on first use; else ``None``. Reads that count or page ask; others never pay."""
+        """Every shard's keys in one ``SortedList`` if this process keeps them (``mdss._allkeys``), else ``None``."""
         keeper = self.keeper
         if keeper is not None:
             self.keeper = None
@@ -327,8 +291,7 @@ class Gather:
     # -- nodes: pinned, cached, or one get_many per step for every shard ----------------
 
     def peek(self, part: Part, node_id: str, height: int) -> Any:
-        """A node this read has pinned or the cache holds (pinned now), else ``None``: no round trip. The
-        score tree's root stays with the part, for every read of that head."""
+        """A node this read has pinned or the cache holds (pinned now), else ``None``; the root stays with the part."""
         if node_id is part.root:
             node = part.top
             if node is None:
@@ -348,8 +311,7 @@ class Gather:
         return node
 
     def fetch(self, wanted: Iterable[tuple[Part, str, int, Any]]) -> None:
-        """Read the nodes ``(part, node id, height, keyfn)`` not pinned or cached, all in one ``get_many``,
-        and pin them."""
+        """Read the nodes ``(part, node id, height, keyfn)`` not pinned or cached in one ``get_many``; pin them."""
         missing: dict[str, tuple[Part, str, int, Any]] = {}
         for item in wanted:
             part, node_id, height, _ = item
@@ -371,8 +333,7 @@ class Gather:
             self.pins[node_id] = node
 
     def load(self, wanted: list[tuple[Part, str, int, Any]]) -> list[Any]:
-        """The nodes ``(part, node id, height, keyfn)``, in order: pinned, cached, or all read in one
-        ``get_many``."""
+        """The nodes ``(part, node id, height, keyfn)``, in order: pinned, cached, or all read in one ``get_many``."""
         self.fetch(wanted)
         return [self.peek(part, node_id, height) for part, node_id, height, _ in wanted]
 
@@ -390,8 +351,7 @@ class Uncached(Exception):
 
 
 def counts(g: Gather, probes: list[Any]) -> list[int]:
-    """For each probe key, the entries of the whole set below it: every shard descends its cached nodes,
-    then what is missing at a level is read for all shards in one ``get_many``."""
+    """For each probe key, the set's entries below it: cached nodes first, then one ``get_many`` per level missing."""
     merged = g.all_keys()
     if merged is not None:
         return [merged.bisect_left(probe) for probe in probes]
@@ -447,11 +407,9 @@ def counts(g: Gather, probes: list[Any]) -> list[int]:
 
 
 def route(g: Gather, items: list[tuple[Part, Tree, list[Any]]], leaves: bool = True) -> None:
-    """Read, across shards, the nodes on the paths to each tree's probe keys, leaving them pinned for the
-    trees' own reads: one ``get_many`` per level that is not cached, for all trees at once (trees whose
-    next nodes are cached descend first, so trees of different heights share a round trip). Each node
-    routes its run of sorted probes with two bisections per child (``Manifest.runs``). ``leaves=False``
-    stops above the entry sets (estimates)."""
+    """Pin, across shards, the nodes on the paths to each tree's probe keys: one ``get_many`` per level not cached, for
+    all trees at once (those whose next nodes are cached descend first, so trees of different heights share a round
+    trip). ``leaves=False`` stops above the entry sets (estimates)."""
     paths: list[list[Any]] = []  # [part, tree, height, runs (node id, lo, hi) over probes, sorted probes]
     for part, tree, probes in items:
         if tree.root is not None and probes and (leaves or tree.height > 0):

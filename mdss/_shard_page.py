@@ -1,16 +1,7 @@
 """Exact pages across the shards of a sharded set: the entries at global offsets ``start`` to ``stop``.
 
-With the entry sets cached (:func:`_guess_page`): a pivot key from the
-shards' proportional positions, its exact global count, a better pivot while
-that count is far off, then a window of each shard's keys (the log applied)
-around the pivot, wide enough for the page by the binomial spread of members
-over shards, sorted together, and topped up where they stop short of the
-page's last key; the windows' first keys prove the page exact, else they
-widen. Otherwise (:func:`_candidates`): the manifests' counts and first keys
-narrow every shard to the entry sets that can hold the page, read in one
-round trip, and the guess runs over those, or a selection over their keys
-(:func:`_select_page`) finds the page. See ``mdss._gather`` and
-docs/architecture.md ("Sharded sets").
+A guess around a pivot key from cached entry sets (:func:`_guess_page`); else the manifests narrow every shard to the
+entry sets that can hold the page (:func:`_candidates`), read in one round trip, for the guess or an exact selection.
 """
 
 from __future__ import annotations
@@ -30,10 +21,7 @@ _MEMBER, _SCORE = itemgetter(1), itemgetter(0)
 
 
 def page(g: Gather, start: int, stop: int) -> list[Any]:
-    """The keys at global positions ``start`` to ``stop - 1`` (within the set): an exact selection across
-    shards, from cached entry sets when it can (:func:`_guess_page`); else the manifests narrow every
-    shard to the entry sets that can hold the page, read in one round trip, and the guess is tried again
-    over them before the slower exact selection (:func:`_select_page`)."""
+    """The keys at global positions ``start`` to ``stop - 1`` (within the set), as the module's docstring says."""
     merged = g.all_keys()
     if merged is not None:
         return merged[start:stop]
@@ -52,9 +40,8 @@ def page(g: Gather, start: int, stop: int) -> list[Any]:
 
 
 def _sort_keys(keys: list[Any]) -> list[Any]:
-    """Score tree keys ``(score, member)`` sorted: by member, then stably by score. Each pass compares one
-    kind of value, which CPython's sort does without the generic tuple comparison: about 2.5x faster on a
-    page's windows, whose keys share few scores (tuples of equal scores compare members through it)."""
+    """Score tree keys ``(score, member)`` sorted by member, then stably by score: each pass compares one kind of value,
+    which CPython does without the generic tuple comparison (about 2.5x faster on a page's windows)."""
     keys.sort(key=_MEMBER)
     keys.sort(key=_SCORE)
     return keys
@@ -66,9 +53,8 @@ def _median(keys: list[Any]) -> Any:
 
 
 def _spread(mean: float, sigmas: int = 3) -> int:
-    """A shard's share of ``mean`` keys with a margin: members fall in shards as by a fair die, so a shard's
-    count over a stretch of the global order is binomial; ``sigmas`` standard deviations and two more (a
-    window that stops short widens, or is topped up)."""
+    """A shard's share of ``mean`` keys with a margin of ``sigmas`` standard deviations and two more: members fall in
+    shards as by a fair die, so a shard's count over a stretch of the global order is binomial."""
     return int(mean + sigmas * isqrt(int(mean) + 1)) + 2
 
 
@@ -79,20 +65,15 @@ _AHEAD = 1
 
 
 def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
-    """The page from cached nodes, or ``None`` when the guesses do not settle (raises :class:`Uncached`
-    when a node is not cached). Each shard is seen through its :class:`Layout`: merged positions and keys.
+    """The page from cached nodes (each shard through its :class:`Layout`), or ``None`` when the guesses do not settle
+    (:class:`Uncached` when a node is not cached).
 
-    1. Pivot: the median of each shard's key at its proportional position. Its exact global count says
-       how far the page is; while it is far, the median of each shard's key that far on (by its share)
-       is the next pivot.
-    2. Windows: each shard's merged keys in a run of positions around its pivot position, its binomial
-       share of the page plus the distance to it (three standard deviations before the pivot, one
-       past it), as ``[f, e)`` key ranges (``None``: unbounded) with the exact count below ``f`` (the
-       run's first position).
-    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows,
-       once the windows that stop short of its last key are topped up to it (:func:`_top_up`). It is
-       exact when its first key is at least every window's ``f`` (then each shard's count at its first
-       key is exact, and every key between its first and last is in a window); else the windows widen.
+    1. Pivot: the median of each shard's key at its proportional position; while its exact global count is far from the
+       page, the median of each shard's key that far on (by its share) is the next pivot.
+    2. Windows: each shard's merged keys around its pivot position, its binomial share of the page plus the distance to
+       it, as ``[f, e)`` key ranges (``None``: unbounded) with the exact count below ``f``.
+    3. All windows sorted together: the page is the run at ``start`` minus the counts below the windows, once topped up
+       (:func:`_top_up`); exact when its first key is at least every window's ``f``, else the windows widen.
     """
     shards = [
         (part, part.layout if part.layout is not None and part.layout.complete else layout(g, part))
@@ -144,10 +125,8 @@ def _guess_page(g: Gather, start: int, stop: int) -> list[Any] | None:
 
 
 def _top_up(g: Gather, shards: list[tuple[Part, Layout]], windows: list[Any], merged: list[Any], end: int) -> list[Any]:
-    """The first ``end`` keys of the windows' union once every window reaches ``merged[end - 1]``: a window
-    that stops short of that key (its next key ``e`` is below it) takes the shard's keys up to it, so that
-    every shard's keys from its window's start to that key are there. Windows sized by a shard's mean
-    share of the page and one standard deviation: most need nothing, a few take a few keys."""
+    """The first ``end`` keys of the windows' union once every window reaches ``merged[end - 1]``: a window that stops
+    short of that key (its next key ``e`` is below it) takes the shard's keys up to it (most need none)."""
     last = merged[end - 1]
     extra: list[Any] = []
     for (part, lay), (_, _, e, hi) in zip(shards, windows):
@@ -161,9 +140,8 @@ def _top_up(g: Gather, shards: list[tuple[Part, Layout]], windows: list[Any], me
 
 
 def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[range]]:
-    """Each shard narrowed, by the manifests' counts and first keys, to the entry sets that can hold global
-    positions ``start`` to ``stop - 1``: all shards' candidates of a level read in one ``get_many``
-    (with the manifests cached, one round trip for the candidate entry sets)."""
+    """Each shard narrowed, by the manifests' counts and first keys, to the entry sets that can hold global positions
+    ``start`` to ``stop - 1``: all shards' candidates of a level read in one ``get_many``."""
     reaches = [_Reach(part, g.score_tree(part)) for part in g.parts]
     while True:
         sweep = _Sweep(reaches)
@@ -179,8 +157,7 @@ def _candidates(g: Gather, start: int, stop: int) -> tuple[list[_Reach], list[ra
 
 
 def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> list[Any]:
-    """The page from every shard's candidate entry sets: a key range that holds it and few others
-    (:func:`_narrow`), then an exact selection over the shards' keys in that range."""
+    """The page from the candidate entry sets: a key range holding it (:func:`_narrow`), then an exact selection."""
     low, high = _narrow(reaches, runs, start, stop)
     lists, base = [], 0
     for reach, run in zip(reaches, runs):
@@ -207,13 +184,9 @@ def _select_page(reaches: list[_Reach], runs: list[range], start: int, stop: int
 class _Reach:
     """One shard's tree seen down to where a read needed it: intervals of keys, in order.
 
-    Interval ``j`` spans keys from ``firsts[j]`` (``None``: from the start) to
-    ``firsts[j + 1]`` (or the end); ``starts[j]`` tree entries precede it. It is
-    a node still to read (``ids[j]``, ``heights[j]``), an entry set read
-    (``leaves[j]``), or opaque (``ids[j] is None``: children a read found it
-    never needs, kept as one interval). ``below(j)`` is the exact count of the
-    shard's entries (the log applied) below ``firsts[j]``, so any key's count
-    lies between the counts below its interval's first key and the next one's.
+    Interval ``j`` spans keys from ``firsts[j]`` (``None``: the start) to ``firsts[j + 1]``, after ``starts[j]`` tree
+    entries: a node to read (``ids[j]``, ``heights[j]``), an entry set read (``leaves[j]``), or opaque (``ids[j] is
+    None``: children never needed). ``below(j)`` is the exact count of the shard's entries below ``firsts[j]``.
     """
 
     __slots__ = ("part", "tree", "total", "firsts", "starts", "ids", "heights", "leaves", "_below")
@@ -243,8 +216,7 @@ class _Reach:
         return bisect_right(self.firsts, key, 1) - 1
 
     def bounds(self, key: Any) -> tuple[int, int]:
-        """Least and most entries of the shard that can lie below ``key`` (``None``: the start), as far as
-        the intervals read tell."""
+        """Least and most entries of the shard that can lie below ``key`` (``None``: the start), as read so far."""
         if key is None:
             return 0, 0
         j = self.find(key)
@@ -258,8 +230,8 @@ class _Reach:
         return self.ids[j] is not None and self.leaves[j] is None
 
     def expand(self, j: int, node: Any, keep: Callable[[list[Any], list[int]], Iterable[int]]) -> None:
-        """Put what interval ``j``'s node holds in its place: an entry set's keys, or a manifest's children
-        that ``keep(boundaries, starts)`` selects (runs of the others become opaque intervals)."""
+        """Put interval ``j``'s node in its place: an entry set's keys, or the manifest's children ``keep(boundaries,
+        starts)`` selects (runs of the others become opaque intervals)."""
         if node.height == 0:
             self.leaves[j] = node
             return
@@ -297,9 +269,8 @@ class _Reach:
 
 
 def _fetch_and_expand(g: Gather, wanted: list[tuple[_Reach, int]], keep: Callable[[_Reach, int], Any]) -> None:
-    """Expand the intervals ``wanted``: those whose node is cached first, without a round trip (shards of
-    different heights descend their cached manifests before anything is read); when none is, read all of
-    their nodes in one ``get_many``. Expands the last first, so that indices hold."""
+    """Expand the intervals ``wanted``, last first so that indices hold: those whose node is cached first; when none
+    is, read all of their nodes in one ``get_many``."""
     cached = [(r, j) for r, j in wanted if g.peek(r.part, r.ids[j], r.heights[j]) is not None]  # type: ignore[arg-type]
     if cached:
         wanted = cached
@@ -309,11 +280,8 @@ def _fetch_and_expand(g: Gather, wanted: list[tuple[_Reach, int]], keep: Callabl
 
 
 def select(lists: list[list[Any]], k: int) -> list[int]:
-    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k``
-    smallest items of the sorted ``lists`` (items distinct across lists).
-
-    Each step takes the middle item of the widest window, counts the items below it in every list,
-    and halves that window: O(S log n) steps of S bisections.
+    """Split positions ``c`` with ``sum(c) == k`` such that ``lists[i][:c[i]]`` are together the ``k`` smallest items
+    of the sorted ``lists`` (distinct across lists): each step halves the widest window, O(S log n) steps.
 
     >>> select([[1, 4, 9], [2, 3, 10], [5]], 4)
     [2, 2, 0]
@@ -341,9 +309,8 @@ def select(lists: list[list[Any]], k: int) -> list[int]:
 
 
 def _narrow(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> tuple[Any, Any]:
-    """Keys ``low`` (``None``: the start) and ``high`` (``None``: the end) with every key of positions
-    ``start`` to ``stop - 1`` in ``[low, high)`` and few others: a binary search over a sample of the
-    candidate entry sets' keys (every 16th), counting exactly where every shard's candidates reach."""
+    """Keys ``low`` and ``high`` (``None``: unbounded) with every key of positions ``start`` to ``stop - 1`` in ``[low,
+    high)`` and few others: a binary search over every 16th key of the candidate entry sets."""
     floor: Any = None  # the key range where every shard's count is exact: [floor, ceiling)
     ceiling: Any = None
     for reach, run in zip(reaches, runs):
@@ -385,14 +352,9 @@ def _narrow(reaches: list[_Reach], runs: list[range], start: int, stop: int) -> 
 
 
 class _Sweep:
-    """Bounds on the global count below any key, from every shard's intervals at one moment: the shards'
-    interval boundaries in key order with running sums of the least (``lows``) and most (``highs``)
-    entries below, so that a bound costs one bisection however many shards there are.
-
-    A shard's count below a key in its interval ``j`` lies between its counts below ``firsts[j]`` and
-    ``firsts[j + 1]``; at its own boundary it is exact. Entry sets read count as intervals here: coarser
-    bounds only keep more candidates, never fewer.
-    """
+    """Bounds on the global count below any key from every shard's intervals at one moment: their boundaries in key
+    order with running sums of the least (``lows``) and most (``highs``) entries below, so that a bound costs one
+    bisection however many shards there are. Entry sets read count as intervals: coarser bounds only keep more."""
 
     __slots__ = ("keys", "lows", "highs", "widths", "low0", "high0", "total")
 
@@ -435,8 +397,7 @@ class _Sweep:
         return self.highs[i] - (self.widths[i] if self.keys[i] == key else 0)
 
     def candidates(self, reach: _Reach, first: int, last: int) -> range:
-        """The intervals of ``reach`` that can hold a global position from ``first`` to ``last``: a run, as
-        both bounds grow with the key."""
+        """The run of intervals of ``reach`` that can hold a global position from ``first`` to ``last``."""
         n = len(reach.firsts)
         a = 0
         while a < n and self.high(reach.firsts[a + 1] if a + 1 < n else None) < first + 1:
@@ -447,8 +408,8 @@ class _Sweep:
         return range(a, b)
 
     def keep(self, reach: _Reach, j: int, first: int, last: int) -> Callable[[list[Any], list[int]], Iterable[int]]:
-        """Which children of interval ``j``'s manifest can hold a position from ``first`` to ``last``: the
-        other shards' bounds from the sweep, this shard's exact counts at the children's first keys."""
+        """Which children of interval ``j``'s manifest can hold a position from ``first`` to ``last`` (the other
+        shards' bounds from the sweep, this shard's exact counts at the children's first keys)."""
         own_low, own_high = reach.below(j), reach.below(j + 1)
 
         def chosen(bounds: list[Any], starts: list[int]) -> Iterable[int]:

@@ -1,37 +1,12 @@
 """Sharded sets: one logical sorted set kept as ``S`` independent trees, each under its own head and log.
 
-A member lives in shard ``crc32(utf-8 member) % S`` (zlib's CRC-32: stable
-across processes, machines and Python versions). Each shard is an ordinary
-set of its own (a :class:`_Shard`, a ``SortedSet`` whose keys are named by
-the shard) with its own head, trees, update log and group commit, so writers
-of different shards never race for one compare-and-set. The number of
-shards and the shards' key names are fixed when the set is created and kept
-in a settings record beside the set's keys (``{ns}:{set}:s``).
+A member lives in shard ``crc32(utf-8 member) % S`` (stable across processes, machines and Python versions). Each shard
+is an engine of its own (head, trees, update log, group commit), so writers of different shards never race for one
+compare-and-set. The shards and their key names are fixed at creation, in a settings record (``{ns}:{set}:s``).
 
-Reads answer exactly what the unsharded set would, from one snapshot: all
-``S`` heads are read in one ``get_many``. Every later step of a read (the
-member index entry set of a rank, the score entry sets of every shard)
-batches all shards' fetches into one ``get_many``, so round trips do not grow
-with ``S``:
-
-- a count below a key (a rank, ``count``, ``rank_of_score``) is the sum of
-  the shards' counts, each exact over its log (``mdss._log.Ranking``);
-- a page at global offset ``k`` is an exact selection across shards. Each
-  shard is seen as a list of *intervals* of its tree, from the root down:
-  an interval knows the keys it spans and the exact count of the shard's
-  entries below its first key. Summing, over shards, the counts below a key
-  at the granularity reached so far bounds that key's global rank from
-  below and above; an interval that cannot hold a global rank of the page
-  is never read. The candidates are read, a level per round trip (the
-  manifests are usually cached: one round trip), until every candidate is
-  an entry set; then every key of the page lies in all shards' candidate
-  key ranges, the exact count below the first candidate of each shard is
-  known, and a selection over the candidate entries (a binary search that
-  halves the widest shard's window) finds the page. See
-  docs/architecture.md ("Sharded sets").
-
-Writes route each operation to its member's shard. A batch that spans shards
-commits shard by shard: it is atomic within each shard, not across shards.
+Reads answer exactly what the unsharded set would, from one snapshot of all ``S`` heads, each step's fetches batched
+across shards in one ``get_many`` (``mdss._gather``, ``mdss._shard_page``; docs/architecture.md, "Sharded sets").
+Writes go to each member's shard: a batch is atomic within each shard only.
 """
 
 from __future__ import annotations
@@ -51,32 +26,15 @@ from ._facade import TIES, Page, SetMethods, check_options, new_entry
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import Keyspace, shard_keyspace, shard_parts
-from ._order import (
-    Entry,
-    Order,
-    Score,
-    add_scores,
-    check_choice,
-    check_count,
-    check_member,
-    check_pairs,
-    check_score,
-)
+from ._order import Entry, Order, Score, add_scores, check_choice, check_count, check_member, check_pairs, check_score
 from ._tree import Tree
 from ._writer import check_chunk_size
-from .exceptions import (
-    ConflictError,
-    CorruptDataError,
-    InvalidArgumentError,
-    MissingNodeError,
-    SettingsMismatchError,
-)
+from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, MissingNodeError, SettingsMismatchError
 from .stores.base import Store
 
 T = TypeVar("T")
 
-#: Commits in a row that found a shard's held head current before the next starts from it without reading
-#: (mdss._commit._read_first).
+#: Commits in a row that found a shard's held head current before the next trusts it unread (``_commit._read_first``).
 TRUST_AFTER = 2
 
 
@@ -90,8 +48,7 @@ def shard_of(member: str, shards: int) -> int:
 
 
 def store_settings(store: Store, key: str, settings: Settings) -> None:
-    """Store a sharded set's settings unless they are there (compare-and-set "only if absent"); settings
-    stored meanwhile by another creator must be the same."""
+    """Store a sharded set's settings unless there (compare-and-set "only if absent"): another creator's must match."""
     try:
         store.cas(key, settings.encode(), None)
     except ConflictError as exc:
@@ -104,8 +61,7 @@ def store_settings(store: Store, key: str, settings: Settings) -> None:
 
 
 def open_sharded(store: Any, name: Any, shards: Any, options: dict[str, Any]) -> ShardedSet | None:
-    """The set ``name`` when it is (to be) sharded: ``shards`` > 1 given, or its settings record names its
-    shards (one round trip); ``None`` for an unsharded set. ``SortedSet.open`` decides by it."""
+    """The set ``name`` if sharded (``shards`` > 1 given, or its settings record says so: one round trip), else None."""
     if not isinstance(store, Store) or not isinstance(name, str) or not name:
         return None  # SortedSet says what is wrong
     if shards is not None and (type(shards) is not int or not 1 <= shards <= MAX_SHARDS):
@@ -125,11 +81,8 @@ def open_sharded(store: Any, name: Any, shards: Any, options: dict[str, Any]) ->
 
 
 class ShardedSet(SetMethods):
-    """A sorted set split into ``shards`` independent trees; see :class:`SortedSet`, whose reads and writes
-    it answers identically. Made by ``SortedSet(store, name, shards=S)``; ``S`` is fixed at creation.
-
-    Writes are atomic per shard: a batch that spans shards commits shard by
-    shard (an ``incr`` that would overflow is refused before any shard commits).
+    """A sorted set split into ``shards`` trees, answering as :class:`SortedSet` does (``SortedSet(..., shards=S)``
+    makes it). Writes are atomic per shard (an ``incr`` that would overflow is refused before any shard commits).
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", shards=3, chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -161,8 +114,7 @@ class ShardedSet(SetMethods):
         self._cache = NodeCache(cache_bytes)  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
         self._all_keys = AllKeys(self._cache)
         self._stored = settings
-        # The settings record may be missing: this object's drop() removed it, or a shard made its head afresh
-        # and could not store it (_restore). The next write stores it (_ensure_settings).
+        # True while the settings record may be missing (after drop(), or a failed _restore): the next write stores it.
         self._resettle = False
         stale = [0.0]  # how often held heads had moved: alike on every shard (mdss._engine.WriterState.learn)
         #: The engines this set is a facade over, one per shard.
@@ -218,18 +170,15 @@ class ShardedSet(SetMethods):
         return stored
 
     def _ensure_settings(self) -> None:
-        """Store the settings again before writing, if this object's ``drop()`` removed them (a shard whose
-        head a write makes afresh does it too: :meth:`_restore`)."""
+        """Store the settings again before writing, if ``drop()`` removed them (or :meth:`_restore` could not)."""
         if self._resettle:
             store_settings(self.store, self._settings_key, self._stored)
             self._resettle = False
 
     def _restore(self) -> None:
-        """A write made a shard's head afresh: store the set's settings again if a ``drop()`` (by any object
-        or process) removed them, else the shard's members would be lost to every reader, who finds no
-        settings. After the head, so that a drop that deletes the settings meanwhile finds the head. Until
-        that is done the set's next write stores them (:meth:`_ensure_settings`): a retry of this write finds
-        the head made and would not come here again."""
+        """A write made a shard's head afresh: store the settings again, after the head so that a concurrent ``drop()``
+        finds it (without settings, readers would not find the shard's members). Until done, the next write stores
+        them: a retry of this write finds the head made and would not come here."""
         self._resettle = True
         store_settings(self.store, self._settings_key, self._stored)
         self._resettle = False
@@ -271,8 +220,7 @@ class ShardedSet(SetMethods):
         return datas, Gather(parts, self.store, self._cache, self._order.key)
 
     def _part(self, i: int, data: bytes | None) -> Part:
-        """Shard ``i`` as a read sees it, from its head's bytes (read with the other shards' heads in one
-        ``get_many``): the part seen last while the bytes are the same, else decoded with its log's view."""
+        """Shard ``i`` as a read sees it from its head's bytes: the part seen last while they are the same."""
         engine, seen = self.engines[i], self._seen[i]
         if data is not None and seen is not None and seen.data == data:
             return seen.seen()
@@ -289,8 +237,7 @@ class ShardedSet(SetMethods):
         return part
 
     def _read(self, fn: Callable[[Gather], T]) -> T:
-        """Run ``fn`` on one snapshot of every shard (their heads in one ``get_many``); if a node it needs
-        was collected meanwhile, on newer heads."""
+        """Run ``fn`` on one snapshot of every shard; if a node it needs was collected meanwhile, on newer heads."""
         datas, g = self._gather()
         merged = self._all_keys
         keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them
@@ -344,8 +291,7 @@ class ShardedSet(SetMethods):
         return g.index(g.parts[shard_of(member, self.shards)]).get(member)
 
     def _entries(self, g: Gather, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
-        """The entries at global positions ``start`` to ``stop - 1``: an exact selection across shards;
-        ranks by ``ties`` (a competition rank: the entries better than the first one's score, summed)."""
+        """The entries at global positions ``start`` to ``stop - 1`` (an exact selection across shards), ranked."""
         start, stop = max(start, 0), min(stop, g.count)
         if start >= stop:
             return []
@@ -390,8 +336,7 @@ class ShardedSet(SetMethods):
             )
 
     def _commit_ops(self, ops: list[tuple[str, str, Any]], wants: list[Any]) -> list[Any]:
-        """Route each operation to its member's shard and commit shard by shard (each through its own
-        group commit); results in the order of ``ops``."""
+        """Commit each operation in its member's shard, shard by shard; results in the order of ``ops``."""
         groups: dict[int, list[int]] = {}
         for n, (_, member, _) in enumerate(ops):
             groups.setdefault(shard_of(member, self.shards), []).append(n)
@@ -400,17 +345,15 @@ class ShardedSet(SetMethods):
         self._ensure_settings()
         results: list[Any] = [None] * len(ops)
         for i, indices in sorted(groups.items()):
-            # Each shard's engine starts from its head as last seen, or reads it first when that was mostly
-            # stale lately (mdss._commit._read_first): a process spreading writes over S shards holds older heads.
+            # From the head last seen, or read first when that was mostly stale lately (as with writes over S shards).
             got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
             for n, result in zip(indices, got or ()):
                 results[n] = result
         return results
 
     def _refuse_overflow(self, ops: list[tuple[str, str, Any]]) -> None:
-        """A batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) is refused before
-        any shard commits, as the scores read now tell (a concurrent writer may still make one shard's
-        commit refuse it after others committed: atomicity is per shard)."""
+        """Refuse a batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) on the scores read
+        now, before any shard commits (a concurrent writer may still make one shard refuse it after others did)."""
         members = sorted({member for _, member, _ in ops})
         now: dict[str, Any] = dict(zip(members, self.scores(members)))
         for op, member, value in ops:
@@ -468,11 +411,8 @@ class ShardedSet(SetMethods):
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        The cursor holds the last entry returned; the next page continues
-        just after it on the newest state (by key), so a member unchanged
-        throughout is never skipped nor repeated, however other writers
-        change the set; ranks are those of the newest state. The first page
-        costs two round trips with manifests cached, the next ones three.
+        The next page continues after the last entry returned, on the newest state: a member unchanged meanwhile is
+        never skipped nor repeated. Two round trips with manifests cached, three after the first page.
         """
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")

@@ -1,10 +1,7 @@
 """SortedSet: a sorted set over one engine (one head, its trees and update log: ``mdss._engine``).
 
-Its reads and writes are ``mdss._facade``'s, over this class's hooks on the
-engine's snapshots (``mdss._snapshot``); commits, merges, gc and check are the
-engine's modules (``_commit``, ``_merge``, ``_garbage``, ``_check``).
-``SortedSet(...)`` is :meth:`SortedSet.open`, which makes a ``ShardedSet``
-(``mdss._shards``) for a sharded set. See docs/architecture.md.
+Reads and writes are ``mdss._facade``'s, over hooks on the engine's snapshots (``mdss._snapshot``); commits, merges, gc
+and check are the engine's modules. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -30,14 +27,8 @@ T = TypeVar("T")
 
 
 def _ranked(order: Order, ranking: Any, start: int, members: list[str], scores: list[Any], ties: str) -> list[Entry]:
-    """Entries for ``members`` and ``scores`` found at position ``start`` of ``ranking``, ranked by ``ties``.
-
-    A competition rank is 1 + the entries with a strictly better score: the
-    count below the first entry's score, then each later entry's position
-    unless it ties with the one before. A dense rank is 1 + the distinct
-    scores strictly better: the first entry's (``mdss.dense_below``),
-    then one more at each change of score.
-    """
+    """Entries for ``members`` and ``scores`` found at position ``start`` of ``ranking``, ranked by ``ties``: the first
+    one's rank counted, each later one's following from it (the same, or one more at a change of score)."""
     ranks = list(range(start + 1, start + 1 + len(members)))
     if ties == "competition" and members:
         ranks[0] = ranking.count_below([order.first_key(scores[0])])[0] + 1
@@ -56,12 +47,9 @@ def _tree_of(ranking: Any) -> Tree:
 
 
 def _group_ids(ranking: Any, first: Any, ties: str) -> list[str]:
-    """The entry sets a competition or dense rank of a listing's first entry may count in besides the
-    listing's, from the manifests alone: ``first`` is the first key of the entry set (region) where the
-    listing starts (``None`` for the leftmost). The first entry's tie group starts in an earlier entry set
-    only if that one begins with its score: then in the one the first key of that score routes to. A dense
-    rank over the log also reads those of the scores logged since its last dense read
-    (:func:`mdss.dense_keys`)."""
+    """The entry sets besides the listing's that a competition or dense rank of its first entry may count in, from the
+    manifests alone (``first``: the first key of the entry set where the listing starts, ``None`` for the leftmost): the
+    one its score's first key routes to, and for a dense rank those of the scores logged since (``dense_keys``)."""
     probes = [] if first is None else [first[:1]]  # the first key of its score
     if ties == "dense":
         probes += dense_keys(ranking)
@@ -69,8 +57,7 @@ def _group_ids(ranking: Any, first: Any, ties: str) -> list[str]:
 
 
 def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], list[Any]]:
-    """``ranking.slice(start, stop)``, reading in the same batch the entry sets that :func:`_ranked` then
-    counts in by ``ties`` (:func:`_group_ids`): every ``ties`` costs the round trips of ``"ordinal"``."""
+    """``ranking.slice(start, stop)``, reading in the same batch the entry sets :func:`_ranked` counts in."""
     if ties != "ordinal" and start < min(stop, ranking.count):
         ids = ranking.leaf_ids(start, stop)  # first: it descends the manifests a level per batch
         extra = _group_ids(ranking, ranking.first_at(start), ties)
@@ -80,8 +67,7 @@ def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], l
 
 
 class _Opens(type):
-    """Calling ``SortedSet(...)`` is :meth:`SortedSet.open`, which picks the class: a sharded set is a
-    ``ShardedSet``."""
+    """Calling ``SortedSet(...)`` is :meth:`SortedSet.open`, which picks the class."""
 
     def __call__(cls, *args: Any, **options: Any) -> Any:
         return cls.open(*args, **options)  # type: ignore[attr-defined]
@@ -90,25 +76,13 @@ class _Opens(type):
 class SortedSet(SetMethods, metaclass=_Opens):
     """A sorted set of ``(member, score)`` kept in a key-value store.
 
-    ``order`` is ``"desc"`` (highest score first, the usual leaderboard) or
-    ``"asc"``; ties are broken by member. ``chunk_size`` is the most entries
-    an entry set and the most children a manifest hold. Both default to the
-    stored settings of an existing set (or of the set another process
-    creates first), else ``"desc"`` and 1000; opening an existing set with
-    different ones raises :class:`SettingsMismatchError`. ``cache_bytes``
-    bounds the cache of decoded nodes. Replaced nodes are deleted
-    ``gc_grace`` seconds after the commit that replaced them, so that
-    readers on an older head can finish. A commit that loses races retries
-    for up to ``retry_budget`` seconds (and at most ``max_attempts`` rounds
-    of up to three lost races, if given; between rounds it waits for a pause
-    in the other writers' commits). Writes from concurrent threads are
-    grouped into one commit of up to ``max_batch`` operations; a commit
-    waits up to ``max_wait`` seconds for more to join (0: only what queued
-    while the previous commit ran).
-    ``shards=S`` (fixed when the set is created, stored in its settings)
-    splits the set into ``S`` independent trees with their own heads and
-    update logs; every read still answers exactly. ``SortedSet(...)`` is
-    :meth:`open`: it then returns a :class:`mdss.ShardedSet`.
+    ``order`` is ``"desc"`` (highest score first) or ``"asc"``; ties are broken by member. ``chunk_size`` is the most
+    entries an entry set and children a manifest hold. Both default to those stored, else ``"desc"`` and 1000; others
+    raise :class:`SettingsMismatchError`. ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are deleted
+    ``gc_grace`` seconds after the commit that replaced them, for readers of older heads. A commit that loses races
+    retries for up to ``retry_budget`` seconds (and ``max_attempts`` rounds, if given). Concurrent threads' writes are
+    grouped into commits of up to ``max_batch`` operations, waiting up to ``max_wait`` seconds for more. ``shards=S``
+    (fixed at creation) splits the set into ``S`` trees with their own heads and logs: a :class:`mdss.ShardedSet`.
 
     >>> board = SortedSet(mdss.open_store("memory://"), "board", chunk_size=4)
     >>> board.add_many({"ann": 5, "bob": 7, "cid": 5, "dee": 1})
@@ -121,8 +95,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     @classmethod
     def open(cls, store: Store, name: str, *, shards: int | None = None, **options: Any) -> SortedSet | ShardedSet:
-        """The set ``name``: a ``SortedSet``, or a :class:`ShardedSet` when ``shards`` > 1 is given or the
-        stored set is sharded (its settings record: one round trip)."""
+        """The set ``name``: a :class:`ShardedSet` if ``shards`` > 1 or the stored set is sharded, else a SortedSet."""
         sharded = _shards.open_sharded(store, name, shards, options)
         if sharded is not None:
             return sharded
@@ -141,10 +114,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
         resolvers: Mapping[str, Resolver] | None = None,
         **options: Any,
     ) -> SortedSet:
-        """A set stored at ``keys``: an internal part of another object (a board's window, settings or
-        registry: :meth:`mdss._keys.Keyspace.internal`), which no set name reaches; ``name`` is for
-        messages. Never sharded. ``node_bytes`` bounds its nodes' bytes when it creates the set (its
-        members hold rows); ``resolvers`` are the ops its owner adds to commits (``mdss._commit``)."""
+        """An unsharded set at ``keys`` that no set name reaches, a part of another object (a board's window...);
+        ``name`` is for messages, ``node_bytes`` bounds its nodes when it creates the set, ``resolvers`` are the ops its
+        owner adds to commits."""
         check_options(store, **options)
         engine = Engine(store, name, keys, _commit.commit, node_bytes=node_bytes, **options)
         engine.resolvers.update(resolvers or {})
@@ -284,13 +256,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
-        Pages read the snapshot of the first page (no head read), so paging
-        never yields a member twice and never skips one, however the set
-        changes meanwhile, for as long as that snapshot's nodes are kept
-        (``gc_grace`` after they are replaced). After that, the next page
-        continues on the newest state just after the last entry returned: a
-        member unchanged throughout is still never skipped nor repeated. The
-        cursor is a URL-safe string, bound to this set; it pins no storage.
+        Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
+        (``gc_grace``); then the newest state after the last entry returned (a member unchanged meanwhile is neither
+        skipped nor repeated). The cursor is a URL-safe string, bound to this set; it pins no storage.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 3, "b": 2, "c": 1})
         >>> first = board.page(2)
@@ -356,36 +324,20 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
         """Delete stored nodes that no head can ever name again; returns how many it deleted.
 
-        Without ``sweep`` it lists nothing: the head's garbage notes name the
-        nodes that landed commits replaced, which processes that ended before
-        their grace period did not delete. ``sweep=True`` also finds, by a
-        paged listing of the set's keys (O(nodes): a maintenance call after
-        crashes), the nodes of commits that never published. Both are safe
-        whatever the clocks and timings and whatever runs beside them (gc
-        epochs, see docs/architecture.md). ``min_age`` spares swept nodes
-        minted less than that many seconds ago (by their writer's clock).
-        Unless ``wait=False``, it waits ``gc_grace`` seconds before deleting,
-        so that readers holding an older head finish.
+        Without ``sweep``, the head's garbage notes name what to delete; ``sweep=True`` also lists the set's keys
+        (O(nodes): after crashes) for nodes of commits never published, minted over ``min_age`` seconds ago. Safe
+        whatever runs beside it. Unless ``wait=False``, it waits ``gc_grace`` seconds first, for readers of older heads.
         """
         return _garbage.gc(self.engine, self._checked_gc(min_age, sweep), wait, sweep)
 
     def merge(self) -> bool:
-        """Fold the whole update log into the trees now; True if this call merged (False: the log was
-        empty, or another process's merge holds its claim).
-
-        Writes merge by themselves once the log reaches ``log_limit`` (or its
-        manifest half its bound, ``mdss._log.PAGE_SEGS``); this is for a
-        quiet moment, a benchmark, or before a backup.
-        """
+        """Fold the whole update log into the trees now (writes do at ``log_limit``); True if this call merged, False
+        if the log was empty or another process's merge holds its claim."""
         return _merge.merge(self.engine)
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
-        """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago.
-
-        That is garbage waiting for its grace period or for ``gc()``, and
-        nodes of commits in flight. Not a problem: :meth:`check` does not
-        report it.
-        """
+        """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago: garbage awaiting
+        ``gc()`` and nodes of commits in flight (not a problem :meth:`check` reports)."""
         return _garbage.unreferenced(self.engine, min_age)
 
     def node_keys(self) -> list[str]:
@@ -399,13 +351,8 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def check(self) -> list[str]:
         """Verify every invariant of the stored set; the problems found (empty when sound).
 
-        Reads every node: O(n). Checks checksums, field types, sortedness and
-        node sizes, minimum fill of non-root nodes, manifest summaries against
-        their children, equal leaf depth, the member index against the score
-        tree, the head's counts against the trees, and that a set with nodes
-        has a head. Garbage awaiting ``gc()`` is not a problem (see
-        :meth:`unreferenced`). Damage is returned, never raised: a lost head
-        too (what reads raise as :class:`HeadMissingError`).
+        Reads every node: O(n). Checks checksums, types, order, node sizes and fill, manifest summaries, leaf depth, the
+        member index against the score tree and the head's counts. Damage is returned, never raised (a lost head too).
         """
         return _check.check(self.engine)
 

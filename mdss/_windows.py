@@ -1,10 +1,4 @@
-"""Time windows of a leaderboard: which instance (``day:2026-11-23``, ``week:2026-W48``, ``month:2026-11``,
-``all``) a moment falls in, in UTC or in a given time zone, and when an instance starts.
-
-Each instance is its own set, so an old week stays readable after the next
-one starts; its start (seconds since the epoch) orders the instances of a
-kind in the board's registry.
-"""
+"""Time windows of a leaderboard: the instance (``day:2026-11-23``, ``week:2026-W48``...) of a moment, its start."""
 
 from __future__ import annotations
 
@@ -19,8 +13,7 @@ from .exceptions import InvalidArgumentError
 KINDS = ("all", "day", "week", "month")
 UTC = dt.timezone.utc
 
-#: An instance name, matched whole (``fullmatch``: ``$`` would let a trailing newline through) in ASCII digits
-#: (``\d`` takes any Unicode digit, and ``int()`` reads them).
+#: An instance name, matched whole (``$`` would let a trailing newline through) in ASCII digits (``\d`` takes any).
 _NAME = re.compile(
     r"all|day:([0-9]{4})-([0-9]{2})-([0-9]{2})|week:([0-9]{4})-W([0-9]{2})|month:([0-9]{4})-([0-9]{2})", re.ASCII
 )
@@ -40,17 +33,15 @@ def check_tz(tz: Any) -> dt.tzinfo:
     raise InvalidArgumentError(f"tz must be None, a zone name or a tzinfo, got {tz!r:.80}")
 
 
-#: The moments a clock may give, a day inside the years 1 to 9999 at either end: cut in any time zone (whose
-#: offsets are under a day), the moment has a date, and so each window an instance.
+#: The moments a clock may give, a day inside the years 1 to 9999: in any time zone the moment has a date.
 EARLIEST = dt.datetime(1, 1, 2, tzinfo=UTC)
 LATEST = dt.datetime(9999, 12, 31, tzinfo=UTC)  # excluded
 _SECONDS = (EARLIEST.timestamp(), LATEST.timestamp())
 
 
 def moment(now: Callable[[], Any]) -> dt.datetime:
-    """The current moment (in UTC) from an injectable clock returning an aware datetime or epoch seconds, from
-    :data:`EARLIEST` to :data:`LATEST`; :class:`InvalidArgumentError` for anything else (NaN, infinities,
-    ``datetime.max``, a naive datetime, a bool...), never an ``OverflowError``.
+    """The moment (UTC) ``now()`` gives as an aware datetime or epoch seconds, from :data:`EARLIEST` to :data:`LATEST`;
+    :class:`InvalidArgumentError` for anything else (NaN, a naive datetime...), never an OverflowError.
 
     >>> moment(lambda: 0).isoformat(), moment(lambda: dt.datetime(2026, 11, 23, 1, tzinfo=UTC)).day
     ('1970-01-01T00:00:00+00:00', 23)

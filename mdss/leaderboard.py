@@ -1,11 +1,9 @@
 """Leaderboards: one row per owner, several sorted columns with composite keys, time windows, five views.
 
 Each window instance (``all``, ``day:2026-11-23``, ``week:2026-W48``, ``month:2026-11``) is one ascending
-:class:`SortedSet` holding each row as an entry beside its column entries (``mdss._board_format``). A post to a
-window is one commit that expects the row it read, so a snapshot never shows a row and its column entries
-disagreeing. A ``post_id`` is recorded with the moment of its first try in the board's record of post ids, and
-counted in each window by an entry added in the commit that changes the row: a retry goes to the first try's windows
-and counts nothing twice within ``post_id_ttl`` (see docs/leaderboard.md).
+:class:`SortedSet` holding each row as an entry beside its column entries (``mdss._board_format``). A post to a window
+is one commit that expects the row it read, so a snapshot never shows a row and its column entries disagreeing. See
+docs/leaderboard.md.
 """
 
 from __future__ import annotations
@@ -17,26 +15,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from . import _board_settings, _estimate, _ops, _snapshot, _windows
 from . import _board_views as views
-from . import _estimate, _ops, _snapshot, _windows
 from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
 from ._board_ops import RESOLVERS
 from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row
-from ._board_settings import (
-    _LEGACY_EPOCH,
-    check_columns,
-    check_rules,
-    check_storage,
-    migration,
-    retired,
-    settings,
-    stored_rules,
-)
+from ._board_settings import _LEGACY_EPOCH
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
-from ._board_settings import stored_settings as _stored_settings
 from ._board_views import Page, RankedRow
 from ._codec import unpack
 from ._keys import Keyspace, board_keyspace
@@ -50,29 +38,20 @@ from .stores.base import Record, Store
 POST_ID_TTL = 86400
 #: Ranks a leaderboard can return.
 TIES = ("ordinal", "competition", "dense")
-#: The most bytes a node of a window's set weighs (``mdss._tree.weights``): rows are large, and a node must
-#: fit every store's value limit (DynamoDB's is 400 KB). A quarter of it bounds a row entry (see ``post``).
+#: The most bytes a node of a window's set weighs (rows are large; DynamoDB's limit is 400 KB); a row entry a quarter.
 NODE_BYTES = 65536
 
 
 class Leaderboard:
     """A leaderboard: rows of values per owner, ranked by several columns, in time windows.
 
-    ``columns`` maps each column name to a direction (``"desc"``: highest
-    first; the field is the column's name) or to a list of ``(field,
-    direction)`` parts, compared in turn, ties finally broken by owner.
-    ``accumulate`` fields add up over posts; ``keep_best`` fields keep the
-    ``"min"`` or ``"max"``; every other field takes the posted value.
-    ``windows`` are the kinds a post goes to (``all``, ``day``, ``week``
-    (ISO), ``month``), cut in ``tz`` (UTC by default, or a zoneinfo name);
-    ``retention={"day": 30}`` keeps the 30 newest day windows. ``now``
-    (epoch seconds or an aware datetime) can be injected for tests.
-    ``node_bytes`` bounds the nodes of the windows' sets, which hold the
-    rows, in bytes (given to a window's set when it is created).
-    ``post_id_ttl`` is how long, in seconds, a ``post_id`` is remembered (a
-    day by default): a post retried within it counts nothing twice. Other
-    keyword arguments (``chunk_size``, ``log_limit``, ``gc_grace``...) go to
-    every window's :class:`SortedSet`.
+    ``columns`` maps each column name to a direction (``"desc"``: highest first; the field is the column's name) or to a
+    list of ``(field, direction)`` parts, compared in turn, ties finally broken by owner. ``accumulate`` fields add up
+    over posts; ``keep_best`` fields keep the ``"min"`` or ``"max"``; every other field takes the posted value.
+    ``windows`` are the kinds a post goes to (``all``, ``day``, ``week`` (ISO), ``month``), cut in ``tz`` (UTC by
+    default, or a zoneinfo name); ``retention={"day": 30}`` keeps the 30 newest day windows. ``now`` is a clock for
+    tests. ``node_bytes`` bounds the nodes of new windows' sets; ``post_id_ttl`` is how long (seconds) a ``post_id`` is
+    remembered. Other options (``chunk_size``, ``gc_grace``...) go to every window's :class:`SortedSet`.
 
     >>> board = Leaderboard(mdss.open_store("memory://"), "game", columns={"xp": "desc"}, accumulate=["kills"])
     >>> board.post("ann", {"xp": 600, "kills": 2}, post_id="p1")
@@ -108,27 +87,27 @@ class Leaderboard:
             # refused since boards named their parts "game#week:2026-W48", "game#rows#all" (see board_keyspace)
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {name!r:.80}")
         self.store, self.name = store, name
-        self.columns = check_columns(columns)
-        self.accumulate, self.keep_best, self.windows_kinds, self.retention = check_rules(
+        self.columns = _board_settings.check_columns(columns)
+        self.accumulate, self.keep_best, self.windows_kinds, self.retention = _board_settings.check_rules(
             accumulate, keep_best, windows, retention
         )
         self.tz = _windows.check_tz(tz)
-        self._now, self.node_bytes, self.post_id_ttl, self._options = check_storage(
+        self._now, self.node_bytes, self.post_id_ttl, self._options = _board_settings.check_storage(
             now, node_bytes, post_id_ttl, options
         )
         self._now = self._now or time.time
         self._sets: dict[str, SortedSet] = {}
         self._lock = threading.Lock()
         self._registered: set[str] = set()
-        found, self._legacy = _stored_settings(store, name)
+        found, self._legacy = _board_settings.stored_settings(store, name)
         self._registry = self._part_set("windows")
         self._post_ids: SortedSet | None = None
         self._adopt_settings(found)
 
     @classmethod
     def open(cls, store: Store, name: str, **options: Any) -> Leaderboard:
-        """The board ``name`` with the columns, ``accumulate`` and ``keep_best`` it was stored with (by the
-        first :class:`Leaderboard` that used it); ``options`` as for the constructor (windows, tz...).
+        """The board ``name`` with the columns, ``accumulate`` and ``keep_best`` it was stored with; ``options`` as for
+        the constructor (windows, tz...).
 
         >>> store = mdss.open_store("memory://")
         >>> _ = Leaderboard(store, "g", columns={"race": [("laps", "desc"), ("ms", "asc")]}, accumulate=["k"])
@@ -139,7 +118,7 @@ class Leaderboard:
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
-        return cls(store, name, **stored_rules(store, name), **options)
+        return cls(store, name, **_board_settings.stored_rules(store, name), **options)
 
     # -- its sets: SortedSets at internal keys, whose engines commit the board's ops --------------------------------
 
@@ -169,7 +148,7 @@ class Leaderboard:
     def _adopt_settings(self, record: Record | None) -> None:
         """Store the settings on first use (``record``: those stored), refuse others, migrate old boards."""
         key = self._space("board").head
-        data = settings(self.columns, self.accumulate, self.keep_best, ROWS_LAYOUT)
+        data = _board_settings.settings(self.columns, self.accumulate, self.keep_best, ROWS_LAYOUT)
         if record is None:
             try:
                 self.store.cas(key, data, None)
@@ -177,7 +156,7 @@ class Leaderboard:
             except ConflictError:
                 record = self.store.get(key)
         if record is not None and record.value != data:
-            if record.value == settings(self.columns, self.accumulate, self.keep_best, None):
+            if record.value == _board_settings.settings(self.columns, self.accumulate, self.keep_best, None):
                 self._migrate()
                 with contextlib.suppress(ConflictError):  # another process moved it first
                     self.store.cas(key, data, record.version)
@@ -188,14 +167,14 @@ class Leaderboard:
             )
 
     def _migrate(self) -> None:
-        """Move every window of a board that kept rows in records (``_board_settings.migration``); run once,
-        by the first process to open it, when processes of earlier versions have stopped posting."""
+        """Move every window of a board that kept rows in records into its set, once, by the first process to open it
+        (when processes of earlier versions have stopped posting)."""
         for instance in self.windows():
             sset = self._set(instance)
             records = self._space(f"rows#{instance}")
             for _ in sset.engine.policy.attempts():
                 try:
-                    for ops in migration(self.store, records, sset):
+                    for ops in _board_settings.migration(self.store, records, sset):
                         sset.engine.group.submit(ops)
                     epoch = sset.score(_LEGACY_EPOCH)
                     if epoch is not None:
@@ -244,13 +223,13 @@ class Leaderboard:
         return [n for n in names if kind is None or n.partition(":")[0] == kind]
 
     def _register(self, instance: str) -> bool:
-        """List ``instance`` among the windows, dropping those ``retention`` no longer keeps; False if it is
-        one of those itself (a retry of a post whose window was dropped since: it must not come back)."""
+        """List ``instance`` among the windows, dropping those ``retention`` no longer keeps; False if it is one of
+        those (a retry of a post whose window was dropped since: it must not come back)."""
         if instance in self._registered:
             return True
         kind = instance.partition(":")[0]
         keep = self.retention.get(kind)
-        doomed = [] if keep is None else retired(instance, self.windows(kind), keep, self.tz)
+        doomed = [] if keep is None else _board_settings.retired(instance, self.windows(kind), keep, self.tz)
         if doomed is None:
             return False
         self._registry.add(instance, _windows.start(instance, self.tz) or 0, only="new")
@@ -304,28 +283,18 @@ class Leaderboard:
         """Post values for ``owner`` to every window; returns, per window instance, whether it changed.
 
         Fields merge into the owner's row: ``accumulate`` fields add up, ``keep_best`` fields keep the min or max,
-        others take the value; ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``, ``"gt"``,
-        ``"lt"``, with Redis' ``ZADD`` meanings). ``only="new"`` / ``"existing"`` posts only where the owner has no
-        row / a row.
+        others take the value; ``ops`` overrides that per field (``"set"``, ``"incr"``, ``"best"``, ``"gt"``, ``"lt"``,
+        as in Redis' ``ZADD``). ``only="new"`` / ``"existing"`` posts only where the owner has no row / a row.
 
-        A ``post_id`` (per owner) is remembered for ``post_id_ttl`` seconds
-        (a day by default), whatever else the owner posts meanwhile: a post
-        retried within that time, after a crash or a timeout, goes to the
-        window instances of its first try (even if the day, week or month
-        has turned since) and finishes the windows it had not reached,
-        counting nothing twice. Retried later, it may count again.
-
-        Everything is validated before anything is written (but for an overflow of a summed value, found against
-        each window's row, which leaves every row unchanged and the post id recorded). One commit (an update-log
-        append) per window; with a ``post_id``, one more before them, to the board's record of post ids (and a read
-        if the post is a retry).
+        A ``post_id`` (per owner) retried within ``post_id_ttl`` seconds goes to the windows of its first try, even if
+        the day has turned since, and counts nothing twice. Everything is validated before anything is written (but an
+        overflow of a summed value, which changes no row). One commit per window; with a ``post_id``, one more before
+        them to the board's record of post ids (and a read if the post is a retry).
         """
         owner = self._owner(owner)
         numeric = (*self.accumulate, *self.keep_best)
         checked, ops = check_post(values, ops, only, post_id, self.columns, numeric, self.keep_best)
-        new_row(
-            None, checked, ops, self.accumulate, self.keep_best, self.columns
-        )  # size and field-count limits, before anything is written
+        new_row(None, checked, ops, self.accumulate, self.keep_best, self.columns)  # refuses a row past the limits
         when = _windows.moment(self._now)
         stamp = when.timestamp()
         post = None
@@ -358,9 +327,8 @@ class Leaderboard:
         )
 
     def _first_tried(self, member: str, stamp: float) -> float:
-        """When the post of post id entry ``member`` was first tried: ``stamp`` (recorded now) or the moment
-        recorded, unless past ``post_id_ttl``. Its commit forgets a few expired ids (a later one if this
-        process held no head of the record yet)."""
+        """When the post of post id entry ``member`` was first tried: ``stamp`` (recorded now) or the moment recorded,
+        unless past ``post_id_ttl``; the commit forgets a few expired ids."""
         posts = self._posts()
         cutoff = stamp - self.post_id_ttl
         held = posts.engine.writer.held is not None
@@ -417,8 +385,7 @@ class Leaderboard:
         fresh: bool,
         done: dict[str, bool],
     ) -> list[_Plan] | None:
-        """Each ``pending`` window's commit. Windows where the post does nothing (post id counted, or ``only``
-        excludes the row) go to ``done`` as ``False``; ``None`` if that was decided on a possibly old head."""
+        """Each ``pending`` window's commit; no-ops go to ``done`` as False (``None``: decided on the held head)."""
         plans: list[_Plan] = []
         for instance in pending:
             entry, seen, old = self._row_entry(self._set(instance), owner, fresh, post)
@@ -471,10 +438,8 @@ class Leaderboard:
     ) -> dict[str, Any]:
         """View 1: the owner's rank in every column its row has (``{}`` without a row). One snapshot.
 
-        With ``estimate=True``, each rank is an :class:`~mdss.Estimate` whose bounds always hold, read from the
-        score tree's manifests only (as :meth:`SortedSet.estimate_rank`): the column's start and the owner's entry
-        each fall in an entry set the manifests cannot see into, so ``high - low`` is under twice the chunk size.
-        Bounds wider than ``max_error`` read those entry sets and are exact.
+        With ``estimate=True``, each rank is an :class:`~mdss.Estimate` read from the manifests only (as
+        :meth:`SortedSet.estimate_rank`): ``high - low`` is under twice the chunk size; wider than ``max_error``, exact.
         """
         owner, ties = self._owner(owner), self._ties(ties)
         if type(estimate) is not bool:
@@ -499,8 +464,8 @@ class Leaderboard:
         window: str | None = None,
         ties: str = "ordinal",
     ) -> list[RankedRow]:
-        """View 3: the ranked rows around the owner's in ``column``: up to ``before`` better, the owner's, up
-        to ``after`` worse (``[]`` if the owner has no row or lacks the column's fields)."""
+        """View 3: up to ``before`` better ranked rows of ``column``, the owner's, up to ``after`` worse (``[]`` if the
+        owner has no row or lacks the column's fields)."""
         owner, col, ties = self._owner(owner), self._column(column), self._ties(ties)
         check_count(before, "before")
         check_count(after, "after")
@@ -509,8 +474,8 @@ class Leaderboard:
     def rows(
         self, owners: Iterable[str], column: str, *, window: str | None = None, ties: str = "ordinal"
     ) -> list[RankedRow]:
-        """View 4: the rows of ``owners`` (friends) with their ranks in ``column``, best first; owners
-        without a row are left out, rows lacking the column's fields come last with rank ``None``."""
+        """View 4: the rows of ``owners`` (friends) with their ranks in ``column``, best first; owners without a row are
+        left out, rows lacking the column's fields come last with rank ``None``."""
         if isinstance(owners, str) or not isinstance(owners, Iterable):
             raise InvalidArgumentError(f"owners must be an iterable of owners, got {owners!r:.80}")
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
@@ -528,17 +493,15 @@ class Leaderboard:
     ) -> Page:
         """View 5: ``limit`` ranked rows of ``column`` and the cursor of the next page (``None`` after the last).
 
-        Each page is exact (ranks included) in the snapshot it reads, at any depth; the next page continues just
-        after the last row returned, on the newest state (a row unchanged meanwhile is never skipped nor repeated).
-        The cursor is bound to this board, column and window.
+        Each page is exact in the snapshot it reads; the next continues after the last row returned, on the newest
+        state (a row unchanged meanwhile is never skipped nor repeated). The cursor is bound to this board, column and
+        window.
         """
         col, ties = self._column(column), self._ties(ties)
         check_count(limit, "limit", least=1)
         instance = self._instance(window)
-        tag, what = (
-            self._cursor_tag(instance, col.name),
-            f"board {self.name!r}, window {instance!r}, column {col.name!r}",
-        )
+        tag = f"{self._space(instance).prefix}{col.name}"
+        what = f"board {self.name!r}, window {instance!r}, column {col.name!r}"
         after = None if cursor is None else views.decode_cursor(tag, cursor, col, what)
         found, last = self._read(instance, lambda snap: views.page(snap, col, after, limit, ties))
         return Page(found, None if last is None else views.encode_cursor(tag, last))
@@ -556,8 +519,8 @@ class Leaderboard:
         return self._read(window, lambda snap: views.column_size(snap, col))
 
     def percentile(self, owner: str, column: str, *, window: str | None = None) -> float | None:
-        """The share of the column's rows ranked strictly better than the owner's: ``(competition rank - 1)
-        / rows``, 0.0 for the best (ties share it); ``None`` if the row is absent or lacks the column.
+        """The share of the column's rows ranked strictly better than the owner's (as :meth:`SortedSet.percentile`);
+        ``None`` if the row is absent or lacks the column.
 
         >>> board = Leaderboard(mdss.open_store("memory://"), "b", columns={"xp": "desc"})
         >>> for i in range(10):
@@ -571,22 +534,17 @@ class Leaderboard:
     def at_percentile(
         self, column: str, p: float, *, window: str | None = None, ties: str = "ordinal"
     ) -> RankedRow | None:
-        """The ranked row at share ``p`` (0 to 1) of the column: position ``floor(p * rows)`` (the last row
-        for 1.0), so that ``percentile`` of its owner is at most ``p``; ``None`` for an empty column."""
+        """The ranked row at position ``floor(p * rows)`` of the column (as :meth:`SortedSet.at_percentile`)."""
         col, ties = self._column(column), self._ties(ties)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
         return self._read(window, lambda snap: views.at_percentile(snap, col, p, ties))
 
-    def _cursor_tag(self, instance: str, column: str) -> str:
-        return f"{self._space(instance).prefix}{column}"
-
     # -- maintenance -----------------------------------------------------------------------------------------------
 
     def gc(self, window: str | None = None, *, wait: bool = True, sweep: bool = False) -> int:
-        """Delete what no head can name again, in one window (``window``) or in every window, the registry
-        and the record of post ids, as :meth:`SortedSet.gc` does (rows are entries of the windows' sets: their
-        nodes are collected with the rest); returns how many keys it deleted."""
+        """Delete what no head can name again (as :meth:`SortedSet.gc`) in ``window``, or in every window, the registry
+        and the record of post ids; returns how many keys it deleted."""
         if type(wait) is not bool or type(sweep) is not bool:
             raise InvalidArgumentError(f"wait and sweep must be True or False, got {wait!r:.40}, {sweep!r:.40}")
         instances = self.windows() if window is None else [self._instance(window)]
@@ -596,9 +554,7 @@ class Leaderboard:
         return deleted
 
     def check(self, window: str | None = None) -> list[str]:
-        """Every invariant of one window: its set's (``SortedSet.check``), that each owner has one row entry
-        and one marker, that each post id entry names an owner with a row, and that each row's column
-        entries are exactly those its values spell, with nothing else in the columns. Reads everything: O(n)."""
+        """The problems of one window: its set's (``SortedSet.check``), then its rows' (``window_problems``). O(n)."""
         instance = self._instance(window)
         sset = self._set(instance)
         return sset.check() or window_problems(list(sset), self.columns)

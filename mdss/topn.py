@@ -1,15 +1,9 @@
 """Top-N sets: "the top 10 of all time" as one small object, with read repair of concurrent writers.
 
-The seed article's first solution. One object holds the best ``n`` entries. On a store that keeps siblings (Riak
-with ``allow_mult``) writers write without coordination: each writes what it read plus its post, with the causal
-context it read, and concurrent writes become siblings. A read merges every sibling — union, each member's best
-score, ordered, cut to ``n`` — and writes the merge back with the context it read (read repair). The merge is
-commutative, associative and idempotent, so every interleaving of writers ends in the same top ``n``: that of
-every score ever posted. On compare-and-set stores the object is updated with a compare-and-set loop.
-
-The stored value is ``seal(msgpack([2, n, order, members, scores]))``, best entry first (:func:`mdss._codec.seal`
-appends a CRC-32). Format 1, the same array with version 1 and no checksum, is still read; the next write turns it
-into format 2.
+One object holds the best ``n`` entries. On a store that keeps siblings (Riak with ``allow_mult``) concurrent writes
+become siblings that a read merges (:func:`merge`) and writes back (read repair), so every interleaving ends in the top
+``n`` of every score posted; on compare-and-set stores, a compare-and-set loop. Stored as ``seal(msgpack([2, n, order,
+members, scores]))``, best first; format 1 (no checksum) is still read, and the next write makes it format 2.
 """
 
 from __future__ import annotations
@@ -32,8 +26,7 @@ Pairs = list[tuple[str, Score]]
 def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
     """The top ``n`` of the union of ``parts``, each member with its best score, best first.
 
-    Commutative, associative and idempotent: merging in any order or any grouping, once or many times, gives the
-    same result.
+    Commutative, associative and idempotent: any order or grouping, once or many times, gives the same result.
 
     >>> merge(Order("desc"), 2, [("a", 1), ("b", 5)], [("a", 7), ("c", 3)])
     [('a', 7), ('b', 5)]
@@ -50,8 +43,7 @@ def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
 class TopN:
     """The best ``n`` entries ever posted to a named object in ``store``.
 
-    A post that loses the race for the object on a compare-and-set store is retried for up to ``retry_budget``
-    seconds (and at most ``max_attempts`` times, if given), with full-jitter backoff between attempts.
+    A post that loses a compare-and-set race is retried for up to ``retry_budget`` seconds (``max_attempts`` at most).
 
     >>> podium = TopN(mdss.open_store("memory://"), "podium", n=3)
     >>> podium.post_many({"ann": 7, "bob": 9, "cid": 8, "dee": 1})
@@ -96,9 +88,7 @@ class TopN:
     def _decode(self, data: bytes) -> Pairs:
         """The entries of one stored value, every field checked; :class:`CorruptDataError` naming the key if not.
 
-        Bytes that fail the checksum are read as format 1, which has none (``mdss._codec.unpack``); damaged
-        format-2 bytes fail that too.
-        """
+        Bytes that fail the checksum are read as format 1, which has none; damaged format-2 bytes fail that too."""
         _, value = unpack(self.key, data, "top-N set")
         if type(value) is not list or len(value) != 5:
             raise self._corrupt("is malformed (not [version, n, order, members, scores])")
@@ -131,9 +121,7 @@ class TopN:
     # -- reads and writes ---------------------------------------------------------
 
     def top(self, *, ties: str = "ordinal") -> list[Entry]:
-        """The best ``n`` entries, best first, ranked by ``ties`` as :meth:`SortedSet.rank` ranks
-        (``"competition"``: equal scores share the rank of the first; ``"dense"``: 1 + the distinct scores
-        better). O(n); one read, plus a write when it repairs siblings.
+        """The best ``n`` entries, ranked as :meth:`SortedSet.rank` ranks; one read, and a write to repair siblings.
 
         >>> podium = TopN(mdss.open_store("memory://"), "p", 4)
         >>> podium.post_many({"ann": 5, "bob": 5, "cid": 9, "dee": 1})
@@ -162,10 +150,7 @@ class TopN:
         return entries[-1][1] if len(entries) == self.n else None
 
     def post(self, member: str, score: Score) -> bool:
-        """Record a score; the member keeps its best. Returns whether the top ``n`` changed.
-
-        A post that cannot enter a full top ``n`` costs one read and no write.
-        """
+        """Record a score; the member keeps its best. Returns whether the top ``n`` changed (if not: no write)."""
         return self.post_many([(member, score)])
 
     def post_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]]) -> bool:
