@@ -1,11 +1,9 @@
 """Scores, members and the order of a set: every key comparison lives here.
 
-A set's entries are ordered by *sort key* ``(s, member)`` where ``s`` is the
-score for an ascending set and its negation for a descending one, so that the
-best entry always has the smallest key and ties are broken by member (code
-point order, ascending) in both orders. Python compares ``int`` and ``float``
-exactly, so integer scores keep all 64 bits: unlike Redis' doubles, 2**53 + 1
-stays distinct from 2**53. Composite scores would change only this module.
+A set's entries are ordered by *sort key* ``(s, member)`` where ``s`` is the score for an ascending set and its negation
+for a descending one, so that the best entry always has the smallest key and ties are broken by member (code point
+order, ascending) in both orders. Python compares ``int`` and ``float`` exactly, so integer scores keep all 64 bits:
+unlike Redis' doubles, 2**53 + 1 stays distinct from 2**53. Composite scores would change only this module.
 """
 
 from __future__ import annotations
@@ -98,9 +96,8 @@ def check_members(members: Any) -> list[str]:
 def check_score(score: Any) -> Score:
     """Return ``score`` as an ``int`` or ``float`` if valid, else raise :class:`InvalidScoreError`.
 
-    Integers must fit in 64 bits (signed); floats must not be NaN (±inf is
-    allowed); ``-0.0`` becomes ``0.0``. Booleans are refused: a ``True``
-    score is almost always a bug.
+    Integers must fit in 64 bits (signed); floats must not be NaN (±inf is allowed); ``-0.0`` becomes ``0.0``. Booleans
+    are refused: a ``True`` score is almost always a bug.
     """
     kind = type(score)
     if kind is int:
@@ -142,9 +139,8 @@ def each_pair(pairs: Any) -> Iterable[tuple[str, Score]]:
 def check_pairs(pairs: Any) -> dict[str, Score]:
     """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins).
 
-    The same rules as :func:`check_member` and :func:`check_score`, with the
-    common case (short ASCII members, int or float scores) inlined: a bulk
-    load of a million pairs spends its time sorting, not validating.
+    The same rules as :func:`check_member` and :func:`check_score`, with the common case (short ASCII members, int or
+    float scores) inlined: a bulk load of a million pairs spends its time sorting, not validating.
     """
     data: dict[str, Score] = {}
     short = MAX_MEMBER_BYTES // 4
@@ -258,9 +254,8 @@ _BITS = struct.Struct(">Q")
 def encode_part(value: Score, direction: str) -> str:
     """A fixed-width string whose code point order is the order of ``value`` (reversed for ``"desc"``).
 
-    Exact for 64-bit ints, floats and ±inf, and across them (``3`` and
-    ``3.0`` encode alike): ``value`` is the float at or just below it plus an
-    integer rest below 2048 (the float spacing near 2**63).
+    Exact for 64-bit ints, floats and ±inf, and across them (``3`` and ``3.0`` encode alike): ``value`` is the float at
+    or just below it plus an integer rest below 2048 (the float spacing near 2**63).
 
     >>> encode_part(2**53 + 1, "asc") > encode_part(2**53, "asc") > encode_part(-math.inf, "asc")
     True

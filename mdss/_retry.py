@@ -1,12 +1,9 @@
 """One retry policy for every loop that waits out a transient condition.
 
-A lost race for an object, a store that is briefly unreachable, an SQLite file
-locked by another process: each is retried with *full jitter* exponential
-backoff (a uniform sleep between 0 and a ceiling that doubles per attempt, up
-to ``cap``) within a **time budget**, not a fixed count. A count of quick
-retries runs out on a store whose conditional write takes milliseconds (a
-strongly consistent Riak PUT); a time budget does not care how slow one
-attempt is.
+A lost race for an object, a store that is briefly unreachable, an SQLite file locked by another process: each is
+retried with *full jitter* exponential backoff (a uniform sleep between 0 and a ceiling that doubles per attempt, up to
+``cap``) within a **time budget**, not a fixed count. A count of quick retries runs out on a store whose conditional
+write takes milliseconds (a strongly consistent Riak PUT); a time budget does not care how slow one attempt is.
 
 >>> policy = Backoff(budget=1.0, base=0.0, max_attempts=3)
 >>> list(policy.attempts())
@@ -26,9 +23,8 @@ import attrs
 class Backoff:
     """Jittered exponential backoff within a budget of ``budget`` seconds.
 
-    ``base`` is the first ceiling (seconds); a caller that measures what one
-    attempt costs passes it to :meth:`ceiling`. ``max_attempts`` optionally
-    bounds the count too.
+    ``base`` is the first ceiling (seconds); a caller that measures what one attempt costs passes it to :meth:`ceiling`.
+    ``max_attempts`` optionally bounds the count too.
     """
 
     budget: float = 10.0

@@ -1,8 +1,7 @@
 """Every exception mdss raises.
 
-Each one subclasses the built-in a caller would already catch (``ValueError``
-for bad input, ``ConnectionError`` for an unreachable store, ...) and all of
-them share the root :class:`MdssError`, so ``except mdss.MdssError`` catches
+Each one subclasses the built-in a caller would already catch (``ValueError`` for bad input, ``ConnectionError`` for an
+unreachable store, ...) and all of them share the root :class:`MdssError`, so ``except mdss.MdssError`` catches
 everything mdss raises on purpose.
 """
 
@@ -49,46 +48,40 @@ class StoreError(MdssError, RuntimeError):
 class StoreUnavailableError(StoreError, ConnectionError):
     """The store cannot be reached, opened or read (after bounded retries).
 
-    Raised by a write, it means the write may or may not have been applied:
-    mdss never deletes what such a write stored until it has proven that the
-    write did not land.
+    Raised by a write, it means the write may or may not have been applied: mdss never deletes what such a write stored
+    until it has proven that the write did not land.
     """
 
 
 class OutcomeUnknownError(StoreUnavailableError):
     """A write's reply was lost and what it wrote could not be proven applied or not applied.
 
-    From :meth:`Store.cas`: the key changed since it was read and may hold
-    this write or a later one. From a set's write methods: the commit may
-    or may not be visible (it cannot be half-visible); re-read before
-    retrying a non-idempotent write such as ``incr``.
+    From :meth:`Store.cas`: the key changed since it was read and may hold this write or a later one. From a set's write
+    methods: the commit may or may not be visible (it cannot be half-visible); re-read before retrying a non-idempotent
+    write such as ``incr``.
     """
 
 
 class MissingNodeError(CorruptDataError):
     """A node the current head names is gone from the store: the set is damaged.
 
-    (A node collected under an *older* head is not this error: reads retry on
-    the newer head.)
+    (A node collected under an *older* head is not this error: reads retry on the newer head.)
     """
 
 
 class HeadMissingError(CorruptDataError):
     """A set has stored nodes but no head: the head was lost (evicted, deleted by hand).
 
-    mdss refuses to treat such a set as empty and start it afresh; ``drop()``
-    removes what is left.
+    mdss refuses to treat such a set as empty and start it afresh; ``drop()`` removes what is left.
     """
 
 
 class ConflictError(StoreError):
     """A conditional write lost: the key changed since it was read; nothing was written.
 
-    From :meth:`Store.cas`, ``current`` is the record the key holds now
-    (``None``: absent) when the store read it in the same round trip, so
-    that the caller need not read it again; ``current_known`` says whether
-    it did. From a set's write methods it means the commit lost to
-    concurrent writers for its whole retry budget (a time, see
+    From :meth:`Store.cas`, ``current`` is the record the key holds now (``None``: absent) when the store read it in the
+    same round trip, so that the caller need not read it again; ``current_known`` says whether it did. From a set's
+    write methods it means the commit lost to concurrent writers for its whole retry budget (a time, see
     ``retry_budget``); nothing of it is visible.
     """
 

@@ -1,23 +1,21 @@
 """The Erlang port server: mdss for an Erlang VM, over the External Term Format on stdin and stdout.
 
 Erlang starts it with ``open_port({spawn_executable, Python}, [{packet, 4}, binary, {args, ["-m", "mdss.port",
-"--store", Url]}])`` (as ``erlang/src/mdss.erl`` does). A frame is a 4-byte big-endian length and that many bytes
-of ``term_to_binary`` data. A request is ``{call, Ref, Op, Args}``; its reply ``{reply, Ref, Result}`` or
-``{error, Ref, {Kind, Message}}``, ``Kind`` the exception's class name as an atom (``'ConflictError'``...),
-``Message`` a binary. Requests run concurrently on a thread pool, so replies come as they finish: match them by
-``Ref``. Nothing a caller sends stops the server: a frame that is no request gets ``{error, undefined, ...}`` when
-no ``Ref`` can be read from it. Memory is bounded: a frame of at most :data:`MAX_FRAME` bytes, a compressed term
-inflating to at most :data:`MAX_TERM` (refused on its declared size first), no compressed term nested in a
-request, and at most :data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until
-calls finish).
+"--store", Url]}])`` (as ``erlang/src/mdss.erl`` does). A frame is a 4-byte big-endian length and that many bytes of
+``term_to_binary`` data. A request is ``{call, Ref, Op, Args}``; its reply ``{reply, Ref, Result}`` or
+``{error, Ref, {Kind, Message}}``, ``Kind`` the exception's class name as an atom (``'ConflictError'``...), ``Message``
+a binary. Requests run concurrently on a thread pool, so replies come as they finish: match them by ``Ref``. Nothing a
+caller sends stops the server: a frame that is no request gets ``{error, undefined, ...}`` when no ``Ref`` can be read
+from it. Memory is bounded: a frame of at most :data:`MAX_FRAME` bytes, a compressed term inflating to at most
+:data:`MAX_TERM` (refused on its declared size first), no compressed term nested in a request, and at most
+:data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until calls finish).
 
-Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers or floats,
-with the atoms ``inf`` and ``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``.
-``Args`` starts with the set: a name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it
-so. Top-N sets (``topn_*``) are ``Name`` (n 10, desc) or ``{Name, #{n => N, order => Order}}``;
-leaderboards (``board_*``) ``Name`` (stored) or ``{Name, #{columns => ..., windows => ...}}``, their rows
-maps of field names to values. Each set and board is opened once and kept. :data:`OPS` lists every
-operation; erlang/README.md documents them and the Erlang client.
+Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers or floats, with the atoms
+``inf`` and ``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``. ``Args`` starts with the set:
+a name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it so. Top-N sets (``topn_*``) are ``Name`` (n
+10, desc) or ``{Name, #{n => N, order => Order}}``; leaderboards (``board_*``) ``Name`` (stored) or
+``{Name, #{columns => ..., windows => ...}}``, their rows maps of field names to values. Each set and board is opened
+once and kept. :data:`OPS` lists every operation; erlang/README.md documents them and the Erlang client.
 """
 
 from __future__ import annotations

@@ -29,9 +29,8 @@ T = TypeVar("T")
 class Record:
     """A stored value with the version a conditional put compares against.
 
-    ``values`` holds one value, or several concurrent siblings on a store that keeps them (Riak with
-    ``allow_mult``). ``version`` is opaque: pass it back to :meth:`Store.cas` or to :meth:`Store.put` as
-    ``context``.
+    ``values`` holds one value, or several concurrent siblings on a store that keeps them (Riak with ``allow_mult``).
+    ``version`` is opaque: pass it back to :meth:`Store.cas` or to :meth:`Store.put` as ``context``.
     """
 
     values: tuple[bytes, ...]
@@ -47,10 +46,9 @@ class Record:
 
 @attrs.define
 class Stats:
-    """Counters of what a store was asked, the real cost on a networked store: ``calls`` counts round trips
-    (one per public store call), ``reads`` and ``writes`` count keys, ``bytes_read`` and ``bytes_written`` value
-    bytes, ``conflicts`` conditional puts that lost. A backend may add counters in a subclass (DynamoDB's
-    capacity units)."""
+    """Counters of what a store was asked, the real cost on a networked store: ``calls`` counts round trips (one per
+    public store call), ``reads`` and ``writes`` count keys, ``bytes_read`` and ``bytes_written`` value bytes,
+    ``conflicts`` conditional puts that lost. A backend may add counters in a subclass (DynamoDB's capacity units)."""
 
     calls: int = 0
     reads: int = 0
@@ -119,10 +117,9 @@ def parse_integer(text: str) -> int:
 
 
 def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
-    """A backend's constructor arguments: the URL's query parameters, each parsed from text by
-    ``parsers[name]``, then the keyword ``options`` as given (they win). A name not in ``parsers`` (a misspelt
-    option) or text a parser refuses raises :class:`InvalidArgumentError` naming it; the constructor validates
-    the values, wherever they came from."""
+    """A backend's constructor arguments: the URL's query parameters, each parsed from text by ``parsers[name]``, then
+    the keyword ``options`` as given (they win). A name not in ``parsers`` (a misspelt option) or text a parser refuses
+    raises :class:`InvalidArgumentError` naming it; the constructor validates the values, wherever they came from."""
     scheme = urlsplit(url).scheme
     query = url_options(url)
     for name in (*query, *options):
@@ -200,12 +197,11 @@ class Store:
     def cas(self, key: str, value: bytes, version: Any) -> Any:
         """Compare-and-set: write only if ``key`` is unchanged since it was read; the version written.
 
-        ``version`` is the :attr:`Record.version` of that read, or ``None`` for "only if absent". Returns the
-        version of what it wrote (``None`` when the store cannot tell without a read), so that a writer can
-        compare-and-set again without reading. Raises :class:`~mdss.exceptions.ConflictError` when the key changed
-        (or exists, for ``None``): then nothing is written, and its ``current`` is the record the key holds if the
-        store read it in the same round trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write
-        may or may not have landed.
+        ``version`` is the :attr:`Record.version` of that read, or ``None`` for "only if absent". Returns the version of
+        what it wrote (``None`` when the store cannot tell without a read), so that a writer can compare-and-set again
+        without reading. Raises :class:`~mdss.exceptions.ConflictError` when the key changed (or exists, for ``None``):
+        then nothing is written, and its ``current`` is the record the key holds if the store read it in the same round
+        trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write may or may not have landed.
         """
         return self._counted(lambda: self._cas(key, value, version), writes=1, bytes_written=len(value))
 

@@ -10,11 +10,10 @@ at 16 MB, throttled partitions) is resent, with backoff once a resend processes 
 ``Scan`` with ``begins_with``: the table has no sort key to range over, so it reads the whole table (a maintenance
 call: ``gc``, ``check``, ``drop``). docs/dynamodb.md has the costs in capacity units and the limits.
 
-**Retries.** Throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``,
-``RequestLimitExceeded``), 5xx answers and connection failures are retried under one :class:`mdss._retry.Backoff`
-(``retry_budget`` seconds, first ceiling ``backoff``, at most ``retries`` resends if given), then
-:class:`StoreUnavailableError`. botocore's own retries are off (a client passed in must have them off too): it
-would resend a conditional put blindly.
+**Retries.** Throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``, ``RequestLimitExceeded``),
+5xx answers and connection failures are retried under one :class:`mdss._retry.Backoff` (``retry_budget`` seconds, first
+ceiling ``backoff``, at most ``retries`` resends if given), then :class:`StoreUnavailableError`. botocore's own retries
+are off (a client passed in must have them off too): it would resend a conditional put blindly.
 
 **A lost race** returns the item that won (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) in
 :class:`ConflictError` ``current``, so a commit rebases without reading the head again; when DynamoDB returns no
@@ -238,9 +237,8 @@ class DynamoDBStore(Store):
     def _batch(self, operation: str, request: Any) -> list[dict[str, Any]]:
         """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies.
 
-        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled,
-        made progress, and the rest goes again with the backoff started afresh (each such round leaves fewer, so
-        this ends).
+        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled, made
+        progress, and the rest goes again with the backoff started afresh (each such round leaves fewer, so this ends).
         """
         unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
         replies = []

@@ -19,12 +19,11 @@ redis-py's "TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover
 own retries are off, on a client passed in too: it would resend a compare-and-set blindly. Other query parameters
 go to redis-py; one it does not take, or badly typed, raises :class:`InvalidArgumentError` at open.
 
-**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run (a request
-can wait in the server's input buffer). So after a lost reply the store never reports :class:`ConflictError`; it
-reads the key back: our value is success (no ABA); the version read means the script is resent (both compare
-against that version, so at most one writes; a failed resend is read back again: our value, or unknown); anything
-else, a failed read-back or a budget spent on lost replies, is :class:`OutcomeUnknownError`: the write may have
-landed under another, or not at all.
+**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run (a request can
+wait in the server's input buffer). So after a lost reply the store never reports :class:`ConflictError`; it reads the
+key back: our value is success (no ABA); the version read means the script is resent (both compare against that version,
+so at most one writes; a failed resend is read back again: our value, or unknown); anything else, a failed read-back or
+a budget spent on lost replies, is :class:`OutcomeUnknownError`: the write may have landed under another, or not at all.
 """
 
 from __future__ import annotations

@@ -20,11 +20,10 @@ of a node is re-read ``notfound_retries`` times before it is reported absent. A 
 ensemble leader answered it (and a deleted head answers a plain 404, without ``X-Riak-Deleted``), so a
 ``get_many`` of many shards' heads, some never written, costs one GET each.
 
-``keys(prefix)`` pages through the ``$key`` secondary index by key range, one bucket type per kind of key the
-prefix can hold, so that listing one set reads that set's keys only; a type whose backend has no secondary indexes
-(bitcask) falls back, with a warning, to a full listing of its bucket. **Listings include tombstones** (Riak lists
-a deleted key until it is reaped, 3 s by default): callers verify listed keys with ``get_many`` before they report
-or delete them.
+``keys(prefix)`` pages through the ``$key`` secondary index by key range, one bucket type per kind of key the prefix can
+hold, so that listing one set reads that set's keys only; a type whose backend has no secondary indexes (bitcask) falls
+back, with a warning, to a full listing of its bucket. **Listings include tombstones** (Riak lists a deleted key until
+it is reaped, 3 s by default): callers verify listed keys with ``get_many`` before they report or delete them.
 
 Outcomes of a compare-and-set, a 412 after a lost reply included: :meth:`RiakStore.put_if`.
 """
@@ -313,8 +312,7 @@ class RiakStore(Store):
         """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent); the vclock written.
 
         Sent with ``returnbody=true``, so that Riak answers the new vclock (15e: the one a later GET gives), and a
-        writer that holds the head it wrote compare-and-sets again without reading it (``None`` if an answer lacks
-        it).
+        writer that holds the head it wrote compare-and-sets again without reading it (``None`` if an answer lacks it).
 
         :class:`ConflictError` only for a 412 answered to the first attempt that reached Riak (then nothing was
         written: a lost race, or the spurious 412 after an ensemble leader change, which the caller likewise
