@@ -53,11 +53,8 @@ def _tag(tag: str) -> int:
 
 
 def pack(tag: str, fields: Sequence[Any]) -> str:
-    """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding.
-
-    The one envelope of every cursor mdss hands out (sets, sharded sets,
-    leaderboards); ``tag`` binds it to what issued it.
-    """
+    """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding. The one
+    envelope of every cursor mdss hands out (sets, sharded sets, leaderboards); ``tag`` binds it to what issued it."""
     payload = msgpack.packb([_tag(tag), *fields])
     return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
 

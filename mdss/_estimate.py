@@ -111,12 +111,10 @@ def _span(a: Any, b: Any) -> float:
 
 
 def _interpolate(s: Any, start: Any, end: Any, count: int) -> float | None:
-    """How many of ``count`` entries spread evenly over sort scores ``start .. end`` lie below ``s``.
-
-    Integer scores are taken as slots of width one, ``end``'s included: the entry set may end with ties of the
-    next set's first score, and in a tie-heavy board (points) it usually does. Linear interpolation alone would
-    count all of them below a probe of that score.
-    """
+    """How many of ``count`` entries spread evenly over sort scores ``start .. end`` lie below ``s``. Integer scores are
+    taken as slots of width one, ``end``'s included: the entry set may end with ties of the next set's first score, and
+    in a tie-heavy board (points) it usually does. Linear interpolation alone would count all of them below a probe of
+    that score."""
     if end is None:
         return None
     if type(start) is int and type(end) is int and type(s) is int:

@@ -28,10 +28,8 @@ class Pending:
 
 
 class GroupCommit:
-    """Aggregates concurrent callers' operations into commits made by ``commit(pendings)``.
-
-    ``commit`` must set ``result`` or ``error`` on every pending it is given.
-    """
+    """Aggregates concurrent callers' operations into commits made by ``commit(pendings)``. ``commit`` must set
+    ``result`` or ``error`` on every pending it is given."""
 
     def __init__(self, commit: Callable[[list[Pending]], None], max_ops: int, max_wait: float) -> None:
         self._commit, self.max_ops, self.max_wait = commit, max_ops, max_wait

@@ -63,12 +63,10 @@ def weight(height: int, members: Sequence[str]) -> int:
 
 
 def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:
-    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node:
-    ``least`` items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``.
-
-    The quarter is what even splits can promise when every item weighs at most a quarter of the bound
-    (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more.
-    """
+    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node: ``least``
+    items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``. The quarter is what even
+    splits can promise when every item weighs at most a quarter of the bound (``mdss._writer.Writer._cuts``); a
+    byte-full manifest then has two children or more."""
     return count >= least or node_bytes is not None and 4 * weight > node_bytes
 
 
@@ -113,12 +111,10 @@ class Leaf:
 
 
 class Manifest:
-    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts.
-
-    In the score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a
-    child summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
-    :meth:`dense_starts` are the distinct scores before each child.
-    """
+    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts. In the
+    score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a child
+    summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
+    :meth:`dense_starts` are the distinct scores before each child."""
 
     __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts", "distincts", "lasts", "_dense")
 
@@ -201,10 +197,8 @@ class Manifest:
         return i if i > 0 else 0
 
     def runs(self, keys: Sequence[Any], lo: int, hi: int) -> Iterable[tuple[int, int, int]]:
-        """Route sorted ``keys[lo:hi]``: ``(child index, start, end)`` saying ``keys[start:end]`` fall in it.
-
-        Two bisections per child touched, however many keys it receives.
-        """
+        """Route sorted ``keys[lo:hi]``: ``(child index, start, end)`` saying ``keys[start:end]`` fall in it. Two
+        bisections per child touched, however many keys it receives."""
         firsts, last = self.firsts, len(self.firsts) - 1
         while lo < hi:
             i = self.child(keys[lo])

@@ -94,11 +94,9 @@ def check_members(members: Any) -> list[str]:
 
 
 def check_score(score: Any) -> Score:
-    """Return ``score`` as an ``int`` or ``float`` if valid, else raise :class:`InvalidScoreError`.
-
-    Integers must fit in 64 bits (signed); floats must not be NaN (±inf is allowed); ``-0.0`` becomes ``0.0``. Booleans
-    are refused: a ``True`` score is almost always a bug.
-    """
+    """Return ``score`` as an ``int`` or ``float`` if valid, else raise :class:`InvalidScoreError`. Integers must fit in
+    64 bits (signed); floats must not be NaN (±inf is allowed); ``-0.0`` becomes ``0.0``. Booleans are refused: a
+    ``True`` score is almost always a bug."""
     kind = type(score)
     if kind is int:
         if INT_MIN <= score <= INT_MAX:
@@ -137,11 +135,9 @@ def each_pair(pairs: Any) -> Iterable[tuple[str, Score]]:
 
 
 def check_pairs(pairs: Any) -> dict[str, Score]:
-    """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins).
-
-    The same rules as :func:`check_member` and :func:`check_score`, with the common case (short ASCII members, int or
-    float scores) inlined: a bulk load of a million pairs spends its time sorting, not validating.
-    """
+    """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins). The same rules as
+    :func:`check_member` and :func:`check_score`, with the common case (short ASCII members, int or float scores)
+    inlined: a bulk load of a million pairs spends its time sorting, not validating."""
     data: dict[str, Score] = {}
     short = MAX_MEMBER_BYTES // 4
     for member, score in _pairs(pairs):
@@ -223,11 +219,8 @@ class Order:
         return (self.probe(score)[0], member + "\0")
 
     def ranked(self, members: list[str], scores: list[Score]) -> list[int]:
-        """Positions of ``members`` (sorted by member) in set order.
-
-        A stable sort by score alone keeps ties in member order, the set's
-        tie-break, in either direction: cheaper than sorting by full keys.
-        """
+        """Positions of ``members`` (sorted by member) in set order. A stable sort by score alone keeps ties in member
+        order, the set's tie-break, in either direction: cheaper than sorting by full keys."""
         return sorted(range(len(members)), key=scores.__getitem__, reverse=self.name == "desc")
 
     def __repr__(self) -> str:

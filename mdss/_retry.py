@@ -21,11 +21,9 @@ import attrs
 
 @attrs.frozen
 class Backoff:
-    """Jittered exponential backoff within a budget of ``budget`` seconds.
-
-    ``base`` is the first ceiling (seconds); a caller that measures what one attempt costs passes it to :meth:`ceiling`.
-    ``max_attempts`` optionally bounds the count too.
-    """
+    """Jittered exponential backoff within a budget of ``budget`` seconds. ``base`` is the first ceiling (seconds); a
+    caller that measures what one attempt costs passes it to :meth:`ceiling`. ``max_attempts`` optionally bounds the
+    count too."""
 
     budget: float = 10.0
     base: float = 0.001
@@ -48,11 +46,9 @@ class Backoff:
         return min(self.cap, max(self.base, latency) * 2 ** min(attempt - 1, 30))
 
     def attempts(self) -> Iterator[int]:
-        """Attempt numbers 0, 1, 2, ...; sleeps before each but the first; stops when the budget is spent.
-
-        The loop body runs the attempt and ``break``s or ``return``s on
-        success; falling out of the ``for`` means the budget ran out.
-        """
+        """Attempt numbers 0, 1, 2, ...; sleeps before each but the first; stops when the budget is spent. The loop body
+        runs the attempt and ``break``s or ``return``s on success; falling out of the ``for`` means the budget ran
+        out."""
         deadline = time.monotonic() + self.budget
         attempt = 0
         while True:

@@ -25,11 +25,8 @@ COMPLETE_BATCH = 256
 
 
 class Source:
-    """Loads decoded nodes for one operation: pinned ones, then the shared cache, then the store.
-
-    Pins keep every node this operation has seen, so a cache eviction between two steps of one operation never
-    costs another round trip.
-    """
+    """Loads decoded nodes for one operation: pinned ones, then the shared cache, then the store. Pins keep every node
+    this operation has seen, so a cache eviction between two steps of one operation never costs another round trip."""
 
     __slots__ = ("store", "keyspace", "cache", "pins")
 
@@ -38,11 +35,9 @@ class Source:
         self.pins: dict[str, Node] = {}
 
     def load_many(self, ids: Iterable[str], keyfn: KeyFn, height: int) -> dict[str, Any]:
-        """Nodes by id, all expected at ``height`` (0: entry sets). Typed ``Any``: the height says which kind.
-
-        A node of another height (a forged cursor, a damaged manifest) raises :class:`CorruptDataError` instead of
-        being read as the wrong kind.
-        """
+        """Nodes by id, all expected at ``height`` (0: entry sets). Typed ``Any``: the height says which kind. A node of
+        another height (a forged cursor, a damaged manifest) raises :class:`CorruptDataError` instead of being read as
+        the wrong kind."""
         pins, cache, found = self.pins, self.cache, {}
         wanted = []
         for node_id in ids:
@@ -122,12 +117,10 @@ class Tree:
         return self.source.load_many(ids, self.keyfn, height)
 
     def _runs(self, probes: Sequence[Any]) -> list[tuple[str, int, int, int, int]]:
-        """Route sorted probe keys to entry sets, reading manifests only: runs ``(entry set id, entries
-        before it, entries in it, lo, hi)`` saying that ``probes[lo:hi]`` fall in that set.
-
-        A node routes each run of probes with two bisections, so the work grows with the nodes touched rather than
-        the probes. One batched read per uncached level.
-        """
+        """Route sorted probe keys to entry sets, reading manifests only: runs ``(entry set id, entries before it,
+        entries in it, lo, hi)`` saying that ``probes[lo:hi]`` fall in that set. A node routes each run of probes with
+        two bisections, so the work grows with the nodes touched rather than the probes. One batched read per uncached
+        level."""
         assert self.root is not None  # callers answer an empty tree themselves
         runs = [(self.root, 0, self.count, 0, len(probes))]
         for height in range(self.height, 0, -1):
@@ -286,11 +279,8 @@ class Tree:
         return out
 
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
-        """Members and scores at positions ``start`` to ``stop - 1`` (0-based), in key order.
-
-        One batched read per uncached level: a page spanning several entry sets still costs one round trip with
-        the manifests cached.
-        """
+        """Members and scores at positions ``start`` to ``stop - 1`` (0-based), in key order. One batched read per
+        uncached level: a page spanning several entry sets still costs one round trip with the manifests cached."""
         members: list[str] = []
         scores: list[Any] = []
         for leaf, a, b in self.leaf_runs(start, stop):

@@ -27,11 +27,9 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Record:
-    """A stored value with the version a conditional put compares against.
-
-    ``values`` holds one value, or several concurrent siblings on a store that keeps them (Riak with ``allow_mult``).
-    ``version`` is opaque: pass it back to :meth:`Store.cas` or to :meth:`Store.put` as ``context``.
-    """
+    """A stored value with the version a conditional put compares against. ``values`` holds one value, or several
+    concurrent siblings on a store that keeps them (Riak with ``allow_mult``). ``version`` is opaque: pass it back to
+    :meth:`Store.cas` or to :meth:`Store.put` as ``context``."""
 
     values: tuple[bytes, ...]
     version: Any
@@ -179,11 +177,9 @@ class Store:
         return values
 
     def put(self, key: str, value: bytes, *, context: Any = None) -> None:
-        """Write ``value`` at ``key`` unconditionally.
-
-        On a store that keeps siblings, ``context`` (a :attr:`Record.version` from a read) says which values this
-        write supersedes; without it the write may become a sibling. Other stores ignore it.
-        """
+        """Write ``value`` at ``key`` unconditionally. On a store that keeps siblings, ``context`` (a
+        :attr:`Record.version` from a read) says which values this write supersedes; without it the write may become a
+        sibling. Other stores ignore it."""
         self._put(key, value, context)
         self.stats.add(calls=1, writes=1, bytes_written=len(value))
 
@@ -220,14 +216,12 @@ class Store:
         )
 
     def swap_core(self, key: str, held: bytes, core: bytes, record: bytes, cap: int) -> Record:
-        """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since
-        the writer's view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores
-        whose :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is
-        appended, across it (as by :meth:`append_log`: ``cap`` on the tail's bytes).
-
-        Raises :class:`~mdss.exceptions.ConflictError` (with ``current``, and ``full``) where
-        :func:`mdss._tail.swap` refuses. Once refused, refused for good; resending after a lost reply is safe.
-        """
+        """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since the writer's
+        view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores whose
+        :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is appended, across it
+        (as by :meth:`append_log`: ``cap`` on the tail's bytes). Raises :class:`~mdss.exceptions.ConflictError` (with
+        ``current``, and ``full``) where :func:`mdss._tail.swap` refuses. Once refused, refused for good; resending
+        after a lost reply is safe."""
         sha, seen = _tail.view(held)
         return self._counted(
             lambda: self._swap(key, held, sha, seen, core, record, cap), writes=1, bytes_written=len(core) + len(record)

@@ -93,11 +93,9 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
 @attrs.define
 class CapacityStats(Stats):
     """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU);
-    ``requests``: the requests sent, resends included.
-
-    Whole units: every read is strongly consistent, so none is billed by halves. One ``get_many`` of 250 keys is
-    one round trip in ``calls`` (its three ``BatchGetItem`` requests go out at once) and three ``requests``.
-    """
+    ``requests``: the requests sent, resends included. Whole units: every read is strongly consistent, so none is billed
+    by halves. One ``get_many`` of 250 keys is one round trip in ``calls`` (its three ``BatchGetItem`` requests go out
+    at once) and three ``requests``."""
 
     read_units: int = 0
     write_units: int = 0
@@ -131,10 +129,7 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
 
 class DynamoDBStore(Store):
     """One DynamoDB table. ``DynamoDBStore("board", client=boto3.client("dynamodb", ...))`` or
-    ``open_store("dynamodb://board?region=eu-west-1")``.
-
-    The store owns the client and closes it.
-    """
+    ``open_store("dynamodb://board?region=eu-west-1")``. The store owns the client and closes it."""
 
     #: Items vanish only when deleted (mdss sets no TTL), and a listing is a Scan of the whole table: a new
     #: set's first write does not look for nodes left without a head (``Store.evicts``).
@@ -235,11 +230,9 @@ class DynamoDBStore(Store):
         return StoreError(f"{self.where} refused {operation}: {exc}")
 
     def _batch(self, operation: str, request: Any) -> list[dict[str, Any]]:
-        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies.
-
-        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled, made
-        progress, and the rest goes again with the backoff started afresh (each such round leaves fewer, so this ends).
-        """
+        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies. Only a
+        round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled, made progress,
+        and the rest goes again with the backoff started afresh (each such round leaves fewer, so this ends)."""
         unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
         replies = []
         size = len(request["Keys"] if operation == "batch_get_item" else request)

@@ -373,10 +373,8 @@ def _read_policy(client: Any, target: Mapping[str, Any]) -> str | Exception:
 
 
 class RedisStore(_RedisBase):
-    """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``.
-
-    The store owns the client: it switches off the client's own retries and closes it.
-    """
+    """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``. The store
+    owns the client: it switches off the client's own retries and closes it."""
 
     def __init__(self, client: redis.Redis | None = None, *, url: str | None = None, **options: Any) -> None:
         if client is None:
@@ -394,11 +392,8 @@ class RedisStore(_RedisBase):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """``redis://[user:password@]host:port/db`` or ``rediss://...``.
-
-        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``, ``retries``, ``check_policy``. The other
-        query parameters go to redis-py.
-        """
+        """``redis://[user:password@]host:port/db`` or ``rediss://...``. mdss' own options: ``namespace``,
+        ``retry_budget``, ``backoff``, ``retries``, ``check_policy``. The other query parameters go to redis-py."""
         plain, ours = _split_url(url, options)
         return cls(url=plain, **ours)
 
@@ -417,10 +412,8 @@ class RedisStore(_RedisBase):
 
 
 class RedisClusterStore(_RedisBase):
-    """A Redis Cluster. ``open_store("redis+cluster://host:7000,host2:7001")`` (any reachable seeds).
-
-    The store owns the client: it switches off the client's own retries and closes it.
-    """
+    """A Redis Cluster. ``open_store("redis+cluster://host:7000,host2:7001")`` (any reachable seeds). The store owns the
+    client: it switches off the client's own retries and closes it."""
 
     def __init__(
         self,

@@ -202,10 +202,8 @@ class RiakStore(Store):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RiakStore:
-        """``riak://host:8098?heads_type=T1&nodes_type=T2&sibling_type=T3&r=quorum&w=quorum&timeout=5``.
-
-        An unknown or badly typed option raises :class:`InvalidArgumentError` naming it.
-        """
+        """``riak://host:8098?heads_type=T1&nodes_type=T2&sibling_type=T3&r=quorum&w=quorum&timeout=5``. An unknown or
+        badly typed option raises :class:`InvalidArgumentError` naming it."""
         parts = urlsplit(url)
         try:
             port = parts.port or 8098
@@ -270,10 +268,8 @@ class RiakStore(Store):
         return StoreError(f"{self.where}: {what} answered {response.status}: {text}")
 
     def read(self, btype: str, key: str) -> tuple[Record | None, bool]:
-        """GET a key: its record (every sibling on 300) or ``None``, and whether it is a tombstone.
-
-        Nodes (``nodes_type``) are read with ``r=1&notfound_ok=false``, the rest with the configured ``r``/``pr``.
-        """
+        """GET a key: its record (every sibling on 300) or ``None``, and whether it is a tombstone. Nodes
+        (``nodes_type``) are read with ``r=1&notfound_ok=false``, the rest with the configured ``r``/``pr``."""
         if btype == self.types["nodes"]:
             query = {"r": "1", "notfound_ok": "false"}
         else:

@@ -183,10 +183,8 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; SQLITE_BUSY is waited out.
-
-        IMMEDIATE takes the write lock at BEGIN, so two writers never both read and deadlock on the upgrade.
-        """
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; SQLITE_BUSY is waited out. IMMEDIATE takes
+        the write lock at BEGIN, so two writers never both read and deadlock on the upgrade."""
         db = self._connection()
 
         def run(statement: str) -> None:
