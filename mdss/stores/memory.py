@@ -1,9 +1,8 @@
 """The in-process store: a dict behind a lock. The embedded default for tests.
 
-With ``siblings=True`` it behaves like an eventually consistent store that keeps concurrent writes (Riak with
-``allow_mult``): each value carries a dot, a read's version is the set of dots it saw, and a write replaces
-exactly the values its context saw, so two writers that read the same version both survive as siblings. That lets
-sibling merging be tested on every run.
+With ``siblings=True`` it keeps concurrent writes like Riak with ``allow_mult``, so sibling merging is tested on every
+run: each value carries a dot, a read's version is the set of dots it saw, and a write replaces exactly the values its
+context saw: two writers that read the same version both survive as siblings.
 """
 
 from __future__ import annotations

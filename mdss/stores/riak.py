@@ -2,28 +2,25 @@
 
 Three bucket types, chosen by what a key holds (:func:`mdss._keys.kind`):
 
-- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult`` false): written once under a fresh id,
-  never changed. They are read with ``r=1&notfound_ok=false``: any replica's copy is the copy (and its checksum is
-  verified), and a replica that has not received it yet must not decide that it is missing;
-- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent writers become siblings that a read
-  merges (see ``mdss.topn``);
-- heads go to ``heads_type``, which must be strongly consistent (``consistent: true``): there ``If-None-Match: *``
-  and a write with the vclock read are true compare-and-sets, answered 412 on conflict. Opening refuses a heads
-  type that is not. Heads are read with the configured quorum.
+- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult`` false), written once under a fresh id and
+  read with ``r=1&notfound_ok=false``: any replica's copy is the copy (its checksum verified), and a replica that has
+  not received it yet must not decide that it is missing;
+- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent writers become siblings a read merges;
+- heads go to ``heads_type``, which must be strongly consistent (``consistent: true``, checked at open): there
+  ``If-None-Match: *`` and a write with the vclock read are true compare-and-sets, answered 412 on conflict. Heads are
+  read with the configured quorum.
 
-Every request carries Riak's own ``timeout=`` (milliseconds), and the socket waits a second longer, so no call
-waits for Riak's 60 s default.
+Every request carries Riak's ``timeout=`` (milliseconds), the socket waiting a second longer: never Riak's 60 s default.
 
-Riak has no multi-get: ``get_many`` issues its GETs concurrently over the pool (one round trip of latency, N
-requests). A tombstone (a 404 with ``X-Riak-Deleted``) is a deleted key and reads as absent at once; a plain 404
-of a node is re-read ``notfound_retries`` times before it is reported absent. A 404 of a head is final: the key's
-ensemble leader answered it (and a deleted head answers a plain 404, without ``X-Riak-Deleted``), so a
-``get_many`` of many shards' heads, some never written, costs one GET each.
+``get_many`` sends its GETs concurrently over the pool (Riak has no multi-get). A tombstone (a 404 with
+``X-Riak-Deleted``) reads as absent at once; a plain 404 of a node is re-read ``notfound_retries`` times first. A head's
+404 is final (its ensemble leader answered; a deleted head answers a plain 404 too), so a ``get_many`` of many shards'
+heads, some never written, costs one GET each.
 
-``keys(prefix)`` pages through the ``$key`` secondary index by key range, one bucket type per kind of key the prefix can
-hold, so that listing one set reads that set's keys only; a type whose backend has no secondary indexes (bitcask) falls
-back, with a warning, to a full listing of its bucket. **Listings include tombstones** (Riak lists a deleted key until
-it is reaped, 3 s by default): callers verify listed keys with ``get_many`` before they report or delete them.
+``keys(prefix)`` pages through the ``$key`` secondary index by key range, in each bucket type the prefix can hold, so
+listing one set reads its keys only; a type without secondary indexes (bitcask) falls back, with a warning, to a full
+listing. **Listings include tombstones** (until reaped, 3 s by default): callers verify listed keys with ``get_many``
+before they report or delete them.
 
 Outcomes of a compare-and-set, a 412 after a lost reply included: :meth:`RiakStore.put_if`.
 """
@@ -137,13 +134,10 @@ def parse_multipart(content_type: str, body: bytes) -> list[bytes]:
 
 
 class RiakStore(Store):
-    """A Riak KV cluster through one node's HTTP interface.
-
-    ``timeout`` (seconds) is sent to Riak with every request; ``retry_budget`` bounds the time spent retrying
-    connection failures and 5xx answers, with jittered backoff whose first ceiling is ``backoff``; ``retries``, if
-    given, also bounds their count. ``pool`` replaces the urllib3 pool by any object with its ``request(method,
-    url, headers=, body=, redirect=)``.
-    """
+    """A Riak KV cluster through one node's HTTP interface. ``timeout`` (seconds) goes to Riak with every request;
+    connection failures and 5xx answers are retried for ``retry_budget`` seconds (first backoff ceiling ``backoff``; at
+    most ``retries`` times, if given). ``pool``: any object with urllib3's ``request(method, url, headers=, body=,
+    redirect=)``."""
 
     keeps_siblings = True
 
@@ -307,14 +301,14 @@ class RiakStore(Store):
     def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> str | None:
         """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent); the vclock written.
 
-        Sent with ``returnbody=true``, so that Riak answers the new vclock (15e: the one a later GET gives), and a
-        writer that holds the head it wrote compare-and-sets again without reading it (``None`` if an answer lacks it).
+        ``returnbody=true`` makes Riak answer the new vclock (the one a later GET gives), so a writer holding the head
+        it wrote compare-and-sets again without reading it (``None`` if an answer lacks it).
 
-        :class:`ConflictError` only for a 412 answered to the first attempt that reached Riak (then nothing was
-        written: a lost race, or the spurious 412 after an ensemble leader change, which the caller likewise
-        re-reads and rebases on). After an attempt that may have been applied (reply lost, 5xx), a 412 is settled
-        by reading the key back: it holds exactly ``value`` (written: heads carry commit ids, so equal bytes are
-        this write), or :class:`OutcomeUnknownError`; so is running out of retries.
+        :class:`ConflictError` only for a 412 to the first attempt that reached Riak (nothing written: a lost race, or
+        the spurious 412 after an ensemble leader change, which the caller likewise rebases on). After an attempt that
+        may have been applied (reply lost, 5xx), a 412 is settled by reading the key back: exactly ``value`` is success
+        (heads carry commit ids, so equal bytes are this write), else :class:`OutcomeUnknownError`, as when retries
+        run out.
         """
         headers = {"Content-Type": "application/octet-stream"}
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
@@ -476,8 +470,7 @@ class RiakStore(Store):
         """Sorted keys starting with ``prefix``, tombstones included, from each type that can hold them."""
         roles = ("nodes",) if kind(prefix) == NODE else ("heads", "nodes", "sibling")  # node keys extend node prefixes
         listings = [self._type_keys(btype, prefix) for btype in dict.fromkeys(self.types[r] for r in roles)]
-        # Filtered although the range is exact: a multi-backend has answered index queries with
-        # keys outside the range (basho/riak_kv#1329), and gc deletes what it lists.
+        # Filtered although the range is exact: a multi-backend answered keys outside it (basho/riak_kv#1329).
         return (key for key in heapq.merge(*listings) if key.startswith(prefix))
 
     def _type_keys(self, btype: str, prefix: str) -> Iterator[str]:
