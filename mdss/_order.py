@@ -68,7 +68,7 @@ def check_member(member: Any) -> str:
         member = str(member)
     if not member:
         raise InvalidMemberError("a member must not be empty")
-    if len(member) > MAX_MEMBER_BYTES // 4:
+    if len(member) > MAX_MEMBER_BYTES // 4 or not member.isascii():  # a shorter one cannot be over the limit
         try:
             size = len(member.encode("utf-8"))
         except UnicodeEncodeError as exc:
@@ -77,11 +77,6 @@ def check_member(member: Any) -> str:
             raise InvalidMemberError(
                 f"member {member[:40]!r}... is {size} bytes in UTF-8; the limit is {MAX_MEMBER_BYTES}"
             )
-    elif not member.isascii():
-        try:
-            member.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidMemberError(f"member {member!r:.80} is not valid Unicode: {exc.reason}") from None
     return member
 
 
