@@ -102,13 +102,7 @@ class Tree:
     __slots__ = ("source", "keyfn", "root", "height", "count", "node_bytes")
 
     def __init__(
-        self,
-        source: Source,
-        keyfn: KeyFn,
-        root: str | None,
-        height: int,
-        count: int,
-        node_bytes: int | None = None,
+        self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int, node_bytes: int | None = None
     ) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
         self.node_bytes = node_bytes

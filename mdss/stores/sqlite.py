@@ -86,12 +86,7 @@ class SQLiteStore(Store):
     """Keys and values in an SQLite file; a connection per thread, WAL, bounded lock retries."""
 
     def __init__(
-        self,
-        path: str,
-        *,
-        namespace: str = "mdss",
-        synchronous: str = "normal",
-        timeout: float = 30.0,
+        self, path: str, *, namespace: str = "mdss", synchronous: str = "normal", timeout: float = 30.0
     ) -> None:
         super().__init__(namespace=namespace)
         if synchronous not in ("normal", "full"):
