@@ -149,10 +149,9 @@ class Keyspace:
 
 
 def board_keyspace(store, name: str, part: str, legacy: bool) -> Keyspace:
-    """The keys of part ``part`` of board ``name`` in ``store`` (a Store: its namespace). ``part``:
-    ``board`` (settings), ``windows`` (registry), ``posts`` (post ids) or a window instance. Internal keys
-    (``g#all``, which no set name reaches), or for a board stored before those (``legacy``) the keys of
-    the set named ``g#all`` (``g%23all``), where it stays until dropped."""
+    """The keys of part ``part`` (``board``: settings, ``windows``: registry, ``posts``: post ids, or a window instance)
+    of board ``name`` in ``store``: internal keys (``g#all``, which no set name reaches), or for a board stored before
+    those (``legacy``) the keys of the set named ``g#all`` (``g%23all``), where it stays until dropped."""
     if legacy:
         return Keyspace(store.namespace, f"{name}#{part}")
     return Keyspace.internal(store.namespace, name, part)

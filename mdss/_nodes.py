@@ -40,10 +40,9 @@ def fill(chunk: int, height: int) -> tuple[int, int]:
     return max(most // 2, 2), most
 
 
-#: What a node's bytes are reckoned in, when a set bounds them (``node_bytes``): per entry, its member's
-#: UTF-8 bytes plus a score and msgpack headers; per manifest child, its first member plus an id, a count,
-#: a score and the dense summary. Upper bounds of the encoded sizes, so a node of weight ``w`` stores in
-#: at most ``w`` bytes and a few more for its frame.
+#: A node's weight, when a set bounds its bytes (``node_bytes``): per entry, its member's UTF-8 bytes plus a score and
+#: msgpack headers; per manifest child, its first member plus an id, a count, a score and the dense summary. Upper
+#: bounds of the encoded sizes: a node of weight ``w`` stores in at most ``w`` bytes and a few more for its frame.
 ENTRY_BYTES = 12
 CHILD_BYTES = 64
 
@@ -79,9 +78,9 @@ def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
 
 
 class Leaf:
-    """An entry set: parallel tuples, ``keys`` derived from members and scores; ``merged``: its entries with
-    the update log applied, as a read last merged them (``mdss._log.View.keep``); ``gathered``: its keys with
-    the log applied, as a read of a sharded set last merged them (``mdss._gather.Layout.region``)."""
+    """An entry set: parallel tuples, ``keys`` derived from members and scores. With the update log applied, as a read
+    last merged them: ``merged``, its entries (``mdss._log.View.keep``); ``gathered``, its keys for a sharded set
+    (``mdss._gather.Layout.region``)."""
 
     __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups", "__weakref__")
     height = 0
@@ -149,9 +148,8 @@ class Manifest:
         return list(zip(self.ids, self.counts, self.members, self.scores, self.distincts, self.lasts))  # type: ignore[arg-type]
 
     def dense_starts(self) -> tuple[int, ...]:
-        """``starts[i]``: the distinct scores of children ``0..i-1`` together, for ``i`` up to the first child
-        whose count is unknown. A tie group that crosses from child ``k-1`` into child ``k`` (its last score
-        equals the next first score) is counted once."""
+        """``starts[i]``: the distinct scores of children ``0..i-1`` together, for ``i`` up to the first child whose
+        count is unknown; a tie group crossing from child ``k-1`` into child ``k`` counts once."""
         distincts, cached = self.distincts, self._dense
         if cached is not None and cached[0] is distincts:
             return cached[1]

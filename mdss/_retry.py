@@ -40,15 +40,13 @@ class Backoff:
         return random.uniform(0, self.ceiling(attempt))
 
     def ceiling(self, attempt: int, latency: float = 0.0) -> float:
-        """The longest sleep before attempt number ``attempt``: ``base``, or ``latency`` (what one attempt was
-        measured to take) if that is longer, doubled per attempt up to ``cap``, so that rivals spread over a
-        few attempt-lengths, whatever the store."""
+        """The longest sleep before attempt ``attempt``: ``base``, or ``latency`` (one attempt's measured time) if
+        longer, doubled per attempt up to ``cap``: rivals spread over a few attempt-lengths, whatever the store."""
         return min(self.cap, max(self.base, latency) * 2 ** min(attempt - 1, 30))
 
     def attempts(self) -> Iterator[int]:
-        """Attempt numbers 0, 1, 2, ...; sleeps before each but the first; stops when the budget is spent. The loop body
-        runs the attempt and ``break``s or ``return``s on success; falling out of the ``for`` means the budget ran
-        out."""
+        """Attempt numbers 0, 1, 2, ..., sleeping before each but the first, until the budget is spent. The loop body
+        ``break``s or ``return``s on success; falling out of the ``for`` means the budget ran out."""
         deadline = time.monotonic() + self.budget
         attempt = 0
         while True:

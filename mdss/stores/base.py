@@ -134,9 +134,8 @@ def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Ca
 
 
 class Store:
-    """Base class of every backend: it implements :data:`REQUIRED`, for speed :meth:`_get_many`, :meth:`_put_many`
-    and :meth:`_delete_many`, and :meth:`_close`. ``namespace`` prefixes every key mdss makes in this store, so that
-    several applications share one store safely."""
+    """Base class of every backend, which implements :data:`REQUIRED`, :meth:`_close` and, for speed, the batch
+    primitives. ``namespace`` prefixes every key mdss makes, so that several applications share one store safely."""
 
     #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
     keeps_siblings = False
@@ -177,9 +176,8 @@ class Store:
         return values
 
     def put(self, key: str, value: bytes, *, context: Any = None) -> None:
-        """Write ``value`` at ``key`` unconditionally. On a store that keeps siblings, ``context`` (a
-        :attr:`Record.version` from a read) says which values this write supersedes; without it the write may become a
-        sibling. Other stores ignore it."""
+        """Write ``value`` at ``key`` unconditionally. On a store that keeps siblings, ``context`` (a read's
+        :attr:`Record.version`) says which values this write supersedes (without it, it may become a sibling)."""
         self._put(key, value, context)
         self.stats.add(calls=1, writes=1, bytes_written=len(value))
 
@@ -202,13 +200,12 @@ class Store:
         return self._counted(lambda: self._cas(key, value, version), writes=1, bytes_written=len(value))
 
     def append_log(self, key: str, held: bytes, record: bytes, cap: int) -> Record:
-        """Append a commit's ``record`` to the head at ``key`` in the store, without a compare-and-set
-        (``mdss._tail``, on stores whose :attr:`appends` is true): the record now there.
+        """Append a commit's ``record`` to the head at ``key``, without a compare-and-set (``mdss._tail``, on stores
+        whose :attr:`appends` is true): the record now there.
 
         ``held`` is the head's value as the writer holds it. Raises :class:`~mdss.exceptions.ConflictError` (with
-        ``current``, and ``full`` set when only the ``cap`` on the tail's bytes refused it) where
-        :func:`mdss._tail.apply` refuses. Resending after a lost reply is safe: a record already there is not
-        added again.
+        ``current``, and ``full`` when only the ``cap`` on the tail's bytes refused it) where :func:`mdss._tail.apply`
+        refuses. Resending after a lost reply is safe: a record already there is not added again.
         """
         sha, seen = _tail.view(held)
         return self._counted(

@@ -460,10 +460,10 @@ class RedisClusterStore(_RedisBase):
             return self._call(self.client.mget_nonatomic, keys)
 
     def _mget_by_node(self, keys: Sequence[str]) -> list[bytes | None]:
-        """One MGET per slot, the slots of each master pipelined on one of its connections, sent to every
-        master before any reply is read: one round trip, as ``mget_nonatomic``, at about half its CPU (a
-        sharded set reads its S heads, on S slots, for every read). Raises on anything unusual (a MOVED
-        reply, a node without a client): the caller then goes redis-py's way, which follows redirections."""
+        """One MGET per slot, each master's slots pipelined on one of its connections, sent to every master before any
+        reply is read: one round trip, as ``mget_nonatomic``, at about half its CPU (a sharded set reads its S heads for
+        every read). Raises on anything unusual (a MOVED reply, a node without a client): the caller then goes
+        redis-py's way, which follows redirections."""
         groups: dict[str, tuple[Any, dict[int, list[int]]]] = {}
         node_of = self.client.get_node_from_key
         for n, key in enumerate(keys):

@@ -366,9 +366,8 @@ class RiakStore(Store):
     def index_page(
         self, btype: str, start: str, end: str, continuation: str | None = None
     ) -> tuple[list[str], str | None] | None:
-        """One page of the keys from ``start`` to ``end`` (inclusive, sorted) by the ``$key`` index,
-        with the continuation of the next page; ``None`` when the type's backend has no secondary indexes.
-        """
+        """One page of the keys from ``start`` to ``end`` (inclusive, sorted) by the ``$key`` index, and the next
+        page's continuation; ``None`` when the type's backend has no secondary indexes."""
         path = self._path(btype, f"/index/$key/{quote(start, safe='')}/{quote(end, safe='')}")
         query = {"max_results": self.page_size, **({"continuation": continuation} if continuation else {})}
         response = self.request("GET", path, query=query)
