@@ -19,8 +19,7 @@ from .leaderboard import Leaderboard, RankedRow
 
 
 class IntRange(click.IntRange):
-    """``click.IntRange`` in ASCII digits: click reads numbers with ``int()``, which takes ``"٣"``, ``"1_0"``
-    and ``" 7\\n"`` (see mdss._parse)."""
+    """``click.IntRange`` in ASCII digits: click's ``int()`` takes ``"٣"``, ``"1_0"``, ``" 7\\n"`` (see mdss._parse)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not _parse.INTEGER.fullmatch(value):

@@ -60,8 +60,7 @@ def pack(tag: str, fields: Sequence[Any]) -> str:
 
 
 def unpack(tag: str, cursor: Any, what: str) -> list[Any]:
-    """The fields of a cursor :func:`pack` made with ``tag``; :class:`InvalidArgumentError` naming ``what`` for
-    anything else (another set's cursor, a truncated or tampered one, not a str)."""
+    """The fields of a cursor :func:`pack` made with ``tag``; else :class:`InvalidArgumentError` naming ``what``."""
     try:
         data = base64url(cursor)
         payload = data[:-4]

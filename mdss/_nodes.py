@@ -48,8 +48,7 @@ CHILD_BYTES = 64
 
 
 def weights(height: int, members: Sequence[str]) -> list[int]:
-    """The weight of each item of a node at ``height`` whose members (first members, for a manifest) are
-    ``members``: see :data:`ENTRY_BYTES`."""
+    """The weight (:data:`ENTRY_BYTES`) of each item of a node at ``height`` with (first) members ``members``."""
     extra = CHILD_BYTES if height else ENTRY_BYTES
     return [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
 

@@ -81,8 +81,7 @@ def check_member(member: Any) -> str:
 
 
 def check_members(members: Any) -> list[str]:
-    """The valid members of an iterable (not a single string: a common slip), else :class:`InvalidArgumentError`
-    or :class:`InvalidMemberError`."""
+    """The valid members of an iterable (not a single string: a common slip), else an :class:`InvalidArgumentError`."""
     if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
         raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
     return [check_member(m) for m in members]

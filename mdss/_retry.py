@@ -35,8 +35,7 @@ class Backoff:
             raise ValueError(f"a backoff needs non-negative times, got {self!r}")
 
     def delay(self, attempt: int) -> float:
-        """The sleep before attempt number ``attempt`` (1-based: there is no sleep before attempt 0), uniform
-        up to :meth:`ceiling`."""
+        """The sleep before attempt ``attempt`` (none before attempt 0), uniform up to :meth:`ceiling`."""
         return random.uniform(0, self.ceiling(attempt))
 
     def ceiling(self, attempt: int, latency: float = 0.0) -> float:

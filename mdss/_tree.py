@@ -304,8 +304,7 @@ class Tree:
         return first if base else None
 
     def _frontier(self, start: int, stop: int) -> list[tuple[str, int]]:
-        """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``
-        (within the tree's bounds)."""
+        """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``."""
         if self.root is None or start >= stop:
             return []
         frontier = [(self.root, 0)]  # (node id, position of its first entry)

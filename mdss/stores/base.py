@@ -167,8 +167,7 @@ class Store:
         return record
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The values at ``keys`` (``None`` where absent), in one round trip: for immutable keys (nodes), so
-        no versions and no siblings."""
+        """The values at ``keys`` (``None`` where absent) in one round trip, for immutable keys (nodes): no siblings."""
         if not keys:
             return []
         values = self._get_many(keys)
