@@ -27,6 +27,7 @@ Outcomes of a compare-and-set, a 412 after a lost reply included: :meth:`RiakSto
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import warnings
@@ -423,11 +424,9 @@ class RiakStore(Store):
             return
         for _ in COMMITS.attempts():  # a blind write on a consistent type is a conditional write on the vclock read
             record = self.fetch(btype, key)
-            try:
+            with contextlib.suppress(ConflictError):
                 self.put_if(btype, key, value, None if record is None else record.version)
                 return
-            except ConflictError:
-                continue
         raise ConflictError(f"key {key!r} kept changing while it was overwritten, for {COMMITS.budget} s")
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
@@ -445,11 +444,9 @@ class RiakStore(Store):
             record = self.fetch(btype, key)
             if record is None:
                 return
-            try:
+            with contextlib.suppress(ConflictError):  # changed since read, or already deleted by an earlier attempt
                 self.remove(btype, key, vclock=record.version)
                 return
-            except ConflictError:  # changed since read, or an earlier attempt already deleted it: read again
-                continue
         raise ConflictError(f"key {key!r} kept changing while it was deleted, for {COMMITS.budget} s")
 
     def _delete_if(self, key: str, version: Any) -> None:

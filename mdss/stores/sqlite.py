@@ -206,18 +206,16 @@ class SQLiteStore(Store):
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         unique = list(dict.fromkeys(keys))
 
+        def chunk(db: sqlite3.Connection, part: list[str]) -> Iterator[tuple[str, bytes]]:
+            return db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(part))})", part)
+
         def select(db: sqlite3.Connection) -> dict[str, bytes]:
             if len(unique) <= _CHUNK:  # one statement is one snapshot
-                return dict(
-                    db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(unique))})", unique)
-                )
+                return dict(chunk(db, unique))
             found: dict[str, bytes] = {}
             db.execute("BEGIN")  # one snapshot for every chunk
             for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                found.update(
-                    db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-                )
+                found.update(chunk(db, unique[start : start + _CHUNK]))
             db.execute("COMMIT")
             return found
 
