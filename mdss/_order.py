@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 
 from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
 
-#: Longest member, in UTF-8 bytes. Keeps an entry set of 1000 entries well
-#: under DynamoDB's 400 KB item limit and Riak's recommended object size.
+#: Longest member, in UTF-8 bytes: 1000 entries stay well under DynamoDB's 400 KB items and Riak's advised object size.
 MAX_MEMBER_BYTES = 256
 
 INT_MIN = -(2**63)
@@ -222,11 +221,9 @@ class Order:
 
 
 # -- composite keys (mdss.Leaderboard) ------------------------------------------------------------------------------
-#
-# A leaderboard column orders rows by several parts, each with its own direction, then by owner. Its entries live in
-# an ascending set whose score is the column's slot and whose member spells the key: the slot, each part as a
-# fixed-width string whose code point order is the part's order, then the owner. Comparing members is then comparing
-# keys, exactly, with no change to the trees, the log or the codec.
+# A leaderboard column orders rows by several parts, each with its own direction, then by owner. Its entries live in an
+# ascending set whose score is the column's slot and whose member spells the key: the slot, each part as a fixed-width
+# string whose code point order is the part's order, then the owner: comparing members compares keys, exactly.
 
 #: Characters of one encoded part: 16 hex digits of the float just below or at the value, 3 of the exact rest.
 PART_CHARS = 19

@@ -59,10 +59,9 @@ class Backoff:
             time.sleep(pause)
 
 
-#: Contention on a head: long enough that a healthy store never fails a write (a writer that loses every race
-#: for 10 s to others committing back to back does happen on a store with millisecond calls). A commit that
-#: keeps losing reads the head at intervals of :meth:`Backoff.ceiling` until it stops moving
-#: (``mdss._commit._quiet``); other users of this policy sleep :meth:`Backoff.delay`.
+#: Contention on a head: long enough that a healthy store never fails a write (losing every race for 10 s to writers
+#: committing back to back does happen with millisecond calls). A commit that keeps losing reads the head every
+#: :meth:`Backoff.ceiling` until it stops moving (``mdss._commit._quiet``); other users sleep :meth:`Backoff.delay`.
 COMMITS = Backoff(budget=30.0, base=0.001, cap=0.1)
 #: A store call that failed transiently (a dropped connection, a locked file).
 STORE_CALLS = Backoff(budget=5.0, base=0.02, cap=1.0)

@@ -139,8 +139,8 @@ class Store:
 
     #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
     keeps_siblings = False
-    #: Whether a key may vanish without a delete (a Redis evicting under memory pressure): then a new set's
-    #: first write lists the set's keys, to tell a lost head from a new set (``mdss._head.snapshot``).
+    #: Whether a key may vanish without a delete (Redis evicting): then a new set's first write lists the set's keys, to
+    #: tell a lost head from a new set (``mdss._head.snapshot``).
     evicts = True
     #: The largest value one key holds, for stores with a limit that nodes can reach (DynamoDB: 400 KB items).
     max_value_bytes: int | None = None

@@ -26,8 +26,7 @@ class MemoryStore(Store):
             if not isinstance(flag, bool):
                 raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
         self.keeps_siblings = siblings
-        # Store-applied appends (mdss._tail); off, commits compare-and-set the head as on Riak and DynamoDB.
-        # An eventually consistent store has no atomic read-modify-write.
+        # Store-applied appends (mdss._tail, else heads are compare-and-set); never with siblings: no atomic update.
         self.appends = appends and not siblings
         self._data: dict[str, dict[int, bytes]] = {}  # key -> {dot: value}
         self._dots = itertools.count(1)
