@@ -1,8 +1,7 @@
 """``mdss board``: a leaderboard's posts and five views from the command line (``--json`` for scripts).
 
-The board is the global ``--set`` name. Its columns, accumulators and best-of fields are stored by the first use:
-give them once with ``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; afterwards the board opens from
-what is stored.
+The board is the global ``--set`` name. Its columns, accumulators and best-of fields are stored by the first use: give
+them once with ``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; then the board opens from what is stored.
 """
 
 from __future__ import annotations

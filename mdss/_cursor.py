@@ -1,10 +1,9 @@
 """Page cursors: where a page ended, in a URL-safe string bound to its set.
 
 A cursor carries the snapshot's score tree (root, height, count) and its update log (base and end sequence numbers), the
-position after the last entry returned and that entry, so the next page reads the same snapshot, or, once that snapshot
-is collected or its log merged, continues by key. It holds a tag of the set's key prefix and a CRC-32, so a cursor of
-another set, a truncated or a tampered one is refused with :class:`InvalidArgumentError`; every field is range-checked.
-It pins no storage.
+position after the last entry returned and that entry, so the next page reads the same snapshot or, once it is collected
+or its log merged, continues by key. A tag of the set's key prefix and a CRC-32 get a cursor of another set, a truncated
+or a tampered one refused with :class:`InvalidArgumentError`; every field is range-checked. It pins no storage.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Where a set's objects live in the store: one function per kind of key.
 
-``{namespace}:{set}:h`` is the head, ``{namespace}:{set}:n:{id}`` a tree node, ``{namespace}:{set}:g:{id}`` an immutable
-garbage note or note page (what commits replaced, see ``mdss._garbage``), ``{namespace}:{set}:m`` the set's marker (the
-set has content: see ``mdss._head.snapshot``), ``{namespace}:{set}:s`` a sharded set's settings,
-``{namespace}:{name}:t`` a top-N set. :func:`kind` tells them apart (the Riak store routes each kind to its own bucket
-type by it).
+Under ``{namespace}:{set}:``, ``h`` is the head, ``n:{id}`` a tree node, ``g:{id}`` an immutable garbage note or note
+page (what commits replaced, see ``mdss._garbage``), ``m`` the set's marker (the set has content: see
+``mdss._head.snapshot``), ``s`` a sharded set's settings; ``{namespace}:{name}:t`` is a top-N set. :func:`kind` tells
+them apart (the Riak store routes each kind to its own bucket type by it).
 
 Set names and namespaces are percent-encoded so that they never contain the separator ``:``, nor ``{``/``}`` (Redis
 Cluster hash tags) nor ``/``, nor :data:`PART` ``#`` nor :data:`SHARD` ``|``; keys of two different sets therefore never

@@ -61,10 +61,9 @@ def weight(height: int, members: Sequence[str]) -> int:
 
 
 def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:
-    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node: ``least``
-    items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``. The quarter is what even
-    splits can promise when every item weighs at most a quarter of the bound (``mdss._writer.Writer._cuts``); a
-    byte-full manifest then has two children or more."""
+    """Whether a node of ``count`` items and ``weight`` bytes may stand as a non-root node: ``least`` items or more or,
+    when nodes are bounded in bytes, over a quarter of ``node_bytes``: what even splits can promise when no item weighs
+    over a quarter of the bound (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more."""
     return count >= least or node_bytes is not None and 4 * weight > node_bytes
 
 

@@ -1,8 +1,7 @@
 """Every exception mdss raises.
 
-Each one subclasses the built-in a caller would already catch (``ValueError`` for bad input, ``ConnectionError`` for an
-unreachable store, ...) and all of them share the root :class:`MdssError`, so ``except mdss.MdssError`` catches
-everything mdss raises on purpose.
+Each subclasses the built-in a caller would catch (``ValueError`` for bad input, ``ConnectionError`` for an unreachable
+store, ...), and all share the root :class:`MdssError`: ``except mdss.MdssError`` catches what mdss raises on purpose.
 """
 
 from __future__ import annotations

@@ -215,9 +215,8 @@ class Store:
         """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since the writer's
         view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores whose
         :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is appended, across it
-        (as by :meth:`append_log`: ``cap`` on the tail's bytes). Raises :class:`~mdss.exceptions.ConflictError` (with
-        ``current``, and ``full``) where :func:`mdss._tail.swap` refuses. Once refused, refused for good; resending
-        after a lost reply is safe."""
+        (as by :meth:`append_log`). Raises :class:`~mdss.exceptions.ConflictError` (with ``current`` and ``full``) where
+        :func:`mdss._tail.swap` refuses, for good. Resending after a lost reply is safe."""
         sha, seen = _tail.view(held)
         return self._counted(
             lambda: self._swap(key, held, sha, seen, core, record, cap), writes=1, bytes_written=len(core) + len(record)

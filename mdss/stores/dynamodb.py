@@ -83,10 +83,9 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
 
 @attrs.define
 class CapacityStats(Stats):
-    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU);
-    ``requests``: the requests sent, resends included. Whole units: every read is strongly consistent, so none is billed
-    by halves. One ``get_many`` of 250 keys is one round trip in ``calls`` (its three ``BatchGetItem`` requests go out
-    at once) and three ``requests``."""
+    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU, whole: every read is
+    strongly consistent), ``write_units`` (WCU); ``requests``: those sent, resends included (a ``get_many`` of 250 keys:
+    one round trip in ``calls``, three ``requests`` at once)."""
 
     read_units: int = 0
     write_units: int = 0

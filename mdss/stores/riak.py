@@ -302,14 +302,12 @@ class RiakStore(Store):
     def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> str | None:
         """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent); the vclock written.
 
-        ``returnbody=true`` makes Riak answer the new vclock (the one a later GET gives), so a writer holding the head
-        it wrote compare-and-sets again without reading it (``None`` if an answer lacks it).
-
-        :class:`ConflictError` only for a 412 to the first attempt that reached Riak (nothing written: a lost race, or
-        the spurious 412 after an ensemble leader change, which the caller likewise rebases on). After an attempt that
-        may have been applied (reply lost, 5xx), a 412 is settled by reading the key back: exactly ``value`` is success
-        (heads carry commit ids, so equal bytes are this write), else :class:`OutcomeUnknownError`, as when retries
-        run out.
+        ``returnbody=true`` makes Riak answer the new vclock (the one a later GET gives), so a writer holding the
+        head it wrote compare-and-sets again without reading it (``None`` if an answer lacks it). :class:`ConflictError`
+        only for a 412 to the first attempt that reached Riak (nothing written: a lost race, or the spurious 412 after
+        an ensemble leader change, which the caller likewise rebases on). After an attempt that may have been applied
+        (reply lost, 5xx), a 412 is settled by reading the key back: exactly ``value`` is success (heads carry commit
+        ids, so equal bytes are this write), else :class:`OutcomeUnknownError`, as when retries run out.
         """
         headers = {"Content-Type": "application/octet-stream"}
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
