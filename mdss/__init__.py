@@ -1,8 +1,7 @@
 """mdss: massive distributed sorted sets.
 
-Exact leaderboards of any size kept in a plain key-value store: entry sets of
-at most ``chunk_size`` entries under manifests, committed copy-on-write with
-one compare-and-set of a small head.
+Exact leaderboards of any size kept in a plain key-value store: entry sets of at most ``chunk_size`` entries under
+manifests, committed copy-on-write with one compare-and-set of a small head.
 
 >>> import mdss
 >>> board = mdss.SortedSet(mdss.open_store("memory://"), "board")

@@ -1,8 +1,7 @@
 """``mdss board``: a leaderboard's posts and five views from the command line (``--json`` for scripts).
 
-The board is the global ``--set`` name. Its columns, accumulators and best-of fields are stored by the first use:
-give them once with ``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; afterwards the board opens from
-what is stored.
+The board is the global ``--set`` name. Its columns, accumulators and best-of fields are stored by the first use: give
+them once with ``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; then the board opens from what is stored.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from .leaderboard import Leaderboard, RankedRow
 
 
 class IntRange(click.IntRange):
-    """``click.IntRange`` in ASCII digits: click reads numbers with ``int()``, which takes ``"٣"``, ``"1_0"``
-    and ``" 7\\n"`` (see mdss._parse)."""
+    """``click.IntRange`` in ASCII digits: click's ``int()`` takes ``"٣"``, ``"1_0"``, ``" 7\\n"`` (see mdss._parse)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not _parse.INTEGER.fullmatch(value):

@@ -1,8 +1,7 @@
 """A bounded, thread-safe LRU of decoded nodes.
 
-Nodes are immutable and their ids never reused, so a cached node never needs
-invalidating: the cache only has to respect its memory budget, measured in
-stored bytes (a fair proxy for the decoded size).
+Nodes are immutable and their ids never reused, so a cached node never needs invalidating: the cache only has to respect
+its memory budget, measured in stored bytes (a fair proxy for the decoded size).
 """
 
 from __future__ import annotations

@@ -66,9 +66,9 @@ def _utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
 
 
 def read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, int | float], list[str]]:
-    """Pairs from a ``member,score`` CSV, and the problems by line number (``header`` None: a first row is
-    skipped when it :func:`looks_like_header`). A line that cannot be read at all (not UTF-8, a field over
-    the csv module's 128 KiB limit) raises :class:`~mdss.InvalidArgumentError` naming it."""
+    """Pairs from a ``member,score`` CSV, and the problems by line number (``header`` None: a first row is skipped when
+    it :func:`looks_like_header`). An unreadable line (not UTF-8, a field over the csv module's 128 KiB limit) raises
+    :class:`~mdss.InvalidArgumentError` naming it."""
     pairs: dict[str, int | float] = {}
     problems: list[str] = []
     reader = csv.reader(_utf8_lines(stream))

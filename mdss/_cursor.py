@@ -1,13 +1,9 @@
 """Page cursors: where a page ended, in a URL-safe string bound to its set.
 
-A cursor carries the snapshot's score tree (root, height, count) and its
-update log (base and end sequence numbers), the position after the last
-entry returned and that entry, so the next page reads the same snapshot,
-or, once that snapshot is collected or its log merged, continues by key.
-It holds a tag of the set's key prefix and a CRC-32, so a cursor of
-another set, a truncated or a tampered one is refused with
-:class:`InvalidArgumentError`; every field is range-checked. It pins no
-storage.
+A cursor carries the snapshot's score tree (root, height, count) and its update log (base and end sequence numbers), the
+position after the last entry returned and that entry, so the next page reads the same snapshot or, once it is collected
+or its log merged, continues by key. A tag of the set's key prefix and a CRC-32 get a cursor of another set, a truncated
+or a tampered one refused with :class:`InvalidArgumentError`; every field is range-checked. It pins no storage.
 """
 
 from __future__ import annotations
@@ -56,18 +52,14 @@ def _tag(tag: str) -> int:
 
 
 def pack(tag: str, fields: Sequence[Any]) -> str:
-    """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding.
-
-    The one envelope of every cursor mdss hands out (sets, sharded sets,
-    leaderboards); ``tag`` binds it to what issued it.
-    """
+    """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding. The one
+    envelope of every cursor mdss hands out (sets, sharded sets, leaderboards); ``tag`` binds it to what issued it."""
     payload = msgpack.packb([_tag(tag), *fields])
     return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
 
 
 def unpack(tag: str, cursor: Any, what: str) -> list[Any]:
-    """The fields of a cursor :func:`pack` made with ``tag``; :class:`InvalidArgumentError` naming ``what`` for
-    anything else (another set's cursor, a truncated or tampered one, not a str)."""
+    """The fields of a cursor :func:`pack` made with ``tag``; else :class:`InvalidArgumentError` naming ``what``."""
     try:
         data = base64url(cursor)
         payload = data[:-4]

@@ -1,22 +1,20 @@
 """Rank estimates with guaranteed bounds, from the manifests alone.
 
-A manifest already knows, for each entry set under it, how many entries precede it (``starts``), how many it holds
-(``counts``) and its first key (``firsts``); the manifest above names the first key of whatever follows.
-Descending manifests to the entry set a probe falls in therefore bounds the number of keys below the probe without
-reading that entry set:
+A manifest knows, for each entry set under it, how many entries precede it (``starts``), how many it holds (``counts``)
+and its first key (``firsts``); the manifest above names the first key of whatever follows. Descending manifests to the
+entry set a probe falls in therefore bounds the keys below the probe without reading that entry set:
 
 - every entry before the set is below the probe, and none after it is (the probe is below the next set's first
   key, or the routing would have gone there), so the count lies in ``before .. before + count``;
 - the set's first key is below a probe greater than it: ``before + 1``; a probe equal to it, or below it (only in
   the first set), has exactly ``before`` keys below it.
 
-The width is at most ``count - 1 < chunk_size``. The point estimate interpolates linearly on the sort score
-between the set's first key and the next set's first key, as the Datastore article's buckets do (seed 003), with
-integer scores as unit slots; in the last entry set, which has no next key, at the density of the set before it.
-It is always kept within the bounds.
+The width is at most ``count - 1 < chunk_size``. The point estimate, kept within the bounds, interpolates linearly on
+the sort score between the set's first key and the next set's, as the Datastore article's buckets do, with integer
+scores as unit slots; in the last entry set, which has no next key, at the density of the set before it.
 
-:func:`estimate_in_tree` is a pure function of one tree and one probe and returns counts of keys strictly below
-the probe, so that a caller who knows an exact shift (entries not yet in the tree) adds it to all three numbers.
+:func:`estimate_in_tree`, a pure function of one tree and one probe, counts keys strictly below the probe, so that a
+caller who knows an exact shift (entries not yet in the tree) adds it to all three numbers.
 """
 
 from __future__ import annotations
@@ -54,9 +52,8 @@ Below = tuple[int, int, int]
 def estimate_in_tree(tree: Tree, probe: Any) -> Below:
     """How many keys of the score tree ``tree`` are strictly below ``probe``: an estimate and sure bounds.
 
-    Reads manifests only (cached, they cost no round trip). A tree of one entry set has no manifest: its root is
-    read and the answer is exact (at most ``chunk_size`` entries, one node, as a manifest would have cost). An
-    empty tree reads nothing.
+    Reads manifests only (cached, they cost no round trip). A tree of one entry set has no manifest: its root is read
+    and the answer is exact (one node, as a manifest would have cost). An empty tree reads nothing.
 
     >>> from mdss._tree import Manifest
     >>> class Cached:  # a source holding one manifest over entry sets of 3, 2 and 4 entries
@@ -111,12 +108,9 @@ def _span(a: Any, b: Any) -> float:
 
 
 def _interpolate(s: Any, start: Any, end: Any, count: int) -> float | None:
-    """How many of ``count`` entries spread evenly over sort scores ``start .. end`` lie below ``s``.
-
-    Integer scores are taken as slots of width one, ``end``'s included: the entry set may end with ties of the
-    next set's first score, and in a tie-heavy board (points) it usually does. Linear interpolation alone would
-    count all of them below a probe of that score.
-    """
+    """How many of ``count`` entries spread evenly over sort scores ``start .. end`` lie below ``s``. Integer scores are
+    slots of width one, ``end``'s included: an entry set often ends with ties of the next set's first score (points),
+    which linear interpolation alone would count all below a probe of that score."""
     if end is None:
         return None
     if type(start) is int and type(end) is int and type(s) is int:
@@ -128,8 +122,7 @@ def _interpolate(s: Any, start: Any, end: Any, count: int) -> float | None:
 
 
 def bounded(tree: Tree, probe: Any, max_error: int | float | None) -> Below:
-    """:func:`estimate_in_tree`, or the exact count (reading the one entry set) if its bounds are wider than
-    ``max_error`` keys."""
+    """:func:`estimate_in_tree`, or the exact count (reading one entry set) if its bounds span over ``max_error``."""
     below = estimate_in_tree(tree, probe)
     if max_error is not None and below[2] - below[1] > max_error:
         exact = tree.rank_of(probe)
@@ -152,8 +145,7 @@ def as_percentile(below: Below, total: int) -> Percentile:
 
 
 def in_snapshot(snap: Snapshot, probe: Any, max_error: int | float | None) -> Below:
-    """Keys below ``probe`` in one snapshot: the score tree's estimate and bounds (:func:`bounded`), shifted
-    by its update log, whose shift is known exactly."""
+    """Keys below ``probe`` in one snapshot: the score tree's :func:`bounded` estimate, shifted exactly by its log."""
     shift = 0 if snap.view is None else snap.view.shift(probe)
     rank, low, high = bounded(snap.score_tree, probe, max_error)
     return rank + shift, low + shift, high + shift

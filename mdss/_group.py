@@ -1,12 +1,9 @@
 """Group commit: many threads' writes to one set become one commit.
 
-This is the Datastore article's *job aggregation* without a dedicated
-thread: the first writer to find no commit in progress becomes the leader,
-optionally lingers up to ``max_wait`` seconds for more writes, and commits
-everything queued (up to ``max_ops`` operations) at once; the others block
-until the commit that carries their operations is done. Under load, writes
-pile up while a commit is in flight, so batches grow exactly when they help;
-alone, a writer commits at once.
+The Datastore article's *job aggregation* without a dedicated thread: the first writer to find no commit in progress
+leads, lingers up to ``max_wait`` seconds for more writes, and commits everything queued (up to ``max_ops`` operations)
+at once; the others block until the commit carrying their operations is done. Under load, writes pile up while a
+commit is in flight, so batches grow exactly when they help; alone, a writer commits at once.
 """
 
 from __future__ import annotations
@@ -30,10 +27,8 @@ class Pending:
 
 
 class GroupCommit:
-    """Aggregates concurrent callers' operations into commits made by ``commit(pendings)``.
-
-    ``commit`` must set ``result`` or ``error`` on every pending it is given.
-    """
+    """Aggregates concurrent callers' operations into commits made by ``commit(pendings)``. ``commit`` must set
+    ``result`` or ``error`` on every pending it is given."""
 
     def __init__(self, commit: Callable[[list[Pending]], None], max_ops: int, max_wait: float) -> None:
         self._commit, self.max_ops, self.max_wait = commit, max_ops, max_wait

@@ -1,21 +1,16 @@
 """Where a set's objects live in the store: one function per kind of key.
 
-``{namespace}:{set}:h`` is the head, ``{namespace}:{set}:n:{id}`` a tree node,
-``{namespace}:{set}:g:{id}`` an immutable garbage note or note page (what
-commits replaced, see ``mdss._garbage``), ``{namespace}:{set}:m`` the set's
-marker (the set has content: see ``mdss._head.snapshot``), ``{namespace}:{set}:s``
-a sharded set's settings, ``{namespace}:{name}:t`` a top-N set. :func:`kind`
-tells them apart (the Riak store routes each kind to its own bucket type by it).
+Under ``{namespace}:{set}:``, ``h`` is the head, ``n:{id}`` a tree node, ``g:{id}`` an immutable garbage note or note
+page (what commits replaced, see ``mdss._garbage``), ``m`` the set's marker (the set has content: see
+``mdss._head.snapshot``), ``s`` a sharded set's settings; ``{namespace}:{name}:t`` is a top-N set. :func:`kind` tells
+them apart (the Riak store routes each kind to its own bucket type by it).
 
-Set names and namespaces are percent-encoded so that they never contain the
-separator ``:``, nor ``{``/``}`` (Redis Cluster hash tags) nor ``/``, nor
-:data:`PART` ``#`` nor :data:`SHARD` ``|``; keys of two different sets therefore
-never collide, whatever their names hold. An object's *internal* sets (a
-board's windows, settings, registry and post ids, a sharded set's shards) are
-named ``{name}#{part}`` or ``{name}|{part}`` with the separator raw
-(:meth:`Keyspace.internal`): no name a user chooses encodes to that, so no
-``SortedSet``, ``TopN`` or board of any name reaches another object's keys.
-Member names never appear in keys.
+Set names and namespaces are percent-encoded so that they never contain the separator ``:``, nor ``{``/``}`` (Redis
+Cluster hash tags) nor ``/``, nor :data:`PART` ``#`` nor :data:`SHARD` ``|``; keys of two different sets therefore never
+collide, whatever their names hold. An object's *internal* sets (a board's windows, settings, registry and post ids, a
+sharded set's shards) are named ``{name}#{part}`` or ``{name}|{part}`` with the separator raw
+(:meth:`Keyspace.internal`): no name a user chooses encodes to that, so no ``SortedSet``, ``TopN`` or board of any name
+reaches another object's keys. Member names never appear in keys.
 """
 
 from __future__ import annotations
@@ -71,17 +66,13 @@ def slot(key: str) -> int:
 def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> list[str]:
     """The key names of a new set's shards: ``{set}|{i}.{salt}``.
 
-    ``|`` never appears in a percent-encoded set name, so shard keys never
-    collide with another set's. The salt places the shards' heads: hash tags
-    would choose slots, not masters, so on a Redis Cluster (a store whose
-    client knows the slot owners) the salt is the first that puts shard
-    ``i``'s head on master ``i mod M``, as the cluster is when the set is
-    created: the heads are as evenly spread as ``S`` allows. The heads of one
-    master share the slot of its first (a salt found in about 16,384 tries,
-    a few milliseconds per shard), so that a read's ``get_many`` of the ``S`` heads is
-    one ``MGET`` per master rather than per shard. Elsewhere the salt is
-    the first that puts the head in the ``i``-th of ``S`` equal ranges of the
-    hash slots, which spreads them over any cluster of equal slot ranges.
+    ``|`` never appears in a percent-encoded set name, so shard keys never collide with another set's. The salt places
+    the shards' heads: hash tags would choose slots, not masters, so on a Redis Cluster (a store whose client knows the
+    slot owners) the salt is the first that puts shard ``i``'s head on master ``i mod M``, as the cluster is when the
+    set is created: the heads are as evenly spread as ``S`` allows. The heads of one master share the slot of its first
+    (a salt found in about 16,384 tries, a few milliseconds per shard), so that a read's ``get_many`` of the ``S`` heads
+    is one ``MGET`` per master rather than per shard. Elsewhere the salt is the first that puts the head in the ``i``-th
+    of ``S`` equal ranges of the hash slots, which spreads them over any cluster of equal slot ranges.
     """
     base, prefix = _part(name, "set name"), _part(namespace, "namespace")
     client: Any = getattr(store, "client", None)
@@ -112,9 +103,8 @@ def shard_parts(namespace: str, name: str, shards: int, store: Any = None) -> li
 
 
 def shard_keyspace(namespace: str, name: str, part: str) -> Keyspace:
-    """The keys of one shard of set ``name``: those of its internal part ``{i}.{salt}`` (``part``, as the
-    settings record names it, is ``{encoded name}|{i}.{salt}``: a record naming another set's shards is
-    damaged)."""
+    """The keys of one shard of set ``name``: those of its internal part ``{i}.{salt}`` (``part``, as the settings
+    record names it, is ``{encoded name}|{i}.{salt}``: a record naming another set's shards is damaged)."""
     base, _, tail = part.partition(SHARD)
     if base != _part(name, "set name") or not tail:
         raise CorruptDataError(f"the settings of set {name!r} name shard {part!r} of another set")
@@ -158,10 +148,9 @@ class Keyspace:
 
 
 def board_keyspace(store, name: str, part: str, legacy: bool) -> Keyspace:
-    """The keys of part ``part`` of board ``name`` in ``store`` (a Store: its namespace). ``part``:
-    ``board`` (settings), ``windows`` (registry), ``posts`` (post ids) or a window instance. Internal keys
-    (``g#all``, which no set name reaches), or for a board stored before those (``legacy``) the keys of
-    the set named ``g#all`` (``g%23all``), where it stays until dropped."""
+    """The keys of part ``part`` (``board``: settings, ``windows``: registry, ``posts``: post ids, or a window instance)
+    of board ``name`` in ``store``: internal keys (``g#all``, which no set name reaches), or for a board stored before
+    those (``legacy``) the keys of the set named ``g#all`` (``g%23all``), where it stays until dropped."""
     if legacy:
         return Keyspace(store.namespace, f"{name}#{part}")
     return Keyspace.internal(store.namespace, name, part)

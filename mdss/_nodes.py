@@ -40,17 +40,15 @@ def fill(chunk: int, height: int) -> tuple[int, int]:
     return max(most // 2, 2), most
 
 
-#: What a node's bytes are reckoned in, when a set bounds them (``node_bytes``): per entry, its member's
-#: UTF-8 bytes plus a score and msgpack headers; per manifest child, its first member plus an id, a count,
-#: a score and the dense summary. Upper bounds of the encoded sizes, so a node of weight ``w`` stores in
-#: at most ``w`` bytes and a few more for its frame.
+#: A node's weight, when a set bounds its bytes (``node_bytes``): per entry, its member's UTF-8 bytes plus a score and
+#: msgpack headers; per manifest child, its first member plus an id, a count, a score and the dense summary. Upper
+#: bounds of the encoded sizes: a node of weight ``w`` stores in at most ``w`` bytes and a few more for its frame.
 ENTRY_BYTES = 12
 CHILD_BYTES = 64
 
 
 def weights(height: int, members: Sequence[str]) -> list[int]:
-    """The weight of each item of a node at ``height`` whose members (first members, for a manifest) are
-    ``members``: see :data:`ENTRY_BYTES`."""
+    """The weight (:data:`ENTRY_BYTES`) of each item of a node at ``height`` with (first) members ``members``."""
     extra = CHILD_BYTES if height else ENTRY_BYTES
     return [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
 
@@ -63,12 +61,9 @@ def weight(height: int, members: Sequence[str]) -> int:
 
 
 def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:
-    """Whether a node of ``count`` items and ``weight`` bytes is filled enough to stand as a non-root node:
-    ``least`` items or more or, when nodes are bounded in bytes, more than a quarter of ``node_bytes``.
-
-    The quarter is what even splits can promise when every item weighs at most a quarter of the bound
-    (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more.
-    """
+    """Whether a node of ``count`` items and ``weight`` bytes may stand as a non-root node: ``least`` items or more or,
+    when nodes are bounded in bytes, over a quarter of ``node_bytes``: what even splits can promise when no item weighs
+    over a quarter of the bound (``mdss._writer.Writer._cuts``); a byte-full manifest then has two children or more."""
     return count >= least or node_bytes is not None and 4 * weight > node_bytes
 
 
@@ -81,9 +76,9 @@ def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
 
 
 class Leaf:
-    """An entry set: parallel tuples, ``keys`` derived from members and scores; ``merged``: its entries with
-    the update log applied, as a read last merged them (``mdss._log.View.keep``); ``gathered``: its keys with
-    the log applied, as a read of a sharded set last merged them (``mdss._gather.Layout.region``)."""
+    """An entry set: parallel tuples, ``keys`` derived from members and scores. With the update log applied, as a read
+    last merged them: ``merged``, its entries (``mdss._log.View.keep``); ``gathered``, its keys for a sharded set
+    (``mdss._gather.Layout.region``)."""
 
     __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups", "__weakref__")
     height = 0
@@ -113,12 +108,10 @@ class Leaf:
 
 
 class Manifest:
-    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts.
-
-    In the score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a
-    child summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
-    :meth:`dense_starts` are the distinct scores before each child.
-    """
+    """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts. In the
+    score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a child
+    summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
+    :meth:`dense_starts` are the distinct scores before each child."""
 
     __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts", "distincts", "lasts", "_dense")
 
@@ -153,9 +146,8 @@ class Manifest:
         return list(zip(self.ids, self.counts, self.members, self.scores, self.distincts, self.lasts))  # type: ignore[arg-type]
 
     def dense_starts(self) -> tuple[int, ...]:
-        """``starts[i]``: the distinct scores of children ``0..i-1`` together, for ``i`` up to the first child
-        whose count is unknown. A tie group that crosses from child ``k-1`` into child ``k`` (its last score
-        equals the next first score) is counted once."""
+        """``starts[i]``: the distinct scores of children ``0..i-1`` together, for ``i`` up to the first child whose
+        count is unknown; a tie group crossing from child ``k-1`` into child ``k`` counts once."""
         distincts, cached = self.distincts, self._dense
         if cached is not None and cached[0] is distincts:
             return cached[1]
@@ -201,10 +193,8 @@ class Manifest:
         return i if i > 0 else 0
 
     def runs(self, keys: Sequence[Any], lo: int, hi: int) -> Iterable[tuple[int, int, int]]:
-        """Route sorted ``keys[lo:hi]``: ``(child index, start, end)`` saying ``keys[start:end]`` fall in it.
-
-        Two bisections per child touched, however many keys it receives.
-        """
+        """Route sorted ``keys[lo:hi]``: ``(child index, start, end)`` saying ``keys[start:end]`` fall in it. Two
+        bisections per child touched, however many keys it receives."""
         firsts, last = self.firsts, len(self.firsts) - 1
         while lo < hi:
             i = self.child(keys[lo])

@@ -1,27 +1,22 @@
 """Write operations and their conditions, resolved at commit time against the member's current score.
 
-A write names an *op* and, optionally, a condition on the member's
-presence (``only``) and, for ``incr``, on the direction of the change
-(``when``), with the meanings of Redis' ``ZADD``:
+A write names an *op* and, optionally, a condition on the member's presence (``only``) and, for ``incr``, on the
+direction of the change (``when``), with the meanings of Redis' ``ZADD``:
 
-===================  ==========================================================
+===================  ==============================================================================================
 ``op="set"``         the score becomes ``value``
 ``op="incr"``        the score becomes current + ``value`` (absent: 0 + value)
 ``op="best"``        the better of current and ``value`` in the set's order
-``op="gt"``          ``value`` if the member is absent or ``value`` > current
-                     (numerically, whatever the set's order: ``ZADD GT``)
+``op="gt"``          ``value`` if the member is absent or ``value`` > current (numerically, any order: ``ZADD GT``)
 ``op="lt"``          ``value`` if the member is absent or ``value`` < current
 ``only="new"``       applies only to an absent member (``ZADD NX``)
 ``only="existing"``  applies only to a present member (``ZADD XX``)
-``when="gt"|"lt"``   ``incr`` only if the result is greater / less than the
-                     current score (``ZADD INCR GT|LT``); an absent member is
-                     added, as Redis does
-===================  ==========================================================
+``when="gt"|"lt"``   ``incr`` only if the score rises / falls (``ZADD INCR GT|LT``); an absent member is added
+===================  ==============================================================================================
 
-The op travels to the commit as one short code (``"gt"``, ``"set:new"``,
-``"incr:gt:existing"``), so that the commit, which re-reads every member's
-current score on each attempt, resolves it against the state it publishes:
-a condition is never judged on a stale read.
+The op travels to the commit as one short code (``"gt"``, ``"set:new"``, ``"incr:gt:existing"``), so that the commit,
+which re-reads every member's current score on each attempt, resolves it against the state it publishes: a condition is
+never judged on a stale read.
 """
 
 from __future__ import annotations
@@ -78,11 +73,9 @@ def resolve(
 ) -> tuple[Score | None, bool]:
     """The member's score after op ``text`` (``None``: absent), and whether the op applied.
 
-    An op whose condition fails leaves ``current`` and did not apply (Redis
-    answers ``nil`` to such a ``ZADD INCR``); ``best``, ``gt`` and ``lt``
-    that keep a better current score did not apply either. ``better`` is
-    the set's order (``max`` for ``desc``). Raises
-    :class:`InvalidScoreError` for an increment that overflows or gives NaN.
+    An op whose condition fails leaves ``current`` and did not apply (Redis answers ``nil`` to such a ``ZADD INCR``);
+    ``best``, ``gt`` and ``lt`` that keep a better current score did not apply either. ``better`` is the set's order
+    (``max`` for ``desc``). Raises :class:`InvalidScoreError` for an increment that overflows or gives NaN.
 
     >>> resolve("gt", 5, 3, max), resolve("gt", None, 3, max), resolve("set:existing", None, 3, max)
     ((5, False), (3, True), (None, False))

@@ -1,11 +1,9 @@
 """Scores, members and the order of a set: every key comparison lives here.
 
-A set's entries are ordered by *sort key* ``(s, member)`` where ``s`` is the
-score for an ascending set and its negation for a descending one, so that the
-best entry always has the smallest key and ties are broken by member (code
-point order, ascending) in both orders. Python compares ``int`` and ``float``
-exactly, so integer scores keep all 64 bits: unlike Redis' doubles, 2**53 + 1
-stays distinct from 2**53. Composite scores would change only this module.
+A set's entries are ordered by *sort key* ``(s, member)`` where ``s`` is the score for an ascending set and its negation
+for a descending one, so that the best entry always has the smallest key and ties are broken by member (code point
+order, ascending) in both orders. Python compares ``int`` and ``float`` exactly, so integer scores keep all 64 bits:
+unlike Redis' doubles, 2**53 + 1 stays distinct from 2**53. Composite scores would change only this module.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ from typing import Any, NamedTuple
 
 from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
 
-#: Longest member, in UTF-8 bytes. Keeps an entry set of 1000 entries well
-#: under DynamoDB's 400 KB item limit and Riak's recommended object size.
+#: Longest member, in UTF-8 bytes: 1000 entries stay well under DynamoDB's 400 KB items and Riak's advised object size.
 MAX_MEMBER_BYTES = 256
 
 INT_MIN = -(2**63)
@@ -70,7 +67,7 @@ def check_member(member: Any) -> str:
         member = str(member)
     if not member:
         raise InvalidMemberError("a member must not be empty")
-    if len(member) > MAX_MEMBER_BYTES // 4:
+    if len(member) > MAX_MEMBER_BYTES // 4 or not member.isascii():  # a shorter one cannot be over the limit
         try:
             size = len(member.encode("utf-8"))
         except UnicodeEncodeError as exc:
@@ -79,29 +76,20 @@ def check_member(member: Any) -> str:
             raise InvalidMemberError(
                 f"member {member[:40]!r}... is {size} bytes in UTF-8; the limit is {MAX_MEMBER_BYTES}"
             )
-    elif not member.isascii():
-        try:
-            member.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidMemberError(f"member {member!r:.80} is not valid Unicode: {exc.reason}") from None
     return member
 
 
 def check_members(members: Any) -> list[str]:
-    """The valid members of an iterable (not a single string: a common slip), else :class:`InvalidArgumentError`
-    or :class:`InvalidMemberError`."""
+    """The valid members of an iterable (not a single string: a common slip), else an :class:`InvalidArgumentError`."""
     if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
         raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
     return [check_member(m) for m in members]
 
 
 def check_score(score: Any) -> Score:
-    """Return ``score`` as an ``int`` or ``float`` if valid, else raise :class:`InvalidScoreError`.
-
-    Integers must fit in 64 bits (signed); floats must not be NaN (±inf is
-    allowed); ``-0.0`` becomes ``0.0``. Booleans are refused: a ``True``
-    score is almost always a bug.
-    """
+    """Return ``score`` as an ``int`` or ``float`` if valid, else raise :class:`InvalidScoreError`. Integers must fit in
+    64 bits (signed); floats must not be NaN (±inf is allowed); ``-0.0`` becomes ``0.0``. Booleans are refused: a
+    ``True`` score is almost always a bug."""
     kind = type(score)
     if kind is int:
         if INT_MIN <= score <= INT_MAX:
@@ -140,12 +128,9 @@ def each_pair(pairs: Any) -> Iterable[tuple[str, Score]]:
 
 
 def check_pairs(pairs: Any) -> dict[str, Score]:
-    """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins).
-
-    The same rules as :func:`check_member` and :func:`check_score`, with the
-    common case (short ASCII members, int or float scores) inlined: a bulk
-    load of a million pairs spends its time sorting, not validating.
-    """
+    """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins). The same rules as
+    :func:`check_member` and :func:`check_score`, with the common case (short ASCII members, int or float scores)
+    inlined: a bulk load of a million pairs spends its time sorting, not validating."""
     data: dict[str, Score] = {}
     short = MAX_MEMBER_BYTES // 4
     for member, score in _pairs(pairs):
@@ -227,11 +212,8 @@ class Order:
         return (self.probe(score)[0], member + "\0")
 
     def ranked(self, members: list[str], scores: list[Score]) -> list[int]:
-        """Positions of ``members`` (sorted by member) in set order.
-
-        A stable sort by score alone keeps ties in member order, the set's
-        tie-break, in either direction: cheaper than sorting by full keys.
-        """
+        """Positions of ``members`` (sorted by member) in set order. A stable sort by score alone keeps ties in member
+        order, the set's tie-break, in either direction: cheaper than sorting by full keys."""
         return sorted(range(len(members)), key=scores.__getitem__, reverse=self.name == "desc")
 
     def __repr__(self) -> str:
@@ -239,11 +221,9 @@ class Order:
 
 
 # -- composite keys (mdss.Leaderboard) ------------------------------------------------------------------------------
-#
-# A leaderboard column orders rows by several parts, each with its own direction, then by owner. Its entries live in
-# an ascending set whose score is the column's slot and whose member spells the key: the slot, each part as a
-# fixed-width string whose code point order is the part's order, then the owner. Comparing members is then comparing
-# keys, exactly, with no change to the trees, the log or the codec.
+# A leaderboard column orders rows by several parts, each with its own direction, then by owner. Its entries live in an
+# ascending set whose score is the column's slot and whose member spells the key: the slot, each part as a fixed-width
+# string whose code point order is the part's order, then the owner: comparing members compares keys, exactly.
 
 #: Characters of one encoded part: 16 hex digits of the float just below or at the value, 3 of the exact rest.
 PART_CHARS = 19
@@ -258,9 +238,8 @@ _BITS = struct.Struct(">Q")
 def encode_part(value: Score, direction: str) -> str:
     """A fixed-width string whose code point order is the order of ``value`` (reversed for ``"desc"``).
 
-    Exact for 64-bit ints, floats and ±inf, and across them (``3`` and
-    ``3.0`` encode alike): ``value`` is the float at or just below it plus an
-    integer rest below 2048 (the float spacing near 2**63).
+    Exact for 64-bit ints, floats and ±inf, and across them (``3`` and ``3.0`` encode alike): ``value`` is the float at
+    or just below it plus an integer rest below 2048 (the float spacing near 2**63).
 
     >>> encode_part(2**53 + 1, "asc") > encode_part(2**53, "asc") > encode_part(-math.inf, "asc")
     True

@@ -1,10 +1,9 @@
 """Numbers and names in text mdss reads (URLs, command lines, CSV files, window names, stored ids), strictly.
 
-Python's ``int()``, ``float()`` and ``str.isdigit()`` accept Arabic-Indic and
-full-width digits (``int("٣") == 3``), underscores (``int("1_0") == 10``) and
-surrounding whitespace, newlines included; a regex's ``$`` matches before a
-trailing newline and ``\\d`` any Unicode digit. So every pattern here is
-ASCII-only (``[0-9]``, ``re.ASCII``) and matched whole (``fullmatch``).
+Python's ``int()``, ``float()`` and ``str.isdigit()`` accept Arabic-Indic and full-width digits (``int("٣") == 3``),
+underscores (``int("1_0") == 10``) and surrounding whitespace, newlines included; a regex's ``$`` matches before a
+trailing newline and ``\\d`` any Unicode digit. So every pattern here is ASCII-only (``[0-9]``, ``re.ASCII``) and
+matched whole (``fullmatch``).
 
 >>> integer("42"), number("-2.5e3"), number("inf")
 (42, -2500.0, inf)

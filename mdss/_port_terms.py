@@ -11,8 +11,8 @@ from typing import Any
 
 from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
 
-# erlang-py has no type hints, and without it a source checkout's erlang/ folder imports as an empty
-# namespace package (mypy takes it for the module): so look the names up, and say what is missing.
+# erlang-py has no type hints, and without it a checkout's erlang/ folder imports as an empty namespace package (mypy
+# takes it for the module): so look the names up, and say what is missing.
 try:
     _etf = importlib.import_module("erlang")
     OtpErlangAtom, OtpErlangBinary = _etf.OtpErlangAtom, _etf.OtpErlangBinary
@@ -20,8 +20,7 @@ try:
 except (ImportError, AttributeError) as exc:  # pragma: no cover - the extra is part of every test install
     raise ImportError("the Erlang port needs the erlang-py package: pip install 'mdss[erlang]'") from exc
 
-#: Most bytes a compressed request may inflate to (checked on its declared size, then on the inflation): a
-#: 2 MB frame of compressed zeros would otherwise grow to 2 GB.
+#: Most bytes a compressed request may inflate to: a 2 MB frame of compressed zeros would otherwise grow to 2 GB.
 MAX_TERM = 64 << 20
 #: External term format: the version byte, and the tag of a zlib-compressed term with its 4-byte size.
 _VERSION, _COMPRESSED = 131, 80
@@ -37,9 +36,8 @@ _inflating = _Inflating()
 
 
 class _GuardedZlib:
-    """erlang-py's ``zlib``, which inflates a compressed term anywhere in a term without a bound: the port
-    inflates a whole request itself, bounded, and refuses a nested one (Erlang never makes those); other
-    callers of erlang-py are not affected."""
+    """erlang-py's ``zlib``, which would inflate a compressed term anywhere in a term without a bound: the port inflates
+    a whole request itself, bounded, and refuses a nested one (Erlang never makes those); other callers unaffected."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(zlib, name)
@@ -63,9 +61,8 @@ def compressed_size(frame: bytes) -> int | None:
 
 
 def decode(frame: bytes, max_term: int = MAX_TERM) -> Any:
-    """A request frame's term. A compressed one inflates to at most ``max_term`` bytes, checked on its
-    declared size before inflating and then on the inflation itself; a compressed term nested in it is
-    refused. :class:`InvalidArgumentError` for anything but a term."""
+    """A request frame's term. A compressed one inflates to at most ``max_term`` bytes, checked on its declared size,
+    then on the inflation; a compressed term nested in it is refused. :class:`InvalidArgumentError` for a non-term."""
     size = compressed_size(frame)
     if size is not None:
         if size > max_term:

@@ -25,11 +25,8 @@ COMPLETE_BATCH = 256
 
 
 class Source:
-    """Loads decoded nodes for one operation: pinned ones, then the shared cache, then the store.
-
-    Pins keep every node this operation has seen, so a cache eviction between two steps of one operation never
-    costs another round trip.
-    """
+    """Loads decoded nodes for one operation: pinned ones, then the shared cache, then the store. Pins keep every node
+    this operation has seen, so a cache eviction between two steps of one operation never costs another round trip."""
 
     __slots__ = ("store", "keyspace", "cache", "pins")
 
@@ -38,11 +35,8 @@ class Source:
         self.pins: dict[str, Node] = {}
 
     def load_many(self, ids: Iterable[str], keyfn: KeyFn, height: int) -> dict[str, Any]:
-        """Nodes by id, all expected at ``height`` (0: entry sets). Typed ``Any``: the height says which kind.
-
-        A node of another height (a forged cursor, a damaged manifest) raises :class:`CorruptDataError` instead of
-        being read as the wrong kind.
-        """
+        """Nodes by id, all expected at ``height`` (0: entry sets; typed ``Any``: the height says which kind). A node of
+        another height (a forged cursor, a damaged manifest) raises :class:`CorruptDataError`, never read as another."""
         pins, cache, found = self.pins, self.cache, {}
         wanted = []
         for node_id in ids:
@@ -107,13 +101,7 @@ class Tree:
     __slots__ = ("source", "keyfn", "root", "height", "count", "node_bytes")
 
     def __init__(
-        self,
-        source: Source,
-        keyfn: KeyFn,
-        root: str | None,
-        height: int,
-        count: int,
-        node_bytes: int | None = None,
+        self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int, node_bytes: int | None = None
     ) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
         self.node_bytes = node_bytes
@@ -122,12 +110,9 @@ class Tree:
         return self.source.load_many(ids, self.keyfn, height)
 
     def _runs(self, probes: Sequence[Any]) -> list[tuple[str, int, int, int, int]]:
-        """Route sorted probe keys to entry sets, reading manifests only: runs ``(entry set id, entries
-        before it, entries in it, lo, hi)`` saying that ``probes[lo:hi]`` fall in that set.
-
-        A node routes each run of probes with two bisections, so the work grows with the nodes touched rather than
-        the probes. One batched read per uncached level.
-        """
+        """Route sorted probe keys to entry sets, reading manifests only: runs ``(entry set id, entries before it,
+        entries in it, lo, hi)`` saying that ``probes[lo:hi]`` fall in that set. Two bisections per run and node: the
+        work grows with the nodes touched, not the probes. One batched read per uncached level."""
         assert self.root is not None  # callers answer an empty tree themselves
         runs = [(self.root, 0, self.count, 0, len(probes))]
         for height in range(self.height, 0, -1):
@@ -249,10 +234,9 @@ class Tree:
         return out
 
     def complete(self, needs: Sequence[tuple[Manifest, int]], height: int) -> None:
-        """Make known the distinct counts of children ``0..i-1`` of each ``(manifest, i)`` at ``height``,
-        computing unknown ones from the children (format-2 manifests: whole subtrees are read once, then kept on
-        the decoded manifests). Reads :data:`COMPLETE_BATCH` children per round trip and keeps none pinned.
-        """
+        """Make known the distinct counts of children ``0..i-1`` of each ``(manifest, i)`` at ``height``, computing
+        unknown ones from the children (format 2: whole subtrees are read once, then kept on the decoded manifests).
+        Reads :data:`COMPLETE_BATCH` children per round trip and keeps none pinned."""
         todo: dict[str, list[tuple[Manifest, int]]] = {}
         for node, i in needs:
             known = len(node.dense_starts()) - 1
@@ -286,11 +270,8 @@ class Tree:
         return out
 
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:
-        """Members and scores at positions ``start`` to ``stop - 1`` (0-based), in key order.
-
-        One batched read per uncached level: a page spanning several entry sets still costs one round trip with
-        the manifests cached.
-        """
+        """Members and scores at positions ``start`` to ``stop - 1`` (0-based), in key order. One batched read per
+        uncached level: a page spanning several entry sets still costs one round trip with the manifests cached."""
         members: list[str] = []
         scores: list[Any] = []
         for leaf, a, b in self.leaf_runs(start, stop):
@@ -323,8 +304,7 @@ class Tree:
         return first if base else None
 
     def _frontier(self, start: int, stop: int) -> list[tuple[str, int]]:
-        """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``
-        (within the tree's bounds)."""
+        """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``."""
         if self.root is None or start >= stop:
             return []
         frontier = [(self.root, 0)]  # (node id, position of its first entry)
@@ -342,12 +322,11 @@ class Tree:
     def leaves_around(
         self, probe: Any, before: int, after: int, size: Callable[[Any, Any, int], int] | None = None
     ) -> list[str]:
-        """The ids of the entry set that holds ``probe`` and of its neighbours: to the left until they hold
-        ``before`` entries, to the right until they hold ``after``, in key order. ``size(low, high, count)`` says
-        how many entries the region of an entry set (its first key to the next one's, ``None`` at the ends) holds
-        when it is not ``count`` (the update log's shift). Reads manifests only: a read that will count and slice
-        there can fetch them all in one round trip first (:meth:`fetch`).
-        """
+        """The ids of the entry set that holds ``probe`` and of its neighbours, in key order: to the left until they
+        hold ``before`` entries, to the right until they hold ``after``. ``size(low, high, count)`` says how many
+        entries the region of an entry set (its first key to the next one's, ``None`` at the ends) holds when not
+        ``count`` (the update log's shift). Reads manifests only (:meth:`fetch` then gets the entry sets in one round
+        trip)."""
         if self.root is None:
             return []
         load, keyfn = self.source.load_one, self.keyfn

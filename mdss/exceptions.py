@@ -1,9 +1,7 @@
 """Every exception mdss raises.
 
-Each one subclasses the built-in a caller would already catch (``ValueError``
-for bad input, ``ConnectionError`` for an unreachable store, ...) and all of
-them share the root :class:`MdssError`, so ``except mdss.MdssError`` catches
-everything mdss raises on purpose.
+Each subclasses the built-in a caller would catch (``ValueError`` for bad input, ``ConnectionError`` for an unreachable
+store, ...), and all share the root :class:`MdssError`: ``except mdss.MdssError`` catches what mdss raises on purpose.
 """
 
 from __future__ import annotations
@@ -32,10 +30,8 @@ class SettingsMismatchError(InvalidArgumentError):
 
 
 class CorruptDataError(MdssError, ValueError):
-    """Stored bytes could not be decoded, or the stored tree breaks an invariant.
-
-    ``key`` names the store key that holds the bad bytes, when there is one.
-    """
+    """Stored bytes could not be decoded, or the stored tree breaks an invariant. ``key`` names the store key that holds
+    the bad bytes, when there is one."""
 
     def __init__(self, message: str, key: str | None = None) -> None:
         super().__init__(message if key is None else f"{message} (key {key!r})")
@@ -47,49 +43,32 @@ class StoreError(MdssError, RuntimeError):
 
 
 class StoreUnavailableError(StoreError, ConnectionError):
-    """The store cannot be reached, opened or read (after bounded retries).
-
-    Raised by a write, it means the write may or may not have been applied:
-    mdss never deletes what such a write stored until it has proven that the
-    write did not land.
-    """
+    """The store cannot be reached, opened or read (after bounded retries). From a write: it may or may not have been
+    applied, and mdss never deletes what it stored until it has proven that it did not land."""
 
 
 class OutcomeUnknownError(StoreUnavailableError):
-    """A write's reply was lost and what it wrote could not be proven applied or not applied.
-
-    From :meth:`Store.cas`: the key changed since it was read and may hold
-    this write or a later one. From a set's write methods: the commit may
-    or may not be visible (it cannot be half-visible); re-read before
-    retrying a non-idempotent write such as ``incr``.
-    """
+    """A write's reply was lost and it could not be proven applied or not. From :meth:`Store.cas`: the key changed since
+    it was read and may hold this write or a later one. From a set's write methods: the commit may or may not be visible
+    (never half-visible); re-read before retrying a non-idempotent write such as ``incr``."""
 
 
 class MissingNodeError(CorruptDataError):
-    """A node the current head names is gone from the store: the set is damaged.
-
-    (A node collected under an *older* head is not this error: reads retry on
-    the newer head.)
-    """
+    """A node the current head names is gone from the store: the set is damaged. (A node collected under an *older* head
+    is not this error: reads retry on the newer head.)"""
 
 
 class HeadMissingError(CorruptDataError):
-    """A set has stored nodes but no head: the head was lost (evicted, deleted by hand).
-
-    mdss refuses to treat such a set as empty and start it afresh; ``drop()``
-    removes what is left.
-    """
+    """A set has stored nodes but no head: the head was lost (evicted, deleted by hand). mdss refuses to treat such a
+    set as empty and start it afresh; ``drop()`` removes what is left."""
 
 
 class ConflictError(StoreError):
     """A conditional write lost: the key changed since it was read; nothing was written.
 
-    From :meth:`Store.cas`, ``current`` is the record the key holds now
-    (``None``: absent) when the store read it in the same round trip, so
-    that the caller need not read it again; ``current_known`` says whether
-    it did. From a set's write methods it means the commit lost to
-    concurrent writers for its whole retry budget (a time, see
-    ``retry_budget``); nothing of it is visible.
+    From :meth:`Store.cas`, ``current`` is the record the key holds now (``None``: absent) if the store read it in the
+    same round trip (``current_known``), so the caller need not read it again. From a set's write methods: the commit
+    lost to concurrent writers for its whole ``retry_budget`` (a time); nothing of it is visible.
     """
 
     def __init__(self, message: str, *, current: Any = None, current_known: bool = False) -> None:

@@ -1,23 +1,20 @@
 """The Erlang port server: mdss for an Erlang VM, over the External Term Format on stdin and stdout.
 
 Erlang starts it with ``open_port({spawn_executable, Python}, [{packet, 4}, binary, {args, ["-m", "mdss.port",
-"--store", Url]}])`` (as ``erlang/src/mdss.erl`` does). A frame is a 4-byte big-endian length and that many bytes
-of ``term_to_binary`` data. A request is ``{call, Ref, Op, Args}``; its reply ``{reply, Ref, Result}`` or
-``{error, Ref, {Kind, Message}}``, ``Kind`` the exception's class name as an atom (``'ConflictError'``...),
-``Message`` a binary. Requests run concurrently on a thread pool, so replies come as they finish: match them by
-``Ref``. Nothing a caller sends stops the server: a frame that is no request gets ``{error, undefined, ...}`` when
-no ``Ref`` can be read from it. Memory is bounded: a frame of at most :data:`MAX_FRAME` bytes, a compressed term
-inflating to at most :data:`MAX_TERM` (refused on its declared size first), no compressed term nested in a
-request, and at most :data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until
-calls finish).
+"--store", Url]}])`` (as ``erlang/src/mdss.erl`` does): frames of a 4-byte big-endian length and ``term_to_binary``
+data. A request ``{call, Ref, Op, Args}`` is answered ``{reply, Ref, Result}`` or ``{error, Ref, {Kind, Message}}``
+(``Kind`` the exception's class name as an atom, ``Message`` a binary), as requests finish on a thread pool: match
+replies by ``Ref``. Nothing a caller sends stops the server (a frame without a readable ``Ref`` gets
+``{error, undefined, ...}``). Memory is bounded: frames of at most :data:`MAX_FRAME` bytes, compressed terms inflating
+to at most :data:`MAX_TERM` (checked on the declared size first), none nested in a request, and at most
+:data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until calls finish).
 
-Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers or floats,
-with the atoms ``inf`` and ``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``.
-``Args`` starts with the set: a name, or ``{Name, #{order => asc | desc, chunk_size => N}}`` to create it
-so. Top-N sets (``topn_*``) are ``Name`` (n 10, desc) or ``{Name, #{n => N, order => Order}}``;
-leaderboards (``board_*``) ``Name`` (stored) or ``{Name, #{columns => ..., windows => ...}}``, their rows
-maps of field names to values. Each set and board is opened once and kept. :data:`OPS` lists every
-operation; erlang/README.md documents them and the Erlang client.
+Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers, floats, ``inf`` or
+``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``. ``Args`` starts with the set: a name, or
+``{Name, #{order => asc | desc, chunk_size => N}}`` to create it so; top-N sets (``topn_*``) ``Name`` (n 10, desc) or
+``{Name, #{n => N, order => Order}}``; leaderboards (``board_*``) ``Name`` (stored) or
+``{Name, #{columns => ..., windows => ...}}``, rows being maps of fields to values. Each is opened once and kept.
+:data:`OPS` lists every operation; erlang/README.md documents them and the Erlang client.
 """
 
 from __future__ import annotations
@@ -68,9 +65,8 @@ from .topn import TopN
 DEFAULT_THREADS = 16
 #: Largest request frame read (a bigger one is refused and the port stops: its framing cannot be trusted).
 MAX_FRAME = 64 << 20
-#: Most bytes of requests (as read, plus what compressed ones inflate to) decoded and served at once; past
-#: it the port reads no further frame until calls finish (Erlang buffers them). One frame alone may exceed
-#: it (up to MAX_FRAME + MAX_TERM), or it could never be served.
+#: Most bytes of requests (as read, plus what compressed ones inflate to) served at once; past it the port reads no
+#: further frame until calls finish (Erlang buffers them). One frame alone may exceed it, or it could never be served.
 IN_FLIGHT = 2 * MAX_FRAME
 
 
@@ -166,8 +162,7 @@ class PortServer:
         return podium
 
     def board(self, term: Any) -> Leaderboard:
-        """The leaderboard a request names: ``Name`` (as stored) or ``{Name, #{columns => ..., ...}}``
-        (:func:`mdss._port_terms._board_options`), one object per name and options."""
+        """The leaderboard ``Name`` (as stored) or ``{Name, #{columns => ...}}`` names: one per name and options."""
         options: dict[str, Any] = {}
         if type(term) is tuple and len(term) == 2:
             term, options = term[0], _board_options(term[1])
@@ -473,8 +468,7 @@ def _board_gc(port: PortServer, b: Any, opts: Any = None) -> int:
 
 
 def run(store_url: str, threads: int = DEFAULT_THREADS) -> None:
-    """Serve the port protocol on stdin and stdout until stdin ends. The protocol keeps file descriptor 1
-    to itself: anything else that prints goes to stderr instead of corrupting the frames."""
+    """Serve the port protocol on stdin and stdout until stdin ends; other output goes to stderr, not the frames."""
     if type(threads) is not int or threads < 1:
         raise InvalidArgumentError(f"threads must be an int >= 1, got {threads!r:.80}")
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")

@@ -8,8 +8,7 @@ from urllib.parse import urlsplit
 from ..exceptions import InvalidArgumentError, MdssError, StoreUnavailableError
 from .base import Record, Stats, Store, url_options
 
-#: URL scheme -> (module, class). Backends are imported only when used, so a
-#: missing driver (redis-py, urllib3, boto3) only matters to the store that needs it.
+#: URL scheme -> (module, class), imported when used: a missing driver only matters to the store that needs it.
 BACKENDS = {
     "memory": ("mdss.stores.memory", "MemoryStore"),
     "sqlite": ("mdss.stores.sqlite", "SQLiteStore"),
@@ -52,8 +51,7 @@ def open_store(url: str, **options: object) -> Store:
     except MdssError:
         raise
     except (TypeError, ValueError) as exc:
-        # A backend that does not check its options itself: an unknown one is a TypeError from its
-        # constructor, a badly typed one a ValueError from a conversion; both name the option.
+        # A backend not checking its options: an unknown one is a TypeError, a badly typed one a ValueError, naming it.
         raise InvalidArgumentError(f"bad option for the {scheme}:// store: {exc}") from exc
 
 

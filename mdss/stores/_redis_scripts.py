@@ -22,11 +22,11 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the
-# record, the most bytes of the tail, and for a seal the new core. mdss._tail.apply (mdss._tail.swap with
-# a core), in Lua: returns {1, the value after the writer's view} if the record was appended (or was there
-# already), {3, the whole value} if so across a bridge (the writer held its parent; a seal then only
-# appends) or sealed, else {0, the current value} (refused; damaged framing too) or {2, it} (full).
+# KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the record, the
+# most bytes of the tail, and for a seal the new core. mdss._tail.apply (mdss._tail.swap with a core), in Lua: returns
+# {1, the value after the writer's view} if the record was appended (or was there already), {3, the whole value} if so
+# across a bridge (the writer held its parent; a seal then only appends) or sealed, else {0, the current value}
+# (refused; damaged framing too) or {2, it} (full).
 TAIL = """
 local function u32(s, i)
     local a, b, c, d = string.byte(s, i, i + 3)

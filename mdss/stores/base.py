@@ -27,12 +27,9 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Record:
-    """A stored value with the version a conditional put compares against.
-
-    ``values`` holds one value, or several concurrent siblings on a store that keeps them (Riak with
-    ``allow_mult``). ``version`` is opaque: pass it back to :meth:`Store.cas` or to :meth:`Store.put` as
-    ``context``.
-    """
+    """A stored value with the version a conditional put compares against. ``values`` holds one value, or several
+    concurrent siblings on a store that keeps them (Riak with ``allow_mult``). ``version`` is opaque: pass it back to
+    :meth:`Store.cas` or to :meth:`Store.put` as ``context``."""
 
     values: tuple[bytes, ...]
     version: Any
@@ -47,10 +44,9 @@ class Record:
 
 @attrs.define
 class Stats:
-    """Counters of what a store was asked, the real cost on a networked store: ``calls`` counts round trips
-    (one per public store call), ``reads`` and ``writes`` count keys, ``bytes_read`` and ``bytes_written`` value
-    bytes, ``conflicts`` conditional puts that lost. A backend may add counters in a subclass (DynamoDB's
-    capacity units)."""
+    """Counters of what a store was asked, the real cost on a networked store: ``calls`` counts round trips (one per
+    public store call), ``reads`` and ``writes`` count keys, ``bytes_read`` and ``bytes_written`` value bytes,
+    ``conflicts`` conditional puts that lost. A backend may add counters in a subclass (DynamoDB's capacity units)."""
 
     calls: int = 0
     reads: int = 0
@@ -119,10 +115,9 @@ def parse_integer(text: str) -> int:
 
 
 def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
-    """A backend's constructor arguments: the URL's query parameters, each parsed from text by
-    ``parsers[name]``, then the keyword ``options`` as given (they win). A name not in ``parsers`` (a misspelt
-    option) or text a parser refuses raises :class:`InvalidArgumentError` naming it; the constructor validates
-    the values, wherever they came from."""
+    """A backend's constructor arguments: the URL's query parameters, each parsed from text by ``parsers[name]``, then
+    the keyword ``options`` as given (they win). A name not in ``parsers`` (a misspelt option) or text a parser refuses
+    raises :class:`InvalidArgumentError` naming it; the constructor validates the values, wherever they came from."""
     scheme = urlsplit(url).scheme
     query = url_options(url)
     for name in (*query, *options):
@@ -139,14 +134,13 @@ def store_options(url: str, options: Mapping[str, Any], parsers: Mapping[str, Ca
 
 
 class Store:
-    """Base class of every backend: it implements :data:`REQUIRED`, for speed :meth:`_get_many`, :meth:`_put_many`
-    and :meth:`_delete_many`, and :meth:`_close`. ``namespace`` prefixes every key mdss makes in this store, so that
-    several applications share one store safely."""
+    """Base class of every backend, which implements :data:`REQUIRED`, :meth:`_close` and, for speed, the batch
+    primitives. ``namespace`` prefixes every key mdss makes, so that several applications share one store safely."""
 
     #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
     keeps_siblings = False
-    #: Whether a key may vanish without a delete (a Redis evicting under memory pressure): then a new set's
-    #: first write lists the set's keys, to tell a lost head from a new set (``mdss._head.snapshot``).
+    #: Whether a key may vanish without a delete (Redis evicting): then a new set's first write lists the set's keys, to
+    #: tell a lost head from a new set (``mdss._head.snapshot``).
     evicts = True
     #: The largest value one key holds, for stores with a limit that nodes can reach (DynamoDB: 400 KB items).
     max_value_bytes: int | None = None
@@ -173,8 +167,7 @@ class Store:
         return record
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The values at ``keys`` (``None`` where absent), in one round trip: for immutable keys (nodes), so
-        no versions and no siblings."""
+        """The values at ``keys`` (``None`` where absent) in one round trip, for immutable keys (nodes): no siblings."""
         if not keys:
             return []
         values = self._get_many(keys)
@@ -182,11 +175,8 @@ class Store:
         return values
 
     def put(self, key: str, value: bytes, *, context: Any = None) -> None:
-        """Write ``value`` at ``key`` unconditionally.
-
-        On a store that keeps siblings, ``context`` (a :attr:`Record.version` from a read) says which values this
-        write supersedes; without it the write may become a sibling. Other stores ignore it.
-        """
+        """Write ``value`` at ``key`` unconditionally. On a store that keeps siblings, ``context`` (a read's
+        :attr:`Record.version`) says which values this write supersedes (without it, it may become a sibling)."""
         self._put(key, value, context)
         self.stats.add(calls=1, writes=1, bytes_written=len(value))
 
@@ -200,23 +190,21 @@ class Store:
     def cas(self, key: str, value: bytes, version: Any) -> Any:
         """Compare-and-set: write only if ``key`` is unchanged since it was read; the version written.
 
-        ``version`` is the :attr:`Record.version` of that read, or ``None`` for "only if absent". Returns the
-        version of what it wrote (``None`` when the store cannot tell without a read), so that a writer can
-        compare-and-set again without reading. Raises :class:`~mdss.exceptions.ConflictError` when the key changed
-        (or exists, for ``None``): then nothing is written, and its ``current`` is the record the key holds if the
-        store read it in the same round trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write
-        may or may not have landed.
+        ``version`` is the :attr:`Record.version` of that read, or ``None`` for "only if absent". Returns the version of
+        what it wrote (``None`` when the store cannot tell without a read), so that a writer can compare-and-set again
+        without reading. Raises :class:`~mdss.exceptions.ConflictError` when the key changed (or exists, for ``None``):
+        then nothing is written, and its ``current`` is the record the key holds if the store read it in the same round
+        trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write may or may not have landed.
         """
         return self._counted(lambda: self._cas(key, value, version), writes=1, bytes_written=len(value))
 
     def append_log(self, key: str, held: bytes, record: bytes, cap: int) -> Record:
-        """Append a commit's ``record`` to the head at ``key`` in the store, without a compare-and-set
-        (``mdss._tail``, on stores whose :attr:`appends` is true): the record now there.
+        """Append a commit's ``record`` to the head at ``key``, without a compare-and-set (``mdss._tail``, on stores
+        whose :attr:`appends` is true): the record now there.
 
         ``held`` is the head's value as the writer holds it. Raises :class:`~mdss.exceptions.ConflictError` (with
-        ``current``, and ``full`` set when only the ``cap`` on the tail's bytes refused it) where
-        :func:`mdss._tail.apply` refuses. Resending after a lost reply is safe: a record already there is not
-        added again.
+        ``current``, and ``full`` when only the ``cap`` on the tail's bytes refused it) where :func:`mdss._tail.apply`
+        refuses. Resending after a lost reply is safe: a record already there is not added again.
         """
         sha, seen = _tail.view(held)
         return self._counted(
@@ -224,14 +212,11 @@ class Store:
         )
 
     def swap_core(self, key: str, held: bytes, core: bytes, record: bytes, cap: int) -> Record:
-        """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since
-        the writer's view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores
-        whose :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is
-        appended, across it (as by :meth:`append_log`: ``cap`` on the tail's bytes).
-
-        Raises :class:`~mdss.exceptions.ConflictError` (with ``current``, and ``full``) where
-        :func:`mdss._tail.swap` refuses. Once refused, refused for good; resending after a lost reply is safe.
-        """
+        """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since the writer's
+        view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores whose
+        :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is appended, across it
+        (as by :meth:`append_log`). Raises :class:`~mdss.exceptions.ConflictError` (with ``current`` and ``full``) where
+        :func:`mdss._tail.swap` refuses, for good. Resending after a lost reply is safe."""
         sha, seen = _tail.view(held)
         return self._counted(
             lambda: self._swap(key, held, sha, seen, core, record, cap), writes=1, bytes_written=len(core) + len(record)

@@ -1,39 +1,35 @@
 """Amazon DynamoDB, through boto3.
 
-One table: the partition key ``k`` (string) is the mdss key, ``v`` (binary) the value, ``r`` (string) a random
-revision token written with every put. A read's version is that token, so a compare-and-set is one conditional
-``PutItem`` (``r = :read``, or ``attribute_not_exists(k)`` for "only if absent") and never suffers ABA. Every read
-is strongly consistent: a reader that saw a head must find the nodes it names. Batches are ``BatchGetItem`` (100
-keys) and ``BatchWriteItem`` (25 items), ``concurrency`` of them at a time (one round trip in ``stats.calls``,
-each request in ``stats.requests``); what DynamoDB leaves in ``UnprocessedKeys``/``UnprocessedItems`` (a reply cut
-at 16 MB, throttled partitions) is resent, with backoff once a resend processes nothing. ``keys(prefix)`` is a
-``Scan`` with ``begins_with``: the table has no sort key to range over, so it reads the whole table (a maintenance
-call: ``gc``, ``check``, ``drop``). docs/dynamodb.md has the costs in capacity units and the limits.
+One table: the partition key ``k`` (string) is the mdss key, ``v`` (binary) the value, ``r`` (string) a random revision
+token written with every put and read as the version: a compare-and-set is one conditional ``PutItem`` (``r = :read``,
+or ``attribute_not_exists(k)``), free of ABA. Every read is strongly consistent: a reader that saw a head must find the
+nodes it names. Batches are ``BatchGetItem`` (100 keys) and ``BatchWriteItem`` (25 items), ``concurrency`` at a time
+(one round trip in ``stats.calls``, each request in ``stats.requests``); what DynamoDB leaves unprocessed (a reply cut
+at 16 MB, throttled partitions) is resent, with backoff once a resend processes nothing. ``keys(prefix)`` is a ``Scan``
+of the whole table with ``begins_with`` (a maintenance call). docs/dynamodb.md has the costs and the limits.
 
-**Retries.** Throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``,
-``RequestLimitExceeded``), 5xx answers and connection failures are retried under one :class:`mdss._retry.Backoff`
-(``retry_budget`` seconds, first ceiling ``backoff``, at most ``retries`` resends if given), then
-:class:`StoreUnavailableError`. botocore's own retries are off (a client passed in must have them off too): it
-would resend a conditional put blindly.
+**Retries.** Throttling (``ProvisionedThroughputExceededException``, ``ThrottlingException``, ``RequestLimitExceeded``),
+5xx answers and connection failures are retried under one :class:`mdss._retry.Backoff` (``retry_budget`` seconds, first
+ceiling ``backoff``, at most ``retries`` resends if given), then :class:`StoreUnavailableError`. botocore's own retries
+are off (a client passed in must have them off too): it would resend a conditional put blindly.
 
-**A lost race** returns the item that won (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) in
-:class:`ConflictError` ``current``, so a commit rebases without reading the head again; when DynamoDB returns no
-item (the key is absent, or an engine ignores the option) ``current_known`` is false.
+**A lost race** returns the item that won (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) in :class:`ConflictError`
+``current``, so a commit rebases without reading the head again; without an item (absent key, or an engine ignoring the
+option) ``current_known`` is false.
 
-**A conditional put whose reply was lost** (a read timeout, a closed connection, a 5xx) may have been applied.
-From then on the store never reports :class:`ConflictError`: it reads the item back (or takes the item
-``ReturnValuesOnConditionCheckFailure`` returns); our revision token there means the write landed; the revision
-read still there means it did not (yet), and the same request is resent, of which at most one can apply; anything
-else is :class:`OutcomeUnknownError`.
+**A conditional put whose reply was lost** (a read timeout, a closed connection, a 5xx) may have been applied; from
+then on the store never reports :class:`ConflictError`: it reads the item back (or takes the item returned); our token
+there means the write landed; the revision read means it did not (yet), and the request is resent (at most one can
+apply); anything else is :class:`OutcomeUnknownError`.
 
-**Item size.** An item holds at most 400 KB, key and attribute names included. Keys longer than 2048 bytes and
-values longer than :attr:`DynamoDBStore.max_value_bytes` are refused with :class:`InvalidArgumentError` before
-anything is sent; A set checks at open whether its nodes can fit (``mdss._writer.check_chunk_size``).
+**Item size.** An item holds at most 400 KB, names included. Keys over 2048 bytes and values over
+:attr:`DynamoDBStore.max_value_bytes` are refused with :class:`InvalidArgumentError` before anything is sent; a set
+checks at open whether its nodes can fit (``mdss._writer.check_chunk_size``).
 
-URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567`` with the options ``namespace``,
-``region``, ``endpoint``, ``create_table`` (create an on-demand table when it is missing), ``timeout`` (seconds
-per request), ``retry_budget``, ``backoff``, ``retries`` and ``concurrency``. An unknown or badly typed one is
-:class:`InvalidArgumentError` naming it. Credentials come from boto3's usual chain (environment, profile, role).
+URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567`` with the options ``namespace``, ``region``,
+``endpoint``, ``create_table`` (create a missing table, on-demand), ``timeout`` (seconds per request),
+``retry_budget``, ``backoff``, ``retries`` and ``concurrency``; an unknown or badly typed one is
+:class:`InvalidArgumentError`. Credentials come from boto3's usual chain (environment, profile, role).
 """
 
 from __future__ import annotations
@@ -62,8 +58,7 @@ from ..exceptions import (
 )
 from .base import Record, Stats, Store, parse_flag, parse_integer, parse_number, store_options
 
-#: DynamoDB's limits: bytes per item (names and values), per partition key, keys per BatchGetItem, items per
-#: BatchWriteItem.
+#: DynamoDB's limits: bytes per item (names and values), per partition key; keys per BatchGetItem, per BatchWriteItem.
 ITEM_BYTES, KEY_BYTES, GET_BATCH, WRITE_BATCH = 400 * 1024, 2048, 100, 25
 _TOKEN_BYTES = 8
 #: What an item holds besides the key and the value: the attribute names k, v, r and the revision token.
@@ -79,26 +74,18 @@ _NOT_SENT = (boto_errors.EndpointConnectionError, boto_errors.ConnectTimeoutErro
 _LOST = (boto_errors.HTTPClientError, boto_errors.ConnectionError, boto_errors.IncompleteReadError)
 
 _OPTIONS: dict[str, Callable[[str], Any]] = {
-    "namespace": str,
-    "region": str,
-    "endpoint": str,
+    **dict.fromkeys(("namespace", "region", "endpoint"), str),
+    **dict.fromkeys(("timeout", "retry_budget", "backoff"), parse_number),
+    **dict.fromkeys(("retries", "concurrency"), parse_integer),
     "create_table": parse_flag,
-    "timeout": parse_number,
-    "retry_budget": parse_number,
-    "backoff": parse_number,
-    "retries": parse_integer,
-    "concurrency": parse_integer,
 }
 
 
 @attrs.define
 class CapacityStats(Stats):
-    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU), ``write_units`` (WCU);
-    ``requests``: the requests sent, resends included.
-
-    Whole units: every read is strongly consistent, so none is billed by halves. One ``get_many`` of 250 keys is
-    one round trip in ``calls`` (its three ``BatchGetItem`` requests go out at once) and three ``requests``.
-    """
+    """:class:`Stats` and the capacity units DynamoDB reports consumed: ``read_units`` (RCU, whole: every read is
+    strongly consistent), ``write_units`` (WCU); ``requests``: those sent, resends included (a ``get_many`` of 250 keys:
+    one round trip in ``calls``, three ``requests`` at once)."""
 
     read_units: int = 0
     write_units: int = 0
@@ -132,10 +119,7 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
 
 class DynamoDBStore(Store):
     """One DynamoDB table. ``DynamoDBStore("board", client=boto3.client("dynamodb", ...))`` or
-    ``open_store("dynamodb://board?region=eu-west-1")``.
-
-    The store owns the client and closes it.
-    """
+    ``open_store("dynamodb://board?region=eu-west-1")``. The store owns the client and closes it."""
 
     #: Items vanish only when deleted (mdss sets no TTL), and a listing is a Scan of the whole table: a new
     #: set's first write does not look for nodes left without a head (``Store.evicts``).
@@ -236,12 +220,9 @@ class DynamoDBStore(Store):
         return StoreError(f"{self.where} refused {operation}: {exc}")
 
     def _batch(self, operation: str, request: Any) -> list[dict[str, Any]]:
-        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies.
-
-        Only a round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled,
-        made progress, and the rest goes again with the backoff started afresh (each such round leaves fewer, so
-        this ends).
-        """
+        """One batch request for the table, and what it leaves unprocessed resent with backoff; the replies. Only a
+        round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled, made progress,
+        and the rest goes again with the backoff started afresh (each such round leaves fewer, so this ends)."""
         unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
         replies = []
         size = len(request["Keys"] if operation == "batch_get_item" else request)

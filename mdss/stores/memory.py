@@ -1,9 +1,8 @@
 """The in-process store: a dict behind a lock. The embedded default for tests.
 
-With ``siblings=True`` it behaves like an eventually consistent store that keeps concurrent writes (Riak with
-``allow_mult``): each value carries a dot, a read's version is the set of dots it saw, and a write replaces
-exactly the values its context saw, so two writers that read the same version both survive as siblings. That lets
-sibling merging be tested on every run.
+With ``siblings=True`` it keeps concurrent writes like Riak with ``allow_mult``, so sibling merging is tested on every
+run: each value carries a dot, a read's version is the set of dots it saw, and a write replaces exactly the values its
+context saw: two writers that read the same version both survive as siblings.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ class MemoryStore(Store):
             if not isinstance(flag, bool):
                 raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
         self.keeps_siblings = siblings
-        # Store-applied appends (mdss._tail); off, commits compare-and-set the head as on Riak and DynamoDB.
-        # An eventually consistent store has no atomic read-modify-write.
+        # Store-applied appends (mdss._tail, else heads are compare-and-set); never with siblings: no atomic update.
         self.appends = appends and not siblings
         self._data: dict[str, dict[int, bytes]] = {}  # key -> {dot: value}
         self._dots = itertools.count(1)

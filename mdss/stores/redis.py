@@ -1,30 +1,26 @@
 """Redis and Redis Cluster stores, through redis-py.
 
-Values are plain Redis strings; a read's version is the SHA-1 of the value. A compare-and-set is one Lua script
-(mdss.stores._redis_scripts) comparing it with ``redis.sha1hex`` of the current value, atomic on the key's node
-(heads carry a generation and commit ids: equal bytes are the same state, no ABA). A batch is one MGET / MSET /
-DEL on a single server; on a cluster it is split by hash slot and pipelined per node (reads send one MGET per slot
-to every master before reading any reply; writes, and anything unusual such as a moved slot, go through redis-py),
-so a set's nodes spread over every slot (mdss' keys have no hash tags) and a batch still costs one round trip.
+Values are plain Redis strings; a read's version is the value's SHA-1. A compare-and-set is one Lua script
+(mdss.stores._redis_scripts) comparing it with ``redis.sha1hex`` of the current value, atomic on the key's node (heads
+carry a generation and commit ids: equal bytes are the same state, no ABA). A batch is one MGET / MSET / DEL on a single
+server; on a cluster it is split by hash slot and pipelined per node (reads send one MGET per slot to every master
+before reading any reply; writes, and anything unusual such as a moved slot, go through redis-py): a set's nodes spread
+over every slot (no hash tags) and a batch still costs one round trip.
 
-**The server must not evict keys.** A ``maxmemory-policy`` of ``allkeys-*`` drops any key under memory pressure, a
-set's head included. At open the store reads the policy (``CONFIG GET``, on every primary of a cluster) and
-refuses such a one with :class:`StoreError` (``volatile-*`` is fine: mdss sets no TTLs). Where ``CONFIG`` is not
-allowed (managed Redis, ACLs) it warns; ``check_policy=false`` skips the check.
+**The server must not evict keys.** A ``maxmemory-policy`` of ``allkeys-*`` may drop a set's head. At open the store
+reads the policy (``CONFIG GET``, on every primary of a cluster) and refuses it with :class:`StoreError`
+(``volatile-*`` is fine: mdss sets no TTLs); where ``CONFIG`` is not allowed it warns; ``check_policy=false`` skips it.
 
-**Retries.** Connection errors and timeouts, and refusals of a command that did not run (MOVED, ASK, TRYAGAIN,
-redis-py's "TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover, LOADING) are retried under one
-:class:`mdss._retry.Backoff` (a time budget, full jitter): URL options ``retry_budget`` (seconds, default 5),
-``backoff`` (the first ceiling), ``retries`` (an optional cap). Then :class:`StoreUnavailableError`. redis-py's
-own retries are off, on a client passed in too: it would resend a compare-and-set blindly. Other query parameters
-go to redis-py; one it does not take, or badly typed, raises :class:`InvalidArgumentError` at open.
+**Retries.** Connection errors, timeouts and refusals of a command that did not run (MOVED, ASK, TRYAGAIN, redis-py's
+"TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover, LOADING) are retried under one
+:class:`mdss._retry.Backoff`: URL options ``retry_budget`` (seconds, default 5), ``backoff`` (the first ceiling),
+``retries`` (an optional cap); then :class:`StoreUnavailableError`. redis-py's own retries are off, on a client passed
+in too: it would resend a compare-and-set blindly. Other query parameters go to redis-py, checked at open.
 
-**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run (a request
-can wait in the server's input buffer). So after a lost reply the store never reports :class:`ConflictError`; it
-reads the key back: our value is success (no ABA); the version read means the script is resent (both compare
-against that version, so at most one writes; a failed resend is read back again: our value, or unknown); anything
-else, a failed read-back or a budget spent on lost replies, is :class:`OutcomeUnknownError`: the write may have
-landed under another, or not at all.
+**A compare-and-set whose reply was lost** (a timeout, a cut connection) may have run, or may still run (from the
+server's input buffer), so the store never reports :class:`ConflictError` after one; it reads the key back: our value is
+success (no ABA); the version read means the script is resent (both compare against it, so at most one writes);
+anything else, a failed read-back or a budget spent on lost replies, is :class:`OutcomeUnknownError`.
 """
 
 from __future__ import annotations
@@ -60,9 +56,9 @@ _OPTIONS: dict[str, Callable[[str], Any]] = {
     "retry_budget": number,
     "check_policy": parse_flag,
 }
-#: Refusals of a command that did not run, so safe to resend (even a compare-and-set): a slot moving (MOVED,
-#: ASK, TRYAGAIN; redis-py's ``ClusterError("TTL exhausted.")`` after 16 of them), a cluster or primary down,
-#: a slot no node serves yet, a replica answering a write in a failover (READONLY), a server LOADING.
+#: Refusals of a command that did not run, so safe to resend (even a compare-and-set): a slot moving (MOVED, ASK,
+#: TRYAGAIN; redis-py's ``ClusterError("TTL exhausted.")`` after 16), a cluster or primary down, a slot no node serves
+#: yet, a replica answering a write in a failover (READONLY), a server LOADING.
 _REFUSED = (
     redis.exceptions.ClusterError,
     redis.exceptions.TryAgainError,
@@ -76,9 +72,8 @@ _LOST = (redis.ConnectionError, redis.TimeoutError)
 _TRANSIENT = _REFUSED + _LOST
 #: What redis-py raises that is not a RedisError ("no way to dispatch this command to Redis Cluster"...).
 _CLIENT_FAILED = redis.exceptions.RedisClusterException
-#: redis-py's failures to (re)load the cluster's slot map (RedisClusterException): no node reachable, nodes
-#: that disagree, slots not all covered. Transient; they may replace the connection error of a command that
-#: was sent, so they count as a lost reply.
+#: redis-py's failures to (re)load the cluster's slot map: no node reachable, nodes that disagree, slots not all
+#: covered. Transient; they may replace a sent command's connection error, so they count as a lost reply.
 _MAP_FAILED = ("cannot be connected", "could not agree on a valid slots cache", "slots are not covered")
 
 
@@ -209,8 +204,7 @@ class _RedisBase(Store):
         self._call(self.client.delete, key)
 
     def _delete_if(self, key: str, version: Any) -> None:
-        # Resending after a lost reply is harmless: a key deleted already is absent, and one written since
-        # holds another version either way.
+        # Resending after a lost reply is harmless: the key is gone already, or holds another version either way.
         if not self._call(self._delete_script, keys=[key], args=[version]):
             raise ConflictError(f"key {key!r} changed since it was read")
 
@@ -222,9 +216,8 @@ class _RedisBase(Store):
 
     def _tail(self, key: str, held: bytes, args: list[Any], what: str) -> Record:
         """Run the tail script (an append, or a seal with a core) on ``key``: the value it left there."""
-        # Resending after a lost reply is safe (the script finds an appended record's nonce; a seal that
-        # landed changed the core, so its resend is refused); but a refusal after a lost reply may hide an
-        # append or a seal that landed (then sealed by another writer): OutcomeUnknown.
+        # Resending after a lost reply is safe (the script finds an appended record's nonce; a seal that landed changed
+        # the core, so its resend is refused), but a refusal then may hide one that landed: OutcomeUnknown.
         lost: Exception | None = None
         refusal: Exception | None = None
         for _ in self.retry.attempts():
@@ -374,10 +367,8 @@ def _read_policy(client: Any, target: Mapping[str, Any]) -> str | Exception:
 
 
 class RedisStore(_RedisBase):
-    """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``.
-
-    The store owns the client: it switches off the client's own retries and closes it.
-    """
+    """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``. The store
+    owns the client: it switches off the client's own retries and closes it."""
 
     def __init__(self, client: redis.Redis | None = None, *, url: str | None = None, **options: Any) -> None:
         if client is None:
@@ -395,11 +386,8 @@ class RedisStore(_RedisBase):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        """``redis://[user:password@]host:port/db`` or ``rediss://...``.
-
-        mdss' own options: ``namespace``, ``retry_budget``, ``backoff``, ``retries``, ``check_policy``. The other
-        query parameters go to redis-py.
-        """
+        """``redis://[user:password@]host:port/db`` or ``rediss://...``. mdss' own options: ``namespace``,
+        ``retry_budget``, ``backoff``, ``retries``, ``check_policy``. The other query parameters go to redis-py."""
         plain, ours = _split_url(url, options)
         return cls(url=plain, **ours)
 
@@ -418,10 +406,8 @@ class RedisStore(_RedisBase):
 
 
 class RedisClusterStore(_RedisBase):
-    """A Redis Cluster. ``open_store("redis+cluster://host:7000,host2:7001")`` (any reachable seeds).
-
-    The store owns the client: it switches off the client's own retries and closes it.
-    """
+    """A Redis Cluster. ``open_store("redis+cluster://host:7000,host2:7001")`` (any reachable seeds). The store owns the
+    client: it switches off the client's own retries and closes it."""
 
     def __init__(
         self,
@@ -474,10 +460,10 @@ class RedisClusterStore(_RedisBase):
             return self._call(self.client.mget_nonatomic, keys)
 
     def _mget_by_node(self, keys: Sequence[str]) -> list[bytes | None]:
-        """One MGET per slot, the slots of each master pipelined on one of its connections, sent to every
-        master before any reply is read: one round trip, as ``mget_nonatomic``, at about half its CPU (a
-        sharded set reads its S heads, on S slots, for every read). Raises on anything unusual (a MOVED
-        reply, a node without a client): the caller then goes redis-py's way, which follows redirections."""
+        """One MGET per slot, each master's slots pipelined on one of its connections, sent to every master before any
+        reply is read: one round trip, as ``mget_nonatomic``, at about half its CPU (a sharded set reads its S heads for
+        every read). Raises on anything unusual (a MOVED reply, a node without a client): the caller then goes
+        redis-py's way, which follows redirections."""
         groups: dict[str, tuple[Any, dict[int, list[int]]]] = {}
         node_of = self.client.get_node_from_key
         for n, key in enumerate(keys):

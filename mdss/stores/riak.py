@@ -2,35 +2,32 @@
 
 Three bucket types, chosen by what a key holds (:func:`mdss._keys.kind`):
 
-- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult`` false): written once under a fresh id,
-  never changed. They are read with ``r=1&notfound_ok=false``: any replica's copy is the copy (and its checksum is
-  verified), and a replica that has not received it yet must not decide that it is missing;
-- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent writers become siblings that a read
-  merges (see ``mdss.topn``);
-- heads go to ``heads_type``, which must be strongly consistent (``consistent: true``): there ``If-None-Match: *``
-  and a write with the vclock read are true compare-and-sets, answered 412 on conflict. Opening refuses a heads
-  type that is not. Heads are read with the configured quorum.
+- immutable tree nodes go to ``nodes_type``, a plain type (``allow_mult`` false), written once under a fresh id and
+  read with ``r=1&notfound_ok=false``: any replica's copy is the copy (its checksum verified), and a replica that has
+  not received it yet must not decide that it is missing;
+- top-N objects go to ``sibling_type`` (``allow_mult`` true): concurrent writers become siblings a read merges;
+- heads go to ``heads_type``, which must be strongly consistent (``consistent: true``, checked at open): there
+  ``If-None-Match: *`` and a write with the vclock read are true compare-and-sets, answered 412 on conflict. Heads are
+  read with the configured quorum.
 
-Every request carries Riak's own ``timeout=`` (milliseconds), and the socket waits a second longer, so no call
-waits for Riak's 60 s default.
+Every request carries Riak's ``timeout=`` (milliseconds), the socket waiting a second longer: never Riak's 60 s default.
 
-Riak has no multi-get: ``get_many`` issues its GETs concurrently over the pool (one round trip of latency, N
-requests). A tombstone (a 404 with ``X-Riak-Deleted``) is a deleted key and reads as absent at once; a plain 404
-of a node is re-read ``notfound_retries`` times before it is reported absent. A 404 of a head is final: the key's
-ensemble leader answered it (and a deleted head answers a plain 404, without ``X-Riak-Deleted``), so a
-``get_many`` of many shards' heads, some never written, costs one GET each.
+``get_many`` sends its GETs concurrently over the pool (Riak has no multi-get). A tombstone (a 404 with
+``X-Riak-Deleted``) reads as absent at once; a plain 404 of a node is re-read ``notfound_retries`` times first. A head's
+404 is final (its ensemble leader answered; a deleted head answers a plain 404 too), so a ``get_many`` of many shards'
+heads, some never written, costs one GET each.
 
-``keys(prefix)`` pages through the ``$key`` secondary index by key range, one bucket type per kind of key the
-prefix can hold, so that listing one set reads that set's keys only; a type whose backend has no secondary indexes
-(bitcask) falls back, with a warning, to a full listing of its bucket. **Listings include tombstones** (Riak lists
-a deleted key until it is reaped, 3 s by default): callers verify listed keys with ``get_many`` before they report
-or delete them.
+``keys(prefix)`` pages through the ``$key`` secondary index by key range, in each bucket type the prefix can hold, so
+listing one set reads its keys only; a type without secondary indexes (bitcask) falls back, with a warning, to a full
+listing. **Listings include tombstones** (until reaped, 3 s by default): callers verify listed keys with ``get_many``
+before they report or delete them.
 
 Outcomes of a compare-and-set, a 412 after a lost reply included: :meth:`RiakStore.put_if`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import warnings
@@ -138,13 +135,10 @@ def parse_multipart(content_type: str, body: bytes) -> list[bytes]:
 
 
 class RiakStore(Store):
-    """A Riak KV cluster through one node's HTTP interface.
-
-    ``timeout`` (seconds) is sent to Riak with every request; ``retry_budget`` bounds the time spent retrying
-    connection failures and 5xx answers, with jittered backoff whose first ceiling is ``backoff``; ``retries``, if
-    given, also bounds their count. ``pool`` replaces the urllib3 pool by any object with its ``request(method,
-    url, headers=, body=, redirect=)``.
-    """
+    """A Riak KV cluster through one node's HTTP interface. ``timeout`` (seconds) goes to Riak with every request;
+    connection failures and 5xx answers are retried for ``retry_budget`` seconds (first backoff ceiling ``backoff``; at
+    most ``retries`` times, if given). ``pool``: any object with urllib3's ``request(method, url, headers=, body=,
+    redirect=)``."""
 
     keeps_siblings = True
 
@@ -203,10 +197,8 @@ class RiakStore(Store):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RiakStore:
-        """``riak://host:8098?heads_type=T1&nodes_type=T2&sibling_type=T3&r=quorum&w=quorum&timeout=5``.
-
-        An unknown or badly typed option raises :class:`InvalidArgumentError` naming it.
-        """
+        """``riak://host:8098?heads_type=T1&nodes_type=T2&sibling_type=T3&r=quorum&w=quorum&timeout=5``. An unknown or
+        badly typed option raises :class:`InvalidArgumentError` naming it."""
         parts = urlsplit(url)
         try:
             port = parts.port or 8098
@@ -271,10 +263,8 @@ class RiakStore(Store):
         return StoreError(f"{self.where}: {what} answered {response.status}: {text}")
 
     def read(self, btype: str, key: str) -> tuple[Record | None, bool]:
-        """GET a key: its record (every sibling on 300) or ``None``, and whether it is a tombstone.
-
-        Nodes (``nodes_type``) are read with ``r=1&notfound_ok=false``, the rest with the configured ``r``/``pr``.
-        """
+        """GET a key: its record (every sibling on 300) or ``None``, and whether it is a tombstone. Nodes
+        (``nodes_type``) are read with ``r=1&notfound_ok=false``, the rest with the configured ``r``/``pr``."""
         if btype == self.types["nodes"]:
             query = {"r": "1", "notfound_ok": "false"}
         else:
@@ -312,15 +302,12 @@ class RiakStore(Store):
     def put_if(self, btype: str, key: str, value: bytes, vclock: str | None) -> str | None:
         """Conditional PUT: only if ``key`` still has ``vclock`` (``None``: only if absent); the vclock written.
 
-        Sent with ``returnbody=true``, so that Riak answers the new vclock (15e: the one a later GET gives), and a
-        writer that holds the head it wrote compare-and-sets again without reading it (``None`` if an answer lacks
-        it).
-
-        :class:`ConflictError` only for a 412 answered to the first attempt that reached Riak (then nothing was
-        written: a lost race, or the spurious 412 after an ensemble leader change, which the caller likewise
-        re-reads and rebases on). After an attempt that may have been applied (reply lost, 5xx), a 412 is settled
-        by reading the key back: it holds exactly ``value`` (written: heads carry commit ids, so equal bytes are
-        this write), or :class:`OutcomeUnknownError`; so is running out of retries.
+        ``returnbody=true`` makes Riak answer the new vclock (the one a later GET gives), so a writer holding the
+        head it wrote compare-and-sets again without reading it (``None`` if an answer lacks it). :class:`ConflictError`
+        only for a 412 to the first attempt that reached Riak (nothing written: a lost race, or the spurious 412 after
+        an ensemble leader change, which the caller likewise rebases on). After an attempt that may have been applied
+        (reply lost, 5xx), a 412 is settled by reading the key back: exactly ``value`` is success (heads carry commit
+        ids, so equal bytes are this write), else :class:`OutcomeUnknownError`, as when retries run out.
         """
         headers = {"Content-Type": "application/octet-stream"}
         headers.update({"X-Riak-Vclock": vclock} if vclock else {"If-None-Match": "*"})
@@ -378,9 +365,8 @@ class RiakStore(Store):
     def index_page(
         self, btype: str, start: str, end: str, continuation: str | None = None
     ) -> tuple[list[str], str | None] | None:
-        """One page of the keys from ``start`` to ``end`` (inclusive, sorted) by the ``$key`` index,
-        with the continuation of the next page; ``None`` when the type's backend has no secondary indexes.
-        """
+        """One page of the keys from ``start`` to ``end`` (inclusive, sorted) by the ``$key`` index, and the next
+        page's continuation; ``None`` when the type's backend has no secondary indexes."""
         path = self._path(btype, f"/index/$key/{quote(start, safe='')}/{quote(end, safe='')}")
         query = {"max_results": self.page_size, **({"continuation": continuation} if continuation else {})}
         response = self.request("GET", path, query=query)
@@ -436,11 +422,9 @@ class RiakStore(Store):
             return
         for _ in COMMITS.attempts():  # a blind write on a consistent type is a conditional write on the vclock read
             record = self.fetch(btype, key)
-            try:
+            with contextlib.suppress(ConflictError):
                 self.put_if(btype, key, value, None if record is None else record.version)
                 return
-            except ConflictError:
-                continue
         raise ConflictError(f"key {key!r} kept changing while it was overwritten, for {COMMITS.budget} s")
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
@@ -458,11 +442,9 @@ class RiakStore(Store):
             record = self.fetch(btype, key)
             if record is None:
                 return
-            try:
+            with contextlib.suppress(ConflictError):  # changed since read, or already deleted by an earlier attempt
                 self.remove(btype, key, vclock=record.version)
                 return
-            except ConflictError:  # changed since read, or an earlier attempt already deleted it: read again
-                continue
         raise ConflictError(f"key {key!r} kept changing while it was deleted, for {COMMITS.budget} s")
 
     def _delete_if(self, key: str, version: Any) -> None:
@@ -482,8 +464,7 @@ class RiakStore(Store):
         """Sorted keys starting with ``prefix``, tombstones included, from each type that can hold them."""
         roles = ("nodes",) if kind(prefix) == NODE else ("heads", "nodes", "sibling")  # node keys extend node prefixes
         listings = [self._type_keys(btype, prefix) for btype in dict.fromkeys(self.types[r] for r in roles)]
-        # Filtered although the range is exact: a multi-backend has answered index queries with
-        # keys outside the range (basho/riak_kv#1329), and gc deletes what it lists.
+        # Filtered although the range is exact: a multi-backend answered keys outside it (basho/riak_kv#1329).
         return (key for key in heapq.merge(*listings) if key.startswith(prefix))
 
     def _type_keys(self, btype: str, prefix: str) -> Iterator[str]:

@@ -1,23 +1,21 @@
 """The embedded durable store: one SQLite file in WAL mode, safe for many threads and processes.
 
-One table ``kv(key, value, version)``; a version is a random 63-bit number that changes on every write, never a
-counter (a counter starts again when a key is deleted and written anew, and a compare-and-set still in flight from
-before would then win). A compare-and-set is a single ``UPDATE ... WHERE version = ?`` (or ``INSERT OR IGNORE``
-for "only if absent") whose row count says who won, so it is atomic across processes without holding a transaction
-open between the read and the write.
+One table ``kv(key, value, version)``; a version is a random 63-bit number that changes on every write, never a counter
+(a counter restarts when a key is deleted and written anew, and a compare-and-set in flight from before would then
+win). A compare-and-set is one ``UPDATE ... WHERE version = ?`` (``INSERT OR IGNORE`` for "only if absent") whose row
+count says who won: atomic across processes, no transaction held open between the read and the write.
 
-Durability: ``synchronous=normal`` (the default) survives any crash of the process (``kill -9`` included): a
-committed transaction is in the WAL before the call returns. On power loss the last transactions before the loss
-may roll back, leaving an older consistent set. ``synchronous=full`` fsyncs every commit and survives power loss
-too, at the cost of one fsync per commit.
+Durability: ``synchronous=normal`` (the default) survives any crash of the process (``kill -9`` included); on power loss
+the last transactions may roll back, leaving an older consistent set. ``synchronous=full`` survives power loss too, at
+one fsync per commit.
 
-URL options: ``synchronous``, ``timeout`` (seconds a write waits for another connection's write lock; 30 by
-default) and ``namespace``; any other is an error. Checkpoints: every 10,000 WAL pages, not SQLite's 1,000.
+URL options: ``synchronous``, ``timeout`` (seconds a write waits for another connection's write lock; 30 by default)
+and ``namespace``. Checkpoints: every 10,000 WAL pages, not SQLite's 1,000.
 
-Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between tries, while a commit of mdss holds the
-write lock for tens of microseconds (a head's compare-and-set), so a writer waiting in it slept through dozens of
-commits. The connections have no busy timeout; a write waits for the lock in full-jitter steps from 20 µs to 1 ms,
-and the rare SQLITE_BUSY of a read (a WAL being recovered or restarted by another process) is retried from 1 ms.
+Waiting for locks: SQLite's busy handler sleeps 1, 2, 5, 10 ms... between tries, while mdss holds the write lock for
+tens of microseconds (a head's compare-and-set): a writer waiting in it slept through dozens of commits. So no busy
+timeout: a write waits for the lock in full-jitter steps from 20 µs to 1 ms, and the rare SQLITE_BUSY of a read (a WAL
+being recovered by another process) is retried from 1 ms.
 """
 
 from __future__ import annotations
@@ -52,10 +50,9 @@ def _value(key: str, value: object) -> bytes:
     return value
 
 
-#: WAL pages before a commit checkpoints (SQLite's default: 1,000, ~4 MB). Heads' compare-and-sets rewrite the
-#: same few pages thousands of times a second, and a checkpoint copies each distinct page once: with 10,000,
-#: four writer processes took less CPU per update and lost fewer compare-and-sets (docs/performance.md, "SQLite
-#: checkpoints and lazy overlays"). The WAL grows to about this many pages (40 MB at 4 KB) between checkpoints.
+#: WAL pages before a commit checkpoints (SQLite's default: 1,000). Heads' compare-and-sets rewrite the same few pages
+#: thousands of times a second, and a checkpoint copies each distinct page once: with 10,000, four writer processes
+#: took less CPU per update and lost fewer compare-and-sets (docs/performance.md). The WAL grows to ~40 MB meanwhile.
 _WAL_PAGES = 10_000
 #: How a read retries SQLITE_BUSY (rare in WAL mode), and how a write waits for the write lock.
 _READ_WAIT = Backoff(base=0.001, cap=0.05)
@@ -89,12 +86,7 @@ class SQLiteStore(Store):
     """Keys and values in an SQLite file; a connection per thread, WAL, bounded lock retries."""
 
     def __init__(
-        self,
-        path: str,
-        *,
-        namespace: str = "mdss",
-        synchronous: str = "normal",
-        timeout: float = 30.0,
+        self, path: str, *, namespace: str = "mdss", synchronous: str = "normal", timeout: float = 30.0
     ) -> None:
         super().__init__(namespace=namespace)
         if synchronous not in ("normal", "full"):
@@ -111,8 +103,7 @@ class SQLiteStore(Store):
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: directory {directory} does not exist")
-        # Look before creating: creation takes the write lock, and a reader must be able to open the
-        # store while another process holds that lock for minutes (a long load).
+        # Look before creating: creation takes the write lock, which another process may hold for minutes (a load).
         if not self._has_table():
             with self._transaction() as db:
                 db.execute(
@@ -183,10 +174,8 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; SQLITE_BUSY is waited out.
-
-        IMMEDIATE takes the write lock at BEGIN, so two writers never both read and deadlock on the upgrade.
-        """
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception; SQLITE_BUSY is waited out. IMMEDIATE takes
+        the write lock at BEGIN, so two writers never both read and deadlock on the upgrade."""
         db = self._connection()
 
         def run(statement: str) -> None:
@@ -198,12 +187,10 @@ class SQLiteStore(Store):
             raise self._error(exc) from exc
         try:
             yield db
-            # A commit never waits in WAL mode; in rollback-journal mode it waits for readers (SQLITE_BUSY
-            # leaves the transaction open to try again).
+            # In rollback-journal mode (not WAL) a commit waits for readers: SQLITE_BUSY leaves it open to retry.
             run("COMMIT")
         except BaseException as exc:
-            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then would fail
-            # with "cannot rollback - no transaction is active" and hide the cause.
+            # SQLite rolls some failures back itself (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK would then hide the cause.
             if db.in_transaction:
                 db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
@@ -219,18 +206,16 @@ class SQLiteStore(Store):
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         unique = list(dict.fromkeys(keys))
 
+        def chunk(db: sqlite3.Connection, part: list[str]) -> Iterator[tuple[str, bytes]]:
+            return db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(part))})", part)
+
         def select(db: sqlite3.Connection) -> dict[str, bytes]:
             if len(unique) <= _CHUNK:  # one statement is one snapshot
-                return dict(
-                    db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(unique))})", unique)
-                )
+                return dict(chunk(db, unique))
             found: dict[str, bytes] = {}
             db.execute("BEGIN")  # one snapshot for every chunk
             for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                found.update(
-                    db.execute(f"SELECT key, value FROM kv WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-                )
+                found.update(chunk(db, unique[start : start + _CHUNK]))
             db.execute("COMMIT")
             return found
 
@@ -249,8 +234,6 @@ class SQLiteStore(Store):
             )
 
     def _cas(self, key: str, value: bytes, version: Any) -> Any:
-        # Versions are random 64-bit numbers, not counters: a counter restarts when a key is deleted and
-        # written again, and a compare-and-set still in flight from before would then win (ABA).
         written = secrets.randbits(63)
         if version is None:
             changed = self._statement(
@@ -261,9 +244,8 @@ class SQLiteStore(Store):
                 "UPDATE kv SET value = ?, version = ? WHERE key = ? AND version = ?", (value, written, key, version)
             )
         if changed.rowcount != 1:
-            # A definite conflict: nothing was written. What the key holds instead (the record that won, or a
-            # newer one) is read after the statement; if that read fails, the caller reads it itself (never
-            # StoreUnavailableError, which would put a lost race in doubt).
+            # A definite conflict. What the key holds now is read after the statement; if that read fails, the caller
+            # reads it itself (never StoreUnavailableError, which would put a lost race in doubt).
             try:
                 current = self._get(key)
             except StoreUnavailableError:
