@@ -2,7 +2,7 @@
 
 Under ``{namespace}:{set}:``, ``h`` is the head, ``n:{id}`` a tree node, ``g:{id}`` an immutable garbage note or note
 page (what commits replaced, see ``mdss._garbage``), ``m`` the set's marker (the set has content: see
-``mdss._head.snapshot``), ``s`` a sharded set's settings; ``{namespace}:{name}:t`` is a top-N set. :func:`kind` tells
+``mdss._snapshot.mark``), ``s`` a sharded set's settings; ``{namespace}:{name}:t`` is a top-N set. :func:`kind` tells
 them apart (the Riak store routes each kind to its own bucket type by it).
 
 Set names and namespaces are percent-encoded so that they never contain the separator ``:``, nor ``{``/``}`` (Redis

@@ -77,7 +77,7 @@ def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
 
 class Leaf:
     """An entry set: parallel tuples, ``keys`` derived from members and scores. With the update log applied, as a read
-    last merged them: ``merged``, its entries (``mdss._log.View.keep``); ``gathered``, its keys for a sharded set
+    last merged them: ``merged``, its entries (``mdss._overlay.View.keep``); ``gathered``, its keys for a sharded set
     (``mdss._gather.Layout.region``)."""
 
     __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups", "__weakref__")

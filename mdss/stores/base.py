@@ -140,7 +140,7 @@ class Store:
     #: True for stores that keep concurrent writes as siblings (Riak allow_mult).
     keeps_siblings = False
     #: Whether a key may vanish without a delete (Redis evicting): then a new set's first write lists the set's keys, to
-    #: tell a lost head from a new set (``mdss._head.snapshot``).
+    #: tell a lost head from a new set (``mdss._snapshot.snapshot``).
     evicts = True
     #: The largest value one key holds, for stores with a limit that nodes can reach (DynamoDB: 400 KB items).
     max_value_bytes: int | None = None
