@@ -15,14 +15,19 @@ from ._writer import Writer
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError
 
 
-def load(engine: Engine, pairs: Any, replace: bool, progress: Any, batch: int) -> None:
-    """Build both trees bottom-up from ``pairs`` and publish them in one commit (``Engine.load``)."""
+def checked(pairs: Any, replace: Any, progress: Any, batch: Any) -> dict[str, Any]:
+    """A load's arguments checked: its pairs as ``member -> score`` (the last score of a member wins)."""
     if type(replace) is not bool:
         raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
     check_count(batch, "batch", least=1)
     if progress is not None and not callable(progress):
         raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
-    pairs = check_pairs(pairs)
+    return check_pairs(pairs)
+
+
+def load(engine: Engine, pairs: Any, replace: bool, progress: Any, batch: int) -> None:
+    """Build both trees bottom-up from ``pairs`` and publish them in one commit (``SortedSet.load``)."""
+    pairs = checked(pairs, replace, progress, batch)
     try:
         snap = _snapshot.snapshot(engine, True)
     except CorruptDataError:  # a damaged head, or nodes without one: replace removes what is left first

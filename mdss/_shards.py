@@ -26,7 +26,7 @@ from ._facade import TIES, Page, SetMethods, check_options, new_entry
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import Keyspace, shard_keyspace, shard_parts
-from ._order import Entry, Order, Score, add_scores, check_choice, check_count, check_member, check_pairs, check_score
+from ._order import Entry, Order, Score, add_scores, check_choice, check_member, check_score
 from ._tree import Tree
 from ._writer import check_chunk_size
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, MissingNodeError, SettingsMismatchError
@@ -457,12 +457,7 @@ class ShardedSet(SetMethods):
         batch: int = 256,
     ) -> None:
         """Load each shard's members into it (``SortedSet.load``): one commit per shard."""
-        if type(replace) is not bool:
-            raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
-        check_count(batch, "batch", least=1)
-        if progress is not None and not callable(progress):
-            raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
-        checked = check_pairs(pairs)
+        checked = _load.checked(pairs, replace, progress, batch)
         if not replace and len(self):
             raise InvalidArgumentError(f"set {self.name!r} already has entries; pass replace=True to replace them")
         parts: list[dict[str, Score]] = [{} for _ in self.engines]
