@@ -95,6 +95,7 @@ class SetMethods:
     _read: Callable[..., Any]
     _count: Callable[..., int]
     _count_below: Callable[..., list[int]]
+    _rank_of: Callable[..., int]
     _score: Callable[..., Any]
     _find: Callable[..., list[Any]]
     _entries: Callable[..., list[Entry]]
@@ -160,7 +161,7 @@ class SetMethods:
             if ties == "dense":
                 return self._dense_below(x, score) + 1
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return self._count_below(x, [probe])[0] + 1
+            return self._rank_of(x, probe) + 1
 
         return self._read(run)
 
@@ -178,7 +179,7 @@ class SetMethods:
             score = self._score(x, member)
             if score is None:
                 return None
-            return self._count_below(x, [self._order.first_key(score)])[0] / self._count(x)
+            return self._rank_of(x, self._order.first_key(score)) / self._count(x)
 
         return self._read(run)
 
@@ -202,7 +203,7 @@ class SetMethods:
     def rank_of_score(self, score: Score) -> int:
         """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
         probe = self._order.first_key(check_score(score))
-        return self._read(lambda x: self._count_below(x, [probe])[0] + 1)
+        return self._read(lambda x: self._rank_of(x, probe) + 1)
 
     def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
@@ -272,7 +273,7 @@ class SetMethods:
                 return []
             key = self._order.key(member, score)
             self._prefetch_around(x, key, ties)
-            position = self._count_below(x, [key])[0]
+            position = self._rank_of(x, key)
             return self._entries(x, max(position - before, 0), position + after + 1, ties)
 
         return self._read(run)

@@ -269,6 +269,10 @@ class ShardedSet(SetMethods):
         return g.count
 
     @staticmethod
+    def _rank_of(g: Gather, probe: Any) -> int:
+        return _gather.counts(g, [probe])[0]
+
+    @staticmethod
     def _count_below(g: Gather, probes: list[Any]) -> list[int]:
         """For each probe key, the entries of the whole set below it: every shard's entry sets in one step."""
         return _gather.counts(g, probes)

@@ -175,7 +175,7 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
     head = engine.decode(record.value)
     engine.writer.hold(record, head)
     try:
-        logged = view(engine, head)
+        logged = view(engine, head) if len(head.log) else None
     except MissingNodeError:  # a log segment of an older head, collected since: take the newer head
         now = store.get(key)
         if now is not None and now.version == record.version:

@@ -6,6 +6,7 @@ and check are the engine's modules. See docs/architecture.md.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -134,6 +135,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         _snapshot.adopt_stored_settings(engine, options.get("order"), options.get("chunk_size"))
         self.store, self.name, self.engine = engine.store, engine.name, engine
         self._local = threading.local()
+        self._read = functools.partial(_snapshot.read, engine)  # the hook of mdss._facade, without a frame of its own
 
     @property
     def keys(self) -> Keyspace:
@@ -185,18 +187,17 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     # -- the hooks of mdss._facade ---------------------------------------------
 
-    def _read(self, fn: Callable[[Snapshot], T]) -> T:
-        return _snapshot.read(self.engine, fn)
-
     @staticmethod
     def _count(snap: Snapshot) -> int:
         return snap.ranking.count
 
     @staticmethod
     def _count_below(snap: Snapshot, probes: list[Any]) -> list[int]:
-        if len(probes) == 1:
-            return [snap.ranking.rank_of(probes[0])]
         return snap.ranking.count_below(probes)
+
+    @staticmethod
+    def _rank_of(snap: Snapshot, probe: Any) -> int:
+        return snap.ranking.rank_of(probe)
 
     @staticmethod
     def _score(snap: Snapshot, member: str) -> Score | None:
