@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from . import _garbage, _log, _retry, _tail
-from ._codec import _packb
+from ._codec import pack
 from ._engine import Engine
 from ._head import Head, Log
 from ._publish import Doubt
@@ -38,7 +38,7 @@ def seals(engine: Engine, log: Log) -> bool:
     crossed did not seal). The one that crossed reads the head first (``engine.writer.sealer``) and seals it."""
     if engine.writer.tail_full:
         return True
-    size = len(_packb(log.inline))
+    size = len(pack(log.inline))
     return size <= _log.INLINE_BYTES or size > 2 * _log.INLINE_BYTES
 
 

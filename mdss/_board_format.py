@@ -19,8 +19,7 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-import msgpack
-
+from ._codec import loads, pack
 from ._order import column_member, column_tag, column_tie
 from ._parse import HEX
 from .exceptions import CorruptDataError
@@ -92,7 +91,7 @@ def _row_prefix(owner: str) -> str:
 
 def _row_member(owner: str, values: dict[str, Any], updated: float, posts: list[str]) -> str:
     """The member of a row entry: the owner's prefix, then the row (msgpack, base64)."""
-    data = msgpack.packb([values, updated, posts], use_bin_type=True)
+    data = pack([values, updated, posts])
     return _row_prefix(owner) + base64.b64encode(data).decode("ascii")
 
 
@@ -104,7 +103,7 @@ def _decode_row(member: str) -> tuple[Row, tuple[str, ...]]:
             raise ValueError("length")
         size = int(member[2:4], 16)
         owner = member[4 : 4 + size]
-        found = msgpack.unpackb(base64.b64decode(member[4 + size :], validate=True), raw=False)
+        found = loads(base64.b64decode(member[4 + size :], validate=True))
     except Exception:  # msgpack raises several unrelated types on garbage
         found, owner, size = None, "", -1
     if (

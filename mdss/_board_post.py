@@ -6,8 +6,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-import msgpack
-
 from . import _ops
 from ._board_format import (
     _GROUPS,
@@ -27,6 +25,7 @@ from ._board_format import (
     members,
 )
 from ._board_settings import _check_field
+from ._codec import pack
 from ._order import INT_MAX, INT_MIN, check_choice, column_tie
 from ._tree import CHILD_BYTES
 from .exceptions import InvalidArgumentError, InvalidScoreError
@@ -147,7 +146,7 @@ def new_row(
         updated[field] = _ops.resolve(op, current, value, max)[0]
     if len(updated) > MAX_FIELDS:
         raise InvalidArgumentError(f"a row has at most {MAX_FIELDS} fields, this one would have {len(updated)}")
-    size = len(msgpack.packb(updated, use_bin_type=True))
+    size = len(pack(updated))
     if size > MAX_ROW_BYTES:
         raise InvalidArgumentError(f"a row is at most {MAX_ROW_BYTES} bytes (msgpack), this one would be {size}")
     return updated

@@ -6,11 +6,9 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import msgpack
-
 from . import _tail, _windows
 from ._board_format import _MARK_SLOT, _ROW, _ROW_SLOT, MAX_FIELD_NAME, MAX_FIELDS, _Column, _row_member
-from ._codec import FORMAT, seal, unpack
+from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace, board_keyspace
 from ._order import MAX_PARTS, check_choice, check_count
 from .exceptions import CorruptDataError, InvalidArgumentError
@@ -97,7 +95,7 @@ def settings(
         list(accumulate),
         sorted(keep_best.items()),
     ]
-    return seal(msgpack.packb(found if layout is None else [*found, layout], use_bin_type=True))
+    return seal(pack(found if layout is None else [*found, layout]))
 
 
 def stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:

@@ -35,7 +35,15 @@ LOG_PAGE = 5
 #: Deeper than any tree of 2**64 entries with at least 2 children per manifest.
 MAX_HEIGHT = 64
 
-_packb = msgpack.Packer(use_bin_type=True).pack
+#: Values to msgpack bytes (str as str, bytes as bin): every stored format and cursor is msgpack through this module.
+pack = msgpack.Packer(use_bin_type=True).pack
+
+
+def loads(data: bytes | memoryview) -> Any:
+    """The value msgpack ``data`` holds; on garbage, whatever msgpack raises (callers refuse it in their own words)."""
+    return msgpack.unpackb(data, raw=False)
+
+
 _NUMBERS = {int, float}
 
 
@@ -75,7 +83,7 @@ def unpack(key: str, data: bytes, what: str, sealed: tuple[int, ...] = (FORMAT,)
 
 
 def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:
-    return seal(_packb([FORMAT, LEAF, members, scores]))
+    return seal(pack([FORMAT, LEAF, members, scores]))
 
 
 def encode_manifest(
@@ -90,8 +98,8 @@ def encode_manifest(
     """A manifest: format 3 with each child's distinct scores and last score (the score tree's), else format 2 (the
     member index's, whose scores are in no order)."""
     if distincts is None:
-        return seal(_packb([FORMAT, MANIFEST, height, ids, counts, members, scores]))
-    return seal(_packb([DENSE, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
+        return seal(pack([FORMAT, MANIFEST, height, ids, counts, members, scores]))
+    return seal(pack([DENSE, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
 
 
 def _scores_ok(scores: tuple[Any, ...]) -> bool:
@@ -154,12 +162,12 @@ def _manifest_ok(fields: tuple[Any, ...]) -> bool:
 
 def encode_note(node_ids: Sequence[str]) -> bytes:
     """A garbage note: the ids of the nodes one commit replaced."""
-    return seal(_packb([FORMAT, NOTE, node_ids]))
+    return seal(pack([FORMAT, NOTE, node_ids]))
 
 
 def encode_page(note_ids: Sequence[str], previous: str | None) -> bytes:
     """A note page: the ids of notes that no longer fit in the head, and the page before it."""
-    return seal(_packb([FORMAT, PAGE, note_ids, previous]))
+    return seal(pack([FORMAT, PAGE, note_ids, previous]))
 
 
 def decode_note(key: str, data: bytes) -> tuple[str, ...]:
@@ -188,13 +196,13 @@ def _strings(ids: Any) -> bool:
 
 def encode_segment(first: int, entries: Sequence[Any]) -> bytes:
     """A sealed log segment: the update log's entries from sequence number ``first`` on (see ``mdss._log``)."""
-    return seal(_packb([FORMAT, SEGMENT, first, entries]))
+    return seal(pack([FORMAT, SEGMENT, first, entries]))
 
 
 def encode_log_page(segments: Sequence[tuple[str, int]]) -> bytes:
     """A log manifest: ``(segment id, first sequence number)`` of every sealed segment older than the head's
     (tuples pack as arrays: no copy of a list that can hold ``mdss._log.PAGE_SEGS`` of them)."""
-    return seal(_packb([FORMAT, LOG_PAGE, segments]))
+    return seal(pack([FORMAT, LOG_PAGE, segments]))
 
 
 def check_entry(entry: Any) -> bool:
@@ -284,7 +292,7 @@ class Settings:
 
     def encode(self) -> bytes:
         return seal(
-            _packb({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
+            pack({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
         )
 
     @classmethod

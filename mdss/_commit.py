@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from . import _append, _log, _merge, _ops, _publish, _snapshot, _tail
-from ._codec import _packb
+from ._codec import pack
 from ._engine import Engine
 from ._group import Pending
 from ._head import Head, Log
@@ -235,7 +235,7 @@ def _attempt(
         return None if fresh else _REREAD
     nonce = secrets.token_hex(8)
     head, log = snap.head, snap.head.log
-    if len(changed) < limit and len(_packb(changed)) <= _log.BATCH_BYTES:
+    if len(changed) < limit and len(pack(changed)) <= _log.BATCH_BYTES:
         changed[-1] = (*changed[-1][:3], nonce)
         # Whether it seals decides how it commits; segments are built only by the way that writes them.
         sealing = _log.sealing(log, changed)

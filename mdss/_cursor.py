@@ -13,8 +13,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import msgpack
-
+from . import _codec
 from ._codec import MAX_HEIGHT
 from ._order import Score, check_score
 from ._parse import base64url
@@ -54,7 +53,7 @@ def _tag(tag: str) -> int:
 def pack(tag: str, fields: Sequence[Any]) -> str:
     """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding. The one
     envelope of every cursor mdss hands out (sets, sharded sets, leaderboards); ``tag`` binds it to what issued it."""
-    payload = msgpack.packb([_tag(tag), *fields])
+    payload = _codec.pack([_tag(tag), *fields])
     return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
 
 
@@ -65,7 +64,7 @@ def unpack(tag: str, cursor: Any, what: str) -> list[Any]:
         payload = data[:-4]
         if len(data) < 5 or zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
             raise ValueError("checksum")
-        found = msgpack.unpackb(payload)
+        found = _codec.loads(payload)
         if type(found) is not list or not found or found[0] != _tag(tag):
             raise ValueError("another's cursor")
     except Exception:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _tail
-from ._codec import FORMAT, MAX_HEIGHT, _packb, check_entry, seal, unpack
+from ._codec import FORMAT, MAX_HEIGHT, check_entry, pack, seal, unpack
 from .exceptions import CorruptDataError
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ class Head:
 
     def encode(self) -> bytes:
         return seal(
-            _packb(
+            pack(
                 {
                     "v": FORMAT,
                     "order": self.order,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ._codec import _packb, decode_log_page, decode_segment, encode_log_page, encode_segment
+from ._codec import decode_log_page, decode_segment, encode_log_page, encode_segment, pack
 from ._engine import Engine
 from ._head import Head, Log, LogEntry
 from ._writer import new_id
@@ -81,7 +81,7 @@ def entry_bytes(engine: Engine) -> float:
 def sealing(log: Log, entries: Sequence[LogEntry]) -> bool:
     """Whether appending ``entries`` to ``log`` seals its inline entries into a segment (:func:`appended`): a commit
     that seals writes nodes first, and decides how before it builds them."""
-    return len(_packb((*log.inline, *entries))) > INLINE_BYTES
+    return len(pack((*log.inline, *entries))) > INLINE_BYTES
 
 
 def appended(
@@ -98,7 +98,7 @@ def appended(
     log = head.log
     inline = (*log.inline, *entries)
     seq = log.seq + len(entries)
-    if not seal and len(_packb(inline)) <= INLINE_BYTES:
+    if not seal and len(pack(inline)) <= INLINE_BYTES:
         return attrs.evolve(log, seq=seq, inline=inline), {}, []
     keys = engine.keys
     first = seq - len(inline)
@@ -165,11 +165,11 @@ class Full(Exception):
 
 def _pieces(entries: Sequence[LogEntry]) -> list[tuple[int, Sequence[LogEntry]]]:
     """``entries`` cut into runs of at most about :data:`SEGMENT_BYTES` (one run, mostly): ``(offset, run)``."""
-    if len(_packb(entries)) <= SEGMENT_BYTES:
+    if len(pack(entries)) <= SEGMENT_BYTES:
         return [(0, entries)]
     pieces, start, size = [], 0, 0
     for i, entry in enumerate(entries):
-        weight = len(_packb(entry))
+        weight = len(pack(entry))
         if size + weight > SEGMENT_BYTES and i > start:
             pieces.append((start, entries[start:i]))
             start, size = i, 0

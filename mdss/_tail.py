@@ -29,9 +29,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-import msgpack
-
-from ._codec import _packb, _sealed, check_entry, seal
+from ._codec import _sealed, check_entry, loads, pack, seal
 from .exceptions import ConflictError, CorruptDataError
 
 #: The first byte of a head with a tail (a byte msgpack never uses, so no plain head starts with it).
@@ -71,7 +69,7 @@ def record(nonce: str, entries: Sequence[Any], members: Sequence[str]) -> bytes 
     ``None`` when it is too large for one record (the commit then goes the ordinary way)."""
     if len(members) > MOST_MEMBERS:
         return None
-    body = seal(bytes.fromhex(nonce) + bytes([len(members)]) + b"".join(map(token, members)) + _packb(entries))
+    body = seal(bytes.fromhex(nonce) + bytes([len(members)]) + b"".join(map(token, members)) + pack(entries))
     if len(body) > MOST_BYTES:
         return None
     return len(body).to_bytes(2, "big") + body
@@ -279,6 +277,6 @@ def after(data: bytes, held: bytes) -> bytes:
 
 def _unpackb(data: Any) -> Any:
     try:
-        return msgpack.unpackb(data, raw=False)
+        return loads(data)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise ValueError(str(exc)) from exc

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
-import msgpack
 
-from ._codec import FORMAT, seal, unpack
+from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace
 from ._order import Entry, Order, Score, check_choice, check_member, check_pairs, check_score
 from ._retry import COMMITS
@@ -83,7 +82,7 @@ class TopN:
     # -- encoding ---------------------------------------------------------------
 
     def _encode(self, entries: Pairs) -> bytes:
-        return seal(msgpack.packb([FORMAT, self.n, self.order.name, [m for m, _ in entries], [s for _, s in entries]]))
+        return seal(pack([FORMAT, self.n, self.order.name, [m for m, _ in entries], [s for _, s in entries]]))
 
     def _decode(self, data: bytes) -> Pairs:
         """The entries of one stored value, every field checked; :class:`CorruptDataError` naming the key if not.

@@ -23,7 +23,7 @@ import mdss._merge
 import mdss._retry
 import mdss._writer
 from mdss import _log, _tail
-from mdss._codec import _packb
+from mdss._codec import pack
 
 
 def _rec(nonce: bytes, members: list[str], body: int = 0) -> bytes:
@@ -288,7 +288,7 @@ def test_a_seal_from_a_held_head_of_a_dropped_set_leaves_no_node_when_killed(sto
         writer = mdss.SortedSet(dying, "b", log_limit=10_000)
         for i in range(30):
             writer.add(f"m{i}", i)
-            if len(_packb(writer.engine.head.log.inline)) > 40:
+            if len(pack(writer.engine.head.log.inline)) > 40:
                 break  # the next commit takes the inline entries past INLINE_BYTES
         mdss.SortedSet(store, "b").drop()
         dying.armed = True

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import mdss
 from mdss import _head, _tail
-from mdss._codec import _packb
+from mdss._codec import pack
 from mdss.stores.memory import MemoryStore
 
 _keys = itertools.count()
@@ -364,7 +364,7 @@ def _just_under_the_budget(store) -> tuple[mdss.SortedSet, int]:
     a = mdss.SortedSet(store, "b", log_limit=10_000)
     a.add("x", 0)
     i = 0
-    while len(_packb(mdss._snapshot.snapshot(a.engine).head.log.inline)) < mdss._log.INLINE_BYTES - 100:
+    while len(pack(mdss._snapshot.snapshot(a.engine).head.log.inline)) < mdss._log.INLINE_BYTES - 100:
         a.add(f"m{i:03d}-{'p' * 20}", i)
         i += 1
     return a, i
