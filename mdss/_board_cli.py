@@ -211,12 +211,13 @@ def rows(column: str, owners: tuple[str, ...], window: str | None, ties: str) ->
 @click.argument("column")
 @click.option("--limit", type=IntRange(min=1), default=10, show_default=True)
 @click.option("--cursor", default=None)
+@click.option("--offset", type=IntRange(min=0), default=0, show_default=True, help="Rows to skip first (page by rank).")
 @_WINDOW
 @_TIES
-def page(column: str, limit: int, cursor: str | None, window: str | None, ties: str) -> None:
+def page(column: str, limit: int, cursor: str | None, offset: int, window: str | None, ties: str) -> None:
     """A page of COLUMN; prints the next page's cursor."""
     found, lb = _board()
-    result = lb.page(column, limit=limit, cursor=cursor, window=window, ties=ties)
+    result = lb.page(column, limit=limit, cursor=cursor, offset=offset, window=window, ties=ties)
     if found.as_json:
         _echo(found, {"rows": result.rows, "cursor": result.cursor})
         return

@@ -125,13 +125,16 @@ def ranked_rows(snap: Any, column: _Column, owners: list[str], ties: str) -> lis
     return [entry for _, _, entry in sorted(result, key=lambda t: t[:2])]  # a member's order is its rank's
 
 
-def page(snap: Any, column: _Column, after: str | None, limit: int, ties: str) -> tuple[list[RankedRow], str | None]:
-    """``limit`` ranked rows after member ``after``, and the last one's member (``None``: the column's end)."""
+def page(
+    snap: Any, column: _Column, after: str | None, limit: int, ties: str, offset: int = 0
+) -> tuple[list[RankedRow], str | None]:
+    """``limit`` ranked rows, ``offset`` rows after member ``after`` (``None``: the column's first), and the last
+    one's member (``None``: the column's end)."""
     slot = column.slot
     begin = (slot,) if after is None else (slot, after + "\0")
-    prefetch(snap, [(begin, 0, limit), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
+    prefetch(snap, [(begin, 0, limit if not offset else 0), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
     low, high = snap.ranking.count_below([(slot,), (slot, TOP)])
-    start = 0 if after is None else snap.ranking.count_below([(slot, after + "\0")])[0] - low
+    start = offset + (0 if after is None else snap.ranking.count_below([(slot, after + "\0")])[0] - low)
     found, last = _listing(snap, column, start, start + limit, ties)
     return found, last if start + len(found) < high - low else None
 

@@ -488,22 +488,32 @@ class Leaderboard:
         *,
         limit: int = 100,
         cursor: str | None = None,
+        offset: int = 0,
         window: str | None = None,
         ties: str = "ordinal",
     ) -> Page:
         """View 5: ``limit`` ranked rows of ``column`` and the cursor of the next page (``None`` after the last).
 
-        Each page is exact in the snapshot it reads; the next continues after the last row returned, on the newest
-        state (a row unchanged meanwhile is never skipped nor repeated). The cursor is bound to this board, column and
-        window.
+        ``offset`` skips that many rows first: ``page(column, offset=(p - 1) * 25, limit=25)`` is page ``p`` by rank
+        (the peer libraries' ``leaders(page)``), in the round trips of the first page. Each page is exact in the
+        snapshot it reads; the next continues after the last row returned (after the ``cursor``'s row, then
+        ``offset`` more), on the newest state (a row unchanged meanwhile is never skipped nor repeated). The cursor
+        is bound to this board, column and window.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"})
+        >>> for i in range(6):
+        ...     _ = board.post(f"p{i}", {"xp": i})
+        >>> [r.owner for r in board.page("xp", offset=2, limit=3).rows]
+        ['p3', 'p2', 'p1']
         """
         col, ties = self._column(column), self._ties(ties)
         check_count(limit, "limit", least=1)
+        check_count(offset, "offset")
         instance = self._instance(window)
         tag = f"{self._space(instance).prefix}{col.name}"
         what = f"board {self.name!r}, window {instance!r}, column {col.name!r}"
         after = None if cursor is None else views.decode_cursor(tag, cursor, col, what)
-        found, last = self._read(instance, lambda snap: views.page(snap, col, after, limit, ties))
+        found, last = self._read(instance, lambda snap: views.page(snap, col, after, limit, ties, offset))
         return Page(found, None if last is None else views.encode_cursor(tag, last))
 
     def top(self, column: str, n: int = 10, *, window: str | None = None, ties: str = "ordinal") -> list[RankedRow]:

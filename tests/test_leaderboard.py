@@ -1005,3 +1005,23 @@ def test_a_board_with_row_records_migrates(store) -> None:
     assert board.post("o3", {"shots": 1}, post_id="new")["all"] is True
     assert board.row("o3").values["shots"] == dump["rows"]["all"]["o3"][0]["shots"] + 1
     assert mdss.Leaderboard.open(store, "game").row("o3") == board.row("o3")  # the settings say "entries" now
+
+
+@pytest.mark.parametrize("ties", ["ordinal", "competition", "dense"])
+def test_a_page_by_offset_starts_at_that_rank(store, ties) -> None:
+    """``page(column, offset=k)`` is the listing from rank ``k + 1`` (a page by rank, as ``leaders(page)``): the
+    same rows and ranks as the top ``k + limit`` from ``k`` on, over entry sets that split; after a cursor it skips
+    ``k`` more; past the end it is empty; a bad offset is refused."""
+    board = mdss.Leaderboard(store, "game", columns={"xp": "desc"}, chunk_size=3)
+    for i in range(40):
+        board.post(f"p{i:02}", {"xp": i // 3})  # tie groups of three, across entry sets
+    everyone = board.top("xp", 40, ties=ties)
+    for offset in (0, 1, 2, 5, 17, 38, 39, 40, 45):
+        page = board.page("xp", offset=offset, limit=4, ties=ties)
+        assert page.rows == everyone[offset : offset + 4], offset
+        assert (page.cursor is None) == (offset + 4 >= 40), offset
+    first = board.page("xp", limit=5, ties=ties)
+    assert board.page("xp", cursor=first.cursor, offset=3, limit=4, ties=ties).rows == everyone[8:12]
+    for bad in (-1, 1.5, True, "2", None):
+        with pytest.raises(mdss.InvalidArgumentError):
+            board.page("xp", offset=bad)
