@@ -276,6 +276,8 @@ def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
             found[name] = _choice(value, "only", ("new", "existing"))
         elif name == "post_id":
             found[name] = _text(value, "a post id")
+        elif name == "offset":
+            found[name] = _int(value, "offset")
         elif name == "ops":
             ops = ("set", "incr", "best", "gt", "lt")
             found[name] = {_name(f, "a field"): _choice(op, "an op", ops) for f, op in _map(value, name).items()}

@@ -424,7 +424,8 @@ def _board_rows(port: PortServer, b: Any, owners: Any, column: Any, opts: Any = 
 @op("board_page", "Board, Column, Limit, [Cursor], [Opts]")
 def _board_page(port: PortServer, b: Any, column: Any, limit: Any, cursor: Any = None, opts: Any = None) -> Any:
     at = None if cursor is None else _text(cursor, "a cursor")
-    found = port.board(b).page(_name(column, "a column"), limit=_int(limit, "limit"), cursor=at, **_view(opts, _READ))
+    options = _view(opts, (*_READ, "offset"))
+    found = port.board(b).page(_name(column, "a column"), limit=_int(limit, "limit"), cursor=at, **options)
     return tuple(found)
 
 

@@ -118,6 +118,8 @@ def test_leaderboard_operations(port: PortServer) -> None:
     assert [r[1] for r in first] == ["bob"] and cursor == ask_cursor
     second, end = ask(port, "board_page", board, A("xp"), 1, B(cursor), {A("window"): A("all")})[2]
     assert [r[1] for r in second] == ["ann"] and end is None
+    by_rank, end = ask(port, "board_page", board, A("xp"), 5, None, {A("offset"): 1})[2]
+    assert [(r[0], r[1]) for r in by_rank] == [(2, "ann")] and end is None
     assert (
         len(ask(port, "board_windows", board)[2]) == 2
         and ask(port, "board_windows", board, A("day"))[2][0][:4] == "day:"
