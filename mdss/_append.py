@@ -25,10 +25,7 @@ def usable(engine: Engine, snap: Snapshot) -> bool:
     last one found the head full (then this one seals the tail into a segment)."""
     if not engine.store.appends or snap.data is None:
         return False
-    if engine.writer.tail_full:
-        engine.writer.tail_full = False
-        return False
-    return True
+    return not engine.writer.take_full()
 
 
 def seals(engine: Engine, log: Log) -> bool:
@@ -56,7 +53,7 @@ def seal(engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: lis
     if not append(engine, snap, record, nonce, changed, core):
         _garbage.discard(engine, list(written))
         return False
-    engine.writer.tail_full = False
+    engine.writer.take_full()
     if engine.writer.held is None:
         return True  # landed after a lost reply, sealed or not: gc() finds what is not named
     if _tail.core(engine.writer.held[0].value) != core:
@@ -97,7 +94,7 @@ def append(
                     raise
                 except (MissingNodeError, StoreUnavailableError):
                     continue  # the log moved on while it was read, or the read failed: ask the store again
-                engine.writer.held = None  # landed, under commits this process has not decoded: the next one reads
+                engine.writer.release()  # landed, under commits this process has not decoded: the next one reads
                 engine.commits += 1
                 return True
             except StoreUnavailableError as exc:

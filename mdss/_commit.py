@@ -103,7 +103,7 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
                 read = True
                 continue
             except MissingNodeError:
-                engine.writer.held = None
+                engine.writer.release()
                 _snapshot.collected_meanwhile(engine, snap)  # raises if the head did not move: the set is damaged
                 break
             if outcome is _REREAD:
@@ -244,11 +244,11 @@ def _attempt(
             record = _tail.record(nonce, changed, members)
             if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
                 record = None
-        sealer, engine.writer.sealer = engine.writer.sealer, False
+        sealer = engine.writer.take_sealer()
         if sealing and record is not None and not (sealer or _append.seals(engine, log)):
             return _append.append(engine, snap, record, nonce, changed)  # another writer's commit seals
         if sealing and not fresh:  # a seal writes its segment first: only from the head read just now
-            engine.writer.sealer = record is not None  # it seals that one, though others appended meanwhile
+            engine.writer.take_sealer(record is not None)  # it seals that one, though others appended meanwhile
             return _REREAD
         if sealing and record is not None and log.inline:
             return _append.seal(engine, snap, record, nonce, changed)
@@ -273,6 +273,6 @@ def _attempt(
         head = head.next(nonce, scores=scores, members=index, log=Log(end, end))
         if not _publish.publish(engine, snap, head, writer):
             return False
-        engine.writer.built = (scores.root, index.root)
+        engine.writer.made(scores.root, index.root)
     engine.commits += 1
     return True

@@ -7,7 +7,7 @@ an engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -70,6 +70,27 @@ class WriterState:
         rival, self.rival = self.rival, None
         return rival
 
+    def release(self) -> None:
+        """Forget the held head (it may be stale or unknown): the next commit reads the head first."""
+        self.held = None
+
+    def made(self, scores: str | None, members: str | None) -> None:
+        """This writer made the trees with these roots, and caches them: it merges next (``mdss._commit``)."""
+        self.built = (scores, members)
+
+    def mark(self) -> None:
+        self.marked = True
+
+    def take_full(self) -> bool:
+        """Whether the last append found the tail full (this attempt seals), and the flag cleared."""
+        full, self.tail_full = self.tail_full, False
+        return full
+
+    def take_sealer(self, next_seals: bool = False) -> bool:
+        """Whether this writer's last commit crossed the inline budget (it seals now); ``next_seals`` for the next."""
+        sealer, self.sealer = self.sealer, next_seals
+        return sealer
+
 
 class Engine:
     """The state of one head in this process; see the module's docstring."""
@@ -91,29 +112,26 @@ class Engine:
         max_wait: float = 0.0,
         log_limit: int | None = None,
         node_bytes: int | None = None,
+        on_start: Callable[[], None] = lambda: None,
+        resolvers: Mapping[str, Resolver] | None = None,
         cache: NodeCache | None = None,
         stale: list[float] | None = None,
         trust_after: int = 0,
     ) -> None:
-        """A set's options as ``SortedSet`` documents them (checked by ``mdss._facade.check_options``); ``commit`` makes
-        the group commit's commits. A shard's engine shares ``cache`` and ``stale`` with its set's other shards, and
-        trusts its held head after ``trust_after`` current ones (``mdss._commit``)."""
+        """A set's options as ``SortedSet`` documents them; ``commit`` makes the group commit's commits. A shard's
+        engine shares ``cache`` and ``stale`` with the other shards, and trusts its held head after ``trust_after``."""
         self.store, self.name, self.keys = store, name, keys
         self.cache = NodeCache(cache_bytes) if cache is None else cache
         self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
         self.log_limit = log_limit
-        #: The bytes a node may weigh, given to the head when this engine creates the set (``None``: no bound;
-        #: ``Leaderboard`` bounds its sets, whose members hold rows). The head's value rules writes.
-        self.node_bytes = node_bytes
+        self.node_bytes = node_bytes  # given to the head this engine creates (None: unbounded); the head's value rules
         self.deletions = Deletions(store, gc_grace)
         self.writer = WriterState([0.0] if stale is None else stale, trust_after)
         self.reader = Overlays()
         self.group = GroupCommit(lambda pendings: commit(self, pendings), max_batch, max_wait)
-        self.resolvers: dict[str, Resolver] = {}
-        self.on_start: Callable[[], None] = lambda: None  # a write made the head afresh (a shard hooks in)
-        self.commits = 0  # commits this engine published
-        self.retries = 0  # commits it re-applied after losing the race for the head
-        self.merges = 0  # merges of the update log it published
+        self.resolvers = dict(resolvers or {})
+        self.on_start = on_start  # a write made the head afresh (a shard's stores its set's settings again)
+        self.commits = self.retries = self.merges = 0  # commits published, re-applied after a lost race; merges
         self.head: Head | None = None  # the head decoded last, and its bytes
         self.head_bytes: bytes | None = None
         #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.

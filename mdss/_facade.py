@@ -2,7 +2,7 @@
 and ``ShardedSet`` (S engines, ``mdss._shards``) implement.
 
 The hooks are the callables :class:`SetMethods` declares. ``_read(fn)`` runs ``fn(x)`` on a snapshot ``x`` of the
-whole set (an engine's :class:`mdss._head.Snapshot` or the shards' :class:`mdss._gather.Gather`), again on a newer one
+whole set (an engine's :class:`mdss._snapshot.Snapshot`, the shards' :class:`mdss._gather.Gather`), again on a newer one
 if a node it needs was collected meanwhile; the others take that ``x`` (``_count_below(x, probes)``: entries below each
 key; ``_entries(x, start, stop, ties)``: positions ``start`` to ``stop - 1``), but ``_check_ties`` and ``_commit_ops``.
 """

@@ -59,7 +59,7 @@ def load(engine: Engine, pairs: Any, replace: bool, progress: Any, batch: int) -
     )
     if not publish(engine, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {engine.name!r} changed while it was being loaded; nothing was applied")
-    engine.writer.built = (by_score.root, index.root)
+    engine.writer.made(by_score.root, index.root)
 
 
 def _replaced(engine: Engine, snap: Snapshot) -> list[str]:

@@ -191,7 +191,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
         else:
             engine.remember(head, landed.value, landed.version)
         _publish.settle(engine, writer, nodes)
-        engine.writer.built = (scores.root, index.root)  # its cache holds them: it merges next (mdss._commit._merge_at)
+        engine.writer.made(scores.root, index.root)  # its cache holds them: it merges next
         engine.deletions.defer(
             [engine.keys.node(i) for i in (*writer.replaced, *prepared.dropped)] + [*notes, *prepared.drop_keys]
         )

@@ -129,13 +129,11 @@ class ShardedSet(SetMethods):
                 cache=self._cache,
                 stale=stale,
                 trust_after=TRUST_AFTER,
+                on_start=self._restore,
                 **options,
             )
             for i, part in enumerate(settings.parts)
         ]
-        for engine in self.engines:
-            engine.explicit = True
-            engine.on_start = self._restore
         self._seen: list[Part | None] = [None] * self.shards  # each shard as the last read saw it
         self._head_keys = [engine.keys.head for engine in self.engines]
         first = self.engines[0]

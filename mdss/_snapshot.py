@@ -110,7 +110,7 @@ def mark(engine: Engine) -> None:
         engine.store.put(engine.keys.marker, MARKER)
     except (ConflictError, StoreUnavailableError):
         return
-    engine.writer.marked = True
+    engine.writer.mark()
 
 
 def _unseen(engine: Engine) -> Record | None:
@@ -180,7 +180,7 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
         now = store.get(key)
         if now is not None and now.version == record.version:
             raise
-        engine.writer.held = None
+        engine.writer.release()
         return snapshot(engine, create, (now,))
     chain = functools.partial(engine.reader.earlier, head)  # found when first needed (Index)
     return Snapshot(record, head, Source(store, engine.keys, engine.cache), engine.ordering, logged, chain)

@@ -100,9 +100,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         sharded = _shards.open_sharded(store, name, shards, options)
         if sharded is not None:
             return sharded
-        sset = object.__new__(cls)
-        sset.__init__(store, name, **options)  # type: ignore[misc]
-        return sset
+        return type.__call__(cls, store, name, **options)
 
     @classmethod
     def at_keys(
@@ -115,12 +113,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
         resolvers: Mapping[str, Resolver] | None = None,
         **options: Any,
     ) -> SortedSet:
-        """An unsharded set at ``keys`` that no set name reaches, a part of another object (a board's window...);
-        ``name`` is for messages, ``node_bytes`` bounds its nodes when it creates the set, ``resolvers`` are the ops its
-        owner adds to commits."""
+        """An unsharded set at ``keys`` (a part of another object: a board's window...); ``name`` is for messages,
+        ``node_bytes`` bounds the nodes of a set it creates, ``resolvers`` are the ops its owner adds to commits."""
         check_options(store, **options)
-        engine = Engine(store, name, keys, _commit.commit, node_bytes=node_bytes, **options)
-        engine.resolvers.update(resolvers or {})
+        engine = Engine(store, name, keys, _commit.commit, node_bytes=node_bytes, resolvers=resolvers, **options)
         sset = object.__new__(cls)
         cls._attach(sset, engine, options)
         return sset
@@ -172,17 +168,14 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     @property
     def commits(self) -> int:
-        """Commits this object published."""
         return self.engine.commits
 
     @property
     def retries(self) -> int:
-        """Commits it re-applied after losing the race for the head."""
         return self.engine.retries
 
     @property
     def merges(self) -> int:
-        """Merges of the update log it published."""
         return self.engine.merges
 
     # -- the hooks of mdss._facade ---------------------------------------------
