@@ -10,10 +10,12 @@ import json
 from typing import Any
 
 import click
+from tqdm import tqdm
 
 import mdss
 
 from . import _parse
+from ._cli_csv import parse_value, read_rows
 from .leaderboard import Leaderboard, RankedRow
 
 
@@ -50,21 +52,6 @@ class _Board:
         except ValueError as exc:
             raise mdss.InvalidArgumentError(f"--columns must be JSON: {exc}") from None
         return Leaderboard(ctx.store, ctx.set_name, columns=parsed, **self.options)
-
-
-def _value(text: str) -> Any:
-    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text.
-
-    >>> [_value(t) for t in ("3", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
-    [3, -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
-    """
-    for kind in (_parse.integer, _parse.number):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    lowered = text.lower()
-    return {"true": True, "false": False}.get(lowered, text)
 
 
 def _echo(board: _Board, found: Any) -> None:
@@ -156,12 +143,41 @@ def post(owner: str, values: tuple[str, ...], post_id: str | None, post_id_ttl: 
         field, sep, text = item.partition("=")
         if not sep:
             raise mdss.InvalidArgumentError(f"values are FIELD=VALUE, got {item!r}")
-        parsed[field] = _value(text)
+        parsed[field] = parse_value(text)
     found: _Board = click.get_current_context().obj
     if post_id_ttl is not None:
         found.options["post_id_ttl"] = post_id_ttl
     lb = found.open()
     _echo(found, lb.post(owner, parsed, post_id=post_id, only=only))
+
+
+@board.command()
+@click.argument("path")
+@click.option("--window", default=None, help="A kind (its current instance) or an instance. [default: each kind]")
+@click.option("--replace", is_flag=True, help="Replace the rows of windows that hold some.")
+def load(path: str, window: str | None, replace: bool) -> None:
+    """Load a UTF-8 CSV of rows (- for standard input): a header (owner,FIELD,...), then a row per owner; an empty cell
+    leaves its field out. Each window is built in one commit."""
+    found, lb = _board()
+    try:
+        with click.open_file(path, "rb") as stream:
+            rows = read_rows(stream)
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {path}: {exc.strerror}") from exc
+    bars: dict[str, tqdm[Any]] = {}
+
+    def progress(instance: str, done: int, total: int) -> None:
+        bar = bars.get(instance)
+        if bar is None:
+            bar = bars[instance] = tqdm(total=total, unit="node", desc=f"writing {instance}", disable=None)
+        bar.update(done - bar.n)
+
+    try:
+        loaded = lb.load(rows, window=window, replace=replace, progress=progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    _echo(found, loaded if found.as_json else f"{loaded:,} rows loaded")
 
 
 @board.command()

@@ -172,6 +172,26 @@ def _within(keys: list[Any], low: Any, high: Any) -> Any:
     return keys[i] if i < len(keys) and keys[i] < high else None
 
 
+def _spell(columns: Mapping[str, _Column], owner: str, values: Mapping[str, Any], into: dict[str, Any]) -> None:
+    """Add to ``into`` the column entries of the row: its members, their tie groups, the groups' sizes (negative)."""
+    for name, member in members(columns, owner, values).items():
+        column = columns[name]
+        into[member] = column.slot
+        tie = column_tie(member, len(column.parts))
+        into[_group(column, tie)] = column.slot + _GROUPS
+        into[_SIZE + tie] = into.get(_SIZE + tie, 0) - 1
+
+
+def window_entries(columns: Mapping[str, _Column], rows: Mapping[str, dict[str, Any]], stamp: float) -> dict[str, Any]:
+    """Every entry (member -> score) of a window holding ``rows`` (owner -> values, updated at ``stamp``): a load's."""
+    entries: dict[str, Any] = {}
+    for owner, values in rows.items():
+        entries[_row_member(owner, values, stamp, [])] = _ROW_SLOT
+        entries[_ROW + owner] = _MARK_SLOT
+        _spell(columns, owner, values, entries)
+    return entries
+
+
 def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> list[str]:
     """What is wrong with a window's ``entries``: each owner must have one row entry and one marker, each post id entry
     name an owner with a row, and the column entries be exactly those the rows spell."""
@@ -195,14 +215,9 @@ def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> l
         if _post_owner(e.member) not in rows or type(e.score) is not float or not e.score >= _POST_SLOT:
             found.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no row, or is damaged")
     column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))}
-    expected: dict[str, int] = {}
+    expected: dict[str, Any] = {}
     for owner, row in rows.items():
-        for name, member in members(columns, owner, row.values).items():
-            column = columns[name]
-            expected[member] = column.slot
-            tie = column_tie(member, len(column.parts))
-            expected[_group(column, tie)] = column.slot + _GROUPS
-            expected[_SIZE + tie] = expected.get(_SIZE + tie, 0) - 1
+        _spell(columns, owner, row.values, expected)
     if column_entries != expected:
         extra = sorted(set(column_entries) - set(expected))[:5]
         missing = sorted(set(expected) - set(column_entries))[:5]

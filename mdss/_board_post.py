@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from . import _ops
@@ -152,6 +152,29 @@ def new_row(
     return updated
 
 
+def loaded_rows(
+    rows: Any,
+    owner: Callable[[Any], str],
+    accumulate: tuple[str, ...],
+    keep_best: Mapping[str, str],
+    columns: Mapping[str, _Column],
+) -> dict[str, dict[str, Any]]:
+    """A load's ``(owner, values)`` pairs (or mapping) as owner -> values, each checked as a post's; an owner given
+    again merges as a second post would (``owner`` checks an owner)."""
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, (Mapping, Iterable)):
+        raise InvalidArgumentError(f"rows must be (owner, values) pairs or a mapping, got {rows!r:.80}")
+    found: dict[str, dict[str, Any]] = {}
+    numeric = (*accumulate, *keep_best)
+    for item in rows.items() if isinstance(rows, Mapping) else rows:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise InvalidArgumentError(f"each row must be an (owner, values) pair, got {item!r:.80}")
+        who = owner(item[0])
+        values, _ = check_post(item[1], None, None, None, columns, numeric, keep_best)
+        before = None if who not in found else Row(who, found[who], 0.0)
+        found[who] = new_row(before, values, {}, accumulate, keep_best, columns)
+    return found
+
+
 def commit_ops(
     columns: Mapping[str, _Column],
     owner: str,
@@ -170,13 +193,7 @@ def commit_ops(
     fresh_entry = _row_member(owner, merged, stamp, list(posts))
     old = members(columns, owner, row.values) if row is not None else {}
     new = members(columns, owner, merged)
-    largest = (fresh_entry, *new.values(), *([post.member] if post else []))
-    heaviest = max(len(m.encode("utf-8")) for m in largest) + CHILD_BYTES
-    if 4 * heaviest > node_bytes:
-        raise InvalidArgumentError(
-            f"a row entry of {heaviest} bytes does not fit nodes of node_bytes={node_bytes} (a node "
-            "holds at least four items)"
-        )
+    check_fits((fresh_entry, *new.values(), *([post.member] if post else [])), node_bytes)
     marker = _ROW + owner
     if entry is None:
         commit: Ops = [("expect", marker, None), ("set", marker, _MARK_SLOT)]
@@ -198,6 +215,18 @@ def commit_ops(
         commit += [("forget", m, s) for m, s in expired if m != post.member]
         commit.append(("set", post.member, post.score))
     return commit
+
+
+def check_fits(entries: Collection[str], node_bytes: int) -> None:
+    """Refuse entries too heavy for nodes of ``node_bytes`` (a node holds at least four items)."""
+    if 4 * (4 * max(map(len, entries)) + CHILD_BYTES) <= node_bytes:  # fits at 4 UTF-8 bytes per character
+        return
+    heaviest = max(len(m.encode("utf-8")) for m in entries) + CHILD_BYTES
+    if 4 * heaviest > node_bytes:
+        raise InvalidArgumentError(
+            f"a row entry of {heaviest} bytes does not fit nodes of node_bytes={node_bytes} (a node "
+            "holds at least four items)"
+        )
 
 
 def _group_ops(column: _Column, member: str, leaving: bool) -> Ops:

@@ -1,4 +1,4 @@
-"""The CSV that ``mdss load`` reads, and the scores typed on the command line."""
+"""The CSVs that ``mdss load`` and ``mdss board load`` read, and the scores and values typed on the command line."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import csv
 import math
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from . import _parse
 from ._order import check_member, check_score
@@ -54,7 +55,7 @@ def looks_like_header(row: list[str]) -> bool:
     return False
 
 
-def _utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
+def utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
     """The lines of a byte stream as text, each checked to be UTF-8 (a byte-order mark is dropped)."""
     for number, raw in enumerate(stream, start=1):
         try:
@@ -71,7 +72,7 @@ def read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, in
     :class:`~mdss.InvalidArgumentError` naming it."""
     pairs: dict[str, int | float] = {}
     problems: list[str] = []
-    reader = csv.reader(_utf8_lines(stream))
+    reader = csv.reader(utf8_lines(stream))
     rows = 0
     try:
         for row in reader:
@@ -90,3 +91,40 @@ def read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, in
     except csv.Error as exc:
         raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
     return pairs, problems
+
+
+def parse_value(text: str) -> Any:
+    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text.
+
+    >>> [parse_value(t) for t in ("3", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
+    [3, -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
+    """
+    for kind in (_parse.integer, _parse.number):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    return {"true": True, "false": False}.get(lowered, text)
+
+
+def read_rows(stream: Iterable[bytes]) -> list[tuple[str, dict[str, Any]]]:
+    """A board's rows from a CSV whose header names the owner column then the fields: ``owner,xp,kills``. Each value is
+    read as :func:`parse_value` reads one; an empty cell leaves its field out. A malformed line raises
+    :class:`~mdss.InvalidArgumentError` naming it."""
+    reader = csv.reader(utf8_lines(stream))
+    rows: list[tuple[str, dict[str, Any]]] = []
+    try:
+        header = next(reader, None)
+        if not header or len(header) < 2:
+            raise InvalidArgumentError("the first line must be a header: the owner column, then the fields")
+        fields = [f.strip() for f in header[1:]]
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) > len(header):
+                raise InvalidArgumentError(f"line {reader.line_num}: {len(row)} fields, the header names {len(header)}")
+            rows.append((row[0], {f: parse_value(t) for f, t in zip(fields, row[1:]) if t.strip()}))
+    except csv.Error as exc:
+        raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
+    return rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -17,12 +18,12 @@ from typing import Any
 
 from . import _board_settings, _estimate, _ops, _snapshot, _windows
 from . import _board_views as views
-from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_problems
+from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_entries, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
 from ._board_ops import RESOLVERS
-from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row
+from ._board_post import _look, _Plan, _Post, check_fits, check_post, commit_ops, expired, loaded_rows, new_row
 from ._board_settings import _LEGACY_EPOCH
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
@@ -325,6 +326,54 @@ class Leaderboard:
         raise ConflictError(
             f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); windows done: {done}"
         )
+
+    def load(
+        self,
+        rows: Mapping[str, Mapping[str, Any]] | Iterable[tuple[str, Mapping[str, Any]]],
+        *,
+        window: str | None = None,
+        replace: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> int:
+        """Load ``rows`` (``(owner, values)`` pairs or a mapping) into empty windows, each built bottom-up in one commit
+        as :meth:`SortedSet.load` builds a set: the current instance of every kind a post goes to, or ``window``.
+
+        Values are checked as a post's; an owner given twice merges as two posts would. A window that holds rows is
+        refused unless ``replace=True`` (its rows are then replaced). ``progress(window, nodes_done, nodes)`` reports
+        each window's writes. Returns how many rows it loaded.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, accumulate=["kills"])
+        >>> board.load([("ann", {"xp": 5, "kills": 1}), ("bob", {"xp": 9}), ("ann", {"kills": 2})])
+        2
+        >>> [(r.owner, r.values) for r in board.top("xp")]
+        [('bob', {'xp': 9}), ('ann', {'xp': 5, 'kills': 3})]
+        """
+        if type(replace) is not bool:
+            raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
+        if progress is not None and not callable(progress):
+            raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
+        found = loaded_rows(rows, self._owner, self.accumulate, self.keep_best, self.columns)
+        if not found and not replace:
+            return 0
+        when = _windows.moment(self._now)
+        if window is None:
+            instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
+        else:
+            instances = [self._instance(window)]
+        for instance in instances:
+            if not replace and len(self._set(instance)):
+                raise InvalidArgumentError(
+                    f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True (--replace)"
+                )
+        entries = window_entries(self.columns, found, when.timestamp())
+        if entries:
+            check_fits(entries, self.node_bytes)
+        for instance in instances:
+            if not self._register(instance):
+                raise InvalidArgumentError(f"window {instance!r} is past the board's retention")
+            report = None if progress is None else functools.partial(progress, instance)
+            self._set(instance).load_from(entries, replace=replace, progress=report)
+        return len(found)
 
     def _first_tried(self, member: str, stamp: float) -> float:
         """When the post of post id entry ``member`` was first tried: ``stamp`` (recorded now) or the moment recorded,

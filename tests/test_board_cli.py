@@ -57,3 +57,22 @@ def test_posts_and_views(run) -> None:
 def test_a_board_needs_its_columns_once(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path}/x.db", "--set", "g", "board", "top", "xp"])
     assert result.exit_code == 1 and "no leaderboard 'g'" in result.output
+
+
+def test_load_reads_a_csv_of_rows(run, tmp_path) -> None:
+    """``board load`` reads a header (owner, then the fields), then rows; an empty cell leaves its field out; an owner
+    given twice merges as two posts; a window with rows is refused without --replace; a malformed file loads nothing."""
+    path = tmp_path / "rows.csv"
+    path.write_bytes("owner,xp,kills,name\nann,5,1,Änn\n\nbob,9,,\nann,,2,\n".encode())
+    create = ["--columns", json.dumps({"xp": "desc"}), "--accumulate", "kills", "--windows", "all,day"]
+    assert "2 rows loaded" in run(*create, "load", str(path))
+    top = json.loads(run("--windows", "all,day", "--json", "top", "xp"))
+    ann = {"xp": 5, "kills": 3, "name": "Änn"}
+    assert [(r["owner"], r["values"]) for r in top] == [("bob", {"xp": 9}), ("ann", ann)]
+    assert json.loads(run("--windows", "all,day", "--json", "top", "xp", "--window", "day")) == top
+    assert "--replace" in run("load", str(path), code=1)
+    assert run("--json", "load", str(path), "--window", "all", "--replace").strip() == "2"
+    for text in ("owner\n", "owner,xp\nann,1,2\n", "owner,xp\nann,many\n", "", "owner,xp\n\xff\n"):
+        path.write_bytes(text.encode("latin-1"))
+        run("load", str(path), "--replace", code=1)
+    assert len(json.loads(run("--json", "top", "xp"))) == 2

@@ -1025,3 +1025,87 @@ def test_a_page_by_offset_starts_at_that_rank(store, ties) -> None:
     for bad in (-1, 1.5, True, "2", None):
         with pytest.raises(mdss.InvalidArgumentError):
             board.page("xp", offset=bad)
+
+
+# -- bulk loads --------------------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(st.tuples(OWNERS, VALUES), max_size=14),
+    chunk=st.sampled_from([2, 3, 5]),
+    node_bytes=st.sampled_from([mdss.leaderboard.NODE_BYTES, 1100]),
+)
+def test_a_load_holds_what_its_posts_would(rows, chunk, node_bytes) -> None:
+    """``load(rows)`` leaves every window as posting the rows in turn would: rows, ranks in each ties mode, counts,
+    percentiles, tie groups (``check``), over tiny entry sets; later posts and a replacing load work on it."""
+
+    def board(name: str) -> mdss.Leaderboard:
+        options = {"windows": ["all", "day"], "now": lambda: T0, "chunk_size": chunk, "node_bytes": node_bytes}
+        return mdss.Leaderboard(store, name, columns=COLUMNS, accumulate=ACCUMULATE, keep_best=KEEP_BEST, **options)
+
+    store = mdss.open_store("memory://")
+    posted, loaded = board("posted"), board("loaded")
+    for owner, values in rows:
+        posted.post(owner, values)
+    assert loaded.load(rows) == len({owner for owner, _ in rows})
+    assert loaded.windows() == posted.windows()
+
+    def same(instance: str) -> None:
+        for owner in ("ann", "bob", "fay", "zed"):
+            assert loaded.row(owner, window=instance) == posted.row(owner, window=instance)
+            assert loaded.positions(owner, window=instance) == posted.positions(owner, window=instance)
+        for column in COLUMNS:
+            assert loaded.count(column, window=instance) == posted.count(column, window=instance)
+            for ties in ("ordinal", "competition", "dense"):
+                assert loaded.top(column, 20, window=instance, ties=ties) == posted.top(
+                    column, 20, window=instance, ties=ties
+                )
+        loaded._check(instance)
+
+    for instance in posted.windows():
+        same(instance)
+        posted.post("ann", {"xp": 2, "shots": 1})
+        loaded.post("ann", {"xp": 2, "shots": 1})
+        same(instance)
+    assert loaded.load(rows[:3], window="all", replace=True) == len({owner for owner, _ in rows[:3]})
+    reference = board("reference")
+    for owner, values in rows[:3]:
+        reference.post(owner, values)
+    for column in COLUMNS:
+        assert loaded.top(column, 20) == reference.top(column, 20)
+    loaded._check("all")
+
+
+def test_a_load_on_every_store(store) -> None:
+    """A load fills empty windows in one commit each (the progress callback sees each one's nodes), refuses a window
+    with rows unless ``replace``, refuses bad rows before writing anything, and the board takes posts after it."""
+    board = mdss.Leaderboard(
+        store,
+        "game",
+        columns={"xp": "desc"},
+        accumulate=["kills"],
+        windows=["all", "day"],
+        now=lambda: T0,
+        chunk_size=4,
+    )
+    seen: dict[str, tuple[int, int]] = {}
+    rows = {f"p{i:03}": {"xp": i % 17, "kills": 1} for i in range(200)}
+    assert board.load(rows, progress=lambda window, done, total: seen.__setitem__(window, (done, total))) == 200
+    assert sorted(seen) == ["all", "day:2026-11-18"] and all(done == total > 0 for done, total in seen.values())
+    assert board.count("xp") == board.count("xp", window="day") == 200
+    assert [r.owner for r in board.top("xp", 3)] == ["p016", "p033", "p050"]
+    assert board.positions("p016") == {"xp": 1}
+    board._check("all")
+    board._check("day")
+    with pytest.raises(mdss.InvalidArgumentError, match="has rows"):
+        board.load({"new": {"xp": 1}})
+    for bad in ("rows", [("ann",)], [("ann", {"xp": "high"})], [(3, {"xp": 1})], [("ann", {"xp": float("nan")})], 7):
+        with pytest.raises(mdss.MdssError):
+            board.load(bad, replace=True)
+    assert board.count("xp") == 200  # nothing written by a refused load
+    board.post("p000", {"xp": 100, "kills": 1})
+    assert board.positions("p000") == {"xp": 1} and board.row("p000").values == {"xp": 100, "kills": 2}
+    assert board.load({"solo": {"xp": 3}}, window="day", replace=True) == 1
+    assert board.count("xp", window="day") == 1 and board.count("xp") == 200
+    board._check("day")
