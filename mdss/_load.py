@@ -27,7 +27,11 @@ def checked(pairs: Any, replace: Any, progress: Any, batch: Any) -> dict[str, An
 
 def load(engine: Engine, pairs: Any, replace: bool, progress: Any, batch: int) -> None:
     """Build both trees bottom-up from ``pairs`` and publish them in one commit (``SortedSet.load``)."""
-    pairs = checked(pairs, replace, progress, batch)
+    build(engine, checked(pairs, replace, progress, batch), replace, progress, batch)
+
+
+def build(engine: Engine, pairs: dict[str, Any], replace: bool, progress: Any, batch: int) -> None:
+    """:func:`load` of pairs already checked (``member -> score``): a sharded load's parts, a board's windows."""
     try:
         snap = _snapshot.snapshot(engine, True)
     except CorruptDataError:  # a damaged head, or nodes without one: replace removes what is left first

@@ -479,7 +479,7 @@ class ShardedSet(SetMethods):
                 last[0] = t
                 report(d, t)
 
-            _load.load(engine, part, replace, counted, batch)
+            _load.build(engine, part, replace, counted, batch)
             done += last[0]
 
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:

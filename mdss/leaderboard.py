@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import _board_settings, _estimate, _ops, _snapshot, _windows
+from . import _board_settings, _estimate, _load, _ops, _snapshot, _windows
 from . import _board_views as views
 from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_entries, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
@@ -372,7 +372,7 @@ class Leaderboard:
             if not self._register(instance):
                 raise InvalidArgumentError(f"window {instance!r} is past the board's retention")
             report = None if progress is None else functools.partial(progress, instance)
-            self._set(instance).load_from(entries, replace=replace, progress=report)
+            _load.build(self._set(instance).engine, entries, replace, report, 256)
         return len(found)
 
     def _first_tried(self, member: str, stamp: float) -> float:
