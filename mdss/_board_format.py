@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ._codec import loads, pack
-from ._order import column_member, column_tag, column_tie
+from ._order import column_member, column_tag, column_tie, encode_part
 from ._parse import HEX
 from .exceptions import CorruptDataError
 
@@ -183,12 +183,26 @@ def _spell(columns: Mapping[str, _Column], owner: str, values: Mapping[str, Any]
 
 
 def window_entries(columns: Mapping[str, _Column], rows: Mapping[str, dict[str, Any]], stamp: float) -> dict[str, Any]:
-    """Every entry (member -> score) of a window holding ``rows`` (owner -> values, updated at ``stamp``): a load's."""
+    """Every entry (member -> score) of a window holding ``rows`` (owner -> values, updated at ``stamp``): a load's.
+
+    The entries :func:`_spell` adds row by row, a column at a time (a load's hot loop)."""
     entries: dict[str, Any] = {}
     for owner, values in rows.items():
         entries[_row_member(owner, values, stamp, [])] = _ROW_SLOT
         entries[_ROW + owner] = _MARK_SLOT
-        _spell(columns, owner, values, entries)
+    for column in columns.values():
+        slot, group, tag, fields = column.slot, column.slot + _GROUPS, column_tag(column.slot), column.parts
+        group_tag = column_tag(group)
+        sizes: dict[str, int] = {}
+        for owner, values in rows.items():
+            parts = [(values.get(field), direction) for field, direction in fields]
+            if all(type(v) is int or type(v) is float for v, _ in parts):
+                key = "".join([encode_part(v, d) for v, d in parts])
+                entries[tag + key + owner] = slot
+                sizes[key] = sizes.get(key, 0) - 1
+        for key, size in sizes.items():
+            entries[group_tag + key] = group
+            entries[_SIZE + tag + key] = size
     return entries
 
 

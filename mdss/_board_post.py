@@ -170,8 +170,12 @@ def loaded_rows(
             raise InvalidArgumentError(f"each row must be an (owner, values) pair, got {item!r:.80}")
         who = owner(item[0])
         values, _ = check_post(item[1], None, None, None, columns, numeric, keep_best)
-        before = None if who not in found else Row(who, found[who], 0.0)
-        found[who] = new_row(before, values, {}, accumulate, keep_best, columns)
+        if who in found:
+            found[who] = new_row(Row(who, found[who], 0.0), values, {}, accumulate, keep_best, columns)
+        elif len(pack(values)) > MAX_ROW_BYTES:  # a first row takes the values as they are (see new_row)
+            raise InvalidArgumentError(f"a row is at most {MAX_ROW_BYTES} bytes (msgpack), got {len(pack(values))}")
+        else:
+            found[who] = values
     return found
 
 
