@@ -195,7 +195,7 @@ def window_entries(columns: Mapping[str, _Column], rows: Mapping[str, dict[str, 
         group_tag = column_tag(group)
         sizes: dict[str, int] = {}
         for owner, values in rows.items():
-            parts = [(values.get(field), direction) for field, direction in fields]
+            parts: list[tuple[Any, str]] = [(values.get(field), direction) for field, direction in fields]
             if all(type(v) is int or type(v) is float for v, _ in parts):
                 key = "".join([encode_part(v, d) for v, d in parts])
                 entries[tag + key + owner] = slot
