@@ -96,7 +96,7 @@ def _block(call: Callable[[Any], Any], args: list[Any], into: list[int]) -> None
         into.append(time.perf_counter_ns() - t)
 
 
-def run(url: str, owners: int, rounds: int, block: int, seed: int) -> dict[str, Any]:
+def run(url: str, owners: int, rounds: int, block: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
     rng = random.Random(seed)
     names = [f"player-{i:08d}" for i in range(owners)]
     points = {n: rng.randrange(10 * owners) for n in names}
@@ -106,7 +106,7 @@ def run(url: str, owners: int, rounds: int, block: int, seed: int) -> dict[str, 
     db = client.connection_pool.connection_kwargs.get("db", 0)
     peer = Peer("peer", host=host, port=port, db=db)
     store = mdss.open_store(url, namespace="mdss")
-    board = mdss.Leaderboard(store, "game", columns={"xp": "desc"})
+    board = mdss.Leaderboard(store, "game", columns={"xp": "desc"}, **options)
     result: dict[str, Any] = {"owners": owners, "rounds": rounds, "block": block}
 
     print(f"loading {owners:,} owners into each side", file=sys.stderr)
@@ -123,7 +123,7 @@ def run(url: str, owners: int, rounds: int, block: int, seed: int) -> dict[str, 
     result["memory_after_load"] = {**memory, "ratio": memory["mdss"] / memory["peer"]}
 
     wide = mdss.Leaderboard(
-        store, "wide", columns={"xp": "desc", "kills": "desc", "ms": "asc"}, windows=["all", "week", "day"]
+        store, "wide", columns={"xp": "desc", "kills": "desc", "ms": "asc"}, windows=["all", "week", "day"], **options
     )
 
     def wide_post(arg: tuple[str, int]) -> None:
@@ -204,9 +204,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--redis", default=None, help="a Redis URL whose database is flushed (default: start one)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--chunk-size", type=int, default=None, help="the boards' chunk_size (default: mdss')")
     args = parser.parse_args()
+    options = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     with _redis(args.redis) as url:
-        result = run(url, args.owners, args.rounds, args.block, args.seed)
+        result = run(url, args.owners, args.rounds, args.block, args.seed, options)
     print("\n".join(report(result)))
     if args.json:
         with open(args.json, "w") as f:

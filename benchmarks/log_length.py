@@ -4,6 +4,10 @@ triggers (so that only the log's own bounds merge it).
 
     python benchmarks/log_length.py [--stores memory://,sqlite] [--member-bytes 250,20]
         [--marks 1000,10000,50000,100000] [--window 500] [--json benchmarks/results/log_length.json]
+    python benchmarks/log_length.py --board 1000000 --stores redis://127.0.0.1:6379/0 --marks 1000,10000,50000
+
+``--board OWNERS`` times posts to a leaderboard of that many rows instead (loaded first; one column): ``appended``
+is then the length of the window's log reached, and a commit is a post.
 
 Each commit sets four random members of ``--member-bytes`` bytes (of 20,000) to random scores: with 250-byte
 members (the issue's) a commit's entries pass the head's 1 KB of inline entries, so every commit seals a
@@ -72,6 +76,48 @@ def run(url: str, member_bytes: int, marks: list[int], window: int) -> list[dict
     return rows
 
 
+def run_board(url: str, owners: int, marks: list[int], window: int) -> list[dict[str, float]]:
+    """As :func:`run`, for posts to a leaderboard of ``owners`` rows (one column, window ``all``, loaded first): each
+    commit is a post of a random owner's new points; ``appended`` is the window's log length reached."""
+    store = mdss.open_store(url)
+    board = mdss.Leaderboard(store, "log-length-board", columns={"xp": "desc"}, gc_grace=0, log_limit=10_000_000)
+    rng = random.Random(owners)
+    names = [f"player-{i:08d}" for i in range(owners)]
+    board.load((n, {"xp": rng.randrange(10**7)}) for n in names)
+    engine = board._set("all").engine
+    rows = []
+
+    def post() -> None:
+        board.post(rng.choice(names), {"xp": rng.randrange(10**7)})
+
+    for mark in marks:
+        while len(mdss._snapshot.snapshot(engine).head.log) < mark:
+            for _ in range(100):
+                post()
+        log = len(mdss._snapshot.snapshot(engine).head.log)
+        before, merges, rates = store.stats.snapshot(), engine.merges, []
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            for _ in range(window):
+                post()
+            rates.append(window / (time.perf_counter() - start))
+        done, commits = store.stats.since(before), REPEATS * window
+        rows.append(
+            {
+                "appended": mark,
+                "log": log,
+                "commits_per_s": statistics.median(rates),
+                "bytes_written_per_commit": done["bytes_written"] / commits,
+                "bytes_read_per_commit": done["bytes_read"] / commits,
+                "round_trips_per_commit": done["calls"] / commits,
+                "merges": engine.merges - merges,
+            }
+        )
+    board.drop()
+    store.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="memory://,sqlite")
@@ -79,6 +125,9 @@ def main() -> None:
     parser.add_argument("--marks", default="1000,10000,50000,100000")
     parser.add_argument("--window", type=int, default=500, help="commits timed at each mark")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--board", type=int, default=0, metavar="OWNERS", help="time posts to a leaderboard of OWNERS rows instead"
+    )
     args = parser.parse_args()
     marks = [int(m) for m in args.marks.split(",")]
     print(f"mdss from {os.path.dirname(mdss.__file__)}")
@@ -87,6 +136,18 @@ def main() -> None:
         for url in args.stores.split(","):
             if url == "sqlite":
                 url = f"sqlite:///{tmp}/log-length.db"
+            if args.board:
+                kind = url.split("://")[0]
+                print(f"\n{kind}, posts to a board of {args.board:,} owners, {REPEATS}x{args.window} timed")
+                print(HEADER.replace(" commits/s", "   posts/s"))
+                for row in run_board(url, args.board, marks, args.window):
+                    print(
+                        f"{row['appended']:>9,} {row['log']:>7,} {row['commits_per_s']:>10,.0f} "
+                        f"{row['bytes_written_per_commit']:>10,.0f} {row['bytes_read_per_commit']:>9,.0f} "
+                        f"{row['round_trips_per_commit']:>6.2f} {row['merges']:>6}"
+                    )
+                    results.append({"store": kind, "board_owners": args.board, **row})
+                continue
             for member_bytes in map(int, args.member_bytes.split(",")):
                 kind = url.split("://")[0]
                 print(f"\n{kind}, {PER_COMMIT} members of {member_bytes} B per commit, {REPEATS}x{args.window} timed")
