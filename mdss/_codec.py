@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import lz4.block
 import msgpack
 
 from ._keys import PARTS
@@ -22,10 +23,18 @@ from .exceptions import CorruptDataError
 
 #: The format field of every value but score-tree manifests.
 FORMAT = 2
-#: The format field of score-tree manifests since dense ranks (distinct counts and last scores per child); the
-#: newest stored format, so a set written now is "format 3".
+#: The format field of score-tree manifests since dense ranks (distinct counts and last scores per child).
 DENSE = 3
 LEGACY = 1
+#: The format field of compressed entry sets (since compression, issue 36; the newest stored format, so a set written
+#: now is "format 4"): ``[4, 0, size, block]``, the lz4 block
+#: of the msgpack array ``[members, scores]``, ``size`` bytes long. Payloads from :data:`ZIP_FROM` bytes are
+#: compressed when that saves bytes; decoding refuses a size past :data:`MAX_UNZIPPED` (damage, not a node).
+ZIPPED = 4
+ZIP_FROM = 256
+#: Bytes a compressed entry set must save over the plain one: the frame's size field and block header.
+ZIP_MARGIN = 16
+MAX_UNZIPPED = 64 << 20
 LEAF = 0
 MANIFEST = 1
 NOTE = 2
@@ -82,8 +91,51 @@ def unpack(key: str, data: bytes, what: str, sealed: tuple[int, ...] = (FORMAT,)
     raise CorruptDataError(f"stored {what} has an unknown format ({error})", key)
 
 
-def encode_leaf(members: Sequence[str], scores: Sequence[Any]) -> bytes:
+def encode_leaf(members: Sequence[str], scores: Sequence[Any], compress: bool = True) -> bytes:
+    """An entry set: ``[2, 0, members, scores]``, or compressed (format 4) when that saves bytes."""
+    raw = pack([members, scores])
+    if compress and len(raw) >= ZIP_FROM:
+        block = lz4.block.compress(raw, store_size=False)
+        if len(block) + ZIP_MARGIN < len(raw):
+            return seal(pack([ZIPPED, LEAF, len(raw), block]))
     return seal(pack([FORMAT, LEAF, members, scores]))
+
+
+_ZIPPED_HEAD = bytes([0x94, ZIPPED, LEAF])  # msgpack: an array of 4, the format, the kind
+
+
+def weight_of(data: bytes) -> int:
+    """What a stored node counts for in the node cache and in the log's sizing: its bytes, or a compressed entry set's
+    before compression (its decoded size follows those, not the compressed ones)."""
+    if data[:3] != _ZIPPED_HEAD:
+        return len(data)
+    reader = msgpack.Unpacker()
+    reader.feed(data[3:12])  # the uncompressed size: a msgpack uint of at most 9 bytes
+    try:
+        size = reader.unpack()
+    except Exception:  # damaged: decoding the node says so
+        return len(data)
+    return size if type(size) is int and 0 < size <= MAX_UNZIPPED else len(data)
+
+
+def _unzipped(key: str, node: Any) -> tuple[Any, ...]:
+    """A compressed entry set's ``(format, kind, members, scores)``, as a format-2 one decodes."""
+    if (
+        type(node) is tuple
+        and len(node) == 4
+        and node[1] == LEAF
+        and type(node[2]) is int
+        and 0 < node[2] <= MAX_UNZIPPED
+        and type(node[3]) is bytes
+    ):
+        try:
+            raw = lz4.block.decompress(node[3], uncompressed_size=node[2])
+            fields = msgpack.unpackb(raw, raw=False, use_list=False) if len(raw) == node[2] else None
+        except Exception:  # lz4 and msgpack raise several unrelated types on garbage
+            fields = None
+        if type(fields) is tuple and len(fields) == 2:
+            return (FORMAT, LEAF, *fields)
+    raise CorruptDataError("stored entry set is malformed (its compressed block does not decode)", key)
 
 
 def encode_manifest(
@@ -112,7 +164,9 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
     """The node's fields, each checked for its type: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts,
     members, scores, distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2. Arrays decode as
     tuples: immutable like the nodes, and the garbage collector stops tracking a tuple of strings and numbers."""
-    version, node = unpack(key, data, "node", (FORMAT, DENSE), use_list=False)
+    version, node = unpack(key, data, "node", (FORMAT, DENSE, ZIPPED), use_list=False)
+    if version == ZIPPED:
+        node = _unzipped(key, node)
     if type(node) is not tuple or len(node) < 4:
         raise CorruptDataError("stored node is malformed", key)
     kind, fields = node[1], node[2:]

@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from ._cache import NodeCache
+from ._codec import weight_of
 from ._head import Head
 from ._order import member_key, same_keys
 from ._overlay import View
@@ -327,9 +328,9 @@ class Gather:
             node = decode(key, data, keyfn)
             if node.height != height:
                 raise _misplaced(node, height, key)
-            self.cache.put(node_id, node, len(data))
+            self.cache.put(node_id, node, weight_of(data))
             if not height:
-                self.cache.seen(len(node), len(data))
+                self.cache.seen(len(node), weight_of(data))
             self.pins[node_id] = node
 
     def load(self, wanted: list[tuple[Part, str, int, Any]]) -> list[Any]:

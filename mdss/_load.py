@@ -6,6 +6,7 @@ import secrets
 from typing import Any
 
 from . import _garbage, _log, _snapshot
+from ._codec import weight_of
 from ._engine import Engine
 from ._head import Log, TreeRef, new_lineage
 from ._order import check_count, check_pairs
@@ -50,7 +51,7 @@ def build(engine: Engine, pairs: dict[str, Any], replace: bool, progress: Any, b
     if replace:
         writer.replaced = _replaced(engine, snap)
     nodes = writer.encoded(engine.keys)
-    engine.measure(len(members), sum(map(len, nodes.values())))
+    engine.measure(len(members), sum(map(weight_of, nodes.values())))
     names = list(nodes)
     for done in range(0, len(names), batch):
         engine.store.put_many({k: nodes[k] for k in names[done : done + batch]})

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from . import _garbage, _log, _publish, _snapshot, _writer
-from ._codec import encode_log_page
+from ._codec import encode_log_page, weight_of
 from ._engine import Engine
 from ._head import Head, Log, TreeRef
 from ._snapshot import Snapshot
@@ -154,7 +154,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
     writer, scores, index = fold(engine, snap, changes)
     nodes = writer.encoded(engine.keys)
     leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0]
-    engine.measure(sum(n for _, n in leaves) // 2, sum(len(nodes[engine.keys.node(i)]) for i, _ in leaves))
+    engine.measure(sum(n for _, n in leaves) // 2, sum(weight_of(nodes[engine.keys.node(i)]) for i, _ in leaves))
     notes = _garbage.notes_of(engine, start, writer.replaced)
     written = {**nodes, **notes}
     engine.store.put_many(written)

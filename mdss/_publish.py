@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _garbage, _log, _retry, _tail
+from ._codec import weight_of
 from ._engine import Engine
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
 from ._snapshot import Snapshot
@@ -97,7 +98,7 @@ def settle(engine: Engine, writer: Writer, nodes: dict[str, bytes]) -> None:
     for node_id in writer.replaced:  # only readers of older heads could want them: they reload
         cache.discard(node_id, replaced=True)
     for node_id, node in writer.new.items():
-        cache.put(node_id, node, len(nodes[engine.keys.node(node_id)]))
+        cache.put(node_id, node, weight_of(nodes[engine.keys.node(node_id)]))
 
 
 class _Dropped(OutcomeUnknownError):

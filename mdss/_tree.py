@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._cache import NodeCache
+from ._codec import weight_of
 from ._keys import Keyspace
 from ._nodes import CHILD_BYTES, Leaf, Manifest, Node, Summary, decode, fill, full, group_starts, weight, weights  # noqa: F401 - re-exported for the modules that read and write trees
 from ._order import KeyFn
@@ -57,9 +58,9 @@ class Source:
                 if data is None:
                     raise MissingNodeError("a node the head names is missing", key)
                 node = decode(key, data, keyfn)
-                cache.put(node_id, node, len(data))
+                cache.put(node_id, node, weight_of(data))
                 if node.height == 0:
-                    cache.seen(len(node), len(data))
+                    cache.seen(len(node), weight_of(data))
                 pins[node_id] = node
                 if node.height != height:
                     raise _misplaced(key, node, height)

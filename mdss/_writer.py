@@ -273,7 +273,7 @@ def largest_node_bytes(chunk_size: int) -> int:
     the longest members, scores, counts and node ids, encoded as mdss encodes them."""
     member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
     members, numbers = [member] * chunk_size, [number] * chunk_size
-    leaf = encode_leaf(members, numbers)
+    leaf = encode_leaf(members, numbers, compress=False)  # the largest: what does not compress is stored as it is
     manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
     return max(len(leaf), len(manifest))
 

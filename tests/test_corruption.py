@@ -17,10 +17,12 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import lz4.block
 import pytest
 from depth import DEEP, sample
 
 import mdss
+from mdss._codec import ZIPPED, decode_node, encode_leaf, pack, seal, weight_of
 from mdss._keys import Keyspace
 
 NAME = "fuzz"
@@ -159,3 +161,30 @@ def test_damaged_bytes_are_refused_or_read_as_before() -> None:
 @pytest.mark.parametrize("order", ["desc", "asc"])
 def test_damaged_bytes_are_refused_or_read_as_before_at_every_offset(order: str) -> None:
     assert fuzz(order, seed=2, per_key=None) >= (2000 if DEEP else 500)  # a quarter of the offsets by default
+
+
+def test_a_forged_compressed_entry_set_is_refused() -> None:
+    """A compressed entry set (format 4) whose checksum holds but whose size, block or payload is wrong is refused as
+    corrupt, never served; the node cache counts it at its uncompressed size, as it decodes."""
+    members, scores = [f"player-{i:05d}" for i in range(100)], list(range(100))
+    raw = pack([members, scores])
+    good = encode_leaf(members, scores)
+    assert good[:3] == bytes([0x94, ZIPPED, 0]) and len(good) < len(raw) // 2 and weight_of(good) == len(raw)
+    assert decode_node("k", good) == (0, tuple(members), tuple(scores))
+    block = lz4.block.compress(raw, store_size=False)
+    forged = [
+        [ZIPPED, 0, len(raw) + 1, block],  # a size that is not the block's
+        [ZIPPED, 0, len(raw) - 1, block],
+        [ZIPPED, 0, len(raw), block[:-3]],  # a truncated block
+        [ZIPPED, 0, 2**40, block],  # a size past any node: refused before decompressing
+        [ZIPPED, 0, len(raw), bytes(40)],
+        [ZIPPED, 0, "12", block],
+        [ZIPPED, 1, len(raw), block],  # compressed manifests do not exist
+        [ZIPPED, 0, 3, lz4.block.compress(pack([[], [], []]), store_size=False)],  # not a leaf's two fields
+        [ZIPPED, 0, len(raw), block, b""],
+    ]
+    for fields in forged:
+        value = seal(pack(fields))
+        with pytest.raises(mdss.CorruptDataError):
+            decode_node("k", value)
+        assert weight_of(value) >= 1

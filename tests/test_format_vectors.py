@@ -1,5 +1,5 @@
-"""docs/format.md is enough to read what mdss stores: a reader written from it alone, with msgpack and
-zlib and without mdss, decodes the format-2 and format-3 test vectors (tests/data/format/v2/, v3/)
+"""docs/format.md is enough to read what mdss stores: a reader written from it alone, with msgpack, zlib
+and lz4 and without mdss, decodes the format-2, 3 and 4 test vectors (tests/data/format/v2/, v3/, v4/)
 and finds in them exactly what mdss answered when it stored them.
 
 For each vector: every key follows the key grammar, every value carries its CRC-32 seal and decodes
@@ -21,13 +21,14 @@ import zlib
 from typing import Any
 from urllib.parse import unquote
 
+import lz4.block
 import msgpack
 import pytest
 
-VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[23]/*.json"))
+VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[234]/*.json"))
 NAMESPACE = "mdss"
 #: docs/format.md, "Keys": a set's head, its nodes and garbage notes, a top-N set.
-KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t))")
+KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t)|(?P<marker>m))")
 #: docs/format.md, "Node ids": gc epoch in hex, a dot, 11 hex digits of milliseconds, 16 random hex digits.
 NODE_ID = re.compile(r"(?P<epoch>[0-9a-f]{1,16})\.(?P<ms>[0-9a-f]{11})[0-9a-f]{16}")
 #: Characters a percent-encoded set name or namespace keeps as they are.
@@ -39,6 +40,16 @@ def unseal(value: bytes) -> tuple[Any, str]:
     payload, seal = value[:-4], value[-4:]
     assert zlib.crc32(payload).to_bytes(4, "big") == seal, "checksum"
     return msgpack.unpackb(payload, raw=False), seal.hex()
+
+
+def entry_set(node: list[Any]) -> list[Any]:
+    """docs/format.md, "Leaf": ``[2, 0, members, scores]``, or compressed ``[4, 0, size, block]`` (format 4): the lz4
+    block of the msgpack array ``[members, scores]``, ``size`` bytes long; both as ``[2, 0, members, scores]``."""
+    if node[0] != 4:
+        return node
+    assert node[1] == 0 and len(node) == 4
+    members, scores = msgpack.unpackb(lz4.block.decompress(node[3], uncompressed_size=node[2]), raw=False)
+    return [2, 0, members, scores]
 
 
 def score(text_or_int: int | str) -> int | float:
@@ -70,6 +81,9 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
     assert vector["format"] == int(path.parent.name[1:]) and set(store) == set(vector["decoded"])
     for key, value in store.items():
         expected = vector["decoded"][key]
+        if expected["kind"] == "marker":  # docs/format.md, "Keys": any value
+            assert key.endswith(":m") and vector["format"] >= 4
+            continue
         found, crc = unseal(value)
         assert crc == expected["crc32"]
         fields = expected["fields"]
@@ -79,7 +93,12 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
             assert found[:3] == [fields["format"], fields["n"], fields["order"]] == [2, vector["n"], vector["order"]]
             assert found[3] == fields["members"] and typed(found[4]) == typed([score(s) for s in fields["scores"]])
         elif expected["kind"] == "leaf":
-            assert found[:2] == [2, 0] and found[2] == fields["members"]
+            formats = (2, 4) if vector["format"] >= 4 else (2,)
+            assert found[:2] == [fields["format"], 0] and fields["format"] in formats
+            if fields["format"] == 4:
+                assert found[2] == fields["size"] and len(found) == 4
+                found = entry_set(found)
+            assert found[2] == fields["members"]
             assert typed(found[3]) == typed([score(s) for s in fields["scores"]])
         else:
             assert found[:2] == [fields["format"], 1] and found[2:6] == [
@@ -87,7 +106,7 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
             ]
             assert typed(found[6]) == typed([score(s) for s in fields["first_scores"]])
             if fields["format"] == 3:  # docs/format.md, "Manifest": distinct scores and last score per child
-                assert vector["format"] == 3 and found[7] == fields["distincts"]
+                assert vector["format"] >= 3 and found[7] == fields["distincts"]
                 assert typed(found[8]) == typed([None if s is None else score(s) for s in fields["last_scores"]])
             else:
                 assert fields["format"] == 2 and len(found) == 7
@@ -126,6 +145,7 @@ def walk(store: dict[str, bytes], prefix: str, root: str | None, height: int) ->
         return [], set()
     node, _ = unseal(store[prefix + "n:" + root])
     if height == 0:
+        node = entry_set(node)
         assert node[:2] == [2, 0] and len(node[2]) == len(node[3])
         return [list(pair) for pair in zip(node[2], node[3])], {root}
     version, kind, node_height, ids, counts, first_members, first_scores, *dense = node
@@ -163,7 +183,7 @@ def dense_rank(store: dict[str, bytes], prefix: str, head: dict[str, Any], s: An
             total += distincts[j] - (last is not None and last == first_scores[j])
             last = lasts[j]
         root, height = node[3][i], height - 1
-    leaf, _ = unseal(store[prefix + "n:" + root])
+    leaf = entry_set(unseal(store[prefix + "n:" + root])[0])
     for x in leaf[3]:
         if not better(x, s):
             break
@@ -194,16 +214,19 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     expected = [[m, score(s), rank] for m, s, rank in vector["entries"]]
     found = [[m, s, rank] for rank, (m, s) in enumerate(by_score, start=1)]
     assert [typed(e) for e in found] == [typed(e) for e in expected]
-    node_keys = {k[len(prefix) + 2 :] for k in store if k != head_key}
+    node_keys = {k[len(prefix) + 2 :] for k in store if k.startswith(prefix + "n:")}
     assert score_nodes | member_nodes == node_keys, "every stored node is in a tree, and every named node stored"
     for node_id in node_keys:
         assert 1 <= int(NODE_ID.fullmatch(node_id)["epoch"], 16) <= head["epoch"]  # type: ignore[index]
     chunk = head["chunk"]
     for node_id in node_keys:
         node, _ = unseal(store[prefix + "n:" + node_id])
+        if node[1] == 0 and node[0] == 4:  # compressed entry sets since format 4
+            assert vector["format"] >= 4
+            node = entry_set(node)
         assert len(node[2 if node[1] == 0 else 3]) <= chunk
-        assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] == 3 else 2)
-    if vector["format"] == 3:
+        assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] >= 3 else 2)
+    if vector["format"] >= 3:
         better = (lambda a, b: a > b) if order == "desc" else (lambda a, b: a < b)
         for _, s, _ in expected:
             assert dense_rank(store, prefix, head, s) == 1 + len({x for _, x, _ in expected if better(x, s)})
