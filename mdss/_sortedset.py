@@ -80,7 +80,8 @@ class SortedSet(SetMethods, metaclass=_Opens):
     ``order`` is ``"desc"`` (highest score first) or ``"asc"``; ties are broken by member. ``chunk_size`` is the most
     entries an entry set and children a manifest hold. Both default to those stored, else ``"desc"`` and 1000; others
     raise :class:`SettingsMismatchError`. ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are deleted
-    ``gc_grace`` seconds after the commit that replaced them, for readers of older heads. A commit that loses races
+    ``gc_grace`` seconds after the commit that replaced them, for readers of older heads (on a busy set, 2 s after,
+    once a later commit replaced more: see docs/architecture.md, "Garbage"). A commit that loses races
     retries for up to ``retry_budget`` seconds (and ``max_attempts`` rounds, if given). Concurrent threads' writes are
     grouped into commits of up to ``max_batch`` operations, waiting up to ``max_wait`` seconds for more. ``shards=S``
     (fixed at creation) splits the set into ``S`` trees with their own heads and logs: a :class:`mdss.ShardedSet`.
