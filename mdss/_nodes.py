@@ -16,7 +16,7 @@ from operator import ne
 from typing import Any
 
 from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
-from ._order import KeyFn, member_key
+from ._order import NODE_KEYS, KeyFn
 from .exceptions import CorruptDataError
 
 #: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
@@ -213,12 +213,13 @@ Node = Leaf | Manifest
 def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
     """Decode stored bytes into a node, deriving keys with ``keyfn(member, score)``."""
     fields = decode_node(key, data)
+    many = NODE_KEYS.get(keyfn)  # the keys of a whole node at once (the member index's: its members, a tuple already)
     try:
         if fields[0] == LEAF:
             members, scores = fields[1], fields[2]
-            # The member index's keys are its members (a tuple already): no per-entry call.
-            return Leaf(members if keyfn is member_key else tuple(map(keyfn, members, scores)), members, scores)
+            return Leaf(many(members, scores) if many else tuple(map(keyfn, members, scores)), members, scores)
         height, ids, counts, members, scores, distincts, lasts = fields[1:]
-        return Manifest(height, ids, counts, members, scores, tuple(map(keyfn, members, scores)), distincts, lasts)
+        keys = many(members, scores) if many else tuple(map(keyfn, members, scores))
+        return Manifest(height, ids, counts, members, scores, keys, distincts, lasts)
     except TypeError as exc:  # e.g. a score that is not a number
         raise CorruptDataError(f"stored node holds a value of the wrong type: {exc}", key) from None
