@@ -1,9 +1,11 @@
 """``SortedSet.add`` beside an unpipelined ``ZADD`` on one Redis, interleaved, with the second core busy.
 
-    python benchmarks/add_vs_zadd.py [--members 1000000] [--rounds 5] [--block 500] [--no-busy] [--redis URL]
+    python benchmarks/add_vs_zadd.py [--members 1000000] [--rounds 5] [--block 500] [--warmup 5000] [--no-busy]
+        [--redis URL]
 
 Both sides hold the same members (``player-NNNNNNNN``) and scores: mdss in a set loaded with ``SortedSet.load``,
-Redis in one sorted set. Then ``--rounds`` times a block of ``--block`` single updates on one side and the same
+Redis in one sorted set. ``--warmup`` updates on each side (untimed) fill mdss' node cache as a running service's
+is (an update reads its member's entry set of the member index, to log the score it replaces). Then ``--rounds`` times a block of ``--block`` single updates on one side and the same
 updates on the other (which side goes first alternates). Unless ``--no-busy``, a process spins on the other core
 all along, as a production host's other work does: mdss spends more client CPU per write than a ``ZADD``, so a
 shared CPU is its real condition. A redis-server is started on loopback unless ``--redis``. Prints each round's
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--block", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=5000, help="untimed updates on each side first")
     parser.add_argument("--no-busy", action="store_true", help="leave the other core idle")
     parser.add_argument("--redis", default=None, help="a Redis URL whose database is flushed (default: start one)")
     args = parser.parse_args()
@@ -81,6 +84,10 @@ def main() -> None:
         spent = {"mdss": 0.0, "zadd": 0.0}
         sides = {"mdss": lambda m, s: sset.add(m, s), "zadd": lambda m, s: client.zadd("zset", {m: s})}
         with _busy(not args.no_busy):
+            for _ in range(args.warmup):
+                member, score = rng.choice(names), rng.randrange(10 * args.members)
+                sides["mdss"](member, score)
+                sides["zadd"](member, score)
             for r in range(args.rounds):
                 updates = [(rng.choice(names), rng.randrange(10 * args.members)) for _ in range(args.block)]
                 took = {}
