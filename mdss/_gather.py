@@ -328,9 +328,10 @@ class Gather:
             node = decode(key, data, keyfn)
             if node.height != height:
                 raise _misplaced(node, height, key)
-            self.cache.put(node_id, node, weight_of(data))
+            weight = weight_of(data)
+            self.cache.put(node_id, node, weight)
             if not height:
-                self.cache.seen(len(node), weight_of(data))
+                self.cache.seen(len(node), weight)
             self.pins[node_id] = node
 
     def load(self, wanted: list[tuple[Part, str, int, Any]]) -> list[Any]:

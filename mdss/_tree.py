@@ -57,10 +57,10 @@ class Source:
             for node_id, key, data in zip(wanted, keys, self.store.get_many(keys)):
                 if data is None:
                     raise MissingNodeError("a node the head names is missing", key)
-                node = decode(key, data, keyfn)
-                cache.put(node_id, node, weight_of(data))
+                node, weight = decode(key, data, keyfn), weight_of(data)
+                cache.put(node_id, node, weight)
                 if node.height == 0:
-                    cache.seen(len(node), weight_of(data))
+                    cache.seen(len(node), weight)
                 pins[node_id] = node
                 if node.height != height:
                     raise _misplaced(key, node, height)
