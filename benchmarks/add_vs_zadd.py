@@ -5,8 +5,9 @@
 
 Both sides hold the same members (``player-NNNNNNNN``) and scores: mdss in a set loaded with ``SortedSet.load``,
 Redis in one sorted set. ``--warmup`` updates on each side (untimed) fill mdss' node cache as a running service's
-is (an update reads its member's entry set of the member index, to log the score it replaces). Then ``--rounds`` times a block of ``--block`` single updates on one side and the same
-updates on the other (which side goes first alternates). Unless ``--no-busy``, a process spins on the other core
+is (an update reads its member's entry set of the member index, to log the score it replaces). Then ``--rounds``
+times a block of ``--block`` single updates on one side and the same updates on the other (which side goes first
+alternates). Unless ``--no-busy``, a process spins on the other core
 all along, as a production host's other work does: mdss spends more client CPU per write than a ``ZADD``, so a
 shared CPU is its real condition. A redis-server is started on loopback unless ``--redis``. Prints each round's
 rates and the ratio over all rounds (mdss / ZADD).
@@ -17,17 +18,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
-import os
 import random
-import sys
 import time
 from collections.abc import Iterator
 
 import redis
 
 import mdss
-
-TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+from harness import redis_url
 
 
 def _spin(stop: multiprocessing.synchronize.Event) -> None:
@@ -50,18 +48,6 @@ def _busy(on: bool) -> Iterator[None]:
         spinner.join()
 
 
-@contextlib.contextmanager
-def _redis(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    sys.path.insert(0, TESTS)
-    from redis_servers import redis_server
-
-    with redis_server() as port:
-        yield f"redis://127.0.0.1:{port}/0"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=1_000_000)
@@ -74,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     names = [f"player-{i:08d}" for i in range(args.members)]
-    with _redis(args.redis) as url:
+    with redis_url(args.redis) as url:
         client = redis.Redis.from_url(url)
         client.flushdb()
         pairs = {n: rng.randrange(10 * args.members) for n in names}

@@ -11,31 +11,15 @@ stored / live is what garbage costs: 1 means none. A redis-server is started on 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import random
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import mdss
+from harness import redis_url
 from mdss import _garbage, _snapshot
-
-TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
-
-
-@contextlib.contextmanager
-def _redis(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    sys.path.insert(0, TESTS)
-    from redis_servers import redis_server
-
-    with redis_server() as port:
-        yield f"redis://127.0.0.1:{port}/0"
 
 
 def _bytes(store: mdss.Store, keys: list[str]) -> int:
@@ -84,7 +68,7 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start a redis-server)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    with _redis(args.redis) as url:
+    with redis_url(args.redis) as url:
         result = run(url, args.owners, args.seconds, args.every)
     print(
         f"{result['owners']:,} owners, {result['posts']:,} posts in {result['seconds']:g} s, no gc(): "

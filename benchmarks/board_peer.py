@@ -20,7 +20,6 @@ data), and nothing else is changed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -33,12 +32,12 @@ from typing import Any
 import redis
 
 import mdss
+from harness import redis_url
 
 # benchmarks/leaderboard.py, beside this script, would shadow the peer's package of the same name.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 from leaderboard.leaderboard import Leaderboard as Peer  # noqa: E402
 
-TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
 PAGE = 25
 
 
@@ -59,18 +58,6 @@ def _rank_members_in(self: Peer, name: str, members_and_scores: list[Any]) -> No
 
 Peer.rank_member_in = _rank_member_in
 Peer.rank_members_in = _rank_members_in
-
-
-@contextlib.contextmanager
-def _redis(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    sys.path.insert(0, TESTS)
-    from redis_servers import redis_server
-
-    with redis_server() as port:
-        yield f"redis://127.0.0.1:{port}/0"
 
 
 def _memory(client: redis.Redis, pattern: str) -> int:
@@ -207,7 +194,7 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=None, help="the boards' chunk_size (default: mdss')")
     args = parser.parse_args()
     options = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
-    with _redis(args.redis) as url:
+    with redis_url(args.redis) as url:
         result = run(url, args.owners, args.rounds, args.block, args.seed, options)
     print("\n".join(report(result)))
     if args.json:

@@ -24,6 +24,7 @@ loads it from the source checkout mdss runs from (see the README, "Benchmarks").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -874,3 +875,17 @@ def run(
             progress("leaderboard: mdss.Leaderboard and its anchors ...")
             result["leaderboard"] = bench_board(store, url, board_owners, board_posts, board_samples, cache_bytes, seed)
     return result
+
+
+@contextlib.contextmanager
+def redis_url(given: str | None) -> Iterator[str]:
+    """``given``, or the URL of a redis-server of our own on a free loopback port (``tests/redis_servers.py``), stopped
+    when the block ends."""
+    if given:
+        yield given
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from redis_servers import redis_server
+
+    with redis_server() as port:
+        yield f"redis://127.0.0.1:{port}/0"

@@ -26,6 +26,8 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 import mdss
 
@@ -36,24 +38,21 @@ HEADER = f"{'appended':>9} {'log':>7} {'commits/s':>10} {'B written':>10} {'B re
 MEMBERS = 20_000
 
 
-def run(url: str, member_bytes: int, marks: list[int], window: int) -> list[dict[str, float]]:
-    store = mdss.open_store(url)
-    name = f"log-length-{member_bytes}"
-    board = mdss.SortedSet(store, name, gc_grace=0, log_limit=10_000_000)
-    rng = random.Random(member_bytes)
-    names = [f"member-{i:06d}-".ljust(member_bytes, "x")[:member_bytes] for i in range(MEMBERS)]
-    appended, rows = 0, []
-
-    def commit() -> None:
-        nonlocal appended
-        board.add_many({m: rng.randrange(10**9) for m in rng.sample(names, PER_COMMIT)})
-        appended += PER_COMMIT
-
+def _timed(
+    store: mdss.Store,
+    engine: Any,
+    commit: Callable[[], None],
+    reach: Callable[[int], None],
+    marks: list[int],
+    window: int,
+) -> list[dict[str, float]]:
+    """At each mark, once ``reach(mark)`` has committed up to it: the median rate of ``REPEATS`` windows of ``window``
+    commits, and their bytes, round trips and merges per commit."""
+    rows = []
     for mark in marks:
-        while appended < mark:
-            commit()
-        log = len(mdss._snapshot.snapshot(board.engine).head.log)
-        before, merges, rates = store.stats.snapshot(), board.merges, []
+        reach(mark)
+        log = len(mdss._snapshot.snapshot(engine).head.log)
+        before, merges, rates = store.stats.snapshot(), engine.merges, []
         for _ in range(REPEATS):
             start = time.perf_counter()
             for _ in range(window):
@@ -68,9 +67,30 @@ def run(url: str, member_bytes: int, marks: list[int], window: int) -> list[dict
                 "bytes_written_per_commit": done["bytes_written"] / commits,
                 "bytes_read_per_commit": done["bytes_read"] / commits,
                 "round_trips_per_commit": done["calls"] / commits,
-                "merges": board.merges - merges,
+                "merges": engine.merges - merges,
             }
         )
+    return rows
+
+
+def run(url: str, member_bytes: int, marks: list[int], window: int) -> list[dict[str, float]]:
+    store = mdss.open_store(url)
+    name = f"log-length-{member_bytes}"
+    board = mdss.SortedSet(store, name, gc_grace=0, log_limit=10_000_000)
+    rng = random.Random(member_bytes)
+    names = [f"member-{i:06d}-".ljust(member_bytes, "x")[:member_bytes] for i in range(MEMBERS)]
+    appended = 0
+
+    def commit() -> None:
+        nonlocal appended
+        board.add_many({m: rng.randrange(10**9) for m in rng.sample(names, PER_COMMIT)})
+        appended += PER_COMMIT
+
+    def reach(mark: int) -> None:
+        while appended < mark:
+            commit()
+
+    rows = _timed(store, board.engine, commit, reach, marks, window)
     board.drop()
     store.close()
     return rows
@@ -85,34 +105,16 @@ def run_board(url: str, owners: int, marks: list[int], window: int) -> list[dict
     names = [f"player-{i:08d}" for i in range(owners)]
     board.load((n, {"xp": rng.randrange(10**7)}) for n in names)
     engine = board._set("all").engine
-    rows = []
 
     def post() -> None:
         board.post(rng.choice(names), {"xp": rng.randrange(10**7)})
 
-    for mark in marks:
+    def reach(mark: int) -> None:
         while len(mdss._snapshot.snapshot(engine).head.log) < mark:
             for _ in range(100):
                 post()
-        log = len(mdss._snapshot.snapshot(engine).head.log)
-        before, merges, rates = store.stats.snapshot(), engine.merges, []
-        for _ in range(REPEATS):
-            start = time.perf_counter()
-            for _ in range(window):
-                post()
-            rates.append(window / (time.perf_counter() - start))
-        done, commits = store.stats.since(before), REPEATS * window
-        rows.append(
-            {
-                "appended": mark,
-                "log": log,
-                "commits_per_s": statistics.median(rates),
-                "bytes_written_per_commit": done["bytes_written"] / commits,
-                "bytes_read_per_commit": done["bytes_read"] / commits,
-                "round_trips_per_commit": done["calls"] / commits,
-                "merges": engine.merges - merges,
-            }
-        )
+
+    rows = _timed(store, engine, post, reach, marks, window)
     board.drop()
     store.close()
     return rows
