@@ -480,19 +480,26 @@ class SetMethods:
         replace: bool = False,
         progress: Callable[[int, int], None] | None = None,
         batch: int = 256,
+        memory_bytes: int = 256 << 20,
+        spill_dir: str | None = None,
         **options: Any,
     ) -> Any:
         """Build a whole set bottom-up in one commit (one per shard): O(n log n), a million entries in seconds.
 
         ``pairs`` may repeat a member (the last score wins). A non-empty set is refused unless ``replace=True`` (which
         replaces a damaged one too). ``progress(done, total)`` is called as nodes are written, ``batch`` per round trip.
+        Pairs past what ``memory_bytes`` holds (about a million per 256 MiB) are spilled to a temporary SQLite
+        database in ``spill_dir`` (the system's temporary directory by default) and sorted there, so that a load of
+        any size stays near that budget; ``total`` is then an estimate until the last call.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 1, "b": 2}, chunk_size=4)
         >>> [e.member for e in board]
         ['b', 'a']
         """
         sset = cls(store, name, order=order, chunk_size=chunk_size, **options)  # type: ignore[call-arg]
-        sset.load_from(pairs, replace=replace, progress=progress, batch=batch)
+        sset.load_from(
+            pairs, replace=replace, progress=progress, batch=batch, memory_bytes=memory_bytes, spill_dir=spill_dir
+        )
         return sset
 
     def _check(self) -> None:

@@ -1,38 +1,138 @@
-"""Loads: a whole set built bottom-up from its pairs and published in one commit (``Engine.load``)."""
+"""Loads: a whole set built bottom-up from its pairs and published in one commit (``Engine.load``).
+
+A load whose pairs fit its memory budget sorts them in memory. A larger one spills them to a temporary SQLite
+database (``mdss._spill``) and builds each tree from blocks read back in order, writing entry sets as they are made:
+its memory stays near the budget whatever the set's size.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from . import _garbage, _log, _snapshot
 from ._codec import weight_of
 from ._engine import Engine
 from ._head import Log, TreeRef, new_lineage
-from ._order import check_count, check_pairs
+from ._order import check_count, checked_pairs
 from ._publish import publish
 from ._snapshot import Snapshot
+from ._spill import BLOCK, Spill
 from ._writer import Writer
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError
 
+#: What a pair costs a load held in memory (the dict, both sorted copies, its share of the encoded nodes), in bytes:
+#: measured 213 at 10^7 members (docs/performance.md); a load of more than ``memory_bytes`` / this many pairs spills.
+PAIR_BYTES = 256
 
-def checked(pairs: Any, replace: Any, progress: Any, batch: Any) -> dict[str, Any]:
-    """A load's arguments checked: its pairs as ``member -> score`` (the last score of a member wins)."""
+#: The default memory budget of a load.
+MEMORY_BYTES = 256 << 20
+
+
+def checked(pairs: Any, replace: Any, progress: Any, batch: Any, memory_bytes: Any = MEMORY_BYTES) -> None:
+    """Refuse a load's arguments, but its pairs (checked as they are read)."""
     if type(replace) is not bool:
         raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
     check_count(batch, "batch", least=1)
+    check_count(memory_bytes, "memory_bytes", least=1 << 20)
     if progress is not None and not callable(progress):
         raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
-    return check_pairs(pairs)
 
 
-def load(engine: Engine, pairs: Any, replace: bool, progress: Any, batch: int) -> None:
-    """Build both trees bottom-up from ``pairs`` and publish them in one commit (``SortedSet.load``)."""
-    build(engine, checked(pairs, replace, progress, batch), replace, progress, batch)
+def load(
+    engine: Engine,
+    pairs: Any,
+    replace: bool,
+    progress: Any,
+    batch: int,
+    memory_bytes: int = MEMORY_BYTES,
+    spill_dir: str | None = None,
+) -> None:
+    """Build both trees bottom-up from ``pairs`` and publish them in one commit (``SortedSet.load``): in memory if the
+    pairs fit ``memory_bytes``, else through a :class:`~mdss._spill.Spill` in ``spill_dir``."""
+    checked(pairs, replace, progress, batch, memory_bytes)
+    with sources(pairs, 1, None, memory_bytes, spill_dir, lambda: _start(engine, replace)) as (source,):
+        fill(engine, source, replace, progress, batch)
+
+
+@contextlib.contextmanager
+def sources(
+    pairs: Any,
+    parts: int,
+    part_of: Callable[[str], int] | None,
+    memory_bytes: int,
+    spill_dir: str | None,
+    spilling: Callable[[], Any],
+) -> Iterator[list[dict[str, Any] | Spill]]:
+    """``pairs`` checked and split into ``parts`` by ``part_of(member)``: dicts (``member -> score``) if they fit
+    ``memory_bytes``, else :class:`~mdss._spill.Spill` objects (``spilling()`` is called first: refuse there what
+    would be refused at the end), deleted on exit."""
+    stream = iter(checked_pairs(pairs))
+    held = dict(islice(stream, max(memory_bytes // PAIR_BYTES, 1)))
+    more = list(islice(stream, 1))
+    if not more:
+        split: list[dict[str, Any]] = [held] if parts == 1 else [{} for _ in range(parts)]
+        if part_of is not None and parts > 1:
+            for member, score in held.items():
+                split[part_of(member)][member] = score
+        yield list(split)
+        return
+    spilling()
+    with contextlib.ExitStack() as stack:
+        block = min(BLOCK, max(memory_bytes // (8 * PAIR_BYTES), 64))  # its working set: an eighth of the budget
+        spills = [stack.enter_context(Spill(spill_dir, memory_bytes // parts, block)) for _ in range(parts)]
+
+        def route(block: Iterable[tuple[str, Any]]) -> None:
+            if part_of is None or parts == 1:
+                spills[0].add(block)
+                return
+            routed: list[list[tuple[str, Any]]] = [[] for _ in range(parts)]
+            for pair in block:
+                routed[part_of(pair[0])].append(pair)
+            for spill, mine in zip(spills, routed):
+                spill.add(mine)
+
+        route(held.items())
+        del held
+        route(more)
+        while pairs_read := list(islice(stream, block)):
+            route(pairs_read)
+        yield list(spills)
+
+
+def fill(engine: Engine, source: dict[str, Any] | Spill, replace: bool, progress: Any, batch: int) -> None:
+    """Load one set from a part :func:`sources` made."""
+    if isinstance(source, Spill):
+        _spilled(engine, _start(engine, replace), source, replace, progress, batch)
+    else:
+        build(engine, source, replace, progress, batch)
 
 
 def build(engine: Engine, pairs: dict[str, Any], replace: bool, progress: Any, batch: int) -> None:
-    """:func:`load` of pairs already checked (``member -> score``): a sharded load's parts, a board's windows."""
+    """:func:`load` of pairs already checked (``member -> score``), in memory: a sharded load's parts, a board's
+    windows."""
+    snap = _start(engine, replace)
+    writer = Writer(engine.chunk_size, snap.head.epoch)
+    members = sorted(pairs)
+    scores = [pairs[m] for m in members]
+    index = TreeRef(*writer.build(snap.member_index, members, scores))
+    ranked = engine.ordering.ranked(members, scores)
+    by_score = TreeRef(*writer.build(snap.score_tree, [members[i] for i in ranked], [scores[i] for i in ranked]))
+    nodes = writer.encoded(engine.keys)
+    engine.measure(len(members), sum(map(weight_of, nodes.values())))
+    names = list(nodes)
+    for done in range(0, len(names), batch):
+        engine.store.put_many({k: nodes[k] for k in names[done : done + batch]})
+        if progress is not None:
+            progress(min(done + batch, len(names)), len(names))
+    _publish(engine, snap, writer, index, by_score, nodes, replace)
+
+
+def _start(engine: Engine, replace: bool) -> Snapshot:
+    """The snapshot a load replaces: refused if it has entries, unless ``replace``."""
     try:
         snap = _snapshot.snapshot(engine, True)
     except CorruptDataError:  # a damaged head, or nodes without one: replace removes what is left first
@@ -42,21 +142,54 @@ def build(engine: Engine, pairs: dict[str, Any], replace: bool, progress: Any, b
         snap = _snapshot.snapshot(engine, True)
     if snap.ranking.count and not replace:
         raise InvalidArgumentError(f"set {engine.name!r} already has entries; pass replace=True to replace them")
+    return snap
+
+
+def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progress: Any, batch: int) -> None:
+    """Build both trees from ``spill``, writing entry sets block by block, and publish them. ``progress`` counts nodes
+    against an estimate (the entry sets of full nodes) that grows if passed, and ends equal to it."""
     writer = Writer(engine.chunk_size, snap.head.epoch)
-    members = sorted(pairs)
-    scores = [pairs[m] for m in members]
-    index = TreeRef(*writer.build(snap.member_index, members, scores))
-    ranked = engine.ordering.ranked(members, scores)
-    by_score = TreeRef(*writer.build(snap.score_tree, [members[i] for i in ranked], [scores[i] for i in ranked]))
+    written: dict[str, bytes] = {}  # key -> b"": the nodes already in the store, deleted again if the load fails
+    estimate, stored = 2 * -(-spill.count // engine.chunk_size), [0]
+
+    def put(nodes: dict[str, bytes]) -> None:
+        names = list(nodes)
+        for done in range(0, len(names), batch):
+            engine.store.put_many({k: nodes[k] for k in names[done : done + batch]})
+            written.update(dict.fromkeys(names[done : done + batch], b""))
+            if progress is not None:
+                progress(len(written), max(estimate, len(written) + 1))
+        stored[0] += sum(map(weight_of, nodes.values()))
+
+    def flush(built: dict[str, bytes]) -> None:
+        put({engine.keys.node(node_id): data for node_id, data in built.items()})
+
+    try:
+        index = TreeRef(*writer.stream(snap.member_index, spill.by_member(), flush))
+        keys = spill.by_key(engine.ordering.name == "desc")
+        by_score = TreeRef(*writer.stream(snap.score_tree, keys, flush))
+        put(writer.encoded(engine.keys))  # the manifests
+    except BaseException:
+        _garbage.discard(engine, list(written))
+        raise
+    if progress is not None:
+        progress(len(written), len(written))
+    engine.measure(spill.count, stored[0])
+    _publish(engine, snap, writer, index, by_score, written, replace)
+
+
+def _publish(
+    engine: Engine,
+    snap: Snapshot,
+    writer: Writer,
+    index: TreeRef,
+    by_score: TreeRef,
+    nodes: dict[str, bytes],
+    replace: bool,
+) -> None:
+    """Publish a load's trees, whose ``nodes`` are written: one commit, on the head ``snap`` read."""
     if replace:
         writer.replaced = _replaced(engine, snap)
-    nodes = writer.encoded(engine.keys)
-    engine.measure(len(members), sum(map(weight_of, nodes.values())))
-    names = list(nodes)
-    for done in range(0, len(names), batch):
-        engine.store.put_many({k: nodes[k] for k in names[done : done + batch]})
-        if progress is not None:
-            progress(min(done + batch, len(names)), len(names))
     writer.new = {}  # a load does not fill the cache with the whole set
     end = snap.head.log.seq
     head = snap.head.next(

@@ -12,7 +12,7 @@ import math
 import numbers
 import operator
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
@@ -127,11 +127,10 @@ def each_pair(pairs: Any) -> Iterable[tuple[str, Score]]:
         yield check_member(member), check_score(score)
 
 
-def check_pairs(pairs: Any) -> dict[str, Score]:
-    """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins). The same rules as
-    :func:`check_member` and :func:`check_score`, with the common case (short ASCII members, int or float scores)
-    inlined: a bulk load of a million pairs spends its time sorting, not validating."""
-    data: dict[str, Score] = {}
+def checked_pairs(pairs: Any) -> Iterator[tuple[str, Score]]:
+    """Many ``(member, score)`` pairs, validated as they are read. The same rules as :func:`check_member` and
+    :func:`check_score`, with the common case (short ASCII members, int or float scores) inlined: a bulk load of a
+    million pairs spends its time sorting, not validating."""
     short = MAX_MEMBER_BYTES // 4
     for member, score in _pairs(pairs):
         if type(member) is not str or not member or len(member) > short or not member.isascii():
@@ -139,8 +138,12 @@ def check_pairs(pairs: Any) -> dict[str, Score]:
         kind = type(score)
         if not ((kind is int and INT_MIN <= score <= INT_MAX) or (kind is float and score == score and score)):
             score = check_score(score)
-        data[member] = score
-    return data
+        yield member, score
+
+
+def check_pairs(pairs: Any) -> dict[str, Score]:
+    """Validate many ``(member, score)`` pairs into a dict (the last score of a repeated member wins)."""
+    return dict(checked_pairs(pairs))
 
 
 def check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:

@@ -457,14 +457,20 @@ class ShardedSet(SetMethods):
         replace: bool = False,
         progress: Any = None,
         batch: int = 256,
+        memory_bytes: int = _load.MEMORY_BYTES,
+        spill_dir: str | None = None,
     ) -> None:
         """Load each shard's members into it (``SortedSet.load``): one commit per shard."""
-        checked = _load.checked(pairs, replace, progress, batch)
+        _load.checked(pairs, replace, progress, batch, memory_bytes)
         if not replace and len(self):
             raise InvalidArgumentError(f"set {self.name!r} already has entries; pass replace=True to replace them")
-        parts: list[dict[str, Score]] = [{} for _ in self.engines]
-        for member, score in checked.items():
-            parts[shard_of(member, self.shards)][member] = score
+        with _load.sources(
+            pairs, self.shards, lambda m: shard_of(m, self.shards), memory_bytes, spill_dir, lambda: None
+        ) as parts:
+            self._load_parts(parts, replace, progress, batch)
+
+    def _load_parts(self, parts: list[Any], replace: bool, progress: Any, batch: int) -> None:
+        """Load each shard from its part (``mdss._load.sources``), one commit each, ``progress`` counted across them."""
         self._ensure_settings()
         done = 0
         for engine, part in zip(self.engines, parts):
@@ -479,7 +485,7 @@ class ShardedSet(SetMethods):
                 last[0] = t
                 report(d, t)
 
-            _load.build(engine, part, replace, counted, batch)
+            _load.fill(engine, part, replace, counted, batch)
             done += last[0]
 
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:

@@ -312,9 +312,11 @@ class SortedSet(SetMethods, metaclass=_Opens):
         replace: bool = False,
         progress: Callable[[int, int], None] | None = None,
         batch: int = 256,
+        memory_bytes: int = _load.MEMORY_BYTES,
+        spill_dir: str | None = None,
     ) -> None:
         """Build the whole set from ``pairs`` bottom-up in one commit (see :meth:`load`)."""
-        _load.load(self.engine, pairs, replace, progress, batch)
+        _load.load(self.engine, pairs, replace, progress, batch, memory_bytes, spill_dir)
 
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
         """Delete stored nodes that no head can ever name again; returns how many it deleted.

@@ -16,7 +16,7 @@ import functools
 import secrets
 import time
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -130,10 +130,14 @@ class Writer:
             return len(node) < least
         return not full(len(node), weight(node.height, node.members), least, self.node_bytes)
 
-    def _emit_leaves(self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any]) -> list[Summary]:
-        """Cut entries in key order into entry sets; without ``keys`` (a bulk load) they are only encoded."""
+    def _emit_leaves(
+        self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any], cuts: list[int] | None = None
+    ) -> list[Summary]:
+        """Cut entries in key order into entry sets (at ``cuts``, else as :meth:`_cuts` says); without ``keys`` (a bulk
+        load) they are only encoded."""
         out: list[Summary] = []
-        cuts = self._cuts(members, 0)
+        if cuts is None:
+            cuts = self._cuts(members, 0)
         if keys is not None:
             keys, members, scores = tuple(keys), tuple(members), tuple(scores)
         dense = self.dense
@@ -258,6 +262,31 @@ class Writer:
         bytes, never held decoded (a million decoded entries would only feed the garbage collector)."""
         self._start(tree)
         root, height = self._grow(self._emit_leaves(None, members, scores), 0)
+        return (None, 0, 0) if root is None else (root[0], height, root[1])
+
+    def stream(
+        self, tree: Tree, blocks: Iterable[tuple[list[str], list[Any]]], flush: Callable[[dict[str, bytes]], None]
+    ) -> tuple[str | None, int, int]:
+        """:meth:`build` from blocks of entries in key order, handing each block's entry sets to ``flush`` (as
+        ``built``: id -> bytes) as they are made, so that a load holds one block at a time, not the whole set. A
+        block's last node waits for the next block (it might be under-filled), and is cut anew with it."""
+        self._start(tree)
+        summaries: list[Summary] = []
+        members: list[str] = []
+        scores: list[Any] = []
+        for more_members, more_scores in blocks:
+            members += more_members
+            scores += more_scores
+            cuts = self._cuts(members, 0)
+            if len(cuts) > 2:
+                summaries += self._emit_leaves(None, members, scores, cuts[:-1])
+                del members[: cuts[-2]], scores[: cuts[-2]]
+                flush(self.built)
+                self.built = {}
+        summaries += self._emit_leaves(None, members, scores)
+        flush(self.built)
+        self.built = {}
+        root, height = self._grow(summaries, 0)
         return (None, 0, 0) if root is None else (root[0], height, root[1])
 
     def encoded(self, keyspace: Keyspace) -> dict[str, bytes]:
