@@ -66,12 +66,10 @@ def utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
             ) from None
 
 
-def read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, int | float], list[str]]:
-    """Pairs from a ``member,score`` CSV, and the problems by line number (``header`` None: a first row is skipped when
-    it :func:`looks_like_header`). An unreadable line (not UTF-8, a field over the csv module's 128 KiB limit) raises
-    :class:`~mdss.InvalidArgumentError` naming it."""
-    pairs: dict[str, int | float] = {}
-    problems: list[str] = []
+def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str]) -> Iterator[tuple[str, int | float]]:
+    """The pairs of a ``member,score`` CSV as they are read; the problems go to ``problems`` by line number
+    (``header`` None: a first row is skipped when it :func:`looks_like_header`). An unreadable line (not UTF-8, a
+    field over the csv module's 128 KiB limit) raises :class:`~mdss.InvalidArgumentError` naming it."""
     reader = csv.reader(utf8_lines(stream))
     rows = 0
     try:
@@ -84,13 +82,14 @@ def read_csv(stream: Iterable[bytes], header: bool | None) -> tuple[dict[str, in
             try:
                 if len(row) != 2:
                     raise InvalidArgumentError(f"expected 2 columns (member,score), got {len(row)}")
-                pairs[check_member(row[0])] = check_score(parse_score(row[1]))
+                pair = check_member(row[0]), check_score(parse_score(row[1]))
             except MdssError as exc:
                 hint = " (a header? then pass --header)" if rows == 1 and header is None else ""
                 problems.append(f"line {reader.line_num}: {exc}{hint}")
+                continue
+            yield pair
     except csv.Error as exc:
         raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
-    return pairs, problems
 
 
 def parse_value(text: str) -> Any:

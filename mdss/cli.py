@@ -19,8 +19,8 @@ import mdss
 from . import _parse
 from ._board_cli import FloatRange, IntRange
 from ._board_cli import board as board_command
+from ._cli_csv import csv_pairs, parse_score
 from ._cli_csv import looks_like_header as looks_like_header  # re-exported: tests import it from here
-from ._cli_csv import parse_score, read_csv
 
 T = TypeVar("T")
 
@@ -257,30 +257,76 @@ def count(best: int | float, worst: int | float) -> None:
     show_default=True,
     help="Members per commit when adding to an existing set.",
 )
+@click.option(
+    "--memory-mb",
+    type=IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Memory a bulk load may use; past it, rows are sorted in a temporary SQLite file.",
+)
+@click.option(
+    "--spill-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where a bulk load sorts what its memory does not hold. [default: the system's temporary directory]",
+)
 def load(path: str, header: bool | None, replace: bool, batch: int, **settings: Any) -> None:
-    """Load a UTF-8 CSV of member,score rows (- for standard input)."""
+    """Load a UTF-8 CSV of member,score rows (- for standard input).
+
+    Into an empty set (or with --replace) the rows are read once, as a bulk load, in bounded memory: past about a
+    million rows they are sorted in a temporary file (see --memory-mb and --spill-dir)."""
+    memory, spill_dir = settings.pop("memory_mb") << 20, settings.pop("spill_dir")
+    obj = _ctx()
+    board = obj.board(**settings)  # order, chunk_size, shards: for a new set
+    problems: list[str] = []
     try:
-        with click.open_file(path, "rb") as stream:
-            pairs, problems = read_csv(stream, header)
+        opened = click.open_file(path, "rb")
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        with opened as stream:
+            if replace or len(board) == 0:
+                pairs = _refusing(csv_pairs(stream, header, problems), problems)
+                board = _bulk_load(
+                    obj.store,
+                    obj.set_name,
+                    pairs,
+                    replace=replace,
+                    memory_bytes=memory,
+                    spill_dir=spill_dir,
+                    **settings,
+                )
+                click.echo(f"{len(board):,} members loaded; the set holds {len(board):,}")
+                return
+            loaded = dict(csv_pairs(stream, header, problems))
+            _refuse(problems)
+    except _BadRows as exc:
+        raise click.ClickException(f"{exc.args[0]} in {path}, nothing loaded:{exc.args[1]}") from None
     except mdss.InvalidArgumentError as exc:
         raise click.ClickException(f"cannot read {path}, nothing loaded: {exc}") from exc
+    items = list(loaded.items())
+    with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
+        for start in range(0, len(items), batch):
+            board.add_many(items[start : start + batch])
+            bar.update(len(items[start : start + batch]))
+    click.echo(f"{len(loaded):,} members loaded; the set holds {len(board):,}")
+
+
+class _BadRows(Exception):
+    """A CSV with bad rows: (how many, the first ten by line)."""
+
+
+def _refuse(problems: list[str]) -> None:
     if problems:
         shown = "\n  ".join(problems[:10])
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-        raise click.ClickException(f"{len(problems)} bad rows in {path}, nothing loaded:\n  {shown}{more}")
-    obj = _ctx()
-    board = obj.board(**settings)  # order, chunk_size, shards: for a new set
-    if replace or len(board) == 0:
-        _bulk_load(obj.store, obj.set_name, pairs, replace=replace, **settings)
-    else:
-        items = list(pairs.items())
-        with tqdm(total=len(items), unit="member", desc="adding", disable=None) as bar:
-            for start in range(0, len(items), batch):
-                board.add_many(items[start : start + batch])
-                bar.update(len(items[start : start + batch]))
-    click.echo(f"{len(pairs):,} members loaded; the set holds {len(board):,}")
+        raise _BadRows(f"{len(problems)} bad rows", f"\n  {shown}{more}")
+
+
+def _refusing(pairs: Iterator[tuple[str, Any]], problems: list[str]) -> Iterator[tuple[str, Any]]:
+    """``pairs``, then :class:`_BadRows` if reading them found problems: a load reads every pair before it writes."""
+    yield from pairs
+    _refuse(problems)
 
 
 def _bulk_load(store: mdss.Store, name: str, pairs: Any, **options: Any) -> mdss.SortedSet:

@@ -102,6 +102,23 @@ def test_load_csv_with_header_and_bad_rows(run, tmp_path) -> None:
     assert "cannot read" in run("load", str(tmp_path / "missing.csv"), code=1)
 
 
+def test_a_csv_past_the_memory_budget_is_sorted_on_disk(run, tmp_path) -> None:
+    """With --memory-mb 1 (4,096 pairs held), 6,000 rows spill to --spill-dir; a bad row at the end refuses the whole
+    file before anything is written, and leaves nothing in the spill directory."""
+    rows = [f"p{i * 7 % 6000:05d},{i % 101}" for i in range(6000)]
+    good, spill = tmp_path / "big.csv", tmp_path / "spill"
+    spill.mkdir()
+    good.write_text("member,score\n" + "\n".join(rows) + "\np00003,500\n")
+    out = run("load", str(good), "--memory-mb", "1", "--spill-dir", str(spill))
+    assert "6,000 members loaded; the set holds 6,000" in out and list(spill.iterdir()) == []
+    assert run("score", "p00003").strip() == "500" and "ranked 1st of 6,000" in run("rank", "p00003")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(rows) + "\nlast,nan\n")
+    out = run("load", str(bad), "--replace", "--memory-mb", "1", "--spill-dir", str(spill), code=1)
+    assert "1 bad rows" in out and "line 6001" in out and "nothing loaded" in out and list(spill.iterdir()) == []
+    assert "last" not in run("top") and run("score", "p00003").strip() == "500"
+
+
 def test_demo_small(tmp_path) -> None:
     url = f"sqlite:///{tmp_path}/demo.db"
     result = CliRunner().invoke(cli, ["--store", url, "demo", "--members", "2000"])
