@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -29,9 +30,14 @@ from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, St
 from .stores.base import Record
 
 
-def fold(engine: Engine, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) -> tuple[Writer, TreeRef, TreeRef]:
+def fold(
+    engine: Engine,
+    snap: Snapshot,
+    changes: dict[str, tuple[Any, Any]],
+    flush: Callable[[dict[str, bytes]], None] | None = None,
+) -> tuple[Writer, TreeRef, TreeRef]:
     """Apply ``member -> (score in the trees, new score)`` to both trees copy-on-write: the writer with the new nodes,
-    and the new trees."""
+    and the new trees (full entry sets go to ``flush`` as they are made, if given: see :class:`Writer`)."""
     key = engine.ordering.key
     score_ops, member_ops = [], []
     for member, (was, now) in changes.items():
@@ -44,7 +50,7 @@ def fold(engine: Engine, snap: Snapshot, changes: dict[str, tuple[Any, Any]]) ->
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))
-    writer = Writer(engine.chunk_size, snap.head.epoch)
+    writer = Writer(engine.chunk_size, snap.head.epoch, flush)
     scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
     index = TreeRef(*writer.apply(snap.member_index, member_ops))
     return writer, scores, index
@@ -151,13 +157,27 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
     start = snap.head
     merged = start.log.seq
     changes = snap.view.changes() if snap.view is not None else {}
-    writer, scores, index = fold(engine, snap, changes)
+    flushed: dict[str, bytes] = {}  # key -> b"": entry sets already written
+
+    def flush(nodes: dict[str, bytes]) -> None:
+        stored = {engine.keys.node(node_id): data for node_id, data in nodes.items()}
+        flushed.update(dict.fromkeys(stored, b""))  # before the write: a failed one may have written some
+        engine.store.put_many(stored)
+
+    try:
+        writer, scores, index = fold(engine, snap, changes, flush)
+    except BaseException:
+        _garbage.discard(engine, list(flushed))
+        raise
     nodes = writer.encoded(engine.keys)
     leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0]
-    engine.measure(sum(n for _, n in leaves) // 2, sum(weight_of(nodes[engine.keys.node(i)]) for i, _ in leaves))
+    engine.measure(
+        (sum(n for _, n in leaves) + writer.flushed[0]) // 2,
+        sum(weight_of(nodes[engine.keys.node(i)]) for i, _ in leaves) + writer.flushed[1],
+    )
     notes = _garbage.notes_of(engine, start, writer.replaced)
-    written = {**nodes, **notes}
-    engine.store.put_many(written)
+    written = {**flushed, **nodes, **notes}
+    engine.store.put_many({**nodes, **notes})
     current, held, version = start, snap.data, snap.version
     prepared: _Prepared | None = None
     # No backoff: each lost race returns the winner's head, and the merge re-publishes over its appends at once.

@@ -67,6 +67,10 @@ class Source:
                 found[node_id] = node
         return found
 
+    def unpin_leaves(self) -> None:
+        """Let go of the entry sets pinned so far (a merge done with them; the cache may still hold them)."""
+        self.pins = {node_id: node for node_id, node in self.pins.items() if node.height}
+
     def peek(self, node_id: str) -> Leaf | None:
         """The entry set ``node_id`` if pinned or cached (pinned from now on), else ``None``: never a read."""
         node = self.pins.get(node_id)
@@ -158,10 +162,13 @@ class Tree:
             out[i] = item
         return out
 
-    def prefetch(self, probes: Sequence[Any]) -> None:
-        """Load every node on the paths to sorted ``probes``, a level per round trip, for a write to find pinned."""
-        if self.root is not None:
+    def prefetch(self, probes: Sequence[Any], leaves: bool = True) -> None:
+        """Load every node on the paths to sorted ``probes`` (but the entry sets, unless ``leaves``), a level per round
+        trip, for a write to find pinned."""
+        if self.root is not None and leaves:
             self._route(probes)
+        elif self.root is not None:
+            self._runs(probes)
 
     def locate(self, probe: Any) -> tuple[Leaf, int]:
         """:meth:`descend` for one probe key, without the batching: the entry set and entries before it."""

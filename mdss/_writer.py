@@ -20,12 +20,15 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import Any
 
-from ._codec import encode_leaf, encode_manifest
+from ._codec import encode_leaf, encode_manifest, weight_of
 from ._keys import Keyspace
 from ._order import MAX_MEMBER_BYTES, member_key
 from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
 from .exceptions import InvalidArgumentError
+
+#: Full entry sets a commit with ``flush`` holds before it hands them over (see :class:`Writer`).
+FLUSH_LEAVES = 256
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -53,10 +56,16 @@ class Writer:
 
     ``new`` holds the nodes written by this commit (id -> node), ``built`` the entry sets of a bulk load, already
     encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable.
+
+    With ``flush``, :meth:`apply` hands full entry sets to it (id -> bytes) once ``FLUSH_LEAVES`` of them wait, so
+    that a merge touching every entry set of a huge tree holds a few hundred of them, not all (4 GB at 10^7 members):
+    an entry set is final once full (only an under-filled one is merged with a neighbour later; one flushed is read
+    back from the store then, and replaced). ``flushed`` counts their entries and weight (``mdss._codec.weight_of``).
     """
 
-    def __init__(self, chunk: int, epoch: int) -> None:
-        self.chunk, self.epoch = chunk, epoch
+    def __init__(self, chunk: int, epoch: int, flush: Callable[[dict[str, bytes]], None] | None = None) -> None:
+        self.chunk, self.epoch, self.flush = chunk, epoch, flush
+        self.flushed = [0, 0]
         self.leaf_fill, self.manifest_fill = fill(chunk, 0), fill(chunk, 1)
         self.new: dict[str, Node] = {}
         self.built: dict[str, bytes] = {}
@@ -180,7 +189,8 @@ class Writer:
         self._start(tree)
         if not ops:
             return tree.root, tree.height, tree.count
-        tree.prefetch([op[0] for op in ops])  # batch-load every path first: one round trip per level
+        # Batch-load every path first: one round trip per level (with flush, the entry sets a manifest at a time).
+        tree.prefetch([op[0] for op in ops], leaves=self.flush is None)
         if tree.root is None:
             kept = [op for op in ops if op[2] is not None]
             summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
@@ -230,13 +240,35 @@ class Writer:
         children = node.summaries()
         out: list[Summary] = []
         done = 0
-        for i, start, end in node.runs([op[0] for op in ops], 0, len(ops)):
+        runs = node.runs([op[0] for op in ops], 0, len(ops))
+        bounded = height == 1 and self.flush is not None
+        if bounded:  # this manifest's entry sets in one read; let go of them below
+            runs = list(runs)
+            self.tree.source.load_many([node.ids[i] for i, _, _ in runs], self.tree.keyfn, 0)
+        for i, start, end in runs:
             out.extend(children[done:i])
             out.extend(self._apply(node.ids[i], height - 1, ops[start:end]))
             done = i + 1
         out.extend(children[done:])
         self._merge_underfull(out, height - 1)
+        if bounded:
+            self._flush_full()
+            self.tree.source.unpin_leaves()
         return self._emit_manifests(out, height)
+
+    def _flush_full(self) -> None:
+        """Hand the full entry sets this commit made to ``flush``, once ``FLUSH_LEAVES`` of them wait."""
+        full_leaves = [i for i, node in self.new.items() if node.height == 0 and not self._underfull(node)]
+        if len(full_leaves) < FLUSH_LEAVES:
+            return
+        assert self.flush is not None
+        encoded = {}
+        for node_id in full_leaves:
+            node = self.new.pop(node_id)
+            encoded[node_id] = node.encode()
+            self.flushed[0] += len(node)
+            self.flushed[1] += weight_of(encoded[node_id])
+        self.flush(encoded)
 
     def _merge_underfull(self, children: list[Summary], height: int) -> None:
         """Merge every child under the minimum fill (:func:`mdss._tree.full`) with a neighbour (then split evenly if too
