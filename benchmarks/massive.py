@@ -1,0 +1,185 @@
+"""Sets from 10^5 to 10^8 members on SQLite: load rate and peak memory, size, reads cold and warm, update cost.
+
+    python benchmarks/massive.py [--sizes 100000,1000000,10000000,100000000] [--dir /work/tmp] [--updates 20000]
+                                 [--json benchmarks/results/massive.json]
+
+For each N, in fresh processes (so that peak memory and a cold cache are each one's own):
+
+1. **load**: ``SortedSet.load`` of N members (``m`` + 9 digits, integer scores below 10 N, in an order unrelated to
+   either tree's) from a generator into a new SQLite file, with the default ``memory_bytes``. Members per second,
+   and the process' peak resident memory (``ru_maxrss``), which includes the interpreter and the generator.
+2. **reads**: rank, a page of 25 at a random offset, and 25 around a member, each over 500 random members; cold is
+   each call's first run in a process that has read nothing yet, warm the same calls again. p50 in µs, and round
+   trips per call.
+3. **updates**: single ``add`` calls of random members to new scores, at least ``--updates`` and until the process
+   merged twice (each merge at the default log limit: up to 100,000 updates), with bytes written and round trips per
+   update from the store's counters.
+
+Bytes per member is the SQLite file's size after the load over N. The file is deleted after each N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mdss
+
+SAMPLES = 500
+#: The merges an update run includes at least: the first of a process that did not build the trees waits for a log a
+#: quarter longer (``mdss._commit.COLD_MERGE``), the second is a steady one.
+MERGES = 2
+
+
+def _pairs(n: int) -> Iterator[tuple[str, int]]:
+    """N distinct members in a scattered order (i -> i * a prime mod n: a permutation when n is not its multiple),
+    scores below 10 N scattered by a multiplicative hash (cheaper to make than random ones: the input's cost is the
+    application's, not the load's)."""
+    step, span = 1_000_003, 10 * n
+    return ((f"m{k:09d}", k * 2_654_435_761 % span) for k in (i * step % n for i in range(n)))
+
+
+def _load(path: str, n: int, out: Any) -> None:
+    store = mdss.open_store(f"sqlite:///{path}")
+    t = time.perf_counter()
+    mdss.SortedSet.load(store, "s", _pairs(n))
+    took = time.perf_counter() - t
+    out.put(
+        {
+            "load_per_s": n / took,
+            "load_s": took,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+    )
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    t = time.perf_counter_ns()
+    call()
+    return (time.perf_counter_ns() - t) / 1000
+
+
+def _reads(path: str, n: int, out: Any) -> None:
+    store = mdss.open_store(f"sqlite:///{path}")
+    sset = mdss.SortedSet(store, "s")
+    rng = random.Random(2)
+    members = [f"m{rng.randrange(n):09d}" for _ in range(SAMPLES)]
+    offsets = [rng.randrange(n - 25) for _ in range(SAMPLES)]
+    calls = {
+        "rank": [lambda m=m: sset.rank(m) for m in members],
+        "page": [lambda o=o: sset.range(o, 25) for o in offsets],
+        "around": [lambda m=m: sset.around(m, 12, 12) for m in members],
+    }
+    result: dict[str, Any] = {}
+    for what, batch in calls.items():  # cold, then warm, one kind at a time
+        before = store.stats.snapshot()
+        cold = [_timed(c) for c in batch]
+        trips = store.stats.since(before)["calls"] / len(batch)
+        warm = [_timed(c) for c in batch]
+        result[what] = {
+            "cold_p50_us": statistics.median(cold),
+            "warm_p50_us": statistics.median(warm),
+            "round_trips_cold": trips,
+        }
+    out.put(result)
+
+
+def _updates(path: str, n: int, least: int, out: Any) -> None:
+    store = mdss.open_store(f"sqlite:///{path}")
+    sset = mdss.SortedSet(store, "s")
+    rng = random.Random(3)
+    before = store.stats.snapshot()
+    t = time.perf_counter()
+    count = 0
+    while count < least or sset.merges < MERGES:
+        for _ in range(1000):
+            sset.add(f"m{rng.randrange(n):09d}", rng.randrange(10 * n))
+        count += 1000
+    took = time.perf_counter() - t
+    spent = store.stats.since(before)
+    out.put(
+        {
+            "updates": count,
+            "merges": sset.merges,
+            "updates_per_s": count / took,
+            "bytes_written_per_update": spent["bytes_written"] / count,
+            "round_trips_per_update": spent["calls"] / count,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+    )
+
+
+def _in_child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
+    queue: Any = multiprocessing.get_context("spawn").Queue()
+    child = multiprocessing.get_context("spawn").Process(target=target, args=(*args, queue))
+    child.start()
+    while True:
+        try:
+            found = queue.get(timeout=5)
+            break
+        except Exception:  # queue.Empty
+            if not child.is_alive():
+                raise SystemExit(f"{target.__name__} failed (exit code {child.exitcode})") from None
+    child.join()
+    return found
+
+
+def measure(n: int, directory: str, updates: int) -> dict[str, Any]:
+    path = os.path.join(directory, f"massive-{n}.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    try:
+        row: dict[str, Any] = {"members": n, **_in_child(_load, path, n)}
+        print(f"{n:,}: load {row['load_per_s']:,.0f}/s, peak {row['peak_rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
+        row["bytes_per_member"] = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)) / n
+        row["reads"] = _in_child(_reads, path, n)
+        row["updates"] = _in_child(_updates, path, n, updates)
+        return row
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+
+
+def report(row: dict[str, Any]) -> str:
+    reads, up = row["reads"], row["updates"]
+    return (
+        f"{row['members']:>12,}  load {row['load_per_s']:>9,.0f}/s  peak {row['peak_rss_mb']:>6,.0f} MB  "
+        f"{row['bytes_per_member']:5.1f} B/member  "
+        + "  ".join(
+            f"{k} {v['cold_p50_us']:,.0f}/{v['warm_p50_us']:,.0f} us ({v['round_trips_cold']:.1f} RT)"
+            for k, v in reads.items()
+        )
+        + f"  update {up['bytes_written_per_update']:,.0f} B {up['round_trips_per_update']:.2f} RT"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000,10000000,100000000")
+    parser.add_argument("--dir", default=".", help="where the SQLite files (and a load's spill) go")
+    parser.add_argument("--updates", type=int, default=20_000)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    rows = []
+    for n in map(int, args.sizes.split(",")):
+        row = measure(n, args.dir, args.updates)
+        rows.append(row)
+        print(report(row), flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
