@@ -155,13 +155,25 @@ def post(owner: str, values: tuple[str, ...], post_id: str | None, post_id_ttl: 
 @click.argument("path")
 @click.option("--window", default=None, help="A kind (its current instance) or an instance. [default: each kind]")
 @click.option("--replace", is_flag=True, help="Replace the rows of windows that hold some.")
-def load(path: str, window: str | None, replace: bool) -> None:
+@click.option(
+    "--memory-mb",
+    type=IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Memory the load may use; past it, rows are sorted in temporary SQLite files.",
+)
+@click.option(
+    "--spill-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the load sorts what its memory does not hold. [default: the system's temporary directory]",
+)
+def load(path: str, window: str | None, replace: bool, memory_mb: int, spill_dir: str | None) -> None:
     """Load a UTF-8 CSV of rows (- for standard input): a header (owner,FIELD,...), then a row per owner; an empty cell
-    leaves its field out. Each window is built in one commit."""
+    leaves its field out. Each window is built in one commit; every row is checked before any is written."""
     found, lb = _board()
     try:
-        with click.open_file(path, "rb") as stream:
-            rows = read_rows(stream)
+        opened = click.open_file(path, "rb")
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from exc
     bars: dict[str, tqdm[Any]] = {}
@@ -173,7 +185,15 @@ def load(path: str, window: str | None, replace: bool) -> None:
         bar.update(done - bar.n)
 
     try:
-        loaded = lb.load(rows, window=window, replace=replace, progress=progress)
+        with opened as stream:
+            loaded = lb.load(
+                read_rows(stream),
+                window=window,
+                replace=replace,
+                progress=progress,
+                memory_bytes=memory_mb << 20,
+                spill_dir=spill_dir,
+            )
     finally:
         for bar in bars.values():
             bar.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from . import _ops
@@ -152,31 +152,54 @@ def new_row(
     return updated
 
 
-def loaded_rows(
+def checked_rows(
     rows: Any,
     owner: Callable[[Any], str],
     accumulate: tuple[str, ...],
     keep_best: Mapping[str, str],
     columns: Mapping[str, _Column],
-) -> dict[str, dict[str, Any]]:
-    """A load's ``(owner, values)`` pairs (or mapping) as owner -> values, each checked as a post's; an owner given
-    again merges as a second post would (``owner`` checks an owner)."""
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A load's ``(owner, values)`` pairs (or mapping), each checked as a post's values, as they are read (``owner``
+    checks an owner)."""
     if isinstance(rows, (str, bytes)) or not isinstance(rows, (Mapping, Iterable)):
         raise InvalidArgumentError(f"rows must be (owner, values) pairs or a mapping, got {rows!r:.80}")
-    found: dict[str, dict[str, Any]] = {}
     numeric = (*accumulate, *keep_best)
     for item in rows.items() if isinstance(rows, Mapping) else rows:
         if not isinstance(item, (tuple, list)) or len(item) != 2:
             raise InvalidArgumentError(f"each row must be an (owner, values) pair, got {item!r:.80}")
         who = owner(item[0])
         values, _ = check_post(item[1], None, None, None, columns, numeric, keep_best)
-        if who in found:
-            found[who] = new_row(Row(who, found[who], 0.0), values, {}, accumulate, keep_best, columns)
-        elif len(pack(values)) > MAX_ROW_BYTES:  # a first row takes the values as they are (see new_row)
+        if len(pack(values)) > MAX_ROW_BYTES:  # a first row takes the values as they are (see new_row)
             raise InvalidArgumentError(f"a row is at most {MAX_ROW_BYTES} bytes (msgpack), got {len(pack(values))}")
+        yield who, values
+
+
+def merged_rows(
+    rows: Iterable[tuple[str, dict[str, Any]]],
+    accumulate: tuple[str, ...],
+    keep_best: Mapping[str, str],
+    columns: Mapping[str, _Column],
+) -> dict[str, dict[str, Any]]:
+    """Checked rows as owner -> values; an owner given again merges as a second post would."""
+    found: dict[str, dict[str, Any]] = {}
+    for who, values in rows:
+        if who in found:
+            found[who] = merge_row(who, found[who], values, accumulate, keep_best, columns)
         else:
             found[who] = values
     return found
+
+
+def merge_row(
+    owner: str,
+    values: dict[str, Any],
+    more: dict[str, Any],
+    accumulate: tuple[str, ...],
+    keep_best: Mapping[str, str],
+    columns: Mapping[str, _Column],
+) -> dict[str, Any]:
+    """A loaded row's ``values`` with the owner's next row ``more`` applied, as a post applies it."""
+    return new_row(Row(owner, values, 0.0), more, {}, accumulate, keep_best, columns)
 
 
 def commit_ops(

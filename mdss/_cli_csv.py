@@ -107,12 +107,11 @@ def parse_value(text: str) -> Any:
     return {"true": True, "false": False}.get(lowered, text)
 
 
-def read_rows(stream: Iterable[bytes]) -> list[tuple[str, dict[str, Any]]]:
-    """A board's rows from a CSV whose header names the owner column then the fields: ``owner,xp,kills``. Each value is
-    read as :func:`parse_value` reads one; an empty cell leaves its field out. A malformed line raises
-    :class:`~mdss.InvalidArgumentError` naming it."""
+def read_rows(stream: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A board's rows from a CSV whose header names the owner column then the fields: ``owner,xp,kills``, as they are
+    read. Each value is read as :func:`parse_value` reads one; an empty cell leaves its field out. A malformed line
+    raises :class:`~mdss.InvalidArgumentError` naming it."""
     reader = csv.reader(utf8_lines(stream))
-    rows: list[tuple[str, dict[str, Any]]] = []
     try:
         header = next(reader, None)
         if not header or len(header) < 2:
@@ -123,7 +122,6 @@ def read_rows(stream: Iterable[bytes]) -> list[tuple[str, dict[str, Any]]]:
                 continue
             if len(row) > len(header):
                 raise InvalidArgumentError(f"line {reader.line_num}: {len(row)} fields, the header names {len(header)}")
-            rows.append((row[0], {f: parse_value(t) for f, t in zip(fields, row[1:]) if t.strip()}))
+            yield row[0], {f: parse_value(t) for f, t in zip(fields, row[1:]) if t.strip()}
     except csv.Error as exc:
         raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
-    return rows

@@ -64,6 +64,22 @@ class Spill:
         with self._failing():
             yield from self._by_key(descending)
 
+    def groups(self) -> Iterator[tuple[str, list[Any]]]:
+        """Each member with all its scores (as added: a board's rows, or counts to sum), in member order."""
+        with self._failing():
+            rows = self._db.execute("SELECT member, score FROM pairs ORDER BY member, rowid")
+            member: str | None = None
+            scores: list[Any] = []
+            while block := rows.fetchmany(self.block):
+                for found, score in block:
+                    if found != member:
+                        if member is not None:
+                            yield member, scores
+                        member, scores = found, []
+                    scores.append(score)
+            if member is not None:
+                yield member, scores
+
     @contextlib.contextmanager
     def _failing(self) -> Iterator[None]:
         """SQLite's errors (a full disk) as :class:`StoreError`."""

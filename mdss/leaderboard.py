@@ -18,12 +18,13 @@ from typing import Any
 
 from . import _board_settings, _estimate, _load, _ops, _snapshot, _windows
 from . import _board_views as views
-from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_entries, window_problems
+from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
+from ._board_load import window_source
 from ._board_ops import RESOLVERS
-from ._board_post import _look, _Plan, _Post, check_fits, check_post, commit_ops, expired, loaded_rows, new_row
+from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row
 from ._board_settings import _LEGACY_EPOCH
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
@@ -334,13 +335,16 @@ class Leaderboard:
         window: str | None = None,
         replace: bool = False,
         progress: Callable[[str, int, int], None] | None = None,
+        memory_bytes: int = _load.MEMORY_BYTES,
+        spill_dir: str | None = None,
     ) -> int:
         """Load ``rows`` (``(owner, values)`` pairs or a mapping) into empty windows, each built bottom-up in one commit
         as :meth:`SortedSet.load` builds a set: the current instance of every kind a post goes to, or ``window``.
 
         Values are checked as a post's; an owner given twice merges as two posts would. A window that holds rows is
         refused unless ``replace=True`` (its rows are then replaced). ``progress(window, nodes_done, nodes)`` reports
-        each window's writes. Returns how many rows it loaded.
+        each window's writes. Rows past what ``memory_bytes`` holds (about 250,000 per 256 MiB) are sorted in temporary
+        SQLite databases in ``spill_dir``, as :meth:`SortedSet.load` sorts pairs. Returns how many rows it loaded.
 
         >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, accumulate=["kills"])
         >>> board.load([("ann", {"xp": 5, "kills": 1}), ("bob", {"xp": 9}), ("ann", {"kills": 2})])
@@ -352,28 +356,29 @@ class Leaderboard:
             raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
-        found = loaded_rows(rows, self._owner, self.accumulate, self.keep_best, self.columns)
-        if not found and not replace:
-            return 0
+        _load.checked(rows, replace, progress, 256, memory_bytes)
         when = _windows.moment(self._now)
         if window is None:
             instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
         else:
             instances = [self._instance(window)]
-        for instance in instances:
-            if not replace and len(self._set(instance)):
-                raise InvalidArgumentError(
-                    f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True (--replace)"
-                )
-        entries = window_entries(self.columns, found, when.timestamp())
-        if entries:
-            check_fits(entries, self.node_bytes)
-        for instance in instances:
-            if not self._register(instance):
-                raise InvalidArgumentError(f"window {instance!r} is past the board's retention")
-            report = None if progress is None else functools.partial(progress, instance)
-            _load.build(self._set(instance).engine, entries, replace, report, 256)
-        return len(found)
+        settings = (self.accumulate, self.keep_best, self.columns)
+        stamp, bound = when.timestamp(), self.node_bytes
+        with window_source(rows, self._owner, settings, stamp, bound, memory_bytes, spill_dir) as (count, entries):
+            if not count and not replace:
+                return 0
+            for instance in instances:
+                if not replace and len(self._set(instance)):
+                    raise InvalidArgumentError(
+                        f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True "
+                        "(--replace)"
+                    )
+            for instance in instances:
+                if not self._register(instance):
+                    raise InvalidArgumentError(f"window {instance!r} is past the board's retention")
+                report = None if progress is None else functools.partial(progress, instance)
+                _load.fill(self._set(instance).engine, entries, replace, report, 256)
+        return count
 
     def _first_tried(self, member: str, stamp: float) -> float:
         """When the post of post id entry ``member`` was first tried: ``stamp`` (recorded now) or the moment recorded,

@@ -76,3 +76,20 @@ def test_load_reads_a_csv_of_rows(run, tmp_path) -> None:
         path.write_bytes(text.encode("latin-1"))
         run("load", str(path), "--replace", code=1)
     assert len(json.loads(run("--json", "top", "xp"))) == 2
+
+
+def test_load_past_its_memory_sorts_rows_on_disk(run, tmp_path) -> None:
+    """With --memory-mb 1 (1,024 rows held), 1,500 rows (one owner twice) are sorted in --spill-dir and leave nothing
+    there; a bad row at the end refuses the whole file."""
+    spill, path = tmp_path / "spill", tmp_path / "rows.csv"
+    spill.mkdir()
+    lines = [f"p{i:04d},{i % 37},1" for i in range(1500)]
+    path.write_text("owner,xp,kills\n" + "\n".join([*lines, "p0005,,4"]) + "\n")
+    create = ["--columns", json.dumps({"xp": "desc"}), "--accumulate", "kills"]
+    out = run(*create, "load", str(path), "--memory-mb", "1", "--spill-dir", str(spill))
+    assert "1,500 rows loaded" in out and list(spill.iterdir()) == []
+    assert json.loads(run("--json", "row", "p0005"))["values"] == {"xp": 5, "kills": 5}
+    assert len(json.loads(run("--json", "top", "xp", "-n", "1500"))) == 1500
+    path.write_text("owner,xp\n" + "\n".join([*(line.rsplit(",", 1)[0] for line in lines), "last,many"]) + "\n")
+    run("load", str(path), "--replace", "--memory-mb", "1", "--spill-dir", str(spill), code=1)
+    assert list(spill.iterdir()) == [] and json.loads(run("--json", "row", "p0005"))["values"]["kills"] == 5

@@ -1035,10 +1035,25 @@ def test_a_page_by_offset_starts_at_that_rank(store, ties) -> None:
     rows=st.lists(st.tuples(OWNERS, VALUES), max_size=14),
     chunk=st.sampled_from([2, 3, 5]),
     node_bytes=st.sampled_from([mdss.leaderboard.NODE_BYTES, 1100]),
+    spilled=st.booleans(),
 )
-def test_a_load_holds_what_its_posts_would(rows, chunk, node_bytes) -> None:
+def test_a_load_holds_what_its_posts_would(rows, chunk, node_bytes, spilled) -> None:
     """``load(rows)`` leaves every window as posting the rows in turn would: rows, ranks in each ties mode, counts,
-    percentiles, tie groups (``check``), over tiny entry sets; later posts and a replacing load work on it."""
+    percentiles, tie groups (``check``), over tiny entry sets; later posts and a replacing load work on it. ``spilled``:
+    with a budget of two rows, blocks of three (rows, entries and tie groups sorted on disk: ``mdss._board_load``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if spilled:
+            _tiny_loads(patch)
+        _load_holds_what_its_posts_would(rows, chunk, node_bytes, (1 << 20) if spilled else mdss._load.MEMORY_BYTES)
+
+
+def _tiny_loads(patch: pytest.MonkeyPatch) -> None:
+    patch.setattr(mdss._board_load, "ROW_BYTES", (1 << 20) // 2)
+    for module in (mdss._spill, mdss._board_load):
+        patch.setattr(module, "BLOCK", 3)
+
+
+def _load_holds_what_its_posts_would(rows, chunk, node_bytes, memory) -> None:
 
     def board(name: str) -> mdss.Leaderboard:
         options = {"windows": ["all", "day"], "now": lambda: T0, "chunk_size": chunk, "node_bytes": node_bytes}
@@ -1048,7 +1063,7 @@ def test_a_load_holds_what_its_posts_would(rows, chunk, node_bytes) -> None:
     posted, loaded = board("posted"), board("loaded")
     for owner, values in rows:
         posted.post(owner, values)
-    assert loaded.load(rows) == len({owner for owner, _ in rows})
+    assert loaded.load(rows, memory_bytes=memory) == len({owner for owner, _ in rows})
     assert loaded.windows() == posted.windows()
 
     def same(instance: str) -> None:
@@ -1068,7 +1083,7 @@ def test_a_load_holds_what_its_posts_would(rows, chunk, node_bytes) -> None:
         posted.post("ann", {"xp": 2, "shots": 1})
         loaded.post("ann", {"xp": 2, "shots": 1})
         same(instance)
-    assert loaded.load(rows[:3], window="all", replace=True) == len({owner for owner, _ in rows[:3]})
+    assert loaded.load(rows[:3], window="all", replace=True, memory_bytes=memory) == len({o for o, _ in rows[:3]})
     reference = board("reference")
     for owner, values in rows[:3]:
         reference.post(owner, values)
@@ -1077,9 +1092,15 @@ def test_a_load_holds_what_its_posts_would(rows, chunk, node_bytes) -> None:
     loaded._check("all")
 
 
-def test_a_load_on_every_store(store) -> None:
+@pytest.mark.parametrize("spilled", [False, True])
+def test_a_load_on_every_store(store, spilled, monkeypatch, tmp_path) -> None:
     """A load fills empty windows in one commit each (the progress callback sees each one's nodes), refuses a window
-    with rows unless ``replace``, refuses bad rows before writing anything, and the board takes posts after it."""
+    with rows unless ``replace``, refuses bad rows before writing anything, and the board takes posts after it; the
+    same with its rows sorted on disk (``spilled``), leaving nothing there."""
+    memory = mdss._load.MEMORY_BYTES
+    if spilled:
+        _tiny_loads(monkeypatch)
+        memory = 1 << 20
     board = mdss.Leaderboard(
         store,
         "game",
@@ -1091,7 +1112,9 @@ def test_a_load_on_every_store(store) -> None:
     )
     seen: dict[str, tuple[int, int]] = {}
     rows = {f"p{i:03}": {"xp": i % 17, "kills": 1} for i in range(200)}
-    assert board.load(rows, progress=lambda window, done, total: seen.__setitem__(window, (done, total))) == 200
+    load = functools.partial(board.load, memory_bytes=memory, spill_dir=str(tmp_path))
+    assert load(rows, progress=lambda window, done, total: seen.__setitem__(window, (done, total))) == 200
+    assert list(tmp_path.iterdir()) == []
     assert sorted(seen) == ["all", "day:2026-11-18"] and all(done == total > 0 for done, total in seen.values())
     assert board.count("xp") == board.count("xp", window="day") == 200
     assert [r.owner for r in board.top("xp", 3)] == ["p016", "p033", "p050"]
@@ -1099,13 +1122,16 @@ def test_a_load_on_every_store(store) -> None:
     board._check("all")
     board._check("day")
     with pytest.raises(mdss.InvalidArgumentError, match="has rows"):
-        board.load({"new": {"xp": 1}})
+        load({f"new{i}": {"xp": 1} for i in range(9)})
     for bad in ("rows", [("ann",)], [("ann", {"xp": "high"})], [(3, {"xp": 1})], [("ann", {"xp": float("nan")})], 7):
         with pytest.raises(mdss.MdssError):
-            board.load(bad, replace=True)
-    assert board.count("xp") == 200  # nothing written by a refused load
+            load([*rows.items(), *bad] if isinstance(bad, list) else bad, replace=True)
+    assert board.count("xp") == 200 and list(tmp_path.iterdir()) == []  # nothing written by a refused load
     board.post("p000", {"xp": 100, "kills": 1})
     assert board.positions("p000") == {"xp": 1} and board.row("p000").values == {"xp": 100, "kills": 2}
-    assert board.load({"solo": {"xp": 3}}, window="day", replace=True) == 1
+    assert load({"solo": {"xp": 3}}, window="day", replace=True) == 1
+    if spilled:  # the rows went through the spill directory: one that does not exist is refused
+        with pytest.raises(mdss.InvalidArgumentError, match="spill directory"):
+            board.load(rows, replace=True, memory_bytes=memory, spill_dir=str(tmp_path / "absent"))
     assert board.count("xp", window="day") == 1 and board.count("xp") == 200
     board._check("day")

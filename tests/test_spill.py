@@ -112,6 +112,17 @@ def test_bad_pairs_past_the_budget_are_refused_before_anything_is_written(tiny, 
         mdss.SortedSet.load(store, "s", iter(pairs), memory_bytes=1 << 20)
 
 
+def test_a_missing_spill_directory_is_refused(tiny, tmp_path) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match="spill directory"):
+        mdss.SortedSet.load(
+            mdss.open_store("memory://"),
+            "s",
+            {f"m{i}": i for i in range(20)},
+            memory_bytes=1 << 20,
+            spill_dir=str(tmp_path / "absent"),
+        )
+
+
 @pytest.mark.parametrize("memory", [0, 1000, "1", None])
 def test_a_bad_budget_is_refused(memory) -> None:
     with pytest.raises(mdss.InvalidArgumentError, match="memory_bytes"):

@@ -1,0 +1,104 @@
+"""A board's load: its rows checked and merged by owner, and the entries of a window that holds them, in memory while
+they fit the load's budget, else spilled to temporary SQLite databases (``mdss._spill``) as a set's load spills.
+
+Spilled, the rows are kept by owner (all of an owner's rows, merged as posts would merge them when read back in owner
+order), each merged row's entries go to the window's spill, and each tie group's members to a third spill that counts
+them, so that no step holds more than a block of rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from itertools import islice
+from typing import Any
+
+from ._board_format import (
+    _GROUPS,
+    _MARK_SLOT,
+    _ROW,
+    _ROW_SLOT,
+    _SIZE,
+    _Column,
+    _group,
+    _row_member,
+    members,
+    window_entries,
+)
+from ._board_post import check_fits, checked_rows, merge_row, merged_rows
+from ._codec import loads, pack
+from ._load import PAIR_BYTES
+from ._order import column_tie
+from ._spill import BLOCK, Spill
+
+#: What a row costs a load held in memory (its values, its entries in the window, their tie groups), in bytes.
+ROW_BYTES = 4 * PAIR_BYTES
+
+
+@contextlib.contextmanager
+def window_source(
+    rows: Any,
+    owner: Callable[[Any], str],
+    settings: tuple[tuple[str, ...], Mapping[str, str], Mapping[str, _Column]],
+    stamp: float,
+    node_bytes: int,
+    memory_bytes: int,
+    spill_dir: str | None,
+) -> Iterator[tuple[int, dict[str, Any] | Spill]]:
+    """How many rows ``rows`` hold (owners), and the entries of a window holding them, updated at ``stamp``: a dict
+    (member -> score) if they fit ``memory_bytes``, else a :class:`~mdss._spill.Spill` (deleted on exit). Every row is
+    checked, and every entry's size (``node_bytes``), before this yields: a load refuses bad rows before it writes.
+    ``settings``: the board's accumulate, keep_best and columns."""
+    accumulate, keep_best, columns = settings
+    stream = iter(checked_rows(rows, owner, accumulate, keep_best, columns))
+    held = list(islice(stream, max(memory_bytes // ROW_BYTES, 1)))
+    more = list(islice(stream, 1))
+    if not more:
+        found = merged_rows(held, accumulate, keep_best, columns)
+        entries = window_entries(columns, found, stamp)
+        if entries:
+            check_fits(entries, node_bytes)
+        yield len(found), entries
+        return
+    block = min(BLOCK, max(memory_bytes // (8 * ROW_BYTES), 64))
+    with (
+        Spill(spill_dir, memory_bytes // 3, block) as by_owner,
+        Spill(spill_dir, memory_bytes // 3, block) as window,
+        Spill(spill_dir, memory_bytes // 3, block) as ties,
+    ):
+        by_owner.add((who, pack(values)) for who, values in held)
+        del held
+        by_owner.add((who, pack(values)) for who, values in more)
+        while read := list(islice(stream, block)):
+            by_owner.add((who, pack(values)) for who, values in read)
+        count = 0
+        pending: list[tuple[str, Any]] = []
+        grouped: list[tuple[str, str]] = []
+        for who, packed in by_owner.groups():
+            values = loads(packed[0])
+            for again in packed[1:]:
+                values = merge_row(who, values, loads(again), accumulate, keep_best, columns)
+            count += 1
+            pending += [(_row_member(who, values, stamp, []), _ROW_SLOT), (_ROW + who, _MARK_SLOT)]
+            for name, member in members(columns, who, values).items():
+                pending.append((member, columns[name].slot))
+                grouped.append((column_tie(member, len(columns[name].parts)), name))
+            if len(pending) >= block:
+                _add(window, pending, node_bytes)
+                ties.add(grouped)
+                pending, grouped = [], []
+        ties.add(grouped)
+        for tie, names in ties.groups():
+            column = columns[names[0]]
+            pending += [(_group(column, tie), column.slot + _GROUPS), (_SIZE + tie, -len(names))]
+            if len(pending) >= block:
+                _add(window, pending, node_bytes)
+                pending = []
+        _add(window, pending, node_bytes)
+        yield count, window
+
+
+def _add(spill: Spill, entries: list[tuple[str, Any]], node_bytes: int) -> None:
+    if entries:
+        check_fits([member for member, _ in entries], node_bytes)
+        spill.add(entries)
