@@ -162,13 +162,12 @@ class Tree:
             out[i] = item
         return out
 
-    def prefetch(self, probes: Sequence[Any], leaves: bool = True) -> None:
+    def prefetch(self, probes: Sequence[Any], leaves: bool = True) -> int:
         """Load every node on the paths to sorted ``probes`` (but the entry sets, unless ``leaves``), a level per round
-        trip, for a write to find pinned."""
-        if self.root is not None and leaves:
-            self._route(probes)
-        elif self.root is not None:
-            self._runs(probes)
+        trip, for a write to find pinned: how many entry sets they fall in."""
+        if self.root is None:
+            return 0
+        return len(self._route(probes)[0] if leaves else self._runs(probes))
 
     def locate(self, probe: Any) -> tuple[Leaf, int]:
         """:meth:`descend` for one probe key, without the batching: the entry set and entries before it."""

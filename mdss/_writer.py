@@ -57,8 +57,9 @@ class Writer:
     ``new`` holds the nodes written by this commit (id -> node), ``built`` the entry sets of a bulk load, already
     encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable.
 
-    With ``flush``, :meth:`apply` hands full entry sets to it (id -> bytes) once ``FLUSH_LEAVES`` of them wait, so
-    that a merge touching every entry set of a huge tree holds a few hundred of them, not all (4 GB at 10^7 members):
+    With ``flush``, an :meth:`apply` whose ops fall in more than ``4 * FLUSH_LEAVES`` entry sets reads them a manifest
+    at a time and hands full new ones to it (id -> bytes) once ``FLUSH_LEAVES`` of them wait, so that a merge touching
+    every entry set of a huge tree holds a few hundred of them, not all (4 GB at 10^7 members):
     an entry set is final once full (only an under-filled one is merged with a neighbour later; one flushed is read
     back from the store then, and replaced). ``flushed`` counts their entries and weight (``mdss._codec.weight_of``).
     """
@@ -66,6 +67,7 @@ class Writer:
     def __init__(self, chunk: int, epoch: int, flush: Callable[[dict[str, bytes]], None] | None = None) -> None:
         self.chunk, self.epoch, self.flush = chunk, epoch, flush
         self.flushed = [0, 0]
+        self.bounded = False  # whether this apply reads and flushes entry sets a manifest at a time
         self.leaf_fill, self.manifest_fill = fill(chunk, 0), fill(chunk, 1)
         self.new: dict[str, Node] = {}
         self.built: dict[str, bytes] = {}
@@ -189,8 +191,12 @@ class Writer:
         self._start(tree)
         if not ops:
             return tree.root, tree.height, tree.count
-        # Batch-load every path first: one round trip per level (with flush, the entry sets a manifest at a time).
-        tree.prefetch([op[0] for op in ops], leaves=self.flush is None)
+        # Batch-load every path first: one round trip per level; with flush, when the ops fall in more than
+        # 4 * FLUSH_LEAVES entry sets, those a manifest at a time instead (bounded, in _apply).
+        keys = [op[0] for op in ops]
+        self.bounded = self.flush is not None and tree.prefetch(keys, leaves=False) > 4 * FLUSH_LEAVES
+        if not self.bounded:
+            tree.prefetch(keys)
         if tree.root is None:
             kept = [op for op in ops if op[2] is not None]
             summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
@@ -241,7 +247,7 @@ class Writer:
         out: list[Summary] = []
         done = 0
         runs = node.runs([op[0] for op in ops], 0, len(ops))
-        bounded = height == 1 and self.flush is not None
+        bounded = height == 1 and self.bounded
         if bounded:  # this manifest's entry sets in one read; let go of them below
             runs = list(runs)
             self.tree.source.load_many([node.ids[i] for i, _, _ in runs], self.tree.keyfn, 0)
