@@ -31,8 +31,9 @@ from ._load import PAIR_BYTES
 from ._order import column_tie
 from ._spill import BLOCK, Spill
 
-#: What a row costs a load held in memory (its values, its entries in the window, their tie groups), in bytes.
-ROW_BYTES = 4 * PAIR_BYTES
+#: What a row costs a load held in memory (its values, its entries in the window, their tie groups), in bytes:
+#: measured about 1,450 at 250,000 rows of two fields (393 MB peak).
+ROW_BYTES = 8 * PAIR_BYTES
 
 
 @contextlib.contextmanager

@@ -343,7 +343,7 @@ class Leaderboard:
 
         Values are checked as a post's; an owner given twice merges as two posts would. A window that holds rows is
         refused unless ``replace=True`` (its rows are then replaced). ``progress(window, nodes_done, nodes)`` reports
-        each window's writes. Rows past what ``memory_bytes`` holds (about 250,000 per 256 MiB) are sorted in temporary
+        each window's writes. Rows past what ``memory_bytes`` holds (about 125,000 per 256 MiB) are sorted in temporary
         SQLite databases in ``spill_dir``, as :meth:`SortedSet.load` sorts pairs. Returns how many rows it loaded.
 
         >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, accumulate=["kills"])

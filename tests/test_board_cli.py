@@ -79,7 +79,7 @@ def test_load_reads_a_csv_of_rows(run, tmp_path) -> None:
 
 
 def test_load_past_its_memory_sorts_rows_on_disk(run, tmp_path) -> None:
-    """With --memory-mb 1 (1,024 rows held), 1,500 rows (one owner twice) are sorted in --spill-dir and leave nothing
+    """With --memory-mb 1 (512 rows held), 1,500 rows (one owner twice) are sorted in --spill-dir and leave nothing
     there; a bad row at the end refuses the whole file."""
     spill, path = tmp_path / "spill", tmp_path / "rows.csv"
     spill.mkdir()

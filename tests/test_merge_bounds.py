@@ -57,7 +57,7 @@ def test_a_flushing_merge_on_every_store(tiny_flush, store) -> None:
     assert _entries(fresh) == before and fresh.check() == []
 
 
-@pytest.mark.parametrize("fail_at", range(1, 40, 3))
+@pytest.mark.parametrize("fail_at", range(1, 40, 5))
 def test_a_merge_that_fails_midway_leaves_the_set_and_no_nodes(tiny_flush, store, fail_at) -> None:
     sset, _ = _model_set(store, 200, 80)
     before, keys = _entries(sset), set(sset.node_keys())
