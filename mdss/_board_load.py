@@ -3,7 +3,7 @@ they fit the load's budget, else spilled to temporary SQLite databases (``mdss._
 
 Spilled, the rows are kept by owner (all of an owner's rows, merged as posts would merge them when read back in owner
 order), each merged row's entries go to the window's spill, and each tie group's members to a third spill that counts
-them, so that no step holds more than a block of rows.
+them (in SQLite), so that no step holds more than a block of rows, however many rows an owner or a tie has.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ._order import column_tie
 from ._spill import BLOCK, Spill
 
 #: What a row costs a load held in memory (its values, its entries in the window, their tie groups), in bytes:
-#: measured about 1,450 at 250,000 rows of two fields (393 MB peak).
+#: about 1,450 measured (393 MB peak at 250,000 rows of two fields held: ``benchmarks/load_memory.py board``).
 ROW_BYTES = 8 * PAIR_BYTES
 
 
@@ -75,10 +75,7 @@ def window_source(
         count = 0
         pending: list[tuple[str, Any]] = []
         grouped: list[tuple[str, str]] = []
-        for who, packed in by_owner.groups():
-            values = loads(packed[0])
-            for again in packed[1:]:
-                values = merge_row(who, values, loads(again), accumulate, keep_best, columns)
+        for who, values in _merged(by_owner.in_order(), settings):
             count += 1
             pending += [(_row_member(who, values, stamp, []), _ROW_SLOT), (_ROW + who, _MARK_SLOT)]
             for name, member in members(columns, who, values).items():
@@ -89,14 +86,31 @@ def window_source(
                 ties.add(grouped)
                 pending, grouped = [], []
         ties.add(grouped)
-        for tie, names in ties.groups():
-            column = columns[names[0]]
-            pending += [(_group(column, tie), column.slot + _GROUPS), (_SIZE + tie, -len(names))]
+        for tie, size, name in ties.counts():
+            column = columns[name]
+            pending += [(_group(column, tie), column.slot + _GROUPS), (_SIZE + tie, -size)]
             if len(pending) >= block:
                 _add(window, pending, node_bytes)
                 pending = []
         _add(window, pending, node_bytes)
         yield count, window
+
+
+def _merged(
+    rows: Iterator[tuple[str, bytes]], settings: tuple[tuple[str, ...], Mapping[str, str], Mapping[str, _Column]]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Rows in owner order (packed values) as one merged row per owner: its rows applied in turn, as posts."""
+    accumulate, keep_best, columns = settings
+    owner, values = None, {}
+    for who, packed in rows:
+        if who != owner:
+            if owner is not None:
+                yield owner, values
+            owner, values = who, loads(packed)
+        else:
+            values = merge_row(who, values, loads(packed), accumulate, keep_best, columns)
+    if owner is not None:
+        yield owner, values
 
 
 def _add(spill: Spill, entries: list[tuple[str, Any]], node_bytes: int) -> None:

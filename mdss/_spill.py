@@ -64,21 +64,20 @@ class Spill:
         with self._failing():
             yield from self._by_key(descending)
 
-    def groups(self) -> Iterator[tuple[str, list[Any]]]:
-        """Each member with all its scores (as added: a board's rows, or counts to sum), in member order."""
+    def in_order(self) -> Iterator[tuple[str, Any]]:
+        """Every pair in member order, a member's pairs in the order they were added (a board's rows, to merge)."""
         with self._failing():
             rows = self._db.execute("SELECT member, score FROM pairs ORDER BY member, rowid")
-            member: str | None = None
-            scores: list[Any] = []
             while block := rows.fetchmany(self.block):
-                for found, score in block:
-                    if found != member:
-                        if member is not None:
-                            yield member, scores
-                        member, scores = found, []
-                    scores.append(score)
-            if member is not None:
-                yield member, scores
+                yield from block
+
+    def counts(self) -> Iterator[tuple[str, int, Any]]:
+        """Each member in member order, how many pairs it has, and its least score (counted in SQLite: a member with
+        millions of pairs, a tie of that many owners, costs no memory here)."""
+        with self._failing():
+            rows = self._db.execute("SELECT member, count(*), min(score) FROM pairs GROUP BY member ORDER BY member")
+            while block := rows.fetchmany(self.block):
+                yield from block
 
     @contextlib.contextmanager
     def _failing(self) -> Iterator[None]:
