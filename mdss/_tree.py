@@ -162,12 +162,15 @@ class Tree:
             out[i] = item
         return out
 
-    def prefetch(self, probes: Sequence[Any], leaves: bool = True) -> int:
-        """Load every node on the paths to sorted ``probes`` (but the entry sets, unless ``leaves``), a level per round
-        trip, for a write to find pinned: how many entry sets they fall in."""
+    def prefetch(self, probes: Sequence[Any], most: int | None = None) -> int:
+        """Load every node on the paths to sorted ``probes``, a level per round trip, for a write to find pinned (the
+        entry sets only if at most ``most`` of them, when given): how many entry sets they fall in."""
         if self.root is None:
             return 0
-        return len(self._route(probes)[0] if leaves else self._runs(probes))
+        runs = self._runs(probes)
+        if most is None or len(runs) <= most:
+            self._load_many((run[0] for run in runs), 0)
+        return len(runs)
 
     def locate(self, probe: Any) -> tuple[Leaf, int]:
         """:meth:`descend` for one probe key, without the batching: the entry set and entries before it."""

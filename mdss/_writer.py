@@ -193,10 +193,9 @@ class Writer:
             return tree.root, tree.height, tree.count
         # Batch-load every path first: one round trip per level; with flush, when the ops fall in more than
         # 4 * FLUSH_LEAVES entry sets, those a manifest at a time instead (bounded, in _apply).
-        keys = [op[0] for op in ops]
-        self.bounded = self.flush is not None and tree.prefetch(keys, leaves=False) > 4 * FLUSH_LEAVES
-        if not self.bounded:
-            tree.prefetch(keys)
+        most = None if self.flush is None else 4 * FLUSH_LEAVES
+        touched = tree.prefetch([op[0] for op in ops], most)
+        self.bounded = most is not None and touched > most
         if tree.root is None:
             kept = [op for op in ops if op[2] is not None]
             summaries = self._emit_leaves([o[0] for o in kept], [o[1] for o in kept], [o[2] for o in kept])
