@@ -7,6 +7,7 @@ them once with ``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; then 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -88,6 +89,23 @@ def _table(rows: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def spill_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--memory-mb`` and ``--spill-dir``, the options of a bulk load (``mdss load``, ``mdss board load``)."""
+    command = click.option(
+        "--spill-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Where a bulk load sorts what its memory does not hold. [default: the system's temporary directory]",
+    )(command)
+    return click.option(
+        "--memory-mb",
+        type=IntRange(min=1),
+        default=256,
+        show_default=True,
+        help="Memory a bulk load may use; past it, rows are sorted in temporary SQLite files.",
+    )(command)
+
+
 @click.group()
 @click.option("--columns", default=None, metavar="JSON", help='A new board\'s columns, e.g. \'{"xp": "desc"}\'.')
 @click.option("--accumulate", default="", metavar="F1,F2", help="A new board's accumulated fields.")
@@ -155,19 +173,7 @@ def post(owner: str, values: tuple[str, ...], post_id: str | None, post_id_ttl: 
 @click.argument("path")
 @click.option("--window", default=None, help="A kind (its current instance) or an instance. [default: each kind]")
 @click.option("--replace", is_flag=True, help="Replace the rows of windows that hold some.")
-@click.option(
-    "--memory-mb",
-    type=IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Memory the load may use; past it, rows are sorted in temporary SQLite files.",
-)
-@click.option(
-    "--spill-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Where the load sorts what its memory does not hold. [default: the system's temporary directory]",
-)
+@spill_options
 def load(path: str, window: str | None, replace: bool, memory_mb: int, spill_dir: str | None) -> None:
     """Load a UTF-8 CSV of rows (- for standard input): a header (owner,FIELD,...), then a row per owner; an empty cell
     leaves its field out. Each window is built in one commit; every row is checked before any is written."""

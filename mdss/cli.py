@@ -17,7 +17,7 @@ from tqdm import tqdm
 import mdss
 
 from . import _parse
-from ._board_cli import FloatRange, IntRange
+from ._board_cli import FloatRange, IntRange, spill_options
 from ._board_cli import board as board_command
 from ._cli_csv import csv_pairs, parse_score
 from ._cli_csv import looks_like_header as looks_like_header  # re-exported: tests import it from here
@@ -257,19 +257,7 @@ def count(best: int | float, worst: int | float) -> None:
     show_default=True,
     help="Members per commit when adding to an existing set.",
 )
-@click.option(
-    "--memory-mb",
-    type=IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="Memory a bulk load may use; past it, rows are sorted in a temporary SQLite file.",
-)
-@click.option(
-    "--spill-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Where a bulk load sorts what its memory does not hold. [default: the system's temporary directory]",
-)
+@spill_options
 def load(path: str, header: bool | None, replace: bool, batch: int, **settings: Any) -> None:
     """Load a UTF-8 CSV of member,score rows (- for standard input).
 
