@@ -3,9 +3,12 @@
 Format 2: an entry set is ``seal(msgpack([2, 0, members, scores]))``; a manifest is ``seal(msgpack([2, 1, height,
 child_ids, child_counts, first_members, first_scores]))``; the head is ``seal(msgpack(map))`` (``mdss._head``). Format 3
 (since dense ranks) changed score-tree manifests only: ``[3, 1, ..., distincts, last_scores]``, each child's number of
-distinct scores and its last score (nil for a child summarized before format 3). Formats 1 (2 without the checksum) and
-2 are still read. Anything that does not decode to the right shape and types raises
-:class:`~mdss.exceptions.CorruptDataError` naming the key. docs/format.md describes every field.
+distinct scores and its last score (nil for a child summarized before format 3). Format 5 (patched entry sets) adds a
+patch ``[5, 6, removed members, removed scores, added members, added scores]``, what a merge changed in a stored entry
+set, and manifests ``[5, 1, height, ids, counts, members, scores, distincts, lasts]`` (the last two nil in the member
+index) that may name a child ``base+patch``. Formats 1 (2 without the checksum) and 2 are still read. Anything that
+does not decode to the right shape and types raises :class:`~mdss.exceptions.CorruptDataError` naming the key.
+docs/format.md describes every field.
 """
 
 from __future__ import annotations
@@ -35,12 +38,16 @@ ZIP_FROM = 256
 #: Bytes a compressed entry set must save over the plain one: the frame's size field and block header.
 ZIP_MARGIN = 16
 MAX_UNZIPPED = 64 << 20
+#: The format field of patches, and of manifests that name a patched entry set (``base+patch``): older versions of mdss
+#: refuse them as an unknown format instead of looking for a node named ``base+patch``.
+PATCHED = 5
 LEAF = 0
 MANIFEST = 1
 NOTE = 2
 PAGE = 3
 SEGMENT = 4
 LOG_PAGE = 5
+PATCH = 6
 #: Deeper than any tree of 2**64 entries with at least 2 children per manifest.
 MAX_HEIGHT = 64
 
@@ -148,7 +155,9 @@ def encode_manifest(
     lasts: Sequence[Any] | None = None,
 ) -> bytes:
     """A manifest: format 3 with each child's distinct scores and last score (the score tree's), else format 2 (the
-    member index's, whose scores are in no order)."""
+    member index's, whose scores are in no order); format 5 when a child is a patched entry set."""
+    if any(type(i) is str and "+" in i for i in ids):  # a patched child (mdss._nodes.JOIN)
+        return seal(pack([PATCHED, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
     if distincts is None:
         return seal(pack([FORMAT, MANIFEST, height, ids, counts, members, scores]))
     return seal(pack([DENSE, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
@@ -164,13 +173,13 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
     """The node's fields, each checked for its type: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts,
     members, scores, distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2. Arrays decode as
     tuples: immutable like the nodes, and the garbage collector stops tracking a tuple of strings and numbers."""
-    version, node = unpack(key, data, "node", (FORMAT, DENSE, ZIPPED), use_list=False)
+    version, node = unpack(key, data, "node", (FORMAT, DENSE, ZIPPED, PATCHED), use_list=False)
     if version == ZIPPED:
         node = _unzipped(key, node)
     if type(node) is not tuple or len(node) < 4:
         raise CorruptDataError("stored node is malformed", key)
     kind, fields = node[1], node[2:]
-    if kind == LEAF and len(fields) == 2 and version != DENSE:
+    if kind == LEAF and len(fields) == 2 and version not in (DENSE, PATCHED):
         members, scores = fields
         if (
             type(members) is tuple
@@ -180,9 +189,12 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
             and _scores_ok(scores)
         ):
             return node[1:]
-    elif kind == MANIFEST and len(fields) == 5 and version != DENSE and _manifest_ok(fields):
+    elif kind == MANIFEST and len(fields) == 5 and version not in (DENSE, PATCHED) and _manifest_ok(fields):
         return (*node[1:], None, None)
-    elif kind == MANIFEST and len(fields) == 7 and version == DENSE and _manifest_ok(fields[:5]):
+    elif kind == MANIFEST and len(fields) == 7 and version == PATCHED and fields[5] is None is fields[6]:
+        if _manifest_ok(fields[:5]):
+            return node[1:]
+    elif kind == MANIFEST and len(fields) == 7 and version in (DENSE, PATCHED) and _manifest_ok(fields[:5]):
         counts, scores, distincts, lasts = fields[2], fields[4], fields[5], fields[6]
         if (
             type(distincts) is tuple
@@ -196,6 +208,26 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
         ):
             return node[1:]
     raise CorruptDataError("stored node is malformed (wrong shape or field types)", key)
+
+
+def encode_patch(removed: tuple[Sequence[str], Sequence[Any]], added: tuple[Sequence[str], Sequence[Any]]) -> bytes:
+    """A patch: the entries a merge removed from a stored entry set and those it added (each in key order)."""
+    return seal(pack([PATCHED, PATCH, *removed, *added]))
+
+
+def decode_patch(key: str, data: bytes) -> tuple[tuple[str, ...], tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]:
+    """A patch's ``(removed members, removed scores, added members, added scores)``, each field checked for its type."""
+    _, found = unpack(key, data, "patch", (PATCHED,), use_list=False)
+    fields = found[2:] if type(found) is tuple and len(found) == 6 and found[1] == PATCH else ()
+    if (
+        fields
+        and all(type(f) is tuple for f in fields)
+        and (len(fields[0]), len(fields[2])) == (len(fields[1]), len(fields[3]))
+        and set(map(type, fields[0] + fields[2])) <= {str}
+        and _scores_ok(fields[1] + fields[3])
+    ):
+        return fields
+    raise CorruptDataError("stored patch is malformed", key)
 
 
 def _manifest_ok(fields: tuple[Any, ...]) -> bool:
@@ -308,6 +340,7 @@ _KINDS = {
     PAGE: "a garbage note page",
     SEGMENT: "an update log segment",
     LOG_PAGE: "an update log manifest",
+    PATCH: "a patch of an entry set",
 }
 
 

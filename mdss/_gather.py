@@ -16,14 +16,13 @@ from operator import itemgetter
 from typing import Any
 
 from ._cache import NodeCache
-from ._codec import weight_of
 from ._head import Head
 from ._order import member_key, same_keys
 from ._overlay import View
 from ._ranking import Index
 from ._snapshot import Snapshot
-from ._tree import Leaf, Source, Tree, decode
-from .exceptions import CorruptDataError, MissingNodeError
+from ._tree import Leaf, Source, Tree, assemble, parts
+from .exceptions import CorruptDataError
 from .stores.base import Store
 
 EMPTY_LEAF = Leaf((), (), ())
@@ -320,15 +319,12 @@ class Gather:
                 missing.setdefault(part.engine.keys.node(node_id), item)
         if not missing:
             return
-        keys = list(missing)
-        for key, data in zip(keys, self.store.get_many(keys)):
-            if data is None:
-                raise MissingNodeError("a node the head names is missing", key)
-            _, node_id, height, keyfn = missing[key]
-            node = decode(key, data, keyfn)
+        keys = [[part.engine.keys.node(p) for p in parts(node_id)] for part, node_id, _, _ in missing.values()]
+        datas = iter(self.store.get_many([key for some in keys for key in some]))
+        for stored, (_, node_id, height, keyfn) in zip(keys, missing.values()):
+            node, weight = assemble(node_id, stored, [next(datas) for _ in stored], keyfn)
             if node.height != height:
-                raise _misplaced(node, height, key)
-            weight = weight_of(data)
+                raise _misplaced(node, height, stored[0])
             self.cache.put(node_id, node, weight)
             if not height:
                 self.cache.seen(len(node), weight)

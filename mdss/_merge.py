@@ -25,7 +25,7 @@ from ._codec import encode_log_page, weight_of
 from ._engine import Engine
 from ._head import Head, Log, TreeRef
 from ._snapshot import Snapshot
-from ._writer import Writer
+from ._writer import Writer, patches_fit
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record
 
@@ -50,7 +50,8 @@ def fold(
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))
-    writer = Writer(engine.chunk_size, snap.head.epoch, flush)
+    patches = patches_fit(engine.chunk_size, engine.store.max_value_bytes)
+    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches)
     scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
     index = TreeRef(*writer.apply(snap.member_index, member_ops))
     return writer, scores, index
@@ -170,12 +171,12 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
         _garbage.discard(engine, list(flushed))
         raise
     nodes = writer.encoded(engine.keys)
-    leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0]
+    leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0 and node.patch is None]
     engine.measure(
         (sum(n for _, n in leaves) + writer.flushed[0]) // 2,
         sum(weight_of(nodes[engine.keys.node(i)]) for i, _ in leaves) + writer.flushed[1],
     )
-    notes = _garbage.notes_of(engine, start, writer.replaced)
+    notes = _garbage.notes_of(engine, start, writer.garbage())
     written = {**flushed, **nodes, **notes}
     engine.store.put_many({**nodes, **notes})
     current, held, version = start, snap.data, snap.version
@@ -213,7 +214,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
         _publish.settle(engine, writer, nodes)
         engine.writer.made(scores.root, index.root)  # its cache holds them: it merges next
         engine.deletions.defer(
-            [engine.keys.node(i) for i in (*writer.replaced, *prepared.dropped)] + [*notes, *prepared.drop_keys]
+            [engine.keys.node(i) for i in (*writer.garbage(), *prepared.dropped)] + [*notes, *prepared.drop_keys]
         )
         engine.merges += 1
         return True

@@ -4,6 +4,10 @@ An *entry set* (leaf) holds at most ``chunk`` entries in key order. A *manifest*
 children (:func:`fill`) and, for each, its id, its entry count and its first entry (member and score, from which
 the child's first key derives); in the score tree also the child's number of distinct scores and its last score,
 for dense ranks. Nodes are immutable; ``mdss._writer`` makes new ones copy-on-write.
+
+A merge that changes a few entries of a stored entry set may write only a *patch* (the entries it removed and added)
+and name the child ``base+patch`` (:data:`JOIN`): a reader fetches both in the same ``get_many`` and reads the entry set
+the two make (:func:`assemble`), so the patch costs bytes, never a round trip.
 """
 
 from __future__ import annotations
@@ -15,15 +19,32 @@ from itertools import accumulate, compress
 from operator import ne
 from typing import Any
 
-from ._codec import LEAF, decode_node, encode_leaf, encode_manifest
+from ._codec import LEAF, decode_node, decode_patch, encode_leaf, encode_manifest, encode_patch, weight_of
 from ._order import NODE_KEYS, KeyFn
-from .exceptions import CorruptDataError
+from .exceptions import CorruptDataError, MissingNodeError
 
 #: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
 #: ``None`` in the member index, and where unknown (a child summarized before format 3).
 Summary = tuple[str, int, str, Any, Any, Any]
 
 _LEARN = threading.Lock()
+
+#: What joins a patched child's two ids, ``base+patch`` (node ids never hold it).
+JOIN = "+"
+
+#: A patch: the base entry set's id, then the entries removed from it and those added, each ``(members, scores)`` in
+#: key order.
+Patch = tuple[str, tuple[tuple[str, ...], tuple[Any, ...]], tuple[tuple[str, ...], tuple[Any, ...]]]
+
+
+def parts(node_id: str) -> list[str]:
+    """The stored nodes behind a child id: itself, or a patched entry set's base and patch."""
+    return node_id.split(JOIN)
+
+
+def stored_id(node_id: str) -> str:
+    """The id of the one stored node a commit writes for this child id: itself, or a patched entry set's patch."""
+    return node_id.rpartition(JOIN)[2]
 
 
 def fill(chunk: int, height: int) -> tuple[int, int]:
@@ -80,11 +101,13 @@ class Leaf:
     last merged them: ``merged``, its entries (``mdss._overlay.View.keep``); ``gathered``, its keys for a sharded set
     (``mdss._gather.Layout.region``)."""
 
-    __slots__ = ("keys", "members", "scores", "merged", "gathered", "_groups", "__weakref__")
+    __slots__ = ("keys", "members", "scores", "patch", "merged", "gathered", "_groups", "__weakref__")
     height = 0
 
-    def __init__(self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any]) -> None:
-        self.keys, self.members, self.scores = keys, members, scores
+    def __init__(
+        self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any], patch: Patch | None = None
+    ) -> None:
+        self.keys, self.members, self.scores, self.patch = keys, members, scores, patch
         self.merged: Any = None
         self.gathered: Any = None
         self._groups: tuple[int, ...] | None = None
@@ -104,7 +127,65 @@ class Leaf:
         return len(self.groups()), self.scores[-1]
 
     def encode(self) -> bytes:
+        """What a commit stores for it: the entry set, or for a patched one only its patch."""
+        if self.patch is not None:
+            return encode_patch(self.patch[1], self.patch[2])
         return encode_leaf(self.members, self.scores)
+
+
+def cached_weight(node: Node, data: bytes) -> int:
+    """What a node a commit stored as ``data`` counts for in the node cache: its bytes (``weight_of``), or for a
+    patched entry set, which holds a whole entry set, that entry set's weight (:func:`weight`) and the patch's."""
+    if node.height or node.patch is None:
+        return weight_of(data)
+    return weight(0, node.members) + len(data)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two scores are the same value of the same type (``1`` and ``1.0`` are equal but stored differently)."""
+    return a == b and type(a) is type(b)
+
+
+def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Leaf:
+    """The entry set a stored entry set and its patch (stored at ``key``) make. A patch that removes an entry the base
+    lacks, or adds one it holds, is damage: :class:`CorruptDataError`."""
+    gone_members, gone_scores, new_members, new_scores = decode_patch(key, data)
+    keys, members, scores = list(base.keys), list(base.members), list(base.scores)
+    try:
+        for member, score in zip(gone_members, gone_scores):
+            k = keyfn(member, score)
+            i = bisect_left(keys, k)
+            if i == len(keys) or keys[i] != k or members[i] != member or not same(scores[i], score):
+                raise CorruptDataError(f"stored patch removes {member!r}, which its entry set does not hold", key)
+            del keys[i], members[i], scores[i]
+        for member, score in zip(new_members, new_scores):
+            k = keyfn(member, score)
+            i = bisect_left(keys, k)
+            if i < len(keys) and keys[i] == k:
+                raise CorruptDataError(f"stored patch adds {member!r}, which its entry set holds already", key)
+            keys.insert(i, k)
+            members.insert(i, member)
+            scores.insert(i, score)
+    except TypeError as exc:
+        raise CorruptDataError(f"stored patch holds a value of the wrong type: {exc}", key) from None
+    if not keys:
+        raise CorruptDataError("stored patch leaves its entry set empty", key)
+    patch = (base_id, (gone_members, gone_scores), (new_members, new_scores))
+    return Leaf(tuple(keys), tuple(members), tuple(scores), patch)
+
+
+def assemble(node_id: str, keys: Sequence[str], datas: Sequence[bytes | None], keyfn: KeyFn) -> tuple[Node, int]:
+    """The node a child id names, from its stored values (``keys``, ``datas``: one node, or an entry set and its
+    patch), and its weight in the node cache (``mdss._codec.weight_of``; a patched entry set's: base's and patch's)."""
+    for key, data in zip(keys, datas):
+        if data is None:
+            raise MissingNodeError("a node the head names is missing", key)
+    node, size = decode(keys[0], datas[0], keyfn), weight_of(datas[0])  # type: ignore[arg-type]
+    if len(keys) == 1:
+        return node, size
+    if len(keys) != 2 or not isinstance(node, Leaf):
+        raise CorruptDataError(f"a manifest names {node_id!r}, which is no patched entry set", keys[0])
+    return patched(node, parts(node_id)[0], keys[1], datas[1], keyfn), size + len(datas[1])  # type: ignore[arg-type]
 
 
 class Manifest:

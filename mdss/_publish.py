@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import _garbage, _log, _retry, _tail
-from ._codec import weight_of
 from ._engine import Engine
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
+from ._nodes import cached_weight, stored_id
 from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
@@ -54,7 +54,7 @@ def publish(
     """Write the new nodes (``nodes``, else the writer's; unless ``written`` already) and the commit's garbage note,
     then compare-and-set the head. True once the head is published; False if another commit won (then the new nodes
     are deleted again, as nothing can ever name them)."""
-    notes = _garbage.notes_of(engine, head, writer.replaced)
+    notes = _garbage.notes_of(engine, head, writer.garbage())
     head, stored = _garbage.attach_notes(engine, head, list(notes))
     stored.update(notes)
     data = head.encode()
@@ -73,7 +73,7 @@ def publish(
     engine.remember(head, data, landed[0])
     settle(engine, writer, nodes)
     # The notes go with the nodes they name (a page that lists them then finds them gone, as gc() expects).
-    engine.deletions.defer([engine.keys.node(i) for i in writer.replaced] + list(notes))
+    engine.deletions.defer([engine.keys.node(i) for i in writer.garbage()] + list(notes))
     return True
 
 
@@ -98,7 +98,7 @@ def settle(engine: Engine, writer: Writer, nodes: dict[str, bytes]) -> None:
     for node_id in writer.replaced:  # only readers of older heads could want them: they reload
         cache.discard(node_id, replaced=True)
     for node_id, node in writer.new.items():
-        cache.put(node_id, node, weight_of(nodes[engine.keys.node(node_id)]))
+        cache.put(node_id, node, cached_weight(node, nodes[engine.keys.node(stored_id(node_id))]))
 
 
 class _Dropped(OutcomeUnknownError):

@@ -10,15 +10,27 @@ keys or positions it asks for.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ._cache import NodeCache
-from ._codec import weight_of
 from ._keys import Keyspace
-from ._nodes import CHILD_BYTES, Leaf, Manifest, Node, Summary, decode, fill, full, group_starts, weight, weights  # noqa: F401 - re-exported for the modules that read and write trees
+from ._nodes import (  # noqa: F401 - re-exported for the modules that read and write trees
+    CHILD_BYTES,
+    Leaf,
+    Manifest,
+    Node,
+    Summary,
+    assemble,
+    fill,
+    full,
+    group_starts,
+    parts,
+    weight,
+    weights,
+)
 from ._order import KeyFn
-from .exceptions import CorruptDataError, MissingNodeError
+from .exceptions import CorruptDataError
 from .stores.base import Store
 
 #: Children of nodes whose distinct counts are unknown, read per round trip when a dense read computes them.
@@ -53,17 +65,15 @@ class Source:
             found[node_id] = node
         if wanted:
             wanted = list(dict.fromkeys(wanted))
-            keys = [self.keyspace.node(i) for i in wanted]
-            for node_id, key, data in zip(wanted, keys, self.store.get_many(keys)):
-                if data is None:
-                    raise MissingNodeError("a node the head names is missing", key)
-                node, weight = decode(key, data, keyfn), weight_of(data)
+            keys, datas = read_parts(self.store, self.keyspace, wanted)
+            for node_id, stored in zip(wanted, keys):
+                node, weight = assemble(node_id, stored, [next(datas) for _ in stored], keyfn)
                 cache.put(node_id, node, weight)
                 if node.height == 0:
                     cache.seen(len(node), weight)
                 pins[node_id] = node
                 if node.height != height:
-                    raise _misplaced(key, node, height)
+                    raise _misplaced(stored[0], node, height)
                 found[node_id] = node
         return found
 
@@ -92,6 +102,12 @@ class Source:
         if node.height != height:
             raise _misplaced(self.keyspace.node(node_id), node, height)
         return node
+
+
+def read_parts(store: Store, keyspace: Keyspace, ids: Sequence[str]) -> tuple[list[list[str]], Iterator[bytes | None]]:
+    """The store keys behind each child id (a patched entry set has two), and their values, read in one ``get_many``."""
+    keys = [[keyspace.node(part) for part in parts(node_id)] for node_id in ids]
+    return keys, iter(store.get_many([key for some in keys for key in some]))
 
 
 def _misplaced(key: str, node: Any, height: int) -> CorruptDataError:
@@ -394,7 +410,7 @@ class Tree:
         for height in range(self.height, 0, -1):
             nodes = self._load_many(level, height)
             level = [child for node_id in level for child in nodes[node_id].ids]
-            found.update(level)
+            found.update(level if height > 1 else (part for child in level for part in parts(child)))
         return found
 
     def walk(self) -> Iterable[tuple[int, list[str], Node]]:

@@ -13,6 +13,7 @@ Node ids carry the gc epoch of the head the commit read (``mdss._garbage``):
 from __future__ import annotations
 
 import functools
+import math
 import secrets
 import time
 from bisect import bisect_left
@@ -22,6 +23,7 @@ from typing import Any
 
 from ._codec import encode_leaf, encode_manifest, weight_of
 from ._keys import Keyspace
+from ._nodes import JOIN, parts, same, stored_id
 from ._order import MAX_MEMBER_BYTES, member_key
 from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
@@ -32,6 +34,11 @@ FLUSH_LEAVES = 256
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
+
+
+def patch_most(chunk: int) -> int:
+    """The most entries a patch changes in an entry set of a set of ``chunk`` (see :class:`Writer`)."""
+    return max(2, math.isqrt(2 * chunk))
 
 
 def new_id(epoch: int) -> str:
@@ -55,7 +62,16 @@ class Writer:
     """Applies sorted batches of operations to trees, copy-on-write.
 
     ``new`` holds the nodes written by this commit (id -> node), ``built`` the entry sets of a bulk load, already
-    encoded (id -> bytes), and ``replaced`` the ids of stored nodes the commit makes unreachable.
+    encoded (id -> bytes), and ``replaced`` the ids of the stored nodes the commit rewrites (:meth:`garbage`: those it
+    makes unreachable).
+
+    With ``patches`` (merges, where the store holds the largest manifest they make: :func:`patches_fit`), an entry
+    set that keeps its fill and changes in at most ``patch_most`` entries since it was stored whole (about
+    the square root of twice the chunk: 44 of 1,000) is written as a patch on that stored one (``mdss._nodes``): a
+    merge of a log much shorter than the tree's entry sets, which changes one or two entries in each it touches, then
+    writes those entries instead of the whole set, until the set has taken ``patch_most`` of them. Rewriting a patch
+    that grows by ``r`` entries a merge costs ``patch_most / r`` patch writes of half of ``patch_most`` entries on
+    average, against one entry set per ``patch_most`` entries: the two balance near that square root.
 
     With ``flush``, an :meth:`apply` whose ops fall in more than ``4 * FLUSH_LEAVES`` entry sets reads them a manifest
     at a time and hands full new ones to it (id -> bytes) once ``FLUSH_LEAVES`` of them wait, so that a merge touching
@@ -64,20 +80,34 @@ class Writer:
     back from the store then, and replaced). ``flushed`` counts their entries and weight (``mdss._codec.weight_of``).
     """
 
-    def __init__(self, chunk: int, epoch: int, flush: Callable[[dict[str, bytes]], None] | None = None) -> None:
-        self.chunk, self.epoch, self.flush = chunk, epoch, flush
+    def __init__(
+        self, chunk: int, epoch: int, flush: Callable[[dict[str, bytes]], None] | None = None, patches: bool = False
+    ) -> None:
+        self.chunk, self.epoch, self.flush, self.patches = chunk, epoch, flush, patches
         self.flushed = [0, 0]
         self.bounded = False  # whether this apply reads and flushes entry sets a manifest at a time
         self.leaf_fill, self.manifest_fill = fill(chunk, 0), fill(chunk, 1)
+        self.patch_most = patch_most(chunk)
+        self.patching = False  # whether this apply may patch entry sets
         self.new: dict[str, Node] = {}
         self.built: dict[str, bytes] = {}
         self.replaced: list[str] = []
+        self._flushed_bases: set[str] = set()  # bases of the patches handed to flush
         self.tree: Tree
         self.dense = False  # whether the tree's summaries keep distinct scores (the score tree's do)
         self.node_bytes: int | None = None  # the bytes a node may weigh (mdss._tree.weights), if bounded
 
     def _start(self, tree: Tree) -> None:
         self.tree, self.dense, self.node_bytes = tree, tree.keyfn is not member_key, tree.node_bytes
+        # Not a root entry set (the head names it), nor in sets bounded in bytes: a manifest's weight counts an id of
+        # one node per child (mdss._nodes.CHILD_BYTES), which a patched child's two would pass.
+        self.patching = self.patches and tree.height > 0 and tree.node_bytes is None
+
+    def garbage(self) -> list[str]:
+        """The stored nodes this commit makes unreachable: every part of what it replaced (an entry set and its patch),
+        but for the entry sets its new patches still build on."""
+        live = {parts(i)[0] for i in self.new if JOIN in i} | self._flushed_bases
+        return [p for p in dict.fromkeys(p for i in self.replaced for p in parts(i)) if p not in live]
 
     # -- node bookkeeping -------------------------------------------------
 
@@ -215,6 +245,9 @@ class Writer:
             self._take(root[0], height)
             root = node.summaries()[0]
             height -= 1
+        if height == 0 and JOIN in root[0]:  # the head names a root entry set: whole, never patched
+            node = self._take(root[0], 0)
+            root = self._emit_leaves(node.keys, node.members, node.scores)[0]
         return root[0], height, root[1]
 
     def _grow(self, summaries: list[Summary], height: int) -> tuple[Summary | None, int]:
@@ -225,22 +258,10 @@ class Writer:
         return (summaries[0] if summaries else None), height
 
     def _apply(self, node_id: str, height: int, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
+        fresh = node_id in self.new
         node = self._take(node_id, height)
         if height == 0:
-            keys, members, scores = list(node.keys), list(node.members), list(node.scores)
-            for key, member, score in ops:
-                i = bisect_left(keys, key)
-                found = i < len(keys) and keys[i] == key
-                if score is None:
-                    if found:
-                        del keys[i], members[i], scores[i]
-                elif found:
-                    members[i], scores[i] = member, score
-                else:
-                    keys.insert(i, key)
-                    members.insert(i, member)
-                    scores.insert(i, score)
-            return self._emit_leaves(keys, members, scores)
+            return self._rewrite(node_id, node, fresh, ops)
         assert isinstance(node, Manifest)
         children = node.summaries()
         out: list[Summary] = []
@@ -261,6 +282,61 @@ class Writer:
             self.tree.source.unpin_leaves()
         return self._emit_manifests(out, height)
 
+    def _rewrite(self, node_id: str, node: Leaf, fresh: bool, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
+        """Apply ops to one entry set: a patch on the stored entry set it builds on when it may (see the class), else
+        new entry sets. ``fresh``: made by this commit (then only a patch it made can be patched again)."""
+        keys, members, scores = list(node.keys), list(node.members), list(node.scores)
+        patch = node.patch
+        base = None if not self.patching or (fresh and patch is None) else node_id if patch is None else patch[0]
+        removed: dict[Any, tuple[str, Any]] = {}
+        added: dict[Any, tuple[str, Any]] = {}
+        if patch is not None and base is not None:
+            keyfn = self.tree.keyfn
+            removed.update((keyfn(m, s), (m, s)) for m, s in zip(*patch[1]))
+            added.update((keyfn(m, s), (m, s)) for m, s in zip(*patch[2]))
+        for key, member, score in ops:
+            i = bisect_left(keys, key)
+            found = i < len(keys) and keys[i] == key
+            if base is not None:
+                _note(removed, added, key, (members[i], scores[i]) if found else None, member, score)
+            if score is None:
+                if found:
+                    del keys[i], members[i], scores[i]
+            elif found:
+                members[i], scores[i] = member, score
+            else:
+                keys.insert(i, key)
+                members.insert(i, member)
+                scores.insert(i, score)
+        if base is not None and self._patchable(len(removed) + len(added), len(keys)):
+            return [self._emit_patched(base, removed, added, keys, members, scores)]
+        return self._emit_leaves(keys, members, scores)
+
+    def _patchable(self, changes: int, size: int) -> bool:
+        """Whether an entry set of ``size`` entries that differs from its stored base in ``changes`` entries is written
+        as a patch: few changes, and a fill that needs no split nor merge."""
+        least, most = self.leaf_fill
+        return changes <= self.patch_most and least <= size <= most
+
+    def _emit_patched(
+        self,
+        base: str,
+        removed: dict[Any, tuple[str, Any]],
+        added: dict[Any, tuple[str, Any]],
+        keys: list[Any],
+        members: list[str],
+        scores: list[Any],
+    ) -> Summary:
+        """A patched entry set: the entry set ``members`` and ``scores`` make, stored as its changes on ``base``."""
+        node_id = f"{base}{JOIN}{new_id(self.epoch)}"
+        gone = [removed[k] for k in sorted(removed)]
+        new = [added[k] for k in sorted(added)]
+        patch = (base, _columns(gone), _columns(new))
+        self.new[node_id] = Leaf(tuple(keys), tuple(members), tuple(scores), patch)
+        if self.dense:
+            return (node_id, len(keys), members[0], scores[0], len(set(scores)), scores[-1])
+        return (node_id, len(keys), members[0], scores[0], None, None)
+
     def _flush_full(self) -> None:
         """Hand the full entry sets this commit made to ``flush``, once ``FLUSH_LEAVES`` of them wait."""
         full_leaves = [i for i, node in self.new.items() if node.height == 0 and not self._underfull(node)]
@@ -270,9 +346,12 @@ class Writer:
         encoded = {}
         for node_id in full_leaves:
             node = self.new.pop(node_id)
-            encoded[node_id] = node.encode()
-            self.flushed[0] += len(node)
-            self.flushed[1] += weight_of(encoded[node_id])
+            data = encoded[stored_id(node_id)] = node.encode()
+            if node.patch is None:
+                self.flushed[0] += len(node)
+                self.flushed[1] += weight_of(data)
+            else:
+                self._flushed_bases.add(node.patch[0])
         self.flush(encoded)
 
     def _merge_underfull(self, children: list[Summary], height: int) -> None:
@@ -327,20 +406,61 @@ class Writer:
         return (None, 0, 0) if root is None else (root[0], height, root[1])
 
     def encoded(self, keyspace: Keyspace) -> dict[str, bytes]:
-        """The new nodes as store key -> bytes."""
-        nodes = {keyspace.node(node_id): node.encode() for node_id, node in self.new.items()}
+        """The new nodes as store key -> bytes (a patched entry set's: its patch)."""
+        nodes = {keyspace.node(stored_id(node_id)): node.encode() for node_id, node in self.new.items()}
         nodes.update((keyspace.node(node_id), data) for node_id, data in self.built.items())
         return nodes
 
 
+def _columns(entries: list[tuple[str, Any]]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    return tuple(m for m, _ in entries), tuple(s for _, s in entries)
+
+
+def _note(
+    removed: dict[Any, tuple[str, Any]],
+    added: dict[Any, tuple[str, Any]],
+    key: Any,
+    held: tuple[str, Any] | None,
+    member: str,
+    score: Any,
+) -> None:
+    """Record one op (``score`` ``None``: delete) in a patch's ``removed`` and ``added`` entries (of its base, and not
+    in it), given the entry ``held`` at ``key`` before the op (``None``: none)."""
+    if score is None:
+        if held is not None:
+            if key in added:
+                del added[key]
+            else:
+                removed[key] = held
+    elif held is not None:
+        if key in added:
+            added[key] = (member, score)
+        elif held[0] != member or not same(held[1], score):
+            removed[key] = held
+            added[key] = (member, score)
+    else:
+        was = removed.get(key)
+        if was is not None and was[0] == member and same(was[1], score):
+            del removed[key]
+        else:
+            added[key] = (member, score)
+
+
+def patches_fit(chunk_size: int, limit: int | None) -> bool:
+    """Whether a store of values of up to ``limit`` bytes holds manifests of patched entry sets (two ids per child):
+    else merges write entry sets whole, as before patches, whatever chunk size the set was made with."""
+    return limit is None or largest_node_bytes(chunk_size, patched=True) <= limit
+
+
 @functools.lru_cache(maxsize=16)
-def largest_node_bytes(chunk_size: int) -> int:
+def largest_node_bytes(chunk_size: int, patched: bool = False) -> int:
     """The size of the largest node a set of ``chunk_size`` can store: an entry set or a score tree's manifest full of
-    the longest members, scores, counts and node ids, encoded as mdss encodes them."""
+    the longest members, scores, counts and node ids (with ``patched``, two per child), encoded as mdss encodes them."""
     member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
     members, numbers = [member] * chunk_size, [number] * chunk_size
     leaf = encode_leaf(members, numbers, compress=False)  # the largest: what does not compress is stored as it is
-    manifest = encode_manifest(64, [node_id] * chunk_size, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
+    ids = [f"{node_id}{JOIN}{node_id}" if patched else node_id] * chunk_size  # a patched entry set: two ids
+    manifest = encode_manifest(64, ids, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
     return max(len(leaf), len(manifest))
 
 

@@ -1,14 +1,16 @@
 """docs/format.md is enough to read what mdss stores: a reader written from it alone, with msgpack, zlib
-and lz4 and without mdss, decodes the format-2, 3 and 4 test vectors (tests/data/format/v2/, v3/, v4/)
+and lz4 and without mdss, decodes the format-2, 3, 4 and 5 test vectors (tests/data/format/v2/ to v5/)
 and finds in them exactly what mdss answered when it stored them.
 
 For each vector: every key follows the key grammar, every value carries its CRC-32 seal and decodes
 to the fields listed in ``decoded``; for a sorted set, the trees the head names hold every stored
 node, in order, with manifests that agree with their children (in format 3, the score tree's also
-in distinct scores and last scores), and the score tree read left to right is the list of entries
-with their ranks, the member index the same pairs by member; in format 3, the dense rank of every
-entry found by descending the manifests is the naive one; for a top-N set, the entries best first.
-This module must not import mdss.
+in distinct scores and last scores; in format 5, a child ``base+patch`` is the entry set ``base``
+with the patch applied), and the score tree read left to right is the list of entries with their
+ranks, the member index the same pairs by member, and descending it finds each member's score; in
+format 3, the dense rank of every entry found by descending the manifests is the naive one; for a
+top-N set, the entries best first. The reader does not import mdss: only
+``test_mdss_reads_the_format_5_vectors`` does, to check that mdss reads the same entries.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import json
 import pathlib
 import re
 import zlib
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -25,12 +29,14 @@ import lz4.block
 import msgpack
 import pytest
 
-VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[234]/*.json"))
+VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[2345]/*.json"))
 NAMESPACE = "mdss"
 #: docs/format.md, "Keys": a set's head, its nodes and garbage notes, a top-N set.
 KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t)|(?P<marker>m))")
 #: docs/format.md, "Node ids": gc epoch in hex, a dot, 11 hex digits of milliseconds, 16 random hex digits.
 NODE_ID = re.compile(r"(?P<epoch>[0-9a-f]{1,16})\.(?P<ms>[0-9a-f]{11})[0-9a-f]{16}")
+#: docs/format.md, "Patched leaves": a child of a format-5 manifest may be two node ids joined by this.
+JOIN = "+"
 #: Characters a percent-encoded set name or namespace keeps as they are.
 UNRESERVED = re.compile(r"[A-Za-z0-9\-_.~!$&'()*+,;=@%]+")
 
@@ -92,6 +98,11 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
         elif expected["kind"] == "topn":
             assert found[:3] == [fields["format"], fields["n"], fields["order"]] == [2, vector["n"], vector["order"]]
             assert found[3] == fields["members"] and typed(found[4]) == typed([score(s) for s in fields["scores"]])
+        elif expected["kind"] == "patch":  # docs/format.md, "Patch": format 5, kind 6
+            assert vector["format"] >= 5 and found[:2] == [fields["format"], 6] == [5, 6] and len(found) == 6
+            assert found[2] == fields["removed_members"] and found[4] == fields["added_members"]
+            assert typed(found[3]) == typed([score(s) for s in fields["removed_scores"]])
+            assert typed(found[5]) == typed([score(s) for s in fields["added_scores"]])
         elif expected["kind"] == "leaf":
             formats = (2, 4) if vector["format"] >= 4 else (2,)
             assert found[:2] == [fields["format"], 0] and fields["format"] in formats
@@ -105,9 +116,12 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
                 fields[f] for f in ("height", "ids", "counts", "first_members")
             ]
             assert typed(found[6]) == typed([score(s) for s in fields["first_scores"]])
-            if fields["format"] == 3:  # docs/format.md, "Manifest": distinct scores and last score per child
-                assert vector["format"] >= 3 and found[7] == fields["distincts"]
-                assert typed(found[8]) == typed([None if s is None else score(s) for s in fields["last_scores"]])
+            if fields["format"] in (3, 5):  # docs/format.md, "Manifest": distinct scores and last score per child
+                assert vector["format"] >= fields["format"] and found[7] == fields["distincts"] and len(found) == 9
+                if fields["last_scores"] is None:  # format 5, member index
+                    assert fields["format"] == 5 and found[7] is None is found[8]
+                else:
+                    assert typed(found[8]) == typed([None if s is None else score(s) for s in fields["last_scores"]])
             else:
                 assert fields["format"] == 2 and len(found) == 7
         damaged = bytearray(value)
@@ -133,29 +147,78 @@ def distinct(scores: list[Any]) -> int:
     return sum(1 for i, s in enumerate(scores) if i == 0 or s != scores[i - 1])
 
 
-def walk(store: dict[str, bytes], prefix: str, root: str | None, height: int) -> tuple[list[list[Any]], set[str]]:
-    """Every leaf's ``[member, score]`` pairs under ``root``, left to right, and the keys visited.
+Key = Callable[[str, Any], Any]
+
+
+def tree_key(order: str | None) -> Key:
+    """A tree's key order (docs/format.md, "Scores and order"): the set's sort key in the score tree (``order``), the
+    member's UTF-8 bytes in the member index (``None``)."""
+    if order is None:
+        return lambda member, _: member.encode("utf-8")
+    return lambda member, s: sort_key(order, member, s)
+
+
+def leaf(store: dict[str, bytes], prefix: str, child: str, key: Key) -> tuple[list[list[Any]], set[str]]:
+    """A leaf's ``[member, score]`` pairs and the ids of the stored nodes it is made of.
+
+    docs/format.md, "Patched leaves": a child ``base+patch`` is the leaf ``base`` with each of the patch's removed
+    entries removed (each is in ``base``, same member, score of the same value and type), then each added entry
+    inserted in key order (none is there already).
+    """
+    base, _, patch_id = child.partition(JOIN)
+    node = entry_set(unseal(store[prefix + "n:" + base])[0])
+    assert node[:2] == [2, 0] and len(node[2]) == len(node[3]) and len(node) == 4, "a patch is never read alone"
+    pairs = [list(pair) for pair in zip(node[2], node[3])]
+    if not patch_id:
+        return pairs, {base}
+    assert JOIN not in patch_id, "a patched child is two node ids"
+    patch, _ = unseal(store[prefix + "n:" + patch_id])
+    version, kind, removed_members, removed_scores, added_members, added_scores = patch
+    assert (version, kind) == (5, 6)
+    assert len(removed_members) == len(removed_scores) and len(added_members) == len(added_scores)
+    for members, scores in ((removed_members, removed_scores), (added_members, added_scores)):
+        keys = [key(m, s) for m, s in zip(members, scores)]
+        assert all(a < b for a, b in zip(keys, keys[1:])), "each array of a patch is in the tree's key order"
+    for member, s in zip(removed_members, removed_scores):
+        [i] = [i for i, (m, x) in enumerate(pairs) if m == member and x == s and type(x) is type(s)]
+        del pairs[i]
+    keys = [key(m, x) for m, x in pairs]
+    for member, s in zip(added_members, added_scores):
+        i = bisect_left(keys, key(member, s))
+        assert i == len(keys) or keys[i] != key(member, s), "an added entry is not in the leaf already"
+        keys.insert(i, key(member, s))
+        pairs.insert(i, [member, s])
+    return pairs, {base, patch_id}
+
+
+def walk(
+    store: dict[str, bytes], prefix: str, root: str | None, height: int, order: str | None
+) -> tuple[list[list[Any]], set[str]]:
+    """Every leaf's ``[member, score]`` pairs under ``root``, left to right, and the keys visited, in the score tree
+    of a set of ``order``, or the member index (``None``).
 
     Checks what docs/format.md promises of a tree: heights count down to 0 at the leaves, a
     manifest's count of a child is the child's number of entries and its first entry the child's
-    first; a format-3 manifest's distinct scores and last score of a child are the child's.
+    first; a format-3 manifest's distinct scores and last score of a child are the child's; only a
+    format-5 manifest of height 1 names patched leaves, and in the member index it has no distincts.
     """
     if root is None:
         assert height == 0
         return [], set()
-    node, _ = unseal(store[prefix + "n:" + root])
     if height == 0:
-        node = entry_set(node)
-        assert node[:2] == [2, 0] and len(node[2]) == len(node[3])
-        return [list(pair) for pair in zip(node[2], node[3])], {root}
+        return leaf(store, prefix, root, tree_key(order))
+    node, _ = unseal(store[prefix + "n:" + root])
     version, kind, node_height, ids, counts, first_members, first_scores, *dense = node
     assert (kind, node_height) == (1, height) and len(ids) == len(counts) == len(first_members) == len(first_scores)
-    assert (version, len(dense)) in ((2, 0), (3, 2))
-    distincts, lasts = dense or ([None] * len(ids), [None] * len(ids))
+    assert (version, len(dense)) in ((2, 0), (3, 2), (5, 2))
+    assert (version == 5) == any(JOIN in i for i in ids) and (version != 5 or height == 1)
+    if version == 5 and order is None:
+        assert dense == [None, None]
+    distincts, lasts = dense if dense and dense[0] is not None else ([None] * len(ids), [None] * len(ids))
     pairs: list[list[Any]] = []
     seen = {root}
     for child, count, member, s, d, last in zip(ids, counts, first_members, first_scores, distincts, lasts):
-        below, visited = walk(store, prefix, child, height - 1)
+        below, visited = walk(store, prefix, child, height - 1, order)
         assert len(below) == count and below[0] == [member, s]
         assert type(below[0][1]) is type(s)
         if d is not None:
@@ -183,8 +246,7 @@ def dense_rank(store: dict[str, bytes], prefix: str, head: dict[str, Any], s: An
             total += distincts[j] - (last is not None and last == first_scores[j])
             last = lasts[j]
         root, height = node[3][i], height - 1
-    leaf = entry_set(unseal(store[prefix + "n:" + root])[0])
-    for x in leaf[3]:
+    for _, x in leaf(store, prefix, root, tree_key(order))[0]:
         if not better(x, s):
             break
         total += last is None or x != last
@@ -192,18 +254,40 @@ def dense_rank(store: dict[str, bytes], prefix: str, head: dict[str, Any], s: An
     return total + 1
 
 
-@pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "sortedset"], ids=name)
+def member_score(store: dict[str, bytes], prefix: str, head: dict[str, Any], member: str) -> Any:
+    """docs/format.md, "Reading a tree": a member's score, found by descending the member index (in each manifest,
+    the last child whose first member is <= the member, by UTF-8 bytes); ``None`` if it is no member."""
+    root, height, _ = head["member"]
+    if root is None:
+        return None
+    wanted = member.encode("utf-8")
+    while height:
+        node, _ = unseal(store[prefix + "n:" + root])
+        firsts = [m.encode("utf-8") for m in node[5]]
+        root, height = node[3][max(bisect_right(firsts, wanted) - 1, 0)], height - 1
+    found = [x for m, x in leaf(store, prefix, root, tree_key(None))[0] if m == member]
+    return found[0] if found else None
+
+
+def head_of(store: dict[str, bytes]) -> tuple[str, dict[str, Any]]:
+    """The prefix of a sorted set's keys (``…:``) and its head."""
+    [head_key] = [k for k in store if k.endswith(":h")]
+    return head_key[:-1], unseal(store[head_key])[0]
+
+
+SORTED_SETS = [p for p in VECTORS if load(p)[0]["kind"] == "sortedset"]
+
+
+@pytest.mark.parametrize("path", SORTED_SETS, ids=name)
 def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     vector, store = load(path)
-    [head_key] = [k for k in store if k.endswith(":h")]
-    prefix = head_key[:-1]
-    head, _ = unseal(store[head_key])
+    prefix, head = head_of(store)
     assert (head["order"], head["chunk"]) == (vector["order"], vector["chunk_size"])
     assert len(head["recent"]) <= min(head["gen"], 16) and head["epoch"] >= 1
     order = head["order"]
 
-    by_score, score_nodes = walk(store, prefix, head["score"][0], head["score"][1])
-    by_member, member_nodes = walk(store, prefix, head["member"][0], head["member"][1])
+    by_score, score_nodes = walk(store, prefix, head["score"][0], head["score"][1], order)
+    by_member, member_nodes = walk(store, prefix, head["member"][0], head["member"][1], None)
     assert head["score"][2] == head["member"][2] == len(by_score) == len(by_member) == vector["len"]
     keys = [sort_key(order, m, s) for m, s in by_score]
     assert all(a < b for a, b in zip(keys, keys[1:])), "the score tree is strictly in set order"
@@ -214,6 +298,9 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     expected = [[m, score(s), rank] for m, s, rank in vector["entries"]]
     found = [[m, s, rank] for rank, (m, s) in enumerate(by_score, start=1)]
     assert [typed(e) for e in found] == [typed(e) for e in expected]
+    for member, s, _ in expected:
+        assert typed([member_score(store, prefix, head, member)]) == typed([s])
+    assert member_score(store, prefix, head, "no such member") is None
     node_keys = {k[len(prefix) + 2 :] for k in store if k.startswith(prefix + "n:")}
     assert score_nodes | member_nodes == node_keys, "every stored node is in a tree, and every named node stored"
     for node_id in node_keys:
@@ -221,15 +308,60 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     chunk = head["chunk"]
     for node_id in node_keys:
         node, _ = unseal(store[prefix + "n:" + node_id])
+        if node[1] == 6:  # a patch (format 5): its leaf's size is checked below
+            assert vector["format"] >= 5 and node[0] == 5
+            continue
         if node[1] == 0 and node[0] == 4:  # compressed entry sets since format 4
             assert vector["format"] >= 4
             node = entry_set(node)
         assert len(node[2 if node[1] == 0 else 3]) <= chunk
-        assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] >= 3 else 2)
+        if node[1] == 1 and any(JOIN in i for i in node[3]):  # docs/format.md, "Patched leaves"
+            assert vector["format"] >= 5 and node[0] == 5
+            for child in (i for i in node[3] if JOIN in i):
+                key = tree_key(order if node_id in score_nodes else None)
+                assert max(chunk // 2, 1) <= len(leaf(store, prefix, child, key)[0]) <= chunk
+        else:
+            assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] >= 3 else 2)
     if vector["format"] >= 3:
         better = (lambda a, b: a > b) if order == "desc" else (lambda a, b: a < b)
         for _, s, _ in expected:
             assert dense_rank(store, prefix, head, s) == 1 + len({x for _, x, _ in expected if better(x, s)})
+
+
+def patched_children(vector: dict[str, Any]) -> tuple[int, int]:
+    """How many children ``base+patch`` the manifests of a vector's score tree and of its member index name."""
+    store = {key: base64.b64decode(value) for key, value in vector["store"].items()}
+    prefix, head = head_of(store)
+    counts = []
+    for tree in ("score", "member"):
+        nodes = walk(store, prefix, head[tree][0], head[tree][1], head["order"] if tree == "score" else None)[1]
+        manifests = (unseal(store[prefix + "n:" + i])[0] for i in nodes)
+        counts.append(sum(JOIN in i for node in manifests if node[1] == 1 for i in node[3]))
+    return counts[0], counts[1]
+
+
+def test_the_format_5_vectors_patch_entry_sets_in_both_trees() -> None:
+    vectors = [load(p)[0] for p in SORTED_SETS if p.parent.name == "v5"]
+    patched = {v["name"]: patched_children(v) for v in vectors}
+    assert patched["patched"] >= (10, 10) and min(patched["patched compressed"]) >= 1
+    assert {v["order"] for v in vectors if max(patched[v["name"]])} == {"asc", "desc"}
+    patches = sum(d["kind"] == "patch" for v in vectors for d in v["decoded"].values())
+    assert patches == sum(map(sum, patched.values())), "each patch is named once"
+
+
+@pytest.mark.parametrize("path", [p for p in SORTED_SETS if p.parent.name == "v5"], ids=name)
+def test_mdss_reads_the_format_5_vectors(path: pathlib.Path) -> None:
+    """The same entries, read by mdss from a store holding the vector's values: the reader above agrees with it."""
+    import mdss  # only here: the tests above read the vectors without it
+
+    vector, values = load(path)
+    store = mdss.open_store("memory://")
+    for key, value in values.items():
+        store.put(key, value)
+    board = mdss.SortedSet(store, vector["name"])
+    expected = [(m, score(s), rank) for m, s, rank in vector["entries"]]
+    assert [typed(list(e)) for e in board.range(0, len(expected) + 1)] == [typed(list(e)) for e in expected]
+    assert board.check() == []
 
 
 @pytest.mark.parametrize("path", [p for p in VECTORS if load(p)[0]["kind"] == "topn"], ids=name)

@@ -92,8 +92,8 @@ def assert_bounded(store: Limited, chunk: int) -> None:
         if kind in BOUNDS:
             assert size <= BOUNDS[kind], (kind, size)
         else:
-            assert kind.startswith(("an entry set", "a tree manifest")), kind
-            assert size <= largest_node_bytes(chunk), (kind, size)
+            assert kind.startswith(("an entry set", "a tree manifest", "a patch of an entry set")), kind
+            assert size <= largest_node_bytes(chunk, patched=True), (kind, size)  # a patch: at most an entry set
     assert store.longest_manifest <= _log.PAGE_SEGS
 
 

@@ -38,7 +38,7 @@ from mdss import _codec
 
 #: The newest format the imported mdss writes: format 3 (``_codec.DENSE``) changed only score tree manifests, format 4
 #: (``_codec.ZIPPED``) only entry sets (compressed).
-FORMAT = getattr(_codec, "ZIPPED", getattr(_codec, "DENSE", _codec.FORMAT))
+FORMAT = getattr(_codec, "PATCHED", getattr(_codec, "ZIPPED", getattr(_codec, "DENSE", _codec.FORMAT)))
 
 HERE = pathlib.Path(__file__).resolve().parent
 BIG = 2**63 - 1
