@@ -117,6 +117,7 @@ class Writer:
         if node is None:
             node = self.tree.source.load_one(node_id, self.tree.keyfn, height)
             self.replaced.append(node_id)
+            self._flushed_bases.discard(parts(node_id)[0])  # a patch this commit flushed, replaced after all
         return node
 
     @staticmethod
