@@ -1,7 +1,7 @@
 """Sets from 10^5 to 10^8 members on SQLite: load rate and peak memory, size, reads cold and warm, update cost.
 
     python benchmarks/massive.py [--sizes 100000,1000000,10000000,100000000] [--dir /work/tmp] [--updates 20000]
-                                 [--json benchmarks/results/massive.json]
+                                 [--age-most 20] [--json benchmarks/results/massive.json]
 
 For each N, in fresh processes (so that peak memory and a cold cache are each one's own):
 
@@ -11,9 +11,14 @@ For each N, in fresh processes (so that peak memory and a cold cache are each on
 2. **reads**: rank, a page of 25 at a random offset, and 25 around a member, each over 500 random members; cold is
    each call's first run in a process that has read nothing yet, warm the same calls again. p50 in µs, and round
    trips per call.
-3. **updates**: single ``add`` calls of random members to new scores, at least ``--updates`` and until the process
-   merged twice (each merge at the default log limit: up to 100,000 updates), with bytes written and round trips per
-   update from the store's counters.
+3. **updates**: first the set is *aged*: batches of 1,000 random updates (``add_many``, into the log like single
+   ones) until it merged about as often as it takes its entry sets' patches to reach their steady sizes (each entry
+   set takes ``patch_most`` changes before it is rewritten whole, at about ``log limit / entry sets`` changes per
+   merge: ``AGE`` times that many merges, at most ``--age-most``). A set fresh from a load has no patches, and its
+   first merges write small ones: measured then, a merge costs less than it will. Then single ``add`` calls of random
+   members to new scores, at least ``--updates`` and until the process merged ``MERGES`` times more (each merge at the
+   default log limit: up to 100,000 updates), with bytes written and round trips per update from the store's
+   counters.
 
 Bytes per member is the SQLite file's size after the load over N. The file is deleted after each N.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import random
@@ -33,11 +39,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mdss
+from mdss import _writer
 
 SAMPLES = 500
-#: The merges an update run includes at least: the first of a process that did not build the trees waits for a log a
-#: quarter longer (``mdss._commit.COLD_MERGE``), the second is a steady one.
-MERGES = 2
+#: The merges an update run includes at least, after the aging.
+MERGES = 3
+#: How many patch lifetimes (``patch_most`` changes per entry set) the aging spans.
+AGE = 1.5
 
 
 def _pairs(n: int) -> Iterator[tuple[str, int]]:
@@ -93,14 +101,30 @@ def _reads(path: str, n: int, out: Any) -> None:
     out.put(result)
 
 
-def _updates(path: str, n: int, least: int, out: Any) -> None:
+def _age_merges(sset: mdss.SortedSet, n: int, most: int) -> int:
+    """The merges that bring the patches of a set of ``n`` members fresh from a load to their steady sizes."""
+    leaves = n / sset.chunk_size
+    per_merge = sset.info()["log_limit"] / leaves  # changes per entry set per merge, in the member index
+    return min(most, math.ceil(AGE * _writer.patch_most(sset.chunk_size) / per_merge))
+
+
+def _updates(path: str, n: int, least: int, age_most: int, out: Any) -> None:
     store = mdss.open_store(f"sqlite:///{path}")
     sset = mdss.SortedSet(store, "s")
     rng = random.Random(3)
+    aged, t = _age_merges(sset, n, age_most), time.perf_counter()
+    curve, mark, done = [], store.stats.snapshot(), 0  # bytes written per update in each merge's span of the aging
+    while sset.merges < aged:
+        sset.add_many([(f"m{rng.randrange(n):09d}", rng.randrange(10 * n)) for _ in range(1000)])
+        done += 1000
+        if sset.merges > len(curve):
+            curve.append(round(store.stats.since(mark)["bytes_written"] / done))
+            mark, done = store.stats.snapshot(), 0
+    aging_s = time.perf_counter() - t
     before = store.stats.snapshot()
     t = time.perf_counter()
     count = 0
-    while count < least or sset.merges < MERGES:
+    while count < least or sset.merges < aged + MERGES:
         for _ in range(1000):
             sset.add(f"m{rng.randrange(n):09d}", rng.randrange(10 * n))
         count += 1000
@@ -108,8 +132,12 @@ def _updates(path: str, n: int, least: int, out: Any) -> None:
     spent = store.stats.since(before)
     out.put(
         {
+            "aged_merges": aged,
+            "aging_bytes_per_update": curve,
+            "aging_s": aging_s,
+            "log_limit": sset.info()["log_limit"],
             "updates": count,
-            "merges": sset.merges,
+            "merges": sset.merges - aged,
             "updates_per_s": count / took,
             "bytes_written_per_update": spent["bytes_written"] / count,
             "round_trips_per_update": spent["calls"] / count,
@@ -133,7 +161,7 @@ def _in_child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
     return found
 
 
-def measure(n: int, directory: str, updates: int) -> dict[str, Any]:
+def measure(n: int, directory: str, updates: int, age_most: int) -> dict[str, Any]:
     path = os.path.join(directory, f"massive-{n}.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -143,7 +171,7 @@ def measure(n: int, directory: str, updates: int) -> dict[str, Any]:
         print(f"{n:,}: load {row['load_per_s']:,.0f}/s, peak {row['peak_rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
         row["bytes_per_member"] = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)) / n
         row["reads"] = _in_child(_reads, path, n)
-        row["updates"] = _in_child(_updates, path, n, updates)
+        row["updates"] = _in_child(_updates, path, n, updates, age_most)
         return row
     finally:
         for suffix in ("", "-wal", "-shm"):
@@ -161,6 +189,7 @@ def report(row: dict[str, Any]) -> str:
             for k, v in reads.items()
         )
         + f"  update {up['bytes_written_per_update']:,.0f} B {up['round_trips_per_update']:.2f} RT"
+        + f" (after {up['aged_merges']} merges of aging)"
     )
 
 
@@ -169,11 +198,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000,10000000,100000000")
     parser.add_argument("--dir", default=".", help="where the SQLite files (and a load's spill) go")
     parser.add_argument("--updates", type=int, default=20_000)
+    parser.add_argument("--age-most", type=int, default=20, help="the most merges the aging runs")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     rows = []
     for n in map(int, args.sizes.split(",")):
-        row = measure(n, args.dir, args.updates)
+        row = measure(n, args.dir, args.updates, args.age_most)
         rows.append(row)
         print(report(row), flush=True)
         if args.json:
