@@ -171,7 +171,8 @@ def measure(n: int, directory: str, updates: int, age_most: int) -> dict[str, An
         print(f"{n:,}: load {row['load_per_s']:,.0f}/s, peak {row['peak_rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
         row["bytes_per_member"] = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)) / n
         row["reads"] = _in_child(_reads, path, n)
-        row["updates"] = _in_child(_updates, path, n, updates, age_most)
+        if updates:
+            row["updates"] = _in_child(_updates, path, n, updates, age_most)
         return row
     finally:
         for suffix in ("", "-wal", "-shm"):
@@ -180,7 +181,7 @@ def measure(n: int, directory: str, updates: int, age_most: int) -> dict[str, An
 
 
 def report(row: dict[str, Any]) -> str:
-    reads, up = row["reads"], row["updates"]
+    reads, up = row["reads"], row.get("updates")
     return (
         f"{row['members']:>12,}  load {row['load_per_s']:>9,.0f}/s  peak {row['peak_rss_mb']:>6,.0f} MB  "
         f"{row['bytes_per_member']:5.1f} B/member  "
@@ -188,8 +189,12 @@ def report(row: dict[str, Any]) -> str:
             f"{k} {v['cold_p50_us']:,.0f}/{v['warm_p50_us']:,.0f} us ({v['round_trips_cold']:.1f} RT)"
             for k, v in reads.items()
         )
-        + f"  update {up['bytes_written_per_update']:,.0f} B {up['round_trips_per_update']:.2f} RT"
-        + f" (after {up['aged_merges']} merges of aging)"
+        + (
+            f"  update {up['bytes_written_per_update']:,.0f} B {up['round_trips_per_update']:.2f} RT"
+            f" (after {up['aged_merges']} merges of aging)"
+            if up
+            else ""
+        )
     )
 
 
@@ -197,7 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000,10000000,100000000")
     parser.add_argument("--dir", default=".", help="where the SQLite files (and a load's spill) go")
-    parser.add_argument("--updates", type=int, default=20_000)
+    parser.add_argument("--updates", type=int, default=20_000, help="at least this many single updates; 0: none")
     parser.add_argument("--age-most", type=int, default=20, help="the most merges the aging runs")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()

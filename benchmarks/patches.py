@@ -10,9 +10,12 @@ sets``. A set of 10^8 members merges 100,000 updates (``LOG_MAX``) into 10^5 ent
 (each entry set takes ``patch_most`` changes, 44 of 1,000, before it is written whole). ``log_limit=100`` is 10^9's
 ratio. For each limit, in a fresh process on a SQLite file holding ``--members`` members loaded as
 ``benchmarks/massive.py`` loads them: aging by batches of random updates (``add_many``, into the log like single ones)
-over ``AGE`` patch lifetimes, then single ``add`` calls through ``MERGES`` merges, with bytes written and round trips
-per update from the store's counters; the same without patches (``mdss._writer.patch_most`` at -1). Then, in another
-fresh process, ``massive.py``'s reads (rank, page, around; cold and warm p50) of the set the updates left.
+over ``AGE`` patch lifetimes (the merges from an entry set's whole write to its next), then single ``add`` calls
+through a whole lifetime (at least ``MERGES`` merges: a patch's cost grows over its lifetime, and entry sets
+patched together are written whole together, so a shorter window sees one phase of that cycle), with bytes written
+and round trips per update from the store's counters; the same without patches (``mdss._writer.patch_most`` at
+-1). Then, in another fresh process, ``massive.py``'s reads (rank, page, around; cold and warm p50) of the set the
+updates left.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ def _run(path: str, n: int, limit: int, patches: bool, out: Any) -> None:
     mdss.SortedSet.load(store, "s", massive._pairs(n))
     sset = mdss.SortedSet(store, "s", log_limit=limit)
     per_merge = limit / (n / sset.chunk_size)
-    aged = math.ceil(AGE * _writer.patch_most(sset.chunk_size) / per_merge) if patches else 2
+    lifetime = math.ceil(_writer.patch_most(sset.chunk_size) / per_merge)  # merges from one whole write to the next
+    aged = math.ceil(AGE * lifetime) if patches else 2
+    measured = max(MERGES, lifetime)
     rng = random.Random(3)
     batch = min(1000, limit // 2)  # a batch of log_limit or more would go straight into the trees, not merge
     t = time.perf_counter()
@@ -48,7 +53,7 @@ def _run(path: str, n: int, limit: int, patches: bool, out: Any) -> None:
         sset.add_many([(f"m{rng.randrange(n):09d}", rng.randrange(10 * n)) for _ in range(batch)])
     aging_s = time.perf_counter() - t
     before, count = store.stats.snapshot(), 0
-    while count < 2000 or sset.merges < aged + MERGES:
+    while count < 2000 or sset.merges < aged + measured:
         for _ in range(100):
             sset.add(f"m{rng.randrange(n):09d}", rng.randrange(10 * n))
         count += 100
