@@ -134,8 +134,9 @@ class Leaf:
 
 
 def cached_weight(node: Node, data: bytes) -> int:
-    """What a node a commit stored as ``data`` counts for in the node cache: its bytes (``weight_of``), or for a
-    patched entry set, which holds a whole entry set, that entry set's weight (:func:`weight`) and the patch's."""
+    """What a node counts for in the node cache, whether read or just written: its stored bytes ``data``
+    (``weight_of``), or for a patched entry set (``data`` its patch), the whole entry set's weight (:func:`weight`)
+    and the patch's bytes."""
     if node.height or node.patch is None:
         return weight_of(data)
     return weight(0, node.members) + len(data)
@@ -176,16 +177,17 @@ def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Le
 
 def assemble(node_id: str, keys: Sequence[str], datas: Sequence[bytes | None], keyfn: KeyFn) -> tuple[Node, int]:
     """The node a child id names, from its stored values (``keys``, ``datas``: one node, or an entry set and its
-    patch), and its weight in the node cache (``mdss._codec.weight_of``; a patched entry set's: base's and patch's)."""
+    patch), and its weight in the node cache (:func:`cached_weight`)."""
     for key, data in zip(keys, datas):
         if data is None:
             raise MissingNodeError("a node the head names is missing", key)
-    node, size = decode(keys[0], datas[0], keyfn), weight_of(datas[0])  # type: ignore[arg-type]
+    node = decode(keys[0], datas[0], keyfn)  # type: ignore[arg-type]
     if len(keys) == 1:
-        return node, size
+        return node, weight_of(datas[0])  # type: ignore[arg-type]
     if len(keys) != 2 or not isinstance(node, Leaf):
         raise CorruptDataError(f"a manifest names {node_id!r}, which is no patched entry set", keys[0])
-    return patched(node, parts(node_id)[0], keys[1], datas[1], keyfn), size + len(datas[1])  # type: ignore[arg-type]
+    leaf = patched(node, parts(node_id)[0], keys[1], datas[1], keyfn)  # type: ignore[arg-type]
+    return leaf, cached_weight(leaf, datas[1])  # type: ignore[arg-type]
 
 
 class Manifest:
