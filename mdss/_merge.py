@@ -24,6 +24,7 @@ from . import _garbage, _log, _publish, _snapshot, _writer
 from ._codec import encode_log_page, weight_of
 from ._engine import Engine
 from ._head import Head, Log, TreeRef
+from ._nodes import Leaf
 from ._snapshot import Snapshot
 from ._writer import Writer, patches_fit
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
@@ -171,7 +172,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
         _garbage.discard(engine, list(flushed))
         raise
     nodes = writer.encoded(engine.keys)
-    leaves = [(i, len(node)) for i, node in writer.new.items() if node.height == 0 and node.patch is None]
+    leaves = [(i, len(node)) for i, node in writer.new.items() if isinstance(node, Leaf) and node.patch is None]
     engine.measure(
         (sum(n for _, n in leaves) + writer.flushed[0]) // 2,
         sum(weight_of(nodes[engine.keys.node(i)]) for i, _ in leaves) + writer.flushed[1],

@@ -137,7 +137,7 @@ def cached_weight(node: Node, data: bytes) -> int:
     """What a node counts for in the node cache, whether read or just written: its stored bytes ``data``
     (``weight_of``), or for a patched entry set (``data`` its patch), the whole entry set's weight (:func:`weight`)
     and the patch's bytes."""
-    if node.height or node.patch is None:
+    if not isinstance(node, Leaf) or node.patch is None:
         return weight_of(data)
     return weight(0, node.members) + len(data)
 

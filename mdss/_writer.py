@@ -347,6 +347,7 @@ class Writer:
         encoded = {}
         for node_id in full_leaves:
             node = self.new.pop(node_id)
+            assert isinstance(node, Leaf)
             data = encoded[stored_id(node_id)] = node.encode()
             if node.patch is None:
                 self.flushed[0] += len(node)
