@@ -20,6 +20,7 @@ from ._head import Head
 from ._keys import Keyspace
 from ._order import Order
 from ._overlay import Overlays
+from ._recent import Recent
 from ._retry import COMMITS
 from ._writer import check_chunk_size
 from .exceptions import SettingsMismatchError
@@ -114,12 +115,15 @@ class Engine:
         node_bytes: int | None = None,
         on_start: Callable[[], None] = lambda: None,
         resolvers: Mapping[str, Resolver] | None = None,
+        max_staleness: float = 0.0,
         cache: NodeCache | None = None,
         stale: list[float] | None = None,
+        outer: Recent | None = None,
         trust_after: int = 0,
     ) -> None:
         """A set's options as ``SortedSet`` documents them; ``commit`` makes the group commit's commits. A shard's
-        engine shares ``cache`` and ``stale`` with the other shards, and trusts its held head after ``trust_after``."""
+        engine shares ``cache`` and ``stale`` with the other shards, makes its writes forget what the sharded set's
+        reads kept (``outer``), and trusts its held head after ``trust_after``."""
         self.store, self.name, self.keys = store, name, keys
         self.cache = NodeCache(cache_bytes) if cache is None else cache
         self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
@@ -128,7 +132,8 @@ class Engine:
         self.deletions = Deletions(store, gc_grace)
         self.writer = WriterState([0.0] if stale is None else stale, trust_after)
         self.reader = Overlays()
-        self.group = GroupCommit(lambda pendings: commit(self, pendings), max_batch, max_wait)
+        self.recent = Recent(max_staleness, outer)  # the head that reads within the bound reuse
+        self.group = GroupCommit(lambda pendings: self._commit(commit, pendings), max_batch, max_wait)
         self.resolvers = dict(resolvers or {})
         self.on_start = on_start  # a write made the head afresh (a shard's stores its set's settings again)
         self.commits = self.retries = self.merges = 0  # commits published, re-applied after a lost race; merges
@@ -137,6 +142,14 @@ class Engine:
         #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
         self.explicit = order is not None or chunk_size is not None
         self.settle(order or "desc", chunk_size or DEFAULT_CHUNK)
+
+    def _commit(self, commit: Callable[[Engine, list[Pending]], None], pendings: list[Pending]) -> None:
+        """Commit ``pendings``; then reads within a staleness bound forget the head they kept, whatever the outcome (a
+        lost reply may have landed): this object's writes are never invisible to its later reads."""
+        try:
+            commit(self, pendings)
+        finally:
+            self.recent.forget()
 
     @property
     def gc_grace(self) -> float:
@@ -194,10 +207,12 @@ class Engine:
         self.head_bytes, self.head = data, head
         self.writer.held = None if version is None else (Record((data,), version), head)
         self.explicit = True
+        self.recent.forget()
 
     def forget(self) -> None:
         """The head is gone (dropped): nothing decoded or held is current."""
         self.head_bytes = self.head = self.writer.held = None
+        self.recent.forget()
 
     def measure(self, entries: int, stored: int) -> None:
         """Record the stored bytes per member (both trees) seen in a load or a merge (``mdss._log.log_limit``)."""

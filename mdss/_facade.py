@@ -28,6 +28,7 @@ from ._order import (
     check_seconds,
     each_pair,
 )
+from ._recent import Recent
 from .exceptions import InvalidArgumentError
 from .stores.base import Stats, Store
 
@@ -66,6 +67,7 @@ def check_options(
     max_batch: int = 1,
     max_wait: float = 0.0,
     log_limit: int | None = None,
+    max_staleness: float = 0.0,
 ) -> None:
     """Refuse bad options of a set before anything is stored: a refused constructor leaves nothing behind."""
     if not isinstance(store, Store):
@@ -76,12 +78,22 @@ def check_options(
         raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
     check_count(cache_bytes, "cache_bytes")
     check_count(max_batch, "max_batch", least=1)
-    for what, seconds in (("gc_grace", gc_grace), ("retry_budget", retry_budget), ("max_wait", max_wait)):
+    for what, seconds in (
+        ("gc_grace", gc_grace),
+        ("retry_budget", retry_budget),
+        ("max_wait", max_wait),
+        ("max_staleness", max_staleness),
+    ):
         check_seconds(seconds, what)
     if max_attempts is not None:
         check_count(max_attempts, "max_attempts", least=1)
     if log_limit is not None:
         check_count(log_limit, "log_limit")
+
+
+def staleness(max_staleness: Any) -> float | None:
+    """A read's ``max_staleness``: ``None`` (the set's own) or a number of seconds (``mdss._recent``)."""
+    return None if max_staleness is None else check_seconds(max_staleness, "max_staleness")
 
 
 class SetMethods:
@@ -92,6 +104,7 @@ class SetMethods:
     chunk_size: int
     _order: Order
     _local: threading.local
+    _recent: Recent
     _read: Callable[..., Any]
     _count: Callable[..., int]
     _count_below: Callable[..., list[int]]
@@ -114,6 +127,12 @@ class SetMethods:
         """The store's counters of round trips and bytes (shared by every set on that store)."""
         return self.store.stats
 
+    @property
+    def read_age(self) -> float:
+        """How old, in seconds, the snapshot that this thread's last read used was when it answered: 0.0 for a read
+        of the head, up to ``max_staleness`` for one answered from the snapshot kept (no round trip)."""
+        return getattr(self._local, "recent", self._recent).age()  # a shard's, after a read of one shard
+
     # -- reads -------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -123,7 +142,7 @@ class SetMethods:
     def __contains__(self, member: object) -> bool:
         return self.score(member) is not None  # type: ignore[arg-type]
 
-    def score(self, member: str) -> Score | None:
+    def score(self, member: str, *, max_staleness: float | None = None) -> Score | None:
         """The member's score, or ``None``. O(log n); head + member index leaf when manifests are cached.
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
@@ -132,14 +151,14 @@ class SetMethods:
         (3, None)
         """
         member = check_member(member)
-        return self._read(lambda x: self._score(x, member))
+        return self._read(lambda x: self._score(x, member), staleness(max_staleness))
 
-    def scores(self, members: Iterable[str]) -> list[Score | None]:
+    def scores(self, members: Iterable[str], *, max_staleness: float | None = None) -> list[Score | None]:
         """The scores of many members (``None`` where absent), in one batched descent."""
         wanted = check_members(members)
-        return self._read(lambda x: self._find(x, wanted))
+        return self._read(lambda x: self._find(x, wanted), staleness(max_staleness))
 
-    def rank(self, member: str, *, ties: str = "ordinal") -> int | None:
+    def rank(self, member: str, *, ties: str = "ordinal", max_staleness: float | None = None) -> int | None:
         """The member's 1-based rank, or ``None`` if absent: O(log n), three round trips with manifests cached.
 
         ``ties="ordinal"``: ties broken by member, all ranks distinct; ``"competition"``: 1 + the members with a
@@ -163,9 +182,9 @@ class SetMethods:
             probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
             return self._rank_of(x, probe) + 1
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
-    def percentile(self, member: str) -> float | None:
+    def percentile(self, member: str, *, max_staleness: float | None = None) -> float | None:
         """The share of members with a strictly better score: ``(competition rank - 1) / len(self)``, 0.0 for the best
         (ties share it); ``None`` if the member is absent. Costs as :meth:`rank`.
 
@@ -181,9 +200,9 @@ class SetMethods:
                 return None
             return self._rank_of(x, self._order.first_key(score)) / self._count(x)
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
-    def at_percentile(self, p: float, *, ties: str = "ordinal") -> Entry | None:
+    def at_percentile(self, p: float, *, ties: str = "ordinal", max_staleness: float | None = None) -> Entry | None:
         """The entry at position ``floor(p * len)`` (``p`` from 0 to 1; the last for 1.0), whose :meth:`percentile` is
         at most ``p``; ``None`` for an empty set. Costs as :meth:`at`."""
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
@@ -198,14 +217,16 @@ class SetMethods:
             found = self._entries(x, at, at + 1, ties)
             return found[0] if found else None
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
-    def rank_of_score(self, score: Score) -> int:
+    def rank_of_score(self, score: Score, *, max_staleness: float | None = None) -> int:
         """The competition rank a member with ``score`` would have. Two round trips with manifests cached."""
         probe = self._order.first_key(check_score(score))
-        return self._read(lambda x: self._rank_of(x, probe) + 1)
+        return self._read(lambda x: self._rank_of(x, probe) + 1, staleness(max_staleness))
 
-    def range(self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal") -> list[Entry]:
+    def range(
+        self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal", max_staleness: float | None = None
+    ) -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
 
         O(log n + limit); with manifests cached, two round trips (heads, then the entry sets the page spans and those
@@ -214,13 +235,13 @@ class SetMethods:
         check_count(offset, "offset")
         check_count(limit, "limit")
         self._check_ties(ties)
-        return self._read(lambda x: self._entries(x, offset, offset + limit, ties))
+        return self._read(lambda x: self._entries(x, offset, offset + limit, ties), staleness(max_staleness))
 
-    def at(self, rank: int, *, ties: str = "ordinal") -> Entry | None:
+    def at(self, rank: int, *, ties: str = "ordinal", max_staleness: float | None = None) -> Entry | None:
         """The entry at a 1-based ordinal rank (position), or ``None`` past the end; its ``rank`` follows ``ties``."""
         if type(rank) is not int or rank < 1:
             raise InvalidArgumentError(f"rank must be an int >= 1, got {rank!r}")
-        found = self.range(rank - 1, 1, ties=ties)
+        found = self.range(rank - 1, 1, ties=ties, max_staleness=max_staleness)
         return found[0] if found else None
 
     def _score_bounds(self, x: Any, best: Score, worst: Score) -> tuple[int, int]:
@@ -231,7 +252,14 @@ class SetMethods:
         return start, stop
 
     def range_by_score(
-        self, best: Score, worst: Score, *, offset: int = 0, limit: int | None = None, ties: str = "ordinal"
+        self,
+        best: Score,
+        worst: Score,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> list[Entry]:
         """Entries scored from ``best`` to ``worst`` inclusive (``best`` is the higher bound for ``desc``), best first;
         ``offset`` and ``limit`` page within them."""
@@ -248,9 +276,9 @@ class SetMethods:
                 stop = min(stop, start + limit)
             return self._entries(x, start, stop, ties)
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
-    def count(self, best: Score, worst: Score) -> int:
+    def count(self, best: Score, worst: Score, *, max_staleness: float | None = None) -> int:
         """How many members have a score between ``best`` and ``worst`` inclusive. O(log n)."""
         best, worst = check_score(best), check_score(worst)
 
@@ -258,9 +286,17 @@ class SetMethods:
             start, stop = self._score_bounds(x, best, worst)
             return stop - start
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
-    def around(self, member: str, before: int = 5, after: int = 5, *, ties: str = "ordinal") -> list[Entry]:
+    def around(
+        self,
+        member: str,
+        before: int = 5,
+        after: int = 5,
+        *,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
+    ) -> list[Entry]:
         """The entries around ``member`` (it included), or ``[]`` if it is absent; ranks follow ``ties``."""
         member = check_member(member)
         check_count(before, "before")
@@ -276,7 +312,7 @@ class SetMethods:
             position = self._rank_of(x, key)
             return self._entries(x, max(position - before, 0), position + after + 1, ties)
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
     def __iter__(self) -> Iterator[Entry]:
         """Every entry in order, a :meth:`page` of ``chunk_size`` at a time."""
@@ -296,6 +332,7 @@ class SetMethods:
         score: Score | None = None,
         ties: str | None = None,
         max_error: int | None = None,
+        max_staleness: float | None = None,
     ) -> _estimate.Estimate | None:
         """An estimated 1-based rank with bounds that always hold: ``low <= rank() <= high``.
 
@@ -325,10 +362,15 @@ class SetMethods:
             probe = self._estimate_probe(x, member, score, ties or "competition")
             return None if probe is None else _estimate.as_rank(self._estimate_below(x, probe, max_error))
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
     def estimate_percentile(
-        self, member: str | None = None, *, score: Score | None = None, max_error: float | None = None
+        self,
+        member: str | None = None,
+        *,
+        score: Score | None = None,
+        max_error: float | None = None,
+        max_staleness: float | None = None,
     ) -> _estimate.Percentile | None:
         """The estimated :meth:`percentile` of ``member`` or ``score`` (0.0 for an empty set; ``None`` for an absent
         member). ``low <= exact <= high``; bounds wider than ``max_error`` (a fraction) are made exact. Costs as
@@ -352,7 +394,7 @@ class SetMethods:
             keys = None if max_error is None else max_error * total
             return _estimate.as_percentile(self._estimate_below(x, probe, keys), total)
 
-        return self._read(run)
+        return self._read(run, staleness(max_staleness))
 
     def _estimate_probe(self, x: Any, member: str | None, score: Score | None, ties: str) -> Any:
         """The score tree probe of an estimate: the member's key (or its score's), or a score's first key."""

@@ -22,11 +22,12 @@ from ._allkeys import AllKeys
 from ._cache import NodeCache
 from ._codec import MAX_SHARDS, Settings
 from ._engine import Engine
-from ._facade import TIES, Page, SetMethods, check_options, new_entry
+from ._facade import TIES, Page, SetMethods, check_options, new_entry, staleness
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import Keyspace, shard_keyspace, shard_parts
 from ._order import Entry, Order, Score, add_scores, check_choice, check_member, check_score
+from ._recent import Recent
 from ._tree import Tree
 from ._writer import check_chunk_size
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, MissingNodeError, SettingsMismatchError
@@ -100,9 +101,12 @@ class ShardedSet(SetMethods):
         order: str | None = None,
         chunk_size: int | None = None,
         cache_bytes: int = 64 << 20,
+        max_staleness: float = 0.0,
         **options: Any,
     ) -> None:
-        check_options(store, order=order, chunk_size=chunk_size, cache_bytes=cache_bytes, **options)
+        check_options(
+            store, order=order, chunk_size=chunk_size, cache_bytes=cache_bytes, max_staleness=max_staleness, **options
+        )
         self.store, self.name = store, name
         #: Where the set lives in the store: its settings record (its shards' keys are the engines').
         self.keys = Keyspace(store.namespace, name)
@@ -117,6 +121,7 @@ class ShardedSet(SetMethods):
         # True while the settings record may be missing (after drop(), or a failed _restore): the next write stores it.
         self._resettle = False
         stale = [0.0]  # how often held heads had moved: alike on every shard (mdss._engine.WriterState.learn)
+        self._recent = Recent(max_staleness)  # every shard's head bytes, kept for reads within the bound
         #: The engines this set is a facade over, one per shard.
         self.engines = [
             Engine(
@@ -128,6 +133,7 @@ class ShardedSet(SetMethods):
                 chunk_size=settings.chunk,
                 cache=self._cache,
                 stale=stale,
+                outer=self._recent,
                 trust_after=TRUST_AFTER,
                 on_start=self._restore,
                 **options,
@@ -202,8 +208,15 @@ class ShardedSet(SetMethods):
 
     # -- snapshots: the hooks of mdss._facade -----------------------------------------
 
-    def _gather(self) -> tuple[list[bytes | None], Gather]:
-        """One snapshot of every shard: their heads in one ``get_many``."""
+    def _gather(self, max_staleness: float | None = None) -> tuple[list[bytes | None], Gather]:
+        """One snapshot of every shard: their heads in one ``get_many``, or those read last if at most ``max_staleness``
+        seconds old (``None``: the set's bound; ``mdss._recent``)."""
+        recent = self._local.recent = self._recent  # read_age
+        kept = recent.within(max_staleness)
+        if kept is not None:
+            datas, parts = kept
+            return datas, Gather([part.seen() for part in parts], self.store, self._cache, self._order.key)
+        began = recent.begin()
         datas = self.store.get_many(self._head_keys)
         engines = self.engines
         unseen = [i for i, data in enumerate(datas) if data is None and engines[i].head is None]
@@ -215,6 +228,7 @@ class ShardedSet(SetMethods):
             Part.of(e, _snapshot.snapshot(e)) if i in marked else self._part(i, d)
             for i, (e, d) in enumerate(zip(engines, datas))
         ]
+        recent.keep((datas, parts), began)
         return datas, Gather(parts, self.store, self._cache, self._order.key)
 
     def _part(self, i: int, data: bytes | None) -> Part:
@@ -234,9 +248,10 @@ class ShardedSet(SetMethods):
         part = self._seen[i] = Part(engine, data, head, view)
         return part
 
-    def _read(self, fn: Callable[[Gather], T]) -> T:
-        """Run ``fn`` on one snapshot of every shard; if a node it needs was collected meanwhile, on newer heads."""
-        datas, g = self._gather()
+    def _read(self, fn: Callable[[Gather], T], max_staleness: float | None = None) -> T:
+        """Run ``fn`` on one snapshot of every shard (at most ``max_staleness`` seconds old: :meth:`_gather`); if a node
+        it needs was collected meanwhile, on newer heads."""
+        datas, g = self._gather(max_staleness)
         merged = self._all_keys
         keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them
         try:
@@ -248,6 +263,7 @@ class ShardedSet(SetMethods):
                     g.done()
                     return result
                 except MissingNodeError:
+                    self._recent.forget()  # the heads kept may be the ones whose nodes were collected
                     now, g = self._gather()
                     if now == datas:
                         raise MissingNodeError(
@@ -372,10 +388,14 @@ class ShardedSet(SetMethods):
 
     # -- reads -----------------------------------------------------------------------
 
-    def score(self, member: str) -> Score | None:
+    def score(self, member: str, *, max_staleness: float | None = None) -> Score | None:
         """The member's score, or ``None``: its shard alone (head, member index entry set)."""
         member = check_member(member)
-        return _snapshot.read(self.engines[shard_of(member, self.shards)], lambda snap: snap.index.get(member))
+        i, bound = shard_of(member, self.shards), staleness(max_staleness)
+        if (self._recent.bound if bound is None else bound) > 0:  # every shard's heads, as kept for such reads
+            return self._read(lambda g: g.index(g.parts[i]).get(member), bound)
+        self._local.recent = self.engines[i].recent  # read_age
+        return _snapshot.read(self.engines[i], lambda snap: snap.index.get(member))
 
     def info(self) -> dict[str, Any]:
         """The heads' facts: members, settings, and each shard's size, generation and tree heights."""
@@ -410,7 +430,9 @@ class ShardedSet(SetMethods):
 
         return self._read(run)
 
-    def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
+    def page(
+        self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal", max_staleness: float | None = None
+    ) -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
         The next page continues after the last entry returned, on the newest state: a member unchanged meanwhile is
@@ -430,7 +452,7 @@ class ShardedSet(SetMethods):
             entries = self._entries(g, position, position + limit, ties)
             return entries, position + len(entries), g.count
 
-        entries, end, total = self._read(run)
+        entries, end, total = self._read(run, staleness(max_staleness))
         if not entries or end >= total:
             return Page(entries, None)
         last = entries[-1]

@@ -71,12 +71,24 @@ def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | N
         engine.adopt(stored, order, chunk_size)
 
 
-def read(engine: Engine, fn: Callable[[Snapshot], T]) -> T:
-    """Run ``fn`` on a fresh snapshot; if a node it needs was collected meanwhile, on a newer one."""
-    snap = snapshot(engine)
+def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | None = None) -> T:
+    """Run ``fn`` on a snapshot: the one read last if it is at most ``max_staleness`` seconds old (``None``: the set's
+    bound; ``mdss._recent``), else a fresh one; if a node it needs was collected meanwhile, on a newer one."""
+    recent = engine.recent
+    held = recent.within(max_staleness)
+    if held is None:
+        began = recent.begin()
+        snap = snapshot(engine)
+        if snap.data is not None:
+            recent.keep(Record((snap.data,), snap.version), began)
+    else:
+        snap = snapshot(engine, known=(held,))
     try:
         return fn(snap)  # the common case, without the retry loop's bookkeeping
     except MissingNodeError:
+        if held is not None:  # a node of the kept head collected since: read fresh from here on
+            recent.forget()
+            return read(engine, fn)
         collected_meanwhile(engine, snap)
     for _ in engine.policy.attempts():
         snap = snapshot(engine)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from . import _check, _commit, _cursor, _estimate, _garbage, _load, _merge, _shards, _snapshot
 from ._engine import Engine, Resolver
-from ._facade import TIES, Page, SetMethods, check_options, new_entry
+from ._facade import TIES, Page, SetMethods, check_options, new_entry, staleness
 from ._keys import Keyspace
 from ._log import log_limit
 from ._order import Entry, Order, Score, check_choice
@@ -131,6 +131,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         """Become the facade of ``engine``, which takes the stored set's settings (one round trip)."""
         _snapshot.adopt_stored_settings(engine, options.get("order"), options.get("chunk_size"))
         self.store, self.name, self.engine = engine.store, engine.name, engine
+        self._recent = engine.recent
         self._local = threading.local()
         self._read = functools.partial(_snapshot.read, engine)  # the hook of mdss._facade, without a frame of its own
 
@@ -248,7 +249,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
             "log_limit": log_limit(self.engine, head),
         }
 
-    def page(self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal") -> Page:
+    def page(
+        self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal", max_staleness: float | None = None
+    ) -> Page:
         """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
 
         Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
@@ -263,10 +266,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
         self._check_ties(ties)
-
+        bound = staleness(max_staleness)
         if cursor is None:
             ranking, position, (members, scores) = self._read(
-                lambda snap: (snap.ranking, 0, _slice(snap.ranking, 0, limit, ties))
+                lambda snap: (snap.ranking, 0, _slice(snap.ranking, 0, limit, ties)), bound
             )
         else:
             state = _cursor.decode(self.engine.keys.prefix, self.name, cursor)
@@ -280,7 +283,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
                     at = snap.ranking.count_below([self._order.key_after(member, score)])[0]
                     return snap.ranking, at, _slice(snap.ranking, at, at + limit, ties)
 
-                ranking, position, (members, scores) = self._read(resume)
+                ranking, position, (members, scores) = self._read(resume, bound)
         entries = _ranked(self._order, ranking, position, members, scores, ties)
         position += len(entries)
         if position >= ranking.count or not entries:

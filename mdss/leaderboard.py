@@ -29,8 +29,9 @@ from ._board_settings import _LEGACY_EPOCH
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
 from ._codec import unpack
+from ._facade import staleness
 from ._keys import Keyspace, board_keyspace
-from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_member
+from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_member, check_seconds
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
 from .exceptions import ConflictError, InvalidArgumentError, InvalidMemberError, MdssError, SettingsMismatchError
@@ -98,9 +99,12 @@ class Leaderboard:
             now, node_bytes, post_id_ttl, options
         )
         self._now = self._now or time.time
+        #: How old a snapshot a view may answer from, by default (``mdss._recent``); posts always read fresh.
+        self.max_staleness = check_seconds(self._options.pop("max_staleness", 0.0), "max_staleness")
         self._sets: dict[str, SortedSet] = {}
         self._lock = threading.Lock()
         self._registered: set[str] = set()
+        self._last = threading.local()  # the Recent of the window this thread's last view read (read_age)
         found, self._legacy = _board_settings.stored_settings(store, name)
         self._registry = self._part_set("windows")
         self._post_ids: SortedSet | None = None
@@ -469,17 +473,29 @@ class Leaderboard:
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def _read(self, window: Any, fn: Callable[[Any], Any]) -> Any:
-        return _snapshot.read(self._set(self._instance(window)).engine, fn)
+    def _read(self, window: Any, fn: Callable[[Any], Any], max_staleness: Any = None) -> Any:
+        """``fn`` on a snapshot of ``window``: the one read last if at most ``max_staleness`` seconds old (``None``:
+        the board's ``max_staleness``), else a fresh one. Posts read fresh whatever the board's bound."""
+        bound = self.max_staleness if max_staleness is None else staleness(max_staleness)
+        engine = self._set(self._instance(window)).engine
+        self._last.recent = engine.recent
+        return _snapshot.read(engine, fn, bound)
+
+    @property
+    def read_age(self) -> float:
+        """How old, in seconds, the snapshot that this thread's last view used was (0.0: it read the head; as
+        :attr:`SortedSet.read_age`)."""
+        recent = getattr(self._last, "recent", None)
+        return 0.0 if recent is None else recent.age()
 
     @staticmethod
     def _ties(ties: Any) -> str:
         return check_choice(ties, TIES, "ties")
 
-    def row(self, owner: str, window: str | None = None) -> Row | None:
+    def row(self, owner: str, window: str | None = None, *, max_staleness: float | None = None) -> Row | None:
         """View 2: the owner's row in a window (the current instance of a kind, or a named instance)."""
         owner = self._owner(owner)
-        return self._read(window, lambda snap: views.rows_of(snap, [owner])[0])
+        return self._read(window, lambda snap: views.rows_of(snap, [owner])[0], max_staleness)
 
     def positions(
         self,
@@ -489,6 +505,7 @@ class Leaderboard:
         ties: str = "ordinal",
         estimate: bool = False,
         max_error: int | None = None,
+        max_staleness: float | None = None,
     ) -> dict[str, Any]:
         """View 1: the owner's rank in every column its row has (``{}`` without a row). One snapshot.
 
@@ -505,7 +522,9 @@ class Leaderboard:
             return _estimate.in_snapshot(snap, key, max_error)
 
         return self._read(
-            window, lambda snap: views.positions(snap, self.columns, owner, ties, below if estimate else None)
+            window,
+            lambda snap: views.positions(snap, self.columns, owner, ties, below if estimate else None),
+            max_staleness,
         )
 
     def around(
@@ -517,16 +536,23 @@ class Leaderboard:
         after: int = 5,
         window: str | None = None,
         ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> list[RankedRow]:
         """View 3: up to ``before`` better ranked rows of ``column``, the owner's, up to ``after`` worse (``[]`` if the
         owner has no row or lacks the column's fields)."""
         owner, col, ties = self._owner(owner), self._column(column), self._ties(ties)
         check_count(before, "before")
         check_count(after, "after")
-        return self._read(window, lambda snap: views.around(snap, col, owner, before, after, ties))
+        return self._read(window, lambda snap: views.around(snap, col, owner, before, after, ties), max_staleness)
 
     def rows(
-        self, owners: Iterable[str], column: str, *, window: str | None = None, ties: str = "ordinal"
+        self,
+        owners: Iterable[str],
+        column: str,
+        *,
+        window: str | None = None,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> list[RankedRow]:
         """View 4: the rows of ``owners`` (friends) with their ranks in ``column``, best first; owners without a row are
         left out, rows lacking the column's fields come last with rank ``None``."""
@@ -534,7 +560,7 @@ class Leaderboard:
             raise InvalidArgumentError(f"owners must be an iterable of owners, got {owners!r:.80}")
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
         col, ties = self._column(column), self._ties(ties)
-        return self._read(window, lambda snap: views.ranked_rows(snap, col, wanted, ties))
+        return self._read(window, lambda snap: views.ranked_rows(snap, col, wanted, ties), max_staleness)
 
     def page(
         self,
@@ -545,6 +571,7 @@ class Leaderboard:
         offset: int = 0,
         window: str | None = None,
         ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> Page:
         """View 5: ``limit`` ranked rows of ``column`` and the cursor of the next page (``None`` after the last).
 
@@ -567,22 +594,34 @@ class Leaderboard:
         tag = f"{self._space(instance).prefix}{col.name}"
         what = f"board {self.name!r}, window {instance!r}, column {col.name!r}"
         after = None if cursor is None else views.decode_cursor(tag, cursor, col, what)
-        found, last = self._read(instance, lambda snap: views.page(snap, col, after, limit, ties, offset))
+        found, last = self._read(
+            instance, lambda snap: views.page(snap, col, after, limit, ties, offset), max_staleness
+        )
         return Page(found, None if last is None else views.encode_cursor(tag, last))
 
-    def top(self, column: str, n: int = 10, *, window: str | None = None, ties: str = "ordinal") -> list[RankedRow]:
+    def top(
+        self,
+        column: str,
+        n: int = 10,
+        *,
+        window: str | None = None,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
+    ) -> list[RankedRow]:
         """The best ``n`` ranked rows of ``column``."""
         check_count(n, "n")
         if n == 0:
             return []
-        return self.page(column, limit=n, window=window, ties=ties).rows
+        return self.page(column, limit=n, window=window, ties=ties, max_staleness=max_staleness).rows
 
-    def count(self, column: str, *, window: str | None = None) -> int:
+    def count(self, column: str, *, window: str | None = None, max_staleness: float | None = None) -> int:
         """How many rows ``column`` ranks (rows that have all its fields)."""
         col = self._column(column)
-        return self._read(window, lambda snap: views.column_size(snap, col))
+        return self._read(window, lambda snap: views.column_size(snap, col), max_staleness)
 
-    def percentile(self, owner: str, column: str, *, window: str | None = None) -> float | None:
+    def percentile(
+        self, owner: str, column: str, *, window: str | None = None, max_staleness: float | None = None
+    ) -> float | None:
         """The share of the column's rows ranked strictly better than the owner's (as :meth:`SortedSet.percentile`);
         ``None`` if the row is absent or lacks the column.
 
@@ -593,16 +632,22 @@ class Leaderboard:
         (0.0, 0.9, 'p4')
         """
         owner, col = self._owner(owner), self._column(column)
-        return self._read(window, lambda snap: views.percentile(snap, col, owner))
+        return self._read(window, lambda snap: views.percentile(snap, col, owner), max_staleness)
 
     def at_percentile(
-        self, column: str, p: float, *, window: str | None = None, ties: str = "ordinal"
+        self,
+        column: str,
+        p: float,
+        *,
+        window: str | None = None,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> RankedRow | None:
         """The ranked row at position ``floor(p * rows)`` of the column (as :meth:`SortedSet.at_percentile`)."""
         col, ties = self._column(column), self._ties(ties)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
-        return self._read(window, lambda snap: views.at_percentile(snap, col, p, ties))
+        return self._read(window, lambda snap: views.at_percentile(snap, col, p, ties), max_staleness)
 
     # -- maintenance -----------------------------------------------------------------------------------------------
 
