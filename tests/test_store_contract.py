@@ -10,9 +10,20 @@ import pytest
 import mdss
 from mdss.stores import BACKENDS
 from mdss.stores.base import Stats, Store
+from mdss.stores.capacity import CapacityStore
 from mdss.stores.memory import MemoryStore
 
 ALL_BYTES = bytes(range(256))
+
+
+@pytest.fixture(params=["plain", "capped"])
+def store(store_factory, request) -> mdss.Store:
+    """Each selected backend, bare and under the capacity model (mdss.stores.capacity) with limits low enough that
+    these tests are throttled, retried, and must still see exactly what they wrote."""
+    inner = store_factory()
+    if request.param == "plain":
+        return inner
+    return CapacityStore(inner, read_units=3000, write_units=1500, burst=0.004)
 
 
 @pytest.fixture

@@ -1,0 +1,127 @@
+"""The capacity model (mdss.stores.capacity): per-key units a second over any store, throttled requests retried with
+nothing lost, buckets shared by processes. The store contract runs over it too (tests/test_store_contract.py)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+from test_sortedset_stateful import SortedSetMachine
+
+import mdss
+from mdss.stores.capacity import CapacityStore, read_units, write_units
+
+
+def test_units_per_started_kilobyte() -> None:
+    assert [write_units(n) for n in (0, 1, 1024, 1025, 3000)] == [1, 1, 1, 2, 3]
+    assert [read_units(n) for n in (0, 4096, 4097)] == [1, 1, 2]
+    capped = CapacityStore(mdss.open_store("memory://"))
+    capped.put("a", b"x" * 2500)
+    capped.get("a")
+    capped.get_many(["a", "missing"])
+    assert (capped.usage.write_units, capped.usage.read_units) == (3, 3)
+
+
+def test_a_key_takes_its_rate_and_no_more() -> None:
+    capped = CapacityStore(mdss.open_store("memory://"), write_units=100, burst=0.1)
+    start = time.monotonic()
+    for i in range(40):
+        capped.put("hot", b"%d" % i)
+    elapsed = time.monotonic() - start
+    assert elapsed >= (40 - 10) / 100 * 0.9  # the burst (10 units), then 100 a second
+    assert capped.usage.throttled > 0 and capped.get("hot").value == b"39"
+    start = time.monotonic()
+    for i in range(40):  # other keys have buckets of their own
+        capped.put(f"cold{i}", b"x")
+    assert time.monotonic() - start < 0.25
+
+
+def test_a_request_refused_past_the_budget_has_no_effect() -> None:
+    inner = mdss.open_store("memory://")
+    capped = CapacityStore(inner, write_units=1, burst=1, retry_budget=0.05)
+    capped.put("k", b"first" * 1000)  # 5 units from a bucket of 1: the key is in debt for 4 s
+    with pytest.raises(mdss.StoreUnavailableError, match="throttled"):
+        capped.put("k", b"second")
+    assert inner.get("k").value == b"first" * 1000
+
+
+def _sets_over(store_factory, **limits):
+    return CapacityStore(store_factory(), **limits)
+
+
+def test_sets_under_throttling_lose_nothing(store_factory) -> None:
+    """Threads post to one set whose head takes 200 writes a second: writes wait, retry, and every one is there."""
+    capped = _sets_over(store_factory, write_units=200, read_units=600, burst=0.05)
+    sset = mdss.SortedSet(capped, "s", chunk_size=4, log_limit=8)
+    done: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def post(t: int) -> None:
+        for i in range(15):
+            member = f"t{t}-{i % 6}"
+            sset.add(member, i)
+            with lock:
+                done[member] = i
+
+    threads = [threading.Thread(target=post, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert capped.usage.throttled > 0
+    fresh = mdss.SortedSet(capped.inner, "s")
+    assert {e.member: e.score for e in fresh} == done
+    assert fresh.check() == []
+
+
+def test_the_stateful_model_over_the_capacity_model() -> None:
+    """The set's stateful test (tiny chunks, logs, merges) on a memory store capped low enough to throttle."""
+    SortedSetMachine.factory = staticmethod(
+        lambda: CapacityStore(mdss.open_store("memory://"), write_units=2000, read_units=4000, burst=0.003)
+    )
+    SortedSetMachine.shards = 1
+    profile = settings()
+    examples = max(profile.max_examples // 3, 8)
+    run_state_machine_as_test(SortedSetMachine, settings=settings(profile, max_examples=examples))
+
+
+def _hammer(path: str, url: str, seconds: float, counts: list[int], i: int) -> None:
+    capped = CapacityStore(mdss.open_store(url), write_units=50, burst=0.2, shared=path)
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        capped.put("mdss:shared-hot", b"x")
+        n += 1
+    counts[i] = n
+
+
+def test_processes_share_a_key_s_limit(tmp_path) -> None:
+    """Four processes writing one key through buckets in one SQLite file get its 50 writes a second together."""
+    db = tmp_path / "store.db"
+    url = f"sqlite:///{db}"
+    mdss.open_store(url).close()
+    counts = multiprocessing.Manager().list([0] * 4)
+    seconds = 1.5
+    procs = [
+        multiprocessing.Process(target=_hammer, args=(str(tmp_path / "buckets.db"), url, seconds, counts, i))
+        for i in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    total = sum(counts)
+    assert 50 * seconds * 0.6 <= total <= 50 * seconds + 10 + 4  # the rate, the burst, one in flight per process
+
+
+@pytest.mark.parametrize(
+    "options", [{"write_units": 0}, {"read_units": -1}, {"burst": float("nan")}, {"retry_budget": -1}]
+)
+def test_bad_limits_are_refused(options) -> None:
+    with pytest.raises(mdss.InvalidArgumentError):
+        CapacityStore(mdss.open_store("memory://"), **options)
+    with pytest.raises(mdss.InvalidArgumentError):
+        CapacityStore("memory://")  # type: ignore[arg-type]
