@@ -35,7 +35,6 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import harness  # noqa: E402
-
 import mdss  # noqa: E402
 
 
@@ -114,10 +113,7 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, 
             for r in range(args.rounds):
                 for side, call in sides.items():
                     rounds[side].append(_window(call, members, args.seconds, None if side == "zrevrank" else store))
-                progress(
-                    f"round {r + 1}: "
-                    + ", ".join(f"{side} {rounds[side][-1]['per_s']:,.0f}/s" for side in sides)
-                )
+                progress(f"round {r + 1}: " + ", ".join(f"{side} {rounds[side][-1]['per_s']:,.0f}/s" for side in sides))
         finally:
             stop.set()
             if args.posts:

@@ -16,6 +16,7 @@ manifests, committed copy-on-write with one compare-and-set of a small head.
 from ._estimate import Estimate, Percentile
 from ._order import MAX_MEMBER_BYTES, Entry
 from ._shards import ShardedSet
+from ._sizing import shards_for
 from ._sortedset import SortedSet
 from .exceptions import (
     ConflictError,
@@ -67,4 +68,5 @@ __all__ = [
     "TopN",
     "__version__",
     "open_store",
+    "shards_for",
 ]

@@ -125,3 +125,15 @@ def test_bad_limits_are_refused(options) -> None:
         CapacityStore(mdss.open_store("memory://"), **options)
     with pytest.raises(mdss.InvalidArgumentError):
         CapacityStore("memory://")  # type: ignore[arg-type]
+
+
+def test_shards_for_a_post_rate() -> None:
+    assert mdss.shards_for(1) == 1
+    assert mdss.shards_for(300, headroom=1) == 1 and mdss.shards_for(301, headroom=1) == 2
+    assert mdss.shards_for(1000, key_write_units=40, posts_per_unit=0.3, headroom=1) == 84
+    assert [mdss.shards_for(r) for r in (100, 1000, 10_000)] == sorted(mdss.shards_for(r) for r in (100, 1000, 10_000))
+    for bad in ({"posts_per_second": 0}, {"posts_per_second": "9"}, {"posts_per_second": 10, "headroom": 0.5}):
+        with pytest.raises(mdss.InvalidArgumentError):
+            mdss.shards_for(**bad)
+    with pytest.raises(mdss.InvalidArgumentError, match="more than a set takes"):
+        mdss.shards_for(10**9)

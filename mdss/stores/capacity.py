@@ -16,8 +16,8 @@ pass (seed 002). :class:`CapacityStore` puts those rules over any store, for tes
 
 Buckets live in this process, or with ``shared=PATH`` in an SQLite file that every process opening the same path
 shares (one transaction per request), so that 32 writer processes meet one key's limit together. Round trips and
-bytes are counted by the inner store's :attr:`stats`, which this store shares; units consumed and requests refused are
-in :attr:`usage`.
+bytes are counted by the inner store's :attr:`stats`, which this store shares; units consumed (in all, and on the keys
+``watch(key)`` picks) and requests refused are in :attr:`usage`.
 """
 
 from __future__ import annotations
@@ -54,10 +54,12 @@ def read_units(size: int) -> int:
 
 @attrs.define
 class Usage:
-    """What the model counted: units consumed, requests refused (each retried later), seconds spent waiting."""
+    """What the model counted: units consumed, those written to the watched keys, requests refused (each retried
+    later), seconds spent waiting."""
 
     read_units: int = 0
     write_units: int = 0
+    watched_units: int = 0
     throttled: int = 0
     waited: float = 0.0
     _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False, eq=False)
@@ -157,6 +159,7 @@ class CapacityStore(Store):
         shared: str | None = None,
         retry_budget: float = 30.0,
         backoff: float = 0.005,
+        watch: Callable[[str], bool] | None = None,
     ) -> None:
         if not isinstance(inner, Store):
             raise InvalidArgumentError(f"inner must be an mdss Store, got {inner!r:.80}")
@@ -174,6 +177,7 @@ class CapacityStore(Store):
         self.rates = {"read": float(read_units), "write": float(write_units)}
         self.burst = float(burst)
         self.usage = Usage()
+        self._watch = watch  # the keys whose write units usage.watched_units counts (a benchmark's heads)
         self._buckets: LocalBuckets | SharedBuckets = LocalBuckets() if shared is None else SharedBuckets(shared)
         self._policy = Backoff(budget=float(retry_budget), base=float(backoff), cap=0.5)
 
@@ -203,7 +207,10 @@ class CapacityStore(Store):
         )
 
     def _write(self, key: str, size: int, call: Callable[[], T]) -> T:
-        self._admit("write", {key: write_units(size)})
+        units = write_units(size)
+        self._admit("write", {key: units})
+        if self._watch is not None and self._watch(key):
+            self.usage.add(watched_units=units)
         return call()
 
     # -- the store interface, over the inner store's public calls ------------------------------------------------
