@@ -57,6 +57,7 @@ def _capped(url: str, buckets: str, args: argparse.Namespace) -> CapacityStore:
         shared=buckets,
         retry_budget=120.0,
         watch=lambda key: key.endswith(":h"),  # the heads (mdss._keys.Keyspace.head)
+        unit_bytes=(1 << 62, 1 << 62) if args.per_request else (1024, 4096),
     )
 
 
@@ -79,6 +80,7 @@ def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace,
                 "head_units": usage.watched_units,
                 "throttled": usage.throttled,
                 "calls": store.stats.calls,
+                "conflicts": store.stats.conflicts,
             }
         member, score = f"m{rng.randrange(args.members)}", rng.randrange(1_000_000)
         sset.add(member, score)
@@ -93,6 +95,7 @@ def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace,
             "head_units": usage.watched_units - before.get("head_units", 0),
             "throttled": usage.throttled - before.get("throttled", 0),
             "calls": store.stats.calls - before.get("calls", 0),
+            "conflicts": store.stats.conflicts - before.get("conflicts", 0),
             "last": last,
             "finished": time.monotonic(),
         }
@@ -137,6 +140,7 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
         "head_units_per_post": sum(r["head_units"] for r in results) / max(posts, 1),
         "throttled_per_post": sum(r["throttled"] for r in results) / max(posts, 1),
         "calls_per_post": sum(r["calls"] for r in results) / max(posts, 1),
+        "conflicts_per_post": sum(r["conflicts"] for r in results) / max(posts, 1),
         "members_checked": len(stored),
         "lost": len(missing),
         "check": problems,
@@ -144,6 +148,7 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
     progress(
         f"S={shards}: {rate:,.1f} posts/s, {row['posts_per_head_write']:.2f} per capped head write, "
         f"{row['write_units_per_post']:.2f} write units/post ({row['head_units_per_post']:.2f} on heads), "
+        f"{row['conflicts_per_post']:.2f} conflicts/post, {row['calls_per_post']:.2f} calls/post, "
         f"lost {len(missing)}, check {problems or 'ok'}"
     )
     return row
@@ -152,7 +157,9 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
 def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> Iterator[str]:
     yield (
         f"{args.processes} writer processes, every key capped at {args.write_units:g} write units/s and "
-        f"{args.read_units:g} read units/s (burst {args.burst:g} s), {args.seconds:g} s measured"
+        f"{args.read_units:g} read units/s (burst {args.burst:g} s), "
+        f"{'a unit per request' if args.per_request else 'a unit per started KB written, 4 KB read'}, "
+        f"{args.seconds:g} s measured"
     )
     yield (
         f"{'S':>3} {'posts/s':>9} {'vs S=1':>7} {'per head write':>15} {'units/post':>11} {'on heads':>9} "
@@ -175,6 +182,9 @@ def main() -> None:
     parser.add_argument("--write-units", type=float, default=40.0)
     parser.add_argument("--read-units", type=float, default=120.0)
     parser.add_argument("--burst", type=float, default=1.0)
+    parser.add_argument(
+        "--per-request", action="store_true", help="a unit per request, whatever its size (not DynamoDB's per KB)"
+    )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--members", type=int, default=10_000)
     parser.add_argument("--redis", help="a Redis URL (default: a redis-server of our own on loopback)")

@@ -42,14 +42,15 @@ WRITE_UNIT = 1024
 READ_UNIT = 4096
 
 
-def write_units(size: int) -> int:
-    """The write units of an item of ``size`` bytes: one per started KB, at least one."""
-    return max(1, math.ceil(size / WRITE_UNIT))
+def write_units(size: int, unit: int = WRITE_UNIT) -> int:
+    """The write units of an item of ``size`` bytes: one per started ``unit`` (a KB), at least one."""
+    return max(1, math.ceil(size / unit))
 
 
-def read_units(size: int) -> int:
-    """The read units of reading an item of ``size`` bytes (0: absent): one per started 4 KB, at least one."""
-    return max(1, math.ceil(size / READ_UNIT))
+def read_units(size: int, unit: int = READ_UNIT) -> int:
+    """The read units of reading an item of ``size`` bytes (0: absent): one per started ``unit`` (4 KB), at least
+    one."""
+    return max(1, math.ceil(size / unit))
 
 
 @attrs.define
@@ -160,6 +161,7 @@ class CapacityStore(Store):
         retry_budget: float = 30.0,
         backoff: float = 0.005,
         watch: Callable[[str], bool] | None = None,
+        unit_bytes: tuple[int, int] = (WRITE_UNIT, READ_UNIT),
     ) -> None:
         if not isinstance(inner, Store):
             raise InvalidArgumentError(f"inner must be an mdss Store, got {inner!r:.80}")
@@ -176,6 +178,11 @@ class CapacityStore(Store):
         self.max_value_bytes = inner.max_value_bytes
         self.rates = {"read": float(read_units), "write": float(write_units)}
         self.burst = float(burst)
+        if not (
+            isinstance(unit_bytes, tuple) and len(unit_bytes) == 2 and all(type(u) is int and u > 0 for u in unit_bytes)
+        ):
+            raise InvalidArgumentError(f"unit_bytes must be (write bytes, read bytes) per unit, got {unit_bytes!r:.80}")
+        self.unit_bytes = unit_bytes  # (1 << 62, 1 << 62): a unit per request, whatever its size
         self.usage = Usage()
         self._watch = watch  # the keys whose write units usage.watched_units counts (a benchmark's heads)
         self._buckets: LocalBuckets | SharedBuckets = LocalBuckets() if shared is None else SharedBuckets(shared)
@@ -207,7 +214,7 @@ class CapacityStore(Store):
         )
 
     def _write(self, key: str, size: int, call: Callable[[], T]) -> T:
-        units = write_units(size)
+        units = write_units(size, self.unit_bytes[0])
         self._admit("write", {key: units})
         if self._watch is not None and self._watch(key):
             self.usage.add(watched_units=units)
@@ -232,7 +239,7 @@ class CapacityStore(Store):
         return values
 
     def _charge_read(self, key: str, size: int) -> None:
-        extra = read_units(size) - 1  # admitted at one unit; the item's size decides the rest
+        extra = read_units(size, self.unit_bytes[1]) - 1  # admitted at one unit; the item's size decides the rest
         if extra:
             self._buckets.charge("read", key, extra)
             self.usage.add(read_units=extra)
@@ -243,7 +250,8 @@ class CapacityStore(Store):
     def put_many(self, items: Mapping[str, bytes]) -> None:
         if not items:
             return
-        self._admit("write", {key: write_units(len(value)) for key, value in items.items()})
+        unit = self.unit_bytes[0]
+        self._admit("write", {key: write_units(len(value), unit) for key, value in items.items()})
         self.inner.put_many(items)
 
     def cas(self, key: str, value: bytes, version: Any) -> Any:
