@@ -59,6 +59,14 @@ class Snapshot:
             self.index = Index(self.member_index, view, find_chain)
 
 
+def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:
+    """A snapshot of a head a fresh read kept (``mdss._recent``): decoded then, so that ``engine.head`` stays the newest
+    one decoded; the log's view is made again (views are per read)."""
+    logged = view(engine, head) if len(head.log) else None
+    chain = functools.partial(engine.reader.earlier, head)
+    return Snapshot(record, head, Source(engine.store, engine.keys, engine.cache), engine.ordering, logged, chain)
+
+
 def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | None) -> None:
     """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an open: reads
     raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
@@ -75,20 +83,19 @@ def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | Non
     """Run ``fn`` on a snapshot: the one read last if it is at most ``max_staleness`` seconds old (``None``: the set's
     bound; ``mdss._recent``), else a fresh one; if a node it needs was collected meanwhile, on a newer one."""
     recent = engine.recent
-    held = recent.within(max_staleness)
-    if held is None:
-        began = recent.begin()
-        snap = snapshot(engine)
-        if snap.data is not None:
-            recent.keep(Record((snap.data,), snap.version), began)
-    else:
-        snap = snapshot(engine, known=(held,))
+    kept = recent.within(max_staleness)
+    if kept is not None:
+        try:
+            return fn(_kept(engine, *kept))
+        except MissingNodeError:  # a node of the kept head collected since: read fresh from here on
+            recent.forget()
+    began = recent.begin()
+    snap = snapshot(engine)
+    if snap.data is not None:
+        recent.keep((Record((snap.data,), snap.version), snap.head), began)
     try:
         return fn(snap)  # the common case, without the retry loop's bookkeeping
     except MissingNodeError:
-        if held is not None:  # a node of the kept head collected since: read fresh from here on
-            recent.forget()
-            return read(engine, fn)
         collected_meanwhile(engine, snap)
     for _ in engine.policy.attempts():
         snap = snapshot(engine)
