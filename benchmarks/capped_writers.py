@@ -1,7 +1,7 @@
 """Posts per second when each key's writes are capped, not the clients' CPU: sharded sets at S = 1, 4, 16.
 
     python benchmarks/capped_writers.py [--shards 1,4,16] [--processes 32] [--write-units 40] [--read-units 120]
-        [--burst 1] [--seconds 10] [--members 10000] [--redis URL] [--json FILE]
+        [--burst 1] [--seconds 10] [--members 100000] [--redis URL] [--json FILE]
 
 The store is one redis-server (of our own on loopback, or ``--redis``) under the capacity model
 (``mdss.stores.capacity.CapacityStore``): every key takes at most ``--write-units`` write units and ``--read-units``
@@ -9,8 +9,9 @@ read units a second (DynamoDB's 1:3 ratio by default, scaled down from 1,000 and
 2-core machines, is the bottleneck), with buckets shared by every process in one SQLite file. A write unit is a
 started KB, as on DynamoDB: a head of 1-3 KB costs 1-3 units per write.
 
-For each shard count, ``--processes`` processes post single ``add`` calls (random members of ``--members``, random
-scores) to one set for a second of warm-up, then all measure the same ``--seconds``. The table shows posts per
+For each shard count, the set is loaded with ``--members`` members (a live board's size decides how long its update
+log grows before a merge), then ``--processes`` processes post single ``add`` calls (random members of those, random
+scores) to it for a second of warm-up, then all measure the same ``--seconds``. The table shows posts per
 second, the posts per capped write of one head (posts/s over S x write-units: 1.0 would be one post per write a head
 can take), the write units and throttled requests per post, and the ratio to S = 1. Afterwards every acknowledged post
 is checked to be in the set (the last score each process gave each of its members) and ``check()`` must hold.
@@ -58,6 +59,7 @@ def _capped(url: str, buckets: str, args: argparse.Namespace) -> CapacityStore:
         retry_budget=120.0,
         watch=lambda key: key.endswith(":h"),  # the heads (mdss._keys.Keyspace.head)
         unit_bytes=(1 << 62, 1 << 62) if args.per_request else (1024, 4096),
+        appends=False if args.cas else None,
     )
 
 
@@ -107,7 +109,9 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
     with tempfile.TemporaryDirectory(prefix="mdss-buckets-") as directory:
         buckets = os.path.join(directory, "buckets.db")
         setup = mdss.open_store(url)
-        mdss.SortedSet(setup, name, **({"shards": shards} if shards > 1 else {})).add("seed", 0)
+        rng = random.Random(shards)
+        pairs = ((f"m{i}", rng.randrange(1_000_000)) for i in range(args.members))
+        mdss.SortedSet.load(setup, name, pairs, **({"shards": shards} if shards > 1 else {}))
         ctx = multiprocessing.get_context("fork")
         start, out = ctx.Event(), ctx.Queue()
         procs = [
@@ -183,10 +187,13 @@ def main() -> None:
     parser.add_argument("--read-units", type=float, default=120.0)
     parser.add_argument("--burst", type=float, default=1.0)
     parser.add_argument(
+        "--cas", action="store_true", help="heads by compare-and-set only, as on DynamoDB (no store-applied appends)"
+    )
+    parser.add_argument(
         "--per-request", action="store_true", help="a unit per request, whatever its size (not DynamoDB's per KB)"
     )
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--members", type=int, default=10_000)
+    parser.add_argument("--members", type=int, default=100_000)
     parser.add_argument("--redis", help="a Redis URL (default: a redis-server of our own on loopback)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()

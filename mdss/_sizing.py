@@ -2,9 +2,9 @@
 
 Every post writes its shard's head, and a head is one key: on DynamoDB a key takes about 1,000 write units a second,
 and a write costs one unit per started KB of the item (a head is 1-3 KB). Under a per-key cap, 32 writer processes
-made **0.27-0.32 posts per capped write unit** of a head (``benchmarks/capped_writers.py``, docs/performance.md,
-"Posts under a per-key cap"): the rest of a head's units go to the head's size (2-3 units per append), to seals and
-merges, and to throttled retries. A set of S shards takes S times that.
+writing heads by compare-and-set, as on DynamoDB, made **0.27-0.33 posts per capped write unit** of a head
+(``benchmarks/capped_writers.py --cas``, docs/performance.md, "Posts under a per-key cap"): the rest of a head's units
+go to lost races (which DynamoDB charges), the head's size, seals and merges. A set of S shards takes S times that.
 """
 
 from __future__ import annotations

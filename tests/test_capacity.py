@@ -137,3 +137,18 @@ def test_shards_for_a_post_rate() -> None:
             mdss.shards_for(**bad)
     with pytest.raises(mdss.InvalidArgumentError, match="more than a set takes"):
         mdss.shards_for(10**9)
+
+
+def test_heads_by_compare_and_set_as_on_dynamodb() -> None:
+    """``appends=False``: a store that applies appends is used as DynamoDB is, by compare-and-set of the head."""
+    inner = mdss.open_store("memory://")
+    capped = CapacityStore(inner, appends=False)
+    sset = mdss.SortedSet(capped, "s")
+    sset.add_many({"a": 1, "b": 2})
+    sset.add("c", 3)
+    assert not capped.appends and inner.appends
+    assert [e.member for e in mdss.SortedSet(inner, "s")] == ["c", "b", "a"]
+    with pytest.raises(mdss.InvalidArgumentError):
+        CapacityStore(mdss.open_store("memory://?appends=false"), appends=True)
+    with pytest.raises(mdss.InvalidArgumentError):
+        CapacityStore(inner, appends="no")  # type: ignore[arg-type]

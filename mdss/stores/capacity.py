@@ -162,6 +162,7 @@ class CapacityStore(Store):
         backoff: float = 0.005,
         watch: Callable[[str], bool] | None = None,
         unit_bytes: tuple[int, int] = (WRITE_UNIT, READ_UNIT),
+        appends: bool | None = None,
     ) -> None:
         if not isinstance(inner, Store):
             raise InvalidArgumentError(f"inner must be an mdss Store, got {inner!r:.80}")
@@ -174,7 +175,13 @@ class CapacityStore(Store):
         super().__init__(namespace=inner.namespace)
         self.inner = inner
         self.stats = inner.stats  # round trips and bytes, counted once, by the inner store
-        self.keeps_siblings, self.evicts, self.appends = inner.keeps_siblings, inner.evicts, inner.appends
+        if appends not in (None, False, True):
+            raise InvalidArgumentError(f"appends must be None, False or True, got {appends!r:.80}")
+        if appends and not inner.appends:
+            raise InvalidArgumentError(f"{type(inner).__name__} does not apply appends to a head")
+        self.keeps_siblings, self.evicts = inner.keeps_siblings, inner.evicts
+        #: False: heads are compare-and-set, as on DynamoDB (which applies no appends), whatever the inner store does.
+        self.appends = inner.appends if appends is None else appends
         self.max_value_bytes = inner.max_value_bytes
         self.rates = {"read": float(read_units), "write": float(write_units)}
         self.burst = float(burst)
