@@ -20,7 +20,6 @@ is checked to be in the set (the last score each process gave each of its member
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing
 import os
@@ -31,22 +30,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-
-import mdss  # noqa: E402
-from mdss.stores.capacity import CapacityStore  # noqa: E402
-
-
-@contextlib.contextmanager
-def _redis(given: str | None) -> Iterator[str]:
-    if given:
-        yield given
-        return
-    from redis_servers import redis_server
-
-    with redis_server() as port:
-        yield f"redis://127.0.0.1:{port}/0"
+import harness
+import mdss
+from mdss.stores.capacity import CapacityStore
 
 
 def _capped(url: str, buckets: str, args: argparse.Namespace) -> CapacityStore:
@@ -197,7 +183,7 @@ def main() -> None:
     parser.add_argument("--redis", help="a Redis URL (default: a redis-server of our own on loopback)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
-    with _redis(args.redis) as url:
+    with harness.redis_url(args.redis) as url:
         rows = [
             _row(url, int(s), args, lambda line: print(line, file=sys.stderr, flush=True))
             for s in args.shards.split(",")

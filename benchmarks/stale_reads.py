@@ -18,11 +18,9 @@ the store's own counters over the window. The ratio is the median round's rate o
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import multiprocessing
-import os
 import random
 import statistics
 import sys
@@ -30,23 +28,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-
-import harness  # noqa: E402
-import mdss  # noqa: E402
-
-
-@contextlib.contextmanager
-def _redis(given: str | None) -> Iterator[str]:
-    if given:
-        yield given
-        return
-    from redis_servers import redis_server
-
-    with redis_server() as port:
-        yield f"redis://127.0.0.1:{port}/0"
+import harness
+import mdss
 
 
 def _poster(url: str, name: str, members: list[str], rate: float, stop: Any) -> None:
@@ -85,7 +68,7 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, 
     scores = harness.synthetic_scores(args.members, args.seed)
     members = random.Random(args.seed + 1).sample(list(scores), args.samples)
     name, zkey = f"stale-{time.monotonic_ns()}", f"zset-{time.monotonic_ns()}"
-    with _redis(args.redis) as url:
+    with harness.redis_url(args.redis) as url:
         store = mdss.open_store(url)
         progress(f"loading {args.members:,} members into mdss and into a native sorted set ...")
         mdss.SortedSet.load(store, name, scores)
