@@ -134,8 +134,8 @@ class Layout:
         if ref is not None:
             leaf = ref()
             if leaf is not None:
-                kept = leaf.gathered
-                if kept[3] is self:
+                kept = leaf.gathered  # None while another thread, which set the reference, has not merged it yet
+                if kept is not None and kept[3] is self:
                     g.touched.add(self.ids[j])
                     return kept[2]
         return self._region(g, part, j)

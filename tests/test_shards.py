@@ -898,3 +898,20 @@ def test_a_shard_started_again_after_a_drop_stores_the_settings_even_if_that_cal
     fresh = mdss.SortedSet(store, "b")
     assert isinstance(fresh, mdss.ShardedSet) and [e.member for e in fresh] == ["z"]
     assert fresh.check() == []
+
+
+def test_a_region_whose_reference_came_before_its_keys_is_merged_again() -> None:
+    """A thread that finds a region's entry set referenced by another thread that has not yet merged its keys
+    (``gathered`` still None) merges them itself, rather than fail (seen once under load, as a TypeError)."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "b", {f"m{i:03d}": i for i in range(200)}, chunk_size=8, shards=2)
+    list(board)  # every node cached
+    board.range(0, 10)
+    board.range(0, 10)  # the parts were read before: they have layouts
+    _, g = board._gather()
+    part = g.parts[0]
+    lay = _gather.layout(g, part)
+    expected = lay.region(g, part, 1)
+    leaf = lay.refs[1]()
+    leaf.gathered = None  # as between another thread's reference and its merge
+    assert lay.region(g, part, 1) == expected
