@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 from . import _estimate, _ops
 from ._head import MAX_CHUNK
@@ -158,8 +158,26 @@ class SetMethods:
         wanted = check_members(members)
         return self._read(lambda x: self._find(x, wanted), staleness(max_staleness))
 
-    def rank(self, member: str, *, ties: str = "ordinal", max_staleness: float | None = None) -> int | None:
+    @overload
+    def rank(
+        self,
+        member: str,
+        *,
+        ties: str = ...,
+        with_score: Literal[False] = ...,
+        max_staleness: float | None = ...,
+    ) -> int | None: ...
+
+    @overload
+    def rank(
+        self, member: str, *, ties: str = ..., with_score: Literal[True], max_staleness: float | None = ...
+    ) -> tuple[int, Score] | None: ...
+
+    def rank(
+        self, member: str, *, ties: str = "ordinal", with_score: bool = False, max_staleness: float | None = None
+    ) -> int | tuple[int, Score] | None:
         """The member's 1-based rank, or ``None`` if absent: O(log n), three round trips with manifests cached.
+        ``with_score=True``: ``(rank, score)`` from one snapshot (Redis' ``ZRANK ... WITHSCORE``), or ``None``.
 
         ``ties="ordinal"``: ties broken by member, all ranks distinct; ``"competition"``: 1 + the members with a
         strictly better score ("1224"); ``"dense"``: 1 + the distinct scores strictly better ("1223"; not sharded).
@@ -169,18 +187,24 @@ class SetMethods:
         4
         >>> [board.rank("dee", ties=t) for t in ("ordinal", "competition", "dense")]
         [4, 4, 3]
+        >>> board.rank("cid", with_score=True), board.rank("zed", with_score=True)
+        ((3, 7), None)
         """
         member = check_member(member)
         self._check_ties(ties)
+        if type(with_score) is not bool:
+            raise InvalidArgumentError(f"with_score must be True or False, got {with_score!r:.80}")
 
-        def run(x: Any) -> int | None:
+        def run(x: Any) -> int | tuple[int, Score] | None:
             score = self._score(x, member)
             if score is None:
                 return None
             if ties == "dense":
-                return self._dense_below(x, score) + 1
-            probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
-            return self._rank_of(x, probe) + 1
+                found = self._dense_below(x, score) + 1
+            else:
+                probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
+                found = self._rank_of(x, probe) + 1
+            return (found, score) if with_score else found
 
         return self._read(run, staleness(max_staleness))
 

@@ -190,13 +190,13 @@ ties_option = click.option(
 @click.argument("member")
 @ties_option
 def rank(member: str, ties: str) -> None:
-    """Print MEMBER's 1-based rank (dense: 1 + the distinct scores better; not on sharded sets)."""
+    """Print MEMBER's 1-based rank and score (dense: 1 + the distinct scores better; not on sharded sets)."""
     board = _ctx().board()
-    found = board.rank(member, ties=ties)
+    found = board.rank(member, ties=ties, with_score=True)
     size = len(board)
     if found is None:
         raise click.ClickException(f"{member} is not in set {board.name!r}")
-    click.echo(f"{member} is ranked {ordinal(found)} of {size:,}")
+    click.echo(f"{member} is ranked {ordinal(found[0])} of {size:,} with {_score(found[1])}")
 
 
 @cli.command()

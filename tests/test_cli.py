@@ -46,8 +46,8 @@ def test_every_subcommand(run) -> None:
     assert "bob: 25 (updated)" in run("add", "bob", "5", "--op", "incr")
     run("add", "bob", "1", "--op", "best")
     assert run("score", "bob").strip() == "25"
-    assert "ranked 1st of 3" in run("rank", "ann")
-    assert "ranked 3rd of 3" in run("rank", "cid")
+    assert run("rank", "ann") == "ann is ranked 1st of 3 with 30\n"
+    assert "ranked 3rd of 3 with 20.5" in run("rank", "cid")
     assert "ranked 3rd of 3" in run("rank", "cid", "--ties", "dense")
     top = run("top", "-n", "2")
     assert top.index("ann") < top.index("bob") and "cid" not in top

@@ -92,6 +92,6 @@ def test_rank_in_a_demo_set_equals_mdss_rank(members: int, ebin: pathlib.Path, t
     from_erlang = dict(line.split() for line in done.stdout.splitlines())
     for player in players:
         said = subprocess.run([*cli, "rank", player], check=True, capture_output=True, text=True, timeout=120).stdout
-        rank = re.fullmatch(rf"{player} is ranked ([\d,]+)\w\w of {members:,}\n", said)
+        rank = re.fullmatch(rf"{player} is ranked ([\d,]+)\w\w of {members:,} with [\d,.e+-]+\n", said)
         assert rank, said
         assert int(from_erlang[player]) == int(rank[1].replace(",", "")), player

@@ -112,6 +112,7 @@ def test_incr_overflow_and_inf_minus_inf_change_nothing(board) -> None:
     [
         lambda b: b.add("a", 1, op="max"),
         lambda b: b.rank("a", ties="1223"),
+        lambda b: b.rank("a", with_score=1),
         lambda b: b.range(-1),
         lambda b: b.range(0, -2),
         lambda b: b.range(0.5),

@@ -152,9 +152,11 @@ class SortedSetMachine(RuleBasedStateMachine):
         assert member in self.set if score is not None else member not in self.set
         mine = [e for e in expected if e.member == member]
         assert self.set.rank(member) == (mine[0].rank if mine else None)
+        assert self.set.rank(member, with_score=True) == ((mine[0].rank, score) if mine else None)
         if mine:
             better = sum(1 for e in expected if self.model.better(e.score, score))
             assert self.set.rank(member, ties="competition") == better + 1
+            assert self.set.rank(member, ties="competition", with_score=True) == (better + 1, score)
             i = mine[0].rank - 1
             assert self.set.around(member, 2, 3) == expected[max(i - 2, 0) : i + 4]
         else:
