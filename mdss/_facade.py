@@ -4,11 +4,13 @@ and ``ShardedSet`` (S engines, ``mdss._shards``) implement.
 The hooks are the callables :class:`SetMethods` declares. ``_read(fn)`` runs ``fn(x)`` on a snapshot ``x`` of the
 whole set (an engine's :class:`mdss._snapshot.Snapshot`, the shards' :class:`mdss._gather.Gather`), again on a newer one
 if a node it needs was collected meanwhile; the others take that ``x`` (``_count_below(x, probes)``: entries below each
-key; ``_entries(x, start, stop, ties)``: positions ``start`` to ``stop - 1``), but ``_check_ties`` and ``_commit_ops``.
+key; ``_entries(x, start, stop, ties)``: positions ``start`` to ``stop - 1``; ``_prefetch_positions(x, positions)``: the
+entry sets those positions lie in, in one round trip where it can), but ``_check_ties`` and ``_commit_ops``.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -115,6 +117,7 @@ class SetMethods:
     _dense_below: Callable[..., int]
     _estimate_below: Callable[..., _estimate.Below]
     _prefetch_around: Callable[..., None]
+    _prefetch_positions: Callable[..., None]
     _check_ties: Callable[[Any], None]
     _commit_ops: Callable[..., list[Any]]
     page: Callable[..., Page]
@@ -335,6 +338,29 @@ class SetMethods:
             self._prefetch_around(x, key, ties)
             position = self._rank_of(x, key)
             return self._entries(x, max(position - before, 0), position + after + 1, ties)
+
+        return self._read(run, staleness(max_staleness))
+
+    def random_members(
+        self, n: int = 1, *, rng: random.Random | None = None, max_staleness: float | None = None
+    ) -> list[Entry]:
+        """Up to ``n`` distinct entries drawn uniformly from one snapshot (all of them, shuffled, if ``n`` is the
+        size or more), as Redis' ``ZRANDMEMBER`` with a positive count; ``rng`` draws the positions. With manifests
+        cached, two round trips: the head, then every entry set drawn from.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"ann": 3, "bob": 2, "cid": 1})
+        >>> len(board.random_members(2)), sorted(e.member for e in board.random_members(5))
+        (2, ['ann', 'bob', 'cid'])
+        """
+        check_count(n, "n")
+        if rng is not None and not isinstance(rng, random.Random):
+            raise InvalidArgumentError(f"rng must be a random.Random, got {rng!r:.80}")
+        draw = rng or random
+
+        def run(x: Any) -> list[Entry]:
+            positions = draw.sample(range(self._count(x)), min(n, self._count(x)))
+            self._prefetch_positions(x, positions)
+            return [self._entries(x, p, p + 1)[0] for p in positions]
 
         return self._read(run, staleness(max_staleness))
 

@@ -345,6 +345,10 @@ class ShardedSet(SetMethods):
     def _prefetch_around(g: Gather, key: Any, ties: str) -> None:
         """Nothing: a shard's count reads its entry sets in the same step."""
 
+    @staticmethod
+    def _prefetch_positions(g: Gather, positions: list[int]) -> None:
+        """Nothing: a position is found across the shards by counts, which read its entry sets."""
+
     def _check_ties(self, ties: Any) -> None:
         check_choice(ties, TIES, "ties")
         if ties == "dense":

@@ -222,6 +222,14 @@ class SortedSet(SetMethods, metaclass=_Opens):
             tree.fetch([leaf_id, *_group_ids(snap.ranking, tree.first_at(base), ties)])
 
     @staticmethod
+    def _prefetch_positions(snap: Snapshot, positions: list[int]) -> None:
+        """The entry sets holding ``positions``, found from the manifests and read in one round trip."""
+        ranking = snap.ranking
+        ids = [leaf_id for p in positions for leaf_id in ranking.leaf_ids(p, p + 1)]
+        if ids:
+            _tree_of(ranking).fetch(dict.fromkeys(ids))
+
+    @staticmethod
     def _check_ties(ties: Any) -> None:
         check_choice(ties, TIES, "ties")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import math
+import random
 from typing import Any
 
 import pytest
@@ -288,3 +290,43 @@ def test_cache_stays_within_budget(store) -> None:
     small = mdss.SortedSet(store, "big", cache_bytes=4096)
     list(small)
     assert small.engines[0].cache.size <= 4096
+
+
+def test_random_members_are_distinct_exact_and_uniform() -> None:
+    """Draws are distinct entries of one snapshot with their ranks, and every member comes up about as often."""
+    store = mdss.open_store("memory://")
+    pairs = {f"m{i:02d}": i % 7 for i in range(40)}
+    for sset in (
+        mdss.SortedSet.load(store, "one", pairs, chunk_size=3),
+        mdss.SortedSet.load(store, "many", pairs, chunk_size=3, shards=3),
+    ):
+        sset.add("late", 3)  # in the update log
+        expected = {e.member: e for e in sset.range(0, 100)}
+        rng = random.Random(5)
+        seen: collections.Counter[str] = collections.Counter()
+        for _ in range(600):
+            drawn = sset.random_members(4, rng=rng)
+            assert len({e.member for e in drawn}) == 4
+            assert all(expected[e.member] == e for e in drawn)
+            seen.update(e.member for e in drawn)
+        assert set(seen) == set(expected)
+        mean = 600 * 4 / len(expected)
+        chi2 = sum((n - mean) ** 2 / mean for n in seen.values())
+        assert chi2 < 80  # 40 degrees of freedom: p < 0.001 above about 73
+        assert sorted(e.member for e in sset.random_members(1000)) == sorted(expected)
+        assert sset.random_members(0) == []
+    assert mdss.SortedSet(store, "none").random_members(3) == []
+    with pytest.raises(mdss.InvalidArgumentError):
+        sset.random_members(-1)
+    with pytest.raises(mdss.InvalidArgumentError):
+        sset.random_members(2, rng=7)
+
+
+def test_random_members_read_every_entry_set_in_one_round_trip() -> None:
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "s", {f"m{i:04d}": i for i in range(2000)}, chunk_size=10, shards=1)
+    reader = mdss.SortedSet(store, "s")  # unsharded: a sharded set finds each position by counts
+    reader.node_keys()  # every manifest cached (the ids of entry sets are in them), no entry set
+    calls = store.stats.calls
+    assert len(reader.random_members(20, rng=random.Random(1))) == 20
+    assert store.stats.calls - calls == 2  # the head, then the entry sets drawn from

@@ -6,6 +6,8 @@ DESIGN.md) and every read agrees with the model.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import strategies as S
 from depth import examples
@@ -161,6 +163,13 @@ class SortedSetMachine(RuleBasedStateMachine):
             assert self.set.around(member, 2, 3) == expected[max(i - 2, 0) : i + 4]
         else:
             assert self.set.around(member) == []
+
+    @rule(n=st.integers(0, 6), seed=st.integers(0, 3))
+    def random_members(self, n: int, seed: int) -> None:
+        expected = self.model.entries()
+        drawn = self.set.random_members(n, rng=random.Random(seed))
+        assert len(drawn) == min(n, len(expected)) and len({e.member for e in drawn}) == len(drawn)
+        assert all(e in expected for e in drawn)
 
     @rule(member=S.members, offset=st.integers(0, 25), limit=st.integers(0, 12), p=st.floats(0, 1))
     def dense_and_percentiles(self, member: str, offset: int, limit: int, p: float) -> None:
