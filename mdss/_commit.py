@@ -39,6 +39,12 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
             results.append(current is not None)
             trial[member] = None
             continue
+        if op == "take":  # a pop: remove the member only if it still holds the score the pop read
+            if current is None or not _ops.same(current, value):
+                raise _ops.Stale(f"{member!r} no longer holds {value!r}: popped or changed meanwhile")
+            results.append(True)
+            trial[member] = None
+            continue
         resolve = resolvers.get(op)
         if resolve is not None:
             results.append(resolve(trial, member, value))

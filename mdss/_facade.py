@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, NamedTuple, overload
 
-from . import _estimate, _ops
+from . import _estimate, _ops, _retry
 from ._head import MAX_CHUNK
 from ._order import (
     Entry,
@@ -31,7 +31,7 @@ from ._order import (
     each_pair,
 )
 from ._recent import Recent
-from .exceptions import InvalidArgumentError
+from .exceptions import ConflictError, InvalidArgumentError
 from .stores.base import Stats, Store
 
 TIES = ("ordinal", "competition", "dense")
@@ -120,6 +120,7 @@ class SetMethods:
     _prefetch_positions: Callable[..., None]
     _check_ties: Callable[[Any], None]
     _commit_ops: Callable[..., list[Any]]
+    _take: Callable[[list[Entry]], list[Entry]]
     page: Callable[..., Page]
     load_from: Callable[..., None]
     check: Callable[[], list[str]]
@@ -521,6 +522,54 @@ class SetMethods:
         """Remove many members in one commit (one per shard); returns how many were there."""
         results = self._submit([("remove", m, None) for m in check_members(members)])
         return None if results is None else sum(1 for found in results if found)
+
+    def pop_min(self, n: int = 1) -> list[Entry]:
+        """Remove and return up to ``n`` entries with the lowest scores, lowest first (Redis' ``ZPOPMIN``); see
+        :meth:`pop_max`.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"ann": 3, "bob": 2, "cid": 1})
+        >>> board.pop_min(2), len(board)
+        ([Entry(member='cid', score=1, rank=3), Entry(member='bob', score=2, rank=2)], 1)
+        """
+        return self._pop(n, lowest=True)
+
+    def pop_max(self, n: int = 1) -> list[Entry]:
+        """Remove and return up to ``n`` entries with the highest scores, highest first (Redis' ``ZPOPMAX``).
+
+        The entries are read from a fresh snapshot and removed only if each still holds the score read (resolved in
+        the commit): concurrent pops never return one entry twice, and an entry popped is returned to exactly one
+        caller. A pop that finds them changed reads again, within the set's retry budget. Which of tied entries leave
+        first follows the set's order from that end (a descending set ends with the greatest member of its lowest
+        score). Unsharded, a pop is one commit; sharded, one per shard, and each entry returned was
+        removed. Each entry's ``rank`` is its rank in the snapshot it was popped from.
+        """
+        return self._pop(n, lowest=False)
+
+    def _pop(self, n: int, lowest: bool) -> list[Entry]:
+        check_count(n, "n")
+        from_end = lowest == (self._order.name == "desc")  # the lowest scores end a descending set
+        popped: list[Entry] = []
+        for _ in _retry.COMMITS.attempts():
+            want = n - len(popped)
+            if want <= 0:
+                break
+
+            def ends(x: Any, want: int = want) -> list[Entry]:
+                size = self._count(x)
+                if from_end:
+                    return self._entries(x, max(size - want, 0), size)[::-1]
+                return self._entries(x, 0, want)
+
+            found = self._read(ends, 0.0)
+            if not found:
+                break
+            taken = {e.member for e in self._take(found)}
+            popped.extend(e for e in found if e.member in taken)  # in the order they were found
+            if len(popped) == n or (len(found) < want and len(popped) == len(found)):
+                break
+        else:
+            raise ConflictError(f"pops of set {self.name!r} kept losing their entries to other writers")
+        return sorted(popped, key=lambda e: e.score, reverse=not lowest)  # stable: ties as they left
 
     @contextmanager
     def batch(self) -> Iterator[Batch]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from . import _check, _commit, _cursor, _estimate, _garbage, _gather, _load, _log, _merge, _shard_page, _snapshot
+from . import _check, _commit, _cursor, _estimate, _garbage, _gather, _load, _log, _merge, _ops, _shard_page, _snapshot
 from ._allkeys import AllKeys
 from ._cache import NodeCache
 from ._codec import MAX_SHARDS, Settings
@@ -372,6 +372,21 @@ class ShardedSet(SetMethods):
             for n, result in zip(indices, got or ()):
                 results[n] = result
         return results
+
+    def _take(self, entries: list[Entry]) -> list[Entry]:
+        """Remove ``entries`` if each still holds its score (a pop), in one commit per shard; those removed."""
+        groups: dict[int, list[Entry]] = {}
+        for entry in entries:
+            groups.setdefault(shard_of(entry.member, self.shards), []).append(entry)
+        self._ensure_settings()
+        taken: list[Entry] = []
+        for i, mine in sorted(groups.items()):
+            try:
+                self.engines[i].group.submit([("take", e.member, e.score) for e in mine])
+            except _ops.Stale:
+                continue
+            taken.extend(mine)
+        return taken
 
     def _refuse_overflow(self, ops: list[tuple[str, str, Any]]) -> None:
         """Refuse a batch spanning shards whose ``incr`` would fail (64-bit overflow, inf - inf) on the scores read

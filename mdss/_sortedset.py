@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from . import _check, _commit, _cursor, _estimate, _garbage, _load, _merge, _shards, _snapshot
+from . import _check, _commit, _cursor, _estimate, _garbage, _load, _merge, _ops, _shards, _snapshot
 from ._engine import Engine, Resolver
 from ._facade import TIES, Page, SetMethods, check_options, new_entry, staleness
 from ._keys import Keyspace
@@ -235,6 +235,14 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     def _commit_ops(self, ops: list[tuple[str, str, Any]], wants: list[Any]) -> list[Any]:
         return self.engine.group.submit(ops, wants)
+
+    def _take(self, entries: list[Entry]) -> list[Entry]:
+        """Remove ``entries`` in one commit if each still holds its score (a pop); those removed: all or none."""
+        try:
+            self.engine.group.submit([("take", e.member, e.score) for e in entries])
+        except _ops.Stale:
+            return []
+        return entries
 
     # -- reads of one engine ----------------------------------------------------
 

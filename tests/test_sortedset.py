@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import math
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -330,3 +331,38 @@ def test_random_members_read_every_entry_set_in_one_round_trip() -> None:
     calls = store.stats.calls
     assert len(reader.random_members(20, rng=random.Random(1))) == 20
     assert store.stats.calls - calls == 2  # the head, then the entry sets drawn from
+
+
+def test_concurrent_pops_lose_and_double_nothing(store_factory) -> None:
+    """Threads with objects of their own pop from one set while others add to it: every member added is popped once
+    or still there, none twice; each pop's entries were the lowest of a snapshot."""
+    store = store_factory()
+    mdss.SortedSet.load(store, "q", {f"m{i:03d}": i for i in range(120)}, chunk_size=4)
+    popped: list[list[mdss.Entry]] = []
+    lock = threading.Lock()
+
+    def popper() -> None:
+        sset = mdss.SortedSet(store, "q")
+        for _ in range(12):
+            got = sset.pop_min(3)
+            with lock:
+                popped.append(got)
+
+    def adder(t: int) -> None:
+        sset = mdss.SortedSet(store, "q")
+        for i in range(15):
+            sset.add(f"n{t}-{i:02d}", 1000 + i)
+
+    threads = [threading.Thread(target=popper) for _ in range(3)]
+    threads += [threading.Thread(target=adder, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    members = [e.member for got in popped for e in got]
+    assert len(members) == len(set(members)) == 3 * 12 * 3  # 108 of the first 120: none twice
+    assert all(all(a.score <= b.score for a, b in zip(got, got[1:])) for got in popped)
+    rest = {e.member for e in mdss.SortedSet(store, "q")}
+    assert rest.isdisjoint(members)
+    added = {f"n{t}-{i:02d}" for t in range(2) for i in range(15)}
+    assert rest | set(members) == {f"m{i:03d}" for i in range(120)} | added

@@ -90,6 +90,17 @@ class SortedSetMachine(RuleBasedStateMachine):
             del self.model.scores[m]
         assert self.set.remove_many(members) == len(present)
 
+    @rule(n=st.integers(0, 5), lowest=st.booleans())
+    def pop(self, n: int, lowest: bool) -> None:
+        """pop_min / pop_max: the n entries at that end, leaving ties in the set's order from that end."""
+        entries = self.model.entries()
+        from_end = lowest == (self.model.order == "desc")
+        expected = entries[::-1][:n] if from_end else entries[:n]
+        expected.sort(key=lambda e: e.score, reverse=not lowest)
+        assert (self.set.pop_min(n) if lowest else self.set.pop_max(n)) == expected
+        for e in expected:
+            del self.model.scores[e.member]
+
     @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), min_size=1, max_size=8))
     def ended_process_writes(self, pairs: list[tuple[str, int]]) -> None:
         """Another writer whose grace period never ends in this test: what it replaces waits for gc()."""
