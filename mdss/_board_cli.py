@@ -218,6 +218,15 @@ def row(owner: str, window: str | None) -> None:
 @board.command()
 @click.argument("owner")
 @_WINDOW
+def remove(owner: str, window: str | None) -> None:
+    """Remove OWNER's row from --window, or from every window."""
+    found, lb = _board()
+    _echo(found, lb.remove(owner, window=window))
+
+
+@board.command()
+@click.argument("owner")
+@_WINDOW
 @_TIES
 def positions(owner: str, window: str | None, ties: str) -> None:
     """OWNER's rank in every column."""

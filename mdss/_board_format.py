@@ -8,7 +8,8 @@ In slot (score) order, a window's set holds:
   (values, last update, and post ids older boards kept in rows; msgpack, base64): the manifests route a read to it;
 - a marker ``r:<owner>`` per owner (score ``_MARK_SLOT``): a first post expects none, so only one first post lands;
 - an entry per post id counted in the last ``post_id_ttl`` seconds: ``p:``, the owner's length, the owner, the post id;
-  score ``_POST_SLOT`` plus the moment of its first try, so the oldest come first.
+  score ``_POST_SLOT`` plus the moment of its first try, so the oldest come first (kept after the owner's row is
+  removed, until they expire: a retry of a post counted before counts nothing).
 """
 
 from __future__ import annotations
@@ -208,7 +209,8 @@ def window_entries(columns: Mapping[str, _Column], rows: Mapping[str, dict[str, 
 
 def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> list[str]:
     """What is wrong with a window's ``entries``: each owner must have one row entry and one marker, each post id entry
-    name an owner with a row, and the column entries be exactly those the rows spell."""
+    name an owner (whose row may have been removed since: ``Leaderboard.remove`` leaves post ids to expire), and the
+    column entries be exactly those the rows spell."""
     found: list[str] = []
     markers = {e.member[len(_ROW) :] for e in entries if e.member.startswith(_ROW)}
     if any(e.score != _MARK_SLOT for e in entries if e.member.startswith(_ROW)):
@@ -226,8 +228,8 @@ def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> l
     if set(rows) != markers:
         found.append(f"owners with a marker but no row, or the reverse: {sorted(set(rows) ^ markers)[:5]}")
     for e in (e for e in entries if e.member.startswith(_POST)):
-        if _post_owner(e.member) not in rows or type(e.score) is not float or not e.score >= _POST_SLOT:
-            found.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no row, or is damaged")
+        if _post_owner(e.member) is None or type(e.score) is not float or not e.score >= _POST_SLOT:
+            found.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no owner, or is damaged")
     column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))}
     expected: dict[str, Any] = {}
     for owner, row in rows.items():

@@ -244,6 +244,17 @@ def commit_ops(
     return commit
 
 
+def removal_ops(columns: Mapping[str, _Column], owner: str, entry: str, row: Row) -> Ops:
+    """One window's commit of the owner's removal: if the row entry is still ``entry``, remove it, its column entries
+    (their tie groups counted down) and the owner's marker. Its post id entries stay until they expire: a retry of a
+    post counted before the removal counts nothing."""
+    commit: Ops = [("expect", entry, _ROW_SLOT)]
+    for column, member in members(columns, owner, row.values).items():
+        commit.append(("remove", member, None))
+        commit += _group_ops(columns[column], member, leaving=True)
+    return [*commit, ("remove", entry, None), ("remove", _ROW + owner, None)]
+
+
 def check_fits(entries: Collection[str], node_bytes: int) -> None:
     """Refuse entries too heavy for nodes of ``node_bytes`` (a node holds at least four items)."""
     if 4 * (4 * max(map(len, entries)) + CHILD_BYTES) <= node_bytes:  # fits at 4 UTF-8 bytes per character

@@ -18,13 +18,13 @@ from typing import Any
 
 from . import _board_settings, _estimate, _load, _ops, _snapshot, _windows
 from . import _board_views as views
-from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, window_problems
+from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, _row_entries, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
 from ._board_load import window_source
 from ._board_ops import RESOLVERS
-from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row
+from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row, removal_ops
 from ._board_settings import _LEGACY_EPOCH
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
@@ -331,6 +331,39 @@ class Leaderboard:
         raise ConflictError(
             f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); windows done: {done}"
         )
+
+    def remove(self, owner: str, *, window: str | None = None) -> dict[str, bool]:
+        """Remove the owner's row from ``window`` (an instance, or a kind's current one), or from every window the board
+        holds when ``window`` is ``None`` (a cheater, a deleted account); returns, per window instance, whether a row
+        was there. Ranks, counts, pages and percentiles agree at once: one commit per window, on condition that the
+        row is still the one read (a post of the owner landing meanwhile makes it read again). The owner's post ids
+        stay recorded until ``post_id_ttl``: a retry of a post counted before the removal counts nothing.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"})
+        >>> _ = board.post("ann", {"xp": 5}), board.post("bob", {"xp": 3})
+        >>> board.remove("ann"), board.positions("bob"), board.count("xp")
+        ({'all': True}, {'xp': 1}, 1)
+        """
+        owner = self._owner(owner)
+        instances = self.windows() if window is None else [self._instance(window)]
+        done: dict[str, bool] = {}
+        for instance in instances:
+            sset = self._set(instance)
+            policy = sset.engine.policy
+            for _ in policy.attempts():
+                entry = _snapshot.read(sset.engine, lambda snap: _row_entries(snap, [owner])[0])
+                if entry is None:
+                    done[instance] = False
+                    break
+                try:
+                    sset.engine.group.submit(removal_ops(self.columns, owner, entry, _decode_row(entry)[0]))
+                except _ops.Stale:  # a post of the owner landed since the read
+                    continue
+                done[instance] = True
+                break
+            else:
+                raise ConflictError(f"the removal of owner {owner!r} from window {instance!r} kept losing to its posts")
+        return done
 
     def load(
         self,

@@ -52,6 +52,9 @@ def test_posts_and_views(run) -> None:
     assert json.loads(run("--json", "gc", "--window", "all", "--no-wait")) == 0
     assert json.loads(run("--json", "positions", "ann", "--ties", "dense")) == {"xp": 2, "race": 2}
     assert "columns must be a non-empty mapping" in run("--columns", "{}", "top", "xp", code=1)
+    assert json.loads(run("--windows", "all,day", "--json", "remove", "bob", "--window", "all")) == {"all": True}
+    assert [r["owner"] for r in json.loads(run("--json", "top", "xp"))] == ["ann"]
+    assert json.loads(run("--json", "remove", "zed")) == {w: False for w in json.loads(run("--json", "windows"))}
 
 
 def test_a_board_needs_its_columns_once(tmp_path) -> None:

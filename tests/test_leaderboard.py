@@ -31,12 +31,15 @@ class BoardModel:
         self.columns = {name: [(name, spec)] if isinstance(spec, str) else list(spec) for name, spec in columns.items()}
         self.accumulate, self.keep_best = set(accumulate), dict(keep_best)
         self.windows: dict[str, dict[str, tuple[dict, float, list]]] = {}
+        self.removed: dict[tuple[str, str], list] = {}  # (instance, owner) -> the post ids of rows removed
 
     def post(self, instance: str, owner: str, values: dict, post_id, only, stamp: float) -> bool:
         rows = self.windows.setdefault(instance, {})
         found = rows.get(owner)
         if post_id is not None and found is not None and post_id in found[2]:
             return False
+        if post_id is not None and post_id in self.removed.get((instance, owner), ()):
+            return False  # counted before the row was removed: a retry counts nothing
         if only == "new" and found is not None or only == "existing" and found is None:
             return False
         merged = dict(found[0]) if found else {}
@@ -51,6 +54,12 @@ class BoardModel:
         posts = (found[2] if found else []) + ([post_id] if post_id is not None else [])
         rows[owner] = (merged, stamp, posts)  # every post id: the machine's boards forget none
         return True
+
+    def remove(self, instance: str, owner: str) -> bool:
+        found = self.windows.get(instance, {}).pop(owner, None)
+        if found is not None:
+            self.removed.setdefault((instance, owner), []).extend(found[2])
+        return found is not None
 
     def key(self, column: str, values: dict):
         parts = []
@@ -142,6 +151,13 @@ class LeaderboardMachine(RuleBasedStateMachine):
         moment = self.first_tried.setdefault((owner, post_id), self.clock[0])
         expected = {i: self.model.post(i, owner, values, post_id, only, moment) for i in self.instances(moment)}
         assert self.board.post(owner, values, post_id=post_id, only=only) == expected
+
+    @rule(owner=OWNERS, which=st.sampled_from([None, "all", "week", "day"]))
+    def remove(self, owner, which) -> None:
+        """The owner's row leaves one window (a kind's current instance) or every window."""
+        instances = self.board.windows() if which is None else [self.instances()[("all", "week", "day").index(which)]]
+        expected = {i: self.model.remove(i, owner) for i in instances}
+        assert self.board.remove(owner, window=which) == expected
 
     @rule(days=st.sampled_from([0.25, 1, 3, 8]))
     def tick(self, days) -> None:
@@ -621,6 +637,13 @@ def test_every_store(store) -> None:
         if step % 20 == 19:
             clock[0] += DAY
     assert len(board.windows("day")) == 2  # retention dropped the first day
+    gone = rng.choice([o for o in owners if o in model.windows[board.windows("day")[-1]]])
+    assert board.remove(gone) == {i: model.remove(i, gone) for i in board.windows()}  # every window
+    assert board.remove("o2", window="all") == {"all": model.remove("all", "o2")}
+    when = dt.datetime.fromtimestamp(clock[0], dt.timezone.utc)
+    current = [_windows.instance(k, when, dt.timezone.utc) for k in ("all", "day")]
+    expected = {i: model.post(i, gone, {"xp": 1}, "back", None, clock[0]) for i in current}
+    assert board.post(gone, {"xp": 1}, post_id="back") == expected  # a new row after the removal
     for instance in board.windows():
         rows = model.windows[instance]
         for column in COLUMNS:
