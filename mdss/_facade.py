@@ -523,6 +523,50 @@ class SetMethods:
         results = self._submit([("remove", m, None) for m in check_members(members)])
         return None if results is None else sum(1 for found in results if found)
 
+    def remove_range_by_score(self, lo: Score, hi: Score) -> int:
+        """Remove every member scored from ``lo`` to ``hi`` inclusive (numerically, whatever the order: Redis'
+        ``ZREMRANGEBYSCORE``); returns how many. Read from a fresh snapshot and removed on condition that each entry
+        still holds the score read, as :meth:`pop_max` is: one commit (per shard when sharded); a range found changed
+        is read again.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"ann": 3, "bob": 2, "cid": 1})
+        >>> board.remove_range_by_score(2, 5), [e.member for e in board]
+        (2, ['cid'])
+        """
+        lo, hi = check_score(lo), check_score(hi)
+        best, worst = (hi, lo) if self._order.name == "desc" else (lo, hi)
+
+        def found(x: Any, _: int) -> list[Entry]:
+            start, stop = self._score_bounds(x, best, worst)
+            return self._entries(x, start, stop)
+
+        return self._remove_found(found, 0)
+
+    def remove_range_by_rank(self, first: int, last: int) -> int:
+        """Remove the entries ranked ``first`` to ``last`` (1-based, inclusive; ordinal ranks); returns how many. As
+        :meth:`remove_range_by_score`; on a sharded set, where one shard's part changed meanwhile, the ranks from
+        ``first`` are read again for the entries still to remove.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"ann": 3, "bob": 2, "cid": 1})
+        >>> board.remove_range_by_rank(1, 2), [e.member for e in board]
+        (2, ['cid'])
+        """
+        if type(first) is not int or type(last) is not int or first < 1:
+            raise InvalidArgumentError(f"first and last must be ints, first >= 1, got {first!r:.40}, {last!r:.40}")
+        return self._remove_found(lambda x, removed: self._entries(x, first - 1, last - removed), last - first + 1)
+
+    def _remove_found(self, found: Callable[[Any, int], list[Entry]], most: int) -> int:
+        """Take what ``found(snapshot, removed so far)`` lists from fresh snapshots until it lists nothing more, all of
+        it is taken, or ``most`` (if not 0) are; how many were removed."""
+        removed = 0
+        for _ in _retry.COMMITS.attempts():
+            entries = self._read(lambda x, removed=removed: found(x, removed), 0.0)
+            taken = len(self._take(entries)) if entries else 0
+            removed += taken
+            if taken == len(entries) or (most and removed >= most):
+                return removed
+        raise ConflictError(f"a range of set {self.name!r} kept changing under its removal")
+
     def pop_min(self, n: int = 1) -> list[Entry]:
         """Remove and return up to ``n`` entries with the lowest scores, lowest first (Redis' ``ZPOPMIN``); see
         :meth:`pop_max`.

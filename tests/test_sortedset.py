@@ -366,3 +366,32 @@ def test_concurrent_pops_lose_and_double_nothing(store_factory) -> None:
     assert rest.isdisjoint(members)
     added = {f"n{t}-{i:02d}" for t in range(2) for i in range(15)}
     assert rest | set(members) == {f"m{i:03d}" for i in range(120)} | added
+
+
+def test_concurrent_range_removals_count_each_member_once(store_factory) -> None:
+    """Threads remove overlapping score ranges and rank ranges at once: each member is removed by one of them, and
+    their counts add up to what left the set."""
+    store = store_factory()
+    mdss.SortedSet.load(store, "r", {f"m{i:03d}": i for i in range(150)}, chunk_size=4)
+    counts: list[int] = []
+    lock = threading.Lock()
+
+    def by_score(lo: int, hi: int) -> None:
+        n = mdss.SortedSet(store, "r").remove_range_by_score(lo, hi)
+        with lock:
+            counts.append(n)
+
+    def by_rank() -> None:
+        n = mdss.SortedSet(store, "r").remove_range_by_rank(1, 5)
+        with lock:
+            counts.append(n)
+
+    threads = [threading.Thread(target=by_score, args=(lo, lo + 40)) for lo in (0, 20, 30)]
+    threads.append(threading.Thread(target=by_rank))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    left = {e.member for e in mdss.SortedSet(store, "r")}
+    assert not left & {f"m{i:03d}" for i in range(71)}  # every score range went
+    assert sum(counts) == 150 - len(left)

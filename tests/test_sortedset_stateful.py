@@ -101,6 +101,20 @@ class SortedSetMachine(RuleBasedStateMachine):
         for e in expected:
             del self.model.scores[e.member]
 
+    @rule(lo=S.small_scores, hi=S.small_scores)
+    def remove_range_by_score(self, lo: int, hi: int) -> None:
+        gone = [m for m, s in self.model.scores.items() if lo <= s <= hi]
+        assert self.set.remove_range_by_score(lo, hi) == len(gone)
+        for m in gone:
+            del self.model.scores[m]
+
+    @rule(first=st.integers(1, 12), span=st.integers(-1, 6))
+    def remove_range_by_rank(self, first: int, span: int) -> None:
+        gone = [e.member for e in self.model.entries()[first - 1 : first + span]]
+        assert self.set.remove_range_by_rank(first, first + span) == len(gone)
+        for m in gone:
+            del self.model.scores[m]
+
     @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), min_size=1, max_size=8))
     def ended_process_writes(self, pairs: list[tuple[str, int]]) -> None:
         """Another writer whose grace period never ends in this test: what it replaces waits for gc()."""
