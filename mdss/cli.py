@@ -237,6 +237,53 @@ def count(best: int | float, worst: int | float) -> None:
     click.echo(f"{_ctx().board().count(best, worst):,}")
 
 
+@cli.command("rank-of-score", context_settings=NUMBERS)
+@click.argument("score", type=SCORE)
+def rank_of_score(score: int | float) -> None:
+    """Print the competition rank a member with SCORE would have."""
+    click.echo(f"{_ctx().board().rank_of_score(score):,}")
+
+
+@cli.command("range-by-score", context_settings=NUMBERS)
+@click.argument("best", type=SCORE)
+@click.argument("worst", type=SCORE)
+@click.option("--offset", type=IntRange(min=0), default=0, show_default=True)
+@click.option("--limit", type=IntRange(min=0), default=None, help="At most this many. [default: all]")
+@ties_option
+def range_by_score(best: int | float, worst: int | float, offset: int, limit: int | None, ties: str) -> None:
+    """Print the entries scored from BEST to WORST inclusive, best first."""
+    board = _ctx().board()
+    click.echo(_table(board.range_by_score(best, worst, offset=offset, limit=limit, ties=ties)))
+
+
+@cli.command()
+@click.argument("member")
+def percentile(member: str) -> None:
+    """Print the share of members ranked strictly better than MEMBER (0 for the best)."""
+    board = _ctx().board()
+    found = board.percentile(member)
+    if found is None:
+        raise click.ClickException(f"{member} is not in set {board.name!r}")
+    click.echo(f"{found:.6g}")
+
+
+@cli.command()
+@click.option("--min", "lowest", flag_value=True, default=True, help="The lowest scores. [default]")
+@click.option("--max", "lowest", flag_value=False, help="The highest scores.")
+@click.option("-n", "count", type=IntRange(min=0), default=1, show_default=True)
+def pop(lowest: bool, count: int) -> None:
+    """Remove and print the COUNT entries with the lowest (or highest) scores."""
+    board = _ctx().board()
+    click.echo(_table(board.pop_min(count) if lowest else board.pop_max(count)))
+
+
+@cli.command("random")
+@click.option("-n", "count", type=IntRange(min=0), default=1, show_default=True)
+def random_entries(count: int) -> None:
+    """Print up to COUNT distinct entries drawn uniformly."""
+    click.echo(_table(_ctx().board().random_members(count)))
+
+
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(

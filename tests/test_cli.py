@@ -48,6 +48,11 @@ def test_every_subcommand(run) -> None:
     assert run("score", "bob").strip() == "25"
     assert run("rank", "ann") == "ann is ranked 1st of 3 with 30\n"
     assert "ranked 3rd of 3 with 20.5" in run("rank", "cid")
+    assert run("rank-of-score", "21").strip() == "3" and run("rank-of-score", "-5").strip() == "4"
+    assert [line.split()[1] for line in run("range-by-score", "30", "20.5").splitlines()[1:]] == ["ann", "bob", "cid"]
+    assert "bob" in run("range-by-score", "30", "-1", "--offset", "1", "--limit", "1")
+    assert run("percentile", "ann").strip() == "0" and "is not in set" in run("percentile", "zed", code=1)
+    assert len(run("random", "-n", "2").splitlines()) == 3
     assert "ranked 3rd of 3" in run("rank", "cid", "--ties", "dense")
     top = run("top", "-n", "2")
     assert top.index("ann") < top.index("bob") and "cid" not in top
@@ -57,6 +62,7 @@ def test_every_subcommand(run) -> None:
     assert "every invariant holds" in run("check")
     assert "members: 3" in run("stats")
     assert "removed 1 of 2" in run("remove", "cid", "zed")
+    assert "bob" in run("pop") and "ann" in run("pop", "--max", "-n", "5") and "(no entries)" in run("pop")
     assert "deleted" in run("gc", "--no-wait")  # what the ended commands replaced (their grace never ran)
     assert "dropped" in run("drop", "--yes")
     assert "(no entries)" in run("top")
