@@ -472,6 +472,29 @@ def test_reads_of_kept_layouts_follow_interleaved_writers(
     assert reader.check() == []
 
 
+def test_a_read_of_unmoved_heads_takes_the_parts_of_the_last_read() -> None:
+    """A read whose heads' bytes are those of the last read takes its parts as they were (one round trip, no shard
+    looked at again); once another object's write moves one shard, that shard alone is seen anew, and a head that
+    vanished is the shard's own case on every read."""
+    store = mdss.open_store("memory://")
+    reader = mdss.SortedSet.load(store, "b", {f"p{i}": i for i in range(200)}, chunk_size=8, shards=4)
+    first = reader._gather()[1].parts
+    before = store.stats.snapshot()
+    again = reader._gather()[1].parts
+    assert store.stats.since(before)["calls"] == 1
+    assert all(a is b for a, b in zip(first, again))
+    assert [part.reads for part in again] == [1] * 4  # seen by one read after the one that decoded them
+    mdss.SortedSet(store, "b").add("p3", 1000)
+    moved = reader.shard_of("p3")
+    now = reader._gather()[1].parts
+    assert [part is was for part, was in zip(now, first)] == [i != moved for i in range(4)]
+    assert reader.rank("p3") == 1 and reader.range(0, 2)[1] == mdss.Entry("p199", 199, 2)
+    store.delete(reader.engines[moved].keys.head)  # vanished: the shard's own rules (here: lost), on every read
+    for _ in range(2):
+        with pytest.raises(mdss.HeadMissingError):
+            reader.rank("p3")
+
+
 def test_entry_sets_found_through_layouts_stay_recently_used() -> None:
     """Reads that find a region's entry set through their layout's weak reference (not the cache) still
     mark it as used: the cache keeps evicting the least recently used entry sets, not the ones reads use."""
