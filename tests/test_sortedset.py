@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import collections
 import math
-import random
-import threading
 from typing import Any
 
 import pytest
@@ -291,107 +288,3 @@ def test_cache_stays_within_budget(store) -> None:
     small = mdss.SortedSet(store, "big", cache_bytes=4096)
     list(small)
     assert small.engines[0].cache.size <= 4096
-
-
-def test_random_members_are_distinct_exact_and_uniform() -> None:
-    """Draws are distinct entries of one snapshot with their ranks, and every member comes up about as often."""
-    store = mdss.open_store("memory://")
-    pairs = {f"m{i:02d}": i % 7 for i in range(40)}
-    for sset in (
-        mdss.SortedSet.load(store, "one", pairs, chunk_size=3),
-        mdss.SortedSet.load(store, "many", pairs, chunk_size=3, shards=3),
-    ):
-        sset.add("late", 3)  # in the update log
-        expected = {e.member: e for e in sset.range(0, 100)}
-        rng = random.Random(5)
-        seen: collections.Counter[str] = collections.Counter()
-        for _ in range(600):
-            drawn = sset.random_members(4, rng=rng)
-            assert len({e.member for e in drawn}) == 4
-            assert all(expected[e.member] == e for e in drawn)
-            seen.update(e.member for e in drawn)
-        assert set(seen) == set(expected)
-        mean = 600 * 4 / len(expected)
-        chi2 = sum((n - mean) ** 2 / mean for n in seen.values())
-        assert chi2 < 80  # 40 degrees of freedom: p < 0.001 above about 73
-        assert sorted(e.member for e in sset.random_members(1000)) == sorted(expected)
-        assert sset.random_members(0) == []
-    assert mdss.SortedSet(store, "none").random_members(3) == []
-    with pytest.raises(mdss.InvalidArgumentError):
-        sset.random_members(-1)
-    with pytest.raises(mdss.InvalidArgumentError):
-        sset.random_members(2, rng=7)
-
-
-def test_random_members_read_every_entry_set_in_one_round_trip() -> None:
-    store = mdss.open_store("memory://")
-    mdss.SortedSet.load(store, "s", {f"m{i:04d}": i for i in range(2000)}, chunk_size=10, shards=1)
-    reader = mdss.SortedSet(store, "s")  # unsharded: a sharded set finds each position by counts
-    reader.node_keys()  # every manifest cached (the ids of entry sets are in them), no entry set
-    calls = store.stats.calls
-    assert len(reader.random_members(20, rng=random.Random(1))) == 20
-    assert store.stats.calls - calls == 2  # the head, then the entry sets drawn from
-
-
-def test_concurrent_pops_lose_and_double_nothing(store_factory) -> None:
-    """Threads with objects of their own pop from one set while others add to it: every member added is popped once
-    or still there, none twice; each pop's entries were the lowest of a snapshot."""
-    store = store_factory()
-    mdss.SortedSet.load(store, "q", {f"m{i:03d}": i for i in range(120)}, chunk_size=4)
-    popped: list[list[mdss.Entry]] = []
-    lock = threading.Lock()
-
-    def popper() -> None:
-        sset = mdss.SortedSet(store, "q")
-        for _ in range(12):
-            got = sset.pop_min(3)
-            with lock:
-                popped.append(got)
-
-    def adder(t: int) -> None:
-        sset = mdss.SortedSet(store, "q")
-        for i in range(15):
-            sset.add(f"n{t}-{i:02d}", 1000 + i)
-
-    threads = [threading.Thread(target=popper) for _ in range(3)]
-    threads += [threading.Thread(target=adder, args=(t,)) for t in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    members = [e.member for got in popped for e in got]
-    assert len(members) == len(set(members)) == 3 * 12 * 3  # 108 of the first 120: none twice
-    assert all(all(a.score <= b.score for a, b in zip(got, got[1:])) for got in popped)
-    rest = {e.member for e in mdss.SortedSet(store, "q")}
-    assert rest.isdisjoint(members)
-    added = {f"n{t}-{i:02d}" for t in range(2) for i in range(15)}
-    assert rest | set(members) == {f"m{i:03d}" for i in range(120)} | added
-
-
-def test_concurrent_range_removals_count_each_member_once(store_factory) -> None:
-    """Threads remove overlapping score ranges and rank ranges at once: each member is removed by one of them, and
-    their counts add up to what left the set."""
-    store = store_factory()
-    mdss.SortedSet.load(store, "r", {f"m{i:03d}": i for i in range(150)}, chunk_size=4)
-    counts: list[int] = []
-    lock = threading.Lock()
-
-    def by_score(lo: int, hi: int) -> None:
-        n = mdss.SortedSet(store, "r").remove_range_by_score(lo, hi)
-        with lock:
-            counts.append(n)
-
-    def by_rank() -> None:
-        n = mdss.SortedSet(store, "r").remove_range_by_rank(1, 5)
-        with lock:
-            counts.append(n)
-
-    threads = [threading.Thread(target=by_score, args=(lo, lo + 40)) for lo in (0, 20, 30)]
-    threads.append(threading.Thread(target=by_rank))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    left = {e.member for e in mdss.SortedSet(store, "r")}
-    assert not left & {f"m{i:03d}" for i in range(71)}  # every score range went
-    assert sum(counts) == 150 - len(left)
