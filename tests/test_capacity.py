@@ -85,7 +85,7 @@ def test_the_stateful_model_over_the_capacity_model() -> None:
     )
     SortedSetMachine.shards = 1
     profile = settings()
-    examples = max(profile.max_examples // 3, 8)
+    examples = max(profile.max_examples // 5, 8)
     run_state_machine_as_test(SortedSetMachine, settings=settings(profile, max_examples=examples))
 
 

@@ -127,7 +127,7 @@ def test_stale_reads_equal_a_state_within_the_bound(store_factory, clock, shards
     def machine() -> StaleReads:
         return StaleReads(store_factory(), clock, shards)
 
-    examples = 20 if store_factory.kind in ("memory", "memory-cas") else 6
+    examples = 20 if store_factory.kind in ("memory", "memory-cas") else 4
     run_state_machine_as_test(machine, settings=settings(max_examples=examples, stateful_step_count=30))
 
 
