@@ -76,6 +76,9 @@ def test_every_format_version_has_fixtures() -> None:
     assert {p.parent.name for p in FIXTURES} >= {"v1", "v2", "v3", "v4", "v5"}
 
 
+#: Decoding is the same on every store (the store contract checks that bytes come back as written): each store reads
+#: a third of the vectors, every vector is read on two stores at least, and on every store under MDSS_DEEP.
+@pytest.mark.grid("path", size=3)
 @pytest.mark.parametrize("path", fixture_params("sortedset"))
 def test_sorted_set_reads_and_writes(store_factory, store, path: pathlib.Path) -> None:
     fixture = load_fixture(path)
