@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, NamedTuple, overload
 
-from . import _estimate, _ops, _retry
+from . import _estimate, _ops
 from ._head import MAX_CHUNK
 from ._order import (
     Entry,
@@ -31,6 +31,7 @@ from ._order import (
     each_pair,
 )
 from ._recent import Recent
+from ._retry import Backoff
 from .exceptions import ConflictError, InvalidArgumentError
 from .stores.base import Stats, Store
 
@@ -107,6 +108,7 @@ class SetMethods:
     _order: Order
     _local: threading.local
     _recent: Recent
+    _policy: Backoff  # the set's commit retries (retry_budget, max_attempts): pops and range removals follow it
     _read: Callable[..., Any]
     _count: Callable[..., int]
     _count_below: Callable[..., list[int]]
@@ -359,7 +361,8 @@ class SetMethods:
         draw = rng or random
 
         def run(x: Any) -> list[Entry]:
-            positions = draw.sample(range(self._count(x)), min(n, self._count(x)))
+            size = self._count(x)
+            positions = draw.sample(range(size), min(n, size))
             self._prefetch_positions(x, positions)
             return [self._entries(x, p, p + 1)[0] for p in positions]
 
@@ -559,7 +562,7 @@ class SetMethods:
         """Take what ``found(snapshot, removed so far)`` lists from fresh snapshots until it lists nothing more, all of
         it is taken, or ``most`` (if not 0) are; how many were removed."""
         removed = 0
-        for _ in _retry.COMMITS.attempts():
+        for _ in self._policy.attempts():
             entries = self._read(lambda x, removed=removed: found(x, removed), 0.0)
             taken = len(self._take(entries)) if entries else 0
             removed += taken
@@ -593,7 +596,7 @@ class SetMethods:
         check_count(n, "n")
         from_end = lowest == (self._order.name == "desc")  # the lowest scores end a descending set
         popped: list[Entry] = []
-        for _ in _retry.COMMITS.attempts():
+        for _ in self._policy.attempts():
             want = n - len(popped)
             if want <= 0:
                 break

@@ -131,7 +131,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         """Become the facade of ``engine``, which takes the stored set's settings (one round trip)."""
         _snapshot.adopt_stored_settings(engine, options.get("order"), options.get("chunk_size"))
         self.store, self.name, self.engine = engine.store, engine.name, engine
-        self._recent = engine.recent
+        self._recent, self._policy = engine.recent, engine.policy
         self._local = threading.local()
         self._read = functools.partial(_snapshot.read, engine)  # the hook of mdss._facade, without a frame of its own
 
