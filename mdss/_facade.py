@@ -543,7 +543,7 @@ class SetMethods:
             start, stop = self._score_bounds(x, best, worst)
             return self._entries(x, start, stop)
 
-        return self._remove_found(found, 0)
+        return len(self._take_found(found, 0))
 
     def remove_range_by_rank(self, first: int, last: int) -> int:
         """Remove the entries ranked ``first`` to ``last`` (1-based, inclusive; ordinal ranks); returns how many. As
@@ -556,19 +556,22 @@ class SetMethods:
         """
         if type(first) is not int or type(last) is not int or first < 1:
             raise InvalidArgumentError(f"first and last must be ints, first >= 1, got {first!r:.40}, {last!r:.40}")
-        return self._remove_found(lambda x, removed: self._entries(x, first - 1, last - removed), last - first + 1)
+        span = max(last - first + 1, 0)
+        return len(self._take_found(lambda x, done: self._entries(x, first - 1, last - done), span))
 
-    def _remove_found(self, found: Callable[[Any, int], list[Entry]], most: int) -> int:
-        """Take what ``found(snapshot, removed so far)`` lists from fresh snapshots until it lists nothing more, all of
-        it is taken, or ``most`` (if not 0) are; how many were removed."""
-        removed = 0
+    def _take_found(self, found: Callable[[Any, int], list[Entry]], most: int) -> list[Entry]:
+        """Take (:meth:`_take`) what ``found(snapshot, how many taken so far)`` lists, from fresh snapshots, until it
+        lists nothing, all of it is taken, or ``most`` (if not 0) are: the entries taken, in the order found. Pops and
+        range removals, within the set's commit policy."""
+        taken: list[Entry] = []
         for _ in self._policy.attempts():
-            entries = self._read(lambda x, removed=removed: found(x, removed), 0.0)
-            taken = len(self._take(entries)) if entries else 0
-            removed += taken
-            if taken == len(entries) or (most and removed >= most):
-                return removed
-        raise ConflictError(f"a range of set {self.name!r} kept changing under its removal")
+            done = len(taken)
+            entries = self._read(lambda x, done=done: found(x, done), 0.0)
+            took = {e.member for e in self._take(entries)} if entries else set()
+            taken.extend(e for e in entries if e.member in took)
+            if len(took) == len(entries) or (most and len(taken) >= most):
+                return taken
+        raise ConflictError(f"entries of set {self.name!r} kept changing under their removal")
 
     def pop_min(self, n: int = 1) -> list[Entry]:
         """Remove and return up to ``n`` entries with the lowest scores, lowest first (Redis' ``ZPOPMIN``); see
@@ -595,27 +598,14 @@ class SetMethods:
     def _pop(self, n: int, lowest: bool) -> list[Entry]:
         check_count(n, "n")
         from_end = lowest == (self._order.name == "desc")  # the lowest scores end a descending set
-        popped: list[Entry] = []
-        for _ in self._policy.attempts():
-            want = n - len(popped)
-            if want <= 0:
-                break
 
-            def ends(x: Any, want: int = want) -> list[Entry]:
-                size = self._count(x)
-                if from_end:
-                    return self._entries(x, max(size - want, 0), size)[::-1]
-                return self._entries(x, 0, want)
+        def ends(x: Any, done: int) -> list[Entry]:
+            want, size = n - done, self._count(x)
+            if from_end:
+                return self._entries(x, max(size - want, 0), size)[::-1]
+            return self._entries(x, 0, want)
 
-            found = self._read(ends, 0.0)
-            if not found:
-                break
-            taken = {e.member for e in self._take(found)}
-            popped.extend(e for e in found if e.member in taken)  # in the order they were found
-            if len(popped) == n or (len(found) < want and len(popped) == len(found)):
-                break
-        else:
-            raise ConflictError(f"pops of set {self.name!r} kept losing their entries to other writers")
+        popped = self._take_found(ends, n)
         return sorted(popped, key=lambda e: e.score, reverse=not lowest)  # stable: ties as they left
 
     @contextmanager
