@@ -1,8 +1,9 @@
 """Bounded staleness: reads that accept a snapshot up to ``max_staleness`` seconds old skip the head's round trip.
 
-A read within the bound answers from the head this object read last (its record for a set, every shard's head bytes
-for a sharded set): exact for that snapshot, with no store call when the nodes it needs are cached. The first read
-past the bound reads the head again and keeps it. Any write through the object forgets what was kept, so its own
+A read within the bound answers from the head this object's last read that accepted staleness took (its record for a
+set, every shard's head bytes for a sharded set): exact for that snapshot, with no store call when the nodes it needs
+are cached. The first read past the bound reads the head again and keeps it; reads that accept no staleness keep
+nothing. Any write through the object forgets what was kept, so its own
 later reads see it; an epoch counter keeps a read that began before a write from keeping its older head after it.
 """
 
@@ -43,10 +44,14 @@ class Recent:
                 return kept[0]
         return None
 
-    def begin(self) -> tuple[int, float]:
+    def begin(self, bound: float | None) -> tuple[int, float] | None:
         """Before a fresh read of the head: the epoch and time that :meth:`keep` takes (the time the read began, so
-        that an age is never under the truth)."""
+        that an age is never under the truth); ``None`` when neither the object nor the read (``bound``) accepts
+        staleness: then nothing is kept, and a read of the head pays no more than before. An object with a bound
+        keeps every fresh read's head, so its reads never go back to an older one."""
         self._ages.age = 0.0
+        if not (self.bound or bound):
+            return None
         return self._epoch, clock()
 
     def keep(self, held: Any, began: tuple[int, float]) -> None:

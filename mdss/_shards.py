@@ -219,13 +219,18 @@ class ShardedSet(SetMethods):
         if kept is not None:
             datas, parts = kept
             return datas, Gather([part.seen() for part in parts], self.store, self._cache, self._order.key)
-        began = recent.begin()
+        began = recent.begin(max_staleness)
         datas = self.store.get_many(self._head_keys)
+        parts = self._parts(datas)
+        if began is not None:
+            recent.keep((datas, parts), began)
+        return datas, Gather(parts, self.store, self._cache, self._order.key)
+
+    def _parts(self, datas: list[bytes | None]) -> list[Part]:
+        """Every shard as the heads' bytes ``datas`` show it (a shard never seen without a head: its marker read)."""
         last = self._last
         if last is not None and datas == last[0]:  # no shard moved: the usual read of a quiet set
-            parts = [part.seen() for part in last[1]]
-            recent.keep((datas, parts), began)
-            return datas, Gather(parts, self.store, self._cache, self._order.key)
+            return [part.seen() for part in last[1]]
         engines = self.engines
         unseen = [i for i, data in enumerate(datas) if data is None and engines[i].head is None]
         marked: set[int] = set()
@@ -238,8 +243,7 @@ class ShardedSet(SetMethods):
         ]
         if all(part.data is not None for part in parts):
             self._last = (datas, parts)
-        recent.keep((datas, parts), began)
-        return datas, Gather(parts, self.store, self._cache, self._order.key)
+        return parts
 
     def _part(self, i: int, data: bytes | None) -> Part:
         """Shard ``i`` as a read sees it from its head's bytes: the part seen last while they are the same."""

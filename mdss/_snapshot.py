@@ -89,9 +89,9 @@ def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | Non
             return fn(_kept(engine, *kept))
         except MissingNodeError:  # a node of the kept head collected since: read fresh from here on
             recent.forget()
-    began = recent.begin()
+    began = recent.begin(max_staleness)
     snap = snapshot(engine)
-    if snap.data is not None:
+    if began is not None and snap.data is not None:
         recent.keep((Record((snap.data,), snap.version), snap.head), began)
     try:
         return fn(snap)  # the common case, without the retry loop's bookkeeping

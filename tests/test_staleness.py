@@ -175,11 +175,11 @@ def test_a_writer_reads_its_own_writes_at_once(clock) -> None:
 
 def test_a_reader_that_began_before_a_write_keeps_nothing(clock) -> None:
     recent = _recent.Recent(5.0)
-    began = recent.begin()
+    began = recent.begin(None)
     recent.forget()  # a write landed while the read was in flight
     recent.keep("old head", began)
     assert recent.within(None) is None
-    recent.keep("newer head", recent.begin())
+    recent.keep("newer head", recent.begin(None))
     assert recent.within(None) == "newer head"
     assert recent.within(0) is None
     clock.now += 6
@@ -217,3 +217,15 @@ def test_bad_bounds_are_refused(bad) -> None:
         mdss.Leaderboard(store, "g", columns={"xp": "desc"}, max_staleness=bad)
     with pytest.raises(mdss.InvalidArgumentError, match="max_staleness"):
         mdss.Leaderboard(store, "g", columns={"xp": "desc"}).count("xp", max_staleness=bad)
+
+
+def test_reads_that_accept_no_staleness_keep_nothing(clock) -> None:
+    """A set without a bound keeps no head for its plain reads (they pay nothing for the option); a read that names
+    a bound reads the head once and keeps it for the next such reads."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet.load(store, "s", {"a": 1, "b": 2})
+    sset.rank("a")
+    assert sset.engine.recent.within(5) is None
+    calls = store.stats.calls
+    assert sset.rank("a", max_staleness=5) == 2 and store.stats.calls == calls + 1
+    assert sset.rank("b", max_staleness=5) == 1 and store.stats.calls == calls + 1
