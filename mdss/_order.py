@@ -167,6 +167,13 @@ def check_seconds(value: Any, what: str) -> float:
     return value
 
 
+def check_positive(value: Any, what: str) -> float:
+    """``value`` if it is a finite number above 0, else :class:`InvalidArgumentError`."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+        raise InvalidArgumentError(f"{what} must be a positive number, got {value!r:.80}")
+    return value
+
+
 def add_scores(a: Score, b: Score) -> Score:
     """``a + b`` for ``incr``, refusing a result that overflows 64 bits or is NaN (inf - inf)."""
     total = a + b

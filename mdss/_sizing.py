@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ._codec import MAX_SHARDS
+from ._order import check_positive
 from .exceptions import InvalidArgumentError
 
 #: Posts per write unit a head's key takes, measured under a per-key cap with 32 writer processes.
@@ -37,8 +38,7 @@ def shards_for(
         ("posts_per_unit", posts_per_unit),
         ("headroom", headroom),
     ):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
-            raise InvalidArgumentError(f"{what} must be a positive number, got {value!r:.80}")
+        check_positive(value, what)
     if headroom < 1:
         raise InvalidArgumentError(f"headroom must be at least 1, got {headroom!r}")
     shards = max(1, math.ceil(posts_per_second * headroom / (key_write_units * posts_per_unit)))

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from .._order import check_positive, check_seconds
 from .._retry import Backoff
 from ..exceptions import InvalidArgumentError, StoreUnavailableError
 from .base import Record, Store
@@ -167,11 +168,9 @@ class CapacityStore(Store):
         if not isinstance(inner, Store):
             raise InvalidArgumentError(f"inner must be an mdss Store, got {inner!r:.80}")
         for what, value in (("read_units", read_units), ("write_units", write_units), ("burst", burst)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
-                raise InvalidArgumentError(f"{what} must be a positive number, got {value!r:.80}")
+            check_positive(value, what)
         for what, value in (("retry_budget", retry_budget), ("backoff", backoff)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
-                raise InvalidArgumentError(f"{what} must be a non-negative number of seconds, got {value!r:.80}")
+            check_seconds(value, what)
         super().__init__(namespace=inner.namespace)
         self.inner = inner
         self.stats = inner.stats  # round trips and bytes, counted once, by the inner store
@@ -208,7 +207,10 @@ class CapacityStore(Store):
         waited = time.monotonic()
         for attempt in self._policy.attempts():
             refused = self._buckets.take(kind, costs, rate, depth)
-            self.usage.add(**{f"{kind}_units": sum(costs.values()) - sum(costs[k] for k in refused)})
+            admitted = [key for key in costs if key not in refused]
+            self.usage.add(**{f"{kind}_units": sum(costs[key] for key in admitted)})
+            if kind == "write" and self._watch is not None:
+                self.usage.add(watched_units=sum(costs[key] for key in admitted if self._watch(key)))
             if not refused:
                 if attempt:
                     self.usage.add(waited=time.monotonic() - waited)
@@ -221,10 +223,7 @@ class CapacityStore(Store):
         )
 
     def _write(self, key: str, size: int, call: Callable[[], T]) -> T:
-        units = write_units(size, self.unit_bytes[0])
-        self._admit("write", {key: units})
-        if self._watch is not None and self._watch(key):
-            self.usage.add(watched_units=units)
+        self._admit("write", {key: write_units(size, self.unit_bytes[0])})
         return call()
 
     # -- the store interface, over the inner store's public calls ------------------------------------------------
