@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from . import _cursor
+from . import _cursor, _percentiles
 from ._board_format import _GROUPS, Row, _Column, _decode_row, _group, _member, _row_entries, members
 from ._estimate import Estimate
 from ._order import TOP, column_owner, column_tag, column_tie
@@ -139,14 +139,35 @@ def page(
     return found, last if start + len(found) < high - low else None
 
 
-def percentile(snap: Any, column: _Column, owner: str) -> float | None:
+def percentile(snap: Any, column: _Column, owner: str, method: str) -> float | int | None:
+    """The owner's percentile in ``column`` by ``method`` (``mdss._percentiles``); ``None`` without a key there."""
     row = rows_of(snap, [owner])[0]
     member = None if row is None else _member(column, owner, row.values)
     if member is None:
         return None
+    if method == "agoragames":
+        start, at, end = snap.ranking.count_below([(column.slot,), (column.slot, member), (column.slot, TOP)])
+        return _percentiles.agoragames(at - start, end - start, _direction(column))
     probes = [*_probes(column, [member], "competition"), (column.slot, TOP)]
     start, better, end = snap.ranking.count_below(probes)  # one batched count
     return (better - start) / (end - start)
+
+
+def score_for_percentile(snap: Any, column: _Column, percent: float) -> Any:
+    """The agoragames library's ``score_for_percentile`` of a one-field column (``mdss._percentiles``)."""
+    rows = column_size(snap, column)
+    if not rows:
+        return None
+    first, second, fraction = _percentiles.positions(rows, percent, _direction(column))
+    low = min(first, second)
+    found, _ = _listing(snap, column, low, max(first, second) + 1, "ordinal")
+    values = [r.values[column.parts[0][0]] for r in found]
+    return _percentiles.interpolated(values[first - low], values[second - low], fraction)
+
+
+def _direction(column: _Column) -> str:
+    """A one-field column's order, as a set's (the direction of its field)."""
+    return column.parts[0][1]
 
 
 def at_percentile(snap: Any, column: _Column, p: float, ties: str) -> RankedRow | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, NamedTuple, overload
 
-from . import _estimate, _ops
+from . import _estimate, _ops, _percentiles
 from ._head import MAX_CHUNK
 from ._order import (
     Entry,
@@ -214,21 +214,55 @@ class SetMethods:
 
         return self._read(run, staleness(max_staleness))
 
-    def percentile(self, member: str, *, max_staleness: float | None = None) -> float | None:
+    def percentile(
+        self, member: str, *, method: str = "better", max_staleness: float | None = None
+    ) -> float | int | None:
         """The share of members with a strictly better score: ``(competition rank - 1) / len(self)``, 0.0 for the best
         (ties share it); ``None`` if the member is absent. Costs as :meth:`rank`.
+
+        ``method="agoragames"``: the agoragames ``leaderboard`` library's ``percentile_for`` instead, in whole percents
+        the other way round: ``ceil(100 * (len - rank) / len)`` by the member's ordinal rank in a descending set, 100
+        minus ``ceil(100 * (rank - 1) / len)`` in an ascending one (``mdss._percentiles``).
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(10)})
         >>> board.percentile("p9"), board.percentile("p0"), board.at_percentile(0.5)
         (0.0, 0.9, Entry(member='p4', score=4, rank=6))
+        >>> board.percentile("p9", method="agoragames"), board.percentile("p0", method="agoragames")
+        (90, 0)
         """
         member = check_member(member)
+        check_choice(method, _percentiles.METHODS, "method")
 
-        def run(x: Any) -> float | None:
+        def run(x: Any) -> float | int | None:
             score = self._score(x, member)
             if score is None:
                 return None
+            if method == "agoragames":
+                position = self._rank_of(x, self._order.key(member, score))
+                return _percentiles.agoragames(position, self._count(x), self._order.name)
             return self._rank_of(x, self._order.first_key(score)) / self._count(x)
+
+        return self._read(run, staleness(max_staleness))
+
+    def score_for_percentile(self, percent: float, *, max_staleness: float | None = None) -> Score | None:
+        """The agoragames ``leaderboard`` library's ``score_for_percentile``: ``percent`` from 0 (the worst score) to
+        100 (the best), the score at position ``(len - 1) * percent / 100`` from the worst, interpolated linearly
+        between the two scores either side; ``None`` for an empty set. Costs as :meth:`range` of two entries.
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "s", {"a": 10, "b": 20, "c": 40}, order="desc")
+        >>> board.score_for_percentile(100), board.score_for_percentile(75), board.score_for_percentile(0)
+        (40, 30.0, 10)
+        """
+        percent = _percentiles.check_percent(percent)
+
+        def run(x: Any) -> Score | None:
+            size = self._count(x)
+            if not size:
+                return None
+            first, second, fraction = _percentiles.positions(size, percent, self._order.name)
+            low = min(first, second)
+            scores = [e.score for e in self._entries(x, low, max(first, second) + 1, "ordinal")]
+            return _percentiles.interpolated(scores[first - low], scores[second - low], fraction)
 
         return self._read(run, staleness(max_staleness))
 

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 import mdss
 
-from . import _parse
+from . import _parse, _percentiles
 from ._board_cli import FloatRange, IntRange, spill_options
 from ._board_cli import board as board_command
 from ._cli_csv import csv_pairs, parse_score
@@ -258,13 +258,30 @@ def range_by_score(best: int | float, worst: int | float, offset: int, limit: in
 
 @cli.command()
 @click.argument("member")
-def percentile(member: str) -> None:
-    """Print the share of members ranked strictly better than MEMBER (0 for the best)."""
+@click.option(
+    "--method",
+    type=click.Choice(_percentiles.METHODS),
+    default="better",
+    show_default=True,
+    help="better: the share ranked strictly better (0 for the best); agoragames: that library's percentile_for.",
+)
+def percentile(member: str, method: str) -> None:
+    """Print MEMBER's percentile: the share of members ranked strictly better (0 for the best), or --method's."""
     board = _ctx().board()
-    found = board.percentile(member)
+    found = board.percentile(member, method=method)
     if found is None:
         raise click.ClickException(f"{member} is not in set {board.name!r}")
     click.echo(f"{found:.6g}")
+
+
+@cli.command("score-for-percentile")
+@click.argument("percent", type=FloatRange(0, 100))
+def score_for_percentile(percent: float) -> None:
+    """Print the score at PERCENT (0: the worst, 100: the best), interpolated as the agoragames library does."""
+    found = _ctx().board().score_for_percentile(percent)
+    if found is None:
+        raise click.ClickException("the set is empty")
+    click.echo(f"{found:.17g}" if isinstance(found, float) else str(found))
 
 
 @cli.command()

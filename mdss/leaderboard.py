@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import _board_settings, _estimate, _load, _ops, _snapshot, _windows
+from . import _board_settings, _estimate, _load, _ops, _percentiles, _snapshot, _windows
 from . import _board_views as views
 from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, _row_entries, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
@@ -653,19 +653,48 @@ class Leaderboard:
         return self._read(window, lambda snap: views.column_size(snap, col), max_staleness)
 
     def percentile(
-        self, owner: str, column: str, *, window: str | None = None, max_staleness: float | None = None
-    ) -> float | None:
-        """The share of the column's rows ranked strictly better than the owner's (as :meth:`SortedSet.percentile`);
-        ``None`` if the row is absent or lacks the column.
+        self,
+        owner: str,
+        column: str,
+        *,
+        window: str | None = None,
+        method: str = "better",
+        max_staleness: float | None = None,
+    ) -> float | int | None:
+        """The share of the column's rows ranked strictly better than the owner's (as :meth:`SortedSet.percentile`,
+        whose ``method="agoragames"`` a column of one field takes too); ``None`` if the row is absent or lacks the
+        column.
 
         >>> board = Leaderboard(mdss.open_store("memory://"), "b", columns={"xp": "desc"})
         >>> for i in range(10):
         ...     _ = board.post(f"p{i}", {"xp": i})
         >>> board.percentile("p9", "xp"), board.percentile("p0", "xp"), board.at_percentile("xp", 0.5).owner
         (0.0, 0.9, 'p4')
+        >>> board.percentile("p9", "xp", method="agoragames"), board.score_for_percentile("xp", 50)
+        (90, 4.5)
         """
         owner, col = self._owner(owner), self._column(column)
-        return self._read(window, lambda snap: views.percentile(snap, col, owner), max_staleness)
+        check_choice(method, _percentiles.METHODS, "method")
+        if method != "better":
+            self._single(col, "method=" + repr(method))
+        return self._read(window, lambda snap: views.percentile(snap, col, owner, method), max_staleness)
+
+    def score_for_percentile(
+        self, column: str, percent: float, *, window: str | None = None, max_staleness: float | None = None
+    ) -> Any:
+        """The agoragames ``leaderboard`` library's ``score_for_percentile`` of a column of one field (as
+        :meth:`SortedSet.score_for_percentile`: ``percent`` from 0, the worst value, to 100, the best, interpolated);
+        ``None`` for an empty column."""
+        col = self._column(column)
+        percent = _percentiles.check_percent(percent)
+        self._single(col, "score_for_percentile")
+        return self._read(window, lambda snap: views.score_for_percentile(snap, col, percent), max_staleness)
+
+    @staticmethod
+    def _single(column: _Column, what: str) -> None:
+        """Refuse ``what`` on a column of several fields: its keys are tuples, with no score to interpolate."""
+        if len(column.parts) != 1:
+            raise InvalidArgumentError(f"{what} needs a column of one field; {column.name!r} ranks {len(column.parts)}")
 
     def at_percentile(
         self,

@@ -52,6 +52,10 @@ def test_every_subcommand(run) -> None:
     assert [line.split()[1] for line in run("range-by-score", "30", "20.5").splitlines()[1:]] == ["ann", "bob", "cid"]
     assert "bob" in run("range-by-score", "30", "-1", "--offset", "1", "--limit", "1")
     assert run("percentile", "ann").strip() == "0" and "is not in set" in run("percentile", "zed", code=1)
+    assert run("percentile", "ann", "--method", "agoragames").strip() == "67"  # ceil(100 * 2 / 3)
+    assert run("score-for-percentile", "100").strip() == "30" and run("score-for-percentile", "0").strip() == "20.5"
+    assert run("score-for-percentile", "75").strip() == "27.5"  # halfway from bob's 25 to ann's 30
+    assert "0<=x<=100" in run("score-for-percentile", "101", code=2)
     assert len(run("random", "-n", "2").splitlines()) == 3
     assert "ranked 3rd of 3" in run("rank", "cid", "--ties", "dense")
     top = run("top", "-n", "2")
