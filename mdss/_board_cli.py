@@ -248,12 +248,12 @@ def around(owner: str, column: str, before: int, after: int, window: str | None,
 
 
 @board.command()
-@click.argument("column")
 @click.argument("owners", nargs=-1, required=True)
+@click.argument("column")
 @_WINDOW
 @_TIES
-def rows(column: str, owners: tuple[str, ...], window: str | None, ties: str) -> None:
-    """OWNERS' rows ranked by COLUMN (friends)."""
+def rows(owners: tuple[str, ...], column: str, window: str | None, ties: str) -> None:
+    """OWNERS' rows ranked by COLUMN (friends), as Leaderboard.rows(owners, column): the column comes last."""
     found, lb = _board()
     _echo(found, lb.rows(owners, column, window=window, ties=ties))
 
@@ -309,3 +309,76 @@ def gc(window: str | None, wait: bool, sweep: bool) -> None:
     found, lb = _board()
     deleted = lb.gc(window, wait=wait, sweep=sweep)
     _echo(found, deleted if found.as_json else f"deleted {deleted:,} unreferenced keys")
+
+
+@board.command()
+@click.argument("column")
+@_WINDOW
+def count(column: str, window: str | None) -> None:
+    """How many rows COLUMN ranks."""
+    found, lb = _board()
+    _echo(found, lb.count(column, window=window))
+
+
+@board.command()
+@click.argument("owner")
+@click.argument("column")
+@click.option(
+    "--method",
+    type=click.Choice(["better", "agoragames"]),
+    default="better",
+    show_default=True,
+    help="better: the share ranked strictly better (0 for the best); agoragames: that library's percentile_for.",
+)
+@_WINDOW
+def percentile(owner: str, column: str, method: str, window: str | None) -> None:
+    """OWNER's percentile in COLUMN (nothing when the row lacks it)."""
+    found, lb = _board()
+    _echo(found, lb.percentile(owner, column, method=method, window=window))
+
+
+@board.command("at-percentile")
+@click.argument("column")
+@click.argument("p", type=FloatRange(0, 1))
+@_WINDOW
+@_TIES
+def at_percentile(column: str, p: float, window: str | None, ties: str) -> None:
+    """The row at position floor(P * rows) of COLUMN (P from 0 to 1)."""
+    found, lb = _board()
+    row = lb.at_percentile(column, p, window=window, ties=ties)
+    _echo(found, [] if row is None else [row])
+
+
+@board.command("score-for-percentile")
+@click.argument("column")
+@click.argument("percent", type=FloatRange(0, 100))
+@_WINDOW
+def score_for_percentile(column: str, percent: float, window: str | None) -> None:
+    """The value at PERCENT of a one-field COLUMN (0: the worst, 100: the best), interpolated (the agoragames
+    library's score_for_percentile)."""
+    found, lb = _board()
+    _echo(found, lb.score_for_percentile(column, percent, window=window))
+
+
+@board.command()
+@_WINDOW
+def check(window: str | None) -> None:
+    """Verify one window's invariants (exit code 1 on a problem)."""
+    found, lb = _board()
+    problems = lb.check(window)
+    _echo(found, problems if found.as_json else "\n".join(problems) or "ok")
+    if problems:
+        raise SystemExit(1)
+
+
+@board.command()
+@click.option("--window", default=None, help="Drop only this window instance (default: the whole board).")
+@click.confirmation_option(prompt="Drop it, rows and all?")
+def drop(window: str | None) -> None:
+    """Delete a window instance, or the whole board."""
+    found, lb = _board()
+    if window is None:
+        lb.drop()
+    else:
+        lb.drop_window(window)
+    _echo(found, "dropped")

@@ -207,13 +207,25 @@ def top(count: int, ties: str) -> None:
     click.echo(_table(_ctx().board().range(0, count, ties=ties)))
 
 
-@cli.command()
+@cli.command("range")
 @click.argument("offset", type=IntRange(min=0))
 @click.option("--limit", type=IntRange(min=0), default=10, show_default=True)
 @ties_option
-def page(offset: int, limit: int, ties: str) -> None:
-    """Print LIMIT entries from OFFSET (0 is rank 1)."""
+def range_(offset: int, limit: int, ties: str) -> None:
+    """Print LIMIT entries from OFFSET (0 is rank 1), as SortedSet.range(offset, limit)."""
     click.echo(_table(_ctx().board().range(offset, limit, ties=ties)))
+
+
+@cli.command()
+@click.option("--cursor", default=None, help="Where the last page stopped (its 'next:' line). [default: the top]")
+@click.option("--limit", type=IntRange(min=1), default=10, show_default=True)
+@ties_option
+def page(cursor: str | None, limit: int, ties: str) -> None:
+    """Print a page of LIMIT entries and the cursor of the next, as SortedSet.page(limit, cursor): pages that follow
+    each other never repeat or skip a member while the set changes (for mdss range's offsets, they may)."""
+    found = _ctx().board().page(limit, cursor, ties=ties)
+    click.echo(_table(found.entries))
+    click.echo(f"next: {found.cursor}" if found.cursor else "(last page)")
 
 
 @cli.command()
@@ -282,6 +294,59 @@ def score_for_percentile(percent: float) -> None:
     if found is None:
         raise click.ClickException("the set is empty")
     click.echo(f"{found:.17g}" if isinstance(found, float) else str(found))
+
+
+@cli.group()
+@click.option("-n", "size", type=IntRange(min=1), default=10, show_default=True, help="How many it keeps (fixed).")
+@click.option("--order", type=click.Choice(["desc", "asc"]), default="desc", show_default=True)
+@click.pass_context
+def topn(ctx: click.Context, size: int, order: str) -> None:
+    """A top-N set named by --set: the best N entries ever posted, in one key (mdss.TopN)."""
+    ctx.obj = mdss.TopN(_ctx().store, _ctx().set_name, size, order)
+
+
+@topn.command("post", context_settings=NUMBERS)
+@click.argument("member")
+@click.argument("score", type=SCORE)
+@click.pass_obj
+def topn_post(found: mdss.TopN, member: str, score: int | float) -> None:
+    """Post MEMBER's SCORE: kept if it makes the top N."""
+    click.echo(f"{member}: {_score(score)} ({'kept' if found.post(member, score) else 'not in the top'})")
+
+
+@topn.command("top")
+@ties_option
+@click.pass_obj
+def topn_top(found: mdss.TopN, ties: str) -> None:
+    """Print the top N."""
+    click.echo(_table(found.top(ties=ties)))
+
+
+@topn.command("threshold")
+@click.pass_obj
+def topn_threshold(found: mdss.TopN) -> None:
+    """Print the score a post must beat to enter a full top N (nothing while it has room)."""
+    least = found.threshold()
+    click.echo("(room left)" if least is None else _score(least))
+
+
+@cli.command(context_settings=NUMBERS)
+@click.argument("member", required=False)
+@click.option("--score", type=SCORE, default=None, help="The rank a member with this score would have, instead.")
+@click.option("--max-error", type=IntRange(min=0), default=None, help="Make bounds wider than this many ranks exact.")
+def estimate(member: str | None, score: int | float | None, max_error: int | None) -> None:
+    """Print an estimate of MEMBER's rank (or --score's) and percentile, with bounds that always hold, from the cached
+    manifests only (estimate_rank, estimate_percentile)."""
+    if (member is None) == (score is None):
+        raise click.UsageError("give MEMBER or --score, not both")
+    board = _ctx().board()
+    rank = board.estimate_rank(member, score=score, max_error=max_error)
+    share_error = None if max_error is None else max_error / max(len(board), 1)  # the same bound, as a share
+    share = board.estimate_percentile(member, score=score, max_error=share_error)
+    if rank is None or share is None:
+        raise click.ClickException(f"{member} is not in set {board.name!r}")
+    click.echo(f"rank ~{rank.rank:,} (from {rank.low:,} to {rank.high:,})")
+    click.echo(f"percentile ~{share.value:.6g} (from {share.low:.6g} to {share.high:.6g})")
 
 
 @cli.command()

@@ -36,7 +36,7 @@ def test_posts_and_views(run) -> None:
     assert top[1]["values"] == {"xp": 5, "shots": 2, "laps": 3, "ms": 100, "name": "Ann"}
     assert "bob" in run("top", "race")
     assert json.loads(run("--json", "positions", "ann")) == {"xp": 2, "race": 2}
-    rows = run("rows", "xp", "ann", "bob", "zed")
+    rows = run("rows", "ann", "bob", "zed", "xp")
     assert "ann" in rows and "zed" not in rows
     first = json.loads(run("--json", "page", "xp", "--limit", "1"))
     assert [r["owner"] for r in first["rows"]] == ["bob"]
@@ -45,6 +45,13 @@ def test_posts_and_views(run) -> None:
     by_rank = json.loads(run("--json", "page", "xp", "--offset", "1", "--limit", "5"))
     assert [(r["rank"], r["owner"]) for r in by_rank["rows"]] == [(2, "ann")] and by_rank["cursor"] is None
     assert json.loads(run("--json", "row", "bob"))["values"]["pro"] is True
+    assert json.loads(run("--json", "count", "race")) == 2
+    assert json.loads(run("--json", "percentile", "ann", "xp")) == 0.5
+    assert json.loads(run("--json", "percentile", "bob", "xp", "--method", "agoragames")) == 50
+    assert json.loads(run("--json", "at-percentile", "xp", "0.5"))[0]["owner"] == "ann"
+    assert json.loads(run("--json", "score-for-percentile", "xp", "50")) == 6.0
+    assert "one field" in run("score-for-percentile", "race", "50", code=1)
+    assert run("check").strip() == "ok" and json.loads(run("--json", "check", "--window", "all")) == []
     assert json.loads(run("--json", "windows", "day"))[0].startswith("day:")
     assert "ann" in run("--windows", "day", "around", "ann", "xp", "--window", "day")
     assert "must be an int or a float" in run("post", "ann", "xp=lots", code=1)
@@ -55,6 +62,9 @@ def test_posts_and_views(run) -> None:
     assert json.loads(run("--windows", "all,day", "--json", "remove", "bob", "--window", "all")) == {"all": True}
     assert [r["owner"] for r in json.loads(run("--json", "top", "xp"))] == ["ann"]
     assert json.loads(run("--json", "remove", "zed")) == {w: False for w in json.loads(run("--json", "windows"))}
+    assert "dropped" in run("--windows", "all,day", "drop", "--window", "all", "--yes")
+    assert [w.split(":")[0] for w in json.loads(run("--json", "windows"))] == ["day"]
+    assert "dropped" in run("drop", "--yes") and "no leaderboard 'game'" in run("windows", code=1)
 
 
 def test_a_board_needs_its_columns_once(tmp_path) -> None:

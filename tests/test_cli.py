@@ -35,7 +35,7 @@ def test_listings_rank_ties_as_asked(run) -> None:
     assert ranks("top", "-n", "4") == [1, 2, 3, 4]
     assert ranks("top", "-n", "4", "--ties", "competition") == [1, 2, 2, 4]
     assert ranks("top", "-n", "4", "--ties", "dense") == [1, 2, 2, 3]
-    assert ranks("page", "2", "--limit", "2", "--ties", "dense") == [2, 3]
+    assert ranks("range", "2", "--limit", "2", "--ties", "dense") == [2, 3]
     assert ranks("around", "dan", "--before", "1", "--ties", "competition") == [2, 4]
 
 
@@ -60,7 +60,16 @@ def test_every_subcommand(run) -> None:
     assert "ranked 3rd of 3" in run("rank", "cid", "--ties", "dense")
     top = run("top", "-n", "2")
     assert top.index("ann") < top.index("bob") and "cid" not in top
-    assert "cid" in run("page", "2", "--limit", "5")
+    assert "cid" in run("range", "2", "--limit", "5")
+    first = run("page", "--limit", "2")
+    assert "ann" in first and "cid" not in first
+    cursor = first.splitlines()[-1].removeprefix("next: ")
+    assert "cid" in run("page", "--limit", "2", "--cursor", cursor) and "(last page)" in run("page", "--limit", "3")
+    assert "not a page cursor" in run("page", "--cursor", "garbage", code=1)
+    assert "rank ~1 (from 1 to 1)" in run("estimate", "ann", "--max-error", "0")
+    assert "rank ~2 " in run("estimate", "--score", "25") and "percentile ~" in run("estimate", "--score", "-3")
+    assert "not both" in run("estimate", "ann", "--score", "3", code=2)
+    assert "is not in set" in run("estimate", "zed", code=1)
     assert "bob" in run("around", "ann", "--after", "1")
     assert run("count", "30", "21").strip() == "2"
     assert "every invariant holds" in run("check")

@@ -167,7 +167,8 @@ def test_cli_scores(good: str) -> None:
 #: Command lines with one integer (or number) argument, spelt {}.
 COMMANDS = [
     ["--store", "memory://", "--set", "s", "top", "-n", "{}"],
-    ["--store", "memory://", "--set", "s", "page", "{}"],
+    ["--store", "memory://", "--set", "s", "range", "{}"],
+    ["--store", "memory://", "--set", "s", "page", "--limit", "{}"],
     ["--store", "memory://", "--set", "s", "load", "--chunk-size", "{}", "-"],
     ["--store", "memory://", "--set", "s", "around", "ann", "--before", "{}"],
     ["--store", "memory://", "--set", "b", "board", "top", "xp", "-n", "{}"],
