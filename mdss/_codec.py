@@ -22,6 +22,7 @@ import lz4.block
 import msgpack
 
 from ._keys import PARTS
+from ._order import TIEBREAKS
 from .exceptions import CorruptDataError
 
 #: The format field of every value but score-tree manifests.
@@ -376,21 +377,24 @@ class Settings:
     order: str
     chunk: int
     parts: tuple[str, ...]
+    tiebreak: str = "member"  # stored only when not the default, as in a head
 
     def encode(self) -> bytes:
-        return seal(
-            pack({"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts})
-        )
+        fields = {"v": FORMAT, "shards": self.shards, "order": self.order, "chunk": self.chunk, "parts": self.parts}
+        return seal(pack({**fields, **({} if self.tiebreak == "member" else {"tb": self.tiebreak})}))
 
     @classmethod
     def decode(cls, key: str, data: bytes) -> Settings:
         _, found = unpack(key, data, "shard settings")
         try:
-            settings = cls(found["shards"], found["order"], found["chunk"], tuple(found["parts"]))
+            settings = cls(
+                found["shards"], found["order"], found["chunk"], tuple(found["parts"]), found.get("tb", "member")
+            )
             ok = (
                 type(settings.shards) is int
                 and 2 <= settings.shards <= MAX_SHARDS
                 and settings.order in ("asc", "desc")
+                and settings.tiebreak in TIEBREAKS
                 and type(settings.chunk) is int
                 and len(settings.parts) == settings.shards
                 and all(type(p) is str and PARTS.fullmatch(p) for p in settings.parts)

@@ -105,6 +105,7 @@ class Engine:
         *,
         order: str | None = None,
         chunk_size: int | None = None,
+        tiebreak: str | None = None,
         cache_bytes: int = 64 << 20,
         gc_grace: float = 30.0,
         retry_budget: float = COMMITS.budget,
@@ -140,8 +141,8 @@ class Engine:
         self.head: Head | None = None  # the head decoded last, and its bytes
         self.head_bytes: bytes | None = None
         #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
-        self.explicit = order is not None or chunk_size is not None
-        self.settle(order or "desc", chunk_size or DEFAULT_CHUNK)
+        self.explicit = order is not None or chunk_size is not None or tiebreak is not None
+        self.settle(order or "desc", chunk_size or DEFAULT_CHUNK, tiebreak or "member")
 
     def _commit(self, commit: Callable[[Engine, list[Pending]], None], pendings: list[Pending]) -> None:
         """Commit ``pendings``; then reads within a staleness bound forget the head they kept, whatever the outcome (a
@@ -155,17 +156,22 @@ class Engine:
     def gc_grace(self) -> float:
         return self.deletions.grace
 
-    def settle(self, order: str, chunk_size: int) -> None:
+    def settle(self, order: str, chunk_size: int, tiebreak: str) -> None:
         """Take settings (given, or the stored set's); refuses a chunk size whose nodes the store cannot hold."""
         check_chunk_size(chunk_size, self.store.max_value_bytes, type(self.store).__name__)  # DynamoDB: 400 KB
-        self.order, self.chunk_size, self.ordering = order, chunk_size, Order(order)
+        self.order, self.chunk_size, self.tiebreak = order, chunk_size, tiebreak
+        self.ordering = Order(order, tiebreak)
 
-    def adopt(self, stored: Head, order: str | None, chunk_size: int | None) -> None:
+    def adopt(self, stored: Head, order: str | None, chunk_size: int | None, tiebreak: str | None) -> None:
         """At open: take the stored set's settings, or refuse different ones given."""
-        for what, wanted, have in (("order", order, stored.order), ("chunk_size", chunk_size, stored.chunk)):
+        for what, wanted, have in (
+            ("order", order, stored.order),
+            ("chunk_size", chunk_size, stored.chunk),
+            ("tiebreak", tiebreak, stored.tiebreak),
+        ):
             if wanted is not None and wanted != have:
                 raise SettingsMismatchError(f"set {self.name!r} is stored with {what}={have!r}, not {wanted!r}")
-        self.settle(stored.order, stored.chunk)
+        self.settle(stored.order, stored.chunk, stored.tiebreak)
         self.explicit = True
 
     def decode(self, data: bytes) -> Head:
@@ -175,13 +181,14 @@ class Engine:
         if data == self.head_bytes:
             return self.head  # type: ignore[return-value]
         head = self._extended(data) or Head.decode(self.keys.head, data)
-        if (head.order, head.chunk) != (self.order, self.chunk_size):
+        if (head.order, head.chunk, head.tiebreak) != (self.order, self.chunk_size, self.tiebreak):
             if self.explicit or self.head is not None:
                 raise SettingsMismatchError(
                     f"set {self.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
-                    f"not order={self.order!r}, chunk_size={self.chunk_size} (was it dropped and recreated?)"
+                    f"tiebreak={head.tiebreak!r}, not order={self.order!r}, chunk_size={self.chunk_size}, "
+                    f"tiebreak={self.tiebreak!r} (was it dropped and recreated?)"
                 )
-            self.settle(head.order, head.chunk)
+            self.settle(head.order, head.chunk, head.tiebreak)
         self.explicit = True
         self.head_bytes, self.head = data, head
         return head

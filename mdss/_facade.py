@@ -19,6 +19,7 @@ from typing import Any, Literal, NamedTuple, overload
 from . import _estimate, _ops, _percentiles
 from ._head import MAX_CHUNK
 from ._order import (
+    TIEBREAKS,
     Entry,
     Order,
     Score,
@@ -63,6 +64,7 @@ def check_options(
     *,
     order: str | None = None,
     chunk_size: int | None = None,
+    tiebreak: str | None = None,
     cache_bytes: int = 0,
     gc_grace: float = 0.0,
     retry_budget: float = 0.0,
@@ -77,6 +79,8 @@ def check_options(
         raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
     if order is not None:
         check_choice(order, ("desc", "asc"), "order")
+    if tiebreak is not None:
+        check_choice(tiebreak, TIEBREAKS, "tiebreak")
     if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
         raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
     check_count(cache_bytes, "cache_bytes")

@@ -15,6 +15,7 @@ import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, check_entry, pack, seal, unpack
+from ._order import TIEBREAKS
 from .exceptions import CorruptDataError
 
 if TYPE_CHECKING:
@@ -149,6 +150,9 @@ class Head:
     #: older mdss wrote the head (``None``): within one lineage the set at log sequence number ``b`` is the set at ``a``
     #: plus entries ``a`` to ``b - 1``, so that a reader can follow it by the entries alone (``mdss._allkeys``).
     lineage: str | None = None
+    #: How ties are broken (``mdss._order.TIEBREAKS``); chosen when the set is created. Stored only when not the
+    #: default, so heads of sets that break ties by member are what earlier versions wrote.
+    tiebreak: str = "member"
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first. A new ``epoch``
@@ -205,6 +209,7 @@ class Head:
                     **({} if self.log == EMPTY_LOG else {"log": self.log.encode()}),
                     **({} if self.node_bytes is None else {"nb": self.node_bytes}),
                     **({} if self.lineage is None else {"lin": self.lineage}),
+                    **({} if self.tiebreak == "member" else {"tb": self.tiebreak}),
                 }
             )
         )
@@ -238,6 +243,7 @@ class Head:
                 log=Log.decode(found.get("log")),
                 node_bytes=found.get("nb"),
                 lineage=found.get("lin"),
+                tiebreak=found.get("tb", "member"),
             )
             head.check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -247,6 +253,8 @@ class Head:
     def check(self) -> None:
         if self.order not in ("asc", "desc"):
             raise ValueError(f"order {self.order!r}")
+        if self.tiebreak not in TIEBREAKS:
+            raise ValueError(f"tiebreak {self.tiebreak!r:.40}")
         for name in ("chunk", "gen", "epoch", "epoch_gen"):
             if type(getattr(self, name)) is not int:
                 raise TypeError(f"{name} must be an int")

@@ -166,7 +166,7 @@ def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progre
 
     try:
         index = TreeRef(*writer.stream(snap.member_index, spill.by_member(), flush))
-        keys = spill.by_key(engine.ordering.name == "desc")
+        keys = spill.by_key(engine.ordering.name == "desc", engine.ordering.tiebreak == "member_desc")
         by_score = TreeRef(*writer.stream(snap.score_tree, keys, flush))
         put(writer.encoded(engine.keys))  # the manifests
     except BaseException:

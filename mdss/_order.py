@@ -187,6 +187,19 @@ def member_key(member: str, score: Any) -> str:
     return member
 
 
+class _Desc(str):
+    """A member that sorts in reverse code point order, in the keys of a set whose ties go member descending.
+
+    Its comparisons are ``str``'s own, swapped (C slot wrappers, no Python frames); equality and hashing are
+    ``str``'s. Compared with a plain ``str``, Python asks the subclass first, so the order holds either way round."""
+
+    __slots__ = ()
+    __lt__ = str.__gt__
+    __gt__ = str.__lt__
+    __le__ = str.__ge__
+    __ge__ = str.__le__
+
+
 def _desc_key(member: str, score: Any) -> tuple[Any, str]:
     return (-score, member)
 
@@ -195,36 +208,60 @@ def _asc_key(member: str, score: Any) -> tuple[Any, str]:
     return (score, member)
 
 
+def _desc_key_rev(member: str, score: Any) -> tuple[Any, str]:
+    return (-score, _Desc(member))
+
+
+def _asc_key_rev(member: str, score: Any) -> tuple[Any, str]:
+    return (score, _Desc(member))
+
+
 #: The key functions of whole nodes, at C speed (a node decodes a thousand keys at once): keyfn -> (members, scores)
 #: -> keys.
 NODE_KEYS: dict[KeyFn, Callable[[Sequence[str], Sequence[Any]], tuple[Any, ...]]] = {
     member_key: lambda members, scores: tuple(members),
     _desc_key: lambda members, scores: tuple(zip(map(operator.neg, scores), members)),
     _asc_key: lambda members, scores: tuple(zip(scores, members)),
+    _desc_key_rev: lambda members, scores: tuple(zip(map(operator.neg, scores), map(_Desc, members))),
+    _asc_key_rev: lambda members, scores: tuple(zip(scores, map(_Desc, members))),
 }
+
+#: How a set orders members with equal scores: by member (code point order; Redis' order in ascending sets), or by
+#: member descending (Redis' order in descending sets: ZREVRANGE lists a tie's members from the greatest).
+TIEBREAKS = ("member", "member_desc")
 
 
 class Order:
-    """The direction of a set and everything that follows from it."""
+    """The direction of a set, how it breaks ties, and everything that follows from them."""
 
-    __slots__ = ("name", "key", "probe", "better", "score_of", "scores_of")
+    __slots__ = ("name", "tiebreak", "key", "probe", "better", "score_of", "scores_of", "member_of", "members_of")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, tiebreak: str = "member") -> None:
+        reverse = tiebreak == "member_desc"
+        if tiebreak != "member" and not reverse:
+            raise InvalidArgumentError(f'tiebreak must be "member" or "member_desc", got {tiebreak!r}')
         if name == "desc":
-            self.key = _desc_key
+            self.key = _desc_key_rev if reverse else _desc_key
             self.score_of = lambda key: -key[0]
             self.scores_of = lambda keys: [-key[0] for key in keys]
             self.probe = lambda score: (-score,)
             self.better = max
         elif name == "asc":
-            self.key = _asc_key
+            self.key = _asc_key_rev if reverse else _asc_key
             self.score_of = lambda key: key[0]
             self.scores_of = lambda keys: [key[0] for key in keys]
             self.probe = lambda score: (score,)
             self.better = min
         else:
             raise InvalidArgumentError(f'order must be "desc" or "asc", got {name!r}')
-        self.name = name
+        self.name, self.tiebreak = name, tiebreak
+        # A key's member, as the plain str it was (a ``member_desc`` key holds it as a _Desc, which compares reversed).
+        if reverse:
+            self.member_of = lambda key: str(key[-1])
+            self.members_of = lambda keys: [str(key[-1]) for key in keys]
+        else:
+            self.member_of = operator.itemgetter(-1)
+            self.members_of = lambda keys: [key[-1] for key in keys]
 
     def first_key(self, score: Score) -> tuple[Score, ...]:
         """A probe below every key with ``score``: counting keys under it counts strictly better entries."""
@@ -234,17 +271,20 @@ class Order:
         """A probe above every key with ``score``."""
         return (self.probe(score)[0], TOP)
 
-    def key_after(self, member: str, score: Score) -> tuple[Score, str]:
-        """A probe just after the key of ``(member, score)`` and before every later key (for cursors)."""
-        return (self.probe(score)[0], member + "\0")
+    def key_after(self, member: str, score: Score) -> tuple[Any, ...]:
+        """A probe just after the key of ``(member, score)`` and before every later key (for cursors): the key with one
+        more element, which sorts after it and before any key that differs in an element it has."""
+        return (*self.key(member, score), 0)
 
     def ranked(self, members: list[str], scores: list[Score]) -> list[int]:
-        """Positions of ``members`` (sorted by member) in set order. A stable sort by score alone keeps ties in member
-        order, the set's tie-break, in either direction: cheaper than sorting by full keys."""
-        return sorted(range(len(members)), key=scores.__getitem__, reverse=self.name == "desc")
+        """Positions of ``members`` (sorted by member) in set order. A stable sort by score alone keeps ties in the
+        order it is given them, in either direction: member order, or its reverse for ``member_desc``; cheaper than
+        sorting by full keys."""
+        given = range(len(members) - 1, -1, -1) if self.tiebreak == "member_desc" else range(len(members))
+        return sorted(given, key=scores.__getitem__, reverse=self.name == "desc")
 
     def __repr__(self) -> str:
-        return f"Order({self.name!r})"
+        return f"Order({self.name!r})" if self.tiebreak == "member" else f"Order({self.name!r}, {self.tiebreak!r})"
 
 
 # -- composite keys (mdss.Leaderboard) ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._order import TOP
+from ._order import TOP, Order
 from ._overlay import MISSING, Chain, Groups, Overlay, View
 from ._tree import Tree
 
@@ -78,10 +78,10 @@ def _cached(cache: Any, root: Any, member: str) -> Any:
 class Ranking:
     """The score tree with the log applied: counts below keys, and slices by position."""
 
-    __slots__ = ("tree", "view", "_count", "score_of")
+    __slots__ = ("tree", "view", "_count", "order")
 
-    def __init__(self, tree: Tree, view: View, score_of: Any) -> None:
-        self.tree, self.view, self.score_of = tree, view, score_of
+    def __init__(self, tree: Tree, view: View, order: Order) -> None:
+        self.tree, self.view, self.order = tree, view, order
         self._count: int | None = None
 
     @property
@@ -151,10 +151,10 @@ class Ranking:
         start, stop = max(start, 0), min(stop, self.count)
         if start >= stop:
             return [], []
-        tree, view, score_of = self.tree, self.view, self.score_of
+        tree, view, order = self.tree, self.view, self.order
         if tree.root is None:  # every entry is in the log
             keys = view.between(None, None, closed=False)[0][start:stop]
-            return [k[-1] for k in keys], [score_of(k) for k in keys]
+            return order.members_of(keys), [order.score_of(k) for k in keys]
         regions, want, need = self._regions(start, stop)
         wanted = [leaf_id for leaf_id, leaf, _, _ in regions if leaf is None]
         loaded = tree.source.load_many(wanted, tree.keyfn, 0) if wanted else {}  # one round trip at most
@@ -163,7 +163,7 @@ class Ranking:
         for leaf_id, leaf, known, logged in regions:
             if known is None:
                 leaf = leaf or loaded[leaf_id]
-                known = _with_log(leaf, logged[0], logged[1], score_of)
+                known = _with_log(leaf, logged[0], logged[1], order)
                 view.keep(leaf, logged, known)
             members, scores = known
             out_members += members[want : want + need]
@@ -207,7 +207,7 @@ class Ranking:
         return [leaf_id for leaf_id, _, _, _ in self._regions(start, stop)[0]]
 
 
-def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of: Any) -> tuple[Any, Any]:
+def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], order: Order) -> tuple[Any, Any]:
     """The members and scores of an entry set's region with the log applied: its entries without ``removed`` (keys of
     it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are kept with the entry set, and
     CPython's collector stops tracking tuples of strings and numbers (lists would make every full collection walk them).
@@ -216,7 +216,7 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of:
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
         dropped = set(removed)
         merged = list(heapq.merge([k for k in keys if k not in dropped] if dropped else keys, added))
-        return tuple([k[-1] for k in merged]), tuple([score_of(k) for k in merged])
+        return tuple(order.members_of(merged)), tuple([order.score_of(k) for k in merged])
     members, scores = list(leaf.members), list(leaf.scores)
     gone = [bisect_left(keys, key) for key in removed]
     for i in reversed(gone):
@@ -224,8 +224,8 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], score_of:
     for j, key in enumerate(added):  # each at its tree position, less the removed before it, plus the added
         i = bisect_left(keys, key)
         i += j - bisect_left(gone, i)
-        members.insert(i, key[-1])
-        scores.insert(i, score_of(key))
+        members.insert(i, order.member_of(key))
+        scores.insert(i, order.score_of(key))
     return tuple(members), tuple(scores)
 
 

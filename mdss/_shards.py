@@ -100,21 +100,28 @@ class ShardedSet(SetMethods):
         shards: int,
         order: str | None = None,
         chunk_size: int | None = None,
+        tiebreak: str | None = None,
         cache_bytes: int = 64 << 20,
         max_staleness: float = 0.0,
         **options: Any,
     ) -> None:
         check_options(
-            store, order=order, chunk_size=chunk_size, cache_bytes=cache_bytes, max_staleness=max_staleness, **options
+            store,
+            order=order,
+            chunk_size=chunk_size,
+            tiebreak=tiebreak,
+            cache_bytes=cache_bytes,
+            max_staleness=max_staleness,
+            **options,
         )
         self.store, self.name = store, name
         #: Where the set lives in the store: its settings record (its shards' keys are the engines').
         self.keys = Keyspace(store.namespace, name)
         self._settings_key = self.keys.settings
-        settings = self._settings(shards, order, chunk_size)
+        settings = self._settings(shards, order, chunk_size, tiebreak)
         self.shards = settings.shards
-        self._order = Order(settings.order)
-        self.order, self.chunk_size = settings.order, settings.chunk
+        self._order = Order(settings.order, settings.tiebreak)
+        self.order, self.chunk_size, self.tiebreak = settings.order, settings.chunk, settings.tiebreak
         self._cache = NodeCache(cache_bytes)  # node ids are unique (epoch, clock, 64 random bits): one cache serves all
         self._all_keys = AllKeys(self._cache)
         self._stored = settings
@@ -131,6 +138,7 @@ class ShardedSet(SetMethods):
                 _commit.commit,
                 order=settings.order,
                 chunk_size=settings.chunk,
+                tiebreak=settings.tiebreak,
                 cache=self._cache,
                 stale=stale,
                 outer=self._recent,
@@ -149,16 +157,15 @@ class ShardedSet(SetMethods):
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first.policy
         self._local = threading.local()
 
-    def _settings(self, shards: int, order: str | None, chunk_size: int | None) -> Settings:
+    def _settings(self, shards: int, order: str | None, chunk_size: int | None, tiebreak: str | None) -> Settings:
         """The stored settings, or new ones stored now (compare-and-set "only if absent": one creator wins)."""
         key = self._settings_key
         record = self.store.get(key)
         if record is None:
             chunk = chunk_size or 1000
             check_chunk_size(chunk, self.store.max_value_bytes, type(self.store).__name__)
-            fresh = Settings(
-                shards, order or "desc", chunk, tuple(shard_parts(self.store.namespace, self.name, shards, self.store))
-            )
+            parts = tuple(shard_parts(self.store.namespace, self.name, shards, self.store))
+            fresh = Settings(shards, order or "desc", chunk, parts, tiebreak or "member")
             try:
                 self.store.cas(key, fresh.encode(), None)
                 return fresh
@@ -171,6 +178,7 @@ class ShardedSet(SetMethods):
             ("shards", shards, stored.shards),
             ("order", order, stored.order),
             ("chunk_size", chunk_size, stored.chunk),
+            ("tiebreak", tiebreak, stored.tiebreak),
         ):
             if wanted is not None and wanted != have:
                 raise SettingsMismatchError(f"set {self.name!r} is stored with {what}={have!r}, not {wanted!r}")
@@ -252,7 +260,7 @@ class ShardedSet(SetMethods):
             return seen.seen()
         if data is None:
             if engine.head is None:  # never written: empty, without a second read
-                return Part(engine, None, Head(engine.order, engine.chunk_size), None)
+                return Part(engine, None, Head(engine.order, engine.chunk_size, tiebreak=engine.tiebreak), None)
             return Part.of(engine, _snapshot.snapshot(engine))  # a head seen before vanished: the shard's own rules
         head = engine.decode(data)
         try:
@@ -335,7 +343,7 @@ class ShardedSet(SetMethods):
             for i in range(1, len(ranks)):
                 if scores[i] == scores[i - 1]:
                     ranks[i] = ranks[i - 1]
-        return list(map(new_entry, [key[1] for key in found], scores, ranks))
+        return list(map(new_entry, self._order.members_of(found), scores, ranks))
 
     @staticmethod
     def _dense_below(g: Gather, score: Score) -> int:
@@ -451,6 +459,7 @@ class ShardedSet(SetMethods):
             return {
                 "members": g.count,
                 "order": self.order,
+                "tiebreak": self.tiebreak,
                 "chunk_size": self.chunk_size,
                 "shards": self.shards,
                 "generation": sum(s["generation"] for s in shards),

@@ -55,7 +55,7 @@ class Snapshot:
             self.ranking: Tree | Ranking = self.score_tree
             self.index: Tree | Index = self.member_index
         else:
-            self.ranking = Ranking(self.score_tree, view, order.score_of)
+            self.ranking = Ranking(self.score_tree, view, order)
             self.index = Index(self.member_index, view, find_chain)
 
 
@@ -67,7 +67,7 @@ def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:
     return Snapshot(record, head, Source(engine.store, engine.keys, engine.cache), engine.ordering, logged, chain)
 
 
-def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | None) -> None:
+def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | None, tiebreak: str | None) -> None:
     """At open: take the stored set's settings, or refuse different ones. A damaged head does not stop an open: reads
     raise, ``check()`` reports, ``drop()`` and ``load(replace=True)`` work."""
     record = engine.store.get(engine.keys.head)
@@ -76,7 +76,7 @@ def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | N
     except CorruptDataError:
         return
     if stored is not None:
-        engine.adopt(stored, order, chunk_size)
+        engine.adopt(stored, order, chunk_size, tiebreak)
 
 
 def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | None = None) -> T:
@@ -177,7 +177,12 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
             engine.forget()
             break
         fresh = Head(
-            engine.order, engine.chunk_size, epoch=1, incarnation=secrets.token_hex(8), node_bytes=engine.node_bytes
+            engine.order,
+            engine.chunk_size,
+            epoch=1,
+            incarnation=secrets.token_hex(8),
+            node_bytes=engine.node_bytes,
+            tiebreak=engine.tiebreak,
         )
         try:
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
@@ -189,7 +194,11 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
         record = store.get(key)
     if record is None:
         return Snapshot(
-            None, Head(engine.order, engine.chunk_size), Source(store, engine.keys, engine.cache), engine.ordering, None
+            None,
+            Head(engine.order, engine.chunk_size, tiebreak=engine.tiebreak),
+            Source(store, engine.keys, engine.cache),
+            engine.ordering,
+            None,
         )
     head = engine.decode(record.value)
     engine.writer.hold(record, head)

@@ -77,7 +77,8 @@ class _Opens(type):
 class SortedSet(SetMethods, metaclass=_Opens):
     """A sorted set of ``(member, score)`` kept in a key-value store.
 
-    ``order`` is ``"desc"`` (highest score first) or ``"asc"``; ties are broken by member. ``chunk_size`` is the most
+    ``order`` is ``"desc"`` (highest score first) or ``"asc"``; ties are broken by member, or by member descending
+    with ``tiebreak="member_desc"`` (Redis' order in descending sets), stored with the set. ``chunk_size`` is the most
     entries an entry set and children a manifest hold. Both default to those stored, else ``"desc"`` and 1000; others
     raise :class:`SettingsMismatchError`. ``cache_bytes`` bounds the cache of decoded nodes. Replaced nodes are deleted
     ``gc_grace`` seconds after the commit that replaced them, for readers of older heads (on a busy set, 2 s after,
@@ -129,7 +130,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     def _attach(self, engine: Engine, options: dict[str, Any]) -> None:
         """Become the facade of ``engine``, which takes the stored set's settings (one round trip)."""
-        _snapshot.adopt_stored_settings(engine, options.get("order"), options.get("chunk_size"))
+        _snapshot.adopt_stored_settings(
+            engine, options.get("order"), options.get("chunk_size"), options.get("tiebreak")
+        )
         self.store, self.name, self.engine = engine.store, engine.name, engine
         self._recent, self._policy = engine.recent, engine.policy
         self._local = threading.local()
@@ -151,6 +154,11 @@ class SortedSet(SetMethods, metaclass=_Opens):
     @property
     def order(self) -> str:
         return self.engine.order
+
+    @property
+    def tiebreak(self) -> str:
+        """How equal scores are ordered: ``"member"`` or ``"member_desc"``."""
+        return self.engine.tiebreak
 
     @property
     def chunk_size(self) -> int:  # type: ignore[override]
@@ -256,6 +264,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         return {
             "members": members,
             "order": self.order,
+            "tiebreak": self.tiebreak,
             "chunk_size": self.chunk_size,
             "generation": head.gen,
             "gc_epoch": head.epoch,
@@ -317,7 +326,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         for attempt in range(2):
             overlay = engine.reader.of(state.root, state.base, state.end)
             if overlay is not None:
-                return Ranking(tree, overlay.view(state.end), self._order.score_of)
+                return Ranking(tree, overlay.view(state.end), self._order)
             if attempt == 0:
                 self._read(lambda snap: None)  # catches this process's overlay up with the head
         raise MissingNodeError("the log of the cursor's snapshot was merged", engine.keys.head)

@@ -59,10 +59,10 @@ class Spill:
         with self._failing():
             yield from self._by_member()
 
-    def by_key(self, descending: bool) -> Iterator[tuple[list[str], list[Any]]]:
-        """Blocks of the pairs in key order: score descending (or ascending), then member."""
+    def by_key(self, descending: bool, members_descending: bool = False) -> Iterator[tuple[list[str], list[Any]]]:
+        """Blocks of the pairs in key order: score descending (or ascending), then member (or member descending)."""
         with self._failing():
-            yield from self._by_key(descending)
+            yield from self._by_key(descending, members_descending)
 
     def in_order(self) -> Iterator[tuple[str, Any]]:
         """Every pair in member order, a member's pairs in the order they were added (a board's rows, to merge)."""
@@ -111,9 +111,11 @@ class Spill:
         self._db.executemany("INSERT INTO superseded VALUES (?)", superseded)
         self.count -= self._db.execute("DELETE FROM pairs WHERE rowid IN (SELECT id FROM superseded)").rowcount
 
-    def _by_key(self, descending: bool) -> Iterator[tuple[list[str], list[Any]]]:
+    def _by_key(self, descending: bool, members_descending: bool) -> Iterator[tuple[list[str], list[Any]]]:
+        # SQLite compares TEXT with memcmp of UTF-8: code point order, the members' order in keys.
         rows = self._db.execute(
-            f"SELECT member, score FROM pairs ORDER BY score {'DESC' if descending else ''}, member"
+            f"SELECT member, score FROM pairs ORDER BY score {'DESC' if descending else ''}, "
+            f"member {'DESC' if members_descending else ''}"
         )
         last: list[Any] = []
         while block := rows.fetchmany(self.block):

@@ -9,16 +9,14 @@ from mdss._order import INT_MAX, INT_MIN
 
 
 class Model:
-    def __init__(self, order: str) -> None:
-        self.order = order
+    def __init__(self, order: str, tiebreak: str = "member") -> None:
+        self.order, self.tiebreak = order, tiebreak
         self.scores: dict[str, int | float] = {}
 
-    def sort_key(self, item: tuple[str, int | float]) -> tuple:
-        member, score = item
-        return (-score if self.order == "desc" else score, member)
-
     def entries(self) -> list[mdss.Entry]:
-        ranked = sorted(self.scores.items(), key=self.sort_key)
+        # Two stable sorts: by member (ties' order), then by score.
+        ranked = sorted(self.scores.items(), key=lambda item: item[0], reverse=self.tiebreak == "member_desc")
+        ranked.sort(key=lambda item: item[1], reverse=self.order == "desc")
         return [mdss.Entry(m, s, i + 1) for i, (m, s) in enumerate(ranked)]
 
     def dense(self) -> list[mdss.Entry]:
@@ -50,7 +48,7 @@ class Model:
 
     def tried(self, ops) -> Model | None:
         """A copy with the batch ``ops`` (``(op, member, value)``) applied; ``None`` where mdss must refuse it."""
-        trial = Model(self.order)
+        trial = Model(self.order, self.tiebreak)
         trial.scores = dict(self.scores)
         try:
             for op, member, value in ops:

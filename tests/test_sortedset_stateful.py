@@ -30,18 +30,31 @@ class SortedSetMachine(RuleBasedStateMachine):
     factory = None  # set per test: makes a fresh store
     shards = 1  # set per test: 1 is the unsharded layout
 
-    @initialize(order=S.orders, chunk=S.chunk_sizes, log_limit=S.log_limits, merged=st.booleans())
-    def open(self, order: str, chunk: int, log_limit: int | None, merged: bool) -> None:
+    @initialize(
+        order=S.orders,
+        chunk=S.chunk_sizes,
+        log_limit=S.log_limits,
+        merged=st.booleans(),
+        tiebreak=st.sampled_from(["member", "member_desc"]),
+    )
+    def open(self, order: str, chunk: int, log_limit: int | None, merged: bool, tiebreak: str) -> None:
         self.store = self.factory()
         self.log_limit = log_limit
         self.set = mdss.SortedSet(
-            self.store, "board", order=order, chunk_size=chunk, gc_grace=0, log_limit=log_limit, shards=self.shards
+            self.store,
+            "board",
+            order=order,
+            chunk_size=chunk,
+            gc_grace=0,
+            log_limit=log_limit,
+            shards=self.shards,
+            tiebreak=tiebreak,
         )
         if self.shards > 1:  # reads through every shard's layouts, or through the merged keys (mdss._allkeys)
             self.set._all_keys.least, self.set._all_keys.per_key, self.set._all_keys.most = (
                 (1, 10**9, 0) if merged else (10**18, 1, 0)
             )
-        self.model = Model(order)
+        self.model = Model(order, tiebreak)
 
     def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
         """Apply ops to a copy of the model; False if mdss must refuse the batch."""
@@ -123,6 +136,7 @@ class SortedSetMachine(RuleBasedStateMachine):
             "board",
             order=self.set.order,
             chunk_size=self.set.chunk_size,
+            tiebreak=self.set.tiebreak,
             gc_grace=3600,
             log_limit=self.log_limit,
         )
@@ -149,6 +163,7 @@ class SortedSetMachine(RuleBasedStateMachine):
             gc_grace=0,
             order=self.set.order,
             chunk_size=self.set.chunk_size,
+            tiebreak=self.set.tiebreak,
             log_limit=self.log_limit,
         )
         self.model.scores = {m: (s + 0.0 if isinstance(s, float) else s) for m, s in pairs.items()}
@@ -163,13 +178,24 @@ class SortedSetMachine(RuleBasedStateMachine):
     def whole_set(self) -> None:
         expected = self.model.entries()
         assert len(self.set) == len(expected)
-        assert list(self.set) == expected
+        found = list(self.set)
+        assert found == expected
+        assert all(type(e.member) is str for e in found)  # never a key's wrapper (a member_desc key's _Desc)
         if self.shards == 1:
             assert self.set.range(0, len(expected), ties="dense") == self.model.dense()
 
     @rule(offset=st.integers(0, 25), limit=st.integers(0, 12))
     def range(self, offset: int, limit: int) -> None:
         assert self.set.range(offset, limit) == self.model.entries()[offset : offset + limit]
+
+    @rule(limit=st.integers(1, 5))
+    def pages(self, limit: int) -> None:
+        """Every page by cursor, in the set's order (ties included: cursors resume after a key)."""
+        found, cursor = self.set.page(limit)
+        while cursor is not None:
+            more, cursor = self.set.page(limit, cursor)
+            found += more
+        assert found == self.model.entries() and all(type(e.member) is str for e in found)
 
     @rule(member=S.members)
     def member_reads(self, member: str) -> None:
