@@ -128,6 +128,13 @@ def _int(term: Any, what: str) -> int:
     return term
 
 
+def _number(term: Any, what: str) -> int | float:
+    """An integer or a float (not a score: the caller checks its range)."""
+    if type(term) not in (int, float):
+        raise InvalidArgumentError(f"{what} must be a number, got {_show(term)}")
+    return term
+
+
 def _choice(term: Any, what: str, allowed: tuple[str, ...]) -> str:
     name = _atom(term)
     if name not in allowed:
@@ -150,6 +157,13 @@ def _pairs(term: Any) -> list[tuple[str, int | float]]:
             raise InvalidArgumentError(f"pairs must be {{Member, Score}} tuples, got {_show(item)}")
         pairs.append((_member(item[0]), _score(item[1])))
     return pairs
+
+
+def _member_or_score(term: Any) -> dict[str, Any]:
+    """What an estimate is of: ``Member`` or ``{score, Score}``, as the keyword argument that names it."""
+    if type(term) is tuple and len(term) == 2 and _atom(term[0]) == "score":
+        return {"score": _score(term[1])}
+    return {"member": _member(term)}
 
 
 def _options(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -216,6 +230,22 @@ def _value(term: Any) -> Any:
     raise InvalidArgumentError(f"a value must be a number, inf, '-inf', a binary, true or false, got {_show(term)}")
 
 
+def _values(term: Any) -> dict[str, Any]:
+    """A row's values: ``#{Field => Value}``."""
+    return {_name(f, "a field"): _value(v) for f, v in _map(term, "values").items()}
+
+
+def _rows(term: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Rows to load: ``[{Owner, Values}]`` or ``#{Owner => Values}``."""
+    items = list(term.items()) if isinstance(term, dict) else _list(term, "rows")
+    rows = []
+    for item in items:
+        if type(item) is not tuple or len(item) != 2:
+            raise InvalidArgumentError(f"rows must be {{Owner, Values}} tuples, got {_show(item)}")
+        rows.append((_member(item[0]), _values(item[1])))
+    return rows
+
+
 def _columns(term: Any) -> dict[str, Any]:
     """``#{Column => asc | desc | [{Field, asc | desc}]}``."""
     columns: dict[str, Any] = {}
@@ -260,7 +290,8 @@ def _board_options(term: Any) -> dict[str, Any]:
 
 
 def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """A view's options map: ``window`` (a kind or an instance), ``ties``, and what ``allowed`` adds."""
+    """An options map, of a view or of any other call: ``window`` (a kind or an instance), ``ties``, and what
+    ``allowed`` adds; only the options in ``allowed`` are accepted."""
     if term is None:
         return {}
     found: dict[str, Any] = {}
@@ -278,10 +309,12 @@ def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
             found[name] = _text(value, "a post id")
         elif name == "offset":
             found[name] = _int(value, "offset")
+        elif name in ("max_error", "min_age"):
+            found[name] = _number(value, name)
         elif name == "ops":
             ops = ("set", "incr", "best", "gt", "lt")
             found[name] = {_name(f, "a field"): _choice(op, "an op", ops) for f, op in _map(value, name).items()}
-        else:  # sweep, wait
+        else:  # sweep, wait, replace
             if type(value) is not bool:
                 raise InvalidArgumentError(f"{name} must be true or false, got {_show(value)}")
             found[name] = value

@@ -40,15 +40,17 @@ from ._port_terms import (
     _choice,
     _int,
     _list,
-    _map,
     _member,
+    _member_or_score,
     _name,
+    _number,
     _options,
     _pairs,
+    _rows,
     _score,
     _show,
     _text,
-    _value,
+    _values,
     _view,
     compressed_size,
     decode,
@@ -177,6 +179,16 @@ class PortServer:
             board = self._boards.setdefault(key, board)
         return board
 
+    def forget_set(self, name: str) -> None:
+        """Stop keeping set ``name`` open (it was dropped): the next request opens it afresh, with its own settings."""
+        self._sets.pop(name, None)
+
+    def forget_board(self, name: str) -> None:
+        """Stop keeping leaderboard ``name`` open under any options (it was dropped): the next request finds it gone,
+        or creates it anew if it gives columns."""
+        for key in [key for key in list(self._boards) if key[0] == name]:
+            self._boards.pop(key, None)
+
     # -- one request
 
     def handle(self, frame: bytes) -> bytes:
@@ -259,6 +271,11 @@ def _error(ref: Any, exc: BaseException) -> bytes:
 # -- the operations, in SortedSet's and TopN's terms --------------------------------------
 
 
+def _ties(term: Any) -> str:
+    """The optional ``Ties`` argument of ranks: ``ordinal`` (the default), ``competition`` or ``dense``."""
+    return "ordinal" if term is None else _choice(term, "ties", ("ordinal", "competition", "dense"))
+
+
 @op("len", "Set")
 def _len(port: PortServer, s: Any) -> int:
     return len(port.sorted_set(s))
@@ -283,8 +300,32 @@ def _scores(port: PortServer, s: Any, members: Any) -> Any:
 
 @op("rank", "Set, Member, [Ties]")
 def _rank(port: PortServer, s: Any, member: Any, ties: Any = None) -> Any:
-    how = "ordinal" if ties is None else _choice(ties, "ties", ("ordinal", "competition", "dense"))
-    return port.sorted_set(s).rank(_member(member), ties=how)
+    return port.sorted_set(s).rank(_member(member), ties=_ties(ties))
+
+
+@op("rank_with_score", "Set, Member, [Ties]")
+def _rank_with_score(port: PortServer, s: Any, member: Any, ties: Any = None) -> Any:
+    return port.sorted_set(s).rank(_member(member), ties=_ties(ties), with_score=True)
+
+
+@op("percentile", "Set, Member")
+def _percentile(port: PortServer, s: Any, member: Any) -> Any:
+    return port.sorted_set(s).percentile(_member(member))
+
+
+@op("at_percentile", "Set, P, [Ties]")
+def _at_percentile(port: PortServer, s: Any, p: Any, ties: Any = None) -> Any:
+    return port.sorted_set(s).at_percentile(_number(p, "p"), ties=_ties(ties))
+
+
+@op("estimate_rank", "Set, Of, [Opts]")
+def _estimate_rank(port: PortServer, s: Any, of: Any, opts: Any = None) -> Any:
+    return port.sorted_set(s).estimate_rank(**_member_or_score(of), **_view(opts, ("ties", "max_error")))
+
+
+@op("estimate_percentile", "Set, Of, [Opts]")
+def _estimate_percentile(port: PortServer, s: Any, of: Any, opts: Any = None) -> Any:
+    return port.sorted_set(s).estimate_percentile(**_member_or_score(of), **_view(opts, ("max_error",)))
 
 
 @op("rank_of_score", "Set, Score")
@@ -322,6 +363,11 @@ def _around(port: PortServer, s: Any, member: Any, before: Any, after: Any) -> A
     return port.sorted_set(s).around(_member(member), _int(before, "before"), _int(after, "after"))
 
 
+@op("random_members", "Set, [N]")
+def _random_members(port: PortServer, s: Any, n: Any = 1) -> Any:
+    return port.sorted_set(s).random_members(_int(n, "n"))
+
+
 @op("page", "Set, Limit, [Cursor]")
 def _page(port: PortServer, s: Any, limit: Any, cursor: Any = None) -> Any:
     at = None if cursor is None else _text(cursor, "a cursor")
@@ -353,6 +399,47 @@ def _remove(port: PortServer, s: Any, member: Any) -> Any:
 @op("remove_many", "Set, Members")
 def _remove_many(port: PortServer, s: Any, members: Any) -> Any:
     return port.sorted_set(s).remove_many([_member(m) for m in _list(members, "members")])
+
+
+@op("remove_range_by_score", "Set, Lo, Hi")
+def _remove_range_by_score(port: PortServer, s: Any, lo: Any, hi: Any) -> int:
+    return port.sorted_set(s).remove_range_by_score(_score(lo), _score(hi))
+
+
+@op("remove_range_by_rank", "Set, First, Last")
+def _remove_range_by_rank(port: PortServer, s: Any, first: Any, last: Any) -> int:
+    return port.sorted_set(s).remove_range_by_rank(_int(first, "first"), _int(last, "last"))
+
+
+@op("pop_min", "Set, [N]")
+def _pop_min(port: PortServer, s: Any, n: Any = 1) -> Any:
+    return port.sorted_set(s).pop_min(_int(n, "n"))
+
+
+@op("pop_max", "Set, [N]")
+def _pop_max(port: PortServer, s: Any, n: Any = 1) -> Any:
+    return port.sorted_set(s).pop_max(_int(n, "n"))
+
+
+@op("load", "Set, Pairs, [Opts]")
+def _load(port: PortServer, s: Any, pairs: Any, opts: Any = None) -> int:
+    """The whole set built bottom-up in one commit (``SortedSet.load``): the pairs come in one frame, so at most
+    :data:`MAX_FRAME` bytes of them. Returns how many members it loaded (a member given twice counts once)."""
+    loaded = dict(_pairs(pairs))  # the last score of a member given twice wins, as in load
+    port.sorted_set(s).load_from(loaded, **_view(opts, ("replace",)))
+    return len(loaded)
+
+
+@op("gc", "Set, [Opts]")
+def _gc(port: PortServer, s: Any, opts: Any = None) -> int:
+    return port.sorted_set(s).gc(**_view(opts, ("min_age", "wait", "sweep")))
+
+
+@op("drop", "Set")
+def _drop(port: PortServer, s: Any) -> None:
+    sset = port.sorted_set(s)
+    sset.drop()
+    port.forget_set(sset.name)
 
 
 @op("check", "Set")
@@ -390,8 +477,17 @@ def _topn_threshold(port: PortServer, t: Any) -> Any:
 
 @op("board_post", "Board, Owner, Values, [Opts]")
 def _board_post(port: PortServer, b: Any, owner: Any, values: Any, opts: Any = None) -> Any:
-    row = {_name(f, "a field"): _value(v) for f, v in _map(values, "values").items()}
-    return port.board(b).post(_member(owner), row, **_view(opts, ("post_id", "only", "ops")))
+    return port.board(b).post(_member(owner), _values(values), **_view(opts, ("post_id", "only", "ops")))
+
+
+@op("board_remove", "Board, Owner, [Opts]")
+def _board_remove(port: PortServer, b: Any, owner: Any, opts: Any = None) -> Any:
+    return port.board(b).remove(_member(owner), **_view(opts, ("window",)))
+
+
+@op("board_load", "Board, Rows, [Opts]")
+def _board_load(port: PortServer, b: Any, rows: Any, opts: Any = None) -> int:
+    return port.board(b).load(_rows(rows), **_view(opts, ("window", "replace")))
 
 
 @op("board_row", "Board, Owner, [Opts]")
@@ -463,6 +559,18 @@ def _board_check(port: PortServer, b: Any, opts: Any = None) -> list[str]:
 def _board_gc(port: PortServer, b: Any, opts: Any = None) -> int:
     found = _view(opts, ("window", "sweep", "wait"))
     return port.board(b).gc(found.pop("window", None), **found)
+
+
+@op("board_drop_window", "Board, Window")
+def _board_drop_window(port: PortServer, b: Any, window: Any) -> None:
+    port.board(b).drop_window(_name(window, "a window"))
+
+
+@op("board_drop", "Board")
+def _board_drop(port: PortServer, b: Any) -> None:
+    board = port.board(b)
+    board.drop()
+    port.forget_board(board.name)
 
 
 # -- the program ------------------------------------------------------------------------

@@ -130,6 +130,146 @@ def test_leaderboard_operations(port: PortServer) -> None:
     assert isinstance(ask(port, "board_gc", board, {A("sweep"): True, A("wait"): False})[2], int)
 
 
+def test_percentiles_estimates_and_random_members(port: PortServer) -> None:
+    s = (B("pct"), {A("chunk_size"): 4})
+    assert ask(port, "load", s, [(B(f"p{i}"), i) for i in range(10)] + [(B("p0"), 100)]) == (":reply", 1, 10)
+    assert ask(port, "rank_with_score", s, B("p3")) == (":reply", 1, (8, 3))
+    assert ask(port, "rank_with_score", s, B("p0"), A("competition")) == (":reply", 1, (1, 100))
+    assert ask(port, "rank_with_score", s, B("zed")) == (":reply", 1, None)
+    assert ask(port, "percentile", s, B("p3")) == (":reply", 1, 0.7)
+    assert ask(port, "percentile", s, B("zed")) == (":reply", 1, None)
+    assert ask(port, "at_percentile", s, 0.5) == (":reply", 1, ("p5", 5, 6))
+    assert ask(port, "at_percentile", s, 1, A("competition")) == (":reply", 1, ("p1", 1, 10))
+    rough = ask(port, "estimate_rank", s, (A("score"), 5))[2]
+    assert rough[1] <= 6 <= rough[2]
+    assert ask(port, "estimate_rank", s, B("p3"), {A("max_error"): 0}) == (":reply", 1, (8, 8, 8))
+    assert ask(port, "estimate_rank", s, B("p3"), {A("ties"): A("competition"), A("max_error"): 0})[2] == (8, 8, 8)
+    assert ask(port, "estimate_rank", s, B("zed")) == (":reply", 1, None)
+    assert ask(port, "estimate_percentile", s, B("p3"), {A("max_error"): 0.0}) == (":reply", 1, (0.7, 0.7, 0.7))
+    assert ask(port, "estimate_percentile", s, (A("score"), A("inf")), {A("max_error"): 0}) == (
+        ":reply",
+        1,
+        (0.0, 0.0, 0.0),
+    )
+    drawn = ask(port, "random_members", s, 3)[2]
+    assert len({e[0] for e in drawn}) == 3 and all(ask(port, "rank", s, B(e[0]))[2] == e[2] for e in drawn)
+    assert len(ask(port, "random_members", s)[2]) == 1
+
+
+def test_pops_range_removals_load_gc_and_drop(port: PortServer) -> None:
+    s = B("take")
+    assert ask(port, "load", s, {B(f"p{i}"): i for i in range(10)}) == (":reply", 1, 10)
+    reply = ask(port, "load", s, [(B("a"), 1)])
+    assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError"  # the set has entries
+    assert ask(port, "pop_min", s) == (":reply", 1, [("p0", 0, 10)])
+    assert ask(port, "pop_max", s, 2) == (":reply", 1, [("p9", 9, 1), ("p8", 8, 2)])
+    assert ask(port, "remove_range_by_score", s, 2, 4) == (":reply", 1, 3)
+    assert ask(port, "remove_range_by_rank", s, 1, 2) == (":reply", 1, 2)
+    assert ask(port, "range", s, 0, 10) == (":reply", 1, [("p5", 5, 1), ("p1", 1, 2)])
+    assert ask(port, "check", s) == (":reply", 1, [])
+    assert isinstance(ask(port, "gc", s, {A("wait"): False, A("sweep"): True, A("min_age"): 0})[2], int)
+    assert ask(port, "load", s, [(B("a"), 1), (B("b"), 2)], {A("replace"): True}) == (":reply", 1, 2)
+    assert ask(port, "drop", s) == (":reply", 1, None)
+    assert ask(port, "len", (s, {A("order"): A("asc")})) == (":reply", 1, 0)  # dropped: opened anew, as asked
+    assert ask(port, "info", s)[2][":order"] == ":asc"
+
+
+def test_leaderboard_removals_loads_and_drops(port: PortServer) -> None:
+    board = (
+        B("g"),
+        {A("columns"): {A("xp"): A("desc")}, A("windows"): [A("all"), A("day")], A("accumulate"): [A("k")]},
+    )
+    rows = [(B("ann"), {A("xp"): 5, A("k"): 1}), (B("bob"), {A("xp"): 9}), (B("ann"), {B("k"): 2})]
+    assert ask(port, "board_load", board, rows) == (":reply", 1, 2)
+    assert [(r[1], r[2]) for r in ask(port, "board_top", board, A("xp"), 5, {A("window"): A("day")})[2]] == [
+        ("bob", {"xp": 9}),
+        ("ann", {"xp": 5, "k": 3}),
+    ]
+    reply = ask(port, "board_load", board, {B("cid"): {A("xp"): 1}}, {A("window"): A("all")})
+    assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError"  # the window has rows
+    assert ask(port, "board_load", board, {B("cid"): {A("xp"): 1}}, {A("window"): A("all"), A("replace"): True}) == (
+        ":reply",
+        1,
+        1,
+    )
+    day = ask(port, "board_windows", board, A("day"))[2][0]
+    assert ask(port, "board_remove", board, B("ann")) == (":reply", 1, {"all": False, day: True})
+    assert ask(port, "board_remove", board, B("bob"), {A("window"): A("day")}) == (":reply", 1, {day: True})
+    assert ask(port, "board_count", board, A("xp"), {A("window"): B(day)}) == (":reply", 1, 0)
+    assert ask(port, "board_drop_window", board, B(day)) == (":reply", 1, None)
+    assert ask(port, "board_windows", B("g")) == (":reply", 1, ["all"])
+    assert ask(port, "board_drop", B("g")) == (":reply", 1, None)
+    reply = ask(port, "board_row", B("g"), B("cid"))
+    assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError"  # no such board any more
+    assert ask(port, "board_count", board, A("xp")) == (":reply", 1, 0)  # created anew
+
+
+@pytest.fixture
+def memory_port() -> PortServer:
+    return PortServer(MemoryStore())
+
+
+@pytest.mark.parametrize(
+    "op, args, kind",
+    [
+        ("rank_with_score", [B("s"), B("m"), A("best")], "InvalidArgumentError"),
+        ("rank_with_score", [B("s"), A("m")], "InvalidMemberError"),
+        ("percentile", [B("s"), b"m"], "InvalidMemberError"),
+        ("at_percentile", [B("s"), B("0.5")], "InvalidArgumentError"),
+        ("at_percentile", [B("s"), 1.5], "InvalidArgumentError"),
+        ("at_percentile", [B("s"), 0.5, A("fair")], "InvalidArgumentError"),
+        ("estimate_rank", [B("s"), (A("score"), B("5"))], "InvalidScoreError"),
+        ("estimate_rank", [B("s"), (A("points"), 5)], "InvalidMemberError"),
+        ("estimate_rank", [B("s"), (A("score"), 5), {A("ties"): A("ordinal")}], "InvalidArgumentError"),
+        ("estimate_rank", [B("s"), B("m"), {A("ties"): A("dense")}], "InvalidArgumentError"),
+        ("estimate_rank", [B("s"), B("m"), {A("max_error"): -1}], "InvalidArgumentError"),
+        ("estimate_rank", [B("s"), B("m"), {A("max_error"): A("none")}], "InvalidArgumentError"),
+        ("estimate_percentile", [B("s"), B("m"), {A("ties"): A("ordinal")}], "InvalidArgumentError"),
+        ("estimate_percentile", [B("s"), B("m"), {A("max_error"): -0.5}], "InvalidArgumentError"),
+        ("random_members", [B("s"), -1], "InvalidArgumentError"),
+        ("pop_min", [B("s"), 1.0], "InvalidArgumentError"),
+        ("pop_max", [B("s"), -2], "InvalidArgumentError"),
+        ("remove_range_by_score", [B("s"), 1, A("nan")], "InvalidScoreError"),
+        ("remove_range_by_rank", [B("s"), 0, 3], "InvalidArgumentError"),
+        ("remove_range_by_rank", [B("s"), 1], "InvalidArgumentError"),
+        ("load", [B("s"), [(B("m"), 1, 2)]], "InvalidArgumentError"),
+        ("load", [B("s"), [(B("m"), B("1"))]], "InvalidScoreError"),
+        ("load", [B("s"), [], {A("replace"): A("yes")}], "InvalidArgumentError"),
+        ("load", [B("s"), [], {A("window"): A("all")}], "InvalidArgumentError"),
+        ("gc", [B("s"), {A("min_age"): -1}], "InvalidArgumentError"),
+        ("gc", [B("s"), {A("wait"): 0}], "InvalidArgumentError"),
+        ("drop", [B("s"), B("extra")], "InvalidArgumentError"),
+        ("board_remove", [B("nope"), B("ann")], "InvalidArgumentError"),
+        ("board_load", [B("nope"), []], "InvalidArgumentError"),
+        ("board_drop", [B("nope")], "InvalidArgumentError"),
+        ("board_drop_window", [B("nope"), A("all")], "InvalidArgumentError"),
+    ],
+)
+def test_bad_arguments_of_whole_set_operations(memory_port: PortServer, op: str, args: Any, kind: str) -> None:
+    reply = ask(memory_port, op, *args)
+    assert reply[0] == ":error" and reply[2][0] == ":" + kind, reply
+
+
+@pytest.mark.parametrize(
+    "op, args, kind",
+    [
+        ("board_remove", [B("ann"), {A("window"): 7}], "InvalidArgumentError"),
+        ("board_remove", [b"ann"], "InvalidMemberError"),
+        ("board_load", [[(B("ann"),)]], "InvalidArgumentError"),
+        ("board_load", [[(B("ann"), [1])]], "InvalidArgumentError"),
+        ("board_load", [{B("ann"): {A("xp"): B("lots")}}], "InvalidScoreError"),
+        ("board_load", [[], {A("replace"): 1}], "InvalidArgumentError"),
+        ("board_load", [[], {A("ties"): A("dense")}], "InvalidArgumentError"),
+        ("board_drop_window", [7], "InvalidArgumentError"),
+        ("board_drop_window", [A("year")], "InvalidArgumentError"),
+    ],
+)
+def test_bad_arguments_of_board_removals_and_loads(memory_port: PortServer, op: str, args: Any, kind: str) -> None:
+    board = (B("g"), {A("columns"): {A("xp"): A("desc")}})
+    reply = ask(memory_port, op, board, *args)
+    assert reply[0] == ":error" and reply[2][0] == ":" + kind, reply
+
+
 @pytest.mark.parametrize(
     "args, kind",
     [
