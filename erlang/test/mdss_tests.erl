@@ -10,9 +10,13 @@ client_test_() ->
      {with, [fun reads_and_writes/1,
              fun ties_and_scores/1,
              fun every_other_operation/1,
+             fun percentiles_estimates_and_random_members/1,
+             fun pops_and_range_removals/1,
+             fun load_gc_and_drop/1,
              fun pages_through_a_multi_level_set/1,
              fun top_n/1,
              fun leaderboard/1,
+             fun leaderboard_removals_loads_and_drops/1,
              fun errors_name_the_mdss_exception/1,
              fun concurrent_callers/1,
              fun timeout_then_late_reply_is_dropped/1,
@@ -51,42 +55,89 @@ reads_and_writes(Pid) ->
 ties_and_scores(Pid) ->
     S = <<"ties">>,
     Max = 1 bsl 63 - 1,
-    {ok, 5} = mdss:call(Pid, add_many, [S, [{<<"a">>, 5}, {<<"b">>, 7}, {<<"c">>, 5}, {<<"ü✓"/utf8>>, 2.5},
-                                            {<<"big">>, Max}]]),
+    {ok, 5} = mdss:add_many(Pid, S, [{<<"a">>, 5}, {<<"b">>, 7}, {<<"c">>, 5}, {<<"ü✓"/utf8>>, 2.5},
+                                      {<<"big">>, Max}]),
     ?assertEqual({ok, 4}, mdss:rank(Pid, S, <<"c">>)),
-    ?assertEqual({ok, 3}, mdss:call(Pid, rank, [S, <<"c">>, competition])),
+    ?assertEqual({ok, 3}, mdss:rank(Pid, S, <<"c">>, competition)),
     ?assertEqual({ok, 4}, mdss:call(Pid, rank, [S, <<"ü✓"/utf8>>, dense])),
     ?assertEqual({ok, Max}, mdss:score(Pid, S, <<"big">>)),
     ?assertEqual({ok, 2.5}, mdss:score(Pid, S, <<"ü✓"/utf8>>)),
-    ?assertEqual({ok, 1}, mdss:call(Pid, rank_of_score, [S, Max])),
+    ?assertEqual({ok, 1}, mdss:rank_of_score(Pid, S, Max)),
     {ok, _} = mdss:add(Pid, S, <<"top">>, inf),
     {ok, _} = mdss:add(Pid, S, <<"bottom">>, '-inf'),
-    ?assertEqual({ok, {<<"top">>, inf, 1}}, mdss:call(Pid, at, [S, 1])),
-    ?assertEqual({ok, {<<"bottom">>, '-inf', 7}}, mdss:call(Pid, at, [S, 7])),
-    ?assertEqual({ok, undefined}, mdss:call(Pid, at, [S, 8])),
-    ?assertEqual({ok, false}, mdss:call(Pid, add, [S, <<"a">>, 8, best])),
+    ?assertEqual({ok, {<<"top">>, inf, 1}}, mdss:at(Pid, S, 1)),
+    ?assertEqual({ok, {<<"bottom">>, '-inf', 7}}, mdss:at(Pid, S, 7)),
+    ?assertEqual({ok, undefined}, mdss:at(Pid, S, 8)),
+    ?assertEqual({ok, false}, mdss:add(Pid, S, <<"a">>, 8, best)),
     ?assertEqual({ok, 8}, mdss:score(Pid, S, <<"a">>)),
     ?assertEqual({ok, false}, mdss:call(Pid, add, [S, <<"a">>, 1, best])),
     ?assertEqual({ok, 8}, mdss:score(Pid, S, <<"a">>)).
 
 every_other_operation(Pid) ->
     S = <<"ops">>,
-    {ok, 6} = mdss:call(Pid, add_many, [S, #{<<"m1">> => 1, <<"m2">> => 2, <<"m3">> => 3,
-                                            <<"m4">> => 4, <<"m5">> => 5, <<"m6">> => 6}]),
-    ?assertEqual({ok, [3, undefined, 6]}, mdss:call(Pid, scores, [S, [<<"m3">>, <<"zz">>, <<"m6">>]])),
-    ?assertEqual({ok, 3}, mdss:call(Pid, count, [S, 5, 3])),
-    ?assertEqual({ok, [{<<"m4">>, 4, 3}, {<<"m3">>, 3, 4}]}, mdss:call(Pid, range_by_score, [S, 5, 3, 1, 5])),
+    {ok, 6} = mdss:add_many(Pid, S, #{<<"m1">> => 1, <<"m2">> => 2, <<"m3">> => 3,
+                                      <<"m4">> => 4, <<"m5">> => 5, <<"m6">> => 6}),
+    ?assertEqual({ok, [3, undefined, 6]}, mdss:scores(Pid, S, [<<"m3">>, <<"zz">>, <<"m6">>])),
+    ?assertEqual({ok, 3}, mdss:count(Pid, S, 5, 3)),
+    ?assertEqual({ok, [{<<"m4">>, 4, 3}, {<<"m3">>, 3, 4}]}, mdss:range_by_score(Pid, S, 5, 3, 1, 5)),
     ?assertEqual({ok, [{<<"m5">>, 5, 2}, {<<"m4">>, 4, 3}, {<<"m3">>, 3, 4}]},
-                 mdss:call(Pid, range_by_score, [S, 5, 3])),
-    ?assertEqual({ok, 1}, mdss:call(Pid, add_many, [S, [{<<"m1">>, 10}, {<<"m9">>, 1}], incr])),
+                 mdss:range_by_score(Pid, S, 5, 3)),
+    ?assertEqual({ok, 1}, mdss:add_many(Pid, S, [{<<"m1">>, 10}, {<<"m9">>, 1}], incr)),
     ?assertEqual({ok, 11}, mdss:score(Pid, S, <<"m1">>)),
-    ?assertEqual({ok, 2}, mdss:call(Pid, remove_many, [S, [<<"m9">>, <<"m2">>, <<"zz">>]])),
-    ?assertEqual({ok, []}, mdss:call(Pid, check, [S])),
-    {ok, #{log_entries := Logged}} = mdss:call(Pid, info, [S]),
+    ?assertEqual({ok, 2}, mdss:remove_many(Pid, S, [<<"m9">>, <<"m2">>, <<"zz">>])),
+    ?assertEqual({ok, []}, mdss:check(Pid, S)),
+    {ok, #{log_entries := Logged}} = mdss:info(Pid, S),
     ?assert(Logged > 0),  % small writes wait in the update log
-    ?assertEqual({ok, true}, mdss:call(Pid, merge, [S])),
-    {ok, Info} = mdss:call(Pid, info, [S]),
+    ?assertEqual({ok, true}, mdss:merge(Pid, S)),
+    {ok, Info} = mdss:info(Pid, S),
     ?assertMatch(#{members := 5, order := desc, chunk_size := 1000, score_tree_height := 1, log_entries := 0}, Info).
+
+percentiles_estimates_and_random_members(Pid) ->
+    S = {<<"pct">>, #{chunk_size => 4}},
+    {ok, 40} = mdss:load(Pid, S, [{iolist_to_binary(io_lib:format("p~2..0b", [I])), I} || I <- lists:seq(0, 39)]),
+    ?assertEqual({ok, {8, 32}}, mdss:rank_with_score(Pid, S, <<"p32">>)),
+    ?assertEqual({ok, {1, 39}}, mdss:rank_with_score(Pid, S, <<"p39">>, competition)),
+    ?assertEqual({ok, undefined}, mdss:rank_with_score(Pid, S, <<"nobody">>)),
+    ?assertEqual({ok, 0.175}, mdss:percentile(Pid, S, <<"p32">>)),
+    ?assertEqual({ok, undefined}, mdss:percentile(Pid, S, <<"nobody">>)),
+    ?assertEqual({ok, {<<"p19">>, 19, 21}}, mdss:at_percentile(Pid, S, 0.5)),
+    ?assertEqual({ok, {<<"p00">>, 0, 40}}, mdss:at_percentile(Pid, S, 1, dense)),
+    {ok, {_, Low, High}} = mdss:estimate_rank(Pid, S, {score, 20}),
+    ?assert(Low =< 20 andalso 20 =< High),
+    ?assertEqual({ok, {8, 8, 8}}, mdss:estimate_rank(Pid, S, <<"p32">>, #{max_error => 0})),
+    ?assertEqual({ok, undefined}, mdss:estimate_rank(Pid, S, <<"nobody">>)),
+    {ok, {_, PLow, PHigh}} = mdss:estimate_percentile(Pid, S, <<"p32">>),
+    ?assert(PLow =< 0.175 andalso 0.175 =< PHigh),
+    ?assertEqual({ok, {0.0, 0.0, 0.0}}, mdss:estimate_percentile(Pid, S, {score, inf}, #{max_error => 0})),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:estimate_rank(Pid, S, {score, 5}, #{ties => dense})),
+    {ok, Drawn} = mdss:random_members(Pid, S, 5),
+    ?assertEqual(5, length(lists:usort(Drawn))),
+    ?assertEqual([{ok, R} || {_, _, R} <- Drawn], [mdss:rank(Pid, S, M) || {M, _, _} <- Drawn]).
+
+pops_and_range_removals(Pid) ->
+    S = <<"take">>,
+    {ok, 10} = mdss:add_many(Pid, S, [{<<"t", (I + $0)>>, I} || I <- lists:seq(0, 9)]),
+    ?assertEqual({ok, [{<<"t0">>, 0, 10}]}, mdss:pop_min(Pid, S, 1)),
+    ?assertEqual({ok, [{<<"t9">>, 9, 1}, {<<"t8">>, 8, 2}]}, mdss:pop_max(Pid, S, 2)),
+    ?assertEqual({ok, 3}, mdss:remove_range_by_score(Pid, S, 2, 4)),
+    ?assertEqual({ok, 2}, mdss:remove_range_by_rank(Pid, S, 1, 2)),
+    ?assertEqual({ok, [{<<"t5">>, 5, 1}, {<<"t1">>, 1, 2}]}, mdss:top(Pid, S, 10)),
+    ?assertEqual({ok, 0}, mdss:remove_range_by_score(Pid, S, 100, inf)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:remove_range_by_rank(Pid, S, 0, 2)),
+    ?assertEqual({ok, []}, mdss:pop_max(Pid, <<"take nothing">>, 3)).
+
+load_gc_and_drop(Pid) ->
+    S = <<"loaded">>,
+    ?assertEqual({ok, 2}, mdss:load(Pid, S, #{<<"a">> => 1, <<"b">> => 2})),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:load(Pid, S, [{<<"c">>, 3}])),  % it has entries
+    ?assertEqual({ok, 2}, mdss:load(Pid, S, [{<<"c">>, 3}, {<<"d">>, 4}, {<<"c">>, 5}], #{replace => true})),
+    ?assertEqual({ok, [{<<"c">>, 5, 1}, {<<"d">>, 4, 2}]}, mdss:top(Pid, S, 10)),
+    {ok, Deleted} = mdss:gc(Pid, S, #{wait => false, sweep => true, min_age => 0}),
+    ?assert(is_integer(Deleted)),
+    ?assertEqual({ok, []}, mdss:check(Pid, S)),
+    ?assertEqual({ok, undefined}, mdss:drop(Pid, S)),
+    ?assertEqual({ok, 0}, mdss:len(Pid, {S, #{order => asc}})),  % gone: made anew, with other settings
+    ?assertMatch({ok, #{order := asc, members := 0}}, mdss:info(Pid, S)).
 
 pages_through_a_multi_level_set(Pid) ->
     S = {<<"paged">>, #{order => asc, chunk_size => 4}},
@@ -109,12 +160,12 @@ pages(Pid, S, Cursor, Acc) ->
 
 top_n(Pid) ->
     T = {<<"podium">>, #{n => 3}},
-    ?assertEqual({ok, true}, mdss:call(Pid, topn_post_many, [T, [{<<"ann">>, 7}, {<<"bob">>, 9}, {<<"cid">>, 8}]])),
-    ?assertEqual({ok, false}, mdss:call(Pid, topn_post, [T, <<"dee">>, 2])),
-    ?assertEqual({ok, true}, mdss:call(Pid, topn_post, [T, <<"dee">>, 10])),
-    ?assertEqual({ok, [{<<"dee">>, 10, 1}, {<<"bob">>, 9, 2}, {<<"cid">>, 8, 3}]}, mdss:call(Pid, topn_top, [T])),
-    ?assertEqual({ok, 8}, mdss:call(Pid, topn_threshold, [T])),
-    ?assertEqual({ok, undefined}, mdss:call(Pid, topn_threshold, [<<"empty podium">>])).
+    ?assertEqual({ok, true}, mdss:topn_post_many(Pid, T, [{<<"ann">>, 7}, {<<"bob">>, 9}, {<<"cid">>, 8}])),
+    ?assertEqual({ok, false}, mdss:topn_post(Pid, T, <<"dee">>, 2)),
+    ?assertEqual({ok, true}, mdss:topn_post(Pid, T, <<"dee">>, 10)),
+    ?assertEqual({ok, [{<<"dee">>, 10, 1}, {<<"bob">>, 9, 2}, {<<"cid">>, 8, 3}]}, mdss:topn_top(Pid, T)),
+    ?assertEqual({ok, 8}, mdss:topn_threshold(Pid, T)),
+    ?assertEqual({ok, undefined}, mdss:topn_threshold(Pid, <<"empty podium">>)).
 
 leaderboard(Pid) ->
     B = {<<"mission-7">>, #{columns => #{xp => desc, race => [{laps, desc}, {time_ms, asc}]},
@@ -143,15 +194,34 @@ leaderboard(Pid) ->
     {ok, [<<"all">>, <<"week:", _/binary>>]} = mdss:board_windows(Pid, B),
     {ok, Share} = mdss:board_percentile(Pid, B, <<"ann">>, xp),
     ?assert(abs(Share - 1 / 3) < 1.0e-9),
-    ?assertMatch({ok, {1, <<"bob">>, _, _}}, mdss:call(Pid, board_at_percentile, [B, xp, 0.0])),
-    ?assertEqual({ok, 3}, mdss:call(Pid, board_count, [<<"mission-7">>, xp])),  % a stored board, by name
+    ?assertMatch({ok, {1, <<"bob">>, _, _}}, mdss:board_at_percentile(Pid, B, xp, 0.0)),
+    ?assertEqual({ok, 3}, mdss:board_count(Pid, <<"mission-7">>, xp)),  % a stored board, by name
     ?assertEqual({ok, []}, mdss:call(Pid, board_check, [B, #{window => week}])),
-    {ok, Deleted} = mdss:call(Pid, board_gc, [B, #{sweep => true, wait => false}]),
+    {ok, Deleted} = mdss:board_gc(Pid, B, #{sweep => true, wait => false}),
     ?assert(is_integer(Deleted)),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_post(Pid, B, <<"ann">>, #{xp => [1]})),
     ?assertMatch({error, {'InvalidScoreError', _}}, mdss:board_post(Pid, B, <<"ann">>, #{xp => <<"lots">>})),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_top(Pid, B, nope, 10)),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_row(Pid, <<"no such board">>, <<"ann">>)).
+
+leaderboard_removals_loads_and_drops(Pid) ->
+    B = {<<"season-9">>, #{columns => #{xp => desc}, accumulate => [kills], windows => [all, day]}},
+    ?assertEqual({ok, 2}, mdss:board_load(Pid, B, [{<<"ann">>, #{xp => 5, kills => 1}}, {<<"bob">>, #{xp => 9}},
+                                                   {<<"ann">>, #{kills => 2}}])),
+    ?assertMatch({ok, {<<"ann">>, #{<<"xp">> := 5, <<"kills">> := 3}, _}}, mdss:board_row(Pid, B, <<"ann">>)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_load(Pid, B, #{<<"cid">> => #{xp => 1}})),
+    ?assertEqual({ok, 1}, mdss:board_load(Pid, B, #{<<"cid">> => #{xp => 1}}, #{window => all, replace => true})),
+    ?assertEqual([{1, <<"cid">>}], ranks(mdss:board_top(Pid, B, xp, 10))),
+    {ok, [Day]} = mdss:call(Pid, board_windows, [B, day]),
+    ?assertEqual({ok, #{<<"all">> => false, Day => true}}, mdss:board_remove(Pid, B, <<"ann">>)),
+    ?assertEqual({ok, #{Day => true}}, mdss:board_remove(Pid, B, <<"bob">>, #{window => day})),
+    ?assertEqual({ok, 0}, mdss:call(Pid, board_count, [B, xp, #{window => Day}])),
+    ?assertEqual({ok, []}, mdss:board_check(Pid, B)),
+    ?assertEqual({ok, undefined}, mdss:board_drop_window(Pid, B, Day)),
+    ?assertEqual({ok, [<<"all">>]}, mdss:board_windows(Pid, B)),
+    ?assertEqual({ok, undefined}, mdss:board_drop(Pid, B)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_count(Pid, <<"season-9">>, xp)),  % no such board
+    ?assertEqual({ok, 0}, mdss:board_count(Pid, B, xp)).  % with its columns: made anew
 
 ranks({ok, Rows}) -> [{Rank, Owner} || {Rank, Owner, _, _} <- Rows].
 
