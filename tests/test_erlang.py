@@ -58,6 +58,21 @@ def test_eunit_suite(kind: str, ebin: pathlib.Path, tmp_path: pathlib.Path, requ
     assert "All 15 tests passed" in done.stdout, done.stdout
 
 
+def test_every_client_function_is_listed_in_the_docs() -> None:
+    """erlang/README.md and the guide's "From Erlang" list every exported function with all its arities."""
+    source = (ERLANG / "src" / "mdss.erl").read_text(encoding="utf-8")
+    arities: dict[str, list[str]] = {}
+    for exported in re.findall(r"^-export\(\[(.*?)\]\)\.", source, re.M | re.S):
+        for name, arity in re.findall(r"(\w+)/(\d+)", exported):
+            arities.setdefault(name, []).append(arity)
+    callbacks = {"init", "handle_call", "handle_cast", "handle_info", "terminate"}
+    listed = [f"`{name}/{','.join(sorted(found))}`" for name, found in arities.items() if name not in callbacks]
+    assert len(listed) > 50
+    guide = (ERLANG.parent / "docs" / "guide.md").read_text(encoding="utf-8").split("## From Erlang", 1)[1]
+    for doc in ((ERLANG / "README.md").read_text(encoding="utf-8"), guide):
+        assert [f for f in listed if f not in doc] == []
+
+
 def test_rebar3_builds_the_application(tmp_path: pathlib.Path) -> None:
     project = tmp_path / "erlang"
     shutil.copytree(ERLANG, project, ignore=shutil.ignore_patterns("_build"))
