@@ -73,6 +73,21 @@ def test_every_client_function_is_listed_in_the_docs() -> None:
         assert [f for f in listed if f not in doc] == []
 
 
+def test_the_examples_in_the_docs_run(ebin: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The first example of erlang/README.md and the guide's "From Erlang" one, each in the VM against a new file."""
+    readme = (ERLANG / "README.md").read_text(encoding="utf-8")
+    guide = (ERLANG.parent / "docs" / "guide.md").read_text(encoding="utf-8").split("## From Erlang", 1)[1]
+    examples = []
+    for n, text in enumerate((readme, guide)):
+        example = re.search(r"```erlang\n(\{ok, Pid\} = mdss:start_link.*?)\.\n```", text, re.S)
+        assert example, "no example"
+        examples.append(
+            example[1].replace("sqlite:///board.db", f"sqlite:///{tmp_path}/{n}.db").replace("Pid", f"P{n}")
+        )
+    done = erl(ebin, ",\n".join([*examples, "halt(0)."]), "unused", ERL_CRASH_DUMP_SECONDS="0")  # no dump if wrong
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_rebar3_builds_the_application(tmp_path: pathlib.Path) -> None:
     project = tmp_path / "erlang"
     shutil.copytree(ERLANG, project, ignore=shutil.ignore_patterns("_build"))
