@@ -152,7 +152,7 @@ pages_through_a_multi_level_set(Pid) ->
     ?assertMatch({error, {'SettingsMismatchError', _}}, mdss:call(Pid, len, [{<<"paged">>, #{order => desc}}])).
 
 pages(Pid, S, Cursor, Acc) ->
-    {ok, {Entries, Next}} = mdss:call(Pid, page, [S, 7, Cursor]),
+    {ok, {Entries, Next}} = mdss:page(Pid, S, 7, Cursor),
     case Next of
         undefined -> Acc ++ Entries;
         _ -> pages(Pid, S, Next, Acc ++ Entries)
