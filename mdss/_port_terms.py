@@ -305,6 +305,8 @@ def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
             found[name] = _choice(value, "ties", ("ordinal", "competition", "dense"))
         elif name == "only":
             found[name] = _choice(value, "only", ("new", "existing"))
+        elif name == "when":
+            found[name] = _choice(value, "when", ("gt", "lt"))
         elif name == "post_id":
             found[name] = _text(value, "a post id")
         elif name == "offset":
@@ -314,7 +316,7 @@ def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
         elif name == "ops":
             ops = ("set", "incr", "best", "gt", "lt")
             found[name] = {_name(f, "a field"): _choice(op, "an op", ops) for f, op in _map(value, name).items()}
-        else:  # sweep, wait, replace
+        else:  # sweep, wait, replace, changed
             if type(value) is not bool:
                 raise InvalidArgumentError(f"{name} must be true or false, got {_show(value)}")
             found[name] = value

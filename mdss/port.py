@@ -338,29 +338,32 @@ def _count(port: PortServer, s: Any, best: Any, worst: Any) -> int:
     return port.sorted_set(s).count(_score(best), _score(worst))
 
 
-@op("range", "Set, Offset, Limit")
-def _range(port: PortServer, s: Any, offset: Any, limit: Any) -> Any:
-    return port.sorted_set(s).range(_int(offset, "offset"), _int(limit, "limit"))
+@op("range", "Set, Offset, Limit, [Ties]")
+def _range(port: PortServer, s: Any, offset: Any, limit: Any, ties: Any = None) -> Any:
+    return port.sorted_set(s).range(_int(offset, "offset"), _int(limit, "limit"), ties=_ties(ties))
 
 
-@op("range_by_score", "Set, Best, Worst, [Offset], [Limit]")
-def _range_by_score(port: PortServer, s: Any, best: Any, worst: Any, offset: Any = 0, limit: Any = None) -> Any:
+@op("range_by_score", "Set, Best, Worst, [Offset], [Limit], [Ties]")
+def _range_by_score(
+    port: PortServer, s: Any, best: Any, worst: Any, offset: Any = None, limit: Any = None, ties: Any = None
+) -> Any:
     return port.sorted_set(s).range_by_score(
         _score(best),
         _score(worst),
-        offset=_int(offset, "offset"),
+        offset=0 if offset is None else _int(offset, "offset"),
         limit=None if limit is None else _int(limit, "limit"),
+        ties=_ties(ties),
     )
 
 
-@op("at", "Set, Rank")
-def _at(port: PortServer, s: Any, rank: Any) -> Any:
-    return port.sorted_set(s).at(_int(rank, "rank"))
+@op("at", "Set, Rank, [Ties]")
+def _at(port: PortServer, s: Any, rank: Any, ties: Any = None) -> Any:
+    return port.sorted_set(s).at(_int(rank, "rank"), ties=_ties(ties))
 
 
-@op("around", "Set, Member, Before, After")
-def _around(port: PortServer, s: Any, member: Any, before: Any, after: Any) -> Any:
-    return port.sorted_set(s).around(_member(member), _int(before, "before"), _int(after, "after"))
+@op("around", "Set, Member, Before, After, [Ties]")
+def _around(port: PortServer, s: Any, member: Any, before: Any, after: Any, ties: Any = None) -> Any:
+    return port.sorted_set(s).around(_member(member), _int(before, "before"), _int(after, "after"), ties=_ties(ties))
 
 
 @op("random_members", "Set, [N]")
@@ -368,27 +371,31 @@ def _random_members(port: PortServer, s: Any, n: Any = 1) -> Any:
     return port.sorted_set(s).random_members(_int(n, "n"))
 
 
-@op("page", "Set, Limit, [Cursor]")
-def _page(port: PortServer, s: Any, limit: Any, cursor: Any = None) -> Any:
+@op("page", "Set, Limit, [Cursor], [Ties]")
+def _page(port: PortServer, s: Any, limit: Any, cursor: Any = None, ties: Any = None) -> Any:
     at = None if cursor is None else _text(cursor, "a cursor")
-    return tuple(port.sorted_set(s).page(_int(limit, "limit"), at))
+    return tuple(port.sorted_set(s).page(_int(limit, "limit"), at, ties=_ties(ties)))
 
 
-@op("add", "Set, Member, Score, [Op]")
-def _add(port: PortServer, s: Any, member: Any, score: Any, how: Any = None) -> Any:
-    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best", "gt", "lt"))
-    return port.sorted_set(s).add(_member(member), _score(score), op=how)
+def _write_op(term: Any) -> str:
+    """The optional ``Op`` argument of adds: ``set`` (the default), ``incr``, ``best``, ``gt`` or ``lt``."""
+    return "set" if term is None else _choice(term, "op", ("set", "incr", "best", "gt", "lt"))
 
 
-@op("add_many", "Set, Pairs, [Op]")
-def _add_many(port: PortServer, s: Any, pairs: Any, how: Any = None) -> Any:
-    how = "set" if how is None else _choice(how, "op", ("set", "incr", "best", "gt", "lt"))
-    return port.sorted_set(s).add_many(_pairs(pairs), op=how)
+@op("add", "Set, Member, Score, [Op], [Opts]")
+def _add(port: PortServer, s: Any, member: Any, score: Any, how: Any = None, opts: Any = None) -> Any:
+    options = _view(opts, ("only", "changed"))
+    return port.sorted_set(s).add(_member(member), _score(score), op=_write_op(how), **options)
 
 
-@op("incr", "Set, Member, Delta")
-def _incr(port: PortServer, s: Any, member: Any, delta: Any) -> Any:
-    return port.sorted_set(s).incr(_member(member), _score(delta))
+@op("add_many", "Set, Pairs, [Op], [Opts]")
+def _add_many(port: PortServer, s: Any, pairs: Any, how: Any = None, opts: Any = None) -> Any:
+    return port.sorted_set(s).add_many(_pairs(pairs), op=_write_op(how), **_view(opts, ("only", "changed")))
+
+
+@op("incr", "Set, Member, Delta, [Opts]")
+def _incr(port: PortServer, s: Any, member: Any, delta: Any, opts: Any = None) -> Any:
+    return port.sorted_set(s).incr(_member(member), _score(delta), **_view(opts, ("only", "when")))
 
 
 @op("remove", "Set, Member")

@@ -83,6 +83,24 @@ def test_sorted_set_operations(port: PortServer) -> None:
     assert (reply[":members"], reply[":order"], reply[":chunk_size"]) == (5, ":desc", 1000)
 
 
+def test_conditional_writes_and_the_ties_of_reads(port: PortServer) -> None:
+    s = B("cond")
+    assert ask(port, "add_many", s, [(B("a"), 9), (B("b"), 5), (B("c"), 5)]) == (":reply", 1, 3)
+    assert ask(port, "add", s, B("a"), 1, A("gt"), {A("changed"): True}) == (":reply", 1, False)
+    assert ask(port, "add", s, B("a"), 10, A("gt"), {A("changed"): True}) == (":reply", 1, True)
+    assert ask(port, "add", s, B("z"), 1, None, {A("only"): A("existing")}) == (":reply", 1, False)
+    assert ask(port, "add_many", s, [(B("c"), 4), (B("d"), 1)], None, {A("only"): A("new")}) == (":reply", 1, 1)
+    assert ask(port, "incr", s, B("a"), -1, {A("when"): A("gt")}) == (":reply", 1, None)
+    assert ask(port, "incr", s, B("zz"), 1, {A("only"): A("existing")}) == (":reply", 1, None)
+    assert ask(port, "scores", s, [B("a"), B("c"), B("z"), B("zz")]) == (":reply", 1, [10, 5, None, None])
+    every = [("a", 10, 1), ("b", 5, 2), ("c", 5, 2), ("d", 1, 4)]
+    assert ask(port, "range", s, 0, 10, A("competition")) == (":reply", 1, every)
+    assert ask(port, "range_by_score", s, 10, 0, None, None, A("dense"))[2][3] == ("d", 1, 3)
+    assert ask(port, "at", s, 3, A("competition")) == (":reply", 1, ("c", 5, 2))
+    assert ask(port, "around", s, B("c"), 0, 1, A("dense")) == (":reply", 1, [("c", 5, 2), ("d", 1, 3)])
+    assert ask(port, "page", s, 4, None, A("competition")) == (":reply", 1, (every, None))
+
+
 def test_leaderboard_operations(port: PortServer) -> None:
     board = (
         B("game"),
@@ -239,13 +257,24 @@ def memory_port() -> PortServer:
         ("gc", [B("s"), {A("min_age"): -1}], "InvalidArgumentError"),
         ("gc", [B("s"), {A("wait"): 0}], "InvalidArgumentError"),
         ("drop", [B("s"), B("extra")], "InvalidArgumentError"),
+        ("add", [B("s"), B("m"), 1, A("set"), {A("only"): A("old")}], "InvalidArgumentError"),
+        ("add", [B("s"), B("m"), 1, None, {A("changed"): 1}], "InvalidArgumentError"),
+        ("add", [B("s"), B("m"), 1, None, {A("when"): A("gt")}], "InvalidArgumentError"),
+        ("add_many", [B("s"), [], None, {A("ties"): A("dense")}], "InvalidArgumentError"),
+        ("incr", [B("s"), B("m"), 1, {A("when"): A("ge")}], "InvalidArgumentError"),
+        ("incr", [B("s"), B("m"), 1, {A("changed"): True}], "InvalidArgumentError"),
+        ("range", [B("s"), 0, 1, A("fair")], "InvalidArgumentError"),
+        ("at", [B("s"), 1, 1], "InvalidArgumentError"),
+        ("around", [B("s"), B("m"), 1, 1, B("dense")], "InvalidArgumentError"),
+        ("page", [B("s"), 1, None, A("fair")], "InvalidArgumentError"),
+        ("range_by_score", [B("s"), 1, 0, 0, None, A("fair")], "InvalidArgumentError"),
         ("board_remove", [B("nope"), B("ann")], "InvalidArgumentError"),
         ("board_load", [B("nope"), []], "InvalidArgumentError"),
         ("board_drop", [B("nope")], "InvalidArgumentError"),
         ("board_drop_window", [B("nope"), A("all")], "InvalidArgumentError"),
     ],
 )
-def test_bad_arguments_of_whole_set_operations(memory_port: PortServer, op: str, args: Any, kind: str) -> None:
+def test_bad_arguments_of_the_newer_operations(memory_port: PortServer, op: str, args: Any, kind: str) -> None:
     reply = ask(memory_port, op, *args)
     assert reply[0] == ":error" and reply[2][0] == ":" + kind, reply
 

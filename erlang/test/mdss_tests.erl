@@ -71,7 +71,13 @@ ties_and_scores(Pid) ->
     ?assertEqual({ok, false}, mdss:add(Pid, S, <<"a">>, 8, best)),
     ?assertEqual({ok, 8}, mdss:score(Pid, S, <<"a">>)),
     ?assertEqual({ok, false}, mdss:call(Pid, add, [S, <<"a">>, 1, best])),
-    ?assertEqual({ok, 8}, mdss:score(Pid, S, <<"a">>)).
+    ?assertEqual({ok, 8}, mdss:score(Pid, S, <<"a">>)),
+    % the options of writes and reads that only call/3 takes: ZADD's NX/XX/GT/LT/CH, ranks with ties
+    ?assertEqual({ok, true}, mdss:call(Pid, add, [S, <<"a">>, 9, gt, #{changed => true}])),
+    ?assertEqual({ok, false}, mdss:call(Pid, add, [S, <<"new">>, 1, undefined, #{only => existing}])),
+    ?assertEqual({ok, undefined}, mdss:call(Pid, incr, [S, <<"a">>, -1, #{'when' => gt}])),
+    ?assertEqual({ok, [{<<"b">>, 7, 4}, {<<"c">>, 5, 5}]}, mdss:call(Pid, range, [S, 3, 2, competition])),
+    ?assertEqual({ok, {<<"c">>, 5, 5}}, mdss:call(Pid, at, [S, 5, dense])).
 
 every_other_operation(Pid) ->
     S = <<"ops">>,
