@@ -469,9 +469,9 @@ def _topn_post_many(port: PortServer, t: Any, pairs: Any) -> bool:
     return port.top_n(t).post_many(_pairs(pairs))
 
 
-@op("topn_top", "TopN")
-def _topn_top(port: PortServer, t: Any) -> Any:
-    return port.top_n(t).top()
+@op("topn_top", "TopN, [Ties]")
+def _topn_top(port: PortServer, t: Any, ties: Any = None) -> Any:
+    return port.top_n(t).top(ties=_ties(ties))
 
 
 @op("topn_threshold", "TopN")

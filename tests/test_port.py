@@ -99,6 +99,9 @@ def test_conditional_writes_and_the_ties_of_reads(port: PortServer) -> None:
     assert ask(port, "at", s, 3, A("competition")) == (":reply", 1, ("c", 5, 2))
     assert ask(port, "around", s, B("c"), 0, 1, A("dense")) == (":reply", 1, [("c", 5, 2), ("d", 1, 3)])
     assert ask(port, "page", s, 4, None, A("competition")) == (":reply", 1, (every, None))
+    podium = (B("podium"), {A("n"): 3})
+    assert ask(port, "topn_post_many", podium, [(B("a"), 9), (B("b"), 5), (B("c"), 5)]) == (":reply", 1, True)
+    assert ask(port, "topn_top", podium, A("dense")) == (":reply", 1, [("a", 9, 1), ("b", 5, 2), ("c", 5, 2)])
 
 
 def test_leaderboard_operations(port: PortServer) -> None:

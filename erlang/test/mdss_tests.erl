@@ -171,7 +171,9 @@ top_n(Pid) ->
     ?assertEqual({ok, true}, mdss:topn_post(Pid, T, <<"dee">>, 10)),
     ?assertEqual({ok, [{<<"dee">>, 10, 1}, {<<"bob">>, 9, 2}, {<<"cid">>, 8, 3}]}, mdss:topn_top(Pid, T)),
     ?assertEqual({ok, 8}, mdss:topn_threshold(Pid, T)),
-    ?assertEqual({ok, undefined}, mdss:topn_threshold(Pid, <<"empty podium">>)).
+    ?assertEqual({ok, undefined}, mdss:topn_threshold(Pid, <<"empty podium">>)),
+    ?assertEqual({ok, true}, mdss:topn_post(Pid, T, <<"eve">>, 9)),
+    ?assertEqual({ok, [{<<"dee">>, 10, 1}, {<<"bob">>, 9, 2}, {<<"eve">>, 9, 2}]}, mdss:call(Pid, topn_top, [T, dense])).
 
 leaderboard(Pid) ->
     B = {<<"mission-7">>, #{columns => #{xp => desc, race => [{laps, desc}, {time_ms, asc}]},
