@@ -184,8 +184,8 @@ class PortServer:
         self._sets.pop(name, None)
 
     def forget_board(self, name: str) -> None:
-        """Stop keeping leaderboard ``name`` open under any options (it was dropped): the next request finds it gone,
-        or creates it anew if it gives columns."""
+        """Stop keeping leaderboard ``name`` open under any options (it, or one of its windows, was dropped): the next
+        request opens it afresh, finds it gone, or creates it anew if it gives columns."""
         for key in [key for key in list(self._boards) if key[0] == name]:
             self._boards.pop(key, None)
 
@@ -570,7 +570,9 @@ def _board_gc(port: PortServer, b: Any, opts: Any = None) -> int:
 
 @op("board_drop_window", "Board, Window")
 def _board_drop_window(port: PortServer, b: Any, window: Any) -> None:
-    port.board(b).drop_window(_name(window, "a window"))
+    board = port.board(b)
+    board.drop_window(_name(window, "a window"))
+    port.forget_board(board.name)  # the board's other open objects deem the window registered: a post would not list it
 
 
 @op("board_drop", "Board")

@@ -217,8 +217,13 @@ def test_leaderboard_removals_loads_and_drops(port: PortServer) -> None:
     assert ask(port, "board_remove", board, B("ann")) == (":reply", 1, {"all": False, day: True})
     assert ask(port, "board_remove", board, B("bob"), {A("window"): A("day")}) == (":reply", 1, {day: True})
     assert ask(port, "board_count", board, A("xp"), {A("window"): B(day)}) == (":reply", 1, 0)
+    same = (B("g"), {A("windows"): [A("all"), A("day")]})  # the board under other options: another object
+    assert ask(port, "board_post", same, B("eve"), {A("xp"): 2})[2] == {"all": True, day: True}
     assert ask(port, "board_drop_window", board, B(day)) == (":reply", 1, None)
     assert ask(port, "board_windows", B("g")) == (":reply", 1, ["all"])
+    assert ask(port, "board_post", same, B("dee"), {A("xp"): 4})[2] == {"all": True, day: True}
+    assert ask(port, "board_windows", board) == (":reply", 1, ["all", day])  # the window is back, and listed
+    assert ask(port, "board_drop_window", same, A("day")) == (":reply", 1, None)
     assert ask(port, "board_drop", B("g")) == (":reply", 1, None)
     reply = ask(port, "board_row", B("g"), B("cid"))
     assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError"  # no such board any more
