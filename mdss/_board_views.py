@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import _cursor, _percentiles
 from ._board_format import _GROUPS, Row, _Column, _decode_row, _group, _member, _row_entries, members
 from ._estimate import Estimate
+from ._facade import around_span, page_around
 from ._order import TOP, column_owner, column_tag, column_tie
 from .exceptions import CorruptDataError, InvalidArgumentError
 
@@ -21,11 +23,23 @@ class RankedRow(NamedTuple):
     updated: float
 
 
-class Page(NamedTuple):
-    """A page of ranked rows and the cursor that continues after it (``None`` after the last)."""
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of ranked rows, the cursor of the page after it (``next``) and of the page before it (``previous``),
+    each ``None`` at that end of the column. ``cursor`` is ``next`` by its older name, and a page unpacks as ``rows,
+    next``, as the two-field named tuple it was (``previous`` came later)."""
 
     rows: list[RankedRow]
-    cursor: str | None
+    next: str | None
+    previous: str | None = None
+
+    @property
+    def cursor(self) -> str | None:
+        """The cursor of the next page: :attr:`next`."""
+        return self.next
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.rows, self.next))
 
 
 def rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[Row | None]:
@@ -52,12 +66,12 @@ def _ranks(snap: Any, column: _Column, members: Sequence[str], ties: str) -> lis
     return [n - counts[0] + 1 for n in counts[1:]]
 
 
-def _listing(snap: Any, column: _Column, start: int, stop: int, ties: str) -> tuple[list[RankedRow], str | None]:
-    """Ranked rows at positions ``start`` to ``stop - 1`` of ``column``, and the member of the last one."""
+def _listing(snap: Any, column: _Column, start: int, stop: int, ties: str) -> tuple[list[RankedRow], list[str]]:
+    """Ranked rows at positions ``start`` to ``stop - 1`` of ``column``, and their column entries' members."""
     low, high = snap.ranking.count_below([(column.slot,), (column.slot, TOP)])
     found_members, _ = snap.ranking.slice(low + max(start, 0), min(low + stop, high))
     if not found_members:
-        return [], None
+        return [], []
     parts = len(column.parts)
     owners = [column_owner(m, parts) for m in found_members]
     # A tied first row's rank counts below its tie group, which may start in an entry set the listing did not read.
@@ -75,7 +89,7 @@ def _listing(snap: Any, column: _Column, start: int, stop: int, ties: str) -> tu
         if row is None:
             raise CorruptDataError(f"column {column.name!r} names owner {owner!r}, who has no row")
         result.append(RankedRow(rank, owner, row.values, row.updated))
-    return result, found_members[-1]
+    return result, found_members
 
 
 def column_size(snap: Any, column: _Column) -> int:
@@ -102,15 +116,22 @@ def positions(
     return found
 
 
-def around(snap: Any, column: _Column, owner: str, before: int, after: int, ties: str) -> list[RankedRow]:
+def _around(snap: Any, column: _Column, owner: str, before: int, after: int, fill: bool) -> tuple[int, int, int]:
+    """Positions ``start`` to ``stop - 1`` of the rows around the owner's in ``column`` (``mdss._facade.around_span``;
+    an empty span without its row) and the column's rows: one batched count, its entry sets read with those around."""
     row = rows_of(snap, [owner])[0]
     member = None if row is None else _member(column, owner, row.values)
     if member is None:
-        return []
+        return 0, 0, 0
     slot = column.slot
     prefetch(snap, [((slot, member), before, after + 1), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
-    at = _ranks(snap, column, [member], "ordinal")[0] - 1
-    return _listing(snap, column, max(at - before, 0), at + after + 1, ties)[0]
+    low, at, high = snap.ranking.count_below([(slot,), (slot, member), (slot, TOP)])
+    return (*around_span(at - low, before, after, high - low, fill), high - low)
+
+
+def around(snap: Any, column: _Column, owner: str, before: int, after: int, ties: str, fill: bool) -> list[RankedRow]:
+    start, stop, _ = _around(snap, column, owner, before, after, fill)
+    return _listing(snap, column, start, stop, ties)[0] if stop else []
 
 
 def ranked_rows(snap: Any, column: _Column, owners: list[str], ties: str) -> list[RankedRow]:
@@ -125,18 +146,39 @@ def ranked_rows(snap: Any, column: _Column, owners: list[str], ties: str) -> lis
     return [entry for _, _, entry in sorted(result, key=lambda t: t[:2])]  # a member's order is its rank's
 
 
-def page(
-    snap: Any, column: _Column, after: str | None, limit: int, ties: str, offset: int = 0
-) -> tuple[list[RankedRow], str | None]:
-    """``limit`` ranked rows, ``offset`` rows after member ``after`` (``None``: the column's first), and the last
-    one's member (``None``: the column's end)."""
+Listed = tuple[list[RankedRow], str | None, str | None]
+
+
+def page(snap: Any, column: _Column, cursor: tuple[str, bool] | None, limit: int, ties: str, offset: int = 0) -> Listed:
+    """``limit`` ranked rows ``offset`` rows after the member of a forward ``cursor`` (``(member, False)``; ``None``:
+    the column's first), or ending ``offset`` rows before that of a backward one (``(member, True)``); see
+    :func:`_paged` for the rest."""
     slot = column.slot
-    begin = (slot,) if after is None else (slot, after + "\0")
-    prefetch(snap, [(begin, 0, limit if not offset else 0), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
+    member, back = (None, False) if cursor is None else cursor
+    key = (slot,) if member is None else (slot, member if back else member + "\0")
+    reach = 0 if offset else limit
+    prefetch(snap, [(key, reach if back else 0, 0 if back else reach), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
     low, high = snap.ranking.count_below([(slot,), (slot, TOP)])
-    start = offset + (0 if after is None else snap.ranking.count_below([(slot, after + "\0")])[0] - low)
-    found, last = _listing(snap, column, start, start + limit, ties)
-    return found, last if start + len(found) < high - low else None
+    at = 0 if member is None else snap.ranking.count_below([key])[0] - low
+    start, stop = (at - offset - limit, at - offset) if back else (at + offset, at + offset + limit)
+    return _paged(snap, column, max(start, 0), stop, high - low, ties)
+
+
+def page_of(snap: Any, column: _Column, owner: str, limit: int, ties: str) -> Listed:
+    """The page of ``limit`` rows around the owner's (``mdss._facade.page_around``), slid to stay full at either end
+    of the column; empty if the owner has no key in it. See :func:`_paged` for the rest."""
+    start, stop, rows = _around(snap, column, owner, *page_around(limit), True)
+    return _paged(snap, column, start, stop, rows, ties)
+
+
+def _paged(snap: Any, column: _Column, start: int, stop: int, rows: int, ties: str) -> Listed:
+    """The ranked rows at positions ``start`` to ``stop - 1`` of ``column`` (of ``rows`` rows), the member of the last
+    one (the next page's cursor; ``None``: the column's end) and of the first (the previous page's; ``None``: the
+    column's start). An empty page has neither."""
+    found, spelled = _listing(snap, column, start, stop, ties)
+    if not found:
+        return [], None, None
+    return found, spelled[-1] if start + len(found) < rows else None, spelled[0] if start else None
 
 
 def percentile(snap: Any, column: _Column, owner: str, method: str) -> float | int | None:
@@ -214,14 +256,16 @@ def prefetch_at(snap: Any, column: _Column, p: float) -> None:
     tree.fetch([spans[0][0], spans[1][0], *snap.ranking.leaf_ids(first, last + 1)])
 
 
-def encode_cursor(tag: str, member: str) -> str:
-    return _cursor.pack(tag, [member])
+def encode_cursor(tag: str, member: str | None, back: bool = False) -> str | None:
+    """The cursor of the page after member ``member`` (before it, ``back``); ``None`` for no member."""
+    return None if member is None else _cursor.pack(tag, [member], back)
 
 
-def decode_cursor(tag: str, cursor: Any, column: _Column, what: str) -> str:
-    """The member a page cursor continues after; refuses a cursor of another board, window or column."""
-    found = _cursor.unpack(tag, cursor, what)
+def decode_cursor(tag: str, cursor: Any, column: _Column, what: str) -> tuple[str, bool]:
+    """The member a page cursor continues after (or ends before: then True); refuses a cursor of another board,
+    window or column."""
+    found, back = _cursor.unpack(tag, cursor, what)
     member = found[0] if len(found) == 1 else None
     if type(member) is not str or not member.startswith(column_tag(column.slot)):
         raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}")
-    return member
+    return member, back

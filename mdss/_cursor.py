@@ -1,9 +1,12 @@
-"""Page cursors: where a page ended, in a URL-safe string bound to its set.
+"""Page cursors: where a page ended or began, in a URL-safe string bound to its set and its direction.
 
-A cursor carries the snapshot's score tree (root, height, count) and its update log (base and end sequence numbers), the
-position after the last entry returned and that entry, so the next page reads the same snapshot or, once it is collected
-or its log merged, continues by key. A tag of the set's key prefix and a CRC-32 get a cursor of another set, a truncated
-or a tampered one refused with :class:`InvalidArgumentError`; every field is range-checked. It pins no storage.
+A forward cursor (a page's ``next``) carries the snapshot's score tree (root, height, count) and its update log (base
+and end sequence numbers), the position after the last entry returned and that entry, so the next page reads the same
+snapshot or, once it is collected or its log merged, continues by key just after that entry. A backward cursor (a
+page's ``previous``) is its mirror: the position of the first entry returned and that entry, so the previous page ends
+just before it. A tag of the set's key prefix (and of the direction) and a CRC-32 get a cursor of another set, a
+truncated or a tampered one refused with :class:`InvalidArgumentError`; every field is range-checked. It pins no
+storage.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ MAX_ENTRY_CHARS = 1 << 16
 
 
 class State(NamedTuple):
-    """Where a page ended: the score tree (``size`` entries), the log's range, the merged ``count``, the
-    position after the last entry returned, and that entry."""
+    """Where a page ended (or began): the score tree (``size`` entries), the log's range, the merged ``count``, the
+    position after the last entry returned (of the first, going back), and that entry."""
 
     root: str | None
     height: int
@@ -39,46 +42,51 @@ class State(NamedTuple):
 
 
 def state_of(ranking: Any, position: int, last: Any) -> State:
-    """The state after ``last`` at ``position`` of ``ranking`` (a tree, or a tree with a log view)."""
+    """The state at ``position`` of ``ranking`` (a tree, or a tree with a log view), next to entry ``last``."""
     tree, view = (ranking, None) if not hasattr(ranking, "view") else (ranking.tree, ranking.view)
     end = 0 if view is None else view.end
     base = end if view is None else view.overlay.base
     return State(tree.root, tree.height, tree.count, base, end, ranking.count, position, last.member, last.score)
 
 
-def _tag(tag: str) -> int:
-    return zlib.crc32(tag.encode())
+def _tag(tag: str, back: bool) -> int:
+    """The CRC-32 a cursor starts with: of its issuer's tag, and for a backward cursor of its direction too (a forward
+    cursor's tag is the one cursors had before they went both ways: those handed out then still continue)."""
+    return zlib.crc32(tag.encode() + (b"\0previous" if back else b""))
 
 
-def pack(tag: str, fields: Sequence[Any]) -> str:
+def pack(tag: str, fields: Sequence[Any], back: bool = False) -> str:
     """A cursor: the msgpack list ``[CRC-32 of tag, *fields]`` and its CRC-32, base64url without padding. The one
-    envelope of every cursor mdss hands out (sets, sharded sets, leaderboards); ``tag`` binds it to what issued it."""
-    payload = _codec.pack([_tag(tag), *fields])
+    envelope of every cursor mdss hands out (sets, sharded sets, leaderboards); ``tag`` binds it to what issued it and
+    ``back`` (a page's ``previous``) to its direction."""
+    payload = _codec.pack([_tag(tag, back), *fields])
     return base64.urlsafe_b64encode(payload + zlib.crc32(payload).to_bytes(4, "big")).decode("ascii").rstrip("=")
 
 
-def unpack(tag: str, cursor: Any, what: str) -> list[Any]:
-    """The fields of a cursor :func:`pack` made with ``tag``; else :class:`InvalidArgumentError` naming ``what``."""
+def unpack(tag: str, cursor: Any, what: str) -> tuple[list[Any], bool]:
+    """The fields of a cursor :func:`pack` made with ``tag``, and whether it goes back; else
+    :class:`InvalidArgumentError` naming ``what``."""
     try:
         data = base64url(cursor)
         payload = data[:-4]
         if len(data) < 5 or zlib.crc32(payload).to_bytes(4, "big") != data[-4:]:
             raise ValueError("checksum")
         found = _codec.loads(payload)
-        if type(found) is not list or not found or found[0] != _tag(tag):
+        if type(found) is not list or not found or found[0] not in (_tag(tag, False), _tag(tag, True)):
             raise ValueError("another's cursor")
     except Exception:
         raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}") from None
-    return found[1:]
+    return found[1:], found[0] != _tag(tag, False)
 
 
-def encode(prefix: str, state: State) -> str:
-    return pack(prefix, state)
+def encode(prefix: str, state: State, back: bool = False) -> str:
+    return pack(prefix, state, back)
 
 
-def decode(prefix: str, name: str, cursor: Any) -> State:
-    """The state a cursor of the set with key ``prefix`` carries; InvalidArgumentError for anything else."""
-    fields = unpack(prefix, cursor, f"set {name!r}")
+def decode(prefix: str, name: str, cursor: Any) -> tuple[State, bool]:
+    """The state a cursor of the set with key ``prefix`` carries, and whether it goes back; InvalidArgumentError for
+    anything else."""
+    fields, back = unpack(prefix, cursor, f"set {name!r}")
     try:
         state = State(*fields)
         if not (state.root is None or type(state.root) is str) or not all(type(n) is int for n in state[1:7]):
@@ -93,4 +101,4 @@ def decode(prefix: str, name: str, cursor: Any) -> State:
         check_score(state.score)
     except Exception:
         raise InvalidArgumentError(f"not a page cursor of set {name!r}: {cursor!r:.80}") from None
-    return state
+    return state, back

@@ -14,7 +14,8 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal, NamedTuple, overload
+from dataclasses import dataclass
+from typing import Any, Literal, overload
 
 from . import _estimate, _ops, _percentiles
 from ._head import MAX_CHUNK
@@ -25,6 +26,7 @@ from ._order import (
     Score,
     check_choice,
     check_count,
+    check_flag,
     check_member,
     check_members,
     check_score,
@@ -41,11 +43,48 @@ TIES = ("ordinal", "competition", "dense")
 new_entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
 
 
-class Page(NamedTuple):
-    """A page of entries and the cursor that continues after it (``None`` at the end)."""
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of entries, the cursor of the page after it (``next``) and of the page before it (``previous``), each
+    ``None`` at that end of the set. ``cursor`` is ``next`` by its older name, and a page unpacks as ``entries, next``,
+    as the two-field named tuple it was (``previous`` came later)."""
 
     entries: list[Entry]
-    cursor: str | None
+    next: str | None
+    previous: str | None = None
+
+    @property
+    def cursor(self) -> str | None:
+        """The cursor of the next page: :attr:`next`."""
+        return self.next
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.entries, self.next))
+
+
+def around_span(position: int, before: int, after: int, size: int, fill: bool) -> tuple[int, int]:
+    """Positions ``start`` to ``stop - 1`` of the entries around ``position`` in ``size``: ``before`` ahead of it and
+    ``after`` behind, cut at the ends; with ``fill``, slid away from an end instead, so as to hold ``before + after +
+    1`` entries where there are that many (the agoragames ``leaderboard`` library's around-me pages)."""
+    start, stop = position - before, position + after + 1
+    if fill:
+        shift = max(-start, 0) - max(stop - size, 0)
+        start, stop = start + shift, stop + shift
+    return max(start, 0), min(stop, size)
+
+
+def page_around(limit: int) -> tuple[int, int]:
+    """The entries before and after the member a page of ``limit`` around it is centred on: ``limit // 2`` before (12
+    of 25, as the agoragames library's around-me), the rest after."""
+    return limit // 2, limit - 1 - limit // 2
+
+
+def check_page(limit: Any, cursor: Any, around: Any) -> None:
+    """Refuse a bad ``limit``, or a page asked both by ``cursor`` and ``around`` a member."""
+    if type(limit) is not int or limit < 1:
+        raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+    if cursor is not None and around is not None:
+        raise InvalidArgumentError("give a cursor or around, not both")
 
 
 class Batch:
@@ -363,24 +402,39 @@ class SetMethods:
         after: int = 5,
         *,
         ties: str = "ordinal",
+        fill: bool = False,
         max_staleness: float | None = None,
     ) -> list[Entry]:
-        """The entries around ``member`` (it included), or ``[]`` if it is absent; ranks follow ``ties``."""
+        """The entries around ``member`` (it included): up to ``before`` better and ``after`` worse; ``[]`` if it is
+        absent. Ranks follow ``ties``. ``fill=True`` slides the span away from an end of the set so that it holds
+        ``before + after + 1`` entries where the set has that many (the agoragames ``leaderboard`` library's around-me:
+        12 and 12 around the leader are the leader and the 24 after it).
+
+        >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(9)})
+        >>> [e.rank for e in board.around("p8", 2, 2)], [e.rank for e in board.around("p8", 2, 2, fill=True)]
+        ([1, 2, 3], [1, 2, 3, 4, 5])
+        """
         member = check_member(member)
         check_count(before, "before")
         check_count(after, "after")
+        check_flag(fill, "fill")
         self._check_ties(ties)
 
         def run(x: Any) -> list[Entry]:
-            score = self._score(x, member)
-            if score is None:
-                return []
-            key = self._order.key(member, score)
-            self._prefetch_around(x, key, ties)
-            position = self._rank_of(x, key)
-            return self._entries(x, max(position - before, 0), position + after + 1, ties)
+            found = self._around(x, member, before, after, fill, ties)
+            return [] if found is None else self._entries(x, *found, ties)
 
         return self._read(run, staleness(max_staleness))
+
+    def _around(self, x: Any, member: str, before: int, after: int, fill: bool, ties: str) -> tuple[int, int] | None:
+        """The positions of the entries around ``member`` in snapshot ``x`` (:func:`around_span`), its entry set read
+        (with what its ranks count in); ``None`` if it is absent."""
+        score = self._score(x, member)
+        if score is None:
+            return None
+        key = self._order.key(member, score)
+        self._prefetch_around(x, key, ties)
+        return around_span(self._rank_of(x, key), before, after, self._count(x), fill)
 
     def random_members(
         self, n: int = 1, *, rng: random.Random | None = None, max_staleness: float | None = None
@@ -410,8 +464,9 @@ class SetMethods:
         """Every entry in order, a :meth:`page` of ``chunk_size`` at a time."""
         cursor = None
         while True:
-            entries, cursor = self.page(self.chunk_size, cursor)
-            yield from entries
+            page = self.page(self.chunk_size, cursor)
+            yield from page.entries
+            cursor = page.next
             if cursor is None:
                 return
 

@@ -160,6 +160,13 @@ def check_count(value: Any, what: str, least: int = 0) -> int:
     return value
 
 
+def check_flag(value: Any, what: str) -> bool:
+    """``value`` if it is True or False (not merely truthy), else :class:`InvalidArgumentError` naming ``what``."""
+    if type(value) is not bool:
+        raise InvalidArgumentError(f"{what} must be True or False, got {value!r:.80}")
+    return value
+
+
 def check_seconds(value: Any, what: str) -> float:
     """``value`` if it is a finite, non-negative number of seconds, else :class:`InvalidArgumentError`."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:

@@ -22,7 +22,7 @@ from ._allkeys import AllKeys
 from ._cache import NodeCache
 from ._codec import MAX_SHARDS, Settings
 from ._engine import Engine
-from ._facade import TIES, Page, SetMethods, check_options, new_entry, staleness
+from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import Keyspace, shard_keyspace, shard_parts
@@ -473,42 +473,58 @@ class ShardedSet(SetMethods):
         return self._read(run)
 
     def page(
-        self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal", max_staleness: float | None = None
+        self,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        around: str | None = None,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> Page:
-        """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
+        """A page of ``limit`` entries with the cursors of the page after it (``next``) and before it (``previous``),
+        each ``None`` at that end; ``around=member`` as :meth:`SortedSet.page`.
 
-        The next page continues after the last entry returned, on the newest state: a member unchanged meanwhile is
-        never skipped nor repeated. Two round trips with manifests cached, three after the first page.
+        A page continues after the last entry of the page it came from (or ends before the first, going back), on the
+        newest state: a member unchanged meanwhile is never skipped nor repeated. Two round trips with manifests
+        cached, three after the first page.
         """
-        if type(limit) is not int or limit < 1:
-            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+        check_page(limit, cursor, around)
         self._check_ties(ties)
+        member = None if around is None else check_member(around)
         if cursor is None:
-            after = None
+            probe, back = None, False
         else:
-            member, score = self._decode_cursor(cursor)
-            after = self._order.key_after(member, score)
+            (next_to, score), back = self._decode_cursor(cursor)
+            probe = self._order.key(next_to, score) if back else self._order.key_after(next_to, score)
 
         def run(g: Gather) -> tuple[list[Entry], int, int]:
-            position = 0 if after is None else self._count_below(g, [after])[0]
-            entries = self._entries(g, position, position + limit, ties)
-            return entries, position + len(entries), g.count
+            if member is not None:
+                start, stop = self._around(g, member, *page_around(limit), True, ties) or (0, 0)
+            else:
+                at = 0 if probe is None else self._count_below(g, [probe])[0]
+                start, stop = (max(at - limit, 0), at) if back else (at, at + limit)
+            return self._entries(g, start, stop, ties), start, g.count
 
-        entries, end, total = self._read(run, staleness(max_staleness))
-        if not entries or end >= total:
-            return Page(entries, None)
-        last = entries[-1]
-        return Page(entries, _cursor.pack(self._cursor_tag, [last.member, last.score]))
+        entries, start, total = self._read(run, staleness(max_staleness))
+        if not entries:
+            return Page(entries, None, None)
+        tag, first, last = self._cursor_tag, entries[0], entries[-1]
+        return Page(
+            entries,
+            _cursor.pack(tag, [last.member, last.score]) if start + len(entries) < total else None,
+            _cursor.pack(tag, [first.member, first.score], back=True) if start else None,
+        )
 
     @property
     def _cursor_tag(self) -> str:
         return f"{self.keys.prefix}shards"
 
-    def _decode_cursor(self, cursor: Any) -> tuple[str, Score]:
-        fields = _cursor.unpack(self._cursor_tag, cursor, f"set {self.name!r}")
+    def _decode_cursor(self, cursor: Any) -> tuple[tuple[str, Score], bool]:
+        """The entry a cursor of this set is next to, and whether it goes back."""
+        fields, back = _cursor.unpack(self._cursor_tag, cursor, f"set {self.name!r}")
         try:
             member, score = fields
-            return check_member(member), check_score(score)
+            return (check_member(member), check_score(score)), back
         except Exception:
             raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None
 

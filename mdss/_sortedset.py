@@ -13,15 +13,15 @@ from typing import Any, TypeVar
 
 from . import _check, _commit, _cursor, _estimate, _garbage, _load, _merge, _ops, _shards, _snapshot
 from ._engine import Engine, Resolver
-from ._facade import TIES, Page, SetMethods, check_options, new_entry, staleness
+from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._keys import Keyspace
 from ._log import log_limit
-from ._order import Entry, Order, Score, check_choice
+from ._order import Entry, Order, Score, check_choice, check_member
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
 from ._snapshot import Snapshot
 from ._tree import Source, Tree
-from .exceptions import InvalidArgumentError, MissingNodeError
+from .exceptions import MissingNodeError
 from .stores.base import Store
 
 T = TypeVar("T")
@@ -275,46 +275,72 @@ class SortedSet(SetMethods, metaclass=_Opens):
         }
 
     def page(
-        self, limit: int = 100, cursor: str | None = None, *, ties: str = "ordinal", max_staleness: float | None = None
+        self,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        around: str | None = None,
+        ties: str = "ordinal",
+        max_staleness: float | None = None,
     ) -> Page:
-        """A page of ``limit`` entries and the cursor of the next page (``None`` after the last).
+        """A page of ``limit`` entries with the cursors of the page after it (``next``) and before it (``previous``),
+        each ``None`` at that end. ``cursor`` takes either: a ``previous`` cursor gives the ``limit`` entries just
+        before the page it came from, in set order. ``around=member`` is the page of ``limit`` entries with the member
+        at index ``limit // 2``, slid to stay full at either end of the set (as :meth:`around` with ``fill=True``);
+        an empty page if the member is absent.
 
         Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
-        (``gc_grace``); then the newest state after the last entry returned (a member unchanged meanwhile is neither
-        skipped nor repeated). The cursor is a URL-safe string, bound to this set; it pins no storage.
+        (``gc_grace``); then the newest state after the last entry returned (before the first, going back): a member
+        unchanged meanwhile is neither skipped nor repeated. A cursor is a URL-safe string bound to this set and its
+        direction; it pins no storage.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {"a": 3, "b": 2, "c": 1})
         >>> first = board.page(2)
-        >>> first.entries[-1], board.page(2, first.cursor)
-        (Entry(member='b', score=2, rank=2), Page(entries=[Entry(member='c', score=1, rank=3)], cursor=None))
+        >>> first.entries[-1], board.page(2, first.next).entries, first.previous
+        (Entry(member='b', score=2, rank=2), [Entry(member='c', score=1, rank=3)], None)
+        >>> [e.member for e in board.page(2, board.page(2, first.next).previous).entries]
+        ['a', 'b']
         """
-        if type(limit) is not int or limit < 1:
-            raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+        check_page(limit, cursor, around)
         self._check_ties(ties)
         bound = staleness(max_staleness)
-        if cursor is None:
-            ranking, position, (members, scores) = self._read(
+        if around is not None:
+            member, (before, after) = check_member(around), page_around(limit)
+
+            def centred(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
+                start, stop = self._around(snap, member, before, after, True, ties) or (0, 0)
+                return snap.ranking, start, _slice(snap.ranking, start, stop, ties)
+
+            ranking, start, (members, scores) = self._read(centred, bound)
+        elif cursor is None:
+            ranking, start, (members, scores) = self._read(
                 lambda snap: (snap.ranking, 0, _slice(snap.ranking, 0, limit, ties)), bound
             )
         else:
-            state = _cursor.decode(self.engine.keys.prefix, self.name, cursor)
-            position, member, score = state.position, state.member, state.score
+            state, back = _cursor.decode(self.engine.keys.prefix, self.name, cursor)
+            start = max(state.position - limit, 0) if back else state.position
             try:
                 ranking = self._cursor_ranking(state)
-                members, scores = _slice(ranking, position, position + limit, ties)
-            except MissingNodeError:  # the snapshot is gone: go on from the newest head, after the last entry
+                members, scores = _slice(ranking, start, state.position if back else start + limit, ties)
+            except MissingNodeError:  # the snapshot is gone: go on from the newest head, next to the cursor's entry
+                order = self._order
+                probe = order.key(state.member, state.score) if back else order.key_after(state.member, state.score)
 
                 def resume(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
-                    at = snap.ranking.count_below([self._order.key_after(member, score)])[0]
-                    return snap.ranking, at, _slice(snap.ranking, at, at + limit, ties)
+                    at = snap.ranking.count_below([probe])[0]
+                    first, stop = (max(at - limit, 0), at) if back else (at, at + limit)
+                    return snap.ranking, first, _slice(snap.ranking, first, stop, ties)
 
-                ranking, position, (members, scores) = self._read(resume, bound)
-        entries = _ranked(self._order, ranking, position, members, scores, ties)
-        position += len(entries)
-        if position >= ranking.count or not entries:
-            return Page(entries, None)
-        state = _cursor.state_of(ranking, position, entries[-1])
-        return Page(entries, _cursor.encode(self.engine.keys.prefix, state))
+                ranking, start, (members, scores) = self._read(resume, bound)
+        entries = _ranked(self._order, ranking, start, members, scores, ties)
+        if not entries:
+            return Page(entries, None, None)
+        prefix, stop = self.engine.keys.prefix, start + len(entries)
+        return Page(
+            entries,
+            _cursor.encode(prefix, _cursor.state_of(ranking, stop, entries[-1])) if stop < ranking.count else None,
+            _cursor.encode(prefix, _cursor.state_of(ranking, start, entries[0]), back=True) if start else None,
+        )
 
     def _cursor_ranking(self, state: _cursor.State) -> Tree | Ranking:
         """The snapshot a cursor was made on; MissingNodeError when it can no longer be had exactly."""

@@ -29,9 +29,9 @@ from ._board_settings import _LEGACY_EPOCH
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
 from ._codec import unpack
-from ._facade import staleness
+from ._facade import check_page, staleness
 from ._keys import Keyspace, board_keyspace
-from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_member, check_seconds
+from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_flag, check_member, check_seconds
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
 from .exceptions import ConflictError, InvalidArgumentError, InvalidMemberError, MdssError, SettingsMismatchError
@@ -569,14 +569,18 @@ class Leaderboard:
         after: int = 5,
         window: str | None = None,
         ties: str = "ordinal",
+        fill: bool = False,
         max_staleness: float | None = None,
     ) -> list[RankedRow]:
         """View 3: up to ``before`` better ranked rows of ``column``, the owner's, up to ``after`` worse (``[]`` if the
-        owner has no row or lacks the column's fields)."""
+        owner has no row or lacks the column's fields). ``fill=True`` slides them away from an end of the column so
+        that they are ``before + after + 1`` rows where it has that many, as the agoragames ``leaderboard`` library's
+        around-me: 12 and 12 around the leader are the leader and the 24 after it."""
         owner, col, ties = self._owner(owner), self._column(column), self._ties(ties)
         check_count(before, "before")
         check_count(after, "after")
-        return self._read(window, lambda snap: views.around(snap, col, owner, before, after, ties), max_staleness)
+        check_flag(fill, "fill")
+        return self._read(window, lambda snap: views.around(snap, col, owner, before, after, ties, fill), max_staleness)
 
     def rows(
         self,
@@ -602,35 +606,51 @@ class Leaderboard:
         limit: int = 100,
         cursor: str | None = None,
         offset: int = 0,
+        around: str | None = None,
         window: str | None = None,
         ties: str = "ordinal",
         max_staleness: float | None = None,
     ) -> Page:
-        """View 5: ``limit`` ranked rows of ``column`` and the cursor of the next page (``None`` after the last).
+        """View 5: ``limit`` ranked rows of ``column``, with the cursors of the page after them (``next``) and before
+        them (``previous``), each ``None`` at that end of the column.
 
-        ``offset`` skips that many rows first: ``page(column, offset=(p - 1) * 25, limit=25)`` is page ``p`` by rank
-        (the peer libraries' ``leaders(page)``), in the round trips of the first page. Each page is exact in the
-        snapshot it reads; the next continues after the last row returned (after the ``cursor``'s row, then
-        ``offset`` more), on the newest state (a row unchanged meanwhile is never skipped nor repeated). The cursor
-        is bound to this board, column and window.
+        ``cursor`` takes either: the page after a ``next`` cursor's page, or the ``limit`` rows just before a
+        ``previous`` cursor's. ``offset`` skips that many rows first (going back, that many before the cursor's page):
+        ``page(column, offset=(p - 1) * 25, limit=25)`` is page ``p`` by rank (the peer libraries' ``leaders(page)``),
+        in the round trips of the first page. ``around=owner`` is the page with the owner's row at index
+        ``limit // 2``, slid to stay full at either end of the column (as :meth:`around` with ``fill=True``), empty
+        if the owner has no key in the column. Each page is exact in the snapshot it reads; the next continues after
+        the last row returned (the previous ends before the first), on the newest state (a row unchanged meanwhile is
+        never skipped nor repeated). A cursor is bound to this board, column, window and direction.
 
         >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"})
         >>> for i in range(6):
         ...     _ = board.post(f"p{i}", {"xp": i})
         >>> [r.owner for r in board.page("xp", offset=2, limit=3).rows]
         ['p3', 'p2', 'p1']
+        >>> mine = board.page("xp", limit=3, around="p5")
+        >>> [r.owner for r in mine.rows], mine.previous, [r.owner for r in board.page("xp", cursor=mine.next).rows]
+        (['p5', 'p4', 'p3'], None, ['p2', 'p1', 'p0'])
         """
         col, ties = self._column(column), self._ties(ties)
-        check_count(limit, "limit", least=1)
+        check_page(limit, cursor, around)
         check_count(offset, "offset")
+        if around is not None and offset:
+            raise InvalidArgumentError("give an offset or around, not both")
         instance = self._instance(window)
         tag = f"{self._space(instance).prefix}{col.name}"
         what = f"board {self.name!r}, window {instance!r}, column {col.name!r}"
-        after = None if cursor is None else views.decode_cursor(tag, cursor, col, what)
-        found, last = self._read(
-            instance, lambda snap: views.page(snap, col, after, limit, ties, offset), max_staleness
-        )
-        return Page(found, None if last is None else views.encode_cursor(tag, last))
+        if around is not None:
+            owner = self._owner(around)
+            found, last, first = self._read(
+                instance, lambda snap: views.page_of(snap, col, owner, limit, ties), max_staleness
+            )
+        else:
+            at = None if cursor is None else views.decode_cursor(tag, cursor, col, what)
+            found, last, first = self._read(
+                instance, lambda snap: views.page(snap, col, at, limit, ties, offset), max_staleness
+            )
+        return Page(found, views.encode_cursor(tag, last), views.encode_cursor(tag, first, back=True))
 
     def top(
         self,
