@@ -64,8 +64,9 @@ class Page:
 
 def around_span(position: int, before: int, after: int, size: int, fill: bool) -> tuple[int, int]:
     """Positions ``start`` to ``stop - 1`` of the entries around ``position`` in ``size``: ``before`` ahead of it and
-    ``after`` behind, cut at the ends; with ``fill``, slid away from an end instead, so as to hold ``before + after +
-    1`` entries where there are that many (the agoragames ``leaderboard`` library's around-me pages)."""
+    ``after`` behind, cut at the ends; with ``fill``, slid away from either end instead, so as to hold ``before + after
+    + 1`` entries where there are that many (the agoragames ``leaderboard`` library's around-me pages slide at the
+    top alone: around its last member they hold that member and those before it, about half a page)."""
     start, stop = position - before, position + after + 1
     if fill:
         shift = max(-start, 0) - max(stop - size, 0)
@@ -406,9 +407,10 @@ class SetMethods:
         max_staleness: float | None = None,
     ) -> list[Entry]:
         """The entries around ``member`` (it included): up to ``before`` better and ``after`` worse; ``[]`` if it is
-        absent. Ranks follow ``ties``. ``fill=True`` slides the span away from an end of the set so that it holds
-        ``before + after + 1`` entries where the set has that many (the agoragames ``leaderboard`` library's around-me:
-        12 and 12 around the leader are the leader and the 24 after it).
+        absent. Ranks follow ``ties``. ``fill=True`` slides the span away from either end of the set so that it holds
+        ``before + after + 1`` entries where the set has that many: 12 and 12 around the leader are the leader and the
+        24 after it, as in the agoragames ``leaderboard`` library's around-me, and around the last, the last 25 (where
+        that library lists 13).
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(9)})
         >>> [e.rank for e in board.around("p8", 2, 2)], [e.rank for e in board.around("p8", 2, 2, fill=True)]

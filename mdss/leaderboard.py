@@ -573,9 +573,9 @@ class Leaderboard:
         max_staleness: float | None = None,
     ) -> list[RankedRow]:
         """View 3: up to ``before`` better ranked rows of ``column``, the owner's, up to ``after`` worse (``[]`` if the
-        owner has no row or lacks the column's fields). ``fill=True`` slides them away from an end of the column so
-        that they are ``before + after + 1`` rows where it has that many, as the agoragames ``leaderboard`` library's
-        around-me: 12 and 12 around the leader are the leader and the 24 after it."""
+        owner has no row or lacks the column's fields). ``fill=True`` slides them away from either end of the column
+        so that they are ``before + after + 1`` rows where it has that many (as :meth:`SortedSet.around`): 12 and 12
+        around the leader are the leader and the 24 after it, as in the agoragames library's around-me."""
         owner, col, ties = self._owner(owner), self._column(column), self._ties(ties)
         check_count(before, "before")
         check_count(after, "after")
