@@ -8,16 +8,18 @@ missing is told apart from a set never made by the set's marker (:func:`mark`, :
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import secrets
-from collections.abc import Callable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from ._codec import MARKER
 from ._engine import Engine
 from ._head import Head
 from ._log import entries
-from ._order import Order, member_key
+from ._order import Order, Score, member_key
 from ._overlay import Chain, View
 from ._ranking import Index, Ranking
 from ._tree import Source, Tree
@@ -57,6 +59,28 @@ class Snapshot:
         else:
             self.ranking = Ranking(self.score_tree, view, order)
             self.index = Index(self.member_index, view, find_chain)
+
+    def by_member(self, start: str | None = None) -> Iterator[tuple[str, Score]]:
+        """Every ``(member, score)`` of this state in member order, from ``start`` (inclusive) if given: the member
+        index's entry sets streamed (:meth:`Tree.leaves`), the update log's changes merged in as each entry set goes
+        by. Memory stays near a batch of entry sets and the log, whatever the set's size (a union's source)."""
+        changes = {} if self.view is None else self.view.changes()
+        logged = sorted((m, now) for m, (_, now) in changes.items() if start is None or m >= start)
+        names = [m for m, _ in logged]
+        j = 0
+        for leaf in self.member_index.leaves(start):
+            members, scores = leaf.members, leaf.scores
+            lo = 0 if start is None else bisect_left(members, start)
+            if not members:
+                continue
+            if not changes:
+                yield from zip(members[lo:], scores[lo:]) if lo else zip(members, scores)
+                continue
+            k = bisect_right(names, members[-1], j)
+            kept = [(m, s) for m, s in zip(members[lo:], scores[lo:]) if m not in changes]
+            yield from heapq.merge(kept, [(m, s) for m, s in logged[j:k] if s is not None])
+            j = k
+        yield from ((m, s) for m, s in logged[j:] if s is not None)
 
 
 def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:
