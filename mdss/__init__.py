@@ -18,6 +18,7 @@ from ._order import MAX_MEMBER_BYTES, Entry
 from ._shards import ShardedSet
 from ._sizing import shards_for
 from ._sortedset import SortedSet
+from ._union import intersection, union
 from .exceptions import (
     ConflictError,
     CorruptDataError,
@@ -67,6 +68,8 @@ __all__ = [
     "StoreUnavailableError",
     "TopN",
     "__version__",
+    "intersection",
     "open_store",
     "shards_for",
+    "union",
 ]

@@ -50,12 +50,14 @@ def load(
     batch: int,
     memory_bytes: int = MEMORY_BYTES,
     spill_dir: str | None = None,
+    expect: Callable[[Snapshot], bool] | None = None,
 ) -> None:
     """Build both trees bottom-up from ``pairs`` and publish them in one commit (``SortedSet.load``): in memory if the
-    pairs fit ``memory_bytes``, else through a :class:`~mdss._spill.Spill` in ``spill_dir``."""
+    pairs fit ``memory_bytes``, else through a :class:`~mdss._spill.Spill` in ``spill_dir``. ``expect``: what the
+    replaced state must still be (a union whose destination is one of its sources), else :class:`ConflictError`."""
     checked(pairs, replace, progress, batch, memory_bytes)
-    with sources(pairs, 1, None, memory_bytes, spill_dir, lambda: _start(engine, replace)) as (source,):
-        fill(engine, source, replace, progress, batch)
+    with sources(pairs, 1, None, memory_bytes, spill_dir, lambda: _start(engine, replace, expect)) as (source,):
+        fill(engine, source, replace, progress, batch, expect)
 
 
 @contextlib.contextmanager
@@ -103,18 +105,32 @@ def sources(
         yield list(spills)
 
 
-def fill(engine: Engine, source: dict[str, Any] | Spill, replace: bool, progress: Any, batch: int) -> None:
-    """Load one set from a part :func:`sources` made."""
+def fill(
+    engine: Engine,
+    source: dict[str, Any] | Spill,
+    replace: bool,
+    progress: Any,
+    batch: int,
+    expect: Callable[[Snapshot], bool] | None = None,
+) -> None:
+    """Load one set from a part :func:`sources` made (``expect``: as :func:`load`'s)."""
     if isinstance(source, Spill):
-        _spilled(engine, _start(engine, replace), source, replace, progress, batch)
+        _spilled(engine, _start(engine, replace, expect), source, replace, progress, batch)
     else:
-        build(engine, source, replace, progress, batch)
+        build(engine, source, replace, progress, batch, expect)
 
 
-def build(engine: Engine, pairs: dict[str, Any], replace: bool, progress: Any, batch: int) -> None:
+def build(
+    engine: Engine,
+    pairs: dict[str, Any],
+    replace: bool,
+    progress: Any,
+    batch: int,
+    expect: Callable[[Snapshot], bool] | None = None,
+) -> None:
     """:func:`load` of pairs already checked (``member -> score``), in memory: a sharded load's parts, a board's
     windows."""
-    snap = _start(engine, replace)
+    snap = _start(engine, replace, expect)
     writer = Writer(engine.chunk_size, snap.head.epoch)
     members = sorted(pairs)
     scores = [pairs[m] for m in members]
@@ -131,8 +147,9 @@ def build(engine: Engine, pairs: dict[str, Any], replace: bool, progress: Any, b
     _publish(engine, snap, writer, index, by_score, nodes, replace)
 
 
-def _start(engine: Engine, replace: bool) -> Snapshot:
-    """The snapshot a load replaces: refused if it has entries, unless ``replace``."""
+def _start(engine: Engine, replace: bool, expect: Callable[[Snapshot], bool] | None = None) -> Snapshot:
+    """The snapshot a load replaces: refused if it has entries, unless ``replace``; :class:`ConflictError` if
+    ``expect`` refuses it (the load's commit is a compare-and-set on this snapshot's head)."""
     try:
         snap = _snapshot.snapshot(engine, True)
     except CorruptDataError:  # a damaged head, or nodes without one: replace removes what is left first
@@ -142,6 +159,8 @@ def _start(engine: Engine, replace: bool) -> Snapshot:
         snap = _snapshot.snapshot(engine, True)
     if snap.ranking.count and not replace:
         raise InvalidArgumentError(f"set {engine.name!r} already has entries; pass replace=True to replace them")
+    if expect is not None and not expect(snap):
+        raise ConflictError(f"set {engine.name!r} changed while it was being read; nothing was applied")
     return snap
 
 
