@@ -1,0 +1,273 @@
+"""Unions and intersections (``mdss.union``, ``mdss.intersection``, ``Leaderboard.combine``, ``mdss union``) against a
+dict model, on every store, over sources with tiny entry sets and unmerged writes."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from click.testing import CliRunner
+from depth import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import MEMBERS, chunk_sizes, orders, scores
+
+import mdss
+from mdss import _union
+from mdss._order import INT_MAX, INT_MIN
+from mdss.cli import cli
+
+AGGREGATES = ("sum", "min", "max")
+
+
+def expected(sources: list[dict[str, int | float]], weights: list, aggregate: str, every: bool) -> dict | None:
+    """The model: each member's weighted scores in source order, combined; ``None`` where mdss must refuse."""
+    found: dict[str, list] = {}
+    for source, weight in zip(sources, weights):
+        for member, score in source.items():
+            found.setdefault(member, []).append(score * weight)
+    out = {}
+    for member, values in found.items():
+        if every and len(values) < len(sources):
+            continue
+        if aggregate == "sum":
+            total = values[0]
+            for v in values[1:]:
+                total += v
+        else:
+            total = min(values) if aggregate == "min" else max(values)
+        if any(isinstance(v, float) and math.isnan(v) for v in (*values, total)):
+            return None
+        if any(isinstance(v, int) and not INT_MIN <= v <= INT_MAX for v in (*values, total)):
+            return None
+        out[member] = total + 0.0 if isinstance(total, float) else total
+    return out
+
+
+def contents(sset) -> dict:
+    return {e.member: e.score for e in sset.range(0, 10**6)}
+
+
+def same(got: dict, want: dict) -> bool:
+    """Equal members and scores, score types included (5 and 5.0 differ)."""
+    return got == want and all(type(got[m]) is type(want[m]) for m in want)
+
+
+source_plans = st.lists(
+    st.tuples(
+        st.dictionaries(st.sampled_from(MEMBERS), scores, max_size=14),  # loaded
+        st.dictionaries(st.sampled_from(MEMBERS), scores, max_size=6),  # written after: in the update log
+        st.lists(st.sampled_from(MEMBERS), max_size=4),  # removed after
+        chunk_sizes,
+        orders,
+        st.sampled_from([1, 1, 2]),  # shards
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+def test_union_and_intersection_match_the_model(store_factory) -> None:
+    """Sources of entry sets of 2 to 8 (deep trees, split and merged by the writes), writes left in their update logs,
+    sharded or not, any weights and aggregate: the result is the model's, and the destination passes ``check()``."""
+    budget = examples(store_factory.kind, settings().max_examples)
+
+    @settings(max_examples=budget, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(
+        plans=source_plans,
+        weights=st.none() | st.lists(st.sampled_from([1, 2, -1, 0, 0.5, 3.0, 2**40, math.inf]), min_size=3),
+        aggregate=st.sampled_from(AGGREGATES),
+        every=st.booleans(),
+        chunk=chunk_sizes,
+        log_limit=st.sampled_from([0, 64]),
+    )
+    def check(plans, weights, aggregate, every, chunk, log_limit) -> None:
+        store = store_factory()
+        models, sources = [], []
+        for i, (loaded, written, removed, size, order, shards) in enumerate(plans):
+            name = f"s{i}"
+            sset = mdss.SortedSet.load(store, name, loaded, chunk_size=size, order=order, shards=shards)
+            sset = mdss.SortedSet(store, name, log_limit=log_limit)
+            model = dict(loaded)
+            if written:
+                sset.add_many(written)
+                model.update(written)
+            if removed:
+                sset.remove_many(removed)
+                for member in removed:
+                    model.pop(member, None)
+            models.append(model)
+            sources.append(sset if i % 2 else name)  # names and set objects
+        used = None if weights is None else weights[: len(plans)]
+        want = expected(models, used or [1] * len(plans), aggregate, every)
+        run = mdss.intersection if every else mdss.union
+        if want is None:
+            with pytest.raises(mdss.InvalidScoreError):
+                run(store, "dest", sources, weights=used, aggregate=aggregate, order="asc", chunk_size=chunk)
+            assert len(mdss.SortedSet(store, "dest")) == 0  # nothing written
+            return
+        count = run(store, "dest", sources, weights=used, aggregate=aggregate, order="asc", chunk_size=chunk)
+        dest = mdss.SortedSet(store, "dest")
+        assert count == len(want) == len(dest)
+        assert same(contents(dest), want), (contents(dest), want)
+        dest._check()
+
+    check()
+
+
+def test_a_source_is_read_from_one_snapshot() -> None:
+    """Writes after the snapshot was taken are not seen, whichever entry sets the stream has reached."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet.load(store, "s", {f"m{i:03d}": i for i in range(200)}, chunk_size=4)
+    sset.add_many({"m000": -1, "m150": -1, "zzz": 5})
+    (snap,) = [mdss._snapshot.snapshot(e) for e in sset.engines]
+    stream = snap.by_member()
+    first = [next(stream) for _ in range(10)]
+    sset.add_many({"m100": 7, "m199": 8, "a": 1})
+    sset.remove_many(["m150", "m190"])
+    sset.merge()
+    rest = list(stream)
+    want = {f"m{i:03d}": i for i in range(200)} | {"m000": -1, "m150": -1, "zzz": 5}
+    assert first + rest == sorted(want.items())
+    assert list(snap.by_member("m19")) == [(m, s) for m, s in sorted(want.items()) if m >= "m19"]
+
+
+def test_a_scan_keeps_a_batch_of_entry_sets_pinned() -> None:
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "s", {f"m{i:05d}": i for i in range(5000)}, chunk_size=8)
+    snap = mdss._snapshot.snapshot(mdss.SortedSet(store, "s").engine)
+    most = 0
+    for i, _ in enumerate(snap.member_index.leaves(batch=16)):
+        if i % 16 == 15:
+            most = max(most, sum(1 for n in snap.member_index.source.pins.values() if not n.height))
+    assert 0 < most <= 16
+
+
+def test_arguments_are_checked() -> None:
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "a", {"x": 1})
+    mdss.SortedSet.load(store, "d", {"x": 1}, order="asc")
+    bad = [
+        dict(sources=[]),
+        dict(sources="a"),
+        dict(sources=[3]),
+        dict(sources=["a"], weights=[1, 2]),
+        dict(sources=["a"], weights=[math.nan]),
+        dict(sources=["a"], weights=[True]),
+        dict(sources=["a"], weights="1"),
+        dict(sources=["a"], aggregate="avg"),
+        dict(sources=["a", "d"]),  # orders differ: pass order=
+        dict(sources=["a"], replace="yes"),
+    ]
+    for args in bad:
+        sources = args.pop("sources")
+        with pytest.raises(mdss.InvalidArgumentError):
+            mdss.union(store, "out", sources, **args)
+    with pytest.raises(mdss.InvalidArgumentError):
+        mdss.union("memory://", "out", ["a"])
+    mdss.SortedSet(store, "sharded", shards=2).add("x", 1)
+    with pytest.raises(mdss.InvalidArgumentError, match="sharded"):
+        mdss.union(store, "sharded", ["a"], replace=True)
+    assert mdss.union(store, "out", ["a", "d"], order="asc") == 1
+
+
+def test_scores_past_64_bits_or_nan_are_refused_before_anything_is_written() -> None:
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "big", {"x": 2**62, "y": 1})
+    mdss.SortedSet.load(store, "inf", {"x": math.inf, "y": -math.inf})
+    mdss.SortedSet.load(store, "out", {"keep": 1})
+    for sources, weights in ((["big", "big"], None), (["big"], [4]), (["inf", "inf"], [1, -1]), (["inf"], [0])):
+        with pytest.raises(mdss.InvalidScoreError):
+            mdss.union(store, "out", sources, weights=weights, replace=True)
+    assert contents(mdss.SortedSet(store, "out")) == {"keep": 1}
+    assert mdss.union(store, "out", ["inf", "inf"], aggregate="max", replace=True) == 2
+
+
+def test_an_existing_destination_is_refused_unless_replaced_and_may_be_a_source() -> None:
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "a", {"x": 1, "y": 2}, chunk_size=2)
+    mdss.SortedSet.load(store, "b", {"y": 3, "z": 4})
+    with pytest.raises(mdss.InvalidArgumentError, match="replace=True"):
+        mdss.union(store, "a", ["a", "b"])
+    assert mdss.union(store, "a", ["a", "b"], replace=True) == 3
+    assert contents(mdss.SortedSet(store, "a")) == {"x": 1, "y": 5, "z": 4}
+    assert mdss.intersection(store, "a", ["a", "nothing"], replace=True) == 0  # Redis: an empty result
+    assert len(mdss.SortedSet(store, "a")) == 0
+    mdss.SortedSet(store, "a")._check()
+
+
+def test_a_destination_changed_while_it_was_read_is_read_again(monkeypatch) -> None:
+    """The destination is one of the sources and another writer changes it during the merge: the union starts again
+    from fresh snapshots, so that the write is not lost."""
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "a", {"x": 1})
+    mdss.SortedSet.load(store, "b", {"y": 2})
+    writer = mdss.SortedSet(store, "a")
+    streams = []
+    real = _union._stream
+
+    def stream(snaps, weight):
+        if not streams:
+            writer.add("late", 9)
+        streams.append(1)
+        return real(snaps, weight)
+
+    monkeypatch.setattr(_union, "_stream", stream)
+    assert mdss.union(store, "a", ["a", "b"], replace=True) == 3
+    assert contents(mdss.SortedSet(store, "a")) == {"x": 1, "y": 2, "late": 9}
+    assert len(streams) == 4  # two sources, twice
+
+
+def test_a_union_past_its_memory_budget_spills() -> None:
+    store = mdss.open_store("memory://")
+    rng = random.Random(3)
+    a = {f"m{i:05d}": rng.randrange(100) for i in range(0, 6000)}
+    b = {f"m{i:05d}": rng.randrange(100) for i in range(3000, 9000)}
+    mdss.SortedSet.load(store, "a", a, chunk_size=64)
+    mdss.SortedSet.load(store, "b", b, chunk_size=64)
+    assert mdss.union(store, "u", ["a", "b"], aggregate="min", memory_bytes=1 << 20, chunk_size=64) == 9000
+    u = mdss.SortedSet(store, "u")
+    want = {m: min(s for s in (a.get(m), b.get(m)) if s is not None) for m in a.keys() | b.keys()}
+    assert contents(u) == want
+    u._check()
+
+
+def test_sources_on_another_store_and_sharded_sources() -> None:
+    here, there = mdss.open_store("memory://"), mdss.open_store("memory://")
+    far = mdss.SortedSet.load(there, "far", {"x": 1, "y": 2}, shards=3, chunk_size=2)
+    mdss.SortedSet.load(here, "near", {"y": 5})
+    assert mdss.union(here, "u", [far, "near"], weights=[10, 1]) == 2
+    assert contents(mdss.SortedSet(here, "u")) == {"x": 10, "y": 25}
+
+
+# -- the command line ---------------------------------------------------------------------------------------------
+
+
+def test_cli_union_and_intersection(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'u.db'}"
+    store = mdss.open_store(url)
+    mdss.SortedSet.load(store, "a", {"x": 1, "y": 2})
+    mdss.SortedSet.load(store, "b", {"y": 3, "z": -4})
+    store.close()
+    runner = CliRunner()
+    done = runner.invoke(cli, ["--store", url, "--set", "u", "union", "a", "b", "--weights", "2,-1"])
+    assert done.exit_code == 0, done.output
+    assert "3 members" in done.output
+    assert contents(mdss.SortedSet(mdss.open_store(url), "u")) == {"x": 2, "y": 1, "z": 4}
+    done = runner.invoke(cli, ["--store", url, "--set", "i", "intersection", "a", "b", "--aggregate", "max"])
+    assert done.exit_code == 0, done.output
+    assert contents(mdss.SortedSet(mdss.open_store(url), "i")) == {"y": 3}
+    for args in (
+        ["union"],
+        ["union", "a", "--weights", "1,2"],
+        ["union", "a", "--aggregate", "avg"],
+        ["union", "a", "--weights", "x"],
+        ["union", "a", "b"],  # u holds entries: --replace
+    ):
+        done = runner.invoke(cli, ["--store", url, "--set", "u", *args])
+        assert done.exit_code != 0, args
+        assert isinstance(done.exception, SystemExit) and "Traceback" not in done.output, (args, done.output)
+        assert "Error" in done.output, done.output
+    done = runner.invoke(cli, ["--store", url, "--set", "u", "union", "a", "b", "--replace"])
+    assert done.exit_code == 0, done.output
