@@ -9,8 +9,10 @@ them (in SQLite), so that no step holds more than a block of rows, however many 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+import heapq
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 from ._board_format import (
@@ -18,10 +20,13 @@ from ._board_format import (
     _MARK_SLOT,
     _ROW,
     _ROW_SLOT,
+    _ROWS,
     _SIZE,
     _Column,
+    _decode_row,
     _group,
     _row_member,
+    _row_prefix,
     members,
     window_entries,
 )
@@ -94,6 +99,32 @@ def window_source(
                 pending = []
         _add(window, pending, node_bytes)
         yield count, window
+
+
+def combined_rows(snaps: Sequence[Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of the windows ``snaps`` (one snapshot each) as ``(owner, values)``, an owner's rows together and in
+    the order they were last updated (equal times: in the order of ``snaps``), so that a load merging them as posts
+    (:func:`window_source`) adds the accumulated fields, keeps the best of the best-of fields and the newest value of
+    the others. Streamed: each window's row entries are read in member order (the tail of its member index)."""
+    streams = [_rows_of(snap, i) for i, snap in enumerate(snaps)]
+    group: list[tuple[str, float, int, str, dict[str, Any]]] = []
+    for row in heapq.merge(*streams, key=itemgetter(0)):
+        if group and row[0] != group[0][0]:
+            group.sort(key=itemgetter(1, 2))
+            yield from ((owner, values) for _, _, _, owner, values in group)
+            group = []
+        group.append(row)
+    group.sort(key=itemgetter(1, 2))
+    yield from ((owner, values) for _, _, _, owner, values in group)
+
+
+def _rows_of(snap: Any, i: int) -> Iterator[tuple[str, float, int, str, dict[str, Any]]]:
+    """Window ``i``'s rows in the order of their entries: ``(row prefix, updated, i, owner, values)``."""
+    for member, _ in snap.by_member(_ROWS):
+        if not member.startswith(_ROWS):
+            return
+        row, _ = _decode_row(member)
+        yield _row_prefix(row.owner), row.updated, i, row.owner, dict(row.values)
 
 
 def _merged(

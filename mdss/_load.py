@@ -32,6 +32,15 @@ PAIR_BYTES = 256
 MEMORY_BYTES = 256 << 20
 
 
+def as_read(snap: Snapshot) -> Callable[[Snapshot], bool]:
+    """The ``expect`` of a load that must replace the state ``snap`` read (a union into one of its sources): the same
+    head, or, read without one, still no entries."""
+    version = snap.version
+    if version is None:
+        return lambda now: now.ranking.count == 0
+    return lambda now: now.version == version
+
+
 def checked(pairs: Any, replace: Any, progress: Any, batch: Any, memory_bytes: Any = MEMORY_BYTES) -> None:
     """Refuse a load's arguments, but its pairs (checked as they are read)."""
     if type(replace) is not bool:

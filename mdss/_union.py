@@ -168,59 +168,77 @@ def _weights(weights: Any, count: int) -> list[Score | None]:
 
 
 def _unchanged(target: SortedSet, sets: list[Any], snaps: list[list[Snapshot]]) -> Callable[[Snapshot], bool] | None:
-    """What ``dest``'s state must still be when it is replaced, if it is one of the sources (as it was read)."""
+    """What ``dest``'s state must still be when it is replaced, if it is one of the sources: as it was read."""
     for s, found in zip(sets, snaps):
         if s.store is target.store and s.engines[0].keys.head == target.engine.keys.head:
-            version = found[0].version
-            if version is None:  # read with no head: it must still be empty
-                return lambda snap: snap.ranking.count == 0
-            return lambda snap: snap.version == version
+            return _load.as_read(found[0])
     return None
 
 
-def _stream(snaps: list[Snapshot], weight: Score | None) -> Iterator[tuple[str, Score]]:
-    """One source's pairs in member order (its shards' merged), each score multiplied by ``weight``."""
+def _stream(snaps: list[Snapshot], weight: Score | None) -> Iterator[tuple[str, Any]]:
+    """One source's pairs in member order (its shards' merged), each score multiplied by ``weight``: not checked yet
+    (:func:`_checked`), since an intersection drops the members of some sources."""
     pairs = snaps[0].by_member() if len(snaps) == 1 else heapq.merge(*(snap.by_member() for snap in snaps))
     if weight is None:
         return pairs
-    return ((m, _weighted(m, s, weight)) for m, s in pairs)
+    return ((m, s * weight) for m, s in pairs)
 
 
-def _weighted(member: str, score: Score, weight: Score) -> Score:
-    product = score * weight
-    kind = type(product)
-    if (kind is int and INT_MIN <= product <= INT_MAX) or (kind is float and product == product):
-        return product + 0 if kind is int else product + 0.0  # -0.0 -> 0.0
-    raise InvalidScoreError(f"member {member!r:.80}: score {score!r} times weight {weight!r} is {_what(product)}")
+def _checked(member: str, score: Any) -> Score:
+    """A weighted score as stored: refused if NaN (``inf * 0``) or past 64 bits, ``-0.0`` as ``0.0``."""
+    kind = type(score)
+    if kind is int and INT_MIN <= score <= INT_MAX:
+        return score
+    if kind is float and score == score:
+        return score + 0.0
+    what = "NaN" if kind is float and math.isnan(score) else f"{score} (past 64 bits)"
+    raise InvalidScoreError(f"member {member!r:.80}: a weighted score is {what}")
 
 
-def _what(value: Any) -> str:
-    return "NaN" if isinstance(value, float) and math.isnan(value) else f"{value} (past 64 bits)"
+def _aggregated(member: str, values: list[Any], aggregate: str) -> Score:
+    """One member's weighted scores, in source order, combined (a sum added in that order)."""
+    values = [_checked(member, v) for v in values]
+    if aggregate == "min":
+        return min(values)
+    if aggregate == "max":
+        return max(values)
+    total = values[0]
+    try:
+        for value in values[1:]:
+            total = add_scores(total, value)
+    except InvalidScoreError as exc:
+        raise InvalidScoreError(f"member {member!r:.80}: {exc}") from None
+    return total
 
 
-def _combined(streams: list[Iterator[tuple[str, Score]]], aggregate: str, every: bool) -> Iterator[tuple[str, Score]]:
-    """Each member's scores (in source order) combined by ``aggregate``; only members of every stream if ``every``."""
+def _combined(streams: list[Iterator[tuple[str, Any]]], aggregate: str, every: bool) -> Iterator[tuple[str, Score]]:
+    """Each member's scores (in source order) combined by ``aggregate``; only members of every stream if ``every``.
+    A score is checked only where the result keeps its member."""
     merged = heapq.merge(*streams, key=itemgetter(0)) if len(streams) > 1 else streams[0]
     need = len(streams) if every else 1
     member: str | None = None
-    score: Any = None
-    seen = 0
+    first: Any = None
+    more: list[Any] | None = None  # the member's scores when it has several
     for m, s in merged:
         if m == member:
-            seen += 1
-            if aggregate == "sum":
-                try:
-                    score = add_scores(score, s)
-                except InvalidScoreError as exc:
-                    raise InvalidScoreError(f"member {m!r:.80}: {exc}") from None
-            elif (s < score) if aggregate == "min" else (s > score):
-                score = s
+            if more is None:
+                more = [first, s]
+            else:
+                more.append(s)
             continue
-        if seen >= need:
-            yield member, score  # type: ignore[misc]
-        member, score, seen = m, s, 1
-    if member is not None and seen >= need:
-        yield member, score
+        if member is not None:
+            if more is None:
+                if need == 1:
+                    yield member, _checked(member, first)
+            elif len(more) >= need:
+                yield member, _aggregated(member, more, aggregate)
+        member, first, more = m, s, None
+    if member is not None:
+        if more is None:
+            if need == 1:
+                yield member, _checked(member, first)
+        elif len(more) >= need:
+            yield member, _aggregated(member, more, aggregate)
 
 
 def _counted(pairs: Iterator[tuple[str, Score]], count: list[int]) -> Iterator[tuple[str, Score]]:

@@ -135,3 +135,13 @@ def start(name: str, tz: dt.tzinfo) -> int | None:
         return int(dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp())
     except Exception as exc:  # a tzinfo of the caller's that fails (see instance)
         raise InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}") from None
+
+
+#: The name of a window made by ``Leaderboard.combine`` rather than by time: a label that is not a kind, a colon, an id
+#: (``season:2026``, ``team:red``).
+_COMBINED = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}:[A-Za-z0-9_.:-]{1,64}", re.ASCII)
+
+
+def combined(name: Any) -> bool:
+    """Whether ``name`` can name a combined window (``season:2026``): not a time window's name."""
+    return isinstance(name, str) and bool(_COMBINED.fullmatch(name)) and name.partition(":")[0] not in KINDS

@@ -22,7 +22,7 @@ from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, 
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
-from ._board_load import window_source
+from ._board_load import combined_rows, window_source
 from ._board_ops import RESOLVERS
 from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row, removal_ops
 from ._board_settings import _LEGACY_EPOCH
@@ -34,7 +34,14 @@ from ._keys import Keyspace, board_keyspace
 from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_flag, check_member, check_seconds
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
-from .exceptions import ConflictError, InvalidArgumentError, InvalidMemberError, MdssError, SettingsMismatchError
+from .exceptions import (
+    ConflictError,
+    InvalidArgumentError,
+    InvalidMemberError,
+    MdssError,
+    MissingNodeError,
+    SettingsMismatchError,
+)
 from .stores.base import Record, Store
 
 #: How long a post id is remembered by default (seconds): a retry within it counts nothing twice.
@@ -195,10 +202,26 @@ class Leaderboard:
     def _instance(self, window: Any) -> str:
         if window is None:
             window = "all" if "all" in self.windows_kinds else self.windows_kinds[0]
-        kind = _windows.kind_of(window)
+        try:
+            kind = _windows.kind_of(window)
+        except InvalidArgumentError:
+            if self._combined_window(window):
+                return str(window)
+            raise
         if window == kind:
             return _windows.instance(kind, _windows.moment(self._now), self.tz)
         return str(window)
+
+    def _combined_window(self, name: Any) -> bool:
+        """Whether ``name`` is a window :meth:`combine` made (listed in the registry: one read, then remembered)."""
+        if not _windows.combined(name):
+            return False
+        if name in self._registered:
+            return True
+        if self._registry.score(name) is None:
+            return False
+        self._registered.add(name)
+        return True
 
     def _set(self, instance: str) -> SortedSet:
         with self._lock:
@@ -416,6 +439,76 @@ class Leaderboard:
                 report = None if progress is None else functools.partial(progress, instance)
                 _load.fill(self._set(instance).engine, entries, replace, report, 256)
         return count
+
+    def combine(
+        self,
+        windows: Iterable[str],
+        *,
+        into: str,
+        replace: bool = False,
+        memory_bytes: int = _load.MEMORY_BYTES,
+        spill_dir: str | None = None,
+    ) -> int:
+        """Make window ``into`` from the rows of ``windows`` by the board's rules: an owner's ``accumulate`` fields add
+        up, its ``keep_best`` fields keep the best, the others take the value of its most recently updated row (a
+        season from its weeks: ``board.combine(board.windows("week"), into="season:2026")``). Returns its rows.
+
+        ``into`` is a time window's instance (``month:2026-11``, days into their month) or a name of your own, a
+        label and an id (``season:2026``, ``team:red``); views read it with ``window=into``, :meth:`windows` lists it
+        and ``drop_window`` drops it; posts never go to a name of your own. It is written as :meth:`load` writes (one
+        commit, visible at once, spilled past ``memory_bytes``); rows are updated at the moment of the combine and
+        carry no post ids. A window with rows is refused unless ``replace=True``; ``into`` may be one of ``windows``
+        (replaced only if unchanged meanwhile, else read again). Each window is read from one snapshot.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, accumulate=["kills"],
+        ...                     windows=["week"], now=lambda: 1_790_000_000)
+        >>> board.post("ann", {"xp": 5, "kills": 1}); board.post("bob", {"xp": 7, "kills": 2})
+        {'week:2026-W39': True}
+        {'week:2026-W39': True}
+        >>> board.load([("ann", {"xp": 6, "kills": 4})], window="week:2026-W40")
+        1
+        >>> board.combine(["week:2026-W39", "week:2026-W40"], into="season:2026")
+        2
+        >>> [(r.owner, r.values) for r in board.top("xp", window="season:2026")]
+        [('bob', {'xp': 7, 'kills': 2}), ('ann', {'xp': 6, 'kills': 5})]
+        """
+        if isinstance(windows, (str, bytes)) or not isinstance(windows, (list, tuple)) or not windows:
+            raise InvalidArgumentError(f"windows must be a non-empty list of window names, got {windows!r:.80}")
+        instances = [self._instance(window) for window in windows]
+        if _windows.combined(into):
+            target = check_member(into)
+        else:
+            try:
+                _windows.kind_of(into)  # a kind (its current instance) or a time window's instance
+            except InvalidArgumentError:
+                raise InvalidArgumentError(
+                    f"into must name a window: an instance such as 'month:2026-11' or a label and an id such as "
+                    f"'season:2026', got {into!r:.80}"
+                ) from None
+            target = self._instance(into)
+        _load.checked((), replace, None, 256, memory_bytes)
+        settings, stamp = (self.accumulate, self.keep_best, self.columns), _windows.moment(self._now).timestamp()
+        engine = self._set(target).engine
+        for _ in engine.policy.attempts():
+            snaps = [_snapshot.snapshot(self._set(instance).engine) for instance in instances]
+            expect = _load.as_read(snaps[instances.index(target)]) if target in instances else None
+            rows = combined_rows(snaps)
+            try:
+                with window_source(rows, self._owner, settings, stamp, self.node_bytes, memory_bytes, spill_dir) as (
+                    count,
+                    entries,
+                ):
+                    if not replace and len(self._set(target)):
+                        raise InvalidArgumentError(
+                            f"window {target!r} of board {self.name!r} has rows; replace them with replace=True"
+                        )
+                    if not self._register(target):
+                        raise InvalidArgumentError(f"window {target!r} is past the board's retention")
+                    _load.fill(engine, entries, replace, None, 256, expect)
+            except (ConflictError, MissingNodeError):  # a window's snapshot collected, or ``into`` changed: again
+                continue
+            return count
+        raise ConflictError(f"window {target!r} of board {self.name!r} kept changing while it was combined")
 
     def _first_tried(self, member: str, stamp: float) -> float:
         """When the post of post id entry ``member`` was first tried: ``stamp`` (recorded now) or the moment recorded,
