@@ -12,7 +12,7 @@ import heapq
 import itertools
 import secrets
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from ._codec import MARKER
@@ -245,6 +245,16 @@ def collected_meanwhile(engine: Engine, snap: Snapshot) -> None:
         raise MissingNodeError(
             f"set {engine.name!r}: a node the current head names is missing from the store (the set is damaged)"
         )
+
+
+def any_moved(pairs: Iterable[tuple[Engine, Snapshot]]) -> bool:
+    """After a MissingNodeError in a read of several snapshots (a union's sources): whether any head moved since its
+    snapshot (read them again), else the node is missing from a current tree (the set is damaged)."""
+    for engine, snap in pairs:
+        record = engine.store.get(engine.keys.head)
+        if (None if record is None else record.version) != snap.version:
+            return True
+    return False
 
 
 def view(engine: Engine, head: Head) -> View | None:

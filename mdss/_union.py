@@ -127,7 +127,11 @@ def _store(
         pairs = _counted(_combined([_stream(s, w) for s, w in zip(snaps, factors)], aggregate, every), count)
         try:
             _load.load(engine, pairs, replace, None, 256, memory_bytes, spill_dir, expect)
-        except (MissingNodeError, ConflictError):  # a source's snapshot collected, or dest changed: read again
+        except ConflictError:  # dest changed while it was read (a source) or written: read again
+            continue
+        except MissingNodeError:  # a node of a source's snapshot collected meanwhile: read again; else damaged
+            if not _snapshot.any_moved((e, snap) for s, found in zip(sets, snaps) for e, snap in zip(s.engines, found)):
+                raise
             continue
         return count[0]
     raise ConflictError(f"set {dest!r}: its sources kept changing under the union; nothing was applied")

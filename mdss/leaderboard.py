@@ -505,7 +505,11 @@ class Leaderboard:
                     if not self._register(target):
                         raise InvalidArgumentError(f"window {target!r} is past the board's retention")
                     _load.fill(engine, entries, replace, None, 256, expect)
-            except (ConflictError, MissingNodeError):  # a window's snapshot collected, or ``into`` changed: again
+            except ConflictError:  # ``into`` changed while it was read (a source) or written: read again
+                continue
+            except MissingNodeError:  # a node of a window's snapshot collected meanwhile: read again; else damaged
+                if not _snapshot.any_moved((self._set(i).engine, snap) for i, snap in zip(instances, snaps)):
+                    raise
                 continue
             return count
         raise ConflictError(f"window {target!r} of board {self.name!r} kept changing while it was combined")

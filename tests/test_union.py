@@ -391,3 +391,13 @@ def test_combine_arguments_and_names() -> None:
     assert board.combine(["day"], into="month:2026-09") == 1  # a time window's instance
     board.drop_window("season:1")
     assert "season:1" not in board.windows()
+
+
+def test_a_damaged_source_raises_at_once() -> None:
+    """A node missing from a source's current tree is damage, not gc racing the read: no retries for a minute."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet.load(store, "a", {f"m{i:03d}": i for i in range(100)}, chunk_size=4)
+    for key in sset.node_keys():
+        store.delete(key)
+    with pytest.raises(mdss.MissingNodeError):
+        mdss.union(store, "u", [mdss.SortedSet(store, "a")])
