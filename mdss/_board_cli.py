@@ -288,6 +288,19 @@ def top(column: str, count: int, window: str | None, ties: str) -> None:
 
 
 @board.command()
+@click.argument("windows", nargs=-1, required=True)
+@click.option("--into", required=True, help="The window made: an instance (month:2026-11) or a name (season:2026).")
+@click.option("--replace", is_flag=True, help="Replace its rows if it holds some (it may be one of WINDOWS).")
+@spill_options
+def combine(windows: tuple[str, ...], into: str, replace: bool, memory_mb: int, spill_dir: str | None) -> None:
+    """Make window --into from the rows of WINDOWS by the board's rules (Leaderboard.combine): accumulated fields add
+    up, best-of fields keep the best, others take the owner's newest row's value."""
+    found, lb = _board()
+    count = lb.combine(list(windows), into=into, replace=replace, memory_bytes=memory_mb << 20, spill_dir=spill_dir)
+    _echo(found, {"window": into, "rows": count})
+
+
+@board.command()
 @click.argument("kind", required=False)
 def windows(kind: str | None) -> None:
     """The window instances that hold posts (of KIND)."""

@@ -116,6 +116,8 @@ def _store(
         if len(orders) > 1:
             raise InvalidArgumentError("the sources differ in order (asc and desc): pass order= for the result")
         order = orders.pop()
+    if options.get("shards") not in (None, 1):  # refused before opening it would store a sharded set's settings
+        raise InvalidArgumentError("a union or intersection writes an unsharded set: shards must be 1")
     target = SortedSet(store, dest, order=order, **options)
     if isinstance(target, ShardedSet):
         raise InvalidArgumentError(f"set {dest!r} is sharded: a union or intersection writes an unsharded set")

@@ -3,6 +3,7 @@ dict model, on every store, over sources with tiny entry sets and unmerged write
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -160,6 +161,7 @@ def test_arguments_are_checked() -> None:
         dict(sources=["a"], aggregate="avg"),
         dict(sources=["a", "d"]),  # orders differ: pass order=
         dict(sources=["a"], replace="yes"),
+        dict(sources=["a"], shards=2),
     ]
     for args in bad:
         sources = args.pop("sources")
@@ -171,6 +173,7 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(mdss.InvalidArgumentError, match="sharded"):
         mdss.union(store, "sharded", ["a"], replace=True)
     assert mdss.union(store, "out", ["a", "d"], order="asc") == 1
+    assert store.get(mdss.SortedSet(store, "out").keys.settings) is None  # shards=2 refused before it stored a thing
 
 
 def test_scores_past_64_bits_or_nan_are_refused_before_anything_is_written() -> None:
@@ -401,3 +404,21 @@ def test_a_damaged_source_raises_at_once() -> None:
         store.delete(key)
     with pytest.raises(mdss.MissingNodeError):
         mdss.union(store, "u", [mdss.SortedSet(store, "a")])
+
+
+def test_cli_board_combine(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    board = ["--store", url, "--set", "game", "board"]
+    runner = CliRunner()
+    create = ["--columns", '{"xp": "desc"}', "--accumulate", "kills", "--windows", "all,day"]
+    for values in (["xp=5", "kills=1"], ["xp=3", "kills=2"]):
+        assert runner.invoke(cli, [*board, *create, "post", "ann", *values]).exit_code == 0
+    done = runner.invoke(cli, [*board, "--json", "combine", "all", "day", "--into", "season:2026"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output) == {"window": "season:2026", "rows": 1}
+    done = runner.invoke(cli, [*board, "--json", "row", "ann", "--window", "season:2026"])
+    assert json.loads(done.output)["values"] == {"xp": 3, "kills": 6}
+    for args in (["combine", "all"], ["combine", "--into", "season:1"], ["combine", "all", "--into", "nope"]):
+        done = runner.invoke(cli, [*board, *args])
+        assert done.exit_code != 0 and isinstance(done.exception, SystemExit), (args, done.output)
+        assert "Traceback" not in done.output and "Error" in done.output, done.output
