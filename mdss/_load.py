@@ -65,7 +65,7 @@ def load(
     pairs fit ``memory_bytes``, else through a :class:`~mdss._spill.Spill` in ``spill_dir``. ``expect``: what the
     replaced state must still be (a union whose destination is one of its sources), else :class:`ConflictError`."""
     checked(pairs, replace, progress, batch, memory_bytes)
-    with sources(pairs, 1, None, memory_bytes, spill_dir, lambda: _start(engine, replace, expect)) as (source,):
+    with sources(pairs, 1, None, memory_bytes, spill_dir, lambda: _refused(engine, replace, expect)) as (source,):
         fill(engine, source, replace, progress, batch, expect)
 
 
@@ -171,6 +171,21 @@ def _start(engine: Engine, replace: bool, expect: Callable[[Snapshot], bool] | N
     if expect is not None and not expect(snap):
         raise ConflictError(f"set {engine.name!r} changed while it was being read; nothing was applied")
     return snap
+
+
+def _refused(engine: Engine, replace: bool, expect: Callable[[Snapshot], bool] | None) -> None:
+    """What :func:`_start` would refuse, read before a load spills (to refuse early) without making a head: nothing is
+    written before every pair has been read and checked."""
+    try:
+        snap = _snapshot.snapshot(engine)
+    except CorruptDataError:
+        if not replace:
+            raise
+        return
+    if snap.ranking.count and not replace:
+        raise InvalidArgumentError(f"set {engine.name!r} already has entries; pass replace=True to replace them")
+    if expect is not None and not expect(snap):
+        raise ConflictError(f"set {engine.name!r} changed while it was being read; nothing was applied")
 
 
 def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progress: Any, batch: int) -> None:

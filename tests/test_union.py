@@ -235,6 +235,10 @@ def test_a_union_past_its_memory_budget_spills() -> None:
     want = {m: min(s for s in (a.get(m), b.get(m)) if s is not None) for m in a.keys() | b.keys()}
     assert contents(u) == want
     u._check()
+    mdss.SortedSet.load(store, "big", {"m08999": 2**63 - 1})  # the last member: refused after the spill began
+    with pytest.raises(mdss.InvalidScoreError):
+        mdss.union(store, "v", ["a", "b", "big"], memory_bytes=1 << 20)
+    assert store.get(mdss.SortedSet(store, "v").keys.head) is None  # not even an empty head
 
 
 def test_sources_on_another_store_and_sharded_sources() -> None:
