@@ -426,3 +426,26 @@ def test_cli_board_combine(tmp_path) -> None:
         done = runner.invoke(cli, [*board, *args])
         assert done.exit_code != 0 and isinstance(done.exception, SystemExit), (args, done.output)
         assert "Traceback" not in done.output and "Error" in done.output, done.output
+
+
+def test_a_source_collected_under_the_union_is_read_again(monkeypatch) -> None:
+    """A writer replaces every node of a source's snapshot and gc deletes them before the merge reads them: the union
+    reads fresh snapshots and stores the new state."""
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "a", {f"m{i:03d}": i for i in range(50)}, chunk_size=4, gc_grace=0)
+    writer = mdss.SortedSet(store, "a", gc_grace=0, cache_bytes=1 << 20)
+    calls = []
+    real = _union._stream
+
+    def stream(snaps, weight):
+        if not calls:
+            writer.load_from({"new": 1}, replace=True)
+            writer.gc(wait=False)
+        calls.append(1)
+        return real(snaps, weight)
+
+    monkeypatch.setattr(_union, "_stream", stream)
+    reader = mdss.SortedSet(store, "a", cache_bytes=1 << 16)  # its cache cannot hide the collected nodes
+    assert mdss.union(store, "u", [reader]) == 1
+    assert contents(mdss.SortedSet(store, "u")) == {"new": 1}
+    assert len(calls) == 2
