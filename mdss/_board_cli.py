@@ -261,19 +261,24 @@ def rows(owners: tuple[str, ...], column: str, window: str | None, ties: str) ->
 @board.command()
 @click.argument("column")
 @click.option("--limit", type=IntRange(min=1), default=10, show_default=True)
-@click.option("--cursor", default=None)
+@click.option("--cursor", default=None, help="A page's 'next:' or 'previous:' cursor.")
+@click.option("--around", default=None, metavar="OWNER", help="The page with OWNER's row in its middle.")
 @click.option("--offset", type=IntRange(min=0), default=0, show_default=True, help="Rows to skip first (page by rank).")
 @_WINDOW
 @_TIES
-def page(column: str, limit: int, cursor: str | None, offset: int, window: str | None, ties: str) -> None:
-    """A page of COLUMN; prints the next page's cursor."""
+def page(
+    column: str, limit: int, cursor: str | None, around: str | None, offset: int, window: str | None, ties: str
+) -> None:
+    """A page of COLUMN; prints the cursors of the pages after and before it."""
     found, lb = _board()
-    result = lb.page(column, limit=limit, cursor=cursor, offset=offset, window=window, ties=ties)
+    result = lb.page(column, limit=limit, cursor=cursor, around=around, offset=offset, window=window, ties=ties)
     if found.as_json:
-        _echo(found, {"rows": result.rows, "cursor": result.cursor})
+        _echo(found, {"rows": result.rows, "cursor": result.next, "next": result.next, "previous": result.previous})
         return
     _echo(found, result.rows)
-    click.echo(f"next: {result.cursor}" if result.cursor else "(last page)")
+    click.echo(f"next: {result.next}" if result.next else "(last page)")
+    if result.previous:
+        click.echo(f"previous: {result.previous}")
 
 
 @board.command()

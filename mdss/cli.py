@@ -217,15 +217,22 @@ def range_(offset: int, limit: int, ties: str) -> None:
 
 
 @cli.command()
-@click.option("--cursor", default=None, help="Where the last page stopped (its 'next:' line). [default: the top]")
+@click.option("--cursor", default=None, help="A page's 'next:' or 'previous:' cursor. [default: the top]")
+@click.option("--around", default=None, metavar="MEMBER", help="The page with MEMBER in its middle.")
 @click.option("--limit", type=IntRange(min=1), default=10, show_default=True)
 @ties_option
-def page(cursor: str | None, limit: int, ties: str) -> None:
-    """Print a page of LIMIT entries and the cursor of the next, as SortedSet.page(limit, cursor): pages that follow
-    each other never repeat or skip a member while the set changes (for mdss range's offsets, they may)."""
-    found = _ctx().board().page(limit, cursor, ties=ties)
+def page(cursor: str | None, around: str | None, limit: int, ties: str) -> None:
+    """Print a page of LIMIT entries and the cursors of the pages after and before it, as SortedSet.page(limit,
+    cursor): pages that follow each other never repeat or skip a member while the set changes (for mdss range's
+    offsets, they may)."""
+    found = _ctx().board().page(limit, cursor, ties=ties, around=around)
     click.echo(_table(found.entries))
-    click.echo(f"next: {found.cursor}" if found.cursor else "(last page)")
+    click.echo(_cursors(found.next, found.previous))
+
+
+def _cursors(after: str | None, before: str | None) -> str:
+    """A page's cursors as ``mdss page`` and ``mdss board page`` print them."""
+    return "\n".join([f"next: {after}" if after else "(last page)", *([f"previous: {before}"] if before else [])])
 
 
 @cli.command()

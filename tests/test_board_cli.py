@@ -42,6 +42,9 @@ def test_posts_and_views(run) -> None:
     assert [r["owner"] for r in first["rows"]] == ["bob"]
     second = json.loads(run("--json", "page", "xp", "--limit", "1", "--cursor", first["cursor"]))
     assert [r["owner"] for r in second["rows"]] == ["ann"] and second["cursor"] is None
+    back = json.loads(run("--json", "page", "xp", "--limit", "1", "--cursor", second["previous"]))
+    assert [r["owner"] for r in back["rows"]] == ["bob"] and back["previous"] is None
+    assert "previous: " in run("page", "xp", "--limit", "1", "--around", "ann")
     by_rank = json.loads(run("--json", "page", "xp", "--offset", "1", "--limit", "5"))
     assert [(r["rank"], r["owner"]) for r in by_rank["rows"]] == [(2, "ann")] and by_rank["cursor"] is None
     assert json.loads(run("--json", "row", "bob"))["values"]["pro"] is True

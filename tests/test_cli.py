@@ -66,6 +66,12 @@ def test_every_subcommand(run) -> None:
     cursor = first.splitlines()[-1].removeprefix("next: ")
     assert "cid" in run("page", "--limit", "2", "--cursor", cursor) and "(last page)" in run("page", "--limit", "3")
     assert "not a page cursor" in run("page", "--cursor", "garbage", code=1)
+    second = run("page", "--limit", "2", "--cursor", cursor)
+    back = [line for line in second.splitlines() if line.startswith("previous: ")][0].removeprefix("previous: ")
+    assert run("page", "--limit", "2", "--cursor", back).splitlines()[:3] == first.splitlines()[:3]
+    assert "bob" in run("page", "--limit", "3", "--around", "bob") and "previous: " in run(
+        "page", "--limit", "1", "--around", "cid"
+    )
     assert "rank ~1 (from 1 to 1)" in run("estimate", "ann", "--max-error", "0")
     assert "rank ~2 " in run("estimate", "--score", "25") and "percentile ~" in run("estimate", "--score", "-3")
     assert "not both" in run("estimate", "ann", "--score", "3", code=2)
