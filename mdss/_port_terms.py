@@ -175,7 +175,12 @@ def _options(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
         name = _atom(key)
         if name not in allowed:
             raise InvalidArgumentError(f"unknown option {_show(key)}: the options are {', '.join(allowed)}")
-        options[name] = _choice(value, "order", ("asc", "desc")) if name == "order" else _int(value, name)
+        if name == "order":
+            options[name] = _choice(value, "order", ("asc", "desc"))
+        elif name == "tiebreak":
+            options[name] = _choice(value, "tiebreak", ("member", "member_desc"))
+        else:
+            options[name] = _int(value, name)
     return options
 
 
@@ -311,6 +316,14 @@ def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
             found[name] = _text(value, "a post id")
         elif name == "offset":
             found[name] = _int(value, "offset")
+        elif name == "aggregate":
+            found[name] = _choice(value, "aggregate", ("sum", "min", "max"))
+        elif name == "order":
+            found[name] = _choice(value, "order", ("asc", "desc"))
+        elif name == "weights":
+            # A list of small integers comes as a string (bytes) from erlang-py, as Erlang prints it.
+            weights = list(value) if isinstance(value, bytes) else _list(value, "weights")
+            found[name] = [_number(w, "a weight") for w in weights]
         elif name in ("max_error", "min_age"):
             found[name] = _number(value, name)
         elif name == "ops":

@@ -58,6 +58,7 @@ from ._port_terms import (
     to_term,
 )
 from ._sortedset import SortedSet
+from ._union import intersection, union
 from .exceptions import InvalidArgumentError, MdssError, SettingsMismatchError
 from .leaderboard import Leaderboard
 from .stores.base import Store
@@ -138,16 +139,16 @@ class PortServer:
     # -- the objects, opened once per name
 
     def sorted_set(self, term: Any) -> SortedSet:
-        """The set a request names: ``Name`` or ``{Name, #{order => O, chunk_size => C}}``."""
+        """The set a request names: ``Name`` or ``{Name, #{order => O, chunk_size => C, tiebreak => T}}``."""
         options: dict[str, Any] = {}
         if type(term) is tuple and len(term) == 2:
-            term, options = term[0], _options(term[1], ("order", "chunk_size"))
+            term, options = term[0], _options(term[1], ("order", "chunk_size", "tiebreak"))
         name = _text(term, "a set name")
         sset = self._sets.get(name)
         if sset is None:  # opened outside any lock (it reads the store); two racing opens keep the first
             sset = self._sets.setdefault(name, SortedSet(self.store, name, **options))
         for what, wanted in options.items():
-            have = sset.order if what == "order" else sset.chunk_size
+            have = getattr(sset, what)
             if wanted != have:
                 raise SettingsMismatchError(f"set {name!r} is open with {what}={have!r}, not {wanted!r}")
         return sset
@@ -447,6 +448,32 @@ def _drop(port: PortServer, s: Any) -> None:
     sset = port.sorted_set(s)
     sset.drop()
     port.forget_set(sset.name)
+
+
+def _combined(port: PortServer, how: Callable[..., int], dest: Any, sources: Any, opts: Any) -> int:
+    """``mdss.union`` or ``mdss.intersection`` of the sets ``sources`` names into ``dest``; the port opens ``dest``
+    afresh afterwards (a union with ``replace`` makes it anew, with the settings it gives)."""
+    name = _text(dest, "a set name")
+    found = how(
+        port.store,
+        name,
+        [port.sorted_set(t) for t in _list(sources, "sources")],
+        **_view(opts, ("weights", "aggregate", "replace", "order")),
+    )
+    port.forget_set(name)
+    return found
+
+
+@op("union", "Dest, Sources, [Opts]")
+def _union(port: PortServer, dest: Any, sources: Any, opts: Any = None) -> int:
+    """Redis' ZUNIONSTORE (``mdss.union``): how many members ``dest`` holds."""
+    return _combined(port, union, dest, sources, opts)
+
+
+@op("intersection", "Dest, Sources, [Opts]")
+def _intersection(port: PortServer, dest: Any, sources: Any, opts: Any = None) -> int:
+    """Redis' ZINTERSTORE (``mdss.intersection``): how many members ``dest`` holds."""
+    return _combined(port, intersection, dest, sources, opts)
 
 
 @op("check", "Set")

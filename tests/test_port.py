@@ -195,6 +195,25 @@ def test_pops_range_removals_load_gc_and_drop(port: PortServer) -> None:
     assert ask(port, "info", s)[2][":order"] == ":asc"
 
 
+def test_unions_intersections_and_tiebreaks(port: PortServer) -> None:
+    a, b = (B("ua"), {A("tiebreak"): A("member_desc")}), B("ub")
+    assert ask(port, "add_many", a, [(B("x"), 1), (B("y"), 1), (B("z"), 3)]) == (":reply", 1, 3)
+    assert ask(port, "range", a, 0, 3) == (":reply", 1, [("z", 3, 1), ("y", 1, 2), ("x", 1, 3)])  # ZREVRANGE's ties
+    assert ask(port, "add_many", b, [(B("x"), 10), (B("w"), 5)]) == (":reply", 1, 2)
+    assert ask(port, "union", B("uu"), [B("ua"), b]) == (":reply", 1, 4)
+    assert ask(port, "range", B("uu"), 0, 2) == (":reply", 1, [("x", 11, 1), ("w", 5, 2)])
+    opts = {A("weights"): [2, -1], A("aggregate"): A("max"), A("replace"): True}
+    assert ask(port, "intersection", B("uu"), [B("ua"), b], opts) == (":reply", 1, 1)
+    assert ask(port, "range", B("uu"), 0, 5) == (":reply", 1, [("x", 2, 1)])
+    for bad in ({A("aggregate"): A("avg")}, {A("weights"): [1]}, {A("weights"): B("x")}):
+        reply = ask(port, "union", B("uv"), [B("ua"), b], bad)
+        assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError", reply
+    reply = ask(port, "union", B("uu"), [B("ua")])
+    assert reply[0] == ":error" and reply[2][0] == ":InvalidArgumentError"  # it has entries: replace => true
+    reply = ask(port, "len", (B("ua"), {A("tiebreak"): A("member")}))
+    assert reply[0] == ":error" and reply[2][0] == ":SettingsMismatchError"
+
+
 def test_leaderboard_removals_loads_and_drops(port: PortServer) -> None:
     board = (
         B("g"),

@@ -29,7 +29,7 @@
          rank_of_score/3, percentile/3, at_percentile/3, at_percentile/4,
          estimate_rank/3, estimate_rank/4, estimate_percentile/3, estimate_percentile/4, count/4,
          range/4, top/3, range_by_score/4, range_by_score/6, at/3, around/5, page/4, random_members/3]).
--export([load/3, load/4, gc/3, drop/2, check/2, merge/2]).
+-export([load/3, load/4, union/3, union/4, intersection/3, intersection/4, gc/3, drop/2, check/2, merge/2]).
 -export([topn_post/4, topn_post_many/3, topn_top/2, topn_threshold/2]).
 -export([board_post/4, board_post/5, board_remove/3, board_remove/4, board_load/3, board_load/4,
          board_row/3, board_positions/3, board_around/6, board_rows/4, board_page/5, board_top/4,
@@ -57,10 +57,13 @@
 -type member() :: binary().
 -type score() :: integer() | float() | inf | '-inf'.
 %% A set: its name, or its name and the settings to create it with.
--type sorted_set() :: binary() | {binary(), #{order => asc | desc, chunk_size => pos_integer()}}.
+-type sorted_set() :: binary() | {binary(), #{order => asc | desc, chunk_size => pos_integer(),
+                                              tiebreak => member | member_desc}}.
 -type entry() :: {member(), score(), pos_integer()}.
 -type pairs() :: [{member(), score()}] | #{member() => score()}.
 -type ties() :: ordinal | competition | dense.
+-type combine_options() :: #{weights => [number()], aggregate => sum | min | max, replace => boolean(),
+                             order => asc | desc}.
 -type write_op() :: set | incr | best | gt | lt.
 %% A top-N set: its name (n 10, desc), or its name and settings.
 -type top_n() :: binary() | {binary(), #{n => pos_integer(), order => asc | desc}}.
@@ -267,6 +270,24 @@ load(Pid, Set, Pairs) -> call(Pid, load, [Set, Pairs]).
 %% @doc load/3 with options: `replace => true' replaces a set that has entries.
 -spec load(pid(), sorted_set(), pairs(), #{replace => boolean()}) -> result(non_neg_integer()).
 load(Pid, Set, Pairs, Options) -> call(Pid, load, [Set, Pairs, Options]).
+
+%% @doc Redis' ZUNIONSTORE: `Dest' becomes one new set of every member of `Sources', its scores summed
+%% (`{ok, HowMany}'), written in one commit; a `Dest' with entries is refused unless `replace => true'.
+-spec union(pid(), binary(), [sorted_set()]) -> result(non_neg_integer()).
+union(Pid, Dest, Sources) -> call(Pid, union, [Dest, Sources]).
+
+%% @doc union/3 with options: `weights' (one number per source, multiplying its scores), `aggregate'
+%% (`sum', `min' or `max'), `replace', `order' (the result's, when the sources' orders differ).
+-spec union(pid(), binary(), [sorted_set()], combine_options()) -> result(non_neg_integer()).
+union(Pid, Dest, Sources, Options) -> call(Pid, union, [Dest, Sources, Options]).
+
+%% @doc Redis' ZINTERSTORE: `Dest' becomes the members every source holds, as union/3 writes it.
+-spec intersection(pid(), binary(), [sorted_set()]) -> result(non_neg_integer()).
+intersection(Pid, Dest, Sources) -> call(Pid, intersection, [Dest, Sources]).
+
+%% @doc intersection/3 with the options of union/4.
+-spec intersection(pid(), binary(), [sorted_set()], combine_options()) -> result(non_neg_integer()).
+intersection(Pid, Dest, Sources, Options) -> call(Pid, intersection, [Dest, Sources, Options]).
 
 %% @doc Delete the set's stored nodes no reader can need any more; `{ok, HowMany}'. Options: `wait'
 %% (`false' skips the 30 s grace period, longer than the default timeout, for readers of older heads),

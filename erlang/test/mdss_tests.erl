@@ -13,6 +13,7 @@ client_test_() ->
              fun percentiles_estimates_and_random_members/1,
              fun pops_and_range_removals/1,
              fun load_gc_and_drop/1,
+             fun unions_and_intersections/1,
              fun pages_through_a_multi_level_set/1,
              fun top_n/1,
              fun leaderboard/1,
@@ -144,6 +145,18 @@ load_gc_and_drop(Pid) ->
     ?assertEqual({ok, undefined}, mdss:drop(Pid, S)),
     ?assertEqual({ok, 0}, mdss:len(Pid, {S, #{order => asc}})),  % gone: made anew, with other settings
     ?assertMatch({ok, #{order := asc, members := 0}}, mdss:info(Pid, S)).
+
+unions_and_intersections(Pid) ->
+    A = {<<"u-a">>, #{tiebreak => member_desc}},
+    ?assertEqual({ok, 3}, mdss:add_many(Pid, A, [{<<"x">>, 1}, {<<"y">>, 1}, {<<"z">>, 3}])),
+    ?assertEqual({ok, [{<<"z">>, 3, 1}, {<<"y">>, 1, 2}, {<<"x">>, 1, 3}]}, mdss:top(Pid, A, 3)),
+    ?assertEqual({ok, 2}, mdss:add_many(Pid, <<"u-b">>, [{<<"x">>, 10}, {<<"w">>, 5}])),
+    ?assertEqual({ok, 4}, mdss:union(Pid, <<"u-all">>, [A, <<"u-b">>])),
+    ?assertEqual({ok, [{<<"x">>, 11, 1}, {<<"w">>, 5, 2}]}, mdss:top(Pid, <<"u-all">>, 2)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:union(Pid, <<"u-all">>, [A])),
+    ?assertEqual({ok, 1}, mdss:intersection(Pid, <<"u-all">>, [A, <<"u-b">>],
+                                            #{weights => [2, -1], aggregate => max, replace => true})),
+    ?assertEqual({ok, [{<<"x">>, 2, 1}]}, mdss:top(Pid, <<"u-all">>, 5)).
 
 pages_through_a_multi_level_set(Pid) ->
     S = {<<"paged">>, #{order => asc, chunk_size => 4}},
