@@ -6,11 +6,12 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from . import _tail, _windows
+from . import _tail
 from ._board_format import _MARK_SLOT, _ROW, _ROW_SLOT, MAX_FIELD_NAME, MAX_FIELDS, _Column, _row_member
 from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace, board_keyspace
 from ._order import MAX_PARTS, check_choice, check_count
+from ._schedules import Calendar
 from .exceptions import CorruptDataError, InvalidArgumentError
 from .stores.base import Record, Store
 
@@ -64,8 +65,8 @@ def check_columns(columns: Any) -> dict[str, _Column]:
     return found
 
 
-def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any) -> tuple[Any, ...]:
-    """``accumulate``, ``keep_best``, the window kinds and ``retention``, checked."""
+def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any, calendar: Calendar) -> tuple[Any, ...]:
+    """``accumulate``, ``keep_best``, the window kinds (those of ``calendar``) and ``retention``, checked."""
     accumulated = tuple(dict.fromkeys(_check_field(f) for f in _strings(accumulate, "accumulate")))
     best = dict(keep_best or {})
     for field, how in best.items():
@@ -74,9 +75,9 @@ def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any) -
     both = set(best) & set(accumulated)
     if both:
         raise InvalidArgumentError(f"fields both accumulated and kept best: {sorted(both)}")
-    kinds = tuple(dict.fromkeys(_windows.kind_of(k) for k in _strings(windows, "windows")))
-    if not kinds or any(k not in _windows.KINDS for k in kinds):
-        raise InvalidArgumentError(f"windows must be kinds among {_windows.KINDS}, got {windows!r:.80}")
+    kinds = tuple(dict.fromkeys(calendar.kind(k) for k in _strings(windows, "windows")))
+    if not kinds:
+        raise InvalidArgumentError(f"windows must name at least one kind among {calendar.kinds}, got {windows!r:.80}")
     kept = dict(retention or {})
     for kind, keep in kept.items():
         if kind not in kinds or kind == "all":
@@ -148,13 +149,13 @@ def migration(store: Store, records: Keyspace, entries: Iterable[Any]) -> Iterat
         yield ops
 
 
-def retired(instance: str, names: list[str], keep: int, tz: Any) -> list[str] | None:
+def retired(instance: str, names: list[str], keep: int, calendar: Calendar) -> list[str] | None:
     """With ``keep`` windows of the kind of ``instance`` retained (``names``: those listed): the older windows to drop
     once ``instance`` is listed, or ``None`` if ``instance`` is itself past keeping."""
-    begins = _windows.start(instance, tz) or 0
-    if sum(1 for n in names if (_windows.start(n, tz) or 0) > begins) >= keep:
+    begins = calendar.start(instance) or 0
+    if sum(1 for n in names if (calendar.start(n) or 0) > begins) >= keep:
         return None
-    older = [n for n in names if (_windows.start(n, tz) or 0) < begins]
+    older = [n for n in names if (calendar.start(n) or 0) < begins]
     return older[: max(0, len(older) - (keep - 1))]
 
 

@@ -1,4 +1,16 @@
-"""Time windows of a leaderboard: the instance (``day:2026-11-23``, ``week:2026-W48``...) of a moment, its start."""
+"""Time windows of a leaderboard: the instance of a moment for each calendar kind, its start and end, in a time zone.
+
+Calendar kinds: ``all``; ``hour`` (named by its start in UTC, ``hour:2026-11-23T17:00Z``: a local hour can repeat when
+the clocks go back, a UTC time never does); ``day``, ``week``, ``month``, ``year`` (named by their local date:
+``day:2026-11-23``, ``week:2026-W48`` (ISO, from Monday) or ``week:2026-11-22`` (weeks from another day, named by
+their first day), ``month:2026-11``, ``year:2026``). Names sort by time within a kind. Named schedules (cron) are in
+:mod:`mdss._schedules`.
+
+Where a day, week, month or year starts is the first moment the local clock reads its first day's midnight or later:
+a day is 23 or 25 hours long across a daylight-saving change, and starts at the end of the gap where midnight does not
+exist. An hour starts each time the local clock reads a whole hour (``HH:00:00``, as the cron line ``0 * * * *``
+fires): when the clocks go back, the repeated hour is a second instance.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +22,24 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .exceptions import InvalidArgumentError
 
-KINDS = ("all", "day", "week", "month")
+KINDS = ("all", "hour", "day", "week", "month", "year")
+#: The days a week may start on (``week_start``), Monday (ISO weeks, the default) first.
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 UTC = dt.timezone.utc
+_HOUR = dt.timedelta(hours=1)
 
-#: An instance name, matched whole (``$`` would let a trailing newline through) in ASCII digits (``\d`` takes any).
-_NAME = re.compile(
-    r"all|day:([0-9]{4})-([0-9]{2})-([0-9]{2})|week:([0-9]{4})-W([0-9]{2})|month:([0-9]{4})-([0-9]{2})", re.ASCII
-)
+#: A moment in UTC as instance names of hours and schedules spell it: seconds only where not 0 (offsets of the
+#: 19th century have seconds). Two instances of a kind are at least a minute apart, so these names sort by time.
+_MOMENT = r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2})(?::([0-9]{2}))?Z"
+_DATE = r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+#: The names of each dated kind, after ``kind:``, matched whole in ASCII digits (``\d`` takes any, ``$`` a newline).
+_NAMES = {
+    "hour": re.compile(_MOMENT, re.ASCII),
+    "day": re.compile(_DATE, re.ASCII),
+    "week": re.compile(r"([0-9]{4})-W([0-9]{2})|" + _DATE, re.ASCII),
+    "month": re.compile(r"([0-9]{4})-([0-9]{2})", re.ASCII),
+    "year": re.compile(r"([0-9]{4})", re.ASCII),
+}
 
 
 def check_tz(tz: Any) -> dt.tzinfo:
@@ -31,6 +54,13 @@ def check_tz(tz: Any) -> dt.tzinfo:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise InvalidArgumentError(f"unknown time zone {tz!r:.80}: {exc}") from None
     raise InvalidArgumentError(f"tz must be None, a zone name or a tzinfo, got {tz!r:.80}")
+
+
+def check_week_start(day: Any) -> int:
+    """``week_start`` (a day's name, ``"monday"`` for ISO weeks) as a weekday number (Monday 0)."""
+    if not isinstance(day, str) or day not in WEEKDAYS:
+        raise InvalidArgumentError(f"week_start must be one of {', '.join(WEEKDAYS)}, got {day!r:.80}")
+    return WEEKDAYS.index(day)
 
 
 #: The moments a clock may give, a day inside the years 1 to 9999: in any time zone the moment has a date.
@@ -72,69 +102,248 @@ def moment(now: Callable[[], Any]) -> dt.datetime:
     raise InvalidArgumentError(f"now() must give a moment from 0001-01-02 to 9999-12-30 UTC, got {found!r:.80}")
 
 
-def instance(kind: str, when: dt.datetime, tz: dt.tzinfo) -> str:
-    """The name of the instance of window ``kind`` that ``when`` falls in, cut in ``tz``.
+def _zone_fails(tz: dt.tzinfo, exc: Exception) -> InvalidArgumentError:
+    """The error for a tzinfo of the caller's that fails, or whose offset is a day or more, or a date past year 9999."""
+    return InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}")
+
+
+def moment_name(seconds: int) -> str:
+    """A moment's spelling in instance names (hours, schedules): ``2026-11-23T17:00Z``, in UTC.
+
+    >>> moment_name(1_795_453_200), moment_name(-2_717_650_800 + 2)
+    ('2026-11-23T17:00Z', '1883-11-18T17:00:02Z')
+    """
+    t = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)  # fromtimestamp refuses years before 1 on some OSes
+    name = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}"
+    return f"{name}:{t.second:02d}Z" if t.second else f"{name}Z"
+
+
+def parse_moment(text: str) -> int | None:
+    """The seconds since the epoch that :func:`moment_name` spells as ``text``; ``None`` for anything else."""
+    found = _NAMES["hour"].fullmatch(text)
+    if found is None or found.group(6) == "00":  # one spelling per moment
+        return None
+    try:
+        year, month, day, hour, minute, second = (int(g or 0) for g in found.groups())
+        t = dt.datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+    except ValueError:
+        return None
+    return (t - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(seconds=1)
+
+
+def local(seconds: float, tz: dt.tzinfo) -> dt.datetime:
+    """The moment ``seconds`` as an aware datetime in ``tz`` (its ``fold`` set where the local time repeats)."""
+    try:
+        return (dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=seconds)).astimezone(tz)
+    except Exception as exc:
+        raise _zone_fails(tz, exc) from None
+
+
+def whole_seconds(when: dt.datetime) -> int:
+    """An aware datetime's whole seconds since the epoch (boundaries are whole seconds)."""
+    return (when - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(seconds=1)
+
+
+def _skipped(wall: dt.datetime) -> bool:
+    """Whether the clock never reads the aware ``wall``, skipped when the clocks go forward: in such a gap PEP 495 gives
+    fold 1 the offset after it, larger than fold 0's (where the time repeats, fold 1's is the smaller)."""
+    try:
+        return wall.replace(fold=1).utcoffset() > wall.replace(fold=0).utcoffset()  # type: ignore[operator]
+    except Exception as exc:
+        raise _zone_fails(wall.tzinfo, exc) from None  # type: ignore[arg-type]
+
+
+def first_moment(wall: dt.datetime, tz: dt.tzinfo) -> int:
+    """The first moment at which the clock of ``tz`` reads ``wall`` (naive) or later: where it first reads ``wall``,
+    or the end of the gap that skips it (clocks going forward at midnight).
+
+    >>> paris = ZoneInfo("Europe/Paris")
+    >>> local(first_moment(dt.datetime(2026, 3, 29, 2, 30), paris), paris).isoformat()
+    '2026-03-29T03:00:00+02:00'
+    """
+    aware = wall.replace(tzinfo=tz)
+    try:
+        found = whole_seconds(aware)  # fold 0: the first reading, or in a gap the offset before it (a moment after)
+        if not _skipped(aware):
+            return found
+        low = whole_seconds(aware.replace(fold=1))  # in a gap, the offset after it: a moment before the gap
+    except InvalidArgumentError:
+        raise
+    except Exception as exc:
+        raise _zone_fails(tz, exc) from None
+    while low + 1 < found:  # the last moment whose clock reads before wall is in [low, found)
+        middle = (low + found) // 2
+        if local(middle, tz).replace(tzinfo=None) >= wall:
+            found = middle
+        else:
+            low = middle
+    return found
+
+
+def _unit(kind: str, wall: dt.datetime, week_start: int) -> dt.datetime:
+    """The first wall time of the ``kind`` unit that the naive ``wall`` is in (not for hours)."""
+    day = dt.datetime(wall.year, wall.month, wall.day)
+    if kind == "day":
+        return day
+    if kind == "week":
+        return day - dt.timedelta(days=(day.weekday() - week_start) % 7)
+    if kind == "month":
+        return day.replace(day=1)
+    return day.replace(month=1, day=1)
+
+
+def _step(kind: str, wall: dt.datetime, by: int) -> dt.datetime | None:
+    """The first wall time of the unit ``by`` (1 or -1) after ``wall``'s; ``None`` outside the years 1 to 9999."""
+    try:
+        if kind in ("day", "week"):
+            return wall + dt.timedelta(days=by if kind == "day" else 7 * by)
+        if kind == "month":
+            months = wall.year * 12 + wall.month - 1 + by
+            return wall.replace(year=months // 12, month=months % 12 + 1)
+        return wall.replace(year=wall.year + by)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _name(kind: str, wall: dt.datetime, week_start: int) -> str:
+    # not strftime: its %Y does not pad a year before 1000 on every platform ("1-01-02")
+    if kind == "week" and week_start == 0:
+        year, week, _ = wall.isocalendar()
+        return f"week:{year:04d}-W{week:02d}"
+    if kind in ("day", "week"):
+        return f"{kind}:{wall.year:04d}-{wall.month:02d}-{wall.day:02d}"
+    if kind == "month":
+        return f"month:{wall.year:04d}-{wall.month:02d}"
+    return f"year:{wall.year:04d}"
+
+
+def hour_start(seconds: int, tz: dt.tzinfo) -> int:
+    """The last moment at or before ``seconds`` at which the clock of ``tz`` read a whole hour."""
+    wall = local(seconds, tz).replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    found = None
+    for back in range(-1, 49):  # the clock may have gone back over the hour it reads (once), or skipped it
+        for fold in (1, 0):
+            hour = (wall - back * _HOUR).replace(tzinfo=tz, fold=fold)
+            try:
+                at = whole_seconds(hour)
+            except Exception as exc:
+                raise _zone_fails(tz, exc) from None
+            if at <= seconds and (found is None or at > found) and not _skipped(hour):
+                found = at
+        if found is not None and back >= 1:
+            return found
+    raise _zone_fails(tz, ValueError("no whole hour in two days"))
+
+
+def next_boundary(start_of: Callable[[int], int], begins: int, step: int) -> int:
+    """The first boundary after ``begins`` of the instances that ``start_of`` (the last boundary at or before a moment)
+    cuts, looking ``step`` seconds ahead at a time (about the shortest instance)."""
+    probe = begins + step
+    while (found := start_of(probe)) <= begins:
+        probe += step
+    while (earlier := start_of(found - 1)) > begins:  # an instance shorter than step
+        found = earlier
+    return found
+
+
+def _parse(kind: str, text: str) -> dt.datetime | None:
+    """The first wall time (naive) of the dated instance ``kind:text`` (not an hour), ``None`` if it names none."""
+    found = _NAMES[kind].fullmatch(text)
+    if found is None:
+        return None
+    g = [None if x is None else int(x) for x in found.groups()]
+    try:
+        if kind == "week" and g[0] is not None:
+            day = dt.date.fromisocalendar(g[0], g[1], 1)  # type: ignore[arg-type]
+        elif kind == "week":
+            day = dt.date(g[2], g[3], g[4])  # type: ignore[arg-type]
+        else:
+            day = dt.date(*g, *[1] * (3 - len(g)))  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    return dt.datetime(day.year, day.month, day.day)
+
+
+def instance(kind: str, when: dt.datetime, tz: dt.tzinfo, week_start: int = 0) -> str:
+    """The name of the instance of calendar kind ``kind`` that ``when`` falls in, cut in ``tz``.
 
     >>> t = dt.datetime(2026, 11, 23, 1, 30, tzinfo=UTC)
     >>> [instance(k, t, UTC) for k in KINDS]
-    ['all', 'day:2026-11-23', 'week:2026-W48', 'month:2026-11']
-    >>> instance("day", t, ZoneInfo("America/New_York"))
-    'day:2026-11-22'
+    ['all', 'hour:2026-11-23T01:00Z', 'day:2026-11-23', 'week:2026-W48', 'month:2026-11', 'year:2026']
+    >>> instance("day", t, ZoneInfo("America/New_York")), instance("week", t, UTC, week_start=6)
+    ('day:2026-11-22', 'week:2026-11-22')
     """
     try:
-        local = when.astimezone(tz)
+        wall = when.astimezone(tz).replace(tzinfo=None)
     except Exception as exc:  # a tzinfo of the caller's that fails, or whose offset is a day or more
-        raise InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}") from None
+        raise _zone_fails(tz, exc) from None
     if kind == "all":
         return "all"
-    if kind == "day":  # not strftime: its %Y does not pad a year before 1000 on every platform ("1-01-02")
-        return f"day:{local.year:04d}-{local.month:02d}-{local.day:02d}"
-    if kind == "week":
-        year, week, _ = local.isocalendar()
-        return f"week:{year:04d}-W{week:02d}"
-    if kind == "month":
-        return f"month:{local.year:04d}-{local.month:02d}"
-    raise InvalidArgumentError(f"window must be one of {', '.join(map(repr, KINDS))}, got {kind!r:.80}")
+    seconds = whole_seconds(when)
+    if kind == "hour":
+        return f"hour:{moment_name(hour_start(seconds, tz))}"
+    if kind not in KINDS:
+        raise InvalidArgumentError(f"window must be one of {', '.join(map(repr, KINDS))}, got {kind!r:.80}")
+    unit = _unit(kind, wall, week_start)
+    # where a clock goes back over midnight (or forward past it), the local date and the instance may differ
+    while first_moment(unit, tz) > seconds and (earlier := _step(kind, unit, -1)) is not None:
+        unit = earlier
+    while (later := _step(kind, unit, 1)) is not None and first_moment(later, tz) <= seconds:
+        unit = later
+    return _name(kind, unit, week_start)
 
 
-def kind_of(name: Any) -> str:
-    """The kind of an instance name or of a bare kind; :class:`InvalidArgumentError` for anything else."""
+def kind_of(name: Any, week_start: int = 0) -> str:
+    """The kind of a calendar instance name or of a bare kind; :class:`InvalidArgumentError` for anything else. Weeks
+    are named as weeks from ``week_start`` are; hours are checked against a zone by :mod:`mdss._schedules`."""
     if isinstance(name, str):
         if name in KINDS:
             return name
-        if _NAME.fullmatch(name) and start(name, UTC) is not None:
-            return name.partition(":")[0]
+        kind, _, text = name.partition(":")
+        if kind == "hour" and parse_moment(text) is not None:
+            return kind
+        wall = _parse(kind, text) if kind in _NAMES and kind != "hour" else None
+        if wall is not None and (kind != "week" or _week_spelling(text, wall, week_start)):
+            return kind
+    week = "'week:2026-W48'" if week_start == 0 else f"'week:{dt.date(2026, 11, 23 + week_start)}' (its first day)"
     raise InvalidArgumentError(
-        f"window must be a kind ({', '.join(KINDS)}) or an instance such as 'day:2026-11-23', 'week:2026-W48', "
-        f"'month:2026-11', got {name!r:.80}"
+        f"window must be a kind ({', '.join(KINDS)}) or an instance such as 'hour:2026-11-23T17:00Z', "
+        f"'day:2026-11-23', {week}, 'month:2026-11', 'year:2026', got {name!r:.80}"
     )
 
 
+def _week_spelling(text: str, wall: dt.datetime, week_start: int) -> bool:
+    """Whether week ``text`` (first day ``wall``) is spelled as weeks from ``week_start`` are: ISO weeks from Monday,
+    weeks from another day by their first day's date (never the ISO spelling, whose weeks start on Monday)."""
+    return (text[4:6] == "-W") == (week_start == 0) and wall.weekday() == week_start
+
+
 def start(name: str, tz: dt.tzinfo) -> int | None:
-    """When instance ``name`` starts, in seconds since the epoch (0 for ``all``); ``None`` if no such date.
+    """When calendar instance ``name`` starts, in seconds since the epoch (0 for ``all``); ``None`` if no such date.
+    Weeks of either spelling are read (a board opened with another ``week_start`` lists both).
 
     >>> start("week:2026-W48", UTC) == dt.datetime(2026, 11, 23, tzinfo=UTC).timestamp()
     True
     """
-    found = _NAME.fullmatch(name)
-    if found is None:
-        return None
     if name == "all":
         return 0
-    g = found.groups()
-    try:
-        if g[0] is not None:
-            day = dt.date(int(g[0]), int(g[1]), int(g[2]))
-        elif g[3] is not None:
-            day = dt.date.fromisocalendar(int(g[3]), int(g[4]), 1)
-        else:
-            day = dt.date(int(g[5]), int(g[6]), 1)
-    except ValueError:
-        return None
-    try:
-        return int(dt.datetime(day.year, day.month, day.day, tzinfo=tz).timestamp())
-    except Exception as exc:  # a tzinfo of the caller's that fails (see instance)
-        raise InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}") from None
+    kind, sep, text = name.partition(":")
+    if kind == "hour":
+        return parse_moment(text)
+    wall = _parse(kind, text) if sep and kind in _NAMES else None
+    return None if wall is None else first_moment(wall, tz)
+
+
+def end(name: str, tz: dt.tzinfo) -> int:
+    """When calendar instance ``name`` (a valid one, not ``all``) ends: when the next one starts."""
+    kind, _, text = name.partition(":")
+    if kind == "hour":
+        return next_boundary(lambda s: hour_start(s, tz), start(name, tz) or 0, 1800)
+    wall = _parse(kind, text)
+    later = None if wall is None else _step(kind, wall, 1)
+    if later is None:
+        raise InvalidArgumentError(f"window {name!r} ends after the year 9999")
+    return first_moment(later, tz)
 
 
 #: The name of a window made by ``Leaderboard.combine`` rather than by time: a label that is not a kind, a colon, an id

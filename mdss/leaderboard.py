@@ -1,6 +1,6 @@
 """Leaderboards: one row per owner, several sorted columns with composite keys, time windows, five views.
 
-Each window instance (``all``, ``day:2026-11-23``, ``week:2026-W48``, ``month:2026-11``) is one ascending
+Each window instance (``all``, ``day:2026-11-23``, ``week:2026-W48``, ``raid:2026-11-27T17:00Z``...) is one ascending
 :class:`SortedSet` holding each row as an entry beside its column entries (``mdss._board_format``). A post to a window
 is one commit that expects the row it read, so a snapshot never shows a row and its column entries disagreeing. See
 docs/leaderboard.md.
@@ -32,6 +32,7 @@ from ._codec import unpack
 from ._facade import check_page, staleness
 from ._keys import Keyspace, board_keyspace
 from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_flag, check_member, check_seconds
+from ._schedules import Calendar
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
 from .exceptions import (
@@ -58,10 +59,12 @@ class Leaderboard:
     ``columns`` maps each column name to a direction (``"desc"``: highest first; the field is the column's name) or to a
     list of ``(field, direction)`` parts, compared in turn, ties finally broken by owner. ``accumulate`` fields add up
     over posts; ``keep_best`` fields keep the ``"min"`` or ``"max"``; every other field takes the posted value.
-    ``windows`` are the kinds a post goes to (``all``, ``day``, ``week`` (ISO), ``month``), cut in ``tz`` (UTC by
-    default, or a zoneinfo name); ``retention={"day": 30}`` keeps the 30 newest day windows. ``now`` is a clock for
-    tests. ``node_bytes`` bounds the nodes of new windows' sets; ``post_id_ttl`` is how long (seconds) a ``post_id`` is
-    remembered. Other options (``chunk_size``, ``gc_grace``...) go to every window's :class:`SortedSet`.
+    ``windows`` are the kinds a post goes to (``all``, ``hour``, ``day``, ``week``, ``month``, ``year``, or a name in
+    ``schedules``, which maps names to cron lines: ``{"raid": "0 18 * * FRI"}``), cut in ``tz`` (UTC by default, or a
+    zoneinfo name); weeks start on ``week_start`` (``"monday"``: ISO weeks); ``retention={"day": 30}`` keeps the 30
+    newest day windows. ``now`` is a clock for tests. ``node_bytes`` bounds the nodes of new windows' sets;
+    ``post_id_ttl`` is how long (seconds) a ``post_id`` is remembered. Other options (``chunk_size``, ``gc_grace``...)
+    go to every window's :class:`SortedSet`. See docs/leaderboard.md for how windows cut time across daylight saving.
 
     >>> board = Leaderboard(mdss.open_store("memory://"), "game", columns={"xp": "desc"}, accumulate=["kills"])
     >>> board.post("ann", {"xp": 600, "kills": 2}, post_id="p1")
@@ -85,6 +88,8 @@ class Leaderboard:
         keep_best: Mapping[str, str] | None = None,
         windows: Iterable[str] = ("all",),
         tz: Any = None,
+        week_start: str = "monday",
+        schedules: Mapping[str, str] | None = None,
         retention: Mapping[str, int] | None = None,
         now: Callable[[], Any] | None = None,
         node_bytes: int = NODE_BYTES,
@@ -98,10 +103,12 @@ class Leaderboard:
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {name!r:.80}")
         self.store, self.name = store, name
         self.columns = _board_settings.check_columns(columns)
+        #: How the board cuts time into window instances: its zone, weeks and schedules.
+        self.calendar = Calendar(tz, week_start, schedules)
+        self.tz = self.calendar.tz
         self.accumulate, self.keep_best, self.windows_kinds, self.retention = _board_settings.check_rules(
-            accumulate, keep_best, windows, retention
+            accumulate, keep_best, windows, retention, self.calendar
         )
-        self.tz = _windows.check_tz(tz)
         self._now, self.node_bytes, self.post_id_ttl, self._options = _board_settings.check_storage(
             now, node_bytes, post_id_ttl, options
         )
@@ -203,18 +210,18 @@ class Leaderboard:
         if window is None:
             window = "all" if "all" in self.windows_kinds else self.windows_kinds[0]
         try:
-            kind = _windows.kind_of(window)
+            kind = self.calendar.kind_of(window)
         except InvalidArgumentError:
             if self._combined_window(window):
                 return str(window)
             raise
         if window == kind:
-            return _windows.instance(kind, _windows.moment(self._now), self.tz)
+            return self.calendar.instance(kind, _windows.moment(self._now))
         return str(window)
 
     def _combined_window(self, name: Any) -> bool:
         """Whether ``name`` is a window :meth:`combine` made (listed in the registry: one read, then remembered)."""
-        if not _windows.combined(name):
+        if not self.calendar.combined(name):
             return False
         if name in self._registered:
             return True
@@ -247,9 +254,32 @@ class Leaderboard:
         ['day:2026-09-21']
         """
         if kind is not None:
-            check_choice(kind, _windows.KINDS, "kind")
+            self.calendar.kind(kind)
         names = [e.member for e in self._registry]
         return [n for n in names if kind is None or n.partition(":")[0] == kind]
+
+    def window_bounds(self, window: str) -> tuple[dt.datetime, dt.datetime]:
+        """When ``window`` (a kind: its current instance; or an instance) starts and ends, as aware datetimes in the
+        board's ``tz``; the end is the next instance's start. Not for ``all``, which has neither.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, tz="Europe/Paris",
+        ...                     schedules={"raid": "0 18 * * FRI"}, now=lambda: 1_795_453_200)
+        >>> [t.isoformat() for t in board.window_bounds("raid")]
+        ['2026-11-20T18:00:00+01:00', '2026-11-27T18:00:00+01:00']
+        >>> [t.isoformat() for t in board.window_bounds("day:2026-03-29")]  # clocks go forward: 23 hours
+        ['2026-03-29T00:00:00+01:00', '2026-03-30T00:00:00+02:00']
+        """
+        begins, ends = self.calendar.bounds(self._instance(window))
+        return _windows.local(begins, self.tz), _windows.local(ends, self.tz)
+
+    def next_reset(self, kind: str) -> dt.datetime:
+        """When the current instance of window kind ``kind`` ends and the next starts, in the board's ``tz``.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, now=lambda: 1_795_453_200)
+        >>> board.next_reset("hour").isoformat(), board.next_reset("week").isoformat()
+        ('2026-11-23T18:00:00+00:00', '2026-11-30T00:00:00+00:00')
+        """
+        return self.window_bounds(self.calendar.kind(kind))[1]
 
     def _register(self, instance: str) -> bool:
         """List ``instance`` among the windows, dropping those ``retention`` no longer keeps; False if it is one of
@@ -258,10 +288,10 @@ class Leaderboard:
             return True
         kind = instance.partition(":")[0]
         keep = self.retention.get(kind)
-        doomed = [] if keep is None else _board_settings.retired(instance, self.windows(kind), keep, self.tz)
+        doomed = [] if keep is None else _board_settings.retired(instance, self.windows(kind), keep, self.calendar)
         if doomed is None:
             return False
-        self._registry.add(instance, _windows.start(instance, self.tz) or 0, only="new")
+        self._registry.add(instance, self.calendar.start(instance) or 0, only="new")
         self._registered.add(instance)
         for window in doomed:
             self.drop_window(window)
@@ -334,7 +364,7 @@ class Leaderboard:
             first = self._first_tried(member, stamp)
             post = _Post(post_id, member, _POST_SLOT + max(first, 0.0), _POST_SLOT + stamp - self.post_id_ttl)
             stamp, when = first, dt.datetime.fromtimestamp(first, _windows.UTC)
-        instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
+        instances = [self.calendar.instance(kind, when) for kind in self.windows_kinds]
         done: dict[str, bool] = {i: False for i in instances if not self._register(i)}
         fresh = False
         policy = self._set(instances[0]).engine.policy
@@ -419,7 +449,7 @@ class Leaderboard:
         _load.checked(rows, replace, progress, 256, memory_bytes)
         when = _windows.moment(self._now)
         if window is None:
-            instances = [_windows.instance(kind, when, self.tz) for kind in self.windows_kinds]
+            instances = [self.calendar.instance(kind, when) for kind in self.windows_kinds]
         else:
             instances = [self._instance(window)]
         settings = (self.accumulate, self.keep_best, self.columns)
@@ -475,11 +505,11 @@ class Leaderboard:
         if isinstance(windows, (str, bytes)) or not isinstance(windows, (list, tuple)) or not windows:
             raise InvalidArgumentError(f"windows must be a non-empty list of window names, got {windows!r:.80}")
         instances = [self._instance(window) for window in windows]
-        if _windows.combined(into):
+        if self.calendar.combined(into):
             target = check_member(into)
         else:
             try:
-                _windows.kind_of(into)  # a kind (its current instance) or a time window's instance
+                self.calendar.kind_of(into)  # a kind (its current instance) or a time window's instance
             except InvalidArgumentError:
                 raise InvalidArgumentError(
                     f"into must name a window: an instance such as 'month:2026-11' or a label and an id such as "

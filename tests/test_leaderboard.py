@@ -333,7 +333,7 @@ def test_bad_settings_are_refused() -> None:
         {"columns": {"xp": [("a", "asc"), ("a", "desc")]}},
         {"columns": {"xp": "desc"}, "keep_best": {"t": "least"}},
         {"columns": {"xp": "desc"}, "accumulate": ["k"], "keep_best": {"k": "min"}},
-        {"columns": {"xp": "desc"}, "windows": ["year"]},
+        {"columns": {"xp": "desc"}, "windows": ["season"]},  # not a kind, and no schedule has that name
         {"columns": {"xp": "desc"}, "windows": ["all"], "retention": {"day": 3}},
         {"columns": {"xp": "desc"}, "tz": "Mars/Olympus"},
         {"columns": {"xp": "desc"}, "name": "a#rows"},

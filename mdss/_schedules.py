@@ -1,0 +1,151 @@
+"""A board's calendar: its time zone, the first day of its weeks, and its named schedules (cron lines).
+
+A named schedule's instance is the time from one firing of its cron line to the next, as the cron library (cronsim)
+iterates it in the board's zone, named by its first firing in UTC (``raid:2026-11-27T17:00Z``: a local time can repeat
+when the clocks go back, a UTC time never does; names sort by time). Across a daylight-saving change the firings are
+cronsim's: a line with a fixed minute and hour (``0 18 * * FRI``) fires once at a local time that repeats (the first
+time), and at the end of the gap for one that does not exist (02:30 on a spring-forward night fires at 03:00); a line
+with a wildcard minute or hour (``*/30 * * * *``) fires at each moment the clock reads a matching time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cronsim import CronSim, CronSimError
+
+from . import _windows
+from .exceptions import InvalidArgumentError
+
+#: A schedule's name: it names its windows (``raid:...``) and their keys, so no ``:`` or ``#``.
+_SCHEDULE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}", re.ASCII)
+
+
+def check_schedules(schedules: Any, tz: dt.tzinfo) -> dict[str, str]:
+    """``schedules`` (name -> five-field cron line), checked: each name new, each line parsed by cronsim and firing."""
+    if schedules is None:
+        return {}
+    if not isinstance(schedules, Mapping):
+        raise InvalidArgumentError(f"schedules must be a mapping of name -> cron line, got {schedules!r:.80}")
+    found = {}
+    for name, line in schedules.items():
+        if not isinstance(name, str) or not _SCHEDULE_NAME.fullmatch(name):
+            raise InvalidArgumentError(
+                f"a schedule name is a letter then up to 39 letters, digits, '_' or '-', got {name!r:.80}"
+            )
+        if name in _windows.KINDS:
+            raise InvalidArgumentError(f"schedule {name!r} has the name of a window kind; name it otherwise")
+        if not isinstance(line, str) or len(line.split()) != 5:
+            raise InvalidArgumentError(
+                f"schedule {name!r} must be a cron line of 5 fields (minute hour day month weekday), got {line!r:.80}"
+            )
+        try:
+            next(CronSim(line, _windows.local(0, tz)))
+        except (CronSimError, StopIteration) as exc:
+            raise InvalidArgumentError(
+                f"schedule {name!r}: {line!r:.80} is not a cron line that fires: {exc}"
+            ) from None
+        found[name] = line
+    return found
+
+
+class Calendar:
+    """How a board cuts time into window instances: calendar kinds (:mod:`mdss._windows`) in ``tz`` with weeks from
+    ``week_start``, and ``schedules``. Instances are contiguous: each ends where the next of its kind starts."""
+
+    def __init__(self, tz: Any, week_start: Any, schedules: Any) -> None:
+        self.tz = _windows.check_tz(tz)
+        self.week_start = _windows.check_week_start(week_start)
+        self.schedules = check_schedules(schedules, self.tz)
+        self.kinds = (*_windows.KINDS, *self.schedules)
+        #: The last instance found of each schedule, (start, end): most posts fall in it, without a cron search.
+        self._last: dict[str, tuple[int, int]] = {}
+
+    def kind(self, kind: Any) -> str:
+        """``kind`` if it is one of this calendar's kinds."""
+        if not isinstance(kind, str) or kind not in self.kinds:
+            schedules = f"; schedules: {', '.join(self.schedules)}" if self.schedules else " (no schedules given)"
+            raise InvalidArgumentError(
+                f"a window kind is one of {', '.join(_windows.KINDS)}{schedules}; got {kind!r:.80}"
+            )
+        return kind
+
+    def kind_of(self, name: Any) -> str:
+        """The kind of a bare kind or of an instance this calendar can cut; :class:`InvalidArgumentError` otherwise."""
+        if isinstance(name, str) and name in self.kinds:
+            return name
+        kind, _, text = name.partition(":") if isinstance(name, str) else ("", "", "")
+        if kind == "hour" or kind in self.schedules:
+            at = _windows.parse_moment(text)
+            if at is not None and self._boundary(kind, at) == at:
+                return kind
+            raise InvalidArgumentError(
+                f"window {name!r:.80} is not an instance of {kind!r} in {self.tz}: instances are named by their start "
+                f"in UTC, e.g. {self.instance(kind, _windows.local(1_795_453_200, _windows.UTC))!r}"
+            )
+        return _windows.kind_of(name, self.week_start)
+
+    def combined(self, name: Any) -> bool:
+        """Whether ``name`` can name a window made by ``Leaderboard.combine`` (``season:2026``): its label is neither a
+        calendar kind nor one of this calendar's schedules, whose instances are time windows."""
+        return _windows.combined(name) and name.partition(":")[0] not in self.schedules
+
+    def instance(self, kind: str, when: dt.datetime) -> str:
+        """The name of the instance of ``kind`` that the moment ``when`` falls in."""
+        if kind in self.schedules:
+            return f"{kind}:{_windows.moment_name(self._start_of(kind, _windows.whole_seconds(when)))}"
+        return _windows.instance(kind, when, self.tz, self.week_start)
+
+    def start(self, name: str) -> int | None:
+        """When instance ``name`` starts (seconds since the epoch; 0 for ``all``), ``None`` if it names none. Names of
+        schedules this calendar lacks are read too (a board opened without them still lists their windows)."""
+        kind, _, text = name.partition(":")
+        if kind in _windows.KINDS or kind == name:
+            return _windows.start(name, self.tz)
+        return _windows.parse_moment(text)
+
+    def bounds(self, name: str) -> tuple[int, int]:
+        """When instance ``name`` (checked by :meth:`kind_of`) starts and ends, seconds since the epoch."""
+        kind = self.kind_of(name)
+        if kind == "all":
+            raise InvalidArgumentError("the window 'all' has no start or end")
+        begins = self.start(name)
+        if begins is None:
+            raise InvalidArgumentError(f"the window {name!r:.80} has no start or end")  # a bare kind: see the caller
+        if kind in self.schedules:
+            self._start_of(kind, begins)
+            return self._last[kind]
+        return begins, _windows.end(name, self.tz)
+
+    def _boundary(self, kind: str, seconds: int) -> int:
+        """The start of the instance of ``kind`` (an hour or a schedule) that ``seconds`` falls in."""
+        return _windows.hour_start(seconds, self.tz) if kind == "hour" else self._start_of(kind, seconds)
+
+    def _start_of(self, kind: str, seconds: int) -> int:
+        """The last firing of schedule ``kind`` at or before ``seconds``, in the sequence cronsim gives iterating
+        forward (its reverse iteration can differ across a daylight-saving change: it only proposes where to start)."""
+        last = self._last.get(kind)
+        if last is not None and last[0] <= seconds < last[1]:
+            return last[0]
+        line, tz = self.schedules[kind], self.tz
+        probe = seconds + 1
+        try:
+            while True:
+                earlier = _windows.whole_seconds(next(CronSim(line, _windows.local(probe, tz), reverse=True)))
+                firings = CronSim(line, _windows.local(earlier - 1, tz))
+                fired = _windows.whole_seconds(next(firings))
+                if fired <= seconds:
+                    for then in map(_windows.whole_seconds, firings):
+                        if then > seconds:
+                            self._last[kind] = fired, then
+                            return fired
+                        fired = then
+                    raise StopIteration  # no firing after it within cronsim's 50 years
+                probe = earlier
+        except (StopIteration, OverflowError, ValueError):
+            raise InvalidArgumentError(
+                f"schedule {kind!r} ({line}) has no firing before and after {_windows.moment_name(seconds)}"
+            ) from None
