@@ -2,6 +2,7 @@
 
 The board is the global ``--set`` name. Its columns, accumulators and best-of fields are stored by the first use: give
 them once with ``--columns`` (JSON), ``--accumulate`` and ``--keep-best``; then the board opens from what is stored.
+How it cuts time (``--windows``, ``--tz``, ``--week-start``, ``--schedule``) is given at each use, as to the library.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import mdss
 
 from . import _parse
 from ._cli_csv import parse_value, read_rows
+from ._windows import WEEKDAYS
 from .leaderboard import Leaderboard, RankedRow
 
 
@@ -110,8 +112,28 @@ def spill_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--columns", default=None, metavar="JSON", help='A new board\'s columns, e.g. \'{"xp": "desc"}\'.')
 @click.option("--accumulate", default="", metavar="F1,F2", help="A new board's accumulated fields.")
 @click.option("--keep-best", default="", metavar="F=min,G=max", help="A new board's best-of fields.")
-@click.option("--windows", default="all", show_default=True, metavar="K1,K2", help="all, day, week, month.")
+@click.option(
+    "--windows",
+    default="all",
+    show_default=True,
+    metavar="K1,K2",
+    help="Kinds posts go to: all, hour, day, week, month, year, or the name of a --schedule.",
+)
 @click.option("--tz", default=None, help="Time zone that cuts the windows (default UTC).")
+@click.option(
+    "--week-start",
+    type=click.Choice(WEEKDAYS),
+    default="monday",
+    show_default=True,
+    help="First day of a week (monday: ISO weeks, week:2026-W48; others are named by their first day).",
+)
+@click.option(
+    "--schedule",
+    "schedules",
+    multiple=True,
+    metavar="NAME=CRON",
+    help="A named schedule, e.g. raid='0 18 * * FRI': its windows run from one firing to the next. Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @click.pass_context
 def board(
@@ -121,10 +143,19 @@ def board(
     keep_best: str,
     windows: str,
     tz: str | None,
+    week_start: str,
+    schedules: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """A leaderboard (named by --set): posts and its five views."""
+    named = {}
+    for item in schedules:
+        name, sep, line = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"a schedule is NAME=CRON, e.g. raid='0 18 * * FRI'; got {item!r}")
+        named[name] = line
     options: dict[str, Any] = {"columns": columns, "windows": [w for w in windows.split(",") if w], "tz": tz}
+    options.update(week_start=week_start, schedules=named)
     if columns is not None:
         options["accumulate"] = [f for f in accumulate.split(",") if f]
         best = {}
@@ -140,7 +171,11 @@ def _board() -> tuple[_Board, Leaderboard]:
     return found, found.open()
 
 
-_WINDOW = click.option("--window", default=None, help="A kind (current instance) or an instance, e.g. week:2026-W48.")
+_WINDOW = click.option(
+    "--window",
+    default=None,
+    help="A kind (current instance) or an instance, e.g. week:2026-W48, hour:2026-11-23T17:00Z.",
+)
 _TIES = click.option(
     "--ties", type=click.Choice(["ordinal", "competition", "dense"]), default="ordinal", show_default=True
 )
@@ -311,6 +346,26 @@ def windows(kind: str | None) -> None:
     """The window instances that hold posts (of KIND)."""
     found, lb = _board()
     _echo(found, lb.windows(kind))
+
+
+@board.command()
+@click.argument("window")
+def bounds(window: str) -> None:
+    """When WINDOW (a kind: its current instance; or an instance) starts and ends, in the board's time zone."""
+    found, lb = _board()
+    begins, ends = lb.window_bounds(window)
+    if found.as_json:
+        _echo(found, {"start": begins.isoformat(), "end": ends.isoformat()})
+    else:
+        click.echo(f"{begins.isoformat()}  {ends.isoformat()}")
+
+
+@board.command("next-reset")
+@click.argument("kind")
+def next_reset(kind: str) -> None:
+    """When the current window of KIND ends (the next one starts), in the board's time zone."""
+    found, lb = _board()
+    _echo(found, lb.next_reset(kind).isoformat())
 
 
 @board.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -109,3 +110,47 @@ def test_load_past_its_memory_sorts_rows_on_disk(run, tmp_path) -> None:
     path.write_text("owner,xp\n" + "\n".join([*(line.rsplit(",", 1)[0] for line in lines), "last,many"]) + "\n")
     run("load", str(path), "--replace", "--memory-mb", "1", "--spill-dir", str(spill), code=1)
     assert list(spill.iterdir()) == [] and json.loads(run("--json", "row", "p0005"))["values"]["kills"] == 5
+
+
+def test_schedules_week_starts_bounds_and_next_reset(run) -> None:
+    """--windows takes every kind and the names of --schedule lines; bounds and next-reset print in --tz."""
+    board = ["--tz", "Europe/Paris", "--schedule", "raid=0 18 * * FRI", "--week-start", "sunday"]
+    create = [*board, "--columns", '{"xp": "desc"}', "--windows", "all,hour,year,week,raid"]
+    posted = json.loads(run(*create, "--json", "post", "ann", "xp=5"))
+    assert {name.partition(":")[0] for name in posted} == {"all", "hour", "year", "week", "raid"}
+    raid = next(name for name in posted if name.startswith("raid:"))
+    assert json.loads(run(*board, "--json", "windows", "raid")) == [raid]
+    assert json.loads(run(*board, "--json", "top", "xp", "--window", raid))[0]["owner"] == "ann"
+    bounds = json.loads(run(*board, "--json", "bounds", "raid:2026-11-27T17:00Z"))
+    assert bounds == {"start": "2026-11-27T18:00:00+01:00", "end": "2026-12-04T18:00:00+01:00"}
+    assert run(*board, "bounds", "week:2026-11-22").split() == [
+        "2026-11-22T00:00:00+01:00",
+        "2026-11-29T00:00:00+01:00",
+    ]
+    assert run("--tz", "America/New_York", "bounds", "day:2026-11-01").split()[1] == "2026-11-02T00:00:00-05:00"
+    start, end = run(*board, "bounds", "hour").split()
+    assert dt.datetime.fromisoformat(end) == dt.datetime.fromisoformat(
+        json.loads(run(*board, "--json", "next-reset", "hour"))
+    )
+    assert dt.datetime.fromisoformat(run(*board, "next-reset", "raid").strip()).weekday() == 4
+    assert dt.datetime.fromisoformat(start).tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--schedule", "raid", "bounds", "raid"], "NAME=CRON"),
+        (["--schedule", "raid=0 18 * * FRX", "bounds", "raid"], "raid"),
+        (["--schedule", "day=0 0 * * *", "bounds", "day"], "name of a window kind"),
+        (["--week-start", "sun", "bounds", "week"], "week-start"),
+        (["--windows", "all,fortnight", "windows"], "fortnight"),
+        (["bounds", "all"], "no start or end"),
+        (["bounds", "week:2026-11-22"], "week:2026-W48"),
+        (["next-reset", "raid"], "no schedules"),
+        (["bounds", "hour:2026-11-23T17:30Z"], "not an instance"),
+    ],
+)
+def test_bad_schedules_and_windows_are_one_line_errors(run, args, message) -> None:
+    run("--columns", '{"xp": "desc"}', "post", "ann", "xp=1")
+    out = run(*args, code=2 if message in ("NAME=CRON", "week-start") else 1)
+    assert message in out and "Traceback" not in out
