@@ -96,7 +96,7 @@ class Calendar:
     def instance(self, kind: str, when: dt.datetime) -> str:
         """The name of the instance of ``kind`` that the moment ``when`` falls in."""
         if kind in self.schedules:
-            return f"{kind}:{_windows.moment_name(self._start_of(kind, _windows.whole_seconds(when)))}"
+            return f"{kind}:{_windows.moment_name(self._firings(kind, _windows.whole_seconds(when))[0])}"
         return _windows.instance(kind, when, self.tz, self.week_start)
 
     def start(self, name: str) -> int | None:
@@ -116,20 +116,20 @@ class Calendar:
         if begins is None:
             raise InvalidArgumentError(f"the window {name!r:.80} has no start or end")  # a bare kind: see the caller
         if kind in self.schedules:
-            self._start_of(kind, begins)
-            return self._last[kind]
+            return self._firings(kind, begins)
         return begins, _windows.end(name, self.tz)
 
     def _boundary(self, kind: str, seconds: int) -> int:
         """The start of the instance of ``kind`` (an hour or a schedule) that ``seconds`` falls in."""
-        return _windows.hour_start(seconds, self.tz) if kind == "hour" else self._start_of(kind, seconds)
+        return _windows.hour_start(seconds, self.tz) if kind == "hour" else self._firings(kind, seconds)[0]
 
-    def _start_of(self, kind: str, seconds: int) -> int:
-        """The last firing of schedule ``kind`` at or before ``seconds``, in the sequence cronsim gives iterating
-        forward (its reverse iteration can differ across a daylight-saving change: it only proposes where to start)."""
+    def _firings(self, kind: str, seconds: int) -> tuple[int, int]:
+        """The last firing of schedule ``kind`` at or before ``seconds`` and the next, in the sequence cronsim gives
+        iterating forward (its reverse iteration can differ across a daylight-saving change: it only proposes where to
+        start)."""
         last = self._last.get(kind)
         if last is not None and last[0] <= seconds < last[1]:
-            return last[0]
+            return last
         line, tz = self.schedules[kind], self.tz
         probe = seconds + 1
         try:
@@ -141,7 +141,7 @@ class Calendar:
                     for then in map(_windows.whole_seconds, firings):
                         if then > seconds:
                             self._last[kind] = fired, then
-                            return fired
+                            return fired, then
                         fired = then
                     raise StopIteration  # no firing after it within cronsim's 50 years
                 probe = earlier

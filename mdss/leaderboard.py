@@ -294,12 +294,16 @@ class Leaderboard:
         self._registry.add(instance, self.calendar.start(instance) or 0, only="new")
         self._registered.add(instance)
         for window in doomed:
-            self.drop_window(window)
+            self._drop_instance(window)
         return True
 
     def drop_window(self, window: str) -> None:
-        """Remove one window instance: its set (rows included), and its name from :meth:`windows`."""
-        instance = self._instance(window)
+        """Remove one window instance: its set (rows included), and its name from :meth:`windows`. A name listed there
+        is taken as it is, even one this board would not cut (listed by a board with another ``tz``, ``week_start`` or
+        schedules)."""
+        self._drop_instance(window if isinstance(window, str) and window in self.windows() else self._instance(window))
+
+    def _drop_instance(self, instance: str) -> None:
         self._set(instance).drop()
         self._registry.remove(instance)
         self._registered.discard(instance)
@@ -309,7 +313,7 @@ class Leaderboard:
     def drop(self) -> None:
         """Remove the whole board: every window, the registry, the record of post ids, the settings."""
         for instance in self.windows():
-            self.drop_window(instance)
+            self._drop_instance(instance)
         self._posts().drop()
         self._registry.drop()
         self.store.delete(self._space("board").head)

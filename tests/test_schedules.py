@@ -307,3 +307,23 @@ def test_bad_windows_are_invalid_arguments() -> None:
         with pytest.raises(mdss.InvalidArgumentError):
             call()
     assert board.window_bounds("raid:2026-11-27T18:00Z")[0] == dt.datetime(2026, 11, 27, 18, tzinfo=UTC)
+
+
+def test_a_board_opened_with_another_calendar_lists_and_drops_the_windows_it_does_not_cut() -> None:
+    """How a board cuts time is the caller's: opened without its schedule, in another zone, with ISO weeks, it still
+    lists the old instances and drops them by name, but refuses to read them (it would not cut them)."""
+    store = mdss.open_store("memory://")
+    options = {"tz": "Asia/Kolkata", "week_start": "sunday", "schedules": {"raid": "0 18 * * FRI"}}
+    first = mdss.Leaderboard(
+        store, "g", columns={"xp": "desc"}, windows=["hour", "week", "raid"], now=lambda: 1_795_453_200, **options
+    )
+    assert set(first.post("ann", {"xp": 1})) == {"hour:2026-11-23T16:30Z", "week:2026-11-22", "raid:2026-11-20T12:30Z"}
+    again = mdss.Leaderboard.open(store, "g")
+    assert again.windows() == ["raid:2026-11-20T12:30Z", "week:2026-11-22", "hour:2026-11-23T16:30Z"]
+    for name in again.windows():
+        with pytest.raises(mdss.InvalidArgumentError):
+            again.row("ann", window=name)
+    again.drop_window("hour:2026-11-23T16:30Z")
+    assert again.windows() == ["raid:2026-11-20T12:30Z", "week:2026-11-22"]
+    again.drop()
+    assert list(store.keys("")) == []
