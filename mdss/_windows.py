@@ -186,7 +186,10 @@ def _unit(kind: str, wall: dt.datetime, week_start: int) -> dt.datetime:
     if kind == "day":
         return day
     if kind == "week":
-        return day - dt.timedelta(days=(day.weekday() - week_start) % 7)
+        try:
+            return day - dt.timedelta(days=(day.weekday() - week_start) % 7)
+        except OverflowError:  # 0001-01-01 is a Monday
+            raise InvalidArgumentError(f"the week of {day.date()} starts before the year 1") from None
     if kind == "month":
         return day.replace(day=1)
     return day.replace(month=1, day=1)

@@ -279,6 +279,8 @@ def _dies(ops, want_score=False):
         {"week_start": 6},
         {"windows": ["all"], "retention": {"hour": 2}},
         {"now": lambda: dt.datetime(2026, 11, 27, 18)},  # naive: refused at the first post
+        {"windows": ["week"], "week_start": "sunday", "now": lambda: _windows.EARLIEST},  # starts in the year 0
+        {"windows": ["raid"], "schedules": {"raid": "0 18 * * FRI"}, "now": lambda: _windows.EARLIEST},  # no firing
     ],
 )
 def test_bad_schedules_and_kinds_are_invalid_arguments(options) -> None:
