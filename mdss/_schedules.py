@@ -113,8 +113,8 @@ class Calendar:
         if kind == "all":
             raise InvalidArgumentError("the window 'all' has no start or end")
         begins = self.start(name)
-        if begins is None:
-            raise InvalidArgumentError(f"the window {name!r:.80} has no start or end")  # a bare kind: see the caller
+        if begins is None:  # a bare kind: the board passes its current instance instead
+            raise InvalidArgumentError(f"bounds are those of an instance, such as 'day:2026-11-23'; got {name!r:.80}")
         if kind in self.schedules:
             return self._firings(kind, begins)
         return begins, _windows.end(name, self.tz)
