@@ -317,7 +317,7 @@ def test_bad_arguments_of_the_newer_operations(memory_port: PortServer, op: str,
         ("board_load", [[], {A("replace"): 1}], "InvalidArgumentError"),
         ("board_load", [[], {A("ties"): A("dense")}], "InvalidArgumentError"),
         ("board_drop_window", [7], "InvalidArgumentError"),
-        ("board_drop_window", [A("year")], "InvalidArgumentError"),
+        ("board_drop_window", [A("fortnight")], "InvalidArgumentError"),
     ],
 )
 def test_bad_arguments_of_board_removals_and_loads(memory_port: PortServer, op: str, args: Any, kind: str) -> None:

@@ -313,7 +313,8 @@ def test_bad_windows_are_invalid_arguments() -> None:
 
 def test_a_board_opened_with_another_calendar_lists_and_drops_the_windows_it_does_not_cut() -> None:
     """How a board cuts time is the caller's: opened without its schedule, in another zone, with ISO weeks, it still
-    lists the old instances and drops them by name, but refuses to read them (it would not cut them)."""
+    lists the old instances and drops them by name. It reads the schedule's as it reads windows made by combine (their
+    label is no kind of its own), and refuses hours and weeks it would cut otherwise."""
     store = mdss.open_store("memory://")
     options = {"tz": "Asia/Kolkata", "week_start": "sunday", "schedules": {"raid": "0 18 * * FRI"}}
     first = mdss.Leaderboard(
@@ -322,10 +323,33 @@ def test_a_board_opened_with_another_calendar_lists_and_drops_the_windows_it_doe
     assert set(first.post("ann", {"xp": 1})) == {"hour:2026-11-23T16:30Z", "week:2026-11-22", "raid:2026-11-20T12:30Z"}
     again = mdss.Leaderboard.open(store, "g")
     assert again.windows() == ["raid:2026-11-20T12:30Z", "week:2026-11-22", "hour:2026-11-23T16:30Z"]
-    for name in again.windows():
+    assert again.row("ann", window="raid:2026-11-20T12:30Z").values == {"xp": 1}
+    for name in ("week:2026-11-22", "hour:2026-11-23T16:30Z"):
         with pytest.raises(mdss.InvalidArgumentError):
             again.row("ann", window=name)
     again.drop_window("hour:2026-11-23T16:30Z")
     assert again.windows() == ["raid:2026-11-20T12:30Z", "week:2026-11-22"]
     again.drop()
     assert list(store.keys("")) == []
+
+
+def test_combined_windows_beside_schedules() -> None:
+    """A schedule's label names time windows: combine() into one of its instances checks it as one, and refuses a
+    name of one's own under that label; other labels stay free for windows of one's own."""
+    board = mdss.Leaderboard(
+        mdss.open_store("memory://"),
+        "g",
+        columns={"xp": "desc"},
+        accumulate=["xp"],
+        windows=["day", "raid"],
+        schedules={"raid": "0 18 * * FRI"},
+        now=lambda: utc(2026, 11, 25, 12),
+    )
+    board.post("ann", {"xp": 2})
+    assert board.combine(["day"], into="raid:2026-11-13T18:00Z") == 1  # an earlier raid, as a time window
+    assert board.combine(["day"], into="year:2026") == 1
+    assert board.combine(["day", "raid"], into="season:2026") == 1
+    assert board.row("ann", window="season:2026").values == {"xp": 4}
+    with pytest.raises(mdss.InvalidArgumentError, match="into must name a window"):
+        board.combine(["day"], into="raid:finals")
+    assert board.windows("raid") == ["raid:2026-11-13T18:00Z", "raid:2026-11-20T18:00Z"]
