@@ -284,12 +284,16 @@ def _board_options(term: Any) -> dict[str, Any]:
             options[name] = {_name(k, "a window kind"): _int(n, "retention") for k, n in _map(value, name).items()}
         elif name == "tz":
             options[name] = _text(value, "tz")
+        elif name == "week_start":
+            options[name] = _name(value, "a week_start")
+        elif name == "schedules":
+            options[name] = {_name(k, "a schedule name"): _text(v, "a cron line") for k, v in _map(value, name).items()}
         elif name in ("chunk_size", "post_id_ttl"):
             options[name] = _int(value, name)
         else:
             raise InvalidArgumentError(
                 f"unknown board option {_show(key)}: the options are columns, accumulate, keep_best, windows, tz, "
-                "retention, chunk_size, post_id_ttl"
+                "week_start, schedules, retention, chunk_size, post_id_ttl"
             )
     return options
 

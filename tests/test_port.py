@@ -195,6 +195,19 @@ def test_pops_range_removals_load_gc_and_drop(port: PortServer) -> None:
     assert ask(port, "info", s)[2][":order"] == ":asc"
 
 
+def test_boards_with_schedules(port: PortServer) -> None:
+    options = {
+        A("columns"): {A("xp"): A("desc")},
+        A("windows"): [A("all"), A("raid"), A("week")],
+        A("schedules"): {A("raid"): B("0 18 * * FRI")},
+        A("week_start"): A("sunday"),
+    }
+    reply = ask(port, "board_post", (B("sched"), options), B("ann"), {A("xp"): 5})
+    assert reply[0] == ":reply" and sorted(k.split(":")[0] for k in reply[2]) == ["all", "raid", "week"], reply
+    bad = ask(port, "board_post", (B("sched2"), {**options, A("schedules"): {A("raid"): B("not cron")}}), B("a"), {})
+    assert bad[0] == ":error" and bad[2][0] == ":InvalidArgumentError"
+
+
 def test_unions_intersections_and_tiebreaks(port: PortServer) -> None:
     a, b = (B("ua"), {A("tiebreak"): A("member_desc")}), B("ub")
     assert ask(port, "add_many", a, [(B("x"), 1), (B("y"), 1), (B("z"), 3)]) == (":reply", 1, 3)
