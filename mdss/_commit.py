@@ -14,7 +14,7 @@ import secrets
 import time
 from typing import Any
 
-from . import _append, _log, _merge, _ops, _publish, _snapshot, _tail
+from . import _append, _expiry, _log, _merge, _ops, _publish, _snapshot, _tail
 from ._codec import pack
 from ._engine import Engine
 from ._group import Pending
@@ -93,6 +93,8 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
                 known = (held[0],)
             reads = known is None
             snap = _snapshot.snapshot(engine, True, known)
+            if snap.head.expired():  # dropped at its moment: drop it in the store, then write into a fresh set
+                snap, known = _expiry.writable(engine, snap), None
             if learn and reads:
                 learn = engine.writer.learn(held is not None and snap.version != held[0].version)
             fresh = held is None or known is None or known[0] is not held[0]

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from . import _estimate, _ops, _percentiles
+from . import _estimate, _expiry, _ops, _percentiles
 from ._head import MAX_CHUNK
 from ._order import (
     TIEBREAKS,
@@ -170,6 +170,9 @@ class SetMethods:
     page: Callable[..., Page]
     load_from: Callable[..., None]
     check: Callable[[], list[str]]
+    _set_moment: Callable[[int], bool]
+    _persist: Callable[[], bool]
+    _moment: Callable[[], int | None]
     _describe: Callable[[], str]
 
     @property
@@ -774,6 +777,34 @@ class SetMethods:
             pairs, replace=replace, progress=progress, batch=batch, memory_bytes=memory_bytes, spill_dir=spill_dir
         )
         return sset
+
+    # -- expiry ------------------------------------------------------------
+
+    def expire(self, seconds: float) -> bool:
+        """Expire the set ``seconds`` from now (Redis' EXPIRE): from that moment it reads as dropped, and the next write
+        drops it and starts a fresh set. True if the set existed (False, and nothing changed, if it is absent or expired
+        already). A moment already passed expires it at once. The moment is in the head, by the reading process's
+        clock; ``persist()`` clears it. One head write (a compare-and-set, retried on lost races).
+
+        >>> s = SortedSet(mdss.open_store("memory://"), "s")
+        >>> s.add("a", 1), s.expire(60), round(s.ttl())
+        (True, True, 60)
+        """
+        return self._set_moment(_expiry.after(seconds))
+
+    def expire_at(self, when: Any) -> bool:
+        """Expire the set at ``when``, an aware ``datetime`` or seconds since the Unix epoch (Redis' EXPIREAT); naive
+        datetimes are refused. As :meth:`expire` otherwise."""
+        return self._set_moment(_expiry.at(when))
+
+    def persist(self) -> bool:
+        """Clear the set's expiry (Redis' PERSIST); True if it had one. An expired set is gone: False."""
+        return self._persist()
+
+    def ttl(self) -> float | None:
+        """The seconds left before the set expires (by this process's clock), ``None`` when it has no expiry or does
+        not exist. One round trip (the head; every shard's head for a sharded set)."""
+        return _expiry.left(self._moment())
 
     def _check(self) -> None:
         """Assert :meth:`check` finds nothing; print the head and nodes when it does (for tests)."""

@@ -70,7 +70,7 @@ def discard(engine: Engine, keys: list[str]) -> None:
         engine.deletions.strand(keys)
 
 
-def _rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: str) -> Head | None:
+def rewrite_head(engine: Engine, change: Callable[[Head], Head | None], what: str) -> Head | None:
     """Compare-and-set the head to ``change(head)`` until it lands or ``change`` answers ``None`` (nothing to do); the
     head after (``None``: there is no head)."""
     key = engine.keys.head
@@ -103,7 +103,7 @@ def advance_epoch(engine: Engine, seen: Head) -> Head | None:
             return None  # a merge is folding the log: its nodes are of this epoch, it publishes in it
         return head.next(secrets.token_hex(8), epoch=head.epoch + 1)
 
-    return _rewrite_head(engine, advance, "gc")
+    return rewrite_head(engine, advance, "gc")
 
 
 def named(engine: Engine, snap: Snapshot) -> set[str]:
@@ -196,7 +196,7 @@ def _detach(engine: Engine, collected: Head, notes: set[str]) -> None:
         return head.next(secrets.token_hex(8), notes=kept, notes_done=done)
 
     with contextlib.suppress(ConflictError):
-        _rewrite_head(engine, forget_notes, "gc")
+        rewrite_head(engine, forget_notes, "gc")
 
 
 def _swept(engine: Engine, min_age: float) -> list[str]:
@@ -214,8 +214,10 @@ def _swept(engine: Engine, min_age: float) -> list[str]:
     return store.existing([k for k in unnamed if id_epoch(k.rpartition(":")[2]) < head.epoch])
 
 
-def drop(engine: Engine) -> None:
+def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
     """Remove a whole set, damaged or not: its nodes and notes, then its marker (``_snapshot.mark``), then its head.
+    With ``only``, only if the head, read at the compare-and-set that empties it, passes it (an expired set dropped by
+    its next writer: ``mdss._expiry``); whether the set was dropped.
 
     The head first moves to an empty state in a new epoch, so that commits in flight fail. A commit made on that empty
     head meanwhile keeps its nodes (of the new epoch) and its head: the head is deleted last, only if still the emptied
@@ -223,21 +225,29 @@ def drop(engine: Engine) -> None:
     """
     store, keys = engine.store, engine.keys
     nonce = secrets.token_hex(8)
-    try:
-        emptied = _rewrite_head(
-            engine,
-            lambda h: h.next(
-                nonce,
-                epoch=h.epoch + 1,
-                scores=EMPTY,
-                members=EMPTY,
-                notes=(),
-                note_page=None,
-                log=Log(h.log.seq, h.log.seq),
-                lineage=new_lineage(),
-            ),
-            "drop",
+    refused = False
+
+    def empty(h: Head) -> Head | None:
+        nonlocal refused
+        refused = only is not None and not only(h)
+        if refused:
+            return None
+        return h.next(
+            nonce,
+            epoch=h.epoch + 1,
+            scores=EMPTY,
+            members=EMPTY,
+            notes=(),
+            note_page=None,
+            log=Log(h.log.seq, h.log.seq),
+            lineage=new_lineage(),
+            expires=None,
         )
+
+    try:
+        emptied = rewrite_head(engine, empty, "drop")
+        if refused:
+            return False
         spare, data = (None, None) if emptied is None else (emptied.epoch, emptied.encode())
     except CorruptDataError:
         record = store.get(keys.head)
@@ -258,6 +268,7 @@ def drop(engine: Engine) -> None:
             except ConflictError:  # a writer did so just now: its set stays, marked
                 _snapshot.mark(engine)
     engine.forget()
+    return True
 
 
 def node_keys(engine: Engine) -> list[str]:

@@ -9,6 +9,7 @@ through :meth:`Head.next`, which keeps ``recent[i]`` the nonce of generation ``g
 from __future__ import annotations
 
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -153,6 +154,13 @@ class Head:
     #: How ties are broken (``mdss._order.TIEBREAKS``); chosen when the set is created. Stored only when not the
     #: default, so heads of sets that break ties by member are what earlier versions wrote.
     tiebreak: str = "member"
+    #: When the set expires (``mdss._expiry``): milliseconds since the Unix epoch, by the reading process's clock;
+    #: ``None``: never. Stored only when set, so heads without one are what earlier versions wrote.
+    expires: int | None = None
+
+    def expired(self) -> bool:
+        """Whether this head's moment has passed by this process's clock (:func:`clock`): the set reads as dropped."""
+        return self.expires is not None and self.expires <= clock() * 1000
 
     def next(self, nonce: str, **changes: Any) -> Head:
         """The head a commit with ``nonce`` makes from this one: one generation on, its nonce first. A new ``epoch``
@@ -210,6 +218,7 @@ class Head:
                     **({} if self.node_bytes is None else {"nb": self.node_bytes}),
                     **({} if self.lineage is None else {"lin": self.lineage}),
                     **({} if self.tiebreak == "member" else {"tb": self.tiebreak}),
+                    **({} if self.expires is None else {"exp": self.expires}),
                 }
             )
         )
@@ -244,6 +253,7 @@ class Head:
                 node_bytes=found.get("nb"),
                 lineage=found.get("lin"),
                 tiebreak=found.get("tb", "member"),
+                expires=found.get("exp"),
             )
             head.check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -272,12 +282,19 @@ class Head:
             raise TypeError("the incarnation is a string")
         if self.lineage is not None and (type(self.lineage) is not str or len(self.lineage) > 64):
             raise TypeError("the lineage is a string of at most 64 characters")
+        if self.expires is not None and (type(self.expires) is not int or not 0 <= self.expires < 1 << 53):
+            raise ValueError(f"expiry {self.expires!r:.40} is not milliseconds since the epoch")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
             raise TypeError("note pages are named by id strings")
         self.scores.check()
         self.members.check()
         if self.scores.count != self.members.count:
             raise ValueError(f"{self.scores.count} scores but {self.members.count} members")
+
+
+def clock() -> float:
+    """Seconds since the Unix epoch, by which heads expire (:meth:`Head.expired`); the tests replace it."""
+    return time.time()
 
 
 def new_lineage() -> str:

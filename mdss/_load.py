@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
-from . import _garbage, _log, _snapshot
+from . import _expiry, _garbage, _log, _snapshot
 from ._codec import weight_of
 from ._engine import Engine
 from ._head import Log, TreeRef, new_lineage
@@ -166,6 +166,7 @@ def _start(engine: Engine, replace: bool, expect: Callable[[Snapshot], bool] | N
             raise
         _garbage.drop(engine)
         snap = _snapshot.snapshot(engine, True)
+    snap = _expiry.writable(engine, snap)  # an expired set is dropped first: the load starts a fresh one
     if snap.ranking.count and not replace:
         raise InvalidArgumentError(f"set {engine.name!r} already has entries; pass replace=True to replace them")
     if expect is not None and not expect(snap):

@@ -85,7 +85,9 @@ class Snapshot:
 
 def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:
     """A snapshot of a head a fresh read kept (``mdss._recent``): decoded then, so that ``engine.head`` stays the newest
-    one decoded; the log's view is made again (views are per read)."""
+    one decoded; the log's view is made again (views are per read). Empty once the head has expired."""
+    if head.expired():
+        return absent(engine)
     logged = view(engine, head) if len(head.log) else None
     chain = functools.partial(engine.reader.earlier, head)
     return Snapshot(record, head, Source(engine.store, engine.keys, engine.cache), engine.ordering, logged, chain)
@@ -183,7 +185,8 @@ def _missing(engine: Engine) -> HeadMissingError:
 def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] | None = None) -> Snapshot:
     """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write, by
     compare-and-set "only if absent", so every node is minted under a head). ``known`` holds the head's record when a
-    lost compare-and-set just returned it: then it is not read again.
+    lost compare-and-set just returned it: then it is not read again. A head whose moment has passed (``mdss._expiry``)
+    reads as absent; with ``create`` it is returned as it is, for the writer to drop it first.
 
     A head that vanished (of a set this object has seen, or any set's when a write would start it afresh) while nodes
     remain is refused with :class:`HeadMissingError`, never taken for an empty set. On a store whose keys never vanish
@@ -217,15 +220,11 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
         engine.on_start()  # a shard of a sharded set stores the set's settings again if a drop removed them
         record = store.get(key)
     if record is None:
-        return Snapshot(
-            None,
-            Head(engine.order, engine.chunk_size, tiebreak=engine.tiebreak),
-            Source(store, engine.keys, engine.cache),
-            engine.ordering,
-            None,
-        )
+        return absent(engine)
     head = engine.decode(record.value)
     engine.writer.hold(record, head)
+    if not create and head.expired():  # dropped at its moment (mdss._expiry): the next write drops it in the store
+        return absent(engine)
     try:
         logged = view(engine, head) if len(head.log) else None
     except MissingNodeError:  # a log segment of an older head, collected since: take the newer head
@@ -236,6 +235,17 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
         return snapshot(engine, create, (now,))
     chain = functools.partial(engine.reader.earlier, head)  # found when first needed (Index)
     return Snapshot(record, head, Source(store, engine.keys, engine.cache), engine.ordering, logged, chain)
+
+
+def absent(engine: Engine) -> Snapshot:
+    """The snapshot of a set without a head (never made, dropped, or expired: ``mdss._expiry``): empty."""
+    return Snapshot(
+        None,
+        Head(engine.order, engine.chunk_size, tiebreak=engine.tiebreak),
+        Source(engine.store, engine.keys, engine.cache),
+        engine.ordering,
+        None,
+    )
 
 
 def collected_meanwhile(engine: Engine, snap: Snapshot) -> None:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from . import _check, _commit, _cursor, _estimate, _garbage, _load, _merge, _ops, _shards, _snapshot
+from . import _check, _commit, _cursor, _estimate, _expiry, _garbage, _load, _merge, _ops, _shards, _snapshot
 from ._engine import Engine, Resolver
 from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._keys import Keyspace
@@ -378,8 +378,13 @@ class SortedSet(SetMethods, metaclass=_Opens):
         Without ``sweep``, the head's garbage notes name what to delete; ``sweep=True`` also lists the set's keys
         (O(nodes): after crashes) for nodes of commits never published, minted over ``min_age`` seconds ago. Safe
         whatever runs beside it. Unless ``wait=False``, it waits ``gc_grace`` seconds first, for readers of older heads.
+        ``sweep=True`` also drops the set if it has expired (``expire()``): what reclaims an expired set's space when no
+        write comes to drop it.
         """
-        return _garbage.gc(self.engine, self._checked_gc(min_age, sweep), wait, sweep)
+        min_age = self._checked_gc(min_age, sweep)
+        if sweep and _expiry.sweep(self.engine):
+            return 0
+        return _garbage.gc(self.engine, min_age, wait, sweep)
 
     def merge(self) -> bool:
         """Fold the whole update log into the trees now (writes do at ``log_limit``); True if this call merged, False
@@ -398,6 +403,15 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def drop(self) -> None:
         """Remove the whole set, even a damaged one: its nodes, then its marker, then its head."""
         _garbage.drop(self.engine)
+
+    def _set_moment(self, moment: int) -> bool:
+        return _expiry.expire(self.engine, moment)
+
+    def _persist(self) -> bool:
+        return _expiry.persist(self.engine)
+
+    def _moment(self) -> int | None:
+        return _expiry.moment(self.engine)
 
     def check(self) -> list[str]:
         """Verify every invariant of the stored set; the problems found (empty when sound).

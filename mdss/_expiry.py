@@ -1,0 +1,120 @@
+"""Expiry: a set dropped at a moment named in its head (Redis' EXPIRE, EXPIREAT, PERSIST and TTL).
+
+The moment lives in the head (:attr:`mdss._head.Head.expires`, milliseconds since the Unix epoch) and is set or cleared
+by a head-only commit: the same trees and log, one generation on, by compare-and-set with lost-race retries, as gc
+moves its epoch (``mdss._garbage.rewrite_head``). Once the moment has passed by the reading process's clock
+(:func:`mdss._head.clock`), the set reads as absent (``mdss._snapshot.absent``), as after ``drop()``; the next write
+drops it in the store first, only if its head is still the expired one (:func:`writable`), then writes into a fresh
+set; ``gc(sweep=True)`` drops it too (:func:`sweep`). The store's own expiry (Redis EXPIRE, DynamoDB TTL) is not used:
+see docs/architecture.md, "Expiry".
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import secrets
+from typing import TYPE_CHECKING
+
+from . import _garbage, _snapshot
+from ._head import Head, clock
+from .exceptions import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+    from ._snapshot import Snapshot
+    from .stores.base import Record
+
+#: The latest moment a head can hold (milliseconds since the epoch, below 2**53: exact in a double).
+LATEST = (1 << 53) - 1
+
+
+def after(seconds: float) -> int:
+    """The moment ``seconds`` from now (this process's clock), in milliseconds since the epoch; refuses what is not a
+    finite number of seconds (``bool`` included)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        raise InvalidArgumentError(f"expire() takes a finite number of seconds, not {seconds!r:.40}")
+    return _bounded(clock() * 1000 + seconds * 1000)
+
+
+def at(when: datetime.datetime | float) -> int:
+    """The moment ``when`` (an aware datetime, or seconds since the Unix epoch) in milliseconds since the epoch; a naive
+    datetime is refused: whose clock it reads would be a guess."""
+    if isinstance(when, datetime.datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise InvalidArgumentError("expire_at() takes an aware datetime (with a tzinfo), not a naive one")
+        return _bounded(when.timestamp() * 1000)
+    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
+        raise InvalidArgumentError(f"expire_at() takes an aware datetime or epoch seconds, not {when!r:.40}")
+    return _bounded(when * 1000)
+
+
+def _bounded(ms: float) -> int:
+    if ms > LATEST:
+        raise InvalidArgumentError(f"expiry moment {ms / 1000:g} s after the epoch is past the latest a head holds")
+    return max(math.ceil(ms), 0)
+
+
+def expire(engine: Engine, moment: int | None) -> bool:
+    """Set the set's moment (``None``: clear it) by a head-only commit; whether the set existed (a set already expired
+    does not). A moment already passed expires the set at once: it reads as dropped, the next write drops it."""
+    changed = False
+
+    def change(head: Head) -> Head | None:
+        nonlocal changed
+        changed = not head.expired()
+        if not changed or head.expires == moment:
+            return None
+        return head.next(secrets.token_hex(8), expires=moment)
+
+    head = _garbage.rewrite_head(engine, change, "expire")
+    engine.recent.forget()  # this object's next read sees it
+    return head is not None and changed
+
+
+def persist(engine: Engine) -> bool:
+    """Clear the set's moment; whether it had one (a set expired already has none: it is gone, as in Redis)."""
+    cleared = False
+
+    def change(head: Head) -> Head | None:
+        nonlocal cleared
+        cleared = head.expires is not None and not head.expired()
+        return head.next(secrets.token_hex(8), expires=None) if cleared else None
+
+    _garbage.rewrite_head(engine, change, "persist")
+    engine.recent.forget()
+    return cleared
+
+
+def moment(engine: Engine) -> int | None:
+    """The set's moment as its head holds it now (``None``: none, or the set is absent or expired), read fresh."""
+    return _snapshot.read(engine, lambda snap: snap.head.expires, 0.0)
+
+
+def left(moment: int | None) -> float | None:
+    """What ``ttl()`` answers for ``moment``: the seconds left by this process's clock (``None`` for none)."""
+    return None if moment is None else max(moment / 1000 - clock(), 0.0)
+
+
+def writable(engine: Engine, snap: Snapshot) -> Snapshot:
+    """The snapshot a write starts from: ``snap`` (taken with ``create``) unless its head has expired; then the set is
+    dropped, only if its head is still an expired one (another writer may have dropped it and written the fresh set
+    already: that write stays), and a fresh head made. The drop is ``drop()``'s, with its handling of commits in
+    flight."""
+    while snap.head.expired():
+        _garbage.drop(engine, Head.expired)
+        snap = _snapshot.snapshot(engine, True)
+    return snap
+
+
+def sweep(engine: Engine) -> bool:
+    """``gc(sweep=True)``'s part: drop the set if its head has expired (on a store without its own expiry, nothing else
+    reclaims the space of a set nobody writes again); whether it was dropped."""
+    record: Record | None = engine.store.get(engine.keys.head)
+    if record is None:
+        return False
+    try:
+        expired = engine.decode(record.value).expired()
+    except ValueError:  # a damaged head, or another set's settings: gc reports it as it would
+        return False
+    return expired and _garbage.drop(engine, Head.expired)
