@@ -444,6 +444,29 @@ def check(window: str | None) -> None:
         raise SystemExit(1)
 
 
+@board.command(context_settings={"ignore_unknown_options": True})
+@click.argument("seconds", type=FloatRange())
+def expire(seconds: float) -> None:
+    """Expire the whole board SECONDS from now (every window, its registry and post ids); prints whether it existed."""
+    found, lb = _board()
+    _echo(found, lb.expire(seconds))
+
+
+@board.command()
+def ttl() -> None:
+    """The seconds left before the board expires; null (none with --json) when it has no expiry or no board."""
+    found, lb = _board()
+    left = lb.ttl()
+    _echo(found, left if found.as_json or left is not None else "none")
+
+
+@board.command()
+def persist() -> None:
+    """Clear the board's expiry; prints whether it had one."""
+    found, lb = _board()
+    _echo(found, lb.persist())
+
+
 @board.command()
 @click.option("--window", default=None, help="Drop only this window instance (default: the whole board).")
 @click.confirmation_option(prompt="Drop it, rows and all?")

@@ -3,10 +3,10 @@
 The moment lives in the head (:attr:`mdss._head.Head.expires`, milliseconds since the Unix epoch) and is set or cleared
 by a head-only commit: the same trees and log, one generation on, by compare-and-set with lost-race retries, as gc
 moves its epoch (``mdss._garbage.rewrite_head``). Once the moment has passed by the reading process's clock
-(:func:`mdss._head.clock`), the set reads as absent (``mdss._snapshot.absent``), as after ``drop()``; the next write
-drops it in the store first, only if its head is still the expired one (:func:`writable`), then writes into a fresh
-set; ``gc(sweep=True)`` drops it too (:func:`sweep`). The store's own expiry (Redis EXPIRE, DynamoDB TTL) is not used:
-see docs/architecture.md, "Expiry".
+(``mdss._head.clock``, looked up at each call: the tests replace it), the set reads as absent
+(``mdss._snapshot.absent``), as after ``drop()``; the next write drops it in the store first, only if its head is still
+the expired one (:func:`writable`), then writes into a fresh set; ``gc(sweep=True)`` drops it too (:func:`sweep`). The
+store's own expiry (Redis EXPIRE, DynamoDB TTL) is not used: see docs/architecture.md, "Expiry".
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 import secrets
 from typing import TYPE_CHECKING
 
-from . import _garbage, _snapshot
-from ._head import Head, clock
+from . import _garbage, _head, _snapshot
+from ._head import Head
 from .exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def after(seconds: float) -> int:
     finite number of seconds (``bool`` included)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
         raise InvalidArgumentError(f"expire() takes a finite number of seconds, not {seconds!r:.40}")
-    return _bounded(clock() * 1000 + seconds * 1000)
+    return _bounded(_head.clock() * 1000 + seconds * 1000)
 
 
 def at(when: datetime.datetime | float) -> int:
@@ -55,9 +55,12 @@ def _bounded(ms: float) -> int:
     return max(math.ceil(ms), 0)
 
 
-def expire(engine: Engine, moment: int | None) -> bool:
-    """Set the set's moment (``None``: clear it) by a head-only commit; whether the set existed (a set already expired
-    does not). A moment already passed expires the set at once: it reads as dropped, the next write drops it."""
+def expire(engine: Engine, moment: int, create: bool = False) -> bool:
+    """Set the set's moment by a head-only commit; whether the set existed (a set already expired does not). A moment
+    already passed expires the set at once: it reads as dropped, the next write drops it. With ``create``, a set
+    without a head gets an empty one first (a shard of a sharded set that has others: ``mdss._shards``)."""
+    if create:
+        writable(engine, _snapshot.snapshot(engine, True))
     changed = False
 
     def change(head: Head) -> Head | None:
@@ -93,7 +96,7 @@ def moment(engine: Engine) -> int | None:
 
 def left(moment: int | None) -> float | None:
     """What ``ttl()`` answers for ``moment``: the seconds left by this process's clock (``None`` for none)."""
-    return None if moment is None else max(moment / 1000 - clock(), 0.0)
+    return None if moment is None else max(moment / 1000 - _head.clock(), 0.0)
 
 
 def writable(engine: Engine, snap: Snapshot) -> Snapshot:
@@ -107,14 +110,23 @@ def writable(engine: Engine, snap: Snapshot) -> Snapshot:
     return snap
 
 
+def expired(engine: Engine) -> bool:
+    """Whether the set's stored head has expired (one read; a damaged head, or another set's settings, is not)."""
+    record: Record | None = engine.store.get(engine.keys.head)
+    try:
+        return record is not None and engine.decode(record.value).expired()
+    except ValueError:  # gc or check reports it as they would
+        return False
+
+
 def sweep(engine: Engine) -> bool:
     """``gc(sweep=True)``'s part: drop the set if its head has expired (on a store without its own expiry, nothing else
     reclaims the space of a set nobody writes again); whether it was dropped."""
-    record: Record | None = engine.store.get(engine.keys.head)
-    if record is None:
-        return False
-    try:
-        expired = engine.decode(record.value).expired()
-    except ValueError:  # a damaged head, or another set's settings: gc reports it as it would
-        return False
-    return expired and _garbage.drop(engine, Head.expired)
+    return expired(engine) and _garbage.drop(engine, Head.expired)
+
+
+def stored_members(engine: Engine) -> list[str]:
+    """Every member of the set as its head stands, expired or not (a board's registry: its windows are still stored
+    until dropped). For small sets: one list."""
+    snap = _snapshot.snapshot(engine, expired=True)
+    return snap.ranking.slice(0, snap.ranking.count)[0]

@@ -17,7 +17,21 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from . import _check, _commit, _cursor, _estimate, _garbage, _gather, _load, _log, _merge, _ops, _shard_page, _snapshot
+from . import (
+    _check,
+    _commit,
+    _cursor,
+    _estimate,
+    _expiry,
+    _garbage,
+    _gather,
+    _load,
+    _log,
+    _merge,
+    _ops,
+    _shard_page,
+    _snapshot,
+)
 from ._allkeys import AllKeys
 from ._cache import NodeCache
 from ._codec import MAX_SHARDS, Settings
@@ -237,8 +251,8 @@ class ShardedSet(SetMethods):
     def _parts(self, datas: list[bytes | None]) -> list[Part]:
         """Every shard as the heads' bytes ``datas`` show it (a shard never seen without a head: its marker read)."""
         last = self._last
-        if last is not None and datas == last[0]:  # no shard moved: the usual read of a quiet set
-            return [part.seen() for part in last[1]]
+        if last is not None and datas == last[0] and not any(p.head.expired() for p in last[1]):
+            return [part.seen() for part in last[1]]  # no shard moved (nor expired): the usual read of a quiet set
         engines = self.engines
         unseen = [i for i, data in enumerate(datas) if data is None and engines[i].head is None]
         marked: set[int] = set()
@@ -256,13 +270,15 @@ class ShardedSet(SetMethods):
     def _part(self, i: int, data: bytes | None) -> Part:
         """Shard ``i`` as a read sees it from its head's bytes: the part seen last while they are the same."""
         engine, seen = self.engines[i], self._seen[i]
-        if data is not None and seen is not None and seen.data == data:
+        if data is not None and seen is not None and seen.data == data and not seen.head.expired():
             return seen.seen()
         if data is None:
             if engine.head is None:  # never written: empty, without a second read
                 return Part(engine, None, Head(engine.order, engine.chunk_size, tiebreak=engine.tiebreak), None)
             return Part.of(engine, _snapshot.snapshot(engine))  # a head seen before vanished: the shard's own rules
         head = engine.decode(data)
+        if head.expired():  # dropped at its moment (mdss._expiry): empty, as a shard without a head
+            return Part(engine, None, Head(engine.order, engine.chunk_size, tiebreak=engine.tiebreak), None)
         try:
             view = _snapshot.view(engine, head)
         except MissingNodeError:  # a log segment collected since: the shard reads its newer head itself
@@ -572,7 +588,11 @@ class ShardedSet(SetMethods):
         """Collect every shard (see :meth:`SortedSet.gc`); their grace periods run side by side."""
         min_age = self._checked_gc(min_age, sweep)
         with ThreadPoolExecutor(max_workers=min(self.shards, 16)) as pool:
-            return sum(pool.map(lambda e: _garbage.gc(e, min_age, wait, sweep), self.engines))
+            return sum(
+                pool.map(
+                    lambda e: 0 if sweep and _expiry.sweep(e) else _garbage.gc(e, min_age, wait, sweep), self.engines
+                )
+            )
 
     def merge(self) -> bool:
         """Merge every shard's update log now; True if any was merged."""
@@ -583,6 +603,24 @@ class ShardedSet(SetMethods):
 
     def node_keys(self) -> list[str]:
         return sorted(key for e in self.engines for key in _garbage.node_keys(e))
+
+    def _set_moment(self, moment: int) -> bool:
+        """Every shard's head carries the moment, shard by shard (one made empty where a shard has none yet, so that no
+        shard a later write starts outlives it); nothing if no shard exists. Interrupted, it raises and some shards
+        carry it: calling it again completes it (docs/architecture.md, "Expiry")."""
+        if not any([_expiry.expire(e, moment) for e in self.engines]):
+            return False
+        for engine in self.engines:
+            _expiry.expire(engine, moment, create=True)
+        return True
+
+    def _persist(self) -> bool:
+        return any([_expiry.persist(e) for e in self.engines])
+
+    def _moment(self) -> int | None:
+        """The earliest moment a shard carries: what the set's ``ttl()`` tells."""
+        moments = [m for m in map(_expiry.moment, self.engines) if m is not None]
+        return min(moments, default=None)
 
     def drop(self) -> None:
         """Remove the whole set: every shard, then the settings record."""

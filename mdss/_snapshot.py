@@ -182,11 +182,14 @@ def _missing(engine: Engine) -> HeadMissingError:
     )
 
 
-def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] | None = None) -> Snapshot:
+def snapshot(
+    engine: Engine, create: bool = False, known: tuple[Record | None] | None = None, *, expired: bool = False
+) -> Snapshot:
     """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write, by
     compare-and-set "only if absent", so every node is minted under a head). ``known`` holds the head's record when a
     lost compare-and-set just returned it: then it is not read again. A head whose moment has passed (``mdss._expiry``)
-    reads as absent; with ``create`` it is returned as it is, for the writer to drop it first.
+    reads as absent; with ``create`` it is returned as it is, for the writer to drop it first, and with ``expired`` too
+    (what a board's ``drop()`` lists of its expired registry).
 
     A head that vanished (of a set this object has seen, or any set's when a write would start it afresh) while nodes
     remain is refused with :class:`HeadMissingError`, never taken for an empty set. On a store whose keys never vanish
@@ -223,7 +226,9 @@ def snapshot(engine: Engine, create: bool = False, known: tuple[Record | None] |
         return absent(engine)
     head = engine.decode(record.value)
     engine.writer.hold(record, head)
-    if not create and head.expired():  # dropped at its moment (mdss._expiry): the next write drops it in the store
+    if (
+        not (create or expired) and head.expired()
+    ):  # dropped at its moment (mdss._expiry): the next write drops it in the store
         return absent(engine)
     try:
         logged = view(engine, head) if len(head.log) else None

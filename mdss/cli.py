@@ -611,6 +611,31 @@ def merge() -> None:
         click.echo("nothing to merge" if not entries else "another process is merging the log")
 
 
+@cli.command(context_settings=NUMBERS)
+@click.argument("seconds", type=FloatRange())
+def expire(seconds: float) -> None:
+    """Expire the set SECONDS from now (Redis' EXPIRE): then it reads as dropped (0 or less: at once)."""
+    board = _ctx().board()
+    if board.expire(seconds):
+        click.echo(f"set {board.name!r} expires in {max(seconds, 0):g} s")
+    else:
+        click.echo(f"no set {board.name!r}: nothing to expire")
+
+
+@cli.command()
+def ttl() -> None:
+    """The seconds left before the set expires, or 'none' (no expiry, or no set)."""
+    left = _ctx().board().ttl()
+    click.echo("none" if left is None else f"{left:.3f}")
+
+
+@cli.command()
+def persist() -> None:
+    """Clear the set's expiry (Redis' PERSIST)."""
+    board = _ctx().board()
+    click.echo(f"set {board.name!r} no longer expires" if board.persist() else f"set {board.name!r} had no expiry")
+
+
 @cli.command()
 @click.confirmation_option(prompt="Delete the whole set?")
 def drop() -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from . import _board_settings, _estimate, _load, _ops, _percentiles, _snapshot, _windows
+from . import _board_settings, _estimate, _expiry, _load, _ops, _percentiles, _snapshot, _windows
 from . import _board_views as views
 from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, _row_entries, window_problems
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
@@ -142,7 +142,7 @@ class Leaderboard:
 
     # -- its sets: SortedSets at internal keys, whose engines commit the board's ops --------------------------------
 
-    def _part_set(self, part: str) -> SortedSet:
+    def _part_set(self, part: str, on_start: Callable[[], None] = lambda: None) -> SortedSet:
         """The set of one of the board's parts (the registry ``windows``, ``posts``, a window instance)."""
         return SortedSet.at_keys(
             self._space(part),
@@ -151,6 +151,7 @@ class Leaderboard:
             node_bytes=self.node_bytes,
             resolvers=RESOLVERS,
             order="asc",
+            on_start=on_start,
             **self._options,
         )
 
@@ -234,8 +235,35 @@ class Leaderboard:
         with self._lock:
             found = self._sets.get(instance)
             if found is None:
-                found = self._sets[instance] = self._part_set(instance)
+                found = self._sets[instance] = self._part_set(instance, functools.partial(self._started, instance))
             return found
+
+    def _started(self, instance: str) -> None:
+        """A write made the window's head afresh (its first post, or the first after the board expired or the window
+        was dropped while this process remembered it listed): list it, with the board's expiry."""
+        self._registry.add(instance, self.calendar.start(instance) or 0, only="new")
+        self._registered.add(instance)
+        self._follow_expiry(instance)
+
+    def _follow_expiry(self, instance: str) -> None:
+        """Give a window just listed the board's expiry (the registry's moment), until the registry's moment read after
+        it is the one given: an ``expire()`` or ``persist()`` of the board that lists the windows after that read
+        finds this one."""
+        head = self._registry.engine.head  # as the registry's commit just left it
+        moment = None if head is None or head.expired() else head.expires
+        if moment is None:  # a board without expiry, the usual case: its windows carry none
+            return
+        engine = self._set(instance).engine
+        for _ in engine.policy.attempts():
+            if moment is None:
+                _expiry.persist(engine)
+            else:
+                _expiry.expire(engine, moment, create=True)
+            now = _expiry.moment(self._registry.engine)
+            if now == moment:
+                return
+            moment = now
+        raise ConflictError(f"board {self.name!r}: window {instance!r} could not follow the board's expiry")
 
     def _posts(self) -> SortedSet:
         """The board's record of post ids: member as in a window, score the moment of the first try."""
@@ -293,6 +321,7 @@ class Leaderboard:
             return False
         self._registry.add(instance, self.calendar.start(instance) or 0, only="new")
         self._registered.add(instance)
+        self._follow_expiry(instance)
         for window in doomed:
             self._drop_instance(window)
         return True
@@ -312,11 +341,53 @@ class Leaderboard:
 
     def drop(self) -> None:
         """Remove the whole board: every window, the registry, the record of post ids, the settings."""
-        for instance in self.windows():
+        for instance in _expiry.stored_members(self._registry.engine):  # listed by an expired registry too
             self._drop_instance(instance)
         self._posts().drop()
         self._registry.drop()
         self.store.delete(self._space("board").head)
+
+    # -- expiry ----------------------------------------------------------------------------------------------------
+
+    def expire(self, seconds: float) -> bool:
+        """Expire the whole board ``seconds`` from now (the agoragames library's ``expire_leaderboard``, Redis'
+        EXPIRE): every window, its registry and its record of post ids carry the moment (``SortedSet.expire``); after
+        it the board reads as empty, and the next post starts afresh. True if the board held anything. The moment is
+        kept in the registry's head, and given to every window listed later until it passes or ``persist()``.
+
+        >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"})
+        >>> board.post("ann", {"xp": 1}); board.expire(3600), round(board.ttl())
+        {'all': True}
+        (True, 3600)
+        """
+        return self._set_moment(_expiry.after(seconds))
+
+    def expire_at(self, when: Any) -> bool:
+        """Expire the whole board at ``when``: an aware datetime or seconds since the Unix epoch (as :meth:`expire`)."""
+        return self._set_moment(_expiry.at(when))
+
+    def _set_moment(self, moment: int) -> bool:
+        """The registry first (windows listed later follow it: :meth:`_follow_expiry`), then the post ids and every
+        window it lists (read after it)."""
+        if not _expiry.expire(self._registry.engine, moment):
+            return False
+        _expiry.expire(self._posts().engine, moment, create=True)
+        for instance in _expiry.stored_members(self._registry.engine):  # a moment passed already: listed all the same
+            _expiry.expire(self._set(instance).engine, moment, create=True)
+        return True
+
+    def persist(self) -> bool:
+        """Clear the board's expiry (every part's); True if it had one. An expired board is gone: False."""
+        if not _expiry.persist(self._registry.engine):
+            return False
+        _expiry.persist(self._posts().engine)
+        for instance in self.windows():
+            _expiry.persist(self._set(instance).engine)
+        return True
+
+    def ttl(self) -> float | None:
+        """The seconds left before the board expires (this process's clock); ``None``: no expiry, or no board."""
+        return _expiry.left(_expiry.moment(self._registry.engine))
 
     # -- posts -----------------------------------------------------------------------------------------------------
 
@@ -866,9 +937,13 @@ class Leaderboard:
 
     def gc(self, window: str | None = None, *, wait: bool = True, sweep: bool = False) -> int:
         """Delete what no head can name again (as :meth:`SortedSet.gc`) in ``window``, or in every window, the registry
-        and the record of post ids; returns how many keys it deleted."""
+        and the record of post ids; returns how many keys it deleted. ``sweep=True`` over the whole board drops it if
+        it has expired (:meth:`expire`), settings included, as :meth:`drop` does."""
         if type(wait) is not bool or type(sweep) is not bool:
             raise InvalidArgumentError(f"wait and sweep must be True or False, got {wait!r:.40}, {sweep!r:.40}")
+        if sweep and window is None and _expiry.expired(self._registry.engine):
+            self.drop()  # expired: every part of it goes, as drop() removes them
+            return 0
         instances = self.windows() if window is None else [self._instance(window)]
         deleted = sum(self._set(instance).gc(wait=wait, sweep=sweep) for instance in instances)
         if window is None:

@@ -1,0 +1,286 @@
+"""Expiry (``mdss._expiry``): sets, sharded sets and boards that expire at a moment in their head.
+
+A fake clock (``mdss._head.clock``) moves by the steps of each search; reads before the moment match the model, reads
+after it see an absent set (as after ``drop()``), writes after it start a fresh set, and ``check()`` passes throughout.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pytest
+from click.testing import CliRunner
+from depth import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mdss
+from mdss import _head
+from mdss.cli import cli
+
+START = 1_800_000_000  # seconds since the epoch: where the fake clock starts
+
+
+class Clock:
+    """Whole seconds since the epoch, moved by the tests: moments and ``ttl()`` are then exact."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return float(self.now)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(_head, "clock", fake)
+    return fake
+
+
+MEMBERS = [f"m{i}" for i in range(12)]
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.dictionaries(st.sampled_from(MEMBERS), st.integers(-5, 5), max_size=6)),
+        st.tuples(st.just("remove"), st.lists(st.sampled_from(MEMBERS), max_size=3)),
+        st.tuples(st.just("expire"), st.integers(-2, 6)),
+        st.tuples(st.just("persist"), st.none()),
+        st.tuples(st.just("tick"), st.integers(1, 5)),
+    ),
+    max_size=12,
+)
+
+
+class Model:
+    """What a set holds, whether it exists (a head made by a write, neither dropped nor expired) and its moment."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock, self.pairs, self.exists, self.moment = clock, dict[str, int](), False, None
+
+    def settle(self) -> None:
+        if self.moment is not None and self.moment <= self.clock.now:
+            self.pairs, self.exists, self.moment = {}, False, None
+
+    def expire(self, seconds: int) -> bool:
+        existed = self.exists
+        if existed:
+            self.moment = self.clock.now + seconds
+        self.settle()
+        return existed
+
+    def persist(self) -> bool:
+        had = self.moment is not None
+        self.moment = None
+        return had
+
+    def ttl(self) -> float | None:
+        return None if self.moment is None else float(self.moment - self.clock.now)
+
+
+def run_steps(sset: mdss.SortedSet | mdss.ShardedSet, model: Model, plan: list) -> None:
+    for kind, arg in plan:
+        if kind == "add":
+            sset.add_many(arg)
+            model.pairs.update(arg)
+            model.exists = model.exists or bool(arg)  # a write with no ops makes no head
+        elif kind == "remove":
+            sset.remove_many(arg)
+            for member in arg:
+                model.pairs.pop(member, None)
+            model.exists = model.exists or bool(arg)
+        elif kind == "expire":
+            assert sset.expire(arg) == model.expire(arg)
+        elif kind == "persist":
+            assert sset.persist() == model.persist()
+        else:
+            model.clock.now += arg
+            model.settle()
+        expected = sorted(model.pairs.items(), key=lambda p: (-p[1], p[0]))
+        assert [(e.member, e.score) for e in sset] == expected
+        assert len(sset) == len(expected)
+        assert sset.rank("m0") == next((i + 1 for i, (m, _) in enumerate(expected) if m == "m0"), None)
+        assert sset.ttl() == model.ttl()
+        sset._check()
+
+
+def test_sets_expire_as_the_model_says(store_factory, clock) -> None:
+    """Random writes, expire/persist at random moments, the clock moved between: every read agrees with the model
+    (empty after the moment), writes after it start a fresh set; ``check()`` passes after each step."""
+    budget = examples(store_factory.kind, settings().max_examples, divisor=8)
+
+    @settings(max_examples=budget, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(plan=steps, chunk=st.integers(2, 4), shards=st.sampled_from([1, 1, 3]), log_limit=st.sampled_from([0, 4]))
+    def search(plan, chunk, shards, log_limit) -> None:
+        clock.now = START
+        store = store_factory()
+        sset = mdss.SortedSet(store, "s", chunk_size=chunk, shards=shards, log_limit=log_limit)
+        run_steps(sset, Model(clock), plan)
+        # Another object on the same store, which never saw the set, reads the same.
+        other = mdss.SortedSet.open(store, "s")
+        assert [(e.member, e.score) for e in other] == [(e.member, e.score) for e in sset]
+
+    search()
+
+
+def test_an_expired_set_reads_as_dropped_and_its_next_write_drops_it(store, clock) -> None:
+    sset = mdss.SortedSet(store, "s", chunk_size=2, max_staleness=60)
+    sset.add_many({f"m{i}": i for i in range(9)})
+    assert sset.expire(10) is True
+    assert len(sset) == 9  # kept within max_staleness: the moment has not passed
+    clock.now += 10
+    assert len(sset) == 0 and sset.score("m3") is None and sset.rank("m3") is None and sset.range(1, 5) == []
+    assert sset.ttl() is None and sset.persist() is False and sset.expire(5) is False
+    assert sset.check() == []
+    sset.add("new", 1)
+    assert [e.member for e in sset] == ["new"] and sset.check() == []
+    assert store.keys(sset.keys.nodes) is not None
+    assert not [k for k in sset.unreferenced() if k]  # the old nodes went with the drop
+
+
+def test_expire_at_takes_aware_datetimes_and_epoch_seconds(store, clock) -> None:
+    sset = mdss.SortedSet(store, "s")
+    assert sset.expire(5) is False  # no set: as Redis' 0
+    sset.add("a", 1)
+    assert sset.expire_at(START + 30) is True and sset.ttl() == 30.0
+    when = dt.datetime.fromtimestamp(START + 60, dt.timezone(dt.timedelta(hours=5)))
+    assert sset.expire_at(when) is True and sset.ttl() == 60.0
+    for bad in (dt.datetime(2030, 1, 1), float("nan"), float("inf"), "soon", True, 1e300):
+        with pytest.raises(mdss.InvalidArgumentError):
+            sset.expire_at(bad)
+    with pytest.raises(mdss.InvalidArgumentError):
+        sset.expire(float("inf"))
+    assert sset.persist() is True and sset.ttl() is None and sset.persist() is False
+
+
+def test_gc_sweep_drops_an_expired_set(store, clock) -> None:
+    sset = mdss.SortedSet(store, "s", chunk_size=2, log_limit=0)
+    sset.add_many({f"m{i}": i for i in range(9)})
+    sset.expire(5)
+    assert sset.gc(sweep=True, wait=False) == 0 and len(sset) == 9  # not yet
+    clock.now += 5
+    sset.gc(sweep=True, wait=False)
+    assert list(store.keys(sset.keys.nodes)) == [] or not store.existing(list(store.keys(sset.keys.nodes)))
+    assert store.get(sset.keys.head) is None and store.get(sset.keys.marker) is None
+    sset.add("a", 1)
+    assert [e.member for e in sset] == ["a"]
+
+
+def test_head_bytes_without_an_expiry_are_what_earlier_versions_wrote(store, clock) -> None:
+    sset = mdss.SortedSet(store, "s")
+    sset.add("a", 1)
+    before = store.get(sset.keys.head).value
+    sset.expire(5)
+    assert b"exp" in store.get(sset.keys.head).value
+    sset.persist()
+    after = store.get(sset.keys.head).value
+    assert b"exp" not in after and b"exp" not in before
+    head = _head.Head.decode("k", after)
+    assert head.expires is None and _head.Head.decode("k", head.next("n" * 16, expires=123).encode()).expires == 123
+
+
+def test_writers_racing_the_drop_of_an_expired_set_lose_nothing(store_factory, clock) -> None:
+    """Threads that write after the moment, each its own members: every write is there, nothing of the old set."""
+    store = store_factory()
+    mdss.SortedSet(store, "s", chunk_size=2).add_many({f"old{i}": i for i in range(6)})
+    mdss.SortedSet(store, "s").expire(1)
+    clock.now += 1
+    writers = [mdss.SortedSet(store, "s") for _ in range(3)]
+
+    def write(i: int) -> None:
+        for j in range(3):
+            writers[i].add(f"w{i}-{j}", j)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sset = mdss.SortedSet(store, "s")
+    assert sorted(e.member for e in sset) == sorted(f"w{i}-{j}" for i in range(3) for j in range(3))
+    assert sset.check() == []
+
+
+board_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("post"), st.tuples(st.sampled_from(["ann", "bob", "cid"]), st.integers(0, 9))),
+        st.tuples(st.just("expire"), st.integers(-1, 4)),
+        st.tuples(st.just("persist"), st.none()),
+        st.tuples(st.just("tick"), st.integers(1, 3)),
+    ),
+    max_size=8,
+)
+
+
+def test_boards_expire_whole(store_factory, clock) -> None:
+    """Every window, the registry and the post ids expire as one: the board reads empty after the moment, posts
+    after it start afresh (a new day's window too), and ``gc(sweep=True)`` drops an expired board as ``drop()``."""
+    budget = examples(store_factory.kind, max(settings().max_examples // 3, 3), divisor=4)
+
+    @settings(max_examples=budget, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(plan=board_steps)
+    def search(plan) -> None:
+        clock.now = START
+        store = store_factory()
+        board = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, windows=["all", "day"], now=clock, chunk_size=2)
+        model = Model(clock)
+        for n, (kind, arg) in enumerate(plan):
+            if kind == "post":
+                board.post(arg[0], {"xp": arg[1]}, post_id=f"p{n}")
+                model.pairs[arg[0]] = arg[1]
+                model.exists = True
+            elif kind == "expire":
+                assert board.expire(arg) == model.expire(arg)
+            elif kind == "persist":
+                assert board.persist() == model.persist()
+            else:
+                clock.now += arg * 40_000  # past a day, now and then: a new window instance
+                model.settle()
+            assert {r.owner: r.values["xp"] for r in board.top("xp", 10, window="all")} == model.pairs
+            assert board.ttl() == model.ttl()
+            if not model.exists:
+                assert board.windows() == [] and board.count("xp", window="day") == 0
+            for window in board.windows():
+                board._check(window)
+        board.post("zed", {"xp": 1})
+        assert board.expire(1) is True
+        clock.now += 1
+        board.gc(sweep=True, wait=False)
+        with pytest.raises(mdss.InvalidArgumentError):
+            mdss.Leaderboard.open(store, "g")
+
+    search()
+
+
+@pytest.fixture
+def run(tmp_path):
+    url = f"sqlite:///{tmp_path}/cli.db"
+
+    def invoke(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(cli, ["--store", url, "--set", "s", *args])
+        assert result.exit_code == code, result.output
+        return result.output
+
+    return invoke
+
+
+def test_cli_expire_ttl_persist(run, clock) -> None:
+    assert "nothing to expire" in run("expire", "10")
+    run("add", "a", "1")
+    assert "expires in 10 s" in run("expire", "10")
+    assert run("ttl") == "10.000\n"
+    assert "no longer expires" in run("persist")
+    assert run("ttl") == "none\n" and "had no expiry" in run("persist")
+    run("expire", "-1")
+    assert "no entries" in run("top")
+    for bad in ("abc", "inf", "1e300"):
+        assert run("expire", bad, code=2 if bad == "abc" else 1).strip().splitlines()[-1].startswith("Error:")
+
+
+def test_cli_board_expire_ttl_persist(run, clock) -> None:
+    run("board", "--columns", '{"xp": "desc"}', "post", "ann", "xp=3")
+    assert run("board", "expire", "20") == "True\n"
+    assert run("board", "ttl") == "20.0\n" and run("board", "--json", "ttl") == "20.0\n"
+    assert run("board", "persist") == "True\n" and run("board", "ttl") == "none\n"
+    assert run("board", "--json", "ttl") == "null\n"
+    assert "Error:" in run("board", "expire", "x", code=2)
