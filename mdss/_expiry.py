@@ -52,7 +52,7 @@ def at(when: datetime.datetime | float) -> int:
 def _bounded(ms: float) -> int:
     if ms > LATEST:
         raise InvalidArgumentError(f"expiry moment {ms / 1000:g} s after the epoch is past the latest a head holds")
-    return max(math.ceil(ms), 0)
+    return max(math.floor(ms), 0)  # down: a moment of now (expire(0)) has passed at once
 
 
 def expire(engine: Engine, moment: int, create: bool = False) -> bool:

@@ -257,8 +257,8 @@ class Leaderboard:
         for _ in engine.policy.attempts():
             if moment is None:
                 _expiry.persist(engine)
-            else:
-                _expiry.expire(engine, moment, create=True)
+            else:  # not made here if it has no head: its first write makes it, and comes back here (_started)
+                _expiry.expire(engine, moment)
             now = _expiry.moment(self._registry.engine)
             if now == moment:
                 return
@@ -367,13 +367,14 @@ class Leaderboard:
         return self._set_moment(_expiry.at(when))
 
     def _set_moment(self, moment: int) -> bool:
-        """The registry first (windows listed later follow it: :meth:`_follow_expiry`), then the post ids and every
-        window it lists (read after it)."""
+        """The registry first (windows listed later follow it: :meth:`_follow_expiry`), then the post ids (made empty
+        if absent: posts with ids make it without following the registry) and every window it lists (read after it; a
+        window listed without a head yet takes the moment when its first write makes it: :meth:`_started`)."""
         if not _expiry.expire(self._registry.engine, moment):
             return False
         _expiry.expire(self._posts().engine, moment, create=True)
         for instance in _expiry.stored_members(self._registry.engine):  # a moment passed already: listed all the same
-            _expiry.expire(self._set(instance).engine, moment, create=True)
+            _expiry.expire(self._set(instance).engine, moment)  # one without a head yet follows it when made
         return True
 
     def persist(self) -> bool:
