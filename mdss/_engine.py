@@ -177,10 +177,12 @@ class Engine:
     def decode(self, data: bytes) -> Head:
         """The head from stored bytes (decoded once per distinct value, only new appends when it extends the last),
         checked against the settings: an engine opened without settings before its set existed adopts those of whoever
-        created it; otherwise different settings mean another set."""
+        created it; otherwise different settings mean another set. An expired head is neither checked nor kept."""
         if data == self.head_bytes:
             return self.head  # type: ignore[return-value]
         head = self._extended(data) or Head.decode(self.keys.head, data)
+        if head.expired():  # a set dropped at its moment (mdss._expiry): its settings bind nobody
+            return head
         if (head.order, head.chunk, head.tiebreak) != (self.order, self.chunk_size, self.tiebreak):
             if self.explicit or self.head is not None:
                 raise SettingsMismatchError(

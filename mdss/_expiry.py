@@ -55,6 +55,11 @@ def _bounded(ms: float) -> int:
     return max(math.floor(ms), 0)  # down: a moment of now (expire(0)) has passed at once
 
 
+def passed(moment: int) -> bool:
+    """Whether ``moment`` has passed by this process's clock (as :meth:`Head.expired` tells of a head's)."""
+    return moment <= _head.clock() * 1000
+
+
 def expire(engine: Engine, moment: int, create: bool = False) -> bool:
     """Set the set's moment by a head-only commit; whether the set existed (a set already expired does not). A moment
     already passed expires the set at once: it reads as dropped, the next write drops it. With ``create``, a set

@@ -217,7 +217,9 @@ def _swept(engine: Engine, min_age: float) -> list[str]:
 def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
     """Remove a whole set, damaged or not: its nodes and notes, then its marker (``_snapshot.mark``), then its head.
     With ``only``, only if the head, read at the compare-and-set that empties it, passes it (an expired set dropped by
-    its next writer: ``mdss._expiry``); whether the set was dropped.
+    its next writer: ``mdss._expiry``), and the emptied head keeps its moment: every other writer takes it for the
+    expired set it was (and drops it too, or reads it as absent), none for a set to write on, whatever its settings;
+    whether the set was dropped.
 
     The head first moves to an empty state in a new epoch, so that commits in flight fail. A commit made on that empty
     head meanwhile keeps its nodes (of the new epoch) and its head: the head is deleted last, only if still the emptied
@@ -241,15 +243,18 @@ def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
             note_page=None,
             log=Log(h.log.seq, h.log.seq),
             lineage=new_lineage(),
-            expires=None,
+            expires=None if only is None else h.expires,
         )
 
     try:
         emptied = rewrite_head(engine, empty, "drop")
-        if refused:
+        if refused or (only is not None and emptied is None):
+            # Not the set ``only`` meant, or gone already: a writer may be starting a new one, whose nodes stay.
             return False
         spare, data = (None, None) if emptied is None else (emptied.epoch, emptied.encode())
     except CorruptDataError:
+        if only is not None:  # a damaged head is not an expired one: reads and writes report it
+            raise
         record = store.get(keys.head)
         spare, data = None, None if record is None else record.value
     listed = [*store.keys(keys.nodes), *store.keys(keys.notes)]

@@ -101,7 +101,7 @@ def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | N
         stored = None if record is None else Head.decode(engine.keys.head, record.value)
     except CorruptDataError:
         return
-    if stored is not None:
+    if stored is not None and not stored.expired():  # an expired set is a dropped one: any settings start it afresh
         engine.adopt(stored, order, chunk_size, tiebreak)
 
 
