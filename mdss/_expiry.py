@@ -5,8 +5,9 @@ by a head-only commit: the same trees and log, one generation on, by compare-and
 moves its epoch (``mdss._garbage.rewrite_head``). Once the moment has passed by the reading process's clock
 (``mdss._head.clock``, looked up at each call: the tests replace it), the set reads as absent
 (``mdss._snapshot.absent``), as after ``drop()``; the next write drops it in the store first, only if its head is still
-the expired one (:func:`writable`), then writes into a fresh set; ``gc(sweep=True)`` drops it too (:func:`sweep`). The
-store's own expiry (Redis EXPIRE, DynamoDB TTL) is not used: see docs/architecture.md, "Expiry".
+the expired one (:func:`writable`), then writes into a fresh set; ``gc(sweep=True)`` drops it too (:func:`sweep`). On a
+store that expires keys itself (one Redis server), the set's nodes also get its expiry, fenced by the head
+(:func:`_move`, :func:`_arm`; docs/architecture.md, "Expiry").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from . import _garbage, _head, _snapshot
-from ._head import Head
+from ._head import FENCED, Head
 from .exceptions import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -66,32 +67,94 @@ def expire(engine: Engine, moment: int, create: bool = False) -> bool:
     without a head gets an empty one first (a shard of a sharded set that has others: ``mdss._shards``)."""
     if create:
         writable(engine, _snapshot.snapshot(engine, True))
-    changed = False
-
-    def change(head: Head) -> Head | None:
-        nonlocal changed
-        changed = not head.expired()
-        if not changed or head.expires == moment:
-            return None
-        return head.next(secrets.token_hex(8), expires=moment)
-
-    head = _garbage.rewrite_head(engine, change, "expire")
-    engine.recent.forget()  # this object's next read sees it
-    return head is not None and changed
+    return _move(engine, moment)[0]
 
 
 def persist(engine: Engine) -> bool:
     """Clear the set's moment; whether it had one (a set expired already has none: it is gone, as in Redis)."""
-    cleared = False
+    existed, had = _move(engine, None)
+    return existed and had
 
-    def change(head: Head) -> Head | None:
-        nonlocal cleared
-        cleared = head.expires is not None and not head.expired()
-        return head.next(secrets.token_hex(8), expires=None) if cleared else None
 
-    _garbage.rewrite_head(engine, change, "persist")
-    engine.recent.forget()
-    return cleared
+def _move(engine: Engine, moment: int | None) -> tuple[bool, bool]:
+    """Move the head's moment to ``moment`` (``None``: none): whether the set existed, and whether it had a moment.
+
+    On a store that expires keys itself, the invariant is: a node a live head names expires by itself no earlier than
+    the head's moment plus the grace. Moving the moment later (or clearing it) while nodes may carry an expiry
+    (``Head.native``) therefore takes two head commits: the first fences further expiries off (:data:`FENCED`: the
+    scripts that give them check the head's version), then every key's expiry is cancelled, then the second moves the
+    moment. Interrupted between them, the head keeps its moment and says :data:`FENCED`: the next call goes on. Then
+    the nodes are given the new moment's expiry (:func:`_arm`)."""
+    store = engine.store
+    existed = had = False
+    moved: Head | None = None
+
+    def step(head: Head) -> Head | None:
+        nonlocal existed, had, moved
+        existed, had, moved = not head.expired(), head.expires is not None, None
+        if not existed:
+            return None
+        nonce = secrets.token_hex(8)
+        later = moment is None or head.expires is None or moment > head.expires
+        if head.native is not None and later:
+            if head.native != FENCED:
+                return head.next(nonce, native=FENCED)
+            listed = _listed(engine)  # persisted before the head moves: no live head names a node due earlier
+            for i in range(0, len(listed), ARM_BATCH):
+                store.persist_keys(listed[i : i + ARM_BATCH])
+            native = None
+        elif head.expires == moment and (moment is None or not store.expires_keys or head.native not in (None, FENCED)):
+            moved = head  # nothing to change (armed already, by this call or another)
+            return None
+        else:
+            native = head.native
+        if moment is not None and store.expires_keys:
+            native = secrets.token_hex(8)
+        moved = head.next(nonce, expires=moment, native=native)
+        return moved
+
+    for _ in engine.policy.attempts():
+        _garbage.rewrite_head(engine, step, "expire")
+        if moved is not None or not existed:
+            break
+    engine.recent.forget()  # this object's next read sees it
+    if moved is not None and moment is not None and moved.native is not None:
+        _arm(engine, moment, moved.native)
+    return existed, had
+
+
+#: How often :func:`_arm` reads the head again when writers move it between its listing and its script.
+ARM_TRIES = 3
+#: Keys per script call of :func:`_arm`.
+ARM_BATCH = 500
+
+
+def _listed(engine: Engine) -> list[str]:
+    store, keys = engine.store, engine.keys
+    return [*store.keys(keys.nodes), *store.keys(keys.notes)]
+
+
+def _arm(engine: Engine, moment: int, token: str) -> None:
+    """Give every node and note key of the set the store's own expiry, ``gc_grace`` after ``moment`` (readers of a
+    snapshot taken before the moment get that long, as after any commit), by scripts that check the head is still the
+    one read, with this call's ``token``. Writers that move the head meanwhile make it try again, :data:`ARM_TRIES`
+    times; then it gives up, leaving the rest to the next write or ``gc(sweep=True)`` (never unsafe: a key without an
+    expiry only takes space). Keys written after it get none."""
+    store, key = engine.store, engine.keys.head
+    at = moment + round(engine.gc_grace * 1000)
+    for _ in range(ARM_TRIES):
+        record = store.get(key)
+        if record is None:
+            return
+        head = engine.decode(record.value)
+        if head.native != token or head.expires != moment or head.expired():
+            return
+        listed = _listed(engine)
+        if all(
+            store.expire_keys(listed[i : i + ARM_BATCH], at, key, record.version)
+            for i in range(0, len(listed), ARM_BATCH)
+        ):
+            return
 
 
 def moment(engine: Engine) -> int | None:

@@ -244,6 +244,7 @@ def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
             log=Log(h.log.seq, h.log.seq),
             lineage=new_lineage(),
             expires=None if only is None else h.expires,
+            native=None if only is None else h.native,  # it names no node, so none that may expire by itself
         )
 
     try:

@@ -31,6 +31,8 @@ NOTES_INLINE = 8
 MAX_CHUNK = 100_000
 
 LANDED, LOST, PENDING, UNKNOWN = "landed", "lost", "pending", "unknown"
+#: :attr:`Head.native` when nodes may carry the store's own expiry and no process may give one more.
+FENCED = "-"
 
 
 #: A log entry: (member, old score, new score, nonce of the commit it ends, else None); ``None`` scores: absent.
@@ -157,6 +159,10 @@ class Head:
     #: When the set expires (``mdss._expiry``): milliseconds since the Unix epoch, by the reading process's clock;
     #: ``None``: never. Stored only when set, so heads without one are what earlier versions wrote.
     expires: int | None = None
+    #: Whether nodes of the set may carry the store's own expiry (``mdss._expiry``, on a store whose ``expires_keys``
+    #: is true), each at ``expires`` plus the grace or later: ``None``, none does; :data:`FENCED`, some may and none
+    #: will be given one; else the token of the process that may give them one, fenced by this head's version.
+    native: str | None = None
 
     def expired(self) -> bool:
         """Whether this head's moment has passed by this process's clock (:func:`clock`): the set reads as dropped."""
@@ -219,6 +225,7 @@ class Head:
                     **({} if self.lineage is None else {"lin": self.lineage}),
                     **({} if self.tiebreak == "member" else {"tb": self.tiebreak}),
                     **({} if self.expires is None else {"exp": self.expires}),
+                    **({} if self.native is None else {"nx": self.native}),
                 }
             )
         )
@@ -254,6 +261,7 @@ class Head:
                 lineage=found.get("lin"),
                 tiebreak=found.get("tb", "member"),
                 expires=found.get("exp"),
+                native=found.get("nx"),
             )
             head.check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -284,6 +292,8 @@ class Head:
             raise TypeError("the lineage is a string of at most 64 characters")
         if self.expires is not None and (type(self.expires) is not int or not 0 <= self.expires < 1 << 53):
             raise ValueError(f"expiry {self.expires!r:.40} is not milliseconds since the epoch")
+        if self.native is not None and (type(self.native) is not str or len(self.native) > 32):
+            raise TypeError("the native expiry state is a string of at most 32 characters")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):
             raise TypeError("note pages are named by id strings")
         self.scores.check()

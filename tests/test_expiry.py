@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -335,3 +336,72 @@ def test_writers_with_new_settings_race_the_drop_of_an_expired_set(store, clock)
     assert not errors
     sset = mdss.SortedSet(store, "s")
     assert [e.member for e in sset] == ["w2", "w1", "w0"] and sset.check() == []
+
+
+# -- the store's own expiry (one Redis server): real time, short moments --------------------------------------------
+
+
+@pytest.fixture
+def redis_store(redis_url):
+    store = mdss.open_store(f"{redis_url}?namespace=exp{time.monotonic_ns()}")
+    yield store
+    store.close()
+
+
+def ttls(store: mdss.Store, keys: list[str]) -> list[int]:
+    """Milliseconds left of each key's own expiry on the server (-1: none, -2: gone)."""
+    client = store.client  # type: ignore[attr-defined]
+    return [client.pttl(k) for k in keys]
+
+
+def test_redis_expires_the_nodes_itself_and_the_set_reads_empty(redis_store) -> None:
+    """Nodes and notes get Redis' own expiry gc_grace after the moment; the head (and marker) never do, so the set
+    reads empty after it, never as damaged, and the next write drops what is left and starts afresh."""
+    sset = mdss.SortedSet(redis_store, "s", chunk_size=2, log_limit=0, gc_grace=0.2)
+    sset.add_many({f"m{i}": i for i in range(12)})
+    nodes = list(redis_store.keys(sset.keys.nodes))
+    assert nodes and all(t == -1 for t in ttls(redis_store, nodes))
+    assert sset.expire(0.3) is True
+    assert all(0 < t <= 500 for t in ttls(redis_store, nodes))
+    assert ttls(redis_store, [sset.keys.head, sset.keys.marker]) == [-1, -1]
+    time.sleep(0.6)
+    assert list(redis_store.keys(sset.keys.nodes)) == [] and redis_store.get(sset.keys.head) is not None
+    other = mdss.SortedSet(redis_store, "s", chunk_size=2)  # never saw it: not a lost head
+    assert len(sset) == 0 and len(other) == 0 and sset.check() == [] and other.check() == []
+    other.add("a", 1)
+    assert [e.member for e in sset] == ["a"] and sset.check() == []
+    assert all(t == -1 for t in ttls(redis_store, list(redis_store.keys(sset.keys.nodes))))
+
+
+def test_redis_persist_and_a_later_moment_undo_the_stores_expiry(redis_store) -> None:
+    """persist() and expire() to a later moment cancel what the store would expire first (the head fenced, then every
+    key persisted), so a live set never loses a node; an expire() whose script finds the head moved changes nothing."""
+    sset = mdss.SortedSet(redis_store, "s", chunk_size=2, log_limit=0, gc_grace=0.2)
+    sset.add_many({f"m{i}": i for i in range(12)})
+    keep = mdss.SortedSet(redis_store, "k", chunk_size=2, log_limit=0, gc_grace=0.2)
+    keep.add_many({f"m{i}": i for i in range(12)})
+    assert sset.expire(0.3) and keep.expire(0.3)
+    stale = redis_store.get(sset.keys.head).version
+    assert sset.persist() is True and keep.expire(100) is True
+    nodes = [*redis_store.keys(sset.keys.nodes), *redis_store.keys(keep.keys.nodes)]
+    assert all(t == -1 or t > 90_000 for t in ttls(redis_store, nodes))
+    assert not redis_store.expire_keys(nodes, int(time.time() * 1000) + 300, sset.keys.head, stale)  # fenced off
+    sset.add("late", 99)  # a write after persist(): the head carries neither moment nor token
+    time.sleep(0.6)
+    for s in (sset, keep):
+        assert len(s) == 12 + (s is sset) and s.check() == []
+    assert keep.ttl() > 90 and sset.ttl() is None
+
+
+def test_redis_an_interrupted_persist_is_finished_by_the_next(redis_store) -> None:
+    """A head left fenced (a persist interrupted after its first commit) still expires at its moment, and the next
+    persist() cancels every key's expiry before it clears the moment."""
+    sset = mdss.SortedSet(redis_store, "s", chunk_size=2, log_limit=0, gc_grace=0.2)
+    sset.add_many({f"m{i}": i for i in range(8)})
+    sset.expire(0.3)
+    record = redis_store.get(sset.keys.head)
+    head = _head.Head.decode(sset.keys.head, record.value)
+    redis_store.cas(sset.keys.head, head.next("f" * 16, native=_head.FENCED).encode(), record.version)
+    assert sset.persist() is True
+    time.sleep(0.6)
+    assert len(sset) == 8 and sset.check() == []

@@ -14,6 +14,16 @@ return 1
 """
 
 
+# KEYS[1]: a head; KEYS[2..]: keys; ARGV[1]: SHA-1 of the head's value read; ARGV[2]: milliseconds since the epoch.
+# Gives the keys that expiry (PEXPIREAT) if the head is unchanged: 1; else 0 and nothing changed.
+EXPIRE_IF = """
+local current = redis.call('GET', KEYS[1])
+if (not current) or redis.sha1hex(current) ~= ARGV[1] then return 0 end
+for i = 2, #KEYS do redis.call('PEXPIREAT', KEYS[i], ARGV[2]) end
+return 1
+"""
+
+
 # KEYS[1]: the key; ARGV[1]: SHA-1 of the value read. Deletes it if unchanged (or absent): 1; else 0.
 DELETE_IF = """
 local current = redis.call('GET', KEYS[1])

@@ -146,6 +146,8 @@ class Store:
     max_value_bytes: int | None = None
     #: Whether the store applies appends to a head itself (:meth:`append_log`, :meth:`_append`).
     appends = False
+    #: Whether the store deletes keys by itself at a time (:meth:`expire_keys`): one Redis server.
+    expires_keys = False
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Store:
@@ -248,6 +250,15 @@ class Store:
             chunk = keys[start : start + batch]
             found.extend(key for key, value in zip(chunk, self.get_many(chunk)) if value is not None)
         return found
+
+    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any) -> bool:
+        """Have the store delete ``keys`` by itself at ``at_ms`` (milliseconds since the epoch, by its clock), only if
+        ``head`` still holds ``version`` (checked atomically with it: ``mdss._expiry``); whether it did. A store
+        without its own expiry (``expires_keys`` false) does nothing: False."""
+        return False
+
+    def persist_keys(self, keys: Sequence[str]) -> None:
+        """Cancel what :meth:`expire_keys` scheduled for ``keys`` (absent keys are fine); nothing on other stores."""
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every stored key that starts with ``prefix``, in no order: a maintenance call (gc, check) that may scan."""

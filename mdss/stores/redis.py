@@ -42,7 +42,7 @@ from .. import _tail
 from .._parse import DIGITS, integer, number
 from .._retry import STORE_CALLS, Backoff
 from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
-from ._redis_scripts import CAS, DELETE_IF, TAIL
+from ._redis_scripts import CAS, DELETE_IF, EXPIRE_IF, TAIL
 from .base import Record, Store, parse_flag
 
 T = TypeVar("T")
@@ -169,6 +169,7 @@ class _RedisBase(Store):
             self._script = client.register_script(CAS)
             self._delete_script = client.register_script(DELETE_IF)
             self._tail_script = client.register_script(TAIL)
+            self._expire_script = client.register_script(EXPIRE_IF)
             if check_policy:
                 self._check_policy()
         except BaseException:
@@ -403,6 +404,26 @@ class RedisStore(_RedisBase):
     def _keys(self, prefix: str) -> Iterator[str]:
         found = self._call(lambda: list(self.client.scan_iter(match=_glob_escape(prefix) + "*", count=1000)))
         return (key.decode() if isinstance(key, bytes) else key for key in found)
+
+    # One server runs a script over any of its keys, so a set's nodes can expire on condition of its head (on a cluster
+    # they spread over every slot: no script reaches them all, and RedisClusterStore keeps the base's no-op).
+    expires_keys = True
+
+    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any) -> bool:
+        # Idempotent (the same expiry again), so resent after a lost reply like a read.
+        done = self._call(self._expire_script, keys=[head, *keys], args=[version, at_ms])
+        self.stats.add(calls=1)
+        return bool(done)
+
+    def persist_keys(self, keys: Sequence[str]) -> None:
+        def persist() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.persist(key)
+            pipe.execute()
+
+        self._call(persist)
+        self.stats.add(calls=1)
 
 
 class RedisClusterStore(_RedisBase):
