@@ -135,8 +135,7 @@ def test_an_expired_set_reads_as_dropped_and_its_next_write_drops_it(store, cloc
     assert sset.check() == []
     sset.add("new", 1)
     assert [e.member for e in sset] == ["new"] and sset.check() == []
-    assert store.keys(sset.keys.nodes) is not None
-    assert not [k for k in sset.unreferenced() if k]  # the old nodes went with the drop
+    assert sset.unreferenced() == []  # the old nodes went with the drop
 
 
 def test_expire_at_takes_aware_datetimes_and_epoch_seconds(store, clock) -> None:
@@ -161,7 +160,7 @@ def test_gc_sweep_drops_an_expired_set(store, clock) -> None:
     assert sset.gc(sweep=True, wait=False) == 0 and len(sset) == 9  # not yet
     clock.now += 5
     sset.gc(sweep=True, wait=False)
-    assert list(store.keys(sset.keys.nodes)) == [] or not store.existing(list(store.keys(sset.keys.nodes)))
+    assert not store.existing(list(store.keys(sset.keys.nodes)))  # (Riak lists deleted keys a while)
     assert store.get(sset.keys.head) is None and store.get(sset.keys.marker) is None
     sset.add("a", 1)
     assert [e.member for e in sset] == ["a"]
