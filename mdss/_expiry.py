@@ -80,34 +80,36 @@ def _move(engine: Engine, moment: int | None) -> tuple[bool, bool]:
     """Move the head's moment to ``moment`` (``None``: none): whether the set existed, and whether it had a moment.
 
     On a store that expires keys itself, the invariant is: a node a live head names expires by itself no earlier than
-    the head's moment plus the grace. Moving the moment later (or clearing it) while nodes may carry an expiry
-    (``Head.native``) therefore takes two head commits: the first fences further expiries off (:data:`FENCED`: the
-    scripts that give them check the head's version), then every key's expiry is cancelled, then the second moves the
-    moment. Interrupted between them, the head keeps its moment and says :data:`FENCED`: the next call goes on. Then
-    the nodes are given the new moment's expiry (:func:`_arm`)."""
+    the head's moment. Moving the moment later (or clearing it) while nodes may carry an expiry (``Head.native``)
+    therefore takes two head commits: the first fences further expiries off (:data:`FENCED` and an id: the scripts
+    that give them check the head's value), then every key's expiry is cancelled, once per fence, then the second moves
+    the moment (retried on lost races without cancelling again while the fence is the same). Interrupted between them,
+    the head keeps its moment and its fence: the next call goes on. Then the nodes are given the new moment's expiry
+    (:func:`_arm`)."""
     store = engine.store
     existed = had = False
     moved: Head | None = None
+    cancelled: str | None = None  # the fence under which every key's expiry was cancelled
 
     def step(head: Head) -> Head | None:
-        nonlocal existed, had, moved
+        nonlocal existed, had, moved, cancelled
         existed, had, moved = not head.expired(), head.expires is not None, None
         if not existed:
             return None
-        nonce = secrets.token_hex(8)
+        nonce, native = secrets.token_hex(8), head.native
         later = moment is None or head.expires is None or moment > head.expires
-        if head.native is not None and later:
-            if head.native != FENCED:
-                return head.next(nonce, native=FENCED)
-            listed = _listed(engine)  # persisted before the head moves: no live head names a node due earlier
-            for i in range(0, len(listed), ARM_BATCH):
-                store.persist_keys(listed[i : i + ARM_BATCH])
+        if native is not None and later:
+            if not native.startswith(FENCED):
+                return head.next(nonce, native=FENCED + secrets.token_hex(4))
+            if cancelled != native:
+                listed = _listed(engine)  # cancelled before the head moves: no live head names a node due earlier
+                for i in range(0, len(listed), ARM_BATCH):
+                    store.persist_keys(listed[i : i + ARM_BATCH])
+                cancelled = native
             native = None
-        elif head.expires == moment and (moment is None or not store.expires_keys or head.native not in (None, FENCED)):
+        elif head.expires == moment and (moment is None or not store.expires_keys or armed(native)):
             moved = head  # nothing to change (armed already, by this call or another)
             return None
-        else:
-            native = head.native
         if moment is not None and store.expires_keys:
             native = secrets.token_hex(8)
         moved = head.next(nonce, expires=moment, native=native)
@@ -118,9 +120,14 @@ def _move(engine: Engine, moment: int | None) -> tuple[bool, bool]:
         if moved is not None or not existed:
             break
     engine.recent.forget()  # this object's next read sees it
-    if moved is not None and moment is not None and moved.native is not None:
-        _arm(engine, moment, moved.native)
+    if moved is not None and moment is not None and armed(moved.native):
+        _arm(engine, moment, moved.native)  # type: ignore[arg-type]
     return existed, had
+
+
+def armed(native: str | None) -> bool:
+    """Whether a head's ``native`` is a token: a process may give nodes the store's own expiry."""
+    return native is not None and not native.startswith(FENCED)
 
 
 #: How often :func:`_arm` reads the head again when writers move it between its listing and its script.

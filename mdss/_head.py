@@ -31,7 +31,8 @@ NOTES_INLINE = 8
 MAX_CHUNK = 100_000
 
 LANDED, LOST, PENDING, UNKNOWN = "landed", "lost", "pending", "unknown"
-#: :attr:`Head.native` when nodes may carry the store's own expiry and no process may give one more.
+#: How :attr:`Head.native` begins when nodes may carry the store's own expiry and no process may give one more (then
+#: the fence's own random id: a process that cancelled every expiry under one fence knows it is still that one).
 FENCED = "-"
 
 
@@ -160,8 +161,8 @@ class Head:
     #: ``None``: never. Stored only when set, so heads without one are what earlier versions wrote.
     expires: int | None = None
     #: Whether nodes of the set may carry the store's own expiry (``mdss._expiry``, on a store whose ``expires_keys``
-    #: is true), each at ``expires`` plus the grace or later: ``None``, none does; :data:`FENCED`, some may and none
-    #: will be given one; else the token of the process that may give them one, fenced by this head's version.
+    #: is true), each at ``expires`` plus the grace or later: ``None``, none does; :data:`FENCED` and an id, some may
+    #: and none will be given one; else the token of the process that may give them one, fenced by this head's value.
     native: str | None = None
 
     def expired(self) -> bool:

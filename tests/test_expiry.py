@@ -12,7 +12,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from depth import examples
+from depth import DEEP, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -400,7 +400,53 @@ def test_redis_an_interrupted_persist_is_finished_by_the_next(redis_store) -> No
     sset.expire(0.3)
     record = redis_store.get(sset.keys.head)
     head = _head.Head.decode(sset.keys.head, record.value)
-    redis_store.cas(sset.keys.head, head.next("f" * 16, native=_head.FENCED).encode(), record.version)
+    redis_store.cas(sset.keys.head, head.next("f" * 16, native=_head.FENCED + "0f").encode(), record.version)
     assert sset.persist() is True
     time.sleep(0.6)
     assert len(sset) == 8 and sset.check() == []
+
+
+def test_redis_expiry_calls_beside_writers_keep_the_invariant(redis_store) -> None:
+    """Writers commit while other threads expire, move and clear the moment: after each call, no node a head without a
+    moment names carries Redis' expiry, and none a head with one names expires before that moment; check() passes."""
+    name, stop = "s", threading.Event()
+    mdss.SortedSet(redis_store, name, chunk_size=2, log_limit=0).add_many({f"m{i}": i for i in range(10)})
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        sset, n = mdss.SortedSet(redis_store, name), 0
+        while not stop.is_set():
+            try:
+                sset.add(f"w{i}-{n % 7}", n)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+            n += 1
+
+    def invariant(sset: mdss.SortedSet) -> None:
+        head = _head.Head.decode("h", redis_store.get(sset.keys.head).value)
+        named = [k for k in sset.node_keys() if k in set(redis_store.keys(sset.keys.nodes))]
+        left = ttls(redis_store, named)
+        if head.expires is None:
+            assert all(t == -1 for t in left), (head, left)
+        else:
+            due = head.expires - time.time() * 1000
+            assert all(t == -1 or t >= due - 50 for t in left), (head, left)
+
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(2 if DEEP else 1)]
+    for t in writers:
+        t.start()
+    sset = mdss.SortedSet(redis_store, name)
+    try:
+        for seconds in (60, 30, 90, None, 45, None) if DEEP else (60, 90, None):
+            if seconds is None:
+                sset.persist()
+            else:
+                sset.expire(seconds)
+            invariant(sset)
+    finally:
+        stop.set()
+        for t in writers:
+            t.join()
+    assert not errors and sset.check() == []
+    invariant(sset)
