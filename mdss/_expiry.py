@@ -12,14 +12,16 @@ store that expires keys itself (one Redis server), the set's nodes also get its 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import secrets
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import _garbage, _head, _snapshot
 from ._head import FENCED, Head
-from .exceptions import InvalidArgumentError
+from .exceptions import InvalidArgumentError, StoreError
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -134,6 +136,21 @@ def armed(native: str | None) -> bool:
 ARM_TRIES = 3
 #: Keys per script call of :func:`_arm`.
 ARM_BATCH = 500
+
+
+def follow(engine: Engine, head: Head, version: Any, keys: Sequence[str]) -> None:
+    """After a commit that wrote ``keys`` landed ``head`` (whose stored value has ``version``; ``None``: unknown): on a
+    store that expires keys itself, give them the expiry :func:`_arm` gave the set's other nodes, by the same script,
+    fenced by that version (refused, and nothing changed, if any writer moved the head since). Never fails the commit
+    that called it: a key left without an expiry only takes space."""
+    store = engine.store
+    if not (store.expires_keys and armed(head.native) and head.expires is not None and version is not None and keys):
+        return
+    at = head.expires + round(engine.gc_grace * 1000)
+    with contextlib.suppress(StoreError):
+        for i in range(0, len(keys), ARM_BATCH):
+            if not store.expire_keys(keys[i : i + ARM_BATCH], at, engine.keys.head, version):
+                return
 
 
 def _listed(engine: Engine) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from . import _garbage, _log, _publish, _snapshot, _writer
+from . import _expiry, _garbage, _log, _publish, _snapshot, _writer
 from ._codec import encode_log_page, weight_of
 from ._engine import Engine
 from ._head import Head, Log, TreeRef
@@ -212,6 +212,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
                 raise
         else:
             engine.remember(head, landed.value, landed.version)
+            _expiry.follow(engine, head, landed.version, [*written, *prepared.stored])
         _publish.settle(engine, writer, nodes)
         engine.writer.made(scores.root, index.root)  # its cache holds them: it merges next
         engine.deletions.defer(

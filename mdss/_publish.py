@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _garbage, _log, _retry, _tail
+from . import _expiry, _garbage, _log, _retry, _tail
 from ._engine import Engine
 from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
 from ._nodes import cached_weight, stored_id
@@ -71,6 +71,7 @@ def publish(
         _garbage.discard(engine, keys)
         return False
     engine.remember(head, data, landed[0])
+    _expiry.follow(engine, head, landed[0], keys)  # a set expiring on a store's own expiry: these nodes too
     settle(engine, writer, nodes)
     # The notes go with the nodes they name (a page that lists them then finds them gone, as gc() expects).
     engine.deletions.defer([engine.keys.node(i) for i in writer.garbage()] + list(notes))

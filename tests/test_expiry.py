@@ -452,3 +452,23 @@ def test_redis_expiry_calls_beside_writers_keep_the_invariant(redis_store) -> No
             t.join()
     assert not errors and sset.check() == []
     invariant(sset)
+
+
+def test_redis_nodes_written_after_expire_take_its_expiry(redis_store) -> None:
+    """Commits into the trees, merges of the log and loads after expire() give the nodes they write the same expiry
+    (fenced by the head they published); after persist() they give none."""
+    for log_limit in (0, 4):
+        sset = mdss.SortedSet(redis_store, f"s{log_limit}", chunk_size=2, log_limit=log_limit)
+        sset.add_many({f"m{i}": i for i in range(6)})
+        sset.expire(1000)
+        before = set(redis_store.keys(sset.keys.nodes))
+        sset.add_many({f"n{i}": i for i in range(6)})
+        sset.merge()
+        new = [k for k in redis_store.keys(sset.keys.nodes) if k not in before]
+        assert new and all(990_000 < t <= 1_030_000 for t in ttls(redis_store, new)), ttls(redis_store, new)
+        sset.persist()
+        assert all(t == -1 for t in ttls(redis_store, list(redis_store.keys(sset.keys.nodes))))
+        sset.add_many({f"o{i}": i for i in range(6)})
+        sset.merge()
+        assert all(t == -1 for t in ttls(redis_store, list(redis_store.keys(sset.keys.nodes))))
+        assert sset.check() == []
