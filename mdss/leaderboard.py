@@ -53,6 +53,10 @@ TIES = ("ordinal", "competition", "dense")
 NODE_BYTES = 65536
 
 
+class _Retired(Exception):
+    """A post would make a window again that ``retention`` no longer keeps (another process dropped it)."""
+
+
 class Leaderboard:
     """A leaderboard: rows of values per owner, ranked by several columns, in time windows.
 
@@ -240,7 +244,14 @@ class Leaderboard:
 
     def _started(self, instance: str) -> None:
         """A write made the window's head afresh (its first post, or the first after the board expired or the window
-        was dropped while this process remembered it listed): list it, with the board's expiry."""
+        was dropped while this process remembered it listed): list it, with the board's expiry. A window that
+        ``retention`` no longer keeps (another process dropped it) is not made again: :class:`_Retired` stops the
+        write, and the post skips that window."""
+        kind = instance.partition(":")[0]
+        keep = self.retention.get(kind)
+        if keep is not None and _board_settings.retired(instance, self.windows(kind), keep, self.calendar) is None:
+            self._registered.discard(instance)
+            raise _Retired(instance)
         self._registry.add(instance, self.calendar.start(instance) or 0, only="new")
         self._registered.add(instance)
         self._follow_expiry(instance)
@@ -703,6 +714,10 @@ class Leaderboard:
                 self._set(plan.instance).engine.group.submit(plan.ops)
             except _ops.Stale:  # another post of this owner landed first
                 clean = False
+                continue
+            except _Retired:  # dropped by another process's retention: the empty head made just now goes too
+                self._drop_instance(plan.instance)
+                done[plan.instance] = False
                 continue
             done[plan.instance] = True
         return clean

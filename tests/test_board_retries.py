@@ -418,6 +418,23 @@ def test_a_retry_never_brings_back_a_window_retention_dropped(store) -> None:
     assert retry.windows("day") == ["day:2026-11-19"] and retry.row("ann").values == {"shots": 5}
 
 
+def test_a_lagging_process_never_brings_back_a_window_another_dropped(store) -> None:
+    """The process that made a day's window remembers it listed; another process's post on the next day drops it
+    (retention keeps one day). A retry in the first process skips that window (False): it neither writes rows into an
+    unlisted window nor lists the dropped window again, and leaves no head behind."""
+    clock = [dt.datetime(2026, 11, 18, 23, 59, 59, tzinfo=UTC).timestamp()]
+    first = board_of(store, clock, windows=["all", "day"], retention={"day": 1})
+    assert first.post("ann", {"shots": 5}, post_id="job") == {"all": True, "day:2026-11-18": True}
+    clock[0] += 3
+    other = board_of(store, clock, windows=["all", "day"], retention={"day": 1})  # another process
+    other.post("bob", {"shots": 1})
+    assert other.windows("day") == ["day:2026-11-19"]
+    assert first.post("ann", {"shots": 5}, post_id="job") == {"all": False, "day:2026-11-18": False}
+    assert first.windows("day") == ["day:2026-11-19"] and other.windows("day") == ["day:2026-11-19"]
+    assert store.get(first._set("day:2026-11-18").keys.head) is None
+    assert first.row("ann").values == {"shots": 5}
+
+
 def test_the_same_post_from_several_threads_counts_once(store) -> None:
     """Four processes' worth of threads send one post (the same post id) at once, as a client that timed out
     and resent it to other servers: every window counts it exactly once, in one set of instances."""
