@@ -48,11 +48,13 @@ def assert_holds(est: mdss.Estimate, exact: int, chunk: int) -> None:
 
 
 def test_bounds_hold_for_every_member_and_score(store_factory) -> None:
-    """By default a quarter of the examples on the networked stores (``depth.examples``): the bounds are
-    searched on the in-process ones."""
+    """By default a quarter of the examples on the networked stores, an eighth on DynamoDB (``depth.examples``):
+    the bounds are searched on the in-process ones."""
 
     @settings(
-        max_examples=examples(store_factory.kind, settings().max_examples),
+        max_examples=examples(
+            store_factory.kind, settings().max_examples, divisor=8 if store_factory.kind == "dynamodb" else 4
+        ),
         suppress_health_check=[HealthCheck.too_slow],
         deadline=None,
     )
