@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import _cursor, _percentiles
 from ._board_format import _GROUPS, Row, _Column, _decode_row, _group, _member, _row_entries, members
 from ._estimate import Estimate
-from ._facade import around_span, page_around
+from ._facade import PageCursors, around_span, page_around
 from ._order import TOP, column_owner, column_tag, column_tie
 from .exceptions import CorruptDataError, InvalidArgumentError
 
@@ -24,22 +24,12 @@ class RankedRow(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Page:
-    """A page of ranked rows, the cursor of the page after it (``next``) and of the page before it (``previous``),
-    each ``None`` at that end of the column. ``cursor`` is ``next`` by its older name, and a page unpacks as ``rows,
-    next``, as the two-field named tuple it was (``previous`` came later)."""
+class Page(PageCursors):
+    """A page of ranked rows of a board's column, with its cursors (:class:`~mdss._facade.PageCursors`)."""
 
     rows: list[RankedRow]
     next: str | None
     previous: str | None = None
-
-    @property
-    def cursor(self) -> str | None:
-        """The cursor of the next page: :attr:`next`."""
-        return self.next
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.rows, self.next))
 
 
 def rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[Row | None]:

@@ -14,7 +14,7 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, overload
 
 from . import _estimate, _expiry, _ops, _percentiles
@@ -43,15 +43,13 @@ TIES = ("ordinal", "competition", "dense")
 new_entry = Entry.__new__.__get__(Entry)  # Entry(member, score, rank) without NamedTuple's keyword handling
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page of entries, the cursor of the page after it (``next``) and of the page before it (``previous``), each
-    ``None`` at that end of the set. ``cursor`` is ``next`` by its older name, and a page unpacks as ``entries, next``,
-    as the two-field named tuple it was (``previous`` came later)."""
+class PageCursors:
+    """What a page of a set or a board has beside its items: the cursors of the page after it (``next``) and before
+    it (``previous``), each ``None`` at that end; ``cursor``, ``next`` by its older name; and unpacking as ``items,
+    next``, as the two-field named tuples pages were (``previous`` came later)."""
 
-    entries: list[Entry]
+    __slots__ = ()
     next: str | None
-    previous: str | None = None
 
     @property
     def cursor(self) -> str | None:
@@ -59,7 +57,16 @@ class Page:
         return self.next
 
     def __iter__(self) -> Iterator[Any]:
-        return iter((self.entries, self.next))
+        return iter((getattr(self, fields(self)[0].name), self.next))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Page(PageCursors):
+    """A page of entries of a set, with its cursors (:class:`PageCursors`)."""
+
+    entries: list[Entry]
+    next: str | None
+    previous: str | None = None
 
 
 def around_span(position: int, before: int, after: int, size: int, fill: bool) -> tuple[int, int]:

@@ -154,7 +154,8 @@ class Ranking:
         tree, view, order = self.tree, self.view, self.order
         if tree.root is None:  # every entry is in the log
             keys = view.between(None, None, closed=False)[0][start:stop]
-            return order.members_of(keys), [order.score_of(k) for k in keys]
+            score_of = order.score_of
+            return order.members_of(keys), [score_of(k) for k in keys]
         regions, want, need = self._regions(start, stop)
         wanted = [leaf_id for leaf_id, leaf, _, _ in regions if leaf is None]
         loaded = tree.source.load_many(wanted, tree.keyfn, 0) if wanted else {}  # one round trip at most
@@ -216,16 +217,18 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], order: Or
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
         dropped = set(removed)
         merged = list(heapq.merge([k for k in keys if k not in dropped] if dropped else keys, added))
-        return tuple(order.members_of(merged)), tuple([order.score_of(k) for k in merged])
+        score_of = order.score_of
+        return tuple(order.members_of(merged)), tuple([score_of(k) for k in merged])
     members, scores = list(leaf.members), list(leaf.scores)
     gone = [bisect_left(keys, key) for key in removed]
     for i in reversed(gone):
         del members[i], scores[i]
+    member_of, score_of = order.member_of, order.score_of
     for j, key in enumerate(added):  # each at its tree position, less the removed before it, plus the added
         i = bisect_left(keys, key)
         i += j - bisect_left(gone, i)
-        members.insert(i, order.member_of(key))
-        scores.insert(i, order.score_of(key))
+        members.insert(i, member_of(key))
+        scores.insert(i, score_of(key))
     return tuple(members), tuple(scores)
 
 

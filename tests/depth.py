@@ -11,7 +11,8 @@ What the default run samples, each in full under ``MDSS_DEEP=1``:
 - faults at a stride of a commit's store calls (:func:`sample`), and the ``grid`` marker's Latin-square
   row of a parameter grid per store (``conftest.py``);
 - Hypothesis budgets on the networked stores (:func:`examples`; an eighth on DynamoDB in the slowest
-  searches, test_estimate.py's bounds among them), and the operations of test_concurrency.py's process race on DynamoDB (200 per writer, 400 deep);
+  searches, test_estimate.py's bounds among them), and the operations of test_concurrency.py's process
+  race on DynamoDB (200 per writer, 400 deep);
 - test_format_compat.py's per-member point reads on the networked stores (a :func:`sample` of each
   fixture's members; every fixture is still read whole and written on every store);
 - faults at every store call of a leaderboard post in test_leaderboard.py's gc tests, on the networked
