@@ -14,7 +14,7 @@ manifests, committed copy-on-write with one compare-and-set of a small head.
 """
 
 from ._estimate import Estimate, Percentile
-from ._order import MAX_MEMBER_BYTES, Entry
+from ._order import MAX_MEMBER_BYTES, DataEntry, Entry
 from ._shards import ShardedSet
 from ._sizing import shards_for
 from ._sortedset import SortedSet
@@ -44,6 +44,7 @@ __all__ = [
     "MAX_MEMBER_BYTES",
     "ConflictError",
     "CorruptDataError",
+    "DataEntry",
     "Entry",
     "Estimate",
     "HeadMissingError",

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import _snapshot
 from ._engine import Engine
-from ._order import member_key
+from ._order import member_key, score_of
 from ._snapshot import Snapshot
 from ._tree import Manifest, Tree, fill, full, group_starts, weight
 from .exceptions import CorruptDataError, StoreUnavailableError
@@ -80,7 +80,7 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
         else:
             keys = node.keys
             count = len(node)
-            pairs.update(zip(node.members, node.scores))
+            pairs.update(zip(node.members, map(score_of, node.scores)))  # member index values: their scores
             if previous_last is not None and node.keys and not previous_last < node.keys[0]:
                 problems.append(f"{where} starts at {node.keys[0]!r}, not after the previous entry set's last key")
             if node.keys:

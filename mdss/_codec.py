@@ -170,6 +170,22 @@ def _scores_ok(scores: tuple[Any, ...]) -> bool:
     return types <= _NUMBERS and (float not in types or all(s == s for s in scores))
 
 
+def _values_ok(values: tuple[Any, ...]) -> bool:
+    """Scores, or in a member index also values ``(score, data)`` (data a str or bytes): what an entry set holds."""
+    if _scores_ok(values):
+        return True
+    return all(_value_ok(v) for v in values)
+
+
+def _value_ok(value: Any) -> bool:
+    if type(value) is tuple:
+        return len(value) == 2 and type(value[0]) in _NUMBERS and value[0] == value[0] and type(value[1]) in _DATA
+    return type(value) in _NUMBERS and value == value
+
+
+_DATA = {str, bytes}
+
+
 def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
     """The node's fields, each checked for its type: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts,
     members, scores, distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2. Arrays decode as
@@ -187,7 +203,7 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
             and type(scores) is tuple
             and len(members) == len(scores)
             and set(map(type, members)) <= {str}
-            and _scores_ok(scores)
+            and _values_ok(scores)
         ):
             return node[1:]
     elif kind == MANIFEST and len(fields) == 5 and version not in (DENSE, PATCHED) and _manifest_ok(fields):
@@ -225,7 +241,7 @@ def decode_patch(key: str, data: bytes) -> tuple[tuple[str, ...], tuple[Any, ...
         and all(type(f) is tuple for f in fields)
         and (len(fields[0]), len(fields[2])) == (len(fields[1]), len(fields[3]))
         and set(map(type, fields[0] + fields[2])) <= {str}
-        and _scores_ok(fields[1] + fields[3])
+        and _values_ok(fields[1] + fields[3])
     ):
         return fields
     raise CorruptDataError("stored patch is malformed", key)
@@ -293,17 +309,27 @@ def encode_log_page(segments: Sequence[tuple[str, int]]) -> bytes:
 
 
 def check_entry(entry: Any) -> bool:
-    """Whether ``entry`` is a log entry ``(member, old score, new score, commit nonce)``, ``None`` allowed
-    for the scores (absent) and for the nonce (not a commit's last entry)."""
+    """Whether ``entry`` is a log entry ``(member, old value, new value, commit nonce)``, ``None`` allowed
+    for the values (absent) and for the nonce (not a commit's last entry); a value is a score or ``(score, data)``."""
     if type(entry) not in (tuple, list) or len(entry) != 4:
         return False
     member, old, new, nonce = entry  # one test after another, no generator: heads hold dozens of entries
     return (
         type(member) is str
-        and (old is None or (type(old) in _NUMBERS and old == old))
-        and (new is None or (type(new) in _NUMBERS and new == new))
+        and (old is None or (type(old) in _NUMBERS and old == old) or _value_ok(old))
+        and (new is None or (type(new) in _NUMBERS and new == new) or _value_ok(new))
         and (nonce is None or type(nonce) is str)
     )
+
+
+def log_entry(found: Any) -> tuple[Any, ...]:
+    """A log entry as decoded from a list-decoding msgpack (a head, a tail record): a tuple, its values as tuples
+    (``(score, data)`` decodes as a list there); :func:`check_entry` judges the result."""
+    entry = tuple(found)
+    if len(entry) == 4 and (type(entry[1]) is list or type(entry[2]) is list):
+        member, old, new, nonce = entry
+        return (member, tuple(old) if type(old) is list else old, tuple(new) if type(new) is list else new, nonce)
+    return entry
 
 
 def decode_segment(key: str, data: bytes) -> tuple[int, tuple[Any, ...]]:

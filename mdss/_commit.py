@@ -20,6 +20,7 @@ from ._engine import Engine
 from ._group import Pending
 from ._head import Head, Log
 from ._log import log_limit
+from ._order import data_of, same_value, score_of, valued
 from ._snapshot import Snapshot
 from ._writer import Writer
 from .exceptions import ConflictError, InvalidScoreError, MissingNodeError, StoreError
@@ -27,8 +28,8 @@ from .stores.base import Record
 
 
 def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any]:
-    """Apply one caller's ops to ``new`` (member -> score, ``None``: absent); each op's result. Leaves ``new`` untouched
-    if an op is refused (an ``incr`` overflowing)."""
+    """Apply one caller's ops to ``new`` (member -> value: a score or ``(score, data)``; ``None``: absent); each op's
+    result. Leaves ``new`` untouched if an op is refused (an ``incr`` overflowing)."""
     trial = {member: new[member] for _, member, _ in pending.ops}
     results: list[Any] = []
     better, resolvers = engine.ordering.better, engine.resolvers
@@ -40,17 +41,26 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
             trial[member] = None
             continue
         if op == "take":  # a pop: remove the member only if it still holds the score the pop read
-            if current is None or not _ops.same(current, value):
+            if current is None or not _ops.same(score_of(current), value):
                 raise _ops.Stale(f"{member!r} no longer holds {value!r}: popped or changed meanwhile")
             results.append(True)
             trial[member] = None
+            continue
+        if op == _ops.DATA:  # the data of a present member; its score stays
+            results.append(current is not None)
+            if current is not None:
+                trial[member] = valued(score_of(current), value)
             continue
         resolve = resolvers.get(op)
         if resolve is not None:
             results.append(resolve(trial, member, value))
             continue
+        data = None
+        if type(value) is tuple:  # (score, data): the data goes with the score when the op takes it
+            value, data = value
+        current, kept = score_of(current), data_of(current)
         now, applied = _ops.resolve(op, current, value, better)
-        trial[member] = now
+        trial[member] = valued(now, data if applied and data is not None else kept)
         want = wants[n] if isinstance(wants, list) else wants
         if want == "changed":  # Redis' ZADD CH: added, or its score now differs
             results.append(now is not None and not _ops.same(current, now))
@@ -237,7 +247,7 @@ def _attempt(
         except (InvalidScoreError, _ops.Stale) as exc:
             pending.error = exc
     changed: list[tuple[str, Any, Any, str | None]] = [
-        (m, old[m], new[m], None) for m in members if not (type(old[m]) is type(new[m]) and old[m] == new[m])
+        (m, old[m], new[m], None) for m in members if not same_value(old[m], new[m])
     ]
     if not changed:
         return None if fresh else _REREAD

@@ -21,20 +21,24 @@ from . import _estimate, _expiry, _ops, _percentiles
 from ._head import MAX_CHUNK
 from ._order import (
     TIEBREAKS,
+    DataEntry,
     Entry,
     Order,
     Score,
     check_choice,
     check_count,
+    check_data,
     check_flag,
     check_member,
     check_members,
     check_score,
     check_seconds,
+    data_of,
     each_pair,
 )
 from ._recent import Recent
 from ._retry import Backoff
+from ._writer import data_room
 from .exceptions import ConflictError, InvalidArgumentError
 from .stores.base import Stats, Store
 
@@ -166,6 +170,7 @@ class SetMethods:
     _rank_of: Callable[..., int]
     _score: Callable[..., Any]
     _find: Callable[..., list[Any]]
+    _values: Callable[..., list[Any]]
     _entries: Callable[..., list[Entry]]
     _dense_below: Callable[..., int]
     _estimate_below: Callable[..., _estimate.Below]
@@ -343,17 +348,47 @@ class SetMethods:
         return self._read(lambda x: self._rank_of(x, probe) + 1, staleness(max_staleness))
 
     def range(
-        self, offset: int = 0, limit: int = 10, *, ties: str = "ordinal", max_staleness: float | None = None
+        self,
+        offset: int = 0,
+        limit: int = 10,
+        *,
+        ties: str = "ordinal",
+        with_data: bool = False,
+        max_staleness: float | None = None,
     ) -> list[Entry]:
         """Up to ``limit`` entries from position ``offset`` (0 is rank 1), in set order.
 
         O(log n + limit); with manifests cached, two round trips (heads, then the entry sets the page spans and those
-        its first rank counts in), whatever ``ties`` (as in :meth:`rank`).
+        its first rank counts in), whatever ``ties`` (as in :meth:`rank`). ``with_data=True``: :class:`DataEntry`
+        entries, each with its member's data, from the same snapshot (one more round trip: the member index).
         """
         check_count(offset, "offset")
         check_count(limit, "limit")
         self._check_ties(ties)
-        return self._read(lambda x: self._entries(x, offset, offset + limit, ties), staleness(max_staleness))
+        check_flag(with_data, "with_data")
+        return self._read(
+            lambda x: self._with_data(x, self._entries(x, offset, offset + limit, ties), with_data),
+            staleness(max_staleness),
+        )
+
+    def _with_data(self, x: Any, entries: list[Entry], wanted: bool = True) -> list[Any]:
+        """``entries`` as :class:`DataEntry`, each with its member's data in snapshot ``x`` (if ``wanted``)."""
+        if not wanted or not entries:
+            return entries
+        values = self._values(x, [e.member for e in entries])
+        return [DataEntry(*entry, data_of(value)) for entry, value in zip(entries, values)]
+
+    def data(self, member: str, *, max_staleness: float | None = None) -> str | bytes | None:
+        """The data the member carries (``add(..., data=)``, :meth:`set_data`), or ``None`` (none, or absent): its
+        member index entry set, as :meth:`score`.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.add("ann", 3, data='{"team": "red"}'); board.data("ann"), board.range(with_data=True)
+        True
+        ('{"team": "red"}', [DataEntry(member='ann', score=3, rank=1, data='{"team": "red"}')])
+        """
+        member = check_member(member)
+        return self._read(lambda x: data_of(self._values(x, [member])[0]), staleness(max_staleness))
 
     def at(self, rank: int, *, ties: str = "ordinal", max_staleness: float | None = None) -> Entry | None:
         """The entry at a 1-based ordinal rank (position), or ``None`` past the end; its ``rank`` follows ``ties``."""
@@ -377,22 +412,24 @@ class SetMethods:
         offset: int = 0,
         limit: int | None = None,
         ties: str = "ordinal",
+        with_data: bool = False,
         max_staleness: float | None = None,
     ) -> list[Entry]:
         """Entries scored from ``best`` to ``worst`` inclusive (``best`` is the higher bound for ``desc``), best first;
-        ``offset`` and ``limit`` page within them."""
+        ``offset`` and ``limit`` page within them; ``with_data`` as in :meth:`range`."""
         best, worst = check_score(best), check_score(worst)
         check_count(offset, "offset")
         if limit is not None:
             check_count(limit, "limit")
         self._check_ties(ties)
+        check_flag(with_data, "with_data")
 
         def run(x: Any) -> list[Entry]:
             start, stop = self._score_bounds(x, best, worst)
             start += offset
             if limit is not None:
                 stop = min(stop, start + limit)
-            return self._entries(x, start, stop, ties)
+            return self._with_data(x, self._entries(x, start, stop, ties), with_data)
 
         return self._read(run, staleness(max_staleness))
 
@@ -414,13 +451,14 @@ class SetMethods:
         *,
         ties: str = "ordinal",
         fill: bool = False,
+        with_data: bool = False,
         max_staleness: float | None = None,
     ) -> list[Entry]:
         """The entries around ``member`` (it included): up to ``before`` better and ``after`` worse; ``[]`` if it is
         absent. Ranks follow ``ties``. ``fill=True`` slides the span away from either end of the set so that it holds
         ``before + after + 1`` entries where the set has that many: 12 and 12 around the leader are the leader and the
         24 after it, as in the agoragames ``leaderboard`` library's around-me, and around the last, the last 25 (where
-        that library lists 13).
+        that library lists 13). ``with_data`` as in :meth:`range`.
 
         >>> board = SortedSet.load(mdss.open_store("memory://"), "b", {f"p{i}": i for i in range(9)})
         >>> [e.rank for e in board.around("p8", 2, 2)], [e.rank for e in board.around("p8", 2, 2, fill=True)]
@@ -430,11 +468,12 @@ class SetMethods:
         check_count(before, "before")
         check_count(after, "after")
         check_flag(fill, "fill")
+        check_flag(with_data, "with_data")
         self._check_ties(ties)
 
         def run(x: Any) -> list[Entry]:
             found = self._around(x, member, before, after, fill, ties)
-            return [] if found is None else self._entries(x, *found, ties)
+            return [] if found is None else self._with_data(x, self._entries(x, *found, ties), with_data)
 
         return self._read(run, staleness(max_staleness))
 
@@ -575,10 +614,21 @@ class SetMethods:
     # -- writes --------------------------------------------------------------
 
     def add(
-        self, member: str, score: Score, *, op: str = "set", only: str | None = None, changed: bool = False
+        self,
+        member: str,
+        score: Score,
+        *,
+        op: str = "set",
+        only: str | None = None,
+        changed: bool = False,
+        data: str | bytes | None = None,
     ) -> bool | None:
         """Set (``op="set"``), add to (``"incr"``), improve (``"best"``), raise (``"gt"``) or lower (``"lt"``) a
         member's score; ``only="new"`` / ``"existing"`` restricts it to absent / present members (Redis' ``ZADD``).
+
+        ``data`` (a ``str`` or ``bytes``, up to 1 KB; :meth:`data`) is stored with the score in the same commit when the
+        op takes the score; an op that keeps the current score (a condition failed, ``best`` found it better) keeps the
+        current data too. ``None`` leaves the data as it is (:meth:`set_data` clears it).
 
         Returns whether the member was added, or with ``changed=True`` whether it was added or its score changed
         (Redis' ``CH``); ``None`` inside :meth:`batch`. One commit: O(log n).
@@ -587,8 +637,27 @@ class SetMethods:
         >>> board.add("ann", 5), board.add("ann", 3, op="gt", changed=True), board.add("bob", 1, only="existing")
         (True, False, False)
         """
-        added = self.add_many([(member, score)], op=op, only=only, changed=changed)
-        return None if added is None else added == 1
+        if data is None:
+            added = self.add_many([(member, score)], op=op, only=only, changed=changed)
+            return None if added is None else added == 1
+        how, member, score = _ops.code(op, only), check_member(member), check_score(score)
+        check_flag(changed, "changed")
+        data = check_data(data, data_room(self.chunk_size, self.store.max_value_bytes))
+        results = self._submit([(how, member, (score, data))], want_score="changed" if changed else False)
+        return None if results is None else bool(results[0])
+
+    def set_data(self, member: str, data: str | bytes | None) -> bool | None:
+        """Set the data of a present member (``None`` clears it), its score unchanged; returns whether the member
+        was there (an absent one gets nothing). One commit.
+
+        >>> board = SortedSet(mdss.open_store("memory://"), "b")
+        >>> board.set_data("ann", "x"), board.add("ann", 1), board.set_data("ann", b"id:7"), board.data("ann")
+        (False, True, True, b'id:7')
+        """
+        member = check_member(member)
+        data = check_data(data, data_room(self.chunk_size, self.store.max_value_bytes))
+        results = self._submit([(_ops.DATA, member, data)])
+        return None if results is None else results[0]
 
     def add_many(
         self,

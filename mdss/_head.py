@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _tail
-from ._codec import FORMAT, MAX_HEIGHT, check_entry, pack, seal, unpack
+from ._codec import FORMAT, MAX_HEIGHT, check_entry, log_entry, pack, seal, unpack
 from ._order import TIEBREAKS
 from .exceptions import CorruptDataError
 
@@ -78,7 +78,7 @@ class Log:
             seq,
             pages,
             tuple(tuple(s) for s in segs),
-            tuple(tuple(e) for e in inline),
+            tuple(map(log_entry, inline)),
             None if claim is None else tuple(claim),
         )
         log.check()

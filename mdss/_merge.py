@@ -25,6 +25,7 @@ from ._codec import encode_log_page, weight_of
 from ._engine import Engine
 from ._head import Head, Log, TreeRef
 from ._nodes import Leaf
+from ._order import same_value, score_of
 from ._snapshot import Snapshot
 from ._writer import Writer, patches_fit
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
@@ -37,17 +38,19 @@ def fold(
     changes: dict[str, tuple[Any, Any]],
     flush: Callable[[dict[str, bytes]], None] | None = None,
 ) -> tuple[Writer, TreeRef, TreeRef]:
-    """Apply ``member -> (score in the trees, new score)`` to both trees copy-on-write: the writer with the new nodes,
-    and the new trees (full entry sets go to ``flush`` as they are made, if given: see :class:`Writer`)."""
+    """Apply ``member -> (value in the trees, new value)`` to both trees copy-on-write (the member index holds values,
+    the score tree scores): the writer with the new nodes, and the new trees (full entry sets go to ``flush`` as they
+    are made, if given: see :class:`Writer`)."""
     key = engine.ordering.key
-    score_ops, member_ops = [], []
+    score_ops: list[tuple[Any, str, Any]] = []
+    member_ops: list[tuple[str, str, Any]] = []
     for member, (was, now) in changes.items():
-        if type(was) is type(now) and was == now:
+        if same_value(was, now):
             continue
         if was is not None:
             score_ops.append((key(member, was), member, None))
         if now is not None:
-            score_ops.append((key(member, now), member, now))
+            score_ops.append((key(member, now), member, score_of(now)))
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))

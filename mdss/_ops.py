@@ -94,9 +94,9 @@ def resolve(
         if when is not None and not (total > current if when == "gt" else total < current):
             return current, False
         return total, True
-    if op == "best":
-        now = better(current, value)
-        return now, now is value
+    if op == "best":  # only a strictly better value applies (an equal one keeps the current score, and its data)
+        wins = value > current if better is max else value < current
+        return (value, True) if wins else (current, False)
     if op == "gt":
         return (value, True) if value > current else (current, False)
     return (value, True) if value < current else (current, False)  # lt
@@ -109,3 +109,7 @@ class Stale(ConflictError):
 def same(a: Any, b: Any) -> bool:
     """The same stored score (``1`` and ``1.0`` differ: the type is kept)."""
     return type(a) is type(b) and a == b
+
+
+#: The op that sets a present member's data and leaves its score (``SortedSet.set_data``).
+DATA = "data"

@@ -41,6 +41,21 @@ class Entry(NamedTuple):
     rank: int
 
 
+class DataEntry(NamedTuple):
+    """An entry read with its member's data (``with_data=True``): ``member``, ``score``, ``rank`` and ``data``
+    (``None`` when the member carries none)."""
+
+    member: str
+    score: Score
+    rank: int
+    data: str | bytes | None
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """The same stored value: ``1`` and ``1.0`` differ (the type is kept), in a ``(score, data)`` value too."""
+    return type(a) is type(b) and a == b and (type(a) is not tuple or type(a[0]) is type(b[0]))
+
+
 class _Top:
     """Compares greater than any member: ``(s, TOP)`` follows every key with score key ``s``."""
 
@@ -189,6 +204,51 @@ def add_scores(a: Score, b: Score) -> Score:
     return check_score(total)
 
 
+#: Longest data beside a member (``add(..., data=)``), in bytes: str (UTF-8) or bytes. A store with a value limit
+#: allows less at large chunk sizes (:func:`data_room`).
+MAX_DATA_BYTES = 1024
+
+
+def score_of(value: Any) -> Score:
+    """The score in a member's value: the value itself, or the first item of ``(score, data)``."""
+    return value[0] if type(value) is tuple else value
+
+
+def data_of(value: Any) -> Any:
+    """The data in a member's value (``None``: none)."""
+    return value[1] if type(value) is tuple else None
+
+
+def valued(score: Score | None, data: Any) -> Any:
+    """The value a member holds: its score alone, or ``(score, data)`` when it carries data (``None``: absent)."""
+    return score if data is None or score is None else (score, data)
+
+
+def check_data(data: Any, room: int = MAX_DATA_BYTES) -> str | bytes | None:
+    """``data`` if it is ``None``, or a ``str`` or ``bytes`` of at most ``room`` bytes (UTF-8 for a ``str``), else
+    :class:`InvalidArgumentError`. Strings, as the peers keep member data in Redis hashes: structured data is the
+    caller's JSON or msgpack."""
+    if data is None:
+        return None
+    if isinstance(data, str):
+        try:
+            size = len(data.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"data {data[:40]!r} is not valid Unicode: {exc.reason}") from None
+        data = str(data)
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+        size = len(data)
+    else:
+        raise InvalidArgumentError(f"data must be str or bytes (or None), got {type(data).__name__}: {data!r:.80}")
+    if size > room:
+        limit = f"the {room} bytes a member may carry"
+        if room < MAX_DATA_BYTES:
+            limit += " in a set of this chunk_size on this store (a smaller chunk_size leaves more)"
+        raise InvalidArgumentError(f"data of {size} bytes is over {limit}")
+    return data
+
+
 def member_key(member: str, score: Any) -> str:
     """The member index's key: the member alone (code point order)."""
     return member
@@ -207,20 +267,21 @@ class _Desc(str):
     __ge__ = str.__le__
 
 
+# Each takes a score or a member's value (``(score, data)``: a member index's value keys as its score).
 def _desc_key(member: str, score: Any) -> tuple[Any, str]:
-    return (-score, member)
+    return (-(score if type(score) is not tuple else score[0]), member)
 
 
 def _asc_key(member: str, score: Any) -> tuple[Any, str]:
-    return (score, member)
+    return (score if type(score) is not tuple else score[0], member)
 
 
 def _desc_key_rev(member: str, score: Any) -> tuple[Any, str]:
-    return (-score, _Desc(member))
+    return (-(score if type(score) is not tuple else score[0]), _Desc(member))
 
 
 def _asc_key_rev(member: str, score: Any) -> tuple[Any, str]:
-    return (score, _Desc(member))
+    return (score if type(score) is not tuple else score[0], _Desc(member))
 
 
 #: The key functions of whole nodes, at C speed (a node decodes a thousand keys at once): keyfn -> (members, scores)

@@ -40,7 +40,7 @@ from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entr
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import Keyspace, shard_keyspace, shard_parts
-from ._order import Entry, Order, Score, add_scores, check_choice, check_member, check_score
+from ._order import Entry, Order, Score, add_scores, check_choice, check_member, check_score, score_of
 from ._recent import Recent
 from ._tree import Tree
 from ._writer import check_chunk_size
@@ -331,6 +331,10 @@ class ShardedSet(SetMethods):
 
     def _find(self, g: Gather, members: list[str]) -> list[Score | None]:
         """The scores of ``members``: each shard's member index entry sets, all in one step."""
+        return list(map(score_of, self._values(g, members)))
+
+    def _values(self, g: Gather, members: list[str]) -> list[Any]:
+        """The values of ``members`` (a score, or ``(score, data)``), as :meth:`_find` reads them."""
         by_shard: dict[int, list[str]] = {}
         for member in members:
             by_shard.setdefault(shard_of(member, self.shards), []).append(member)
@@ -344,7 +348,7 @@ class ShardedSet(SetMethods):
 
     def _score(self, g: Gather, member: str) -> Score | None:
         """The member's score in this read's snapshot (its shard's member index)."""
-        return g.index(g.parts[shard_of(member, self.shards)]).get(member)
+        return score_of(g.index(g.parts[shard_of(member, self.shards)]).get(member))
 
     def _entries(self, g: Gather, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
         """The entries at global positions ``start`` to ``stop - 1`` (an exact selection across shards), ranked."""
@@ -433,6 +437,9 @@ class ShardedSet(SetMethods):
         now: dict[str, Any] = dict(zip(members, self.scores(members)))
         for op, member, value in ops:
             kind = op.split(":", 1)[0]  # conditions (only=, when=) aside: they can only skip an op
+            if kind == _ops.DATA:  # the score stays
+                continue
+            value = score_of(value)  # (score, data) with data
             if kind == "incr":
                 now[member] = add_scores(0 if now[member] is None else now[member], value)
             elif kind == "set":
@@ -450,9 +457,9 @@ class ShardedSet(SetMethods):
         member = check_member(member)
         i, bound = shard_of(member, self.shards), staleness(max_staleness)
         if (self._recent.bound if bound is None else bound) > 0:  # every shard's heads, as kept for such reads
-            return self._read(lambda g: g.index(g.parts[i]).get(member), bound)
+            return self._read(lambda g: score_of(g.index(g.parts[i]).get(member)), bound)
         self._local.recent = self.engines[i].recent  # read_age
-        return _snapshot.read(self.engines[i], lambda snap: snap.index.get(member))
+        return _snapshot.read(self.engines[i], lambda snap: score_of(snap.index.get(member)))
 
     def info(self) -> dict[str, Any]:
         """The heads' facts: members, settings, and each shard's size, generation and tree heights."""

@@ -19,7 +19,7 @@ from ._codec import MARKER
 from ._engine import Engine
 from ._head import Head
 from ._log import entries
-from ._order import Order, Score, member_key
+from ._order import Order, Score, member_key, score_of
 from ._overlay import Chain, View
 from ._ranking import Index, Ranking
 from ._tree import Source, Tree
@@ -65,11 +65,13 @@ class Snapshot:
         index's entry sets streamed (:meth:`Tree.leaves`), the update log's changes merged in as each entry set goes
         by. Memory stays near a batch of entry sets and the log, whatever the set's size (a union's source)."""
         changes = {} if self.view is None else self.view.changes()
-        logged = sorted((m, now) for m, (_, now) in changes.items() if start is None or m >= start)
+        logged = sorted((m, score_of(now)) for m, (_, now) in changes.items() if start is None or m >= start)
         names = [m for m, _ in logged]
         j = 0
         for leaf in self.member_index.leaves(start):
             members, scores = leaf.members, leaf.scores
+            if tuple in set(map(type, scores)):  # values with data: their scores
+                scores = tuple(map(score_of, scores))
             lo = 0 if start is None else bisect_left(members, start)
             if not members:
                 continue

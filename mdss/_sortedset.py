@@ -16,7 +16,7 @@ from ._engine import Engine, Resolver
 from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._keys import Keyspace
 from ._log import log_limit
-from ._order import Entry, Order, Score, check_choice, check_member
+from ._order import Entry, Order, Score, check_choice, check_member, score_of
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
 from ._snapshot import Snapshot
@@ -208,10 +208,14 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     @staticmethod
     def _score(snap: Snapshot, member: str) -> Score | None:
-        return snap.index.get(member)
+        return score_of(snap.index.get(member))
 
     @staticmethod
     def _find(snap: Snapshot, members: list[str]) -> list[Score | None]:
+        return list(map(score_of, snap.index.find(members)))
+
+    @staticmethod
+    def _values(snap: Snapshot, members: list[str]) -> list[Any]:
         return snap.index.find(members)
 
     def _entries(self, snap: Snapshot, start: int, stop: int, ties: str = "ordinal") -> list[Any]:

@@ -29,7 +29,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ._codec import _sealed, check_entry, loads, pack, seal
+from ._codec import _sealed, check_entry, loads, log_entry, pack, seal
 from .exceptions import ConflictError, CorruptDataError
 
 #: The first byte of a head with a tail (a byte msgpack never uses, so no plain head starts with it).
@@ -256,7 +256,7 @@ def records(key: str, data: bytes) -> list[tuple[str, list[Any]]]:
     for _, payload in _frames(key, data):
         nonce = bytes(payload[:NONCE]).hex()
         try:
-            entries = [tuple(e) for e in _unpackb(payload[NONCE + 1 + TOKEN * payload[NONCE] :])]
+            entries = [log_entry(e) for e in _unpackb(payload[NONCE + 1 + TOKEN * payload[NONCE] :])]
         except (TypeError, ValueError):
             raise CorruptDataError("stored head append is malformed", key) from None
         if not entries or not all(map(check_entry, entries)) or entries[-1][3] != nonce:

@@ -24,7 +24,7 @@ from typing import Any
 from ._codec import encode_leaf, encode_manifest, weight_of
 from ._keys import Keyspace
 from ._nodes import JOIN, parts, same, stored_id
-from ._order import MAX_MEMBER_BYTES, member_key
+from ._order import MAX_DATA_BYTES, MAX_MEMBER_BYTES, member_key, score_of
 from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
 from .exceptions import InvalidArgumentError
@@ -192,7 +192,7 @@ class Writer:
             if dense:  # equal scores are adjacent, and a set counts 1 and 1.0 once: its size is the groups'
                 out.append((node_id, b - a, members[a], scores[a], len(set(scores[a:b])), scores[b - 1]))
             else:
-                out.append((node_id, b - a, members[a], scores[a], None, None))
+                out.append((node_id, b - a, members[a], score_of(scores[a]), None, None))
         return out
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
@@ -336,7 +336,7 @@ class Writer:
         self.new[node_id] = Leaf(tuple(keys), tuple(members), tuple(scores), patch)
         if self.dense:
             return (node_id, len(keys), members[0], scores[0], len(set(scores)), scores[-1])
-        return (node_id, len(keys), members[0], scores[0], None, None)
+        return (node_id, len(keys), members[0], score_of(scores[0]), None, None)
 
     def _flush_full(self) -> None:
         """Hand the full entry sets this commit made to ``flush``, once ``FLUSH_LEAVES`` of them wait."""
@@ -480,3 +480,14 @@ def check_chunk_size(chunk_size: int, limit: int | None, store_name: str) -> Non
         f"the longest members), and {store_name} holds at most {limit:,} bytes per value: "
         f"use chunk_size={fits} or less"
     )
+
+
+def data_room(chunk_size: int, limit: int | None) -> int:
+    """The most bytes of data a member may carry in a set of ``chunk_size`` on a store holding at most ``limit`` bytes
+    per value: :data:`MAX_DATA_BYTES`, less where a member index entry set full of the longest members and data would
+    not fit (DynamoDB at large chunk sizes; a smaller ``chunk_size`` leaves more). Data costs its bytes and a header of
+    up to 5 (msgpack: the value's array and the data's length)."""
+    if limit is None:
+        return MAX_DATA_BYTES
+    spare = (limit - largest_node_bytes(chunk_size)) // chunk_size - 5
+    return max(min(spare, MAX_DATA_BYTES), 0)

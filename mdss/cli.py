@@ -66,12 +66,26 @@ def _plural(n: int, word: str) -> str:
 
 
 def _table(entries: list[mdss.Entry]) -> str:
+    """Rank, member and score of each entry, and a data column for entries read ``with_data``."""
     if not entries:
         return "  (no entries)"
-    width = max(len(e.member) for e in entries)
+    width = max(len("member"), *(len(e.member) for e in entries))
+    if isinstance(entries[0], mdss.DataEntry):
+        scores = [_score(e.score) for e in entries]
+        column = max(len(x) for x in [*scores, "score"])
+        lines = [f"  {'rank':>10}  {'member':<{width}}  {'score':<{column}}  data"]
+        lines += [
+            f"  {e.rank:>10,}  {e.member:<{width}}  {x:<{column}}  {_data(e.data)}" for e, x in zip(entries, scores)
+        ]
+        return "\n".join(lines)
     lines = [f"  {'rank':>10}  {'member':<{width}}  score"]
     lines += [f"  {e.rank:>10,}  {e.member:<{width}}  {_score(e.score)}" for e in entries]
     return "\n".join(lines)
+
+
+def _data(data: str | bytes | None) -> str:
+    """A member's data as printed: text as it is, bytes as Python writes them, none as a dash."""
+    return "-" if data is None else data if isinstance(data, str) else repr(data)
 
 
 def _score(score: int | float) -> str:
@@ -144,12 +158,13 @@ NUMBERS = {"ignore_unknown_options": True}
 @click.argument("score", type=SCORE)
 @click.option("--op", type=click.Choice(["set", "incr", "best", "gt", "lt"]), default="set", show_default=True)
 @click.option("--only", type=click.Choice(["new", "existing"]), default=None, help="Redis' NX / XX.")
-def add(member: str, score: int | float, op: str, only: str | None) -> None:
+@click.option("--data", default=None, help="Text the member carries, stored with the score when the op takes it.")
+def add(member: str, score: int | float, op: str, only: str | None, data: str | None) -> None:
     """Set, increase (incr), improve (best), raise (gt) or lower (lt) MEMBER's score (negative scores as
     they are: ``mdss add bob -5``); says whether it was new, updated or unchanged."""
     board = _ctx().board()
     before = board.score(member)
-    changed = board.add(member, score, op=op, only=only, changed=True)  # added, or its score moved (Redis' CH)
+    changed = board.add(member, score, op=op, only=only, changed=True, data=data)  # added, or its score moved (CH)
     now = board.score(member)
     if now is None:  # only="existing" kept it out
         click.echo(f"{member}: absent (not added)")
@@ -175,6 +190,34 @@ def score(member: str) -> None:
         raise click.ClickException(f"{member} is not in set {board.name!r}")
     click.echo(_score(found))
 
+
+@cli.command()
+@click.argument("member")
+def data(member: str) -> None:
+    """Print the data MEMBER carries (``add --data``, ``set-data``)."""
+    board = _ctx().board()
+    score, found = board.score(member), board.data(member)
+    if score is None:
+        raise click.ClickException(f"{member} is not in set {board.name!r}")
+    click.echo(f"{member} carries no data" if found is None else _data(found))
+
+
+@cli.command("set-data")
+@click.argument("member")
+@click.argument("text", required=False)
+@click.option("--clear", is_flag=True, help="Remove MEMBER's data instead.")
+def set_data(member: str, text: str | None, clear: bool) -> None:
+    """Set the data MEMBER carries to TEXT (its score unchanged), or remove it with --clear."""
+    if (text is None) != clear:
+        raise click.UsageError("give TEXT, or --clear")
+    board = _ctx().board()
+    if not board.set_data(member, text):
+        raise click.ClickException(f"{member} is not in set {board.name!r}")
+    click.echo(f"{member}: {'data cleared' if clear else 'data set'}")
+
+
+#: Whether a command that prints entries prints each member's data too (``with_data=True``).
+data_option = click.option("--with-data", is_flag=True, help="Print each member's data too.")
 
 #: How equal scores rank, for every command that prints ranks (``SortedSet``'s ``ties=``).
 ties_option = click.option(
@@ -202,18 +245,20 @@ def rank(member: str, ties: str) -> None:
 @cli.command()
 @click.option("-n", "count", type=IntRange(min=0), default=10, show_default=True)
 @ties_option
-def top(count: int, ties: str) -> None:
+@data_option
+def top(count: int, ties: str, with_data: bool) -> None:
     """Print the best N entries."""
-    click.echo(_table(_ctx().board().range(0, count, ties=ties)))
+    click.echo(_table(_ctx().board().range(0, count, ties=ties, with_data=with_data)))
 
 
 @cli.command("range")
 @click.argument("offset", type=IntRange(min=0))
 @click.option("--limit", type=IntRange(min=0), default=10, show_default=True)
 @ties_option
-def range_(offset: int, limit: int, ties: str) -> None:
+@data_option
+def range_(offset: int, limit: int, ties: str, with_data: bool) -> None:
     """Print LIMIT entries from OFFSET (0 is rank 1), as SortedSet.range(offset, limit)."""
-    click.echo(_table(_ctx().board().range(offset, limit, ties=ties)))
+    click.echo(_table(_ctx().board().range(offset, limit, ties=ties, with_data=with_data)))
 
 
 @cli.command()

@@ -12,6 +12,7 @@ class Model:
     def __init__(self, order: str, tiebreak: str = "member") -> None:
         self.order, self.tiebreak = order, tiebreak
         self.scores: dict[str, int | float] = {}
+        self.data: dict[str, str | bytes] = {}  # what members carry (add(..., data=), set_data)
 
     def entries(self) -> list[mdss.Entry]:
         # Two stable sorts: by member (ties' order), then by score.
@@ -31,9 +32,19 @@ class Model:
         """Whether score ``a`` ranks strictly before score ``b``."""
         return a > b if self.order == "desc" else a < b
 
-    def apply(self, op: str, member: str, value: int | float) -> None:
-        """Apply one op; raises ValueError where mdss must refuse it (the model stays unchanged)."""
+    def with_data(self) -> list[mdss.DataEntry]:
+        return [mdss.DataEntry(*e, self.data.get(e.member)) for e in self.entries()]
+
+    def remove(self, member: str) -> bool:
+        self.data.pop(member, None)
+        return self.scores.pop(member, None) is not None
+
+    def apply(self, op: str, member: str, value: int | float, data: str | bytes | None = None) -> None:
+        """Apply one op; raises ValueError where mdss must refuse it (the model stays unchanged). ``data`` goes with
+        the score when the op takes it (``best`` that keeps a better score keeps the data too)."""
         old = self.scores.get(member)
+        if data is not None and (op != "best" or old is None or self.better(value, old)):
+            self.data[member] = data
         if op == "set":
             new = value
         elif op == "best":
@@ -49,10 +60,10 @@ class Model:
     def tried(self, ops) -> Model | None:
         """A copy with the batch ``ops`` (``(op, member, value)``) applied; ``None`` where mdss must refuse it."""
         trial = Model(self.order, self.tiebreak)
-        trial.scores = dict(self.scores)
+        trial.scores, trial.data = dict(self.scores), dict(self.data)
         try:
-            for op, member, value in ops:
-                trial.apply(op, member, value)
+            for op, member, value, *data in ops:
+                trial.apply(op, member, value, *data)
         except ValueError:
             return None
         return trial

@@ -87,6 +87,25 @@ def test_every_subcommand(run) -> None:
     assert "(no entries)" in run("top")
 
 
+def test_member_data_commands(run) -> None:
+    """add --data, data, set-data and --with-data listings; bad input is a one-line error."""
+    assert "ann: 5 (new)" in run("add", "ann", "5", "--data", "team red")
+    run("add", "bob", "7")
+    assert run("data", "ann") == "team red\n" and run("data", "bob") == "bob carries no data\n"
+    assert "ann: 5 (unchanged)" in run("add", "ann", "3", "--op", "best", "--data", "lost")
+    assert run("data", "ann") == "team red\n"
+    assert run("set-data", "bob", "blue") == "bob: data set\n" and run("data", "bob") == "blue\n"
+    assert run("set-data", "bob", "--clear") == "bob: data cleared\n"
+    listed = run("top", "--with-data").splitlines()
+    assert listed[0].split() == ["rank", "member", "score", "data"]
+    assert [line.split() for line in listed[1:]] == [["1", "bob", "7", "-"], ["2", "ann", "5", "team", "red"]]
+    assert run("range", "1", "--with-data").splitlines()[1].split()[-1] == "red"
+    assert "is not in set" in run("data", "zed", code=1) and "is not in set" in run("set-data", "zed", "x", code=1)
+    assert "give TEXT, or --clear" in run("set-data", "ann", code=2)
+    error = run("add", "ann", "1", "--data", "x" * 1100, code=1)
+    assert error.count("\n") == 1 and "1100 bytes is over the 1024" in error
+
+
 def test_add_takes_negative_scores_says_unchanged_and_refuses_out_of_range_numbers(run) -> None:
     assert "bob: -5 (new)" in run("add", "bob", "-5")
     assert "bob: -7.5 (updated)" in run("add", "bob", "-2.5", "--op", "incr")

@@ -70,16 +70,25 @@ class SortedSetMachine(RuleBasedStateMachine):
         self.model = trial
         return True
 
-    @rule(member=S.members, score=S.scores, op=S.ops)
-    def add(self, member: str, score: float, op: str) -> None:
+    @rule(member=S.members, score=S.scores, op=S.ops, data=st.none() | S.member_data)
+    def add(self, member: str, score: float, op: str, data: str | bytes | None) -> None:
         was_new = member not in self.model.scores
         before = dict(self.model.scores)
-        if self._expect([(op, member, score)]):
-            assert self.set.add(member, score, op=op) is was_new
+        if self._expect([(op, member, score, data)]):
+            assert self.set.add(member, score, op=op, data=data) is was_new
         else:
             with pytest.raises(mdss.InvalidScoreError):
-                self.set.add(member, score, op=op)
+                self.set.add(member, score, op=op, data=data)
             assert self.model.scores == before
+
+    @rule(member=S.members, data=st.none() | S.member_data)
+    def set_data(self, member: str, data: str | bytes | None) -> None:
+        present = member in self.model.scores
+        if present and data is None:
+            self.model.data.pop(member, None)
+        elif present:
+            self.model.data[member] = data
+        assert self.set.set_data(member, data) is present
 
     @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), max_size=25), op=S.ops)
     def add_many(self, pairs: list[tuple[str, int]], op: str) -> None:
@@ -100,13 +109,13 @@ class SortedSetMachine(RuleBasedStateMachine):
 
     @rule(member=S.members)
     def remove(self, member: str) -> None:
-        assert self.set.remove(member) is (self.model.scores.pop(member, None) is not None)
+        assert self.set.remove(member) is self.model.remove(member)
 
     @rule(members=st.lists(S.members, max_size=25))
     def remove_many(self, members: list[str]) -> None:
         present = set(members) & set(self.model.scores)
         for m in present:
-            del self.model.scores[m]
+            self.model.remove(m)
         assert self.set.remove_many(members) == len(present)
 
     @rule(n=st.integers(0, 5), lowest=st.booleans())
@@ -118,21 +127,21 @@ class SortedSetMachine(RuleBasedStateMachine):
         expected.sort(key=lambda e: e.score, reverse=not lowest)
         assert (self.set.pop_min(n) if lowest else self.set.pop_max(n)) == expected
         for e in expected:
-            del self.model.scores[e.member]
+            self.model.remove(e.member)
 
     @rule(lo=S.small_scores, hi=S.small_scores)
     def remove_range_by_score(self, lo: int, hi: int) -> None:
         gone = [m for m, s in self.model.scores.items() if lo <= s <= hi]
         assert self.set.remove_range_by_score(lo, hi) == len(gone)
         for m in gone:
-            del self.model.scores[m]
+            self.model.remove(m)
 
     @rule(first=st.integers(1, 12), span=st.integers(-1, 6))
     def remove_range_by_rank(self, first: int, span: int) -> None:
         gone = [e.member for e in self.model.entries()[first - 1 : first + span]]
         assert self.set.remove_range_by_rank(first, first + span) == len(gone)
         for m in gone:
-            del self.model.scores[m]
+            self.model.remove(m)
 
     @rule(pairs=st.lists(st.tuples(S.members, S.small_scores), min_size=1, max_size=8))
     def ended_process_writes(self, pairs: list[tuple[str, int]]) -> None:
@@ -173,6 +182,7 @@ class SortedSetMachine(RuleBasedStateMachine):
             log_limit=self.log_limit,
         )
         self.model.scores = {m: (s + 0.0 if isinstance(s, float) else s) for m, s in pairs.items()}
+        self.model.data = {}
 
     # -- reads, compared with the model after every step -------------------
 
@@ -190,10 +200,12 @@ class SortedSetMachine(RuleBasedStateMachine):
         if self.shards == 1:
             assert self.set.range(0, len(expected), ties="dense") == self.model.dense()
 
-    @rule(offset=st.integers(0, 25), limit=st.integers(0, 12))
-    def range(self, offset: int, limit: int) -> None:
-        found = self.set.range(offset, limit)
-        assert found == self.model.entries()[offset : offset + limit] and plain(found)
+    @rule(offset=st.integers(0, 25), limit=st.integers(0, 12), with_data=st.booleans())
+    def range(self, offset: int, limit: int, with_data: bool) -> None:
+        found = self.set.range(offset, limit, with_data=with_data)
+        expected = self.model.with_data() if with_data else self.model.entries()
+        assert found == expected[offset : offset + limit] and plain(found)
+        assert all(type(e) is (mdss.DataEntry if with_data else mdss.Entry) for e in found)
 
     @rule(limit=st.integers(1, 5))
     def pages(self, limit: int) -> None:
@@ -209,6 +221,7 @@ class SortedSetMachine(RuleBasedStateMachine):
         expected = self.model.entries()
         score = self.model.scores.get(member)
         assert self.set.score(member) == score
+        assert self.set.data(member) == self.model.data.get(member)
         assert member in self.set if score is not None else member not in self.set
         mine = [e for e in expected if e.member == member]
         assert self.set.rank(member) == (mine[0].rank if mine else None)
@@ -220,6 +233,7 @@ class SortedSetMachine(RuleBasedStateMachine):
             i = mine[0].rank - 1
             found = self.set.around(member, 2, 3)
             assert found == expected[max(i - 2, 0) : i + 4] and plain(found)
+            assert self.set.around(member, 1, 1, with_data=True) == self.model.with_data()[max(i - 1, 0) : i + 2]
         else:
             assert self.set.around(member) == []
 
@@ -273,6 +287,10 @@ class SortedSetMachine(RuleBasedStateMachine):
         end = None if limit is None else offset + limit
         found = self.set.range_by_score(best, worst, offset=offset, limit=limit)
         assert found == inside[offset:end] and plain(found)
+        data = self.model.data.get
+        assert self.set.range_by_score(best, worst, offset=offset, limit=limit, with_data=True) == [
+            mdss.DataEntry(*e, data(e.member)) for e in inside[offset:end]
+        ]
 
     @precondition(lambda self: self.model.scores)
     @rule(data=st.data())

@@ -1,0 +1,121 @@
+"""Member data (``add(..., data=)``, ``set_data``, ``data``, ``with_data=``): what the stateful model test does not
+reach: refused input, the room a store's value limit leaves, the stored format, sharded sets and whole-set calls.
+The model test (``test_sortedset_stateful``) checks data against the model on every store."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+import mdss
+from mdss import _codec
+from mdss.stores.memory import MemoryStore
+
+
+@pytest.fixture
+def sset() -> mdss.SortedSet:
+    return mdss.SortedSet(mdss.open_store("memory://"), "s", chunk_size=4, log_limit=2)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (7, "str or bytes"),
+        (["a"], "str or bytes"),
+        ("x" * 1025, "1025 bytes is over the 1024"),
+        (b"x" * 1025, "1025 bytes is over the 1024"),
+        ("\ud800", "not valid Unicode"),
+    ],
+)
+def test_bad_data_is_refused_and_nothing_changes(sset, bad, match) -> None:
+    sset.add("a", 1, data="kept")
+    with pytest.raises(mdss.InvalidArgumentError, match=match):
+        sset.add("a", 2, data=bad)
+    with pytest.raises(mdss.InvalidArgumentError, match=match):
+        sset.set_data("a", bad)
+    assert (sset.score("a"), sset.data("a")) == (1, "kept")
+    assert sset.add("b", 1, data="x" * 1024) and sset.data("b") == "x" * 1024  # the limit itself fits
+
+
+def test_subclasses_and_buffers_are_stored_as_the_plain_type(sset) -> None:
+    class Name(str):
+        pass
+
+    sset.add("a", 1, data=Name("ann"))
+    sset.add("b", 1, data=bytearray(b"\x00\x01"))
+    assert sset.data("a") == "ann" and type(sset.data("a")) is str
+    assert sset.data("b") == b"\x00\x01" and type(sset.data("b")) is bytes
+
+
+class _Limited(MemoryStore):
+    """A memory store with DynamoDB's value limit."""
+
+    max_value_bytes = 400 * 1024
+
+
+def test_a_value_limit_leaves_less_room_at_large_chunk_sizes() -> None:
+    store = _Limited()
+    big = mdss.SortedSet(store, "big", chunk_size=1000)
+    with pytest.raises(mdss.InvalidArgumentError, match="smaller chunk_size leaves more"):
+        big.add("a", 1, data="x" * 100)
+    assert big.add("a", 1, data="x" * 63) and big.score("a") == 1
+    small = mdss.SortedSet(store, "small", chunk_size=250)
+    assert small.add("a", 1, data="x" * 1024)
+
+
+def test_data_survives_merges_and_goes_with_removals(sset) -> None:
+    for i in range(20):
+        sset.add(f"m{i:02}", i, data=f"d{i}")
+    sset.merge()
+    sset.remove("m03")
+    sset.add("m03", 3)  # back without data
+    sset.incr("m04", 1)  # data kept through a score change
+    sset.merge()
+    assert sset.data("m03") is None and sset.data("m04") == "d4" and sset.score("m04") == 5
+    assert sset.check() == []
+    assert [e.data for e in sset.range(0, 3, with_data=True)] == ["d19", "d18", "d17"]
+
+
+def test_member_index_holds_values_and_the_score_tree_scores(sset) -> None:
+    sset.add("a", 5, data=b"x")
+    sset.merge()
+    engine = sset.engine
+    snap = mdss._snapshot.snapshot(engine)
+    assert list(snap.by_member()) == [("a", 5)]  # a union's source reads scores
+    [leaf] = list(snap.member_index.leaves())
+    [scored] = list(snap.score_tree.leaves())
+    assert (leaf.members, leaf.scores) == (("a",), ((5, b"x"),))
+    assert (scored.members, scored.scores) == (("a",), (5,))
+
+
+def test_a_malformed_value_is_refused_as_corrupt() -> None:
+    good = _codec.decode_node("k", _codec.encode_leaf(["a"], [(1, "x")], compress=False))
+    assert good[2] == ((1, "x"),)
+    for bad in ([1, 2], [1, "x", 3], ["1", "x"], [float("nan"), "x"]):
+        data = _codec.seal(msgpack.packb([2, 0, ["a"], [bad]]))
+        with pytest.raises(mdss.CorruptDataError, match="malformed"):
+            _codec.decode_node("k", data)
+
+
+def test_sharded_sets_carry_data(store_factory) -> None:
+    sset = mdss.SortedSet(store_factory(), "sh", shards=3, chunk_size=4)
+    with sset.batch():
+        for i in range(12):
+            sset.add(f"m{i}", i, data=f"d{i}")
+    assert sset.set_data("m1", None) and not sset.set_data("zz", "x")
+    assert [(e.member, e.data) for e in sset.around("m1", 1, 1, with_data=True)] == [
+        ("m2", "d2"),
+        ("m1", None),
+        ("m0", "d0"),
+    ]
+    assert sset.data("m5") == "d5" and sset.score("m5") == 5
+
+
+def test_unions_and_loads_carry_scores_only(sset) -> None:
+    sset.add("a", 1, data="x")
+    sset.add("b", 2)
+    assert mdss.union(sset.store, "u", ["s", "s"]) == 2
+    union = mdss.SortedSet(sset.store, "u")
+    assert union.range(with_data=True) == [mdss.DataEntry("b", 4, 1, None), mdss.DataEntry("a", 2, 2, None)]
+    loaded = mdss.SortedSet.load(sset.store, "s", {"a": 3}, replace=True)
+    assert loaded.data("a") is None
