@@ -30,10 +30,15 @@ def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
         if _snapshot.headless(engine):
             problems.append(f"set {engine.name!r} has stored nodes but no head: its head was lost")
         return problems
-    pairs = [
-        check_tree(tree, engine.chunk_size, what, problems)
-        for tree, what in ((snap.score_tree, "score tree"), (snap.member_index, "member index"))
-    ]
+    order = engine.ordering
+    scored = check_tree(snap.score_tree, engine.chunk_size, "score tree", problems)
+    indexed = check_tree(snap.member_index, engine.chunk_size, "member index", problems)
+    # The score tree holds exactly the keys the member index's values make (a "first" set's carry sequence numbers).
+    pairs: list[set[Any]]
+    if order.first:
+        pairs = [{order.tree_key(m, s) for m, s in scored}, {order.key(m, v) for m, v in indexed}]
+    else:
+        pairs = [scored, {(m, score_of(v)) for m, v in indexed}]
     if pairs[0] != pairs[1]:
         only_s = sorted(pairs[0] - pairs[1])[:5]
         only_m = sorted(pairs[1] - pairs[0])[:5]
@@ -42,9 +47,9 @@ def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
 
 
 def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tuple[str, Any]]:
-    """Check one tree's invariants, appending problems; returns its (member, score) pairs. In the score tree, also the
-    distinct scores and last score each manifest records of a child (format 3), computed bottom-up from the entry sets.
-    """
+    """Check one tree's invariants, appending problems; returns its (stored member, score or value) pairs. In the score
+    tree, also the distinct scores and last score each manifest records of a child (format 3), computed bottom-up from
+    the entry sets."""
     scored = tree.keyfn is not member_key
     pairs: set[tuple[str, Any]] = set()
     expected: dict[str, tuple[int, Any]] = {}  # node id -> (count, first key) its parent records
@@ -80,7 +85,7 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
         else:
             keys = node.keys
             count = len(node)
-            pairs.update(zip(node.members, map(score_of, node.scores)))  # member index values: their scores
+            pairs.update(zip(node.members, node.scores))
             if previous_last is not None and node.keys and not previous_last < node.keys[0]:
                 problems.append(f"{where} starts at {node.keys[0]!r}, not after the previous entry set's last key")
             if node.keys:

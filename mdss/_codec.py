@@ -171,15 +171,25 @@ def _scores_ok(scores: tuple[Any, ...]) -> bool:
 
 
 def _values_ok(values: tuple[Any, ...]) -> bool:
-    """Scores, or in a member index also values ``(score, data)`` (data a str or bytes): what an entry set holds."""
+    """Scores, or in a member index also values (``(score, data)``, ``(score, data, seq)``): what an entry set holds."""
     if _scores_ok(values):
         return True
     return all(_value_ok(v) for v in values)
 
 
 def _value_ok(value: Any) -> bool:
+    """A score, ``(score, data)``, or a ``"first"`` set's ``(score, data or nil, sequence number)``."""
     if type(value) is tuple:
-        return len(value) == 2 and type(value[0]) in _NUMBERS and value[0] == value[0] and type(value[1]) in _DATA
+        if len(value) == 2:
+            return type(value[0]) in _NUMBERS and value[0] == value[0] and type(value[1]) in _DATA
+        return (
+            len(value) == 3
+            and type(value[0]) in _NUMBERS
+            and value[0] == value[0]
+            and (value[1] is None or type(value[1]) in _DATA)
+            and type(value[2]) is int
+            and -(1 << 63) <= value[2] < 1 << 63
+        )
     return type(value) in _NUMBERS and value == value
 
 

@@ -186,6 +186,18 @@ def _unmoved(engine: Engine, before: Record | None, after: Record | None) -> boo
     return before.version == after.version and before.values == after.values
 
 
+def _keep_reached(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """In a ``"first"`` set, make each value the ops gave ``(score, data, seq)``: the sequence number it held while its
+    score is unchanged (a post that does not change the score keeps its place), else ``None``, for the commit to
+    number by the entry's place in the log."""
+    for member, value in new.items():
+        if value is None or (type(value) is tuple and len(value) == 3):
+            continue
+        was = old[member]
+        seq = was[2] if was is not None and was[0] == score_of(value) else None
+        new[member] = (score_of(value), data_of(value), seq)
+
+
 #: What an attempt on the head this process last saw answers when only the current head may decide.
 _REREAD = object()
 #: Lost races in a row that rebase at once, before the commit waits for a pause (:func:`_quiet`).
@@ -246,6 +258,9 @@ def _attempt(
             pending.result = apply_ops(engine, pending, new)
         except (InvalidScoreError, _ops.Stale) as exc:
             pending.error = exc
+    first = engine.ordering.first
+    if first:
+        _keep_reached(old, new)
     changed: list[tuple[str, Any, Any, str | None]] = [
         (m, old[m], new[m], None) for m in members if not same_value(old[m], new[m])
     ]
@@ -253,12 +268,17 @@ def _attempt(
         return None if fresh else _REREAD
     nonce = secrets.token_hex(8)
     head, log = snap.head, snap.head.log
+    if first:  # a new score is reached at its entry's place in the log
+        changed = [
+            (m, was, now if now is None or now[2] is not None else (*now[:2], log.seq + i), None)
+            for i, (m, was, now, _) in enumerate(changed)
+        ]
     if len(changed) < limit and len(pack(changed)) <= _log.BATCH_BYTES:
         changed[-1] = (*changed[-1][:3], nonce)
         # Whether it seals decides how it commits; segments are built only by the way that writes them.
         sealing = _log.sealing(log, changed)
         record = None  # the commit as a record (mdss._tail), on a store that applies appends
-        if engine.store.appends and snap.data is not None:
+        if engine.store.appends and snap.data is not None and not first:  # "first" numbers entries: no blind append
             record = _tail.record(nonce, changed, members)
             if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
                 record = None

@@ -35,6 +35,7 @@ from ._order import (
     check_seconds,
     data_of,
     each_pair,
+    score_of,
 )
 from ._recent import Recent
 from ._retry import Backoff
@@ -170,6 +171,7 @@ class SetMethods:
     _rank_of: Callable[..., int]
     _score: Callable[..., Any]
     _find: Callable[..., list[Any]]
+    _value: Callable[..., Any]
     _values: Callable[..., list[Any]]
     _entries: Callable[..., list[Entry]]
     _dense_below: Callable[..., int]
@@ -261,13 +263,14 @@ class SetMethods:
             raise InvalidArgumentError(f"with_score must be True or False, got {with_score!r:.80}")
 
         def run(x: Any) -> int | tuple[int, Score] | None:
-            score = self._score(x, member)
-            if score is None:
+            keyed = self._keyed(x, member)
+            if keyed is None:
                 return None
+            score, key = keyed
             if ties == "dense":
                 found = self._dense_below(x, score) + 1
             else:
-                probe = self._order.key(member, score) if ties == "ordinal" else self._order.first_key(score)
+                probe = key if ties == "ordinal" else self._order.first_key(score)
                 found = self._rank_of(x, probe) + 1
             return (found, score) if with_score else found
 
@@ -293,11 +296,12 @@ class SetMethods:
         check_choice(method, _percentiles.METHODS, "method")
 
         def run(x: Any) -> float | int | None:
-            score = self._score(x, member)
-            if score is None:
+            keyed = self._keyed(x, member)
+            if keyed is None:
                 return None
+            score, key = keyed
             if method == "agoragames":
-                position = self._rank_of(x, self._order.key(member, score))
+                position = self._rank_of(x, key)
                 return _percentiles.agoragames(position, self._count(x), self._order.name)
             return self._rank_of(x, self._order.first_key(score)) / self._count(x)
 
@@ -371,6 +375,11 @@ class SetMethods:
             staleness(max_staleness),
         )
 
+    def _keyed(self, x: Any, member: str) -> tuple[Score, Any] | None:
+        """The member's score and key in snapshot ``x`` (its member index entry set), or ``None`` if absent."""
+        value = self._value(x, member)
+        return None if value is None else (score_of(value), self._order.key(member, value))
+
     def _with_data(self, x: Any, entries: list[Entry], wanted: bool = True) -> list[Any]:
         """``entries`` as :class:`DataEntry`, each with its member's data in snapshot ``x`` (if ``wanted``)."""
         if not wanted or not entries:
@@ -388,7 +397,7 @@ class SetMethods:
         ('{"team": "red"}', [DataEntry(member='ann', score=3, rank=1, data='{"team": "red"}')])
         """
         member = check_member(member)
-        return self._read(lambda x: data_of(self._values(x, [member])[0]), staleness(max_staleness))
+        return self._read(lambda x: data_of(self._value(x, member)), staleness(max_staleness))
 
     def at(self, rank: int, *, ties: str = "ordinal", max_staleness: float | None = None) -> Entry | None:
         """The entry at a 1-based ordinal rank (position), or ``None`` past the end; its ``rank`` follows ``ties``."""
@@ -480,10 +489,10 @@ class SetMethods:
     def _around(self, x: Any, member: str, before: int, after: int, fill: bool, ties: str) -> tuple[int, int] | None:
         """The positions of the entries around ``member`` in snapshot ``x`` (:func:`around_span`), its entry set read
         (with what its ranks count in); ``None`` if it is absent."""
-        score = self._score(x, member)
-        if score is None:
+        keyed = self._keyed(x, member)
+        if keyed is None:
             return None
-        key = self._order.key(member, score)
+        key = keyed[1]
         self._prefetch_around(x, key, ties)
         return around_span(self._rank_of(x, key), before, after, self._count(x), fill)
 
@@ -598,10 +607,10 @@ class SetMethods:
         """The score tree probe of an estimate: the member's key (or its score's), or a score's first key."""
         if member is None:
             return self._order.first_key(score)  # type: ignore[arg-type]
-        found = self._score(x, member)
-        if found is None:
+        keyed = self._keyed(x, member)
+        if keyed is None:
             return None
-        return self._order.key(member, found) if ties == "ordinal" else self._order.first_key(found)
+        return keyed[1] if ties == "ordinal" else self._order.first_key(keyed[0])
 
     @staticmethod
     def _estimate_args(member: Any, score: Any) -> tuple[str | None, Score | None]:

@@ -140,12 +140,14 @@ def build(
     """:func:`load` of pairs already checked (``member -> score``), in memory: a sharded load's parts, a board's
     windows."""
     snap = _start(engine, replace, expect)
-    writer = Writer(engine.chunk_size, snap.head.epoch)
+    writer, order = Writer(engine.chunk_size, snap.head.epoch), engine.ordering
     members = sorted(pairs)
     scores = [pairs[m] for m in members]
-    index = TreeRef(*writer.build(snap.member_index, members, scores))
-    ranked = engine.ordering.ranked(members, scores)
-    by_score = TreeRef(*writer.build(snap.score_tree, [members[i] for i in ranked], [scores[i] for i in ranked]))
+    index = TreeRef(*writer.build(snap.member_index, members, order.loaded(scores)))
+    ranked = order.ranked(members, scores)
+    by_score = TreeRef(
+        *writer.build(snap.score_tree, order.loaded_members([members[i] for i in ranked]), [scores[i] for i in ranked])
+    )
     nodes = writer.encoded(engine.keys)
     engine.measure(len(members), sum(map(weight_of, nodes.values())))
     names = list(nodes)
@@ -209,9 +211,11 @@ def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progre
         put({engine.keys.node(node_id): data for node_id, data in built.items()})
 
     try:
-        index = TreeRef(*writer.stream(snap.member_index, spill.by_member(), flush))
-        keys = spill.by_key(engine.ordering.name == "desc", engine.ordering.tiebreak == "member_desc")
-        by_score = TreeRef(*writer.stream(snap.score_tree, keys, flush))
+        order = engine.ordering
+        by_member = ((members, order.loaded(scores)) for members, scores in spill.by_member())
+        index = TreeRef(*writer.stream(snap.member_index, by_member, flush))
+        keys = spill.by_key(order.name == "desc", order.tiebreak == "member_desc")
+        by_score = TreeRef(*writer.stream(snap.score_tree, ((order.loaded_members(m), s) for m, s in keys), flush))
         put(writer.encoded(engine.keys))  # the manifests
     except BaseException:
         _garbage.discard(engine, list(written))

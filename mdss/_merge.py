@@ -41,7 +41,7 @@ def fold(
     """Apply ``member -> (value in the trees, new value)`` to both trees copy-on-write (the member index holds values,
     the score tree scores): the writer with the new nodes, and the new trees (full entry sets go to ``flush`` as they
     are made, if given: see :class:`Writer`)."""
-    key = engine.ordering.key
+    key, stored = engine.ordering.key, engine.ordering.stored
     score_ops: list[tuple[Any, str, Any]] = []
     member_ops: list[tuple[str, str, Any]] = []
     for member, (was, now) in changes.items():
@@ -50,7 +50,7 @@ def fold(
         if was is not None:
             score_ops.append((key(member, was), member, None))
         if now is not None:
-            score_ops.append((key(member, now), member, score_of(now)))
+            score_ops.append((key(member, now), stored(member, now), score_of(now)))
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))

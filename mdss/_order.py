@@ -210,7 +210,8 @@ MAX_DATA_BYTES = 1024
 
 
 def score_of(value: Any) -> Score:
-    """The score in a member's value: the value itself, or the first item of ``(score, data)``."""
+    """The score in a member's value: the value itself, or the first item of ``(score, data)`` (or of a ``"first"``
+    set's ``(score, data, seq)``)."""
     return value[0] if type(value) is tuple else value
 
 
@@ -294,28 +295,73 @@ NODE_KEYS: dict[KeyFn, Callable[[Sequence[str], Sequence[Any]], tuple[Any, ...]]
     _asc_key_rev: lambda members, scores: tuple(zip(scores, map(_Desc, members))),
 }
 
-#: How a set orders members with equal scores: by member (code point order; Redis' order in ascending sets), or by
-#: member descending (Redis' order in descending sets: ZREVRANGE lists a tie's members from the greatest).
-TIEBREAKS = ("member", "member_desc")
+#: How a set orders members with equal scores: by member (code point order; Redis' order in ascending sets), by
+#: member descending (Redis' order in descending sets: ZREVRANGE lists a tie's members from the greatest), or by who
+#: reached the score first (the set's own commit order: the update log's sequence number of the entry that gave the
+#: member its score).
+TIEBREAKS = ("member", "member_desc", "first")
+
+#: Added to a sequence number before it is spelled (16 hex digits, code point order = numeric order).
+_SEQ_BIAS = 1 << 63
+#: Characters a ``"first"`` set's score tree puts before each member: its sequence number (:func:`spell`).
+SEQ_CHARS = 16
+#: The sequence number of every entry a load writes: before any commit's (those count from 0), ties among them by
+#: member.
+LOADED = -1
+
+
+def spell(seq: int, member: str) -> str:
+    """A ``"first"`` set's score tree member: the sequence number as 16 hex digits, then the member; comparing two
+    compares the numbers first."""
+    return f"{seq + _SEQ_BIAS:016x}{member}"
+
+
+def _first_desc(member: str, value: Any) -> tuple[Any, str]:
+    # A value (score, data, seq); a bare score (a cursor's entry, whose number is not known) sorts first of its ties.
+    if type(value) is tuple:
+        return (-value[0], spell(value[2], member))
+    return (-value, spell(-_SEQ_BIAS, member))
+
+
+def _first_asc(member: str, value: Any) -> tuple[Any, str]:
+    if type(value) is tuple:
+        return (value[0], spell(value[2], member))
+    return (value, spell(-_SEQ_BIAS, member))
 
 
 class Order:
     """The direction of a set, how it breaks ties, and everything that follows from them."""
 
-    __slots__ = ("name", "tiebreak", "key", "probe", "better", "score_of", "scores_of", "member_of", "members_of")
+    __slots__ = (
+        "name",
+        "tiebreak",
+        "first",
+        "key",
+        "tree_key",
+        "probe",
+        "better",
+        "score_of",
+        "scores_of",
+        "member_of",
+        "members_of",
+    )
 
     def __init__(self, name: str, tiebreak: str = "member") -> None:
-        reverse = tiebreak == "member_desc"
-        if tiebreak != "member" and not reverse:
-            raise InvalidArgumentError(f'tiebreak must be "member" or "member_desc", got {tiebreak!r}')
+        reverse, self.first = tiebreak == "member_desc", tiebreak == "first"
+        if tiebreak not in TIEBREAKS:
+            raise InvalidArgumentError(f'tiebreak must be "member", "member_desc" or "first", got {tiebreak!r}')
+        # key(member, value): a member's key from its value; tree_key(stored member, score): from a score tree entry.
+        # They differ in a "first" set only, whose score tree stores each member spelled with its sequence number.
         if name == "desc":
-            self.key = _desc_key_rev if reverse else _desc_key
+            self.key = _desc_key_rev if reverse else _first_desc if self.first else _desc_key
+            self.tree_key = _desc_key_rev if reverse else _desc_key
             self.score_of = lambda key: -key[0]
             self.scores_of = lambda keys: [-key[0] for key in keys]
             self.probe = lambda score: (-score,)
             self.better = max
         elif name == "asc":
-            self.key = _asc_key_rev if reverse else _asc_key
+            self.key = _asc_key_rev if reverse else _first_asc if self.first else _asc_key
+            self.tree_key = _asc_key_rev if reverse else _asc_key
             self.score_of = lambda key: key[0]
             self.scores_of = lambda keys: [key[0] for key in keys]
             self.probe = lambda score: (score,)
@@ -327,9 +373,29 @@ class Order:
         if reverse:
             self.member_of = lambda key: str(key[-1])
             self.members_of = lambda keys: [str(key[-1]) for key in keys]
+        elif self.first:
+            self.member_of = lambda key: key[-1][SEQ_CHARS:]
+            self.members_of = lambda keys: [key[-1][SEQ_CHARS:] for key in keys]
         else:
             self.member_of = operator.itemgetter(-1)
             self.members_of = lambda keys: [key[-1] for key in keys]
+
+    def plain(self, stored: Sequence[str]) -> Sequence[str]:
+        """The members of score tree entries as stored (``stored``), as the members they are."""
+        return [m[SEQ_CHARS:] for m in stored] if self.first else stored
+
+    def stored(self, member: str, value: Any) -> str:
+        """What the score tree stores for ``member`` holding ``value``: the member, spelled in a ``"first"`` set."""
+        return spell(value[2], member) if self.first else member
+
+    def loaded(self, scores: Sequence[Any]) -> Sequence[Any]:
+        """The member index values of entries a load writes with ``scores``: in a ``"first"`` set, each reached at
+        :data:`LOADED` (before every commit; ties among them by member)."""
+        return [(s, None, LOADED) for s in scores] if self.first else scores
+
+    def loaded_members(self, members: Sequence[str]) -> Sequence[str]:
+        """The score tree members of entries a load writes (spelled with :data:`LOADED` in a ``"first"`` set)."""
+        return [spell(LOADED, m) for m in members] if self.first else members
 
     def first_key(self, score: Score) -> tuple[Score, ...]:
         """A probe below every key with ``score``: counting keys under it counts strictly better entries."""

@@ -173,6 +173,11 @@ class ShardedSet(SetMethods):
 
     def _settings(self, shards: int, order: str | None, chunk_size: int | None, tiebreak: str | None) -> Settings:
         """The stored settings, or new ones stored now (compare-and-set "only if absent": one creator wins)."""
+        if tiebreak == "first":
+            raise InvalidArgumentError(
+                'tiebreak="first" orders ties by one log\'s commit order, and a sharded set has one log per shard: '
+                "use an unsharded set (shards=1)"
+            )
         key = self._settings_key
         record = self.store.get(key)
         if record is None:
@@ -240,13 +245,13 @@ class ShardedSet(SetMethods):
         kept = recent.within(max_staleness)
         if kept is not None:
             datas, parts = kept
-            return datas, Gather([part.seen() for part in parts], self.store, self._cache, self._order.key)
+            return datas, Gather([part.seen() for part in parts], self.store, self._cache, self._order.tree_key)
         began = recent.begin(max_staleness)
         datas = self.store.get_many(self._head_keys)
         parts = self._parts(datas)
         if began is not None:
             recent.keep((datas, parts), began)
-        return datas, Gather(parts, self.store, self._cache, self._order.key)
+        return datas, Gather(parts, self.store, self._cache, self._order.tree_key)
 
     def _parts(self, datas: list[bytes | None]) -> list[Part]:
         """Every shard as the heads' bytes ``datas`` show it (a shard never seen without a head: its marker read)."""
@@ -348,7 +353,11 @@ class ShardedSet(SetMethods):
 
     def _score(self, g: Gather, member: str) -> Score | None:
         """The member's score in this read's snapshot (its shard's member index)."""
-        return score_of(g.index(g.parts[shard_of(member, self.shards)]).get(member))
+        return score_of(self._value(g, member))
+
+    def _value(self, g: Gather, member: str) -> Any:
+        """The member's value in this read's snapshot (its shard's member index)."""
+        return g.index(g.parts[shard_of(member, self.shards)]).get(member)
 
     def _entries(self, g: Gather, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
         """The entries at global positions ``start`` to ``stop - 1`` (an exact selection across shards), ranked."""

@@ -50,7 +50,8 @@ class Snapshot:
         self.head = head
         scores, members = head.scores, head.members
         bound = head.node_bytes
-        self.score_tree = Tree(source, order.key, scores.root, scores.height, scores.count, bound)
+        plain = order.plain if order.first else None
+        self.score_tree = Tree(source, order.tree_key, scores.root, scores.height, scores.count, bound, plain)
         self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
         self.view = view
         if view is None:

@@ -211,6 +211,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
         return score_of(snap.index.get(member))
 
     @staticmethod
+    def _value(snap: Snapshot, member: str) -> Any:
+        return snap.index.get(member)
+
+    @staticmethod
     def _find(snap: Snapshot, members: list[str]) -> list[Score | None]:
         return list(map(score_of, snap.index.find(members)))
 
@@ -332,9 +336,14 @@ class SortedSet(SetMethods, metaclass=_Opens):
                 members, scores = _slice(ranking, start, state.position if back else start + limit, ties)
             except MissingNodeError:  # the snapshot is gone: go on from the newest head, next to the cursor's entry
                 order = self._order
-                probe = order.key(state.member, state.score) if back else order.key_after(state.member, state.score)
 
                 def resume(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
+                    value: Any = state.score  # a "first" set's key needs the entry's number: its value, if unchanged
+                    if order.first:
+                        found = snap.index.get(state.member)
+                        value = found if found is not None and score_of(found) == state.score else value
+                    key = order.key(state.member, value)
+                    probe = key if back else (*key, 0)
                     at = snap.ranking.count_below([probe])[0]
                     first, stop = (max(at - limit, 0), at) if back else (at, at + limit)
                     return snap.ranking, first, _slice(snap.ranking, first, stop, ties)
@@ -354,7 +363,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
         """The snapshot a cursor was made on; MissingNodeError when it can no longer be had exactly."""
         engine = self.engine
         source = Source(self.store, engine.keys, engine.cache)
-        tree = Tree(source, self._order.key, state.root, state.height, state.size)
+        order = self._order
+        tree = Tree(
+            source, order.tree_key, state.root, state.height, state.size, None, order.plain if order.first else None
+        )
         if state.base == state.end:
             return tree
         for attempt in range(2):

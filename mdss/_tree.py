@@ -120,15 +120,23 @@ def _misplaced(key: str, node: Any, height: int) -> CorruptDataError:
 
 class Tree:
     """One tree as a given head names it: a root id, a height, an entry count, and the bytes a node may
-    weigh (``None``: nodes are bounded in items only)."""
+    weigh (``None``: nodes are bounded in items only). ``plain`` turns stored members into the members they are (a
+    ``"first"`` set's score tree spells each with its sequence number: ``mdss._order.Order.plain``)."""
 
-    __slots__ = ("source", "keyfn", "root", "height", "count", "node_bytes")
+    __slots__ = ("source", "keyfn", "root", "height", "count", "node_bytes", "plain")
 
     def __init__(
-        self, source: Source, keyfn: KeyFn, root: str | None, height: int, count: int, node_bytes: int | None = None
+        self,
+        source: Source,
+        keyfn: KeyFn,
+        root: str | None,
+        height: int,
+        count: int,
+        node_bytes: int | None = None,
+        plain: Callable[[Sequence[str]], Sequence[str]] | None = None,
     ) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
-        self.node_bytes = node_bytes
+        self.node_bytes, self.plain = node_bytes, plain
 
     def _load_many(self, ids: Iterable[str], height: int) -> dict[str, Any]:
         return self.source.load_many(ids, self.keyfn, height)
@@ -306,7 +314,7 @@ class Tree:
         for leaf, a, b in self.leaf_runs(start, stop):
             members.extend(leaf.members[a:b])
             scores.extend(leaf.scores[a:b])
-        return members, scores
+        return (members if self.plain is None else list(self.plain(members))), scores
 
     def leaf_runs(self, start: int, stop: int) -> list[tuple[Leaf, int, int]]:
         """The entry sets holding positions ``start`` to ``stop - 1``, each with the run of it they hold."""

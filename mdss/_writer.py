@@ -383,7 +383,10 @@ class Writer:
         return (None, 0, 0) if root is None else (root[0], height, root[1])
 
     def stream(
-        self, tree: Tree, blocks: Iterable[tuple[list[str], list[Any]]], flush: Callable[[dict[str, bytes]], None]
+        self,
+        tree: Tree,
+        blocks: Iterable[tuple[Sequence[str], Sequence[Any]]],
+        flush: Callable[[dict[str, bytes]], None],
     ) -> tuple[str | None, int, int]:
         """:meth:`build` from blocks of entries in key order, handing each block's entry sets to ``flush`` (as
         ``built``: id -> bytes) as they are made, so that a load holds one block at a time, not the whole set. A

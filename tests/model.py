@@ -13,10 +13,16 @@ class Model:
         self.order, self.tiebreak = order, tiebreak
         self.scores: dict[str, int | float] = {}
         self.data: dict[str, str | bytes] = {}  # what members carry (add(..., data=), set_data)
+        # tiebreak="first": when each member reached its score (a load: -1 for all), and the next moment.
+        self.reached: dict[str, int] = {}
+        self.clock = 0
 
     def entries(self) -> list[mdss.Entry]:
-        # Two stable sorts: by member (ties' order), then by score.
-        ranked = sorted(self.scores.items(), key=lambda item: item[0], reverse=self.tiebreak == "member_desc")
+        # Two stable sorts: by member (ties' order; by when it was reached, for "first"), then by score.
+        if self.tiebreak == "first":
+            ranked = sorted(self.scores.items(), key=lambda item: (self.reached[item[0]], item[0]))
+        else:
+            ranked = sorted(self.scores.items(), key=lambda item: item[0], reverse=self.tiebreak == "member_desc")
         ranked.sort(key=lambda item: item[1], reverse=self.order == "desc")
         return [mdss.Entry(m, s, i + 1) for i, (m, s) in enumerate(ranked)]
 
@@ -35,8 +41,14 @@ class Model:
     def with_data(self) -> list[mdss.DataEntry]:
         return [mdss.DataEntry(*e, self.data.get(e.member)) for e in self.entries()]
 
+    def loaded(self, scores: dict[str, int | float]) -> None:
+        """A load: these scores, no data, every member reached at once (ties among them by member)."""
+        self.scores = {m: (s + 0.0 if isinstance(s, float) else s) for m, s in scores.items()}
+        self.data, self.reached = {}, dict.fromkeys(scores, -1)
+
     def remove(self, member: str) -> bool:
         self.data.pop(member, None)
+        self.reached.pop(member, None)
         return self.scores.pop(member, None) is not None
 
     def apply(self, op: str, member: str, value: int | float, data: str | bytes | None = None) -> None:
@@ -61,9 +73,15 @@ class Model:
         """A copy with the batch ``ops`` (``(op, member, value)``) applied; ``None`` where mdss must refuse it."""
         trial = Model(self.order, self.tiebreak)
         trial.scores, trial.data = dict(self.scores), dict(self.data)
+        trial.reached, trial.clock = dict(self.reached), self.clock
         try:
             for op, member, value, *data in ops:
                 trial.apply(op, member, value, *data)
         except ValueError:
             return None
+        # One commit: each member whose score it changes reaches it then, in the order the batch first names them.
+        for member in dict.fromkeys(op[1] for op in ops):
+            old, new = self.scores.get(member), trial.scores.get(member)
+            if new is not None and (old is None or old != new):
+                trial.reached[member], trial.clock = trial.clock, trial.clock + 1
         return trial

@@ -91,7 +91,7 @@ def test_member_index_holds_values_and_the_score_tree_scores(sset) -> None:
 def test_a_malformed_value_is_refused_as_corrupt() -> None:
     good = _codec.decode_node("k", _codec.encode_leaf(["a"], [(1, "x")], compress=False))
     assert good[2] == ((1, "x"),)
-    for bad in ([1, 2], [1, "x", 3], ["1", "x"], [float("nan"), "x"]):
+    for bad in ([1, 2], [1, "x", "3"], [1, 5, 3], [1, None, 2**63], ["1", "x"], [float("nan"), "x"]):
         data = _codec.seal(msgpack.packb([2, 0, ["a"], [bad]]))
         with pytest.raises(mdss.CorruptDataError, match="malformed"):
             _codec.decode_node("k", data)

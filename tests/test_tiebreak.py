@@ -55,4 +55,62 @@ def test_the_tiebreak_is_stored_with_the_set(tmp_path, monkeypatch) -> None:
         mdss.SortedSet(store, "sh", tiebreak="member")
     assert sharded.tiebreak == "member_desc" and mdss.SortedSet(store, "plain").tiebreak == "member"
     with pytest.raises(mdss.InvalidArgumentError, match="tiebreak"):
-        mdss.SortedSet(store, "bad", tiebreak="first")
+        mdss.SortedSet(store, "bad", tiebreak="last")
+
+
+def test_first_ranks_who_reached_a_score_first_and_only_a_new_score_moves_it(store) -> None:
+    """Among equal scores, the member that reached its score first ranks higher; a write that leaves the score (a
+    repeat, ``best`` with a worse or equal one, an increment of 0, data) keeps its place; competition and dense ranks
+    still tie; the order survives merges and is the set's own commit order (a store that applies appends takes
+    compare-and-set commits for such a set)."""
+    board = mdss.SortedSet(store, "first", tiebreak="first", chunk_size=2, log_limit=3)
+    for member in ("dan", "cid", "bob", "ann"):
+        board.add(member, 10)
+    board.add("eve", 20)
+    assert [e.member for e in board] == ["eve", "dan", "cid", "bob", "ann"]
+    board.add("dan", 10)
+    board.add("dan", 9, op="best")
+    board.incr("dan", 0)
+    board.add("dan", 10, data="same score")
+    board.add("cid", 10.0)  # 10 == 10.0: the same key, the same place
+    assert [e.member for e in board] == ["eve", "dan", "cid", "bob", "ann"]
+    board.add("dan", 11)
+    board.add("dan", 10)  # back to 10: reached now, after the others
+    board.merge()
+    assert [e.member for e in board] == ["eve", "cid", "bob", "ann", "dan"]
+    assert board.rank("dan") == 5 and board.rank("dan", ties="competition") == 2
+    assert board.rank("dan", ties="dense") == 2 and board.rank("cid", ties="dense") == 2
+    assert [e.member for e in board.around("bob", 1, 1)] == ["cid", "bob", "ann"]
+    assert board.score("cid") == 10.0 and type(board.score("cid")) is float and board.check() == []
+    assert mdss.SortedSet(store, "first").tiebreak == "first"
+
+
+def test_first_orders_a_load_by_member_before_later_writes(store) -> None:
+    loaded = mdss.SortedSet.load(store, "lf", {"b": 1, "a": 1, "c": 2}, tiebreak="first", chunk_size=2)
+    loaded.add("0", 1)
+    assert [e.member for e in loaded] == ["c", "a", "b", "0"] and loaded.check() == []
+
+
+def test_first_is_refused_for_a_sharded_set(store) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match="one log per shard"):
+        mdss.SortedSet(store, "sh-first", shards=2, tiebreak="first")
+
+
+def test_first_pages_resume_after_their_snapshot_is_collected(tmp_path) -> None:
+    """A cursor whose snapshot was merged and collected goes on from the newest state just after (before, going back)
+    its entry, which keeps its place while its score is unchanged: no tie is skipped or repeated. (Another process
+    reads on: this one's node cache would still hold the snapshot.)"""
+    url = f"sqlite:///{tmp_path}/fp.db"
+    board = mdss.SortedSet(mdss.open_store(url), "fp", tiebreak="first", chunk_size=2, gc_grace=0, log_limit=100)
+    for i in range(9):
+        board.add(f"m{8 - i}", 1)  # m8 first ... m0 last: the reverse of member order
+    board.merge()
+    first = board.page(4)
+    board.add("zz", 0)
+    board.merge()
+    assert board.gc() > 0
+    other = mdss.SortedSet(mdss.open_store(url), "fp")
+    rest = other.page(4, first.next)
+    assert [e.member for e in first.entries + rest.entries] == ["m8", "m7", "m6", "m5", "m4", "m3", "m2", "m1"]
+    back = other.page(2, rest.previous)
+    assert [e.member for e in back.entries] == ["m6", "m5"]
