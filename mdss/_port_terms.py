@@ -108,6 +108,15 @@ def _text(term: Any, what: str, error: type[InvalidArgumentError] = InvalidArgum
         raise error(f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
 
 
+def _data(term: Any) -> bytes | None:
+    """A member's data: any binary (kept as bytes), or ``undefined`` for none."""
+    if term is None:
+        return None
+    if not isinstance(term, OtpErlangBinary) or term.bits != 8:
+        raise InvalidArgumentError(f"data must be a binary or undefined, got {_show(term)}")
+    return bytes(term.value)
+
+
 def _member(term: Any) -> str:
     return _text(term, "a member", InvalidMemberError)
 
@@ -178,7 +187,7 @@ def _options(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
         if name == "order":
             options[name] = _choice(value, "order", ("asc", "desc"))
         elif name == "tiebreak":
-            options[name] = _choice(value, "tiebreak", ("member", "member_desc"))
+            options[name] = _choice(value, "tiebreak", ("member", "member_desc", "first"))
         else:
             options[name] = _int(value, name)
     return options
@@ -198,6 +207,8 @@ def to_term(value: Any) -> Any:
     """A Python result as an Erlang term: strings as binaries, infinities as atoms, tuples and lists within."""
     if isinstance(value, str):
         return OtpErlangBinary(value.encode("utf-8"))
+    if isinstance(value, bytes):  # a member's data (erlang-py would send bytes as a string, a list)
+        return OtpErlangBinary(value)
     if isinstance(value, float) and math.isinf(value):
         return OtpErlangAtom("inf" if value > 0 else "-inf")
     if isinstance(value, list):
@@ -318,6 +329,8 @@ def _view(term: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
             found[name] = _choice(value, "when", ("gt", "lt"))
         elif name == "post_id":
             found[name] = _text(value, "a post id")
+        elif name == "data":
+            found[name] = _data(value)
         elif name == "offset":
             found[name] = _int(value, "offset")
         elif name == "aggregate":

@@ -38,6 +38,7 @@ from ._port_terms import (
     _atom,
     _board_options,
     _choice,
+    _data,
     _int,
     _list,
     _member,
@@ -385,8 +386,24 @@ def _write_op(term: Any) -> str:
 
 @op("add", "Set, Member, Score, [Op], [Opts]")
 def _add(port: PortServer, s: Any, member: Any, score: Any, how: Any = None, opts: Any = None) -> Any:
-    options = _view(opts, ("only", "changed"))
+    options = _view(opts, ("only", "changed", "data"))
     return port.sorted_set(s).add(_member(member), _score(score), op=_write_op(how), **options)
+
+
+@op("data", "Set, Member")
+def _data_of(port: PortServer, s: Any, member: Any) -> Any:
+    return port.sorted_set(s).data(_member(member))
+
+
+@op("set_data", "Set, Member, Data")
+def _set_data(port: PortServer, s: Any, member: Any, data: Any) -> Any:
+    return port.sorted_set(s).set_data(_member(member), _data(data))
+
+
+@op("range_with_data", "Set, Offset, Limit, [Ties]")
+def _range_with_data(port: PortServer, s: Any, offset: Any, limit: Any, ties: Any = None) -> Any:
+    found = port.sorted_set(s).range(_int(offset, "offset"), _int(limit, "limit"), ties=_ties(ties), with_data=True)
+    return found
 
 
 @op("add_many", "Set, Pairs, [Op], [Opts]")

@@ -23,12 +23,12 @@
 -behaviour(gen_server).
 
 -export([start_link/1, start_link/2, stop/1]).
--export([add/4, add/5, add_many/3, add_many/4, incr/4, remove/3, remove_many/3,
+-export([add/4, add/5, add/6, set_data/4, add_many/3, add_many/4, incr/4, remove/3, remove_many/3,
          remove_range_by_score/4, remove_range_by_rank/4, pop_min/3, pop_max/3]).
 -export([len/2, info/2, score/3, scores/3, rank/3, rank/4, rank_with_score/3, rank_with_score/4,
          rank_of_score/3, percentile/3, at_percentile/3, at_percentile/4,
          estimate_rank/3, estimate_rank/4, estimate_percentile/3, estimate_percentile/4, count/4,
-         range/4, top/3, range_by_score/4, range_by_score/6, at/3, around/5, page/4, random_members/3]).
+         range/4, range_with_data/4, data/3, top/3, range_by_score/4, range_by_score/6, at/3, around/5, page/4, random_members/3]).
 -export([load/3, load/4, union/3, union/4, intersection/3, intersection/4, gc/3, drop/2, check/2, merge/2]).
 -export([topn_post/4, topn_post_many/3, topn_top/2, topn_threshold/2]).
 -export([board_post/4, board_post/5, board_remove/3, board_remove/4, board_load/3, board_load/4,
@@ -58,7 +58,7 @@
 -type score() :: integer() | float() | inf | '-inf'.
 %% A set: its name, or its name and the settings to create it with.
 -type sorted_set() :: binary() | {binary(), #{order => asc | desc, chunk_size => pos_integer(),
-                                              tiebreak => member | member_desc}}.
+                                              tiebreak => member | member_desc | first}}.
 -type entry() :: {member(), score(), pos_integer()}.
 -type pairs() :: [{member(), score()}] | #{member() => score()}.
 -type ties() :: ordinal | competition | dense.
@@ -105,6 +105,15 @@ add(Pid, Set, Member, Score) -> call(Pid, add, [Set, Member, Score]).
 %% only), `lt' (lower only); `{ok, true}' if the member is new.
 -spec add(pid(), sorted_set(), member(), score(), write_op()) -> result(boolean()).
 add(Pid, Set, Member, Score, Op) -> call(Pid, add, [Set, Member, Score, Op]).
+
+%% @doc add/5 with data: `Data' (a binary of up to 1 KB) is stored with the score, in the same commit, when
+%% the op takes the score; `{ok, true}' if the member is new.
+-spec add(pid(), sorted_set(), member(), score(), write_op(), binary()) -> result(boolean()).
+add(Pid, Set, Member, Score, Op, Data) -> call(Pid, add, [Set, Member, Score, Op, #{data => Data}]).
+
+%% @doc Set the data `Member' carries (`undefined' clears it), its score unchanged; `{ok, true}' if it is there.
+-spec set_data(pid(), sorted_set(), member(), binary() | undefined) -> result(boolean()).
+set_data(Pid, Set, Member, Data) -> call(Pid, set_data, [Set, Member, Data]).
 
 %% @doc Set many members' scores in one commit; `{ok, HowManyNew}'.
 -spec add_many(pid(), sorted_set(), pairs()) -> result(non_neg_integer()).
@@ -228,6 +237,15 @@ count(Pid, Set, Best, Worst) -> call(Pid, count, [Set, Best, Worst]).
 %% @doc Up to `Limit' entries from position `Offset' (0 is rank 1).
 -spec range(pid(), sorted_set(), non_neg_integer(), non_neg_integer()) -> result([entry()]).
 range(Pid, Set, Offset, Limit) -> call(Pid, range, [Set, Offset, Limit]).
+
+%% @doc range/4 with each member's data: `{Member, Score, Rank, Data}' (`Data' a binary or `undefined').
+-spec range_with_data(pid(), sorted_set(), non_neg_integer(), non_neg_integer()) ->
+    result([{member(), score(), pos_integer(), binary() | undefined}]).
+range_with_data(Pid, Set, Offset, Limit) -> call(Pid, range_with_data, [Set, Offset, Limit]).
+
+%% @doc The data `Member' carries (add/6, set_data/4), or `undefined'.
+-spec data(pid(), sorted_set(), member()) -> result(binary() | undefined).
+data(Pid, Set, Member) -> call(Pid, data, [Set, Member]).
 
 %% @doc The best `N' entries of the set.
 -spec top(pid(), sorted_set(), non_neg_integer()) -> result([entry()]).

@@ -51,7 +51,31 @@ reads_and_writes(Pid) ->
     ?assertEqual({ok, []}, mdss:around(Pid, S, <<"nobody">>, 1, 1)),
     ?assertEqual({ok, true}, mdss:remove(Pid, S, <<"bob">>)),
     ?assertEqual({ok, false}, mdss:remove(Pid, S, <<"bob">>)),
-    ?assertEqual({ok, 3}, mdss:call(Pid, len, [S])).
+    ?assertEqual({ok, 3}, mdss:call(Pid, len, [S])),
+    member_data(Pid),
+    first_ties(Pid).
+
+member_data(Pid) ->
+    S = <<"with-data">>,
+    ?assertEqual({ok, true}, mdss:add(Pid, S, <<"ann">>, 300, set, <<"team red">>)),
+    ?assertEqual({ok, false}, mdss:add(Pid, S, <<"ann">>, 250, best, <<"lost">>)),
+    ?assertEqual({ok, <<"team red">>}, mdss:data(Pid, S, <<"ann">>)),
+    ?assertEqual({ok, true}, mdss:add(Pid, S, <<"bob">>, 200)),
+    ?assertEqual({ok, undefined}, mdss:data(Pid, S, <<"bob">>)),
+    ?assertEqual({ok, true}, mdss:set_data(Pid, S, <<"bob">>, <<0, 255>>)),
+    ?assertEqual({ok, false}, mdss:set_data(Pid, S, <<"zed">>, <<"x">>)),
+    ?assertEqual({ok, [{<<"ann">>, 300, 1, <<"team red">>}, {<<"bob">>, 200, 2, <<0, 255>>}]},
+                 mdss:range_with_data(Pid, S, 0, 10)),
+    ?assertEqual({ok, true}, mdss:set_data(Pid, S, <<"bob">>, undefined)),
+    ?assertEqual({ok, undefined}, mdss:data(Pid, S, <<"bob">>)),
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:set_data(Pid, S, <<"ann">>, 7)).
+
+first_ties(Pid) ->
+    S = {<<"race">>, #{tiebreak => first}},
+    [{ok, true} = mdss:add(Pid, S, R, 10) || R <- [<<"zoe">>, <<"amy">>, <<"bob">>]],
+    {ok, _} = mdss:add(Pid, S, <<"amy">>, 12),
+    {ok, _} = mdss:add(Pid, S, <<"amy">>, 10),
+    ?assertEqual({ok, [{<<"zoe">>, 10, 1}, {<<"bob">>, 10, 2}, {<<"amy">>, 10, 3}]}, mdss:top(Pid, <<"race">>, 3)).
 
 ties_and_scores(Pid) ->
     S = <<"ties">>,
