@@ -85,7 +85,7 @@ class AllKeys:
         entries = part.engine.reader.logged(now.incarnation, start, end) if same and end >= start else None
         if entries is None:  # replaced (load, drop), folded without entries, merged by another process, ...
             return self._resync(g, keys, i, part)
-        keyfn = g.keyfn
+        keyfn = part.engine.ordering.key  # of a member's value (a "first" set's tree keys spell the number in)
         try:
             for member, old, new, _ in entries:
                 if old is not None:

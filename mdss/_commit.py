@@ -268,9 +268,10 @@ def _attempt(
         return None if fresh else _REREAD
     nonce = secrets.token_hex(8)
     head, log = snap.head, snap.head.log
-    if first:  # a new score is reached at its entry's place in the log
+    if first:  # a new score is reached at its entry's place in the log (a shard's: at the clock's moment)
+        start = engine.reached(log.seq, len(changed))
         changed = [
-            (m, was, now if now is None or now[2] is not None else (*now[:2], log.seq + i), None)
+            (m, was, now if now is None or now[2] is not None else (*now[:2], start + i), None)
             for i, (m, was, now, _) in enumerate(changed)
         ]
     if len(changed) < limit and len(pack(changed)) <= _log.BATCH_BYTES:

@@ -7,6 +7,7 @@ an engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -121,10 +122,12 @@ class Engine:
         stale: list[float] | None = None,
         outer: Recent | None = None,
         trust_after: int = 0,
+        moments: list[int] | None = None,
     ) -> None:
         """A set's options as ``SortedSet`` documents them; ``commit`` makes the group commit's commits. A shard's
         engine shares ``cache`` and ``stale`` with the other shards, makes its writes forget what the sharded set's
-        reads kept (``outer``), and trusts its held head after ``trust_after``."""
+        reads kept (``outer``), and trusts its held head after ``trust_after``; in a ``"first"`` set it numbers entries
+        by the clock, through ``moments`` (shared by the shards: :meth:`reached`)."""
         self.store, self.name, self.keys = store, name, keys
         self.cache = NodeCache(cache_bytes) if cache is None else cache
         self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
@@ -136,6 +139,7 @@ class Engine:
         self.recent = Recent(max_staleness, outer)  # the head that reads within the bound reuse
         self.group = GroupCommit(lambda pendings: self._commit(commit, pendings), max_batch, max_wait)
         self.resolvers = dict(resolvers or {})
+        self.moments = moments  # [the last moment this process gave an entry], for a sharded "first" set
         self.on_start = on_start  # a write made the head afresh (a shard's stores its set's settings again)
         self.commits = self.retries = self.merges = 0  # commits published, re-applied after a lost race; merges
         self.head: Head | None = None  # the head decoded last, and its bytes
@@ -151,6 +155,16 @@ class Engine:
             commit(self, pendings)
         finally:
             self.recent.forget()
+
+    def reached(self, seq: int, entries: int) -> int:
+        """The number of the first of ``entries`` a ``"first"`` commit writes at log sequence number ``seq``: ``seq``
+        itself (the set's own commit order), or for a shard of a sharded set the clock in microseconds, past the last
+        number this process gave (its shards have no common log: their order is the writers' clocks)."""
+        if self.moments is None:
+            return seq
+        first = max(time.time_ns() // 1000, self.moments[0] + 1)
+        self.moments[0] = first + entries - 1
+        return first
 
     @property
     def gc_grace(self) -> float:

@@ -405,11 +405,6 @@ class Order:
         """A probe above every key with ``score``."""
         return (self.probe(score)[0], TOP)
 
-    def key_after(self, member: str, score: Score) -> tuple[Any, ...]:
-        """A probe just after the key of ``(member, score)`` and before every later key (for cursors): the key with one
-        more element, which sorts after it and before any key that differs in an element it has."""
-        return (*self.key(member, score), 0)
-
     def ranked(self, members: list[str], scores: list[Score]) -> list[int]:
         """Positions of ``members`` (sorted by member) in set order. A stable sort by score alone keeps ties in the
         order it is given them, in either direction: member order, or its reverse for ``member_desc``; cheaper than

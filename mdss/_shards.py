@@ -142,6 +142,7 @@ class ShardedSet(SetMethods):
         # True while the settings record may be missing (after drop(), or a failed _restore): the next write stores it.
         self._resettle = False
         stale = [0.0]  # how often held heads had moved: alike on every shard (mdss._engine.WriterState.learn)
+        moments = [0] if settings.tiebreak == "first" else None  # one log per shard: ties by first go by the clock
         self._recent = Recent(max_staleness)  # every shard's head bytes, kept for reads within the bound
         #: The engines this set is a facade over, one per shard.
         self.engines = [
@@ -158,6 +159,7 @@ class ShardedSet(SetMethods):
                 outer=self._recent,
                 trust_after=TRUST_AFTER,
                 on_start=self._restore,
+                moments=moments,
                 **options,
             )
             for i, part in enumerate(settings.parts)
@@ -173,11 +175,6 @@ class ShardedSet(SetMethods):
 
     def _settings(self, shards: int, order: str | None, chunk_size: int | None, tiebreak: str | None) -> Settings:
         """The stored settings, or new ones stored now (compare-and-set "only if absent": one creator wins)."""
-        if tiebreak == "first":
-            raise InvalidArgumentError(
-                'tiebreak="first" orders ties by one log\'s commit order, and a sharded set has one log per shard: '
-                "use an unsharded set (shards=1)"
-            )
         key = self._settings_key
         record = self.store.get(key)
         if record is None:
@@ -523,17 +520,16 @@ class ShardedSet(SetMethods):
         check_page(limit, cursor, around)
         self._check_ties(ties)
         member = None if around is None else check_member(around)
-        if cursor is None:
-            probe, back = None, False
-        else:
-            (next_to, score), back = self._decode_cursor(cursor)
-            probe = self._order.key(next_to, score) if back else self._order.key_after(next_to, score)
+        entry: tuple[str, Score] | None = None
+        back = False
+        if cursor is not None:
+            entry, back = self._decode_cursor(cursor)
 
         def run(g: Gather) -> tuple[list[Entry], int, int]:
             if member is not None:
                 start, stop = self._around(g, member, *page_around(limit), True, ties) or (0, 0)
             else:
-                at = 0 if probe is None else self._count_below(g, [probe])[0]
+                at = 0 if entry is None else self._count_below(g, [self._next_to(g, *entry, back)])[0]
                 start, stop = (max(at - limit, 0), at) if back else (at, at + limit)
             return self._entries(g, start, stop, ties), start, g.count
 
@@ -546,6 +542,16 @@ class ShardedSet(SetMethods):
             _cursor.pack(tag, [last.member, last.score]) if start + len(entries) < total else None,
             _cursor.pack(tag, [first.member, first.score], back=True) if start else None,
         )
+
+    def _next_to(self, g: Gather, member: str, score: Score, back: bool) -> Any:
+        """The probe a cursor next to ``(member, score)`` continues from: its key (a ``"first"`` set's needs the
+        entry's number: its value now, while its score is unchanged), and just after it going forward."""
+        value: Any = score
+        if self._order.first:
+            found = self._value(g, member)
+            value = found if found is not None and score_of(found) == score else score
+        key = self._order.key(member, value)
+        return key if back else (*key, 0)
 
     @property
     def _cursor_tag(self) -> str:

@@ -9,8 +9,9 @@ from mdss._order import INT_MAX, INT_MIN
 
 
 class Model:
-    def __init__(self, order: str, tiebreak: str = "member") -> None:
+    def __init__(self, order: str, tiebreak: str = "member", shard_of=None) -> None:
         self.order, self.tiebreak = order, tiebreak
+        self.shard_of = shard_of  # a sharded set commits a batch shard by shard, in shard order
         self.scores: dict[str, int | float] = {}
         self.data: dict[str, str | bytes] = {}  # what members carry (add(..., data=), set_data)
         # tiebreak="first": when each member reached its score (a load: -1 for all), and the next moment.
@@ -71,7 +72,7 @@ class Model:
 
     def tried(self, ops) -> Model | None:
         """A copy with the batch ``ops`` (``(op, member, value)``) applied; ``None`` where mdss must refuse it."""
-        trial = Model(self.order, self.tiebreak)
+        trial = Model(self.order, self.tiebreak, self.shard_of)
         trial.scores, trial.data = dict(self.scores), dict(self.data)
         trial.reached, trial.clock = dict(self.reached), self.clock
         try:
@@ -79,8 +80,12 @@ class Model:
                 trial.apply(op, member, value, *data)
         except ValueError:
             return None
-        # One commit: each member whose score it changes reaches it then, in the order the batch first names them.
-        for member in dict.fromkeys(op[1] for op in ops):
+        # One commit: each member whose score it changes reaches it then, in the order the batch first names them
+        # (sharded: one commit per shard, in shard order).
+        named = list(dict.fromkeys(op[1] for op in ops))
+        if self.shard_of is not None:
+            named.sort(key=self.shard_of)
+        for member in named:
             old, new = self.scores.get(member), trial.scores.get(member)
             if new is not None and (old is None or old != new):
                 trial.reached[member], trial.clock = trial.clock, trial.clock + 1

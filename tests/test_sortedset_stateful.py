@@ -44,8 +44,6 @@ class SortedSetMachine(RuleBasedStateMachine):
         tiebreak=st.sampled_from(["member", "member_desc", "first"]),
     )
     def open(self, order: str, chunk: int, log_limit: int | None, merged: bool, tiebreak: str) -> None:
-        if self.shards > 1 and tiebreak == "first":  # one log per shard: refused (test_tiebreak)
-            tiebreak = "member"
         self.store = self.factory()
         self.log_limit = log_limit
         self.set = mdss.SortedSet(
@@ -62,7 +60,8 @@ class SortedSetMachine(RuleBasedStateMachine):
             self.set._all_keys.least, self.set._all_keys.per_key, self.set._all_keys.most = (
                 (1, 10**9, 0) if merged else (10**18, 1, 0)
             )
-        self.model = Model(order, tiebreak)
+        shard_of = None if self.shards == 1 else lambda member: mdss._shards.shard_of(member, self.shards)
+        self.model = Model(order, tiebreak, shard_of)
 
     def _expect(self, ops: list[tuple[str, str, object]]) -> bool:
         """Apply ops to a copy of the model; False if mdss must refuse the batch."""

@@ -91,9 +91,19 @@ def test_first_orders_a_load_by_member_before_later_writes(store) -> None:
     assert [e.member for e in loaded] == ["c", "a", "b", "0"] and loaded.check() == []
 
 
-def test_first_is_refused_for_a_sharded_set(store) -> None:
-    with pytest.raises(mdss.InvalidArgumentError, match="one log per shard"):
-        mdss.SortedSet(store, "sh-first", shards=2, tiebreak="first")
+def test_a_sharded_first_set_orders_ties_by_the_writers_clock(store, monkeypatch) -> None:
+    """Shards have no common log: a sharded set numbers entries by the clock (microseconds, past the last number this
+    process gave), so ties across shards go by when each commit ran."""
+    board = mdss.SortedSet(store, "sh-first", shards=3, tiebreak="first", chunk_size=2)
+    names = [f"p{i}" for i in range(8)]
+    for name in names:
+        board.add(name, 5)
+    assert [e.member for e in board] == names and board.check() == []
+    monkeypatch.setattr(mdss._engine.time, "time_ns", lambda: 0)  # a clock gone back: numbers still go forward
+    board.add("p0", 4)
+    board.add("p0", 5)
+    assert [e.member for e in board] == [*names[1:], "p0"]
+    assert [e.member for e in board.page(3, board.page(3).next).entries] == names[4:7]
 
 
 def test_first_pages_resume_after_their_snapshot_is_collected(tmp_path) -> None:
