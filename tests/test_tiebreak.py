@@ -4,6 +4,7 @@ The stateful model test (test_sortedset_stateful.py) draws the tiebreak too, for
 
 from __future__ import annotations
 
+import threading
 from urllib.parse import urlsplit
 
 import pytest
@@ -124,3 +125,27 @@ def test_first_pages_resume_after_their_snapshot_is_collected(tmp_path) -> None:
     assert [e.member for e in first.entries + rest.entries] == ["m8", "m7", "m6", "m5", "m4", "m3", "m2", "m1"]
     back = other.page(2, rest.previous)
     assert [e.member for e in back.entries] == ["m6", "m5"]
+
+
+def test_first_under_concurrent_writers_follows_each_writers_order(store) -> None:
+    """Threads each write their own members to one score, one after another, while merges run (a tiny log limit):
+    among the ties every thread's members keep the order it wrote them in (a write acknowledged before another began
+    reached its score first), no two entries share a number, and check() holds."""
+    board = mdss.SortedSet(store, "race-first", tiebreak="first", chunk_size=3, log_limit=4)
+    threads, each = 4, 6
+
+    def work(t: int) -> None:
+        for k in range(each):
+            board.add(f"t{t}-{k}", 1)
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    order = [e.member for e in board]
+    for t in range(threads):
+        assert [m for m in order if m.startswith(f"t{t}-")] == [f"t{t}-{k}" for k in range(each)]
+    values = mdss._snapshot.snapshot(board.engine).index.find(order)
+    assert len({v[2] for v in values}) == len(order) == threads * each
+    assert [v[2] for v in values] == sorted(v[2] for v in values) and board.check() == []
