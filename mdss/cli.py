@@ -427,6 +427,12 @@ def random_entries(count: int) -> None:
 )
 @click.option("--replace", is_flag=True, help="Replace the whole set instead of adding to it.")
 @click.option("--order", type=click.Choice(["desc", "asc"]), default=None, help="Order of a new set.")
+@click.option(
+    "--tiebreak",
+    type=click.Choice(["member", "member_desc", "first"]),
+    default=None,
+    help="How a new set orders equal scores. [default: member]",
+)
 @click.option("--chunk-size", type=IntRange(2, 100_000), default=None, help="Chunk size of a new set.")
 @click.option(
     "--shards", type=IntRange(1, 1024), default=None, help="Shards of a new set (fixed at creation). [default: 1]"
@@ -446,7 +452,7 @@ def load(path: str, header: bool | None, replace: bool, batch: int, **settings: 
     million rows they are sorted in a temporary file (see --memory-mb and --spill-dir)."""
     memory, spill_dir = settings.pop("memory_mb") << 20, settings.pop("spill_dir")
     obj = _ctx()
-    board = obj.board(**settings)  # order, chunk_size, shards: for a new set
+    board = obj.board(**settings)  # order, tiebreak, chunk_size, shards: for a new set
     problems: list[str] = []
     try:
         opened = click.open_file(path, "rb")

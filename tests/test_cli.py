@@ -301,3 +301,11 @@ def test_merge_folds_the_log(tmp_path) -> None:
     assert result.exit_code == 0 and "merged 2 log entries" in result.output, result.output
     assert "nothing to merge" in run(cli, ["--store", url, "--set", "b", "merge"]).output
     assert mdss.SortedSet(mdss.open_store(url), "b").info()["log_entries"] == 0
+
+
+def test_load_makes_a_set_whose_ties_go_to_who_reached_the_score_first(run, tmp_path) -> None:
+    (tmp_path / "t.csv").write_text("a,5\nb,5\nc,7\n", encoding="utf-8")
+    assert "3 members loaded" in run("load", str(tmp_path / "t.csv"), "--tiebreak", "first")
+    run("add", "0", "5")  # reached 5 after the load: last among the 5s, whatever its name
+    assert [line.split()[1] for line in run("top").splitlines()[1:]] == ["c", "a", "b", "0"]
+    assert "'last' is not one of" in run("load", str(tmp_path / "t.csv"), "--tiebreak", "last", code=2)
