@@ -177,8 +177,9 @@ def _values_ok(values: tuple[Any, ...]) -> bool:
     return all(_value_ok(v) for v in values)
 
 
-def _value_ok(value: Any) -> bool:
-    """A score, ``(score, data)``, or a ``"first"`` set's ``(score, data or nil, sequence number)``."""
+def _value_ok(value: Any, logged: bool = False) -> bool:
+    """A score, ``(score, data)``, or a ``"first"`` set's ``(score, data or nil, sequence number)``; in the log
+    (``logged``) the number may be nil: the entry's own (``mdss._overlay.Overlay.extend``)."""
     if type(value) is tuple:
         if len(value) == 2:
             return type(value[0]) in _NUMBERS and value[0] == value[0] and type(value[1]) in _DATA
@@ -187,8 +188,7 @@ def _value_ok(value: Any) -> bool:
             and type(value[0]) in _NUMBERS
             and value[0] == value[0]
             and (value[1] is None or type(value[1]) in _DATA)
-            and type(value[2]) is int
-            and -(1 << 63) <= value[2] < 1 << 63
+            and ((type(value[2]) is int and -(1 << 63) <= value[2] < 1 << 63) or (logged and value[2] is None))
         )
     return type(value) in _NUMBERS and value == value
 
@@ -327,7 +327,7 @@ def check_entry(entry: Any) -> bool:
     return (
         type(member) is str
         and (old is None or (type(old) in _NUMBERS and old == old) or _value_ok(old))
-        and (new is None or (type(new) in _NUMBERS and new == new) or _value_ok(new))
+        and (new is None or (type(new) in _NUMBERS and new == new) or _value_ok(new, True))
         and (nonce is None or type(nonce) is str)
     )
 

@@ -188,8 +188,8 @@ def _unmoved(engine: Engine, before: Record | None, after: Record | None) -> boo
 
 def _keep_reached(old: dict[str, Any], new: dict[str, Any]) -> None:
     """In a ``"first"`` set, make each value the ops gave ``(score, data, seq)``: the sequence number it held while its
-    score is unchanged (a post that does not change the score keeps its place), else ``None``, for the commit to
-    number by the entry's place in the log."""
+    score is unchanged (a post that does not change the score keeps its place), else ``None``: reached at its entry
+    (numbered by its place in the log when read, or by the commit that folds it: :func:`_attempt`)."""
     for member, value in new.items():
         if value is None or (type(value) is tuple and len(value) == 3):
             continue
@@ -268,18 +268,22 @@ def _attempt(
         return None if fresh else _REREAD
     nonce = secrets.token_hex(8)
     head, log = snap.head, snap.head.log
-    if first:  # a new score is reached at its entry's place in the log (a shard's: at the clock's moment)
+    direct = not (len(changed) < limit and len(pack(changed)) <= _log.BATCH_BYTES)
+    if first and (direct or engine.moments is not None):
+        # A new score is reached at its entry's place in the log: a logged entry says so with no number (it takes
+        # its place's when read, so it may be appended blindly), one folded into the trees now gets it; a shard of a
+        # sharded set takes the clock's moment.
         start = engine.reached(log.seq, len(changed))
         changed = [
             (m, was, now if now is None or now[2] is not None else (*now[:2], start + i), None)
             for i, (m, was, now, _) in enumerate(changed)
         ]
-    if len(changed) < limit and len(pack(changed)) <= _log.BATCH_BYTES:
+    if not direct:
         changed[-1] = (*changed[-1][:3], nonce)
         # Whether it seals decides how it commits; segments are built only by the way that writes them.
         sealing = _log.sealing(log, changed)
         record = None  # the commit as a record (mdss._tail), on a store that applies appends
-        if engine.store.appends and snap.data is not None and not first:  # "first" numbers entries: no blind append
+        if engine.store.appends and snap.data is not None:
             record = _tail.record(nonce, changed, members)
             if record is not None and len(record) > _tail.TAIL_BYTES:  # the tail could never take it
                 record = None

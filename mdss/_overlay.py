@@ -57,11 +57,15 @@ class Overlay:
         self.groups: Groups | None = None  # tie groups for dense ranks, made by the first dense read
 
     def extend(self, start: int, entries: Sequence[LogEntry]) -> None:
-        """Apply ``entries`` that begin at sequence number ``start`` (those applied already are skipped)."""
+        """Apply ``entries`` that begin at sequence number ``start`` (those applied already are skipped). A ``"first"``
+        set's new value ``(score, data, None)`` reached its score at its entry: it takes the entry's number."""
         with self.lock:
             tree, now, hist = self.tree, self.now, self.hist
             for seq in range(max(self.seq, start), start + len(entries)):
                 entry = entries[seq - start]
+                new = entry[2]
+                if type(new) is tuple and len(new) == 3 and new[2] is None:  # "reached here": this entry's number
+                    entry = (entry[0], entry[1], (new[0], new[1], seq), entry[3])
                 member = entry[0]
                 if member in now:
                     hist[member].append(seq)
