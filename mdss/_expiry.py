@@ -6,8 +6,8 @@ moves its epoch (``mdss._garbage.rewrite_head``). Once the moment has passed by 
 (``mdss._head.clock``, looked up at each call: the tests replace it), the set reads as absent
 (``mdss._snapshot.absent``), as after ``drop()``; the next write drops it in the store first, only if its head is still
 the expired one (:func:`writable`), then writes into a fresh set; ``gc(sweep=True)`` drops it too (:func:`sweep`). On a
-store that expires keys itself (one Redis server), the set's nodes also get its expiry, fenced by the head
-(:func:`_move`, :func:`_arm`; docs/architecture.md, "Expiry").
+store that expires keys itself (one Redis server, DynamoDB's TTL), the set's nodes also get its expiry, fenced by the
+head (:func:`_move`, :func:`_arm`; docs/architecture.md, "Expiry").
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def _move(engine: Engine, moment: int | None) -> tuple[bool, bool]:
     On a store that expires keys itself, the invariant is: a node a live head names expires by itself no earlier than
     the head's moment. Moving the moment later (or clearing it) while nodes may carry an expiry (``Head.native``)
     therefore takes two head commits: the first fences further expiries off (:data:`FENCED` and an id: the scripts
-    that give them check the head's value), then every key's expiry is cancelled, once per fence, then the second moves
+    that give them check the head's value), then every key's expiry is cancelled, once per fence (on DynamoDB the key
+    keeps the fenced head's generation, which no armer of an older head passes), then the second moves
     the moment (retried on lost races without cancelling again while the fence is the same). Interrupted between them,
     the head keeps its moment and its fence: the next call goes on. Then the nodes are given the new moment's expiry
     (:func:`_arm`)."""
@@ -106,7 +107,7 @@ def _move(engine: Engine, moment: int | None) -> tuple[bool, bool]:
             if cancelled != native:
                 listed = _listed(engine)  # cancelled before the head moves: no live head names a node due earlier
                 for i in range(0, len(listed), ARM_BATCH):
-                    store.persist_keys(listed[i : i + ARM_BATCH])
+                    store.persist_keys(listed[i : i + ARM_BATCH], gen=head.gen)
                 cancelled = native
             native = None
         elif head.expires == moment and (moment is None or not store.expires_keys or armed(native)):
@@ -134,22 +135,23 @@ def armed(native: str | None) -> bool:
 
 #: How often :func:`_arm` reads the head again when writers move it between its listing and its script.
 ARM_TRIES = 3
-#: Keys per script call of :func:`_arm`.
+#: Keys per call of :meth:`~mdss.stores.base.Store.expire_keys` (one script on Redis).
 ARM_BATCH = 500
 
 
 def follow(engine: Engine, head: Head, version: Any, keys: Sequence[str]) -> None:
     """After a commit that wrote ``keys`` landed ``head`` (whose stored value has ``version``; ``None``: unknown): on a
     store that expires keys itself, give them the expiry :func:`_arm` gave the set's other nodes, by the same script,
-    fenced by that version (refused, and nothing changed, if any writer moved the head since). Never fails the commit
-    that called it: a key left without an expiry only takes space."""
+    fenced by that version (refused, and nothing changed, if any writer moved the head since; on DynamoDB by the head's
+    generation: refused for each key a later fence reached). Never fails the commit that called it: a key left without
+    an expiry only takes space."""
     store = engine.store
     if not (store.expires_keys and armed(head.native) and head.expires is not None and version is not None and keys):
         return
     at = head.expires + round(engine.gc_grace * 1000)
     with contextlib.suppress(StoreError):
         for i in range(0, len(keys), ARM_BATCH):
-            if not store.expire_keys(keys[i : i + ARM_BATCH], at, engine.keys.head, version):
+            if not store.expire_keys(keys[i : i + ARM_BATCH], at, engine.keys.head, version, gen=head.gen):
                 return
 
 
@@ -163,9 +165,15 @@ def _arm(engine: Engine, moment: int, token: str) -> None:
     snapshot taken before the moment get that long, as after any commit), by scripts that check the head is still the
     one read, with this call's ``token``. Writers that move the head meanwhile make it try again, :data:`ARM_TRIES`
     times; then it gives up, leaving the rest to the next write or ``gc(sweep=True)`` (never unsafe: a key without an
-    expiry only takes space). Keys written after it get none."""
+    expiry only takes space). Keys written after it get none.
+
+    A store that fences by generation alone (``Store.expiry_checks_head`` false: DynamoDB) gets, once, only the keys
+    the head read leads to (:func:`_arm_named`)."""
     store, key = engine.store, engine.keys.head
     at = moment + round(engine.gc_grace * 1000)
+    if not store.expiry_checks_head:
+        _arm_named(engine, at, moment, token)
+        return
     for _ in range(ARM_TRIES):
         record = store.get(key)
         if record is None:
@@ -175,10 +183,31 @@ def _arm(engine: Engine, moment: int, token: str) -> None:
             return
         listed = _listed(engine)
         if all(
-            store.expire_keys(listed[i : i + ARM_BATCH], at, key, record.version)
+            store.expire_keys(listed[i : i + ARM_BATCH], at, key, record.version, gen=head.gen)
             for i in range(0, len(listed), ARM_BATCH)
         ):
             return
+
+
+def _arm_named(engine: Engine, at: int, moment: int, token: str) -> None:
+    """:func:`_arm` where the store checks no head, only the fence of each key (DynamoDB): the keys the head read names,
+    fenced by its generation. Each was written before that head landed, so any later fence lists it and cancels its
+    expiry (or refuses this one); a key listed instead could be a node written after a fence and named by a later,
+    live head (docs/architecture.md, "Expiry"). Orphans and replaced nodes get none: gc collects them."""
+
+    def look(snap: Snapshot) -> tuple[Head, Any, list[str]] | None:
+        head = snap.head
+        if snap.version is None or head.native != token or head.expires != moment:
+            return None  # absent, expired, or moved on by another expire() or persist()
+        return head, snap.version, _garbage.leads_to(engine, snap)
+
+    found = _snapshot.read(engine, look, 0.0)
+    if found is None:
+        return
+    head, version, keys = found
+    for i in range(0, len(keys), ARM_BATCH):
+        if not engine.store.expire_keys(keys[i : i + ARM_BATCH], at, engine.keys.head, version, gen=head.gen):
+            return  # fenced by a later persist() or expire() (or a key collected meanwhile): theirs to finish
 
 
 def moment(engine: Engine) -> int | None:

@@ -111,6 +111,14 @@ def named(engine: Engine, snap: Snapshot) -> set[str]:
     return snap.score_tree.node_ids() | snap.member_index.node_ids() | _log.node_ids(engine, snap.head.log)
 
 
+def leads_to(engine: Engine, snap: Snapshot) -> list[str]:
+    """The keys of every node and note ``snap``'s head leads to: the nodes it names (:func:`named`), its garbage notes
+    and their pages (one read per page), not the replaced nodes the notes name."""
+    keys = engine.keys
+    notes, pages = _walk(engine, snap.head)
+    return [*(keys.node(i) for i in sorted(named(engine, snap))), *(keys.note(i) for i in (*notes, *pages))]
+
+
 def _unnamed(engine: Engine, nodes: list[str], notes: list[str], min_age: float) -> tuple[Head, list[str]]:
     """The head now, and those of ``nodes`` and ``notes`` (keys) it does not lead to, minted over ``min_age`` seconds
     ago (by their writer's clock)."""

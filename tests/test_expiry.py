@@ -386,7 +386,7 @@ def test_redis_persist_and_a_later_moment_undo_the_stores_expiry(redis_store) ->
     assert sset.persist() is True and keep.expire(100) is True
     nodes = [*redis_store.keys(sset.keys.nodes), *redis_store.keys(keep.keys.nodes)]
     assert all(t == -1 or t > 90_000 for t in ttls(redis_store, nodes))
-    assert not redis_store.expire_keys(nodes, int(time.time() * 1000) + 300, sset.keys.head, stale)  # fenced off
+    assert not redis_store.expire_keys(nodes, int(time.time() * 1000) + 300, sset.keys.head, stale, gen=0)  # fenced off
     sset.add("late", 99)  # a write after persist(): the head carries neither moment nor token
     time.sleep(0.6)
     for s in (sset, keep):

@@ -146,8 +146,12 @@ class Store:
     max_value_bytes: int | None = None
     #: Whether the store applies appends to a head itself (:meth:`append_log`, :meth:`_append`).
     appends = False
-    #: Whether the store deletes keys by itself at a time (:meth:`expire_keys`): one Redis server.
+    #: Whether the store deletes keys by itself at a time (:meth:`expire_keys`): one Redis server, DynamoDB (its TTL).
     expires_keys = False
+    #: Whether :meth:`expire_keys` checks the head's version in the same atomic step as the expiries (one Redis
+    #: server's script); else it fences by generation alone (DynamoDB: one conditional update per key), and
+    #: ``mdss._expiry`` gives expiries only to keys the head it read leads to.
+    expiry_checks_head = True
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Store:
@@ -251,14 +255,18 @@ class Store:
             found.extend(key for key, value in zip(chunk, self.get_many(chunk)) if value is not None)
         return found
 
-    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any) -> bool:
-        """Have the store delete ``keys`` by itself at ``at_ms`` (milliseconds since the epoch, by its clock), only if
-        ``head`` still holds ``version`` (checked atomically with it: ``mdss._expiry``); whether it did. A store
-        without its own expiry (``expires_keys`` false) does nothing: False."""
+    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any, *, gen: int) -> bool:
+        """Have the store delete ``keys`` by itself at ``at_ms`` (milliseconds since the epoch, by its clock, or later),
+        only if ``head`` still holds ``version`` (checked atomically with it: ``mdss._expiry``); whether it did. A
+        store that cannot check the head so (:attr:`expiry_checks_head` false) fences by ``gen``, the generation of the
+        head read, instead: it gives no key an expiry after a :meth:`persist_keys` of a later generation reached it, nor
+        to an absent key; False if it refused any. A store without its own expiry (``expires_keys`` false) does
+        nothing: False."""
         return False
 
-    def persist_keys(self, keys: Sequence[str]) -> None:
-        """Cancel what :meth:`expire_keys` scheduled for ``keys`` (absent keys are fine); nothing on other stores."""
+    def persist_keys(self, keys: Sequence[str], *, gen: int) -> None:
+        """Cancel what :meth:`expire_keys` scheduled for ``keys`` (absent keys are fine), and fence off expiries of
+        generations up to ``gen`` (the head's, fenced: see :meth:`expire_keys`); nothing on other stores."""
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every stored key that starts with ``prefix``, in no order: a maintenance call (gc, check) that may scan."""

@@ -409,13 +409,14 @@ class RedisStore(_RedisBase):
     # they spread over every slot: no script reaches them all, and RedisClusterStore keeps the base's no-op).
     expires_keys = True
 
-    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any) -> bool:
-        # Idempotent (the same expiry again), so resent after a lost reply like a read.
+    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any, *, gen: int) -> bool:
+        # Idempotent (the same expiry again), so resent after a lost reply like a read. ``gen`` is not needed: the
+        # script checks the head's version itself.
         done = self._call(self._expire_script, keys=[head, *keys], args=[version, at_ms])
         self.stats.add(calls=1)
         return bool(done)
 
-    def persist_keys(self, keys: Sequence[str]) -> None:
+    def persist_keys(self, keys: Sequence[str], *, gen: int) -> None:
         def persist() -> None:
             pipe = self.client.pipeline(transaction=False)
             for key in keys:
