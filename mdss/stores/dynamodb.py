@@ -26,9 +26,16 @@ apply); anything else is :class:`OutcomeUnknownError`.
 :attr:`DynamoDBStore.max_value_bytes` are refused with :class:`InvalidArgumentError` before anything is sent; a set
 checks at open whether its nodes can fit (``mdss._writer.check_chunk_size``).
 
+**Expiry** (``mdss._expiry``): with ``ttl_attribute`` (default ``ttl``; empty: off), an expiring set's nodes and notes
+carry that Number attribute, the epoch second ``gc_grace`` after its moment (rounded up), for DynamoDB's TTL to delete
+them; the table's TTL must be enabled on that attribute (mdss enables it on a table it creates; :attr:`ttl_enabled`).
+Without transactions the fence is per item: :meth:`persist_keys` sets ``f`` to the head's generation and removes the
+attribute, and :meth:`expire_keys` sets it only on an item whose ``f`` is below the armer's generation, one
+``UpdateItem`` per key (docs/architecture.md, "Expiry").
+
 URL: ``dynamodb://TABLE?region=eu-west-1&endpoint=http://127.0.0.1:4567`` with the options ``namespace``, ``region``,
-``endpoint``, ``create_table`` (create a missing table, on-demand), ``timeout`` (seconds per request),
-``retry_budget``, ``backoff``, ``retries`` and ``concurrency``; an unknown or badly typed one is
+``endpoint``, ``create_table`` (create a missing table, on-demand), ``ttl_attribute``, ``timeout`` (seconds per
+request), ``retry_budget``, ``backoff``, ``retries`` and ``concurrency``; an unknown or badly typed one is
 :class:`InvalidArgumentError`. Credentials come from boto3's usual chain (environment, profile, role).
 """
 
@@ -63,7 +70,7 @@ ITEM_BYTES, KEY_BYTES, GET_BATCH, WRITE_BATCH = 400 * 1024, 2048, 100, 25
 _TOKEN_BYTES = 8
 #: What an item holds besides the key and the value: the attribute names k, v, r and the revision token.
 _ITEM_OVERHEAD = len("kvr") + 2 * _TOKEN_BYTES
-_WRITES = {"put_item", "delete_item", "batch_write_item"}
+_WRITES = {"put_item", "delete_item", "batch_write_item", "update_item"}
 #: Operations that report the capacity they consume (the table operations do not).
 _METERED = {"get_item", "batch_get_item", "scan", *_WRITES}
 _THROTTLED = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
@@ -73,8 +80,15 @@ _NOT_SENT = (boto_errors.EndpointConnectionError, boto_errors.ConnectTimeoutErro
 #: Failures after it may have been: a lost reply (a reply cut short, IncompleteReadError, too).
 _LOST = (boto_errors.HTTPClientError, boto_errors.ConnectionError, boto_errors.IncompleteReadError)
 
+#: The attribute a fenced item holds (mdss._expiry): the generation of the head whose fence cancelled its expiry.
+_FENCE = "f"
+#: The bytes a Number attribute's value takes at most (38 significant digits).
+_NUMBER_BYTES = 21
+#: The names mdss gives attributes itself: a TTL attribute cannot take one.
+_OWN = ("k", "v", "r", _FENCE)
+
 _OPTIONS: dict[str, Callable[[str], Any]] = {
-    **dict.fromkeys(("namespace", "region", "endpoint"), str),
+    **dict.fromkeys(("namespace", "region", "endpoint", "ttl_attribute"), str),
     **dict.fromkeys(("timeout", "retry_budget", "backoff"), parse_number),
     **dict.fromkeys(("retries", "concurrency"), parse_integer),
     "create_table": parse_flag,
@@ -113,6 +127,11 @@ def _number(name: str, value: object, minimum: float, integer: bool = False) -> 
     return value
 
 
+def _ttl_bytes(name: str | None) -> int:
+    """What the expiry attributes add to an item at most: the TTL attribute and the fence, names and numbers."""
+    return 0 if name is None else len(name.encode()) + len(_FENCE) + 2 * _NUMBER_BYTES
+
+
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
@@ -121,11 +140,16 @@ class DynamoDBStore(Store):
     """One DynamoDB table. ``DynamoDBStore("board", client=boto3.client("dynamodb", ...))`` or
     ``open_store("dynamodb://board?region=eu-west-1")``. The store owns the client and closes it."""
 
-    #: Items vanish only when deleted (mdss sets no TTL), and a listing is a Scan of the whole table: a new
-    #: set's first write does not look for nodes left without a head (``Store.evicts``).
+    #: Items vanish only when deleted (DynamoDB's TTL deletes only nodes and notes of expired sets, never a head), and a
+    #: listing is a Scan of the whole table: a new set's first write does not look for nodes left without a head
+    #: (``Store.evicts``).
     evicts = False
-    #: The largest value a put accepts: what is left of an item for the longest key.
-    max_value_bytes = ITEM_BYTES - KEY_BYTES - _ITEM_OVERHEAD
+    #: The largest value a put accepts: what is left of an item for the longest key and the expiry attributes (of the
+    #: default ``ttl_attribute``; each store's own is on the instance).
+    max_value_bytes = ITEM_BYTES - KEY_BYTES - _ITEM_OVERHEAD - _ttl_bytes("ttl")
+    #: With a ``ttl_attribute`` (the default), DynamoDB's TTL deletes nodes of expired sets, fenced item by item.
+    expires_keys = True
+    expiry_checks_head = False
 
     def __init__(
         self,
@@ -136,6 +160,7 @@ class DynamoDBStore(Store):
         region: str | None = None,
         endpoint: str | None = None,
         create_table: bool = False,
+        ttl_attribute: str | None = "ttl",
         timeout: float = 10.0,
         retry_budget: float = STORE_CALLS.budget,
         backoff: float = STORE_CALLS.base,
@@ -147,6 +172,20 @@ class DynamoDBStore(Store):
         if not isinstance(table, str) or not 3 <= len(table) <= 255:
             raise InvalidArgumentError(f"a DynamoDB table name has 3 to 255 characters, got {table!r}")
         self.table, self.where = table, f"DynamoDB table {table!r}" + (f" at {endpoint}" if endpoint else "")
+        if ttl_attribute is not None and not isinstance(ttl_attribute, str):
+            raise InvalidArgumentError(f"DynamoDB option ttl_attribute must be a string, got {ttl_attribute!r:.40}")
+        if ttl_attribute in _OWN or len((ttl_attribute or "").encode()) > 255:
+            raise InvalidArgumentError(
+                f"DynamoDB option ttl_attribute must name an attribute of at most 255 bytes other than mdss' own "
+                f"({', '.join(_OWN)}), got {ttl_attribute!r:.40}"
+            )
+        #: The Number attribute DynamoDB's TTL reads (``None``: mdss writes none, and expired sets wait for a sweep).
+        self.ttl_attribute = ttl_attribute or None
+        self.expires_keys = self.ttl_attribute is not None
+        self.max_value_bytes = ITEM_BYTES - KEY_BYTES - _ITEM_OVERHEAD - _ttl_bytes(self.ttl_attribute)
+        #: Whether this store enabled TTL on the table it created (``False``: the engine refused, as dynalite does;
+        #: ``None``: it did not create the table, or writes no TTL attribute).
+        self.ttl_enabled: bool | None = None
         self.retry = Backoff(
             budget=_number("retry_budget", retry_budget, 0),
             base=_number("backoff", backoff, 0),
@@ -401,6 +440,53 @@ class DynamoDBStore(Store):
             ) from lost
         raise StoreUnavailableError(f"{self.where}: a conditional put of {key!r} failed: {failure}") from failure
 
+    # -- expiry: DynamoDB's TTL, fenced item by item -----------------------------------------
+
+    def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any, *, gen: int) -> bool:
+        """Set the TTL attribute of each of ``keys`` to ``at_ms`` in epoch seconds (rounded up: never earlier), only on
+        an item that exists and that no :meth:`persist_keys` of generation ``gen`` or later reached; ``head`` and
+        ``version`` are not checked (no transaction: the fence does that). Whether every key took it."""
+        if self.ttl_attribute is None:
+            return False
+        at = -(-at_ms // 1000)
+        return all(self._fenced(keys, "SET #t = :at", {":at": {"N": str(at)}, ":g": {"N": str(gen)}}))
+
+    def persist_keys(self, keys: Sequence[str], *, gen: int) -> None:
+        """Remove the TTL attribute of each of ``keys`` and fence it at generation ``gen``: from then on only an
+        :meth:`expire_keys` of a later generation sets it again. A key absent, or fenced at ``gen`` or later already
+        (by another process's persist), is left as it is."""
+        if self.ttl_attribute is not None:
+            self._fenced(keys, "SET #f = :g REMOVE #t", {":g": {"N": str(gen)}})
+
+    def _fenced(self, keys: Sequence[str], update: str, values: dict[str, Any]) -> list[bool]:
+        """``update`` on each of ``keys`` (one ``UpdateItem`` each, ``concurrency`` at once: DynamoDB has no batch
+        update) if the item exists and its fence is below ``:g``; whether each did. One round trip in ``stats.calls``.
+        Idempotent: a resend after a lost reply sets the same or is refused by its own fence."""
+
+        def one(part: Sequence[str]) -> bool:
+            try:
+                self._call(
+                    "update_item",
+                    TableName=self.table,
+                    Key=self._key(part[0]),
+                    UpdateExpression=update,
+                    ConditionExpression="attribute_exists(k) AND (attribute_not_exists(#f) OR #f < :g)",
+                    ExpressionAttributeNames={"#t": self.ttl_attribute, "#f": _FENCE},
+                    ExpressionAttributeValues=values,
+                )
+            except StoreError as exc:
+                if _code(exc.__cause__) != "ConditionalCheckFailedException":
+                    raise
+                return False
+            return True
+
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return []
+        done = self._parallel(one, _chunks(unique, 1))
+        self.stats.add(calls=1)
+        return done
+
     def _read_back(self, key: str, lost: Exception) -> str | None:
         """The key's revision after a lost reply (``None``: absent); OutcomeUnknownError if it cannot be read."""
         try:
@@ -414,12 +500,15 @@ class DynamoDBStore(Store):
     # -- the table ---------------------------------------------------------------------
 
     def _open_table(self, create: bool) -> None:
-        """Check the table's key schema; with ``create``, make a missing table (on-demand) and wait for it."""
+        """Check the table's key schema; with ``create``, make a missing table (on-demand), wait for it, and enable its
+        TTL on :attr:`ttl_attribute`."""
+        created = False
         try:
             table = self._call("describe_table", TableName=self.table)["Table"]
         except StoreError as exc:
             if not create or _code(exc.__cause__) != "ResourceNotFoundException":
                 raise
+            created = True
             try:
                 self._call(
                     "create_table",
@@ -431,6 +520,7 @@ class DynamoDBStore(Store):
             except StoreError as again:
                 if _code(again.__cause__) != "ResourceInUseException":  # else: another process created it first
                     raise
+                created = False
             table = self._call("describe_table", TableName=self.table)["Table"]
         for _ in self.retry.attempts():
             if table.get("TableStatus") == "ACTIVE":
@@ -445,6 +535,25 @@ class DynamoDBStore(Store):
                 f"{self.where} has the key schema {sorted(schema)}; mdss needs a string partition key named k "
                 "and no sort key (see docs/dynamodb.md)"
             )
+        if created and self.ttl_attribute is not None:
+            self.ttl_enabled = self._enable_ttl()
+
+    def _enable_ttl(self) -> bool:
+        """Enable the table's TTL on :attr:`ttl_attribute`; whether the engine did. One that refuses (dynalite does not
+        know the operation; an IAM policy without ``dynamodb:UpdateTimeToLive``) leaves the table working, its expired
+        sets reclaimed by their next write or a sweep: :attr:`ttl_enabled` says so, and docs/dynamodb.md how to enable
+        it by hand."""
+        try:
+            self._call(
+                "update_time_to_live",
+                TableName=self.table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": self.ttl_attribute},
+            )
+        except StoreUnavailableError:
+            raise
+        except StoreError:
+            return False
+        return True
 
     def _close(self) -> None:
         self._executor.shutdown(wait=False)
