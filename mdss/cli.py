@@ -527,17 +527,20 @@ def _set_operation(every: bool) -> Callable[..., None]:
                 raise click.BadParameter(str(exc), param_hint="--weights") from None
         obj = _ctx()
         call = mdss.intersection if every else mdss.union
-        size = call(
-            obj.store,
-            obj.set_name,
-            list(sources),
-            weights=factors,
-            aggregate=aggregate,
-            replace=replace,
-            memory_bytes=memory,
-            spill_dir=spill_dir,
-            **{k: v for k, v in settings.items() if v is not None},
-        )
+        try:
+            size = call(
+                obj.store,
+                obj.set_name,
+                list(sources),
+                weights=factors,
+                aggregate=aggregate,
+                replace=replace,
+                memory_bytes=memory,
+                spill_dir=spill_dir,
+                **{k: v for k, v in settings.items() if v is not None},
+            )
+        except mdss.InvalidArgumentError as exc:  # the library's advice, in the command's words
+            raise click.ClickException(str(exc).replace("pass replace=True", "pass --replace")) from exc
         click.echo(
             f"{obj.set_name}: {_plural(size, 'member')} ({'intersection' if every else 'union'} of {len(sources)})"
         )

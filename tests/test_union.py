@@ -277,6 +277,7 @@ def test_cli_union_and_intersection(tmp_path) -> None:
         assert done.exit_code != 0, args
         assert isinstance(done.exception, SystemExit) and "Traceback" not in done.output, (args, done.output)
         assert "Error" in done.output, done.output
+    assert "pass --replace to replace them" in done.output  # the last: the command's option, not the library's
     done = runner.invoke(cli, ["--store", url, "--set", "u", "union", "a", "b", "--replace"])
     assert done.exit_code == 0, done.output
 
