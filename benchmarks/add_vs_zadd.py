@@ -1,16 +1,16 @@
 """``SortedSet.add`` beside an unpipelined ``ZADD`` on one Redis, interleaved, with the second core busy.
 
     python benchmarks/add_vs_zadd.py [--members 1000000] [--rounds 5] [--block 500] [--warmup 5000] [--no-busy]
-        [--redis URL]
+        [--tiebreak member|member_desc|first] [--redis URL]
 
 Both sides hold the same members (``player-NNNNNNNN``) and scores: mdss in a set loaded with ``SortedSet.load``,
 Redis in one sorted set. ``--warmup`` updates on each side (untimed) fill mdss' node cache as a running service's
 is (an update reads its member's entry set of the member index, to log the score it replaces). Then ``--rounds``
 times a block of ``--block`` single updates on one side and the same updates on the other (which side goes first
-alternates). Unless ``--no-busy``, a process spins on the other core
-all along, as a production host's other work does: mdss spends more client CPU per write than a ``ZADD``, so a
-shared CPU is its real condition. A redis-server is started on loopback unless ``--redis``. Prints each round's
-rates and the ratio over all rounds (mdss / ZADD).
+alternates). ``--tiebreak`` is the mdss set's (``first``: ties by who reached the score first). Unless
+``--no-busy``, a process spins on the other core all along, as a production host's other work does: mdss spends more
+client CPU per write than a ``ZADD``, so a shared CPU is its real condition. A redis-server is started on loopback
+unless ``--redis``. Prints each round's rates and the ratio over all rounds (mdss / ZADD).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=5000, help="untimed updates on each side first")
     parser.add_argument("--no-busy", action="store_true", help="leave the other core idle")
+    parser.add_argument("--tiebreak", default="member", choices=["member", "member_desc", "first"])
     parser.add_argument("--redis", default=None, help="a Redis URL whose database is flushed (default: start one)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -66,7 +67,7 @@ def main() -> None:
         pairs = {n: rng.randrange(10 * args.members) for n in names}
         for start in range(0, len(names), 10_000):
             client.zadd("zset", {n: pairs[n] for n in names[start : start + 10_000]})
-        sset = mdss.SortedSet.load(mdss.open_store(url, namespace="mdss"), "set", pairs)
+        sset = mdss.SortedSet.load(mdss.open_store(url, namespace="mdss"), "set", pairs, tiebreak=args.tiebreak)
         spent = {"mdss": 0.0, "zadd": 0.0}
         sides = {"mdss": lambda m, s: sset.add(m, s), "zadd": lambda m, s: client.zadd("zset", {m: s})}
         with _busy(not args.no_busy):
@@ -90,7 +91,8 @@ def main() -> None:
                     f"{rates['mdss'] / rates['zadd']:.2f}x"
                 )
     print(
-        f"{args.members:,} members, {args.rounds} x {args.block} updates per side, other core "
+        f"{args.members:,} members (tiebreak={args.tiebreak}), {args.rounds} x {args.block} updates per side, "
+        "other core "
         f"{'idle' if args.no_busy else 'busy'}: mdss {args.rounds * args.block / spent['mdss']:,.0f}/s, "
         f"ZADD {args.rounds * args.block / spent['zadd']:,.0f}/s, {spent['zadd'] / spent['mdss']:.2f}x"
     )
