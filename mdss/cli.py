@@ -98,8 +98,8 @@ class Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except mdss.MdssError as exc:
-            raise click.ClickException(str(exc)) from exc
+        except mdss.MdssError as exc:  # the library's advice in the commands' words: its replace=True is --replace
+            raise click.ClickException(str(exc).replace("replace=True", "--replace")) from exc
 
 
 class Context:
@@ -527,20 +527,17 @@ def _set_operation(every: bool) -> Callable[..., None]:
                 raise click.BadParameter(str(exc), param_hint="--weights") from None
         obj = _ctx()
         call = mdss.intersection if every else mdss.union
-        try:
-            size = call(
-                obj.store,
-                obj.set_name,
-                list(sources),
-                weights=factors,
-                aggregate=aggregate,
-                replace=replace,
-                memory_bytes=memory,
-                spill_dir=spill_dir,
-                **{k: v for k, v in settings.items() if v is not None},
-            )
-        except mdss.InvalidArgumentError as exc:  # the library's advice, in the command's words
-            raise click.ClickException(str(exc).replace("pass replace=True", "pass --replace")) from exc
+        size = call(
+            obj.store,
+            obj.set_name,
+            list(sources),
+            weights=factors,
+            aggregate=aggregate,
+            replace=replace,
+            memory_bytes=memory,
+            spill_dir=spill_dir,
+            **{k: v for k, v in settings.items() if v is not None},
+        )
         click.echo(
             f"{obj.set_name}: {_plural(size, 'member')} ({'intersection' if every else 'union'} of {len(sources)})"
         )
