@@ -32,15 +32,16 @@ def expected(sources: list[dict[str, int | float]], weights: list, aggregate: st
     for member, values in found.items():
         if every and len(values) < len(sources):
             continue
+        totals = [values[0]]  # a sum is added in source order, and refused if any partial sum is refused (as incr)
         if aggregate == "sum":
-            total = values[0]
             for v in values[1:]:
-                total += v
+                totals.append(totals[-1] + v)
         else:
-            total = min(values) if aggregate == "min" else max(values)
-        if any(isinstance(v, float) and math.isnan(v) for v in (*values, total)):
+            totals.append(min(values) if aggregate == "min" else max(values))
+        total = totals[-1]
+        if any(isinstance(v, float) and math.isnan(v) for v in (*values, *totals)):
             return None
-        if any(isinstance(v, int) and not INT_MIN <= v <= INT_MAX for v in (*values, total)):
+        if any(isinstance(v, int) and not INT_MIN <= v <= INT_MAX for v in (*values, *totals)):
             return None
         out[member] = total + 0.0 if isinstance(total, float) else total
     return out
@@ -423,6 +424,8 @@ def test_cli_board_combine(tmp_path) -> None:
     assert json.loads(done.output) == {"window": "season:2026", "rows": 1}
     done = runner.invoke(cli, [*board, "--json", "row", "ann", "--window", "season:2026"])
     assert json.loads(done.output)["values"] == {"xp": 3, "kills": 6}
+    done = runner.invoke(cli, [*board, "combine", "all", "--into", "season:2026"])  # it has rows: the option's name
+    assert done.exit_code == 1 and "with --replace" in done.output and "replace=True" not in done.output, done.output
     for args in (["combine", "all"], ["combine", "--into", "season:1"], ["combine", "all", "--into", "nope"]):
         done = runner.invoke(cli, [*board, *args])
         assert done.exit_code != 0 and isinstance(done.exception, SystemExit), (args, done.output)
