@@ -14,27 +14,14 @@ from typing import Any
 import boto3
 import botocore.config
 import pytest
+import test_expiry
 
 import mdss
 from mdss import _head, _snapshot
 from mdss.stores.dynamodb import DynamoDBStore
 
-START = 1_800_000_000  # seconds since the epoch: where the fake clock starts
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return float(self.now)
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
-    monkeypatch.setattr(_head, "clock", fake)
-    return fake
+START = test_expiry.START
+clock = test_expiry.clock  # the fake head clock: test_expiry's fixture
 
 
 @pytest.fixture
