@@ -402,8 +402,7 @@ def _set_data(port: PortServer, s: Any, member: Any, data: Any) -> Any:
 
 @op("range_with_data", "Set, Offset, Limit, [Ties]")
 def _range_with_data(port: PortServer, s: Any, offset: Any, limit: Any, ties: Any = None) -> Any:
-    found = port.sorted_set(s).range(_int(offset, "offset"), _int(limit, "limit"), ties=_ties(ties), with_data=True)
-    return found
+    return port.sorted_set(s).range(_int(offset, "offset"), _int(limit, "limit"), ties=_ties(ties), with_data=True)
 
 
 @op("add_many", "Set, Pairs, [Op], [Opts]")
