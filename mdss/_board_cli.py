@@ -113,6 +113,12 @@ def spill_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--accumulate", default="", metavar="F1,F2", help="A new board's accumulated fields.")
 @click.option("--keep-best", default="", metavar="F=min,G=max", help="A new board's best-of fields.")
 @click.option(
+    "--tiebreak",
+    default="",
+    metavar="C=first,D=owner",
+    help="How a new board's columns break ties: by owner id (the default) or by who reached the key first.",
+)
+@click.option(
     "--windows",
     default="all",
     show_default=True,
@@ -141,6 +147,7 @@ def board(
     columns: str | None,
     accumulate: str,
     keep_best: str,
+    tiebreak: str,
     windows: str,
     tz: str | None,
     week_start: str,
@@ -163,6 +170,9 @@ def board(
             field, _, how = item.partition("=")
             best[field] = how
         options["keep_best"] = best
+        options["tiebreak"] = dict(item.partition("=")[::2] for item in filter(None, tiebreak.split(",")))
+    elif tiebreak:
+        raise click.BadParameter("--tiebreak goes with --columns: a stored board keeps its own")
     ctx.obj = _Board(options, as_json)
 
 

@@ -3,7 +3,10 @@
 In slot (score) order, a window's set holds:
 
 - column entries: score the column's slot, member its composite key then the owner, so a column is one run ordered
-  by key, then owner; its tie groups (slot + ``_GROUPS``, for dense ranks) and their size entries (``n:<tie>``);
+  by key, then owner; its tie groups (slot + ``_GROUPS``, for dense ranks) and their size entries (``n:<tie>``). In a
+  column that goes by who reached its key first, the member index's value is ``(slot, None, seq)`` (the sequence
+  number of the entry that gave the row that key) and the score tree spells the number between key and owner, so
+  ties go by it;
 - a row entry per owner: score ``_ROW_SLOT``, member ``w:``, the owner's length (2 hex digits), the owner, then the row
   (values, last update, and post ids older boards kept in rows; msgpack, base64): the manifests route a read to it;
 - a marker ``r:<owner>`` per owner (score ``_MARK_SLOT``): a first post expects none, so only one first post lands;
@@ -21,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ._codec import loads, pack
-from ._order import column_member, column_tag, column_tie, encode_part
+from ._order import PART_CHARS, SEQ_CHARS, column_member, column_tag, column_tie, columns_first, encode_part
 from ._parse import HEX
 from .exceptions import CorruptDataError
 
@@ -56,6 +59,21 @@ class _Column(NamedTuple):
     name: str
     slot: int
     parts: tuple[tuple[str, str], ...]  # (field, "asc" | "desc")
+    first: bool = False  # ties go by who reached the key first, not by owner
+
+    def end(self) -> int:
+        """Where the key ends in a member of this column: a column that goes by first spells the number there."""
+        return 3 + len(self.parts) * PART_CHARS
+
+    def owner(self, stored: str) -> str:
+        """The owner of a column member as the window's score tree stores it (after its number, if it has one)."""
+        return stored[self.end() + (SEQ_CHARS if self.first else 0) :]
+
+
+def window_tiebreak(columns: Mapping[str, _Column]) -> str | None:
+    """The tiebreak of a window's set (``mdss._order.columns_first``): ``None`` when every column goes by owner."""
+    ends = {column_tag(c.slot): c.end() for c in columns.values() if c.first}
+    return columns_first(ends) if ends else None
 
 
 def _number(value: Any) -> bool:
@@ -207,6 +225,12 @@ def window_entries(columns: Mapping[str, _Column], rows: Mapping[str, dict[str, 
     return entries
 
 
+def _unreached(stored: str, reached: Mapping[str, int]) -> str:
+    """A column member as the window's score tree stores it, without the number a column that goes by first spells."""
+    at = reached.get(stored[:3])
+    return stored if at is None else stored[:at] + stored[at + SEQ_CHARS :]
+
+
 def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> list[str]:
     """What is wrong with a window's ``entries``: each owner must have one row entry and one marker, each post id entry
     name an owner (whose row may have been removed since: ``Leaderboard.remove`` leaves post ids to expire), and the
@@ -230,7 +254,10 @@ def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> l
     for e in (e for e in entries if e.member.startswith(_POST)):
         if _post_owner(e.member) is None or type(e.score) is not float or not e.score >= _POST_SLOT:
             found.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no owner, or is damaged")
-    column_entries = {e.member: e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))}
+    reached = {column_tag(c.slot): c.end() for c in columns.values() if c.first}
+    column_entries = {
+        _unreached(e.member, reached): e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))
+    }
     expected: dict[str, Any] = {}
     for owner, row in rows.items():
         _spell(columns, owner, row.values, expected)

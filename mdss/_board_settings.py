@@ -65,6 +65,24 @@ def check_columns(columns: Any) -> dict[str, _Column]:
     return found
 
 
+def check_tiebreak(tiebreak: Any, columns: dict[str, _Column]) -> dict[str, _Column]:
+    """``columns`` with the ties ``tiebreak`` asks for: a mapping of column -> ``"owner"`` (ties by owner id) or
+    ``"first"`` (by who reached the key first), or one of those for every column; ``None``: by owner."""
+    if tiebreak is None:
+        return columns
+    if isinstance(tiebreak, str):
+        tiebreak = dict.fromkeys(columns, tiebreak)
+    if not isinstance(tiebreak, Mapping):
+        raise InvalidArgumentError(f'tiebreak must map columns to "owner" or "first", got {tiebreak!r:.80}')
+    unknown = [name for name in tiebreak if name not in columns]
+    if unknown:
+        raise InvalidArgumentError(f"tiebreak names columns the board does not have: {unknown[:5]!r:.80}")
+    ties = {
+        name: check_choice(tiebreak.get(name, "owner"), ("owner", "first"), f"tiebreak[{name!r}]") for name in columns
+    }
+    return {name: column._replace(first=ties[name] == "first") for name, column in columns.items()}
+
+
 def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any, calendar: Calendar) -> tuple[Any, ...]:
     """``accumulate``, ``keep_best``, the window kinds (those of ``calendar``) and ``retention``, checked."""
     accumulated = tuple(dict.fromkeys(_check_field(f) for f in _strings(accumulate, "accumulate")))
@@ -89,14 +107,16 @@ def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any, c
 def settings(
     columns: Mapping[str, _Column], accumulate: Iterable[str], keep_best: Mapping[str, str], layout: int | None
 ) -> bytes:
-    """The stored settings: columns, field rules and how rows are stored (``None``: in records, as older boards)."""
+    """The stored settings: columns, field rules, how rows are stored (``None``: in records, as older boards), and the
+    columns that go by first, when there are some (so the settings of a board without them are what they were)."""
     found = [
         FORMAT,
         [[c.name, [list(p) for p in c.parts]] for c in columns.values()],
         list(accumulate),
         sorted(keep_best.items()),
     ]
-    return seal(pack(found if layout is None else [*found, layout]))
+    firsts = [c.name for c in columns.values() if c.first]
+    return seal(pack(found if layout is None else [*found, layout, firsts] if firsts else [*found, layout]))
 
 
 def stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:
@@ -114,7 +134,7 @@ def stored_settings(store: Store, name: str) -> tuple[Record | None, bool]:
 
 
 def stored_rules(store: Store, name: str) -> dict[str, Any]:
-    """The ``columns``, ``accumulate`` and ``keep_best`` board ``name`` was stored with."""
+    """The ``columns``, ``accumulate``, ``keep_best`` and ``tiebreak`` board ``name`` was stored with."""
     record, legacy = stored_settings(store, name)
     if record is None:
         raise InvalidArgumentError(f"there is no leaderboard {name!r} in this store (create it with its columns)")
@@ -122,7 +142,15 @@ def stored_rules(store: Store, name: str) -> dict[str, Any]:
     _, found = unpack(key, record.value, "leaderboard settings")
     try:
         columns = {column: [(field, how) for field, how in parts] for column, parts in found[1]}
-        return {"columns": columns, "accumulate": list(found[2]), "keep_best": {f: how for f, how in found[3]}}
+        firsts = found[5] if len(found) > 5 else []
+        if type(firsts) is not list or not set(firsts) <= set(columns):
+            raise TypeError(firsts)
+        return {
+            "columns": columns,
+            "accumulate": list(found[2]),
+            "keep_best": {f: how for f, how in found[3]},
+            "tiebreak": dict.fromkeys(firsts, "first"),
+        }
     except (TypeError, ValueError, IndexError):
         raise CorruptDataError("stored leaderboard settings have the wrong shape", key) from None
 

@@ -10,7 +10,7 @@ from . import _cursor, _percentiles
 from ._board_format import _GROUPS, Row, _Column, _decode_row, _group, _member, _row_entries, members
 from ._estimate import Estimate
 from ._facade import PageCursors, around_span, page_around
-from ._order import TOP, column_owner, column_tag, column_tie
+from ._order import TOP, column_tag, column_tie, spell_at
 from .exceptions import CorruptDataError, InvalidArgumentError
 
 
@@ -41,8 +41,22 @@ def rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[
     return found
 
 
+def stored(snap: Any, spelled: Sequence[tuple[_Column, str]]) -> list[str]:
+    """Each ``(column, member)`` as the window's score tree stores the member: with the number of the entry that gave
+    the row its key, in a column that goes by first (their values read in one batch from the member index)."""
+    found = [member for _, member in spelled]
+    firsts = [i for i, (column, _) in enumerate(spelled) if column.first]
+    if firsts:
+        for i, value in zip(firsts, snap.index.find([found[i] for i in firsts])):
+            if type(value) is not tuple or len(value) != 3:
+                raise CorruptDataError(f"column entry {found[i][:60]!r} holds {value!r:.40}, not when it was reached")
+            found[i] = spell_at(found[i], spelled[i][0].end(), value[2])
+    return found
+
+
 def _probes(column: _Column, members: Sequence[str], ties: str) -> list[Any]:
-    """The keys whose counts below rank ``members`` in ``column``: the column's start, then each member's (or tie's)."""
+    """The keys whose counts below rank ``members`` in ``column``: the column's start, then each member's (or tie's).
+    Ordinal ranks take the members as stored (:func:`stored`)."""
     parts = len(column.parts)
     if ties == "dense":  # 1 + the tie groups before the member's
         groups = column.slot + _GROUPS
@@ -63,7 +77,7 @@ def _listing(snap: Any, column: _Column, start: int, stop: int, ties: str) -> tu
     if not found_members:
         return [], []
     parts = len(column.parts)
-    owners = [column_owner(m, parts) for m in found_members]
+    owners = [column.owner(m) for m in found_members]
     # A tied first row's rank counts below its tie group, which may start in an entry set the listing did not read.
     found = rows_of(snap, owners, _probes(column, found_members[:1], ties) if ties != "ordinal" else ())
     ranks = list(range(start + 1, start + 1 + len(found_members)))
@@ -95,6 +109,8 @@ def positions(
     if row is None:
         return {}
     spelled = members(columns, owner, row.values)
+    if ties == "ordinal":
+        spelled = dict(zip(spelled, stored(snap, [(columns[name], m) for name, m in spelled.items()])))
     if estimate is None:  # every column's two counts in one batched descent (one read per uncached level)
         probes = [p for name, m in spelled.items() for p in _probes(columns[name], [m], ties)]
         counts = snap.ranking.count_below(probes) if probes else []
@@ -113,7 +129,7 @@ def _around(snap: Any, column: _Column, owner: str, before: int, after: int, fil
     member = None if row is None else _member(column, owner, row.values)
     if member is None:
         return 0, 0, 0
-    slot = column.slot
+    member, slot = stored(snap, [(column, member)])[0], column.slot
     prefetch(snap, [((slot, member), before, after + 1), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
     low, at, high = snap.ranking.count_below([(slot,), (slot, member), (slot, TOP)])
     return (*around_span(at - low, before, after, high - low, fill), high - low)
@@ -127,7 +143,9 @@ def around(snap: Any, column: _Column, owner: str, before: int, after: int, ties
 def ranked_rows(snap: Any, column: _Column, owners: list[str], ties: str) -> list[RankedRow]:
     found = [(o, r) for o, r in zip(owners, rows_of(snap, owners)) if r is not None]
     spelled = [_member(column, o, r.values) for o, r in found]
-    ranked = [m for m in spelled if m is not None]
+    ranked = stored(snap, [(column, m) for m in spelled if m is not None])
+    keys = iter(ranked)
+    spelled = [None if m is None else next(keys) for m in spelled]
     ranks = iter(_ranks(snap, column, ranked, ties) if ranked else [])
     result = [
         (m is None, m or o, RankedRow(None if m is None else next(ranks), o, r.values, r.updated))
@@ -178,6 +196,7 @@ def percentile(snap: Any, column: _Column, owner: str, method: str) -> float | i
     if member is None:
         return None
     if method == "agoragames":
+        member = stored(snap, [(column, member)])[0]
         start, at, end = snap.ranking.count_below([(column.slot,), (column.slot, member), (column.slot, TOP)])
         return _percentiles.agoragames(at - start, end - start, _direction(column))
     probes = [*_probes(column, [member], "competition"), (column.slot, TOP)]

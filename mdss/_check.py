@@ -35,7 +35,7 @@ def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
     indexed = check_tree(snap.member_index, engine.chunk_size, "member index", problems)
     # The score tree holds exactly the keys the member index's values make (a "first" set's carry sequence numbers).
     pairs: list[set[Any]]
-    if order.first:
+    if order.reaching:
         pairs = [{order.tree_key(m, s) for m, s in scored}, {order.key(m, v) for m, v in indexed}]
     else:
         pairs = [scored, {(m, score_of(v)) for m, v in indexed}]

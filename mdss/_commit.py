@@ -12,6 +12,7 @@ import itertools
 import random
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import _append, _expiry, _log, _merge, _ops, _publish, _snapshot, _tail
@@ -186,15 +187,16 @@ def _unmoved(engine: Engine, before: Record | None, after: Record | None) -> boo
     return before.version == after.version and before.values == after.values
 
 
-def _keep_reached(old: dict[str, Any], new: dict[str, Any]) -> None:
-    """In a ``"first"`` set, make each value the ops gave ``(score, data, seq)``: the sequence number it held while its
-    score is unchanged (a post that does not change the score keeps its place), else ``None``: reached at its entry
-    (numbered by its place in the log when read, or by the commit that folds it: :func:`_attempt`)."""
+def _keep_reached(old: dict[str, Any], new: dict[str, Any], reaches: Callable[[str], bool]) -> None:
+    """Make each value the ops gave a member that ``reaches`` (all of a ``"first"`` set's; a board window's column
+    entries that go by first) ``(score, data, seq)``: the sequence number it held while its score is unchanged (a post
+    that does not change the score keeps its place), else ``None``: reached at its entry (numbered by its place in the
+    log when read, or by the commit that folds it: :func:`_attempt`)."""
     for member, value in new.items():
-        if value is None or (type(value) is tuple and len(value) == 3):
+        if value is None or (type(value) is tuple and len(value) == 3) or not reaches(member):
             continue
         was = old[member]
-        seq = was[2] if was is not None and was[0] == score_of(value) else None
+        seq = was[2] if type(was) is tuple and len(was) == 3 and was[0] == score_of(value) else None
         new[member] = (score_of(value), data_of(value), seq)
 
 
@@ -258,9 +260,9 @@ def _attempt(
             pending.result = apply_ops(engine, pending, new)
         except (InvalidScoreError, _ops.Stale) as exc:
             pending.error = exc
-    first = engine.ordering.first
-    if first:
-        _keep_reached(old, new)
+    reaching = engine.ordering.reaching
+    if reaching:
+        _keep_reached(old, new, engine.ordering.reaches)
     changed: list[tuple[str, Any, Any, str | None]] = [
         (m, old[m], new[m], None) for m in members if not same_value(old[m], new[m])
     ]
@@ -269,13 +271,13 @@ def _attempt(
     nonce = secrets.token_hex(8)
     head, log = snap.head, snap.head.log
     direct = not (len(changed) < limit and len(pack(changed)) <= _log.BATCH_BYTES)
-    if first and (direct or engine.moments is not None):
+    if reaching and (direct or engine.moments is not None):
         # A new score is reached at its entry's place in the log: a logged entry says so with no number (it takes
         # its place's when read, so it may be appended blindly), one folded into the trees now gets it; a shard of a
         # sharded set takes the clock's moment.
         start = engine.reached(log.seq, len(changed))
         changed = [
-            (m, was, now if now is None or now[2] is not None else (*now[:2], start + i), None)
+            (m, was, (*now[:2], start + i) if type(now) is tuple and len(now) == 3 and now[2] is None else now, None)
             for i, (m, was, now, _) in enumerate(changed)
         ]
     if not direct:

@@ -16,7 +16,7 @@ import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, check_entry, log_entry, pack, seal, unpack
-from ._order import TIEBREAKS
+from ._order import valid_tiebreak
 from .exceptions import CorruptDataError
 
 if TYPE_CHECKING:
@@ -154,8 +154,9 @@ class Head:
     #: older mdss wrote the head (``None``): within one lineage the set at log sequence number ``b`` is the set at ``a``
     #: plus entries ``a`` to ``b - 1``, so that a reader can follow it by the entries alone (``mdss._allkeys``).
     lineage: str | None = None
-    #: How ties are broken (``mdss._order.TIEBREAKS``); chosen when the set is created. Stored only when not the
-    #: default, so heads of sets that break ties by member are what earlier versions wrote.
+    #: How ties are broken (``mdss._order.TIEBREAKS``, or a board window's columns that go by first); chosen when the
+    #: set is created. Stored only when not the default, so heads of sets that break ties by member are what earlier
+    #: versions wrote.
     tiebreak: str = "member"
     #: When the set expires (``mdss._expiry``): milliseconds since the Unix epoch, by the reading process's clock;
     #: ``None``: never. Stored only when set, so heads without one are what earlier versions wrote.
@@ -272,7 +273,7 @@ class Head:
     def check(self) -> None:
         if self.order not in ("asc", "desc"):
             raise ValueError(f"order {self.order!r}")
-        if self.tiebreak not in TIEBREAKS:
+        if not valid_tiebreak(self.tiebreak):
             raise ValueError(f"tiebreak {self.tiebreak!r:.40}")
         for name in ("chunk", "gen", "epoch", "epoch_gen"):
             if type(getattr(self, name)) is not int:

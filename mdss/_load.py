@@ -143,7 +143,7 @@ def build(
     writer, order = Writer(engine.chunk_size, snap.head.epoch), engine.ordering
     members = sorted(pairs)
     scores = [pairs[m] for m in members]
-    index = TreeRef(*writer.build(snap.member_index, members, order.loaded(scores)))
+    index = TreeRef(*writer.build(snap.member_index, members, order.loaded(members, scores)))
     ranked = order.ranked(members, scores)
     by_score = TreeRef(
         *writer.build(snap.score_tree, order.loaded_members([members[i] for i in ranked]), [scores[i] for i in ranked])
@@ -212,7 +212,7 @@ def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progre
 
     try:
         order = engine.ordering
-        by_member = ((members, order.loaded(scores)) for members, scores in spill.by_member())
+        by_member = ((members, order.loaded(members, scores)) for members, scores in spill.by_member())
         index = TreeRef(*writer.stream(snap.member_index, by_member, flush))
         keys = spill.by_key(order.name == "desc", order.tiebreak == "member_desc")
         by_score = TreeRef(*writer.stream(snap.score_tree, ((order.loaded_members(m), s) for m, s in keys), flush))

@@ -316,6 +316,46 @@ def spell(seq: int, member: str) -> str:
     return f"{seq + _SEQ_BIAS:016x}{member}"
 
 
+def spell_at(member: str, at: int, seq: int) -> str:
+    """``member`` with ``seq`` spelled (as :func:`spell` does) before its character ``at``: a board column's key, its
+    number, then the owner."""
+    return f"{member[:at]}{seq + _SEQ_BIAS:016x}{member[at:]}"
+
+
+#: A board window's tiebreak: ``"first:"`` then, for each column ranked by who reached its key first, its tag and
+#: where its key ends (``"first:00:22,03:41"``). Internal: a board passes it to its windows' sets.
+COLUMNS_FIRST = "first:"
+
+
+def columns_first(ends: Mapping[str, int]) -> str:
+    """The tiebreak of a board window whose columns (tag -> where the key ends in a column member) go by first."""
+    return COLUMNS_FIRST + ",".join(f"{tag}{at}" for tag, at in sorted(ends.items()))
+
+
+def _column_ends(tiebreak: str) -> dict[str, int]:
+    """The columns a board window's tiebreak names (tag -> where the key ends); ValueError if it is malformed."""
+    ends = {}
+    for item in tiebreak[len(COLUMNS_FIRST) :].split(","):
+        tag, at = item[:3], int(item[3:], 10)
+        hexed = len(tag) == 3 and tag[2] == ":" and all(c in "0123456789abcdef" for c in tag[:2])
+        if not hexed or not 3 <= at <= MAX_MEMBER_BYTES or tag in ends:
+            raise ValueError(item)
+        ends[tag] = at
+    return ends
+
+
+def valid_tiebreak(tiebreak: Any) -> bool:
+    """Whether a stored tiebreak is one this version knows: a set's (:data:`TIEBREAKS`) or a board window's."""
+    if tiebreak in TIEBREAKS:
+        return True
+    if type(tiebreak) is not str or not tiebreak.startswith(COLUMNS_FIRST):
+        return False
+    try:
+        return tiebreak == columns_first(_column_ends(tiebreak))
+    except ValueError:
+        return False
+
+
 def _first_desc(member: str, value: Any) -> tuple[Any, str]:
     # A value (score, data, seq); a bare score (a cursor's entry, whose number is not known) sorts first of its ties.
     if type(value) is tuple:
@@ -329,6 +369,20 @@ def _first_asc(member: str, value: Any) -> tuple[Any, str]:
     return (value, spell(-_SEQ_BIAS, member))
 
 
+def _columns_key(ends: dict[str, int], sign: int) -> Callable[[str, Any], tuple[Any, str]]:
+    """The key of a member's value in a board window whose columns ``ends`` go by first: a ``(slot, None, seq)`` value
+    spells its number where its key ends; any other value keys as in a plain set."""
+
+    def key(member: str, value: Any) -> tuple[Any, str]:
+        if type(value) is tuple:
+            if len(value) == 3:
+                return (sign * value[0], spell_at(member, ends[member[:3]], value[2]))
+            value = value[0]
+        return (sign * value, member)
+
+    return key
+
+
 class Order:
     """The direction of a set, how it breaks ties, and everything that follows from them."""
 
@@ -336,6 +390,8 @@ class Order:
         "name",
         "tiebreak",
         "first",
+        "reaching",
+        "_ends",
         "key",
         "tree_key",
         "probe",
@@ -347,13 +403,17 @@ class Order:
     )
 
     def __init__(self, name: str, tiebreak: str = "member") -> None:
+        if not valid_tiebreak(tiebreak):
+            raise InvalidArgumentError(f'tiebreak must be "member", "member_desc" or "first", got {tiebreak!r:.80}')
         reverse, self.first = tiebreak == "member_desc", tiebreak == "first"
-        if tiebreak not in TIEBREAKS:
-            raise InvalidArgumentError(f'tiebreak must be "member", "member_desc" or "first", got {tiebreak!r}')
+        # A board window's columns that go by first (tag -> where a column member's key ends); None in a set.
+        self._ends = _column_ends(tiebreak) if tiebreak.startswith(COLUMNS_FIRST) else None
+        #: Whether some members' values carry the sequence number of the entry that gave them their score.
+        self.reaching = self.first or self._ends is not None
         # key(member, value): a member's key from its value; tree_key(stored member, score): from a score tree entry.
-        # They differ in a "first" set only, whose score tree stores each member spelled with its sequence number.
+        # They differ where values carry numbers: the score tree stores those members spelled with them.
         if name == "desc":
-            self.key = _desc_key_rev if reverse else _first_desc if self.first else _desc_key
+            self.key: KeyFn = _desc_key_rev if reverse else _first_desc if self.first else _desc_key
             self.tree_key = _desc_key_rev if reverse else _desc_key
             self.score_of = lambda key: -key[0]
             self.scores_of = lambda keys: [-key[0] for key in keys]
@@ -368,8 +428,11 @@ class Order:
             self.better = min
         else:
             raise InvalidArgumentError(f'order must be "desc" or "asc", got {name!r}')
+        if self._ends is not None:
+            self.key = _columns_key(self._ends, -1 if name == "desc" else 1)
         self.name, self.tiebreak = name, tiebreak
         # A key's member, as the plain str it was (a ``member_desc`` key holds it as a _Desc, which compares reversed).
+        # A board window's keys keep their numbers: the board reads its column keys as stored (mdss._board_views).
         if reverse:
             self.member_of = lambda key: str(key[-1])
             self.members_of = lambda keys: [str(key[-1]) for key in keys]
@@ -380,22 +443,42 @@ class Order:
             self.member_of = operator.itemgetter(-1)
             self.members_of = lambda keys: [key[-1] for key in keys]
 
+    def reaches(self, member: str) -> bool:
+        """Whether ``member``'s value carries the number of the entry that gave it its score."""
+        return self.first or (self._ends is not None and member[:3] in self._ends)
+
     def plain(self, stored: Sequence[str]) -> Sequence[str]:
-        """The members of score tree entries as stored (``stored``), as the members they are."""
+        """The members of score tree entries as stored (``stored``), as the members they are (as stored in a board
+        window)."""
         return [m[SEQ_CHARS:] for m in stored] if self.first else stored
 
     def stored(self, member: str, value: Any) -> str:
-        """What the score tree stores for ``member`` holding ``value``: the member, spelled in a ``"first"`` set."""
-        return spell(value[2], member) if self.first else member
+        """What the score tree stores for ``member`` holding ``value``: the member, spelled with its number where the
+        value carries one."""
+        if self.first:
+            return spell(value[2], member)
+        if self._ends is not None and type(value) is tuple and len(value) == 3:
+            return spell_at(member, self._ends[member[:3]], value[2])
+        return member
 
-    def loaded(self, scores: Sequence[Any]) -> Sequence[Any]:
-        """The member index values of entries a load writes with ``scores``: in a ``"first"`` set, each reached at
-        :data:`LOADED` (before every commit; ties among them by member)."""
-        return [(s, None, LOADED) for s in scores] if self.first else scores
+    def loaded(self, members: Sequence[str], scores: Sequence[Any]) -> Sequence[Any]:
+        """The member index values of entries a load writes with ``scores``: those that carry a number are each
+        reached at :data:`LOADED` (before every commit; ties among them by member)."""
+        if self.first:
+            return [(s, None, LOADED) for s in scores]
+        if self._ends is not None:
+            ends = self._ends
+            return [(s, None, LOADED) if m[:3] in ends else s for m, s in zip(members, scores)]
+        return scores
 
     def loaded_members(self, members: Sequence[str]) -> Sequence[str]:
-        """The score tree members of entries a load writes (spelled with :data:`LOADED` in a ``"first"`` set)."""
-        return [spell(LOADED, m) for m in members] if self.first else members
+        """The score tree members of entries a load writes (spelled with :data:`LOADED` where they carry a number)."""
+        if self.first:
+            return [spell(LOADED, m) for m in members]
+        if self._ends is not None:
+            ends = self._ends
+            return [spell_at(m, ends[m[:3]], LOADED) if m[:3] in ends else m for m in members]
+        return members
 
     def first_key(self, score: Score) -> tuple[Score, ...]:
         """A probe below every key with ``score``: counting keys under it counts strictly better entries."""
@@ -464,11 +547,6 @@ def column_tag(slot: int) -> str:
 def column_member(slot: int, parts: Iterable[tuple[Score, str]], owner: str) -> str:
     """The member that spells a row's key in a column: slot, encoded parts (value, direction), owner."""
     return column_tag(slot) + "".join(encode_part(v, d) for v, d in parts) + owner
-
-
-def column_owner(member: str, parts: int) -> str:
-    """The owner a column member ends with."""
-    return member[3 + parts * PART_CHARS :]
 
 
 def column_tie(member: str, parts: int) -> str:

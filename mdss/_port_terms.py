@@ -291,6 +291,11 @@ def _board_options(term: Any) -> dict[str, Any]:
             options[name] = {
                 _name(f, "a field"): _choice(how, "keep_best", ("min", "max")) for f, how in _map(value, name).items()
             }
+        elif name == "tiebreak":
+            options[name] = {
+                _name(c, "a column"): _choice(how, "tiebreak", ("owner", "first"))
+                for c, how in _map(value, name).items()
+            }
         elif name == "retention":
             options[name] = {_name(k, "a window kind"): _int(n, "retention") for k, n in _map(value, name).items()}
         elif name == "tz":
@@ -303,8 +308,8 @@ def _board_options(term: Any) -> dict[str, Any]:
             options[name] = _int(value, name)
         else:
             raise InvalidArgumentError(
-                f"unknown board option {_show(key)}: the options are columns, accumulate, keep_best, windows, tz, "
-                "week_start, schedules, retention, chunk_size, post_id_ttl"
+                f"unknown board option {_show(key)}: the options are columns, tiebreak, accumulate, keep_best, "
+                "windows, tz, week_start, schedules, retention, chunk_size, post_id_ttl"
             )
     return options
 

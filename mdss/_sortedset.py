@@ -114,17 +114,27 @@ class SortedSet(SetMethods, metaclass=_Opens):
         node_bytes: int | None = None,
         resolvers: Mapping[str, Resolver] | None = None,
         on_start: Callable[[], None] = lambda: None,
+        tiebreak: str | None = None,
         **options: Any,
     ) -> SortedSet:
         """An unsharded set at ``keys`` (a part of another object: a board's window...); ``name`` is for messages,
         ``node_bytes`` bounds the nodes of a set it creates, ``resolvers`` are the ops its owner adds to commits,
-        ``on_start`` is called when a write makes its head afresh (a board lists the window again)."""
+        ``on_start`` is called when a write makes its head afresh (a board lists the window again), ``tiebreak`` may
+        also be a board window's (``mdss._order.columns_first``)."""
         check_options(store, **options)
         engine = Engine(
-            store, name, keys, _commit.commit, node_bytes=node_bytes, resolvers=resolvers, on_start=on_start, **options
+            store,
+            name,
+            keys,
+            _commit.commit,
+            node_bytes=node_bytes,
+            resolvers=resolvers,
+            on_start=on_start,
+            tiebreak=tiebreak,
+            **options,
         )
         sset = object.__new__(cls)
-        cls._attach(sset, engine, options)
+        cls._attach(sset, engine, {**options, "tiebreak": tiebreak})
         return sset
 
     def __init__(self, store: Store, name: str, **options: Any) -> None:

@@ -18,7 +18,16 @@ from typing import Any
 
 from . import _board_settings, _estimate, _expiry, _load, _ops, _percentiles, _snapshot, _windows
 from . import _board_views as views
-from ._board_format import _POST_SLOT, Row, _Column, _decode_row, _post_member, _row_entries, window_problems
+from ._board_format import (
+    _POST_SLOT,
+    Row,
+    _Column,
+    _decode_row,
+    _post_member,
+    _row_entries,
+    window_problems,
+    window_tiebreak,
+)
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
@@ -61,7 +70,9 @@ class Leaderboard:
     """A leaderboard: rows of values per owner, ranked by several columns, in time windows.
 
     ``columns`` maps each column name to a direction (``"desc"``: highest first; the field is the column's name) or to a
-    list of ``(field, direction)`` parts, compared in turn, ties finally broken by owner. ``accumulate`` fields add up
+    list of ``(field, direction)`` parts, compared in turn, ties finally broken by owner, or, in the columns
+    ``tiebreak`` maps to ``"first"`` (``tiebreak="first"``: every column), by who reached the key first (the window's
+    commit order: a post that leaves the key keeps the row's place). ``accumulate`` fields add up
     over posts; ``keep_best`` fields keep the ``"min"`` or ``"max"``; every other field takes the posted value.
     ``windows`` are the kinds a post goes to (``all``, ``hour``, ``day``, ``week``, ``month``, ``year``, or a name in
     ``schedules``, which maps names to cron lines: ``{"raid": "0 18 * * FRI"}``), cut in ``tz`` (UTC by default, or a
@@ -88,6 +99,7 @@ class Leaderboard:
         name: str,
         *,
         columns: Mapping[str, Any],
+        tiebreak: Any = None,
         accumulate: Iterable[str] = (),
         keep_best: Mapping[str, str] | None = None,
         windows: Iterable[str] = ("all",),
@@ -106,7 +118,7 @@ class Leaderboard:
             # refused since boards named their parts "game#week:2026-W48", "game#rows#all" (see board_keyspace)
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {name!r:.80}")
         self.store, self.name = store, name
-        self.columns = _board_settings.check_columns(columns)
+        self.columns = _board_settings.check_tiebreak(tiebreak, _board_settings.check_columns(columns))
         #: How the board cuts time into window instances: its zone, weeks and schedules.
         self.calendar = Calendar(tz, week_start, schedules)
         self.tz = self.calendar.tz
@@ -146,8 +158,11 @@ class Leaderboard:
 
     # -- its sets: SortedSets at internal keys, whose engines commit the board's ops --------------------------------
 
-    def _part_set(self, part: str, on_start: Callable[[], None] = lambda: None) -> SortedSet:
-        """The set of one of the board's parts (the registry ``windows``, ``posts``, a window instance)."""
+    def _part_set(
+        self, part: str, on_start: Callable[[], None] = lambda: None, tiebreak: str | None = None
+    ) -> SortedSet:
+        """The set of one of the board's parts (the registry ``windows``, ``posts``, a window instance: ``tiebreak``
+        names its columns that go by first)."""
         return SortedSet.at_keys(
             self._space(part),
             self.store,
@@ -156,6 +171,7 @@ class Leaderboard:
             resolvers=RESOLVERS,
             order="asc",
             on_start=on_start,
+            tiebreak=tiebreak,
             **self._options,
         )
 
@@ -188,7 +204,7 @@ class Leaderboard:
                 return
             unpack(key, record.value, "leaderboard settings")  # damaged bytes: CorruptDataError, not a mismatch
             raise SettingsMismatchError(
-                f"leaderboard {self.name!r} is stored with other columns, accumulate or keep_best settings"
+                f"leaderboard {self.name!r} is stored with other columns, tiebreak, accumulate or keep_best settings"
             )
 
     def _migrate(self) -> None:
@@ -239,7 +255,9 @@ class Leaderboard:
         with self._lock:
             found = self._sets.get(instance)
             if found is None:
-                found = self._sets[instance] = self._part_set(instance, functools.partial(self._started, instance))
+                found = self._sets[instance] = self._part_set(
+                    instance, functools.partial(self._started, instance), window_tiebreak(self.columns)
+                )
             return found
 
     def _started(self, instance: str) -> None:

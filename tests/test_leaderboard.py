@@ -27,11 +27,14 @@ T0 = 1_795_000_000  # 2026-11-18, a Wednesday
 class BoardModel:
     """What a leaderboard should hold: per window instance, owner -> (values, updated, post ids)."""
 
-    def __init__(self, columns=COLUMNS, accumulate=ACCUMULATE, keep_best=KEEP_BEST) -> None:
+    def __init__(self, columns=COLUMNS, accumulate=ACCUMULATE, keep_best=KEEP_BEST, firsts=()) -> None:
         self.columns = {name: [(name, spec)] if isinstance(spec, str) else list(spec) for name, spec in columns.items()}
         self.accumulate, self.keep_best = set(accumulate), dict(keep_best)
         self.windows: dict[str, dict[str, tuple[dict, float, list]]] = {}
         self.removed: dict[tuple[str, str], list] = {}  # (instance, owner) -> the post ids of rows removed
+        self.firsts = set(firsts)  # columns whose ties go by who reached the key first
+        self.reached: dict[tuple[str, str, str], int] = {}  # (instance, column, owner) -> when it reached its key
+        self.moments = 0
 
     def post(self, instance: str, owner: str, values: dict, post_id, only, stamp: float) -> bool:
         rows = self.windows.setdefault(instance, {})
@@ -52,6 +55,9 @@ class BoardModel:
             else:
                 merged[field] = value
         posts = (found[2] if found else []) + ([post_id] if post_id is not None else [])
+        for column in self.firsts:  # only a change of the key moves its moment
+            if self.key(column, merged) != (self.key(column, found[0]) if found else None):
+                self.reached[instance, column, owner] = self.moments = self.moments + 1
         rows[owner] = (merged, stamp, posts)  # every post id: the machine's boards forget none
         return True
 
@@ -73,16 +79,18 @@ class BoardModel:
     def ranked(self, instance: str, column: str, ties: str = "ordinal") -> list[tuple[int, str]]:
         rows = self.windows.get(instance, {})
         keyed = sorted(
-            (self.key(column, v[0]), owner) for owner, v in rows.items() if self.key(column, v[0]) is not None
+            (self.key(column, v[0]), self.reached[instance, column, owner] if column in self.firsts else 0, owner)
+            for owner, v in rows.items()
+            if self.key(column, v[0]) is not None
         )
         result = []
-        for i, (key, owner) in enumerate(keyed):
+        for i, (key, _, owner) in enumerate(keyed):
             if ties == "ordinal":
                 rank = i + 1
             elif ties == "competition":
-                rank = 1 + sum(1 for k, _ in keyed if k < key)
+                rank = 1 + sum(1 for k, _, _ in keyed if k < key)
             else:  # dense
-                rank = 1 + len({k for k, _ in keyed if k < key})
+                rank = 1 + len({k for k, _, _ in keyed if k < key})
             result.append((rank, owner))
         return result
 
@@ -118,14 +126,16 @@ class LeaderboardMachine(RuleBasedStateMachine):
         log_limit=st.sampled_from([0, 3, None]),
         tz=st.sampled_from([None, "Asia/Tokyo"]),
         node_bytes=st.sampled_from([mdss.leaderboard.NODE_BYTES, 1100, 1600]),
+        firsts=st.sets(st.sampled_from(sorted(COLUMNS))),
     )
-    def start(self, chunk: int, log_limit, tz, node_bytes: int) -> None:
+    def start(self, chunk: int, log_limit, tz, node_bytes: int, firsts: set) -> None:
         self.clock = [float(T0)]
         self.tz = _windows.check_tz(tz)
         self.board = mdss.Leaderboard(
             mdss.open_store("memory://"),
             "game",
             columns=COLUMNS,
+            tiebreak=dict.fromkeys(firsts, "first"),
             accumulate=ACCUMULATE,
             keep_best=KEEP_BEST,
             windows=["all", "week", "day"],
@@ -136,7 +146,7 @@ class LeaderboardMachine(RuleBasedStateMachine):
             node_bytes=node_bytes,
             post_id_ttl=10**10,
         )
-        self.model = BoardModel()
+        self.model = BoardModel(firsts=firsts)
         self.post_ids: list[str] = []
         self.first_tried: dict[tuple[str, str], float] = {}  # a retried post goes where its first try went
 
@@ -604,7 +614,7 @@ def around_of(ranked: list[tuple[int, str]], owner: str, before: int, after: int
 
 
 def test_every_store(store) -> None:
-    """Posts, every view, retention and drop on each backend, against the model."""
+    """Posts, every view, retention and drop on each backend, against the model; one column's ties by first."""
     import random
 
     rng = random.Random(14)
@@ -613,6 +623,7 @@ def test_every_store(store) -> None:
         store,
         "game",
         columns=COLUMNS,
+        tiebreak={"race": "first"},  # xp and accuracy: by owner
         accumulate=ACCUMULATE,
         keep_best=KEEP_BEST,
         windows=["all", "day"],
@@ -621,7 +632,7 @@ def test_every_store(store) -> None:
         chunk_size=4,
         log_limit=5,
     )
-    model = BoardModel()
+    model = BoardModel(firsts={"race"})
     owners = [f"o{i}" for i in range(12)]
     for step in range(60):
         owner = rng.choice(owners)
