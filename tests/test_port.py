@@ -208,6 +208,17 @@ def test_boards_with_schedules(port: PortServer) -> None:
     assert bad[0] == ":error" and bad[2][0] == ":InvalidArgumentError"
 
 
+def test_a_board_column_by_first(memory_port: PortServer) -> None:
+    port = memory_port
+    board = (B("tb"), {A("columns"): {A("xp"): A("desc")}, A("tiebreak"): {A("xp"): A("first")}})
+    for owner in ("zed", "amy", "bob"):
+        ask(port, "board_post", board, B(owner), {A("xp"): 5})
+    ask(port, "board_post", board, B("zed"), {A("xp"): 5})  # the same key: zed keeps its place
+    assert [r[1] for r in ask(port, "board_top", B("tb"), A("xp"), 10)[2]] == ["zed", "amy", "bob"]  # stored: by name
+    bad = ask(port, "board_post", (B("tb2"), {**board[1], A("tiebreak"): {A("xp"): A("last")}}), B("a"), {})
+    assert bad[0] == ":error" and bad[2][0] == ":InvalidArgumentError"
+
+
 def test_unions_intersections_and_tiebreaks(port: PortServer) -> None:
     a, b = (B("ua"), {A("tiebreak"): A("member_desc")}), B("ub")
     assert ask(port, "add_many", a, [(B("x"), 1), (B("y"), 1), (B("z"), 3)]) == (":reply", 1, 3)

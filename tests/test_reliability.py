@@ -291,15 +291,17 @@ def test_gc_with_min_age_zero_beside_threads_with_skewed_clocks(store, monkeypat
 
 @pytest.mark.slow
 def test_gc_with_min_age_zero_beside_processes_with_skewed_clocks(shared_store_factory, tmp_path) -> None:
-    """Two collectors gc beside the writers: until they finish or for 6 s, whichever comes first (gc
-    sweeps slow the writers down on dynalite); until they finish and for at least 6 s under ``MDSS_DEEP``."""
+    """Two collectors gc beside three writers of 150 operations each (300 under ``MDSS_DEEP``): until the writers
+    finish or for 6 s, whichever comes first (gc sweeps slow the writers down on dynalite); until they finish and for
+    at least 6 s under ``MDSS_DEEP``."""
     url, stop = shared_store_factory.url_for_new(), str(tmp_path / "stop")
     mdss.SortedSet(mdss.open_store(url), "b", chunk_size=4).add("seed", 0)
     with SPAWN.Pool(5) as pool:
         seconds, at_most = (6.0, 300.0) if DEEP else (0.0, 6.0)
         args = [(url, "b", skew, stop, seconds, at_most) for skew in (-7200.0, 3600.0)]
         collecting = [pool.apply_async(workers.collector, a) for a in args]
-        results = pool.starmap(workers.skewed_writer, [(url, "b", i, 300, (-1) ** i * 5400.0) for i in range(3)])
+        ops = 300 if DEEP else 150
+        results = pool.starmap(workers.skewed_writer, [(url, "b", i, ops, (-1) ** i * 5400.0) for i in range(3)])
         open(stop, "w").close()
         deleted = sum(c.get() for c in collecting)
     board = mdss.SortedSet(mdss.open_store(url), "b")

@@ -306,15 +306,19 @@ def test_sorted_set_matches_model(store_factory, shards: int) -> None:
     store a quarter of them (each step there costs a round trip per shard
     touched: on dynalite, minutes per test). By default the networked stores
     (Redis, Redis Cluster, DynamoDB) run a quarter unsharded and a twelfth
-    sharded (``depth.examples``): the model is searched on the in-process
+    sharded (``depth.examples``; dynalite, milliseconds a call, an eighth and
+    three examples): the model is searched on the in-process
     stores, and what differs on a server, its conditional writes and
     batches, shows in every example. ``MDSS_DEEP=1`` searches long."""
     SortedSetMachine.factory = staticmethod(store_factory)
     SortedSetMachine.shards = shards
     profile = settings()
-    budget = examples(store_factory.kind, profile.max_examples, divisor=4 if shards == 1 else 12)
+    dynalite = store_factory.kind == "dynamodb"
+    budget = examples(store_factory.kind, profile.max_examples, divisor=(8 if dynalite else 4) if shards == 1 else 12)
     if shards > 1 and store_factory.kind != "memory":
         budget = min(budget, max(profile.max_examples // 4, 5))
+        if dynalite:
+            budget = examples("dynamodb", budget, divisor=budget)
     run_state_machine_as_test(SortedSetMachine, settings=settings(profile, max_examples=budget))
 
 
