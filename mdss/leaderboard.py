@@ -154,7 +154,13 @@ class Leaderboard:
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
-        return cls(store, name, **_board_settings.stored_rules(store, name), **options)
+        stored = _board_settings.stored_rules(store, name)
+        given = sorted(set(stored) & set(options))
+        if given:
+            raise InvalidArgumentError(
+                f"Leaderboard.open() takes {', '.join(given)} as stored; to give them, call Leaderboard(...) instead"
+            )
+        return cls(store, name, **stored, **options)
 
     # -- its sets: SortedSets at internal keys, whose engines commit the board's ops --------------------------------
 

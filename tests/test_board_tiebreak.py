@@ -142,6 +142,8 @@ def test_bad_tiebreaks_are_refused_and_a_stored_board_keeps_its_own() -> None:
     plain = mdss.Leaderboard(store, "h", columns={"xp": "desc"}, tiebreak={"xp": "owner"})
     assert not plain.columns["xp"].first
     mdss.Leaderboard(store, "h", columns={"xp": "desc"})  # "owner" everywhere is the default: the same settings
+    with pytest.raises(mdss.InvalidArgumentError, match="as stored"):
+        mdss.Leaderboard.open(store, "g", tiebreak={"xp": "owner"})
 
 
 def test_a_window_tiebreak_is_checked_where_it_is_read() -> None:
