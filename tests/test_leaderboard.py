@@ -786,7 +786,7 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(
     """The process dies at every store call of a 3-window post in turn (makes no call after it, not even to
     clean up); another process's ``gc(sweep=True)`` then leaves exactly the nodes the heads name, and
     the post retried with its post_id counts once in every window. On the networked stores by default the
-    first, the last and a stride of the calls (``depth.call_points``), every call under MDSS_DEEP."""
+    first, the last and every fifth call (``depth.call_points``), every call under MDSS_DEEP."""
     from faulty import FaultyStore
 
     import mdss._commit
@@ -819,7 +819,7 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(
         return crashed, calls
 
     visited = set()
-    for k in call_points(store_factory.kind, f"gc-sweeps-{after}"):
+    for k in call_points(store_factory.kind, f"gc-sweeps-{after}", stride=5):
         crashed, calls = crash_at(k)
         visited.add(k)
         if not crashed and calls < k:  # the post made fewer calls than k: it has died at every one (sampled)
@@ -832,7 +832,7 @@ def test_gc_sweeps_the_rows_of_a_post_that_crashed_at_any_store_call(
 def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store_factory, store) -> None:
     """Another process sweeps just before each store call of a 3-window post in turn: the post lands once
     everywhere, check() holds, and nothing is left over. On the networked stores by default the first, the
-    last and a stride of the calls (``depth.call_points``), every call under MDSS_DEEP."""
+    last and every fifth call (``depth.call_points``), every call under MDSS_DEEP."""
     from faulty import FaultyStore
 
     class Sweeping(FaultyStore):
@@ -863,7 +863,7 @@ def test_gc_at_any_store_call_of_a_post_never_takes_its_record(store_factory, st
         return calls
 
     visited = set()
-    for k in call_points(store_factory.kind, "gc-at-any-call"):
+    for k in call_points(store_factory.kind, "gc-at-any-call", stride=5):
         calls = sweep_at(k)
         visited.add(k)
         if calls < k:
