@@ -247,7 +247,11 @@ leaderboard(Pid) ->
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_post(Pid, B, <<"ann">>, #{xp => [1]})),
     ?assertMatch({error, {'InvalidScoreError', _}}, mdss:board_post(Pid, B, <<"ann">>, #{xp => <<"lots">>})),
     ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_top(Pid, B, nope, 10)),
-    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_row(Pid, <<"no such board">>, <<"ann">>)).
+    ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:board_row(Pid, <<"no such board">>, <<"ann">>)),
+    F = {<<"first-to-reach">>, #{columns => #{xp => desc}, tiebreak => #{xp => first}}},
+    [{ok, _} = mdss:board_post(Pid, F, O, #{xp => 5}) || O <- [<<"zed">>, <<"amy">>, <<"bob">>]],
+    {ok, _} = mdss:board_post(Pid, F, <<"zed">>, #{xp => 5}),  % the same key: zed keeps its place
+    ?assertEqual([{1, <<"zed">>}, {2, <<"amy">>}, {3, <<"bob">>}], ranks(mdss:board_top(Pid, F, xp, 10))).
 
 leaderboard_removals_loads_and_drops(Pid) ->
     B = {<<"season-9">>, #{columns => #{xp => desc}, accumulate => [kills], windows => [all, day]}},
