@@ -33,15 +33,19 @@ def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
     order = engine.ordering
     scored = check_tree(snap.score_tree, engine.chunk_size, "score tree", problems)
     indexed = check_tree(snap.member_index, engine.chunk_size, "member index", problems)
-    # The score tree holds exactly the keys the member index's values make (a "first" set's carry sequence numbers).
+    # The score tree holds exactly the keys the member index's values make (a "first" set's carry sequence numbers),
+    # each score of the same type as the value's: 3 and 3.0 are equal keys, but a set must read back the one written.
     pairs: list[set[Any]]
     if order.reaching:
-        pairs = [{order.tree_key(m, s) for m, s in scored}, {order.key(m, v) for m, v in indexed}]
+        pairs = [
+            {(order.tree_key(m, s), type(s)) for m, s in scored},
+            {(order.key(m, v), type(score_of(v))) for m, v in indexed},
+        ]
     else:
-        pairs = [scored, {(m, score_of(v)) for m, v in indexed}]
+        pairs = [{(m, s, type(s)) for m, s in scored}, {(m, score_of(v), type(score_of(v))) for m, v in indexed}]
     if pairs[0] != pairs[1]:
-        only_s = sorted(pairs[0] - pairs[1])[:5]
-        only_m = sorted(pairs[1] - pairs[0])[:5]
+        only_s = sorted(pairs[0] - pairs[1], key=repr)[:5]
+        only_m = sorted(pairs[1] - pairs[0], key=repr)[:5]
         problems.append(f"member index and score tree differ: only in scores {only_s}, only in index {only_m}")
     return problems
 

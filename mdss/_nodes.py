@@ -20,7 +20,7 @@ from operator import ne
 from typing import Any
 
 from ._codec import LEAF, decode_node, decode_patch, encode_leaf, encode_manifest, encode_patch, weight_of
-from ._order import NODE_KEYS, KeyFn
+from ._order import NODE_KEYS, KeyFn, same_value
 from .exceptions import CorruptDataError, MissingNodeError
 
 #: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
@@ -142,11 +142,6 @@ def cached_weight(node: Node, data: bytes) -> int:
     return weight(0, node.members) + len(data)
 
 
-def same(a: Any, b: Any) -> bool:
-    """Whether two scores are the same value of the same type (``1`` and ``1.0`` are equal but stored differently)."""
-    return a == b and type(a) is type(b)
-
-
 def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Leaf:
     """The entry set a stored entry set and its patch (stored at ``key``) make. A patch that removes an entry the base
     lacks, or adds one it holds, is damage: :class:`CorruptDataError`."""
@@ -156,7 +151,7 @@ def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Le
         for member, score in zip(gone_members, gone_scores):
             k = keyfn(member, score)
             i = bisect_left(keys, k)
-            if i == len(keys) or keys[i] != k or members[i] != member or not same(scores[i], score):
+            if i == len(keys) or keys[i] != k or members[i] != member or not same_value(scores[i], score):
                 raise CorruptDataError(f"stored patch removes {member!r}, which its entry set does not hold", key)
             del keys[i], members[i], scores[i]
         for member, score in zip(new_members, new_scores):

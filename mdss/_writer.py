@@ -23,8 +23,8 @@ from typing import Any
 
 from ._codec import encode_leaf, encode_manifest, weight_of
 from ._keys import Keyspace
-from ._nodes import JOIN, parts, same, stored_id
-from ._order import MAX_DATA_BYTES, MAX_MEMBER_BYTES, member_key, score_of
+from ._nodes import JOIN, parts, stored_id
+from ._order import MAX_DATA_BYTES, MAX_MEMBER_BYTES, member_key, same_value, score_of
 from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
 from .exceptions import InvalidArgumentError
@@ -440,12 +440,12 @@ def _note(
     elif held is not None:
         if key in added:
             added[key] = (member, score)
-        elif held[0] != member or not same(held[1], score):
+        elif held[0] != member or not same_value(held[1], score):
             removed[key] = held
             added[key] = (member, score)
     else:
         was = removed.get(key)
-        if was is not None and was[0] == member and same(was[1], score):
+        if was is not None and was[0] == member and same_value(was[1], score):
             del removed[key]
         else:
             added[key] = (member, score)

@@ -119,3 +119,18 @@ def test_unions_and_loads_carry_scores_only(sset) -> None:
     assert union.range(with_data=True) == [mdss.DataEntry("b", 4, 1, None), mdss.DataEntry("a", 2, 2, None)]
     loaded = mdss.SortedSet.load(sset.store, "s", {"a": 3}, replace=True)
     assert loaded.data("a") is None
+
+
+def test_a_score_that_changes_only_its_type_reaches_every_reader(store) -> None:
+    """A member with data whose score goes from 3.0 to 3 (equal, another type): the commit's patch of the member
+    index records it (it once compared ``(3.0, "red")`` and ``(3, "red")`` as the same stored value and left the
+    change out), so a reader with no cache reads the int, and check() compares the trees' score types too."""
+    board = mdss.SortedSet(store, "typed", chunk_size=4, log_limit=0)
+    board.add_many({f"m{i:02d}": i for i in range(30)})  # entry sets under a manifest: commits patch them
+    board.add("m10", 3.0, data="red")
+    board.add_many({"m10a": 5, "m10b": 6, "m10c": 7})  # more changes than a patch takes: written whole, with m10
+    board.add("m10", 3)  # a patch on that entry set
+    fresh = mdss.SortedSet(store, "typed", cache_bytes=0)
+    assert type(fresh.score("m10")) is int and fresh.data("m10") == "red"
+    assert [type(e.score) for e in fresh.range_by_score(3, 3) if e.member == "m10"] == [int]
+    assert fresh.check() == []
