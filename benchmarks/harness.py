@@ -485,12 +485,14 @@ class BoardWorkload:
         self.friends = [rng.sample(self.owners, min(FRIENDS, owners)) for _ in range(samples)]
 
 
-def new_board(store: mdss.Store, name: str, cache_bytes: int) -> mdss.Leaderboard:
-    """The benchmark's board: 3 columns (one composite), 2 accumulators, a best-of time, 3 windows."""
+def new_board(store: mdss.Store, name: str, cache_bytes: int, tiebreak: str | None = None) -> mdss.Leaderboard:
+    """The benchmark's board: 3 columns (one composite), 2 accumulators, a best-of time, 3 windows; ``tiebreak`` for
+    every column (``"first"``: ties by who reached the key first)."""
     return mdss.Leaderboard(
         store,
         name,
         columns=BOARD_COLUMNS,
+        tiebreak=tiebreak,
         accumulate=BOARD_ACCUMULATE,
         keep_best={"time_ms": "min"},
         windows=BOARD_WINDOWS,

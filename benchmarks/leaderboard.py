@@ -12,6 +12,7 @@ store round trips of each view with only the manifests cached (the issue's condi
 
     python benchmarks/leaderboard.py --store memory:// --owners 20000 --trips 200
     python benchmarks/leaderboard.py --store memory:// --owners 20000 --trips 200 --ties dense
+    python benchmarks/leaderboard.py --store memory:// --owners 20000 --trips 200 --tiebreak first
 """
 
 from __future__ import annotations
@@ -94,16 +95,18 @@ def calls_per_post(url: str, owners: int, posts: int, seed: int) -> dict[str, fl
     return counted
 
 
-def trips_per_view(url: str, owners: int, calls: int, seed: int, ties: str = "ordinal") -> dict[str, dict[str, float]]:
+def trips_per_view(
+    url: str, owners: int, calls: int, seed: int, ties: str = "ordinal", tiebreak: str | None = None
+) -> dict[str, dict[str, float]]:
     """Store round trips (``store.stats`` calls) per view, mean and most over ``calls`` calls of random owners,
     with only the manifests cached: every entry set (and anything else not a manifest) is dropped from the
-    caches before each call; ranks by ``ties``. The windows' logs are merged first (what a read over a log
-    costs is ``tests/test_log_reads.py``'s)."""
+    caches before each call; ranks by ``ties``, ties broken by ``tiebreak`` (the board's). The windows' logs are
+    merged first (what a read over a log costs is ``tests/test_log_reads.py``'s)."""
     from mdss._tree import Manifest
 
     bw, rng = BoardWorkload(owners, 0, 1, seed), random.Random(seed)
     with mdss.open_store(url) as store:
-        board = new_board(store, f"bench-trips-{os.getpid()}", 4 << 30)
+        board = new_board(store, f"bench-trips-{os.getpid()}", 4 << 30, tiebreak)
         for owner, values in bw.first:
             board.post(owner, values)
         sets = [board._set(instance) for instance in board.windows()]
@@ -153,9 +156,11 @@ def main() -> None:
     parser.add_argument("--calls", action="store_true", help="also count a post's store calls by kind")
     parser.add_argument("--trips", type=int, default=0, help="only count each view's round trips, over N calls")
     parser.add_argument("--ties", default="ordinal", choices=mdss.leaderboard.TIES, help="ranks --trips asks for")
+    parser.add_argument("--tiebreak", default=None, choices=["owner", "first"], help="the board's, every column")
     args = parser.parse_args()
     if args.trips:
-        for name, counted in trips_per_view(args.store, args.owners, args.trips, args.seed, args.ties).items():
+        trips = trips_per_view(args.store, args.owners, args.trips, args.seed, args.ties, args.tiebreak)
+        for name, counted in trips.items():
             print(f"{name}: {counted['mean']:.2f} round trips on average, at most {counted['max']}")
         return
     with mdss.open_store(args.store) as store:
