@@ -100,8 +100,8 @@ def test_processes_racing_on_one_set(shared_store_factory, log_limit, tmp_path) 
     A reader checks snapshots until the writers finish (for at least 6 s under ``MDSS_DEEP``)."""
     url, stop = shared_store_factory.url_for_new(), str(tmp_path / "stop")
     mdss.SortedSet(mdss.open_store(url), "race", chunk_size=4).add("seed", 0)
-    # dynalite takes ms per call: fewer operations there (200 by default, 400 under MDSS_DEEP); 800 elsewhere (1500)
-    n_procs, n_ops = 4, (400 if DEEP else 200) if shared_store_factory.kind == "dynamodb" else 1500 if DEEP else 800
+    # dynalite takes ms per call: fewer operations there (120 by default, 400 under MDSS_DEEP); 800 elsewhere (1500)
+    n_procs, n_ops = 4, (400 if DEEP else 120) if shared_store_factory.kind == "dynamodb" else 1500 if DEEP else 800
     with SPAWN.Pool(n_procs + 1) as pool:
         reads = pool.apply_async(workers.reader, (url, "race", SHARED, stop, 6.0 if DEEP else 0.0))
         results = pool.starmap(

@@ -89,8 +89,8 @@ def test_writers_read_scores_across_each_others_merges(store_factory, monkeypatc
 
     monkeypatch.setattr(_ranking.Index, "_earlier", counted)
     Writers.factory = staticmethod(store_factory)
-    profile = settings()  # by default a quarter of the examples on networked stores, an eighth on DynamoDB
-    budget = examples(store_factory.kind, profile.max_examples, divisor=8 if store_factory.kind == "dynamodb" else 4)
+    profile = settings()  # by default a quarter of the examples on networked stores, a twelfth on DynamoDB
+    budget = examples(store_factory.kind, profile.max_examples, divisor=12 if store_factory.kind == "dynamodb" else 4)
     run_state_machine_as_test(Writers, settings=settings(profile, max_examples=budget))
     if store_factory.kind == "memory":  # the full profile runs there: the shortcut is taken, and often
         assert sum(used) > 50, used.count(True)
