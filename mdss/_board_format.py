@@ -70,9 +70,14 @@ class _Column(NamedTuple):
         return stored[self.end() + (SEQ_CHARS if self.first else 0) :]
 
 
+def _first_ends(columns: Mapping[str, _Column]) -> dict[str, int]:
+    """The columns that go by first: tag -> where the key ends in their members (where the number is spelled)."""
+    return {column_tag(c.slot): c.end() for c in columns.values() if c.first}
+
+
 def window_tiebreak(columns: Mapping[str, _Column]) -> str | None:
     """The tiebreak of a window's set (``mdss._order.columns_first``): ``None`` when every column goes by owner."""
-    ends = {column_tag(c.slot): c.end() for c in columns.values() if c.first}
+    ends = _first_ends(columns)
     return columns_first(ends) if ends else None
 
 
@@ -254,7 +259,7 @@ def window_problems(entries: Sequence[Any], columns: Mapping[str, _Column]) -> l
     for e in (e for e in entries if e.member.startswith(_POST)):
         if _post_owner(e.member) is None or type(e.score) is not float or not e.score >= _POST_SLOT:
             found.append(f"post id entry {e.member[:60]!r} (score {e.score!r}) names no owner, or is damaged")
-    reached = {column_tag(c.slot): c.end() for c in columns.values() if c.first}
+    reached = _first_ends(columns)
     column_entries = {
         _unreached(e.member, reached): e.score for e in entries if not e.member.startswith((_ROW, _ROWS, _POST))
     }

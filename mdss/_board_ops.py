@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._ops import Stale, same
+from ._ops import Stale
+from ._order import same_value
 
 
 def expect(trial: dict[str, Any], member: str, value: Any) -> bool:
     """A precondition of the whole caller: ``member`` is still ``value`` (a row's version), else refuse."""
-    if not same(trial[member], value):
+    if not same_value(trial[member], value):
         raise Stale(f"member {member!r} is {trial[member]!r}, not {value!r}")
     return True
 
 
 def forget(trial: dict[str, Any], member: str, value: Any) -> bool:
     """Remove an expired post id entry, only while it is the one read (so owners never conflict over it)."""
-    gone = same(trial[member], value)
+    gone = same_value(trial[member], value)
     if gone:
         trial[member] = None
     return gone

@@ -42,7 +42,7 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
             trial[member] = None
             continue
         if op == "take":  # a pop: remove the member only if it still holds the score the pop read
-            if current is None or not _ops.same(score_of(current), value):
+            if current is None or not same_value(score_of(current), value):
                 raise _ops.Stale(f"{member!r} no longer holds {value!r}: popped or changed meanwhile")
             results.append(True)
             trial[member] = None
@@ -64,7 +64,7 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
         trial[member] = valued(now, data if applied and data is not None else kept)
         want = wants[n] if isinstance(wants, list) else wants
         if want == "changed":  # Redis' ZADD CH: added, or its score now differs
-            results.append(now is not None and not _ops.same(current, now))
+            results.append(now is not None and not same_value(current, now))
         elif want:  # the new score; None where a condition kept the op from applying (Redis' nil)
             results.append(now if applied else None)
         else:  # whether the member was added

@@ -106,10 +106,5 @@ class Stale(ConflictError):
     """An ``expect`` precondition of a caller's ops failed at commit time; none of its ops applied."""
 
 
-def same(a: Any, b: Any) -> bool:
-    """The same stored score (``1`` and ``1.0`` differ: the type is kept)."""
-    return type(a) is type(b) and a == b
-
-
 #: The op that sets a present member's data and leaves its score (``SortedSet.set_data``).
 DATA = "data"
