@@ -1,21 +1,24 @@
-"""Bytes written per update once patched entry sets are at their steady sizes, against the ratio of the log's length
-to the number of entry sets, with patches and without (every touched entry set written whole, as before patches).
+"""Bytes written per update once patched entry sets and manifest deltas are at their steady sizes, against the ratio of
+the log's length to the number of entry sets: with patches and deltas, with patches only, and with neither (every
+touched node written whole, as before patches).
 
-    python benchmarks/patches.py [--members 1000000] [--limits 21000,1000,100] [--dir /work/tmp]
-                                 [--json benchmarks/results/patches.json]
+    python benchmarks/patches.py [--members 1000000] [--limits 21000,1000,100] [--variants deltas,patches,whole]
+                                 [--dir /work/tmp] [--json benchmarks/results/patches.json]
 
 A merge's cost per update depends on how many entries it changes per entry set it touches: about ``log limit / entry
 sets``. A set of 10^8 members merges 100,000 updates (``LOG_MAX``) into 10^5 entry sets per tree; a set of 10^6 with
 ``log_limit=1,000`` does the same per entry set, and reaches the patches' steady sizes in minutes instead of hours
 (each entry set takes ``patch_most`` changes, 44 of 1,000, before it is written whole). ``log_limit=100`` is 10^9's
-ratio. For each limit, in a fresh process on a SQLite file holding ``--members`` members loaded as
-``benchmarks/massive.py`` loads them: aging by batches of random updates (``add_many``, into the log like single ones)
-over ``AGE`` patch lifetimes (the merges from an entry set's whole write to its next), then single ``add`` calls
-through a whole lifetime (at least ``MERGES`` merges: a patch's cost grows over its lifetime, and entry sets
-patched together are written whole together, so a shorter window sees one phase of that cycle), with bytes written
-and round trips per update from the store's counters; the same without patches (``mdss._writer.patch_most`` at
--1). Then, in another fresh process, ``massive.py``'s reads (rank, page, around; cold and warm p50) of the set the
-updates left.
+ratio for entry sets; for the manifests above them it takes 10^7 members with ``log_limit=1,000``, where, as at 10^9,
+a merge changes a tenth of the children of each manifest of height 1 and the root is a small share (at 10^6 the root
+is a manifest of height 1, rewritten whole by every merge). For each limit, in a fresh process on a SQLite file
+holding ``--members`` members loaded as ``benchmarks/massive.py`` loads them: aging by batches of random updates
+(``add_many``, into the log like single ones) over ``AGE`` patch lifetimes (the merges from an entry set's whole write
+to its next), then single ``add`` calls through a whole lifetime (at least ``MERGES`` merges: a patch's cost grows
+over its lifetime, and entry sets patched together are written whole together, so a shorter window sees one phase of
+that cycle), with bytes written and round trips per update from the store's counters; the same without deltas
+(``mdss._merge.deltas_fit`` at 0) and without patches either (``mdss._writer.patch_most`` at -1 as well). Then, in
+another fresh process, ``massive.py``'s reads (rank, page, around; cold and warm p50) of the set the updates left.
 """
 
 from __future__ import annotations
@@ -30,13 +33,16 @@ from typing import Any
 
 import massive
 import mdss
-from mdss import _writer
+from mdss import _merge, _writer
 
 AGE = 1.5
 MERGES = 3
 
 
-def _run(path: str, n: int, limit: int, patches: bool, out: Any) -> None:
+def _run(path: str, n: int, limit: int, variant: str, out: Any) -> None:
+    patches = variant != "whole"
+    if variant != "deltas":
+        _merge.deltas_fit = lambda chunk, limit: 0
     if not patches:
         _writer.patch_most = lambda chunk: -1
     store = mdss.open_store(f"sqlite:///{path}")
@@ -61,6 +67,7 @@ def _run(path: str, n: int, limit: int, patches: bool, out: Any) -> None:
     out.put(
         {
             "log_limit": limit,
+            "variant": variant,
             "patches": patches,
             "changes_per_entry_set_per_merge": per_merge,
             "aged_merges": aged,
@@ -77,15 +84,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=1_000_000)
     parser.add_argument("--limits", default="21000,1000,100")
+    parser.add_argument("--variants", default="deltas,patches,whole", help="of deltas, patches, whole")
     parser.add_argument("--dir", default=".")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     rows = []
     for limit in map(int, args.limits.split(",")):
-        for patches in (True, False):
-            path = os.path.join(args.dir, f"patches-{limit}-{patches}.db")
+        for variant in args.variants.split(","):
+            path = os.path.join(args.dir, f"patches-{limit}-{variant}.db")
             try:
-                row = massive._in_child(_run, path, args.members, limit, patches)
+                row = massive._in_child(_run, path, args.members, limit, variant)
                 row["reads"] = massive._in_child(massive._reads, path, args.members)
             finally:
                 for suffix in ("", "-wal", "-shm"):
@@ -94,7 +102,7 @@ def main() -> None:
             rows.append(row)
             print(
                 f"log limit {limit:>6,} ({row['changes_per_entry_set_per_merge']:.2f} changes per entry set and "
-                f"merge), patches {'on ' if patches else 'off'}: {row['bytes_written_per_update']:,.0f} B and "
+                f"merge), {variant}: {row['bytes_written_per_update']:,.0f} B and "
                 f"{row['round_trips_per_update']:.2f} round trips per update over {row['merges']} merges, after "
                 f"{row['aged_merges']} merges of aging; then cold/warm p50 "
                 + ", ".join(f"{k} {v['cold_p50_us']:,.0f}/{v['warm_p50_us']:,.0f} us" for k, v in row["reads"].items()),

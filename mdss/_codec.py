@@ -6,7 +6,10 @@ child_ids, child_counts, first_members, first_scores]))``; the head is ``seal(ms
 distinct scores and its last score (nil for a child summarized before format 3). Format 5 (patched entry sets) adds a
 patch ``[5, 6, removed members, removed scores, added members, added scores]``, what a merge changed in a stored entry
 set, and manifests ``[5, 1, height, ids, counts, members, scores, distincts, lasts]`` (the last two nil in the member
-index) that may name a child ``base+patch``. Formats 1 (2 without the checksum) and 2 are still read. Anything that
+index) that may name a child ``base+patch``. Format 6 (manifest deltas) adds a delta ``[6, 7, height, removed members,
+removed scores, ids, counts, members, scores, distincts, lasts]``, the children a merge took out of a stored manifest
+(named by their first entries) and those it put in, and manifests ``[6, 1, ...]`` (as format 5's) that may name a child
+manifest ``base+delta+delta...``. Formats 1 (2 without the checksum) and 2 are still read. Anything that
 does not decode to the right shape and types raises :class:`~mdss.exceptions.CorruptDataError` naming the key.
 docs/format.md describes every field.
 """
@@ -42,6 +45,9 @@ MAX_UNZIPPED = 64 << 20
 #: The format field of patches, and of manifests that name a patched entry set (``base+patch``): older versions of mdss
 #: refuse them as an unknown format instead of looking for a node named ``base+patch``.
 PATCHED = 5
+#: The format field of manifest deltas, and of manifests that name a manifest with deltas (``base+delta+...``): versions
+#: that know patched entry sets but not deltas refuse them as an unknown format.
+CHAINED = 6
 LEAF = 0
 MANIFEST = 1
 NOTE = 2
@@ -49,6 +55,7 @@ PAGE = 3
 SEGMENT = 4
 LOG_PAGE = 5
 PATCH = 6
+DELTA = 7
 #: Deeper than any tree of 2**64 entries with at least 2 children per manifest.
 MAX_HEIGHT = 64
 
@@ -156,9 +163,11 @@ def encode_manifest(
     lasts: Sequence[Any] | None = None,
 ) -> bytes:
     """A manifest: format 3 with each child's distinct scores and last score (the score tree's), else format 2 (the
-    member index's, whose scores are in no order); format 5 when a child is a patched entry set."""
+    member index's, whose scores are in no order); format 5 when a child is a patched entry set, 6 when it is a
+    manifest with deltas."""
     if any(type(i) is str and "+" in i for i in ids):  # a patched child (mdss._nodes.JOIN)
-        return seal(pack([PATCHED, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
+        version = CHAINED if height > 1 else PATCHED
+        return seal(pack([version, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
     if distincts is None:
         return seal(pack([FORMAT, MANIFEST, height, ids, counts, members, scores]))
     return seal(pack([DENSE, MANIFEST, height, ids, counts, members, scores, distincts, lasts]))
@@ -200,13 +209,13 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
     """The node's fields, each checked for its type: ``(LEAF, members, scores)`` or ``(MANIFEST, height, ids, counts,
     members, scores, distincts, lasts)``, the last two ``None`` for a manifest of format 1 or 2. Arrays decode as
     tuples: immutable like the nodes, and the garbage collector stops tracking a tuple of strings and numbers."""
-    version, node = unpack(key, data, "node", (FORMAT, DENSE, ZIPPED, PATCHED), use_list=False)
+    version, node = unpack(key, data, "node", (FORMAT, DENSE, ZIPPED, PATCHED, CHAINED), use_list=False)
     if version == ZIPPED:
         node = _unzipped(key, node)
     if type(node) is not tuple or len(node) < 4:
         raise CorruptDataError("stored node is malformed", key)
     kind, fields = node[1], node[2:]
-    if kind == LEAF and len(fields) == 2 and version not in (DENSE, PATCHED):
+    if kind == LEAF and len(fields) == 2 and version not in (DENSE, PATCHED, CHAINED):
         members, scores = fields
         if (
             type(members) is tuple
@@ -218,23 +227,32 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
             return node[1:]
     elif kind == MANIFEST and len(fields) == 5 and version not in (DENSE, PATCHED) and _manifest_ok(fields):
         return (*node[1:], None, None)
-    elif kind == MANIFEST and len(fields) == 7 and version == PATCHED and fields[5] is None is fields[6]:
+    elif kind == MANIFEST and len(fields) == 7 and version in (PATCHED, CHAINED) and fields[5] is None is fields[6]:
         if _manifest_ok(fields[:5]):
             return node[1:]
-    elif kind == MANIFEST and len(fields) == 7 and version in (DENSE, PATCHED) and _manifest_ok(fields[:5]):
-        counts, scores, distincts, lasts = fields[2], fields[4], fields[5], fields[6]
-        if (
-            type(distincts) is tuple
-            and type(lasts) is tuple
-            and len(distincts) == len(lasts) == len(counts)
-            and all(
-                (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _NUMBERS)
-                for d, n, last in zip(distincts, counts, lasts)
-            )
-            and all(last == last for last in lasts)
-        ):
-            return node[1:]
+    elif (
+        kind == MANIFEST
+        and len(fields) == 7
+        and version in (DENSE, PATCHED, CHAINED)
+        and _manifest_ok(fields[:5])
+        and _dense_ok(fields[2], fields[5], fields[6])
+    ):
+        return node[1:]
     raise CorruptDataError("stored node is malformed (wrong shape or field types)", key)
+
+
+def _dense_ok(counts: tuple[Any, ...], distincts: Any, lasts: Any) -> bool:
+    """Whether a score-tree manifest's distinct scores and last scores per child are well typed."""
+    return (
+        type(distincts) is tuple
+        and type(lasts) is tuple
+        and len(distincts) == len(lasts) == len(counts)
+        and all(
+            (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _NUMBERS)
+            for d, n, last in zip(distincts, counts, lasts)
+        )
+        and all(last == last for last in lasts)
+    )
 
 
 def encode_patch(removed: tuple[Sequence[str], Sequence[Any]], added: tuple[Sequence[str], Sequence[Any]]) -> bytes:
@@ -255,6 +273,39 @@ def decode_patch(key: str, data: bytes) -> tuple[tuple[str, ...], tuple[Any, ...
     ):
         return fields
     raise CorruptDataError("stored patch is malformed", key)
+
+
+def encode_delta(
+    height: int,
+    removed: tuple[Sequence[str], Sequence[Any]],
+    added: tuple[Any, ...],
+) -> bytes:
+    """A manifest delta: the children a merge took out of a stored manifest (their first members and scores) and the
+    summaries it put in (ids, counts, first members and scores, and in the score tree distincts and lasts), in key
+    order."""
+    return seal(pack([CHAINED, DELTA, height, *removed, *added]))
+
+
+def decode_delta(key: str, data: bytes) -> tuple[Any, ...]:
+    """A delta's ``(height, removed members, removed scores, ids, counts, members, scores, distincts, lasts)``, each
+    field checked for its type (``distincts`` and ``lasts`` ``None`` in the member index)."""
+    _, found = unpack(key, data, "manifest delta", (CHAINED,), use_list=False)
+    if type(found) is tuple and len(found) == 11 and found[1] == DELTA:
+        height, gone_members, gone_scores, ids, counts, members, scores, distincts, lasts = found[2:]
+        if (
+            type(gone_members) is tuple
+            and type(gone_scores) is tuple
+            and len(gone_members) == len(gone_scores)
+            and set(map(type, gone_members)) <= {str}
+            and _scores_ok(gone_scores)
+            and (ids == counts == members == scores == () or _manifest_ok((height, ids, counts, members, scores)))
+            and type(height) is int
+            and 1 <= height <= MAX_HEIGHT
+            and (distincts is None is lasts or _dense_ok(counts, distincts, lasts))
+            and len(gone_members) + len(ids) >= 1
+        ):
+            return found[2:]
+    raise CorruptDataError("stored manifest delta is malformed", key)
 
 
 def _manifest_ok(fields: tuple[Any, ...]) -> bool:
@@ -378,6 +429,7 @@ _KINDS = {
     SEGMENT: "an update log segment",
     LOG_PAGE: "an update log manifest",
     PATCH: "a patch of an entry set",
+    DELTA: "a delta of a tree manifest",
 }
 
 

@@ -27,7 +27,7 @@ from ._head import Head, Log, TreeRef
 from ._nodes import Leaf
 from ._order import same_value, score_of
 from ._snapshot import Snapshot
-from ._writer import Writer, patches_fit
+from ._writer import Writer, deltas_fit, patches_fit
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
 from .stores.base import Record
 
@@ -54,8 +54,9 @@ def fold(
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))
-    patches = patches_fit(engine.chunk_size, engine.store.max_value_bytes)
-    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches)
+    limit = engine.store.max_value_bytes
+    patches, deltas = patches_fit(engine.chunk_size, limit), deltas_fit(engine.chunk_size, limit)
+    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches, deltas)
     scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
     index = TreeRef(*writer.apply(snap.member_index, member_ops))
     return writer, scores, index

@@ -7,7 +7,9 @@ for dense ranks. Nodes are immutable; ``mdss._writer`` makes new ones copy-on-wr
 
 A merge that changes a few entries of a stored entry set may write only a *patch* (the entries it removed and added)
 and name the child ``base+patch`` (:data:`JOIN`): a reader fetches both in the same ``get_many`` and reads the entry set
-the two make (:func:`assemble`), so the patch costs bytes, never a round trip.
+the two make (:func:`assemble`), so the patch costs bytes, never a round trip. A merge that changes a few children of
+a stored manifest below the root may write only a *delta* (the children it took out and put in) and name the child
+``base+delta``; the next such merge adds another, ``base+delta+delta``, up to :data:`MAX_DELTAS` (:func:`chained`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from itertools import accumulate, compress
 from operator import ne
 from typing import Any
 
-from ._codec import LEAF, decode_node, decode_patch, encode_leaf, encode_manifest, encode_patch, weight_of
+from ._codec import (
+    LEAF,
+    decode_delta,
+    decode_node,
+    decode_patch,
+    encode_delta,
+    encode_leaf,
+    encode_manifest,
+    encode_patch,
+    weight_of,
+)
 from ._order import NODE_KEYS, KeyFn, same_value
 from .exceptions import CorruptDataError, MissingNodeError
 
@@ -35,6 +47,15 @@ JOIN = "+"
 #: A patch: the base entry set's id, then the entries removed from it and those added, each ``(members, scores)`` in
 #: key order.
 Patch = tuple[str, tuple[tuple[str, ...], tuple[Any, ...]], tuple[tuple[str, ...], tuple[Any, ...]]]
+
+#: The most deltas a manifest takes on its base before it is written whole (a cold read fetches them all, in the same
+#: ``get_many`` as the base).
+MAX_DELTAS = 8
+
+#: A manifest's deltas: the weight of its base (:func:`weight`) and of its deltas together (:func:`delta_weight`), and
+#: its own last delta, the children it took out (first members, first scores) and the summaries it put in (as columns,
+#: in key order).
+Delta = tuple[int, int, tuple[tuple[str, ...], tuple[Any, ...]], tuple[Any, ...]]
 
 
 def parts(node_id: str) -> list[str]:
@@ -135,11 +156,11 @@ class Leaf:
 
 def cached_weight(node: Node, data: bytes) -> int:
     """What a node counts for in the node cache, whether read or just written: its stored bytes ``data``
-    (``weight_of``), or for a patched entry set (``data`` its patch), the whole entry set's weight (:func:`weight`)
-    and the patch's bytes."""
-    if not isinstance(node, Leaf) or node.patch is None:
+    (``weight_of``), or for a patched entry set or a manifest with deltas (``data`` its last patch or delta), the
+    whole node's weight (:func:`weight`) and those bytes."""
+    if node.patch is None:
         return weight_of(data)
-    return weight(0, node.members) + len(data)
+    return weight(node.height, node.members) + len(data)
 
 
 def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Leaf:
@@ -170,17 +191,69 @@ def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Le
     return Leaf(tuple(keys), tuple(members), tuple(scores), patch)
 
 
+def delta_weight(height: int, gone: Sequence[str], new: Sequence[str]) -> int:
+    """The weight (:func:`weight`) of a delta that takes out the children with first members ``gone`` and puts in those
+    with ``new``: what a writer weighs against its base (``mdss._writer.Writer``)."""
+    return weight(0, gone) + weight(height, new)
+
+
+def chained(base: Manifest, deltas: Sequence[tuple[str, bytes]], keyfn: KeyFn) -> Manifest:
+    """The manifest a stored manifest and its ``deltas`` (``(key, stored bytes)``, in order) make. A delta for another
+    height, or that takes out a child the manifest lacks or puts in one it holds, is damage: :class:`CorruptDataError`.
+    """
+    nothing = (None,) * len(base.ids)
+    columns = base.firsts, base.ids, base.counts, base.members, base.scores, base.distincts, base.lasts
+    rows = list(zip(*columns[:5], columns[5] or nothing, columns[6] or nothing))
+    firsts = list(base.firsts)
+    dense, chain, patch = base.distincts is not None, 0, None
+    for key, data in deltas:
+        height, gone_members, gone_scores, *added = decode_delta(key, data)
+        if height != base.height:
+            raise CorruptDataError(f"stored manifest delta is for height {height}, its base is {base.height}", key)
+        dense = dense or added[4] is not None
+        try:
+            for member, score in zip(gone_members, gone_scores):
+                k = keyfn(member, score)
+                i = bisect_left(firsts, k)
+                if i == len(firsts) or firsts[i] != k or rows[i][3] != member or not same_value(rows[i][4], score):
+                    raise CorruptDataError(f"stored manifest delta takes out {member!r}, which it does not hold", key)
+                del firsts[i], rows[i]
+            nothing = (None,) * len(added[0])
+            for row in zip(*added[:4], added[4] or nothing, added[5] or nothing):
+                k = keyfn(row[2], row[3])
+                i = bisect_left(firsts, k)
+                if i < len(firsts) and firsts[i] == k:
+                    raise CorruptDataError(f"stored manifest delta puts in {row[2]!r}, which it holds already", key)
+                firsts.insert(i, k)
+                rows.insert(i, (k, *row))
+        except TypeError as exc:
+            raise CorruptDataError(f"stored manifest delta holds a value of the wrong type: {exc}", key) from None
+        if len(rows) < 2:
+            raise CorruptDataError("stored manifest delta leaves its manifest under two children", key)
+        chain += delta_weight(height, gone_members, added[2])
+        patch = (weight(base.height, base.members), chain, (gone_members, gone_scores), tuple(added))
+    keys, ids, counts, members, scores, distincts, lasts = zip(*rows)
+    if not dense:
+        distincts = lasts = None  # type: ignore[assignment]
+    return Manifest(base.height, ids, counts, members, scores, keys, distincts, lasts, patch)
+
+
 def assemble(node_id: str, keys: Sequence[str], datas: Sequence[bytes | None], keyfn: KeyFn) -> tuple[Node, int]:
-    """The node a child id names, from its stored values (``keys``, ``datas``: one node, or an entry set and its
-    patch), and its weight in the node cache (:func:`cached_weight`)."""
+    """The node a child id names, from its stored values (``keys``, ``datas``: one node, an entry set and its patch, or
+    a manifest and its deltas in order), and its weight in the node cache (:func:`cached_weight`)."""
     for key, data in zip(keys, datas):
         if data is None:
             raise MissingNodeError("a node the head names is missing", key)
     node = decode(keys[0], datas[0], keyfn)  # type: ignore[arg-type]
     if len(keys) == 1:
         return node, weight_of(datas[0])  # type: ignore[arg-type]
-    if len(keys) != 2 or not isinstance(node, Leaf):
-        raise CorruptDataError(f"a manifest names {node_id!r}, which is no patched entry set", keys[0])
+    if isinstance(node, Manifest):
+        if len(keys) > MAX_DELTAS + 1:
+            raise CorruptDataError(f"a manifest names {node_id!r}, which has over {MAX_DELTAS} deltas", keys[0])
+        node = chained(node, list(zip(keys[1:], datas[1:])), keyfn)  # type: ignore[arg-type]
+        return node, cached_weight(node, datas[-1])  # type: ignore[arg-type]
+    if len(keys) != 2:
+        raise CorruptDataError(f"a manifest names {node_id!r}, an entry set with more than one patch", keys[0])
     leaf = patched(node, parts(node_id)[0], keys[1], datas[1], keyfn)  # type: ignore[arg-type]
     return leaf, cached_weight(leaf, datas[1])  # type: ignore[arg-type]
 
@@ -189,9 +262,22 @@ class Manifest:
     """A manifest: its children's ids, counts and first keys (tuples); ``starts`` are prefix sums of counts. In the
     score tree also each child's distinct scores and last score (``distincts``, ``lasts``; ``None`` for a child
     summarized before format 3, and both ``None`` in the member index and in manifests of format 1 or 2).
-    :meth:`dense_starts` are the distinct scores before each child."""
+    :meth:`dense_starts` are the distinct scores before each child. ``patch``: for a manifest with deltas, their
+    :data:`Delta`."""
 
-    __slots__ = ("height", "ids", "counts", "members", "scores", "firsts", "starts", "distincts", "lasts", "_dense")
+    __slots__ = (
+        "height",
+        "ids",
+        "counts",
+        "members",
+        "scores",
+        "firsts",
+        "starts",
+        "distincts",
+        "lasts",
+        "patch",
+        "_dense",
+    )
 
     def __init__(
         self,
@@ -203,9 +289,10 @@ class Manifest:
         firsts: Sequence[Any],
         distincts: Sequence[int | None] | None = None,
         lasts: Sequence[Any] | None = None,
+        patch: Delta | None = None,
     ) -> None:
         self.height, self.ids, self.counts, self.members, self.scores = height, ids, counts, members, scores
-        self.firsts = firsts
+        self.firsts, self.patch = firsts, patch
         self.starts = (0, *accumulate(counts))
         self.distincts, self.lasts = distincts, lasts
         self._dense: Any = None
@@ -281,6 +368,9 @@ class Manifest:
             lo = end
 
     def encode(self) -> bytes:
+        """What a commit stores for it: the manifest, or for one with deltas only its last delta."""
+        if self.patch is not None:
+            return encode_delta(self.height, self.patch[2], self.patch[3])
         fields = self.height, self.ids, self.counts, self.members, self.scores
         return encode_manifest(*fields, self.distincts, self.lasts)
 

@@ -108,7 +108,8 @@ class Source:
 
 
 def read_parts(store: Store, keyspace: Keyspace, ids: Sequence[str]) -> tuple[list[list[str]], Iterator[bytes | None]]:
-    """The store keys behind each child id (a patched entry set has two), and their values, read in one ``get_many``."""
+    """The store keys behind each child id (a patched entry set has two, a manifest one more per delta), and their
+    values, read in one ``get_many``."""
     keys = [[keyspace.node(part) for part in parts(node_id)] for node_id in ids]
     return keys, iter(store.get_many([key for some in keys for key in some]))
 
@@ -443,7 +444,7 @@ class Tree:
         for height in range(self.height, 0, -1):
             nodes = self._load_many(level, height)
             level = [child for node_id in level for child in nodes[node_id].ids]
-            found.update(level if height > 1 else (part for child in level for part in parts(child)))
+            found.update(part for child in level for part in parts(child))
         return found
 
     def walk(self) -> Iterable[tuple[int, list[str], Node]]:

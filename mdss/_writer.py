@@ -23,7 +23,7 @@ from typing import Any
 
 from ._codec import encode_leaf, encode_manifest, weight_of
 from ._keys import Keyspace
-from ._nodes import JOIN, parts, stored_id
+from ._nodes import JOIN, MAX_DELTAS, delta_weight, parts, stored_id
 from ._order import MAX_DATA_BYTES, MAX_MEMBER_BYTES, member_key, same_value, score_of
 from ._parse import HEX
 from ._tree import Leaf, Manifest, Node, Summary, Tree, fill, full, weight, weights
@@ -31,6 +31,9 @@ from .exceptions import InvalidArgumentError
 
 #: Full entry sets a commit with ``flush`` holds before it hands them over (see :class:`Writer`).
 FLUSH_LEAVES = 256
+
+#: A manifest's delta weighs at most this fraction's inverse of the manifest (mdss._nodes.delta_weight): a quarter.
+DELTA_SHARE = 4
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -73,6 +76,13 @@ class Writer:
     that grows by ``r`` entries a merge costs ``patch_most / r`` patch writes of half of ``patch_most`` entries on
     average, against one entry set per ``patch_most`` entries: the two balance near that square root.
 
+    With ``deltas`` as well (the most a store holds: :func:`deltas_fit`), a stored manifest below the root that keeps
+    its fill is written as a delta on it, the children it lost and gained, while this delta weighs at most a quarter
+    (:data:`DELTA_SHARE`) of the manifest and all its deltas together no more than the manifest
+    (``mdss._nodes.chained``): where a merge changes a tenth of a manifest's children (a log much shorter than the
+    tree's entry sets, past 10^8 members), a manifest is then written whole about once in six merges, not in every
+    one. Where a merge changes most children, as up to 10^8, nothing changes.
+
     With ``flush``, an :meth:`apply` whose ops fall in more than ``4 * FLUSH_LEAVES`` entry sets reads them a manifest
     at a time and hands full new ones to it (id -> bytes) once ``FLUSH_LEAVES`` of them wait, so that a merge touching
     every entry set of a huge tree holds a few hundred of them, not all (4 GB at 10^7 members):
@@ -81,9 +91,14 @@ class Writer:
     """
 
     def __init__(
-        self, chunk: int, epoch: int, flush: Callable[[dict[str, bytes]], None] | None = None, patches: bool = False
+        self,
+        chunk: int,
+        epoch: int,
+        flush: Callable[[dict[str, bytes]], None] | None = None,
+        patches: bool = False,
+        deltas: int = 0,
     ) -> None:
-        self.chunk, self.epoch, self.flush, self.patches = chunk, epoch, flush, patches
+        self.chunk, self.epoch, self.flush, self.patches, self.deltas = chunk, epoch, flush, patches, deltas
         self.flushed = [0, 0]
         self.bounded = False  # whether this apply reads and flushes entry sets a manifest at a time
         self.leaf_fill, self.manifest_fill = fill(chunk, 0), fill(chunk, 1)
@@ -104,9 +119,9 @@ class Writer:
         self.patching = self.patches and tree.height > 0 and tree.node_bytes is None
 
     def garbage(self) -> list[str]:
-        """The stored nodes this commit makes unreachable: every part of what it replaced (an entry set and its patch),
-        but for the entry sets its new patches still build on."""
-        live = {parts(i)[0] for i in self.new if JOIN in i} | self._flushed_bases
+        """The stored nodes this commit makes unreachable: every part of what it replaced (an entry set and its patch,
+        a manifest and its deltas), but for the parts its new patches and deltas still build on."""
+        live = {p for i in self.new if JOIN in i for p in parts(i)[:-1]} | self._flushed_bases
         return [p for p in dict.fromkeys(p for i in self.replaced for p in parts(i)) if p not in live]
 
     # -- node bookkeeping -------------------------------------------------
@@ -246,9 +261,12 @@ class Writer:
             self._take(root[0], height)
             root = node.summaries()[0]
             height -= 1
-        if height == 0 and JOIN in root[0]:  # the head names a root entry set: whole, never patched
-            node = self._take(root[0], 0)
-            root = self._emit_leaves(node.keys, node.members, node.scores)[0]
+        if JOIN in root[0]:  # the head names a root: whole, never patched nor with deltas
+            node = self._take(root[0], height)
+            if height == 0:
+                root = self._emit_leaves(node.keys, node.members, node.scores)[0]
+            else:
+                root = self._emit_manifests(node.summaries(), height)[0]
         return root[0], height, root[1]
 
     def _grow(self, summaries: list[Summary], height: int) -> tuple[Summary | None, int]:
@@ -281,7 +299,40 @@ class Writer:
         if bounded:
             self._flush_full()
             self.tree.source.unpin_leaves()
+        if self.deltas and not fresh and height < self.tree.height and self.node_bytes is None:
+            chained = self._emit_delta(node_id, node, out)
+            if chained is not None:
+                return [chained]
         return self._emit_manifests(out, height)
+
+    def _emit_delta(self, node_id: str, node: Manifest, children: list[Summary]) -> Summary | None:
+        """The stored manifest ``node_id`` with ``children`` instead, as a delta on it, if it keeps its fill and the
+        delta is small enough (see the class); else ``None``."""
+        least, most = self.manifest_fill
+        if not least <= len(children) <= most or len(parts(node_id)) > min(self.deltas, MAX_DELTAS):
+            return None
+        kept = {child[0] for child in children}
+        had = set(node.ids)
+        gone = [child for child in node.summaries() if child[0] not in kept]
+        new = [child for child in children if child[0] not in had]
+        if not gone and not new:
+            return None
+        size = delta_weight(node.height, [c[2] for c in gone], [c[2] for c in new])
+        base_weight, chain = node.patch[:2] if node.patch is not None else (weight(node.height, node.members), 0)
+        if DELTA_SHARE * size > base_weight or chain + size > base_weight:
+            return None
+        columns = tuple(zip(*new)) if new else ((),) * 6
+        added = columns if self.dense else (*columns[:4], None, None)
+        removed = (tuple(c[2] for c in gone), tuple(c[3] for c in gone))
+        ids, counts, members, scores, distincts, lasts = tuple(zip(*children))
+        if not self.dense:
+            distincts = lasts = None  # type: ignore[assignment]
+        keys = tuple(map(self.tree.keyfn, members, scores))
+        delta = (base_weight, chain + size, removed, added)
+        chained = Manifest(node.height, ids, counts, members, scores, keys, distincts, lasts, delta)
+        chained_id = f"{node_id}{JOIN}{new_id(self.epoch)}"
+        self.new[chained_id] = chained
+        return (chained_id, chained.total, members[0], scores[0], *chained.dense())
 
     def _rewrite(self, node_id: str, node: Leaf, fresh: bool, ops: list[tuple[Any, str, Any]]) -> list[Summary]:
         """Apply ops to one entry set: a patch on the stored entry set it builds on when it may (see the class), else
@@ -454,18 +505,31 @@ def _note(
 def patches_fit(chunk_size: int, limit: int | None) -> bool:
     """Whether a store of values of up to ``limit`` bytes holds manifests of patched entry sets (two ids per child):
     else merges write entry sets whole, as before patches, whatever chunk size the set was made with."""
-    return limit is None or largest_node_bytes(chunk_size, patched=True) <= limit
+    return limit is None or largest_node_bytes(chunk_size, ids=2) <= limit
 
 
 @functools.lru_cache(maxsize=16)
-def largest_node_bytes(chunk_size: int, patched: bool = False) -> int:
+def deltas_fit(chunk_size: int, limit: int | None) -> int:
+    """The most deltas a manifest may take in a store of values of up to ``limit`` bytes: its parent names it with one
+    id more per delta (none where patched entry sets do not fit either)."""
+    if not patches_fit(chunk_size, limit):
+        return 0
+    most = MAX_DELTAS
+    while limit is not None and most and largest_node_bytes(chunk_size, ids=most + 1) > limit:
+        most -= 1
+    return most
+
+
+@functools.lru_cache(maxsize=16)
+def largest_node_bytes(chunk_size: int, ids: int = 1) -> int:
     """The size of the largest node a set of ``chunk_size`` can store: an entry set or a score tree's manifest full of
-    the longest members, scores, counts and node ids (with ``patched``, two per child), encoded as mdss encodes them."""
+    the longest members, scores, counts and node ids (``ids`` per child: two for a patched entry set, one more per
+    delta of a manifest), encoded as mdss encodes them."""
     member, number, node_id = "m" * MAX_MEMBER_BYTES, -(2**63), new_id(2**64 - 1)
     members, numbers = [member] * chunk_size, [number] * chunk_size
     leaf = encode_leaf(members, numbers, compress=False)  # the largest: what does not compress is stored as it is
-    ids = [f"{node_id}{JOIN}{node_id}" if patched else node_id] * chunk_size  # a patched entry set: two ids
-    manifest = encode_manifest(64, ids, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
+    child = JOIN.join([node_id] * ids)
+    manifest = encode_manifest(64, [child] * chunk_size, numbers, members, numbers, [2**63 - 1] * chunk_size, numbers)
     return max(len(leaf), len(manifest))
 
 

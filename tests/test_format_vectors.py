@@ -1,16 +1,17 @@
 """docs/format.md is enough to read what mdss stores: a reader written from it alone, with msgpack, zlib
-and lz4 and without mdss, decodes the format-2, 3, 4 and 5 test vectors (tests/data/format/v2/ to v5/)
+and lz4 and without mdss, decodes the format-2 to 6 test vectors (tests/data/format/v2/ to v6/)
 and finds in them exactly what mdss answered when it stored them.
 
 For each vector: every key follows the key grammar, every value carries its CRC-32 seal and decodes
 to the fields listed in ``decoded``; for a sorted set, the trees the head names hold every stored
 node, in order, with manifests that agree with their children (in format 3, the score tree's also
 in distinct scores and last scores; in format 5, a child ``base+patch`` is the entry set ``base``
-with the patch applied), and the score tree read left to right is the list of entries with their
+with the patch applied; in format 6, a child ``base+delta+...`` is the manifest ``base`` with each delta applied), and
+the score tree read left to right is the list of entries with their
 ranks, the member index the same pairs by member, and descending it finds each member's score; in
 format 3, the dense rank of every entry found by descending the manifests is the naive one; for a
 top-N set, the entries best first. The reader does not import mdss: only
-``test_mdss_reads_the_format_5_vectors`` does, to check that mdss reads the same entries.
+``test_mdss_reads_the_format_5_and_6_vectors`` does, to check that mdss reads the same entries.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import lz4.block
 import msgpack
 import pytest
 
-VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[2345]/*.json"))
+VECTORS = sorted((pathlib.Path(__file__).parent / "data" / "format").glob("v[2-6]/*.json"))
 NAMESPACE = "mdss"
 #: docs/format.md, "Keys": a set's head, its nodes and garbage notes, a top-N set.
 KEY = re.compile(r"(?P<ns>[^:/{}]+):(?P<name>[^:/{}]+):(?:(?P<head>h)|[ng]:(?P<id>[^:]+)|(?P<topn>t)|(?P<marker>m))")
@@ -103,6 +104,19 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
             assert found[2] == fields["removed_members"] and found[4] == fields["added_members"]
             assert typed(found[3]) == typed([score(s) for s in fields["removed_scores"]])
             assert typed(found[5]) == typed([score(s) for s in fields["added_scores"]])
+        elif expected["kind"] == "delta":  # docs/format.md, "Manifest delta": format 6, kind 7
+            assert vector["format"] >= 6 and found[:3] == [fields["format"], 7, fields["height"]] == [6, 7, found[2]]
+            assert (
+                len(found) == 11
+                and found[3] == fields["removed_members"]
+                and found[5:8] == [fields[f] for f in ("ids", "counts", "first_members")]
+            )
+            assert typed(found[4]) == typed([score(s) for s in fields["removed_scores"]])
+            assert typed(found[8]) == typed([score(s) for s in fields["first_scores"]])
+            assert found[9] == fields["distincts"]
+            assert typed(found[10] or []) == typed(
+                [None if s is None else score(s) for s in fields["last_scores"] or []]
+            )
         elif expected["kind"] == "leaf":
             formats = (2, 4) if vector["format"] >= 4 else (2,)
             assert found[:2] == [fields["format"], 0] and fields["format"] in formats
@@ -116,10 +130,10 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
                 fields[f] for f in ("height", "ids", "counts", "first_members")
             ]
             assert typed(found[6]) == typed([score(s) for s in fields["first_scores"]])
-            if fields["format"] in (3, 5):  # docs/format.md, "Manifest": distinct scores and last score per child
+            if fields["format"] in (3, 5, 6):  # docs/format.md, "Manifest": distinct scores and last score per child
                 assert vector["format"] >= fields["format"] and found[7] == fields["distincts"] and len(found) == 9
-                if fields["last_scores"] is None:  # format 5, member index
-                    assert fields["format"] == 5 and found[7] is None is found[8]
+                if fields["last_scores"] is None:  # formats 5 and 6, member index
+                    assert fields["format"] in (5, 6) and found[7] is None is found[8]
                 else:
                     assert typed(found[8]) == typed([None if s is None else score(s) for s in fields["last_scores"]])
             else:
@@ -191,34 +205,77 @@ def leaf(store: dict[str, bytes], prefix: str, child: str, key: Key) -> tuple[li
     return pairs, {base, patch_id}
 
 
+def manifest(store: dict[str, bytes], prefix: str, child: str, key: Key) -> tuple[list[Any], set[str]]:
+    """A manifest's fields ``[format, 1, height, ids, counts, first members, first scores, distincts, lasts]`` (the
+    last two nil where it has none) and the ids of the stored nodes it is made of.
+
+    docs/format.md, "Manifests with deltas": a child ``base+delta1+delta2`` is the manifest ``base`` with each delta
+    applied in turn: take out each child whose first entry is a removed one (it is there, same member, first score of
+    the same value and type), then put in each of the delta's children in key order (none has that key already).
+    """
+    base, *deltas = child.split(JOIN)
+    node = unseal(store[prefix + "n:" + base])[0]
+    assert node[1] == 1, "a delta is never read alone"
+    node += [None] * (9 - len(node))
+    rows = [list(r) for r in zip(*node[3:7], node[7] or [None] * len(node[3]), node[8] or [None] * len(node[3]))]
+    for delta_id in deltas:
+        delta, _ = unseal(store[prefix + "n:" + delta_id])
+        version, kind, height, removed_members, removed_scores, *added = delta
+        assert (version, kind, height) == (6, 7, node[2]) and len(removed_members) == len(removed_scores)
+        assert len(deltas) <= 8 and removed_members + added[0], "one to eight deltas, each with a change"
+        for members, scores in ((removed_members, removed_scores), (added[2], added[3])):
+            keys = [key(m, x) for m, x in zip(members, scores)]
+            assert all(a < b for a, b in zip(keys, keys[1:])), "each array of a delta is in the tree's key order"
+        for member, x in zip(removed_members, removed_scores):
+            [i] = [i for i, r in enumerate(rows) if r[2] == member and r[3] == x and type(r[3]) is type(x)]
+            del rows[i]
+        nothing = [None] * len(added[0])
+        for row in zip(*added[:4], added[4] or nothing, added[5] or nothing):
+            keys = [key(r[2], r[3]) for r in rows]
+            i = bisect_left(keys, key(row[2], row[3]))
+            assert i == len(keys) or keys[i] != key(row[2], row[3]), "a child put in is not in the manifest already"
+            rows.insert(i, list(row))
+    columns = [list(c) for c in zip(*rows)]
+    dense = node[7] is not None or any(c is not None for c in columns[4])
+    return [*node[:3], *columns[:4], *(columns[4:] if dense else [None, None])], {base, *deltas}
+
+
 def walk(
-    store: dict[str, bytes], prefix: str, root: str | None, height: int, order: str | None
+    store: dict[str, bytes], prefix: str, root: str | None, height: int, order: str | None, chunk: int | None = None
 ) -> tuple[list[list[Any]], set[str]]:
     """Every leaf's ``[member, score]`` pairs under ``root``, left to right, and the keys visited, in the score tree
-    of a set of ``order``, or the member index (``None``).
+    of a set of ``order``, or the member index (``None``); with ``chunk``, each patched leaf and manifest with deltas
+    checked for its size, as any node (docs/format.md, "Reading a tree").
 
     Checks what docs/format.md promises of a tree: heights count down to 0 at the leaves, a
     manifest's count of a child is the child's number of entries and its first entry the child's
     first; a format-3 manifest's distinct scores and last score of a child are the child's; only a
-    format-5 manifest of height 1 names patched leaves, and in the member index it has no distincts.
+    format-5 manifest of height 1 names patched leaves, only a format-6 one of height 2 or more manifests with
+    deltas, and in the member index neither has distincts.
     """
     if root is None:
         assert height == 0
         return [], set()
     if height == 0:
         return leaf(store, prefix, root, tree_key(order))
-    node, _ = unseal(store[prefix + "n:" + root])
+    node, seen = manifest(store, prefix, root, tree_key(order))
     version, kind, node_height, ids, counts, first_members, first_scores, *dense = node
     assert (kind, node_height) == (1, height) and len(ids) == len(counts) == len(first_members) == len(first_scores)
-    assert (version, len(dense)) in ((2, 0), (3, 2), (5, 2))
-    assert (version == 5) == any(JOIN in i for i in ids) and (version != 5 or height == 1)
-    if version == 5 and order is None:
+    assert version in (2, 3, 5, 6) and len(ids) >= 2
+    if order is None:
         assert dense == [None, None]
     distincts, lasts = dense if dense and dense[0] is not None else ([None] * len(ids), [None] * len(ids))
     pairs: list[list[Any]] = []
-    seen = {root}
     for child, count, member, s, d, last in zip(ids, counts, first_members, first_scores, distincts, lasts):
-        below, visited = walk(store, prefix, child, height - 1, order)
+        below, visited = walk(store, prefix, child, height - 1, order, chunk)
+        if chunk is not None and JOIN in child and height == 1:
+            assert max(chunk // 2, 1) <= len(below) <= chunk
+        if chunk is not None and JOIN in child and height > 1:
+            assert (
+                max(max(chunk, 3) // 2, 2)
+                <= len(manifest(store, prefix, child, tree_key(order))[0][3])
+                <= max(chunk, 3)
+            )
         assert len(below) == count and below[0] == [member, s]
         assert type(below[0][1]) is type(s)
         if d is not None:
@@ -237,7 +294,7 @@ def dense_rank(store: dict[str, bytes], prefix: str, head: dict[str, Any], s: An
     root, height, _ = head["score"]
     total, last = 0, None  # distinct scores before the current node, and the score of the entry just before it
     while height:
-        node, _ = unseal(store[prefix + "n:" + root])
+        node, _ = manifest(store, prefix, root, tree_key(order))
         first_scores, distincts, lasts = node[6], node[7], node[8]
         i = 0  # the last child whose first score is strictly better than s: s's group starts in or after it
         while i + 1 < len(first_scores) and better(first_scores[i + 1], s):
@@ -262,7 +319,7 @@ def member_score(store: dict[str, bytes], prefix: str, head: dict[str, Any], mem
         return None
     wanted = member.encode("utf-8")
     while height:
-        node, _ = unseal(store[prefix + "n:" + root])
+        node, _ = manifest(store, prefix, root, tree_key(None))
         firsts = [m.encode("utf-8") for m in node[5]]
         root, height = node[3][max(bisect_right(firsts, wanted) - 1, 0)], height - 1
     found = [x for m, x in leaf(store, prefix, root, tree_key(None))[0] if m == member]
@@ -286,8 +343,9 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     assert len(head["recent"]) <= min(head["gen"], 16) and head["epoch"] >= 1
     order = head["order"]
 
-    by_score, score_nodes = walk(store, prefix, head["score"][0], head["score"][1], order)
-    by_member, member_nodes = walk(store, prefix, head["member"][0], head["member"][1], None)
+    chunk = head["chunk"]
+    by_score, score_nodes = walk(store, prefix, head["score"][0], head["score"][1], order, chunk)
+    by_member, member_nodes = walk(store, prefix, head["member"][0], head["member"][1], None, chunk)
     assert head["score"][2] == head["member"][2] == len(by_score) == len(by_member) == vector["len"]
     keys = [sort_key(order, m, s) for m, s in by_score]
     assert all(a < b for a, b in zip(keys, keys[1:])), "the score tree is strictly in set order"
@@ -305,21 +363,20 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     assert score_nodes | member_nodes == node_keys, "every stored node is in a tree, and every named node stored"
     for node_id in node_keys:
         assert 1 <= int(NODE_ID.fullmatch(node_id)["epoch"], 16) <= head["epoch"]  # type: ignore[index]
-    chunk = head["chunk"]
     for node_id in node_keys:
         node, _ = unseal(store[prefix + "n:" + node_id])
-        if node[1] == 6:  # a patch (format 5): its leaf's size is checked below
+        if node[1] == 6:  # a patch (format 5): walk() checks its leaf's size
             assert vector["format"] >= 5 and node[0] == 5
+            continue
+        if node[1] == 7:  # a delta (format 6): walk() checks its manifest's size
+            assert vector["format"] >= 6 and node[0] == 6
             continue
         if node[1] == 0 and node[0] == 4:  # compressed entry sets since format 4
             assert vector["format"] >= 4
             node = entry_set(node)
         assert len(node[2 if node[1] == 0 else 3]) <= chunk
-        if node[1] == 1 and any(JOIN in i for i in node[3]):  # docs/format.md, "Patched leaves"
-            assert vector["format"] >= 5 and node[0] == 5
-            for child in (i for i in node[3] if JOIN in i):
-                key = tree_key(order if node_id in score_nodes else None)
-                assert max(chunk // 2, 1) <= len(leaf(store, prefix, child, key)[0]) <= chunk
+        if node[1] == 1 and any(JOIN in i for i in node[3]):  # "Patched leaves", "Manifests with deltas"
+            assert vector["format"] >= node[0] == (5 if node[2] == 1 else 6)
         else:
             assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] >= 3 else 2)
     if vector["format"] >= 3:
@@ -336,8 +393,28 @@ def patched_children(vector: dict[str, Any]) -> tuple[int, int]:
     for tree in ("score", "member"):
         nodes = walk(store, prefix, head[tree][0], head[tree][1], head["order"] if tree == "score" else None)[1]
         manifests = (unseal(store[prefix + "n:" + i])[0] for i in nodes)
-        counts.append(sum(JOIN in i for node in manifests if node[1] == 1 for i in node[3]))
+        counts.append(sum(JOIN in i for node in manifests if node[1] == 1 and node[2] == 1 for i in node[3]))
     return counts[0], counts[1]
+
+
+def chained_children(vector: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """The number of deltas of each child ``base+delta+...`` the manifests of a vector's score tree and of its member
+    index name, as stored (a base may name a chain that a later delta replaced)."""
+    store = {key: base64.b64decode(value) for key, value in vector["store"].items()}
+    prefix, head = head_of(store)
+    chains: tuple[list[int], list[int]] = ([], [])
+    for found, tree in zip(chains, ("score", "member")):
+        nodes = walk(store, prefix, head[tree][0], head[tree][1], head["order"] if tree == "score" else None)[1]
+        manifests = (unseal(store[prefix + "n:" + i])[0] for i in nodes)
+        found += [i.count(JOIN) for node in manifests if node[1] == 1 and node[2] > 1 for i in node[3] if JOIN in i]
+    return chains
+
+
+def test_the_format_6_vectors_chain_manifests_in_both_trees() -> None:
+    vectors = [load(p)[0] for p in SORTED_SETS if p.parent.name == "v6"]
+    chains = {v["name"]: chained_children(v) for v in vectors}
+    assert all(len(c) >= 3 and max(c) >= 2 for c in chains["chained"])
+    assert {v["order"] for v in vectors if any(chains[v["name"]])} == {"asc", "desc"}
 
 
 def test_the_format_5_vectors_patch_entry_sets_in_both_trees() -> None:
@@ -349,8 +426,8 @@ def test_the_format_5_vectors_patch_entry_sets_in_both_trees() -> None:
     assert patches == sum(map(sum, patched.values())), "each patch is named once"
 
 
-@pytest.mark.parametrize("path", [p for p in SORTED_SETS if p.parent.name == "v5"], ids=name)
-def test_mdss_reads_the_format_5_vectors(path: pathlib.Path) -> None:
+@pytest.mark.parametrize("path", [p for p in SORTED_SETS if p.parent.name in ("v5", "v6")], ids=name)
+def test_mdss_reads_the_format_5_and_6_vectors(path: pathlib.Path) -> None:
     """The same entries, read by mdss from a store holding the vector's values: the reader above agrees with it."""
     import mdss  # only here: the tests above read the vectors without it
 

@@ -29,6 +29,7 @@ from test_log_faults import Clock, _MergeTime
 import mdss
 from mdss import _log
 from mdss._codec import decode_log_page, describe, encode_leaf, encode_log_page
+from mdss._nodes import MAX_DELTAS
 from mdss._tail import TAIL_BYTES
 from mdss._writer import largest_node_bytes, new_id
 from mdss.stores.dynamodb import DynamoDBStore
@@ -92,8 +93,9 @@ def assert_bounded(store: Limited, chunk: int) -> None:
         if kind in BOUNDS:
             assert size <= BOUNDS[kind], (kind, size)
         else:
-            assert kind.startswith(("an entry set", "a tree manifest", "a patch of an entry set")), kind
-            assert size <= largest_node_bytes(chunk, patched=True), (kind, size)  # a patch: at most an entry set
+            assert kind.startswith(("an entry set", "a tree manifest", "a patch of an entry set", "a delta")), kind
+            # a patch is at most an entry set, a delta a manifest; a parent names a manifest with deltas by all its ids
+            assert size <= largest_node_bytes(chunk, ids=MAX_DELTAS + 1), (kind, size)
     assert store.longest_manifest <= _log.PAGE_SEGS
 
 

@@ -19,7 +19,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from test_sortedset_stateful import SortedSetMachine
 
 import mdss
-from mdss import _retry, _writer
+from mdss import _merge, _retry, _writer
 from mdss._codec import describe, encode_manifest, encode_patch, pack, seal
 from mdss._nodes import JOIN
 
@@ -118,11 +118,11 @@ def test_sorted_set_matches_model_with_long_patches(monkeypatch) -> None:
     )
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before", "lost-reply"])
-def test_a_merge_that_patches_dies_at_every_store_call(store_factory, store, after, monkeypatch) -> None:
-    """The merging process dies at each store call of a merge that writes patches in turn (no call after it, not
-    even to clean up): the set reads as before, check() holds, and a sweep leaves exactly the named nodes. On the
-    networked stores by default the first, the last and a stride of the calls, every call under MDSS_DEEP."""
+def merge_dies_at_every_call(store_factory, store, after: bool, monkeypatch, members: int, writes: int, salt: str):
+    """The merging process dies at each store call of a merge in turn (no call after it, not even to clean up), on sets
+    of ``members`` in entry sets of 8 that took a merge of ``writes`` updates and now merge ``writes`` more: the set
+    reads as before, check() holds, and a sweep leaves exactly the named nodes. On the networked stores by default the
+    first, the last and a stride of the calls, every call under MDSS_DEEP. The number of calls of a whole merge."""
     monkeypatch.setattr(_retry, "STORE_CALLS", _retry.Backoff(budget=0.0, base=0.0, max_attempts=1))
     skew = [0.0]
     monkeypatch.setattr(_writer, "clock", lambda: time.time() + skew[0])
@@ -130,13 +130,12 @@ def test_a_merge_that_patches_dies_at_every_store_call(store_factory, store, aft
     def crash_at(k: int) -> tuple[bool, int]:
         name = f"s{k}"
         rng = random.Random(k)
-        pairs = {f"m{i:04d}": i % 17 for i in range(120)}
+        pairs = {f"m{i:04d}": i % 17 for i in range(members)}
         mdss.SortedSet.load(store, name, pairs, chunk_size=8)
         writer = mdss.SortedSet(store, name, log_limit=10**6, gc_grace=0)
-        writer.add_many([(f"m{rng.randrange(120):04d}", 100 + i) for i in range(8)])
-        writer.merge()  # patches exist before the one that dies
-        changes = [(f"m{rng.randrange(130):04d}", 200 + i) for i in range(8)]
-        writer.add_many(changes)
+        writer.add_many([(f"m{rng.randrange(members):04d}", 100 + i) for i in range(writes)])
+        writer.merge()  # patches and deltas exist before the merge that dies
+        writer.add_many([(f"m{rng.randrange(members + members // 10):04d}", 200 + i) for i in range(writes)])
         expected = _entries(writer)
         dying = FaultyStore(store, dies=True, after=after)
         merger = mdss.SortedSet(dying, name, log_limit=10**6, gc_grace=0)
@@ -158,13 +157,20 @@ def test_a_merge_that_patches_dies_at_every_store_call(store_factory, store, aft
         return crashed, dying.count
 
     visited: set[int] = set()
-    for k in call_points(store_factory.kind, f"patch-merge-{after}"):
+    for k in call_points(store_factory.kind, f"{salt}-{after}"):
         crashed, calls = crash_at(k)
         visited.add(k)
         if not crashed and calls < k:
             if calls not in visited:
                 crash_at(calls)
             break
+    return calls
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "lost-reply"])
+def test_a_merge_that_patches_dies_at_every_store_call(store_factory, store, after, monkeypatch) -> None:
+    """:func:`merge_dies_at_every_call`, for a merge that writes patches."""
+    calls = merge_dies_at_every_call(store_factory, store, after, monkeypatch, 120, 8, "patch-merge")
     assert _kinds(store, "s1")[PATCH] > 0 and calls > 4
 
 
@@ -188,7 +194,8 @@ def _stored(store: mdss.Store) -> tuple[str, str, str]:
     "damage",
     ["missing patch", "flipped byte", "removes what the base lacks", "adds what the base holds", "base a manifest"],
 )
-def test_damaged_patches_are_refused(damage) -> None:
+def test_damaged_patches_are_refused(damage, monkeypatch) -> None:
+    monkeypatch.setattr(_merge, "deltas_fit", lambda chunk, limit: 0)  # every manifest whole: the one found is live
     store = mdss.open_store("memory://")
     manifest, child, prefix = _stored(store)
     base, patch = child.split(JOIN)

@@ -12,12 +12,13 @@ Format 1 was made at commit eb688bf (the last commit before format 2):
     PYTHONPATH=/tmp/mdss-v1 python tests/data/format/make_fixtures.py
     git worktree remove /tmp/mdss-v1
 
-Formats 2, 3 and 4 were made by the commits that introduced them (``v2/``,
-``v3/`` and ``v4/`` hold them as test vectors, with every value decoded; see
+Formats 2 to 6 were made by the commits that introduced them (``v2/`` to
+``v6/`` hold them as test vectors, with every value decoded; see
 docs/format.md). Format 3 changed only score tree manifests (distinct counts
 and last scores, for dense ranks); format 4 only entry sets (lz4-compressed
 when that saves bytes), and added the ``compressed`` fixture, whose entry sets
-are large enough to be.
+are large enough to be; format 5 added patches of entry sets, format 6 deltas
+of manifests (each version's ``make_vectors.py`` adds sets that hold them).
 
 The script writes ``v<FORMAT>`` for the newest format of the ``mdss`` it
 imports and refuses to overwrite a directory that exists.
@@ -37,8 +38,11 @@ import mdss
 from mdss import _codec
 
 #: The newest format the imported mdss writes: format 3 (``_codec.DENSE``) changed only score tree manifests, format 4
-#: (``_codec.ZIPPED``) only entry sets (compressed).
-FORMAT = getattr(_codec, "PATCHED", getattr(_codec, "ZIPPED", getattr(_codec, "DENSE", _codec.FORMAT)))
+#: (``_codec.ZIPPED``) only entry sets (compressed), format 5 (``_codec.PATCHED``) added patches of entry sets and
+#: format 6 (``_codec.CHAINED``) deltas of manifests.
+FORMAT = getattr(
+    _codec, "CHAINED", getattr(_codec, "PATCHED", getattr(_codec, "ZIPPED", getattr(_codec, "DENSE", _codec.FORMAT)))
+)
 
 HERE = pathlib.Path(__file__).resolve().parent
 BIG = 2**63 - 1
