@@ -35,7 +35,7 @@ def _kinds(store: mdss.Store, name: str = "s") -> collections.Counter[str]:
 
 
 def _chained_set(
-    store: mdss.Store, n: int = 1500, updates: int = 400, seed: int = 1, log_limit: int = 4, grace: float = 0
+    store: mdss.Store, n: int = 700, updates: int = 150, seed: int = 1, log_limit: int = 3, grace: float = 0
 ):
     """A set of ``n`` members in entry sets of 8 (three levels of manifests), then ``updates`` single writes merged
     every ``log_limit``: each merge changes a child or two of the few manifests it reaches."""
@@ -137,7 +137,7 @@ def test_a_delta_costs_no_round_trip(store_factory, monkeypatch) -> None:
         written.append(store.stats.bytes_written)
         counted = FaultyStore(store)
         reader = mdss.SortedSet(counted, "s", cache_bytes=0)
-        for member in sorted(model)[::37]:
+        for member in sorted(model)[::23]:
             reader.rank(member)
         calls.append((counted.count, _kinds(store)[DELTA] > 0))
     assert calls[0] == (calls[1][0], True) and not calls[1][1]
@@ -159,7 +159,7 @@ def test_sorted_set_matches_model_with_long_chains(monkeypatch) -> None:
 @pytest.mark.parametrize("after", [False, True], ids=["before", "lost-reply"])
 def test_a_merge_that_writes_deltas_dies_at_every_store_call(store_factory, store, after, monkeypatch) -> None:
     """``test_patches.merge_dies_at_every_call``, for a merge that writes deltas (and patches)."""
-    calls = merge_dies_at_every_call(store_factory, store, after, monkeypatch, 600, 3, "delta-merge")
+    calls = merge_dies_at_every_call(store_factory, store, after, monkeypatch, 300, 3, "delta-merge")
     assert _kinds(store, "s1")[DELTA] > 0 and calls > 4
 
 
