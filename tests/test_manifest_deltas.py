@@ -3,7 +3,8 @@ delta that the parent names after its base (``base+delta``, then ``base+delta+de
 much as the manifest or number ``MAX_DELTAS``.
 
 Chunks are tiny here and logs shorter than the trees, so that merges change one or two children of a manifest of
-eight: chains grow, give way to whole manifests, and meet splits and merges of their neighbours.
+eight: chains grow, give way to whole manifests, and meet splits and merges of their neighbours. The stateful model
+test (test_sortedset_stateful.py) runs on every store with deltas allowed up to a whole manifest's weight.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ import random
 
 import pytest
 from faulty import FaultyStore
-from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
 from test_patches import merge_dies_at_every_call
-from test_sortedset_stateful import SortedSetMachine
 
 import mdss
 from mdss import _head, _merge, _writer
@@ -142,18 +140,6 @@ def test_a_delta_costs_no_round_trip(store_factory, monkeypatch) -> None:
         calls.append((counted.count, _kinds(store)[DELTA] > 0))
     assert calls[0] == (calls[1][0], True) and not calls[1][1]
     assert written[0] < written[1]
-
-
-def test_sorted_set_matches_model_with_long_chains(monkeypatch) -> None:
-    """The stateful model test where any delta may be written (up to the whole manifest's weight): chains as long as
-    they may get, on manifests of 2 to 8 children."""
-    monkeypatch.setattr(_writer, "DELTA_SHARE", 1)
-    SortedSetMachine.factory = staticmethod(lambda: mdss.open_store("memory://"))
-    SortedSetMachine.shards = 1
-    profile = settings()
-    run_state_machine_as_test(
-        SortedSetMachine, settings=settings(profile, max_examples=max(profile.max_examples // 2, 10))
-    )
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before", "lost-reply"])
