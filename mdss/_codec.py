@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from operator import eq, le
 from typing import Any
 
 import attrs
@@ -176,7 +177,7 @@ def encode_manifest(
 def _scores_ok(scores: tuple[Any, ...]) -> bool:
     """Ints or floats, never NaN (only a float can be: int-only scores skip that scan)."""
     types = set(map(type, scores))
-    return types <= _NUMBERS and (float not in types or all(s == s for s in scores))
+    return types <= _NUMBERS and (float not in types or all(map(eq, scores, scores)))
 
 
 def _values_ok(values: tuple[Any, ...]) -> bool:
@@ -242,16 +243,16 @@ def decode_node(key: str, data: bytes) -> tuple[Any, ...]:
 
 
 def _dense_ok(counts: tuple[Any, ...], distincts: Any, lasts: Any) -> bool:
-    """Whether a score-tree manifest's distinct scores and last scores per child are well typed."""
-    return (
-        type(distincts) is tuple
-        and type(lasts) is tuple
-        and len(distincts) == len(lasts) == len(counts)
-        and all(
-            (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _NUMBERS)
-            for d, n, last in zip(distincts, counts, lasts)
-        )
-        and all(last == last for last in lasts)
+    """Whether a score-tree manifest's distinct scores and last scores per child are well typed: each child's from 1 to
+    its count and a number (never NaN), or both nil. At C speed where none is nil, as in every manifest written since
+    format 3."""
+    if type(distincts) is not tuple or type(lasts) is not tuple or not len(distincts) == len(lasts) == len(counts):
+        return False
+    if set(map(type, distincts)) <= {int} and min(distincts, default=1) >= 1 and all(map(le, distincts, counts)):
+        return _scores_ok(lasts)
+    return all(
+        (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _NUMBERS and last == last)
+        for d, n, last in zip(distincts, counts, lasts)
     )
 
 
