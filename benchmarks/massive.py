@@ -10,7 +10,8 @@ For each N, in fresh processes (so that peak memory and a cold cache are each on
    and the process' peak resident memory (``ru_maxrss``), which includes the interpreter and the generator.
 2. **reads**: rank, a page of 25 at a random offset, and 25 around a member, each over 500 random members; cold is
    each call's first run in a process that has read nothing yet, warm the same calls again. p50 in µs, and round
-   trips per call.
+   trips per call. The reads start once the load's writes are on disk (``os.sync``, timed apart): while the OS
+   still writes back a 10^8 load's gigabytes, a read waits on that, not on mdss.
 3. **updates**: first the set is *aged*: batches of 1,000 random updates (``add_many``, into the log like single
    ones) until it merged about as often as it takes its entry sets' patches to reach their steady sizes (each entry
    set takes ``patch_most`` changes before it is rewritten whole, at about ``log limit / entry sets`` changes per
@@ -170,6 +171,9 @@ def measure(n: int, directory: str, updates: int, age_most: int) -> dict[str, An
         row: dict[str, Any] = {"members": n, **_in_child(_load, path, n)}
         print(f"{n:,}: load {row['load_per_s']:,.0f}/s, peak {row['peak_rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
         row["bytes_per_member"] = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)) / n
+        synced = time.perf_counter()
+        os.sync()
+        row["sync_s"] = time.perf_counter() - synced
         row["reads"] = _in_child(_reads, path, n)
         if updates:
             row["updates"] = _in_child(_updates, path, n, updates, age_most)
