@@ -12,13 +12,15 @@ Format 1 was made at commit eb688bf (the last commit before format 2):
     PYTHONPATH=/tmp/mdss-v1 python tests/data/format/make_fixtures.py
     git worktree remove /tmp/mdss-v1
 
-Formats 2 to 6 were made by the commits that introduced them (``v2/`` to
-``v6/`` hold them as test vectors, with every value decoded; see
+Formats 2 to 5 were made by the commits that introduced them (``v2/`` to
+``v5/`` hold them as test vectors, with every value decoded; see
 docs/format.md). Format 3 changed only score tree manifests (distinct counts
 and last scores, for dense ranks); format 4 only entry sets (lz4-compressed
 when that saves bytes), and added the ``compressed`` fixture, whose entry sets
-are large enough to be; format 5 added patches of entry sets, format 6 deltas
-of manifests (each version's ``make_vectors.py`` adds sets that hold them).
+are large enough to be; format 5 added patches of entry sets (``v5/make_vectors.py``
+adds sets that hold them). Format 6 added deltas of manifests, which these
+sets are too small to take: ``v6/`` holds only the sets of its
+``make_vectors.py``, which do.
 
 The script writes ``v<FORMAT>`` for the newest format of the ``mdss`` it
 imports and refuses to overwrite a directory that exists.
