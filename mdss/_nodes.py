@@ -206,6 +206,7 @@ def chained(base: Manifest, deltas: Sequence[tuple[str, bytes]], keyfn: KeyFn) -
     at = dict(zip(base.firsts, range(n)))  # a base child's index by key, while it is still in
     added: dict[Any, tuple[Any, ...]] = {}  # the children the deltas put in (and did not take out again), by key
     dense, chain, patch = base.distincts is not None, 0, None
+    base_weight = weight(base.height, base.members)
     for key, data in deltas:
         height, gone_members, gone_scores, *new = decode_delta(key, data)
         if height != base.height:
@@ -233,7 +234,7 @@ def chained(base: Manifest, deltas: Sequence[tuple[str, bytes]], keyfn: KeyFn) -
         if len(at) + len(added) < 2:
             raise CorruptDataError("stored manifest delta leaves its manifest under two children", key)
         chain += delta_weight(height, gone_members, new[2])
-        patch = (weight(base.height, base.members), chain, (gone_members, gone_scores), tuple(new))
+        patch = (base_weight, chain, (gone_members, gone_scores), tuple(new))
     nothing = (None,) * n
     columns = base.firsts, base.ids, base.counts, base.members, base.scores, base.distincts, base.lasts
     rows = list(zip(*columns[:5], columns[5] or nothing, columns[6] or nothing))
