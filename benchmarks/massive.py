@@ -11,7 +11,12 @@ For each N, in fresh processes (so that peak memory and a cold cache are each on
 2. **reads**: rank, a page of 25 at a random offset, and 25 around a member, each over 500 random members; cold is
    each call's first run in a process that has read nothing yet, warm the same calls again. p50 in µs, and round
    trips per call. The reads start once the load's writes are on disk (``os.sync``, timed apart): while the OS
-   still writes back a 10^8 load's gigabytes, a read waits on that, not on mdss.
+   still writes back a 10^8 load's gigabytes, a read waits on that, not on mdss. And they start with the SQLite
+   file in the OS page cache (read through once, timed apart), as a 10^6 file always is: a 10^8 file fresh from
+   its load is only partly there (1.8 of 2.5 GB in one run here), and a rank that reads an entry set from the disk
+   waits about 1 ms for it, which measures the disk and the OS's caching, not mdss. With ``--os-cold`` the reads
+   are measured a second time after the OS drops its page cache (root only: ``/proc/sys/vm/drop_caches``), as
+   ``reads_os_cold``: mdss cold and the OS cold too.
 3. **updates**: first the set is *aged*: batches of 1,000 random updates (``add_many``, into the log like single
    ones) until it merged about as often as it takes its entry sets' patches to reach their steady sizes (each entry
    set takes ``patch_most`` changes before it is rewritten whole, at about ``log limit / entry sets`` changes per
@@ -147,6 +152,24 @@ def _updates(path: str, n: int, least: int, age_most: int, out: Any) -> None:
     )
 
 
+def _into_os_cache(path: str) -> float:
+    """Read the set's SQLite files through once, so that the OS holds them in its page cache: seconds taken."""
+    t = time.perf_counter()
+    for suffix in ("", "-wal"):
+        if os.path.exists(path + suffix):
+            with open(path + suffix, "rb", buffering=0) as f:
+                while f.read(8 << 20):
+                    pass
+    return time.perf_counter() - t
+
+
+def _drop_os_cache() -> None:
+    """Have the OS drop its clean cached pages (written ones first: ``os.sync``); root only."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
 def _in_child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
     queue: Any = multiprocessing.get_context("spawn").Queue()
     child = multiprocessing.get_context("spawn").Process(target=target, args=(*args, queue))
@@ -162,7 +185,7 @@ def _in_child(target: Callable[..., None], *args: Any) -> dict[str, Any]:
     return found
 
 
-def measure(n: int, directory: str, updates: int, age_most: int) -> dict[str, Any]:
+def measure(n: int, directory: str, updates: int, age_most: int, os_cold: bool = False) -> dict[str, Any]:
     path = os.path.join(directory, f"massive-{n}.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -174,7 +197,11 @@ def measure(n: int, directory: str, updates: int, age_most: int) -> dict[str, An
         synced = time.perf_counter()
         os.sync()
         row["sync_s"] = time.perf_counter() - synced
+        row["os_cache_s"] = _into_os_cache(path)
         row["reads"] = _in_child(_reads, path, n)
+        if os_cold:
+            _drop_os_cache()
+            row["reads_os_cold"] = _in_child(_reads, path, n)
         if updates:
             row["updates"] = _in_child(_updates, path, n, updates, age_most)
         return row
@@ -199,6 +226,11 @@ def report(row: dict[str, Any]) -> str:
             if up
             else ""
         )
+        + (
+            "  OS cold: " + "  ".join(f"{k} {v['cold_p50_us']:,.0f} us" for k, v in row["reads_os_cold"].items())
+            if "reads_os_cold" in row
+            else ""
+        )
     )
 
 
@@ -209,10 +241,11 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20_000, help="at least this many single updates; 0: none")
     parser.add_argument("--age-most", type=int, default=20, help="the most merges the aging runs")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--os-cold", action="store_true", help="reads again after dropping the OS page cache (root)")
     args = parser.parse_args()
     rows = []
     for n in map(int, args.sizes.split(",")):
-        row = measure(n, args.dir, args.updates, args.age_most)
+        row = measure(n, args.dir, args.updates, args.age_most, args.os_cold)
         rows.append(row)
         print(report(row), flush=True)
         if args.json:
