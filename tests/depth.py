@@ -18,6 +18,7 @@ What the default run samples, each in full under ``MDSS_DEEP=1``:
 - faults at every store call of a leaderboard post in test_leaderboard.py's gc tests, on the networked
   stores (:func:`call_points`: the first, a stride, and the last);
 - test_log_bounds.py's tiny-bounds machine with failures: 10 examples (20 deep);
+- test_log_faults.py's enumerator: about 12 store calls of each operation and mode (:func:`sample`), not every one;
 - loops beside racing writers run until an event count, not a fixed time: the reply-cut chaos of
   test_lost_replies.py (5 cuts, 14 deep), the reader of test_concurrency.py's process race and the
   collectors of test_reliability.py's skewed-clock gc (until the writers finish, the collectors at most

@@ -27,7 +27,9 @@ the update log on (``test_adversarial.py`` pins ``log_limit=0``):
 The merge lease is on the clock of ``mdss._writer``; these tests run it on a virtual clock that a merger
 waiting for a lease moves on (no real 10 s waits), and that moves past a killed merger's lease.
 ``MDSS_LOG_FAULTS=full`` (or ``HYPOTHESIS_PROFILE=deep``) enumerates every (mode, meanwhile) pair at every
-call; the default runs every operation, mode and store call with the meanwhile actions in rotation.
+call; the default runs every operation and mode, at a sample of each one's store calls (the first, the last
+and a stride that differs between cases: ``depth.sample``; every call under ``MDSS_DEEP=1``), with the meanwhile
+actions in rotation.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from depth import sample
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -457,9 +460,9 @@ CASES = [
 @pytest.mark.parametrize(("scenario", "op", "mode"), CASES)
 def test_every_store_call_of_appends_and_merges(scenario: Scenario, op: str, mode: str) -> None:
     """An event at every store call of an operation (and one past its last), each beside another
-    process's operation."""
+    process's operation; by default at a sample of the calls, different in each case (``depth.sample``)."""
     n = count_calls(scenario, op)
-    for k in range(1, n + 2):
+    for k in sample(range(1, n + 2), f"{scenario}-{op}-{mode}", keep=12):
         for meanwhile in combos(mode, k):
             STATS[f"case {mode}"] += 1
             run_case(scenario, op, mode, meanwhile, k)
