@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
+import multiprocessing
+import os
 import threading
 import time
 import warnings
@@ -155,6 +158,79 @@ def test_an_unreachable_server_raises_store_unavailable_in_bounded_time() -> Non
         mdss.SortedSet(mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retries=1&backoff=0.01"), "b")
 
 
+def test_each_thread_writes_through_a_connection_of_its_own_and_gives_it_back(redis_url) -> None:
+    """A thread's commands go through a connection it holds (no pool round per command); when the thread ends
+    the connection goes back to the pool, and the next thread takes it again."""
+    store = mdss.open_store(f"{redis_url}?namespace=threads{time.monotonic_ns()}")
+    sset = mdss.SortedSet(store, "s")
+    sset.add("main", 0)
+    pool = store.shared.connection_pool
+    barrier, held = threading.Barrier(6), []
+
+    def work(i: int) -> None:
+        sset.add(f"m{i}", i)  # concurrent adds commit together: the leader's thread makes the store calls
+        assert sset.rank(f"m{i}") is not None  # a read is this thread's own
+        barrier.wait()  # all six alive at once: six connections held
+        held.append(id(store.client.connection))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(held)) == 6 and id(store.client.connection) not in held
+    gc.collect()
+    free, in_use = (n for n, _ in pool.get_connection_count())
+    assert in_use == 1 and free >= 6  # the main thread's, and the six given back
+    assert {e.member: e.score for e in sset} == {"main": 0, **{f"m{i}": i for i in range(6)}} and sset.check() == []
+    store.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_takes_a_connection_of_its_own(redis_url) -> None:
+    """After a fork the child's commands never share the parent's socket (the replies would cross)."""
+    store = mdss.open_store(f"{redis_url}?namespace=fork{time.monotonic_ns()}")
+    sset = mdss.SortedSet(store, "s")
+    sset.add("parent", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running (pytest's): none touch redis
+        child = multiprocessing.get_context("fork").Process(target=_child_posts, args=(sset,))
+        child.start()
+    for i in range(200):  # the parent keeps using its connection meanwhile
+        assert sset.score("parent") == 1
+        sset.add(f"p{i}", i)
+    child.join(30)
+    assert child.exitcode == 0
+    assert sset.score("child") == 2 and len(sset) == 202 and sset.check() == []
+    store.close()
+
+
+def _child_posts(sset: mdss.SortedSet) -> None:
+    for i in range(200):
+        sset.add("child", 2)
+        sset.score(f"p{i}")
+
+
+def test_a_thread_whose_first_command_finds_no_server_raises_store_unavailable() -> None:
+    """A thread's own connection is made by its first command, inside the store's retries: an unreachable server
+    is a StoreUnavailableError there too, not redis-py's ConnectionError."""
+    with redis_server() as port:
+        store = mdss.open_store(f"redis://127.0.0.1:{port}/0?retries=1&backoff=0.01&socket_connect_timeout=0.5")
+        mdss.SortedSet(store, "b").add("ann", 1)
+    raised: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            store.get("anything")
+        except BaseException as exc:  # the type is what the test checks
+            raised.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1 and isinstance(raised[0], mdss.StoreUnavailableError), raised
+
+
 #: Per script call, what happens: "run" the real script, "other" writer sets the key, the reply is "lost".
 #: Then the outcome the caller must see. After a lost reply, never ConflictError (issue 10, item 1).
 LOST_REPLIES = {
@@ -178,12 +254,12 @@ def test_cas_whose_reply_is_lost(url, monkeypatch, scenario: str) -> None:
     seen = store.get(key)
     real, calls = store._script, []
 
-    def scripted(keys, args):
+    def scripted(keys, args, client=None):
         result, step = None, plan[len(calls)]
         calls.append(step)
         for action in step.split("+"):
             if action == "run":
-                result = real(keys=keys, args=args)
+                result = real(keys=keys, args=args, client=client)
             elif action == "other":
                 store.client.set(key, b"other")
             else:
@@ -214,12 +290,12 @@ def test_credentials_refused_after_a_lost_reply_leave_the_outcome_unknown(url, m
     name = "_script" if write == "cas" else "_tail_script"
     real, steps = getattr(store, name), [first] if first else []
 
-    def scripted(keys, args):
+    def scripted(keys, args, client=None):
         step = steps.pop(0) if steps else "auth"
         if step == "auth":
             raise redis.AuthenticationError("invalid username-password pair")
         if step == "run+lost":
-            real(keys=keys, args=args)
+            real(keys=keys, args=args, client=client)
         raise redis.TimeoutError("reply lost")
 
     version = store.get(key).version
@@ -257,8 +333,8 @@ def test_increments_survive_lost_cas_replies(redis_url, monkeypatch) -> None:
     board.incr("ann", 1)
     real = store._script
 
-    def lost_after_running(keys, args):
-        real(keys=keys, args=args)
+    def lost_after_running(keys, args, client=None):
+        real(keys=keys, args=args, client=client)
         raise redis.ConnectionError("reply lost")
 
     monkeypatch.setattr(store, "_script", lost_after_running)
@@ -400,7 +476,7 @@ def test_a_refusal_after_a_lost_reply_keeps_the_outcome_in_doubt(redis_url, monk
     store.put(key, b"v1")
     version, steps = store.get(key).version, ["lost"]
 
-    def scripted(keys, args):
+    def scripted(keys, args, client=None):
         if steps and steps.pop() == "lost":
             raise redis.TimeoutError("reply lost")
         raise redis.exceptions.ClusterError("TTL exhausted.")

@@ -163,7 +163,7 @@ def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_tw
     writer.scores(["x"])
     real, held_back = store._tail_script, []
 
-    def flaky(keys, args):
+    def flaky(keys, args, client=None):
         if not held_back:
             held_back.append((keys, args))
             if meanwhile == "same member":
@@ -177,7 +177,7 @@ def test_a_delayed_original_append_arriving_after_the_resend_is_never_applied_tw
                 while _tail.core(store.get(other.keys.head).value) == core:
                     other.incr(f"o{len(held_back)}-{uuid.uuid4().hex}", 1)
             raise redis.ConnectionError("held back")
-        return real(keys=keys, args=args)
+        return real(keys=keys, args=args, client=client)
 
     store._tail_script = flaky
     try:

@@ -26,6 +26,8 @@ anything else, a failed read-back or a budget spent on lost replies, is :class:`
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -164,7 +166,7 @@ class _RedisBase(Store):
         try:
             super().__init__(namespace=namespace)
             self.retry = _retry_policy(retries, backoff, retry_budget)
-            self.client, self.where = client, where
+            self.shared, self.where = client, where
             client.set_retry(_no_retries())  # mdss retries itself, and never resends a compare-and-set blindly
             self._script = client.register_script(CAS)
             self._delete_script = client.register_script(DELETE_IF)
@@ -176,8 +178,14 @@ class _RedisBase(Store):
             client.close()  # its connections, whether we made it or were given it: the store owns it
             raise
 
+    @property
+    def client(self) -> Any:
+        """The redis-py client a command goes through (:class:`RedisStore`: this thread's own)."""
+        return self.shared
+
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one idempotent command, retrying transient failures under the store's retry policy."""
+        """Run one idempotent command, retrying transient failures under the store's retry policy. ``fn`` reaches the
+        client when it is called (``lambda: self.client.get(key)``): a thread's first command connects in the retry."""
         start, attempts, error = time.monotonic(), 0, None
         for _ in self.retry.attempts():
             attempts += 1
@@ -195,18 +203,18 @@ class _RedisBase(Store):
         ) from error
 
     def _get(self, key: str) -> Record | None:
-        value = self._call(self.client.get, key)
+        value = self._call(lambda: self.client.get(key))
         return None if value is None else Record((value,), _version(value))
 
     def _put(self, key: str, value: bytes, context: Any) -> None:
-        self._call(self.client.set, key, value)
+        self._call(lambda: self.client.set(key, value))
 
     def _delete(self, key: str) -> None:
-        self._call(self.client.delete, key)
+        self._call(lambda: self.client.delete(key))
 
     def _delete_if(self, key: str, version: Any) -> None:
         # Resending after a lost reply is harmless: the key is gone already, or holds another version either way.
-        if not self._call(self._delete_script, keys=[key], args=[version]):
+        if not self._call(lambda: self._delete_script(keys=[key], args=[version], client=self.client)):
             raise ConflictError(f"key {key!r} changed since it was read")
 
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
@@ -223,7 +231,7 @@ class _RedisBase(Store):
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                got = _mapped(self._tail_script, keys=[key], args=args)
+                got = _mapped(self._tail_script, keys=[key], args=args, client=self.client)
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"{what} to {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend
@@ -261,7 +269,7 @@ class _RedisBase(Store):
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                won = _mapped(self._script, keys=[key], args=[value, version or ""])
+                won = _mapped(self._script, keys=[key], args=[value, version or ""], client=self.client)
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"compare-and-set of {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend (after a lost reply, the outcome still decides)
@@ -319,7 +327,7 @@ class _RedisBase(Store):
     def _read_back(self, key: str, lost: Exception) -> bytes | None:
         """The key's value after a lost reply; OutcomeUnknownError when it cannot be read either."""
         try:
-            return self._call(self.client.get, key)
+            return self._call(lambda: self.client.get(key))
         except StoreError as exc:
             raise OutcomeUnknownError(
                 f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key cannot be read: {exc}"
@@ -329,7 +337,7 @@ class _RedisBase(Store):
         """Refuse a server that evicts keys; warn when it will not say (CONFIG refused)."""
         refused, evicting = [], []
         for where, target in self._policy_targets():
-            policy = self._call(_read_policy, self.client, target)
+            policy = self._call(lambda target=target: _read_policy(self.client, target))
             if isinstance(policy, Exception):
                 refused.append(f"{where}: {policy}")
             elif policy in _EVICTING:
@@ -352,7 +360,7 @@ class _RedisBase(Store):
         return [(self.where, {})]
 
     def _close(self) -> None:
-        self.client.close()
+        self.shared.close()
 
 
 def _read_policy(client: Any, target: Mapping[str, Any]) -> str | Exception:
@@ -383,7 +391,21 @@ class RedisStore(_RedisBase):
             _check_connection_options(pool.connection_class, pool.connection_kwargs)
         kwargs = client.connection_pool.connection_kwargs
         where = f"Redis at {kwargs.get('host', kwargs.get('path', '?'))}:{kwargs.get('port', '')}"
+        self._threads = threading.local()  # each thread's own client: (process id, client)
         super().__init__(client, where=where, **options)
+
+    @property
+    def client(self) -> Any:
+        """This thread's own client, made on its first command in this process: a connection of the shared pool held
+        for the thread (redis-py's ``single_connection_client``), so that a command skips taking a connection from the
+        pool and giving it back, about 12 µs a command here (docs/performance.md). A thread's client goes back to the
+        pool when the thread ends; after a fork, the child's threads take connections of their own."""
+        held = getattr(self._threads, "client", None)
+        pid = os.getpid()
+        if held is None or held[0] != pid:
+            held = (pid, redis.Redis(connection_pool=self.shared.connection_pool, single_connection_client=True))
+            self._threads.client = held
+        return held[1]
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
@@ -393,13 +415,13 @@ class RedisStore(_RedisBase):
         return cls(url=plain, **ours)
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self._call(self.client.mget, keys)
+        return self._call(lambda: self.client.mget(keys))
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
-        self._call(self.client.mset, items)
+        self._call(lambda: self.client.mset(items))
 
     def _delete_many(self, keys: Sequence[str]) -> None:
-        self._call(self.client.delete, *keys)
+        self._call(lambda: self.client.delete(*keys))
 
     def _keys(self, prefix: str) -> Iterator[str]:
         found = self._call(lambda: list(self.client.scan_iter(match=_glob_escape(prefix) + "*", count=1000)))
@@ -412,7 +434,7 @@ class RedisStore(_RedisBase):
     def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any, *, gen: int) -> bool:
         # Idempotent (the same expiry again), so resent after a lost reply like a read. ``gen`` is not needed: the
         # script checks the head's version itself.
-        done = self._call(self._expire_script, keys=[head, *keys], args=[version, at_ms])
+        done = self._call(lambda: self._expire_script(keys=[head, *keys], args=[version, at_ms], client=self.client))
         self.stats.add(calls=1)
         return bool(done)
 
@@ -479,7 +501,7 @@ class RedisClusterStore(_RedisBase):
             return self._mget_by_node(keys)
         except (redis.RedisError, redis.exceptions.RedisClusterException, OSError):  # a moved slot, a failover,
             # a lost connection: redis-py's own way (its retries, redirections and refreshed slot map)
-            return self._call(self.client.mget_nonatomic, keys)
+            return self._call(lambda: self.client.mget_nonatomic(keys))
 
     def _mget_by_node(self, keys: Sequence[str]) -> list[bytes | None]:
         """One MGET per slot, each master's slots pipelined on one of its connections, sent to every master before any
@@ -519,10 +541,10 @@ class RedisClusterStore(_RedisBase):
         return found
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
-        self._call(self.client.mset_nonatomic, items)
+        self._call(lambda: self.client.mset_nonatomic(items))
 
     def _delete_many(self, keys: Sequence[str]) -> None:
-        self._call(self.client.delete, *keys)
+        self._call(lambda: self.client.delete(*keys))
 
     def _keys(self, prefix: str) -> Iterator[str]:
         match = _glob_escape(prefix) + "*"
