@@ -1,10 +1,12 @@
 """mdss.Leaderboard beside the agoragames ``leaderboard`` library (plain Redis sorted sets) on one Redis.
 
     python benchmarks/board_peer.py [--owners 1000000] [--rounds 3] [--block 200] [--redis URL] [--json FILE]
+                                    [--memory-mb M]
 
 Both sides hold the same owners (``player-NNNNNNNN``, integer points) in one descending column: the peer in one
 sorted set, mdss in a board with one column and the ``all`` window. Each side is bulk-loaded once (the peer's
-``rank_members``, pipelined in chunks of 10,000; ``Leaderboard.load``), and each side's Redis memory is read with
+``rank_members``, pipelined in chunks of 10,000; ``Leaderboard.load``, with its default ``memory_bytes`` unless
+``--memory-mb``: past about 125,000 rows per 256 MiB it spills to SQLite), and each side's Redis memory is read with
 ``MEMORY USAGE`` of all its keys. Then, ``--rounds`` times, every operation runs a block of ``--block`` calls on one
 side, then the same calls on the other (which side goes first alternates), so that the machine's other load falls on
 both alike: single posts (the same owners and values on both), rank, score and rank, 25 around an owner, a page of 25
@@ -83,7 +85,9 @@ def _block(call: Callable[[Any], Any], args: list[Any], into: list[int]) -> None
         into.append(time.perf_counter_ns() - t)
 
 
-def run(url: str, owners: int, rounds: int, block: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+def run(
+    url: str, owners: int, rounds: int, block: int, seed: int, options: dict[str, Any], memory_mb: int | None = None
+) -> dict[str, Any]:
     rng = random.Random(seed)
     names = [f"player-{i:08d}" for i in range(owners)]
     points = {n: rng.randrange(10 * owners) for n in names}
@@ -103,7 +107,8 @@ def run(url: str, owners: int, rounds: int, block: int, seed: int, options: dict
         peer.rank_members(flat[start : start + 20_000])
     peer_load = owners / (time.perf_counter() - t)
     t = time.perf_counter()
-    board.load((n, {"xp": points[n]}) for n in names)
+    memory = {} if memory_mb is None else {"memory_bytes": memory_mb << 20}
+    board.load(((n, {"xp": points[n]}) for n in names), **memory)
     mdss_load = owners / (time.perf_counter() - t)
     result["load"] = {"mdss_per_s": mdss_load, "peer_per_s": peer_load, "ratio": mdss_load / peer_load}
     memory = {"mdss": _memory(client, "mdss*") / owners, "peer": _memory(client, "peer*") / owners}
@@ -192,10 +197,11 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a Redis URL whose database is flushed (default: start one)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--chunk-size", type=int, default=None, help="the boards' chunk_size (default: mdss')")
+    parser.add_argument("--memory-mb", type=int, default=None, help="Leaderboard.load's memory_bytes in MiB")
     args = parser.parse_args()
     options = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     with redis_url(args.redis) as url:
-        result = run(url, args.owners, args.rounds, args.block, args.seed, options)
+        result = run(url, args.owners, args.rounds, args.block, args.seed, options, args.memory_mb)
     print("\n".join(report(result)))
     if args.json:
         with open(args.json, "w") as f:
