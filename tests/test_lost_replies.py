@@ -72,11 +72,13 @@ def test_a_landed_cas_whose_reply_is_cut_with_another_writer_on_top_is_unknown_n
     key = f"{a.namespace}:h"
     b.put(key, b"v1")
     seen = a.get(key)
-    warm(a)
-    proxy.cut_replies(CAS_REPLY)
     raised: list[Exception] = []
+    warmed, armed = threading.Event(), threading.Event()
 
     def write() -> None:
+        warm(a)  # in this thread: a thread's commands go through its own connection (mdss.stores.redis)
+        warmed.set()
+        armed.wait(10)
         try:
             a.cas(key, b"A", seen.version)
         except Exception as exc:  # handed to the main thread
@@ -84,6 +86,9 @@ def test_a_landed_cas_whose_reply_is_cut_with_another_writer_on_top_is_unknown_n
 
     writer = threading.Thread(target=write)
     writer.start()
+    assert warmed.wait(10)
+    proxy.cut_replies(CAS_REPLY)
+    armed.set()
     assert proxy.wait_dropped(REPLIES, CAS_REPLY), "A's compare-and-set never ran"
     landed = b.get(key)
     assert landed.value == b"A"  # A's write is there; its reply is gone
