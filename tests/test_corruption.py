@@ -22,7 +22,17 @@ import pytest
 from depth import DEEP, sample
 
 import mdss
-from mdss._codec import ZIPPED, decode_node, encode_leaf, pack, seal, weight_of
+from mdss._codec import (
+    ZIPPED,
+    decode_delta,
+    decode_node,
+    decode_note,
+    decode_patch,
+    encode_leaf,
+    pack,
+    seal,
+    weight_of,
+)
 from mdss._keys import Keyspace
 
 NAME = "fuzz"
@@ -188,3 +198,38 @@ def test_a_forged_compressed_entry_set_is_refused() -> None:
         with pytest.raises(mdss.CorruptDataError):
             decode_node("k", value)
         assert weight_of(value) >= 1
+
+
+_NOT_STR = [1, b"b", None, 1.5, ["x"], True]
+
+
+@pytest.mark.parametrize("odd", _NOT_STR, ids=repr)
+@pytest.mark.parametrize(
+    "node",
+    [
+        lambda x: [2, 0, ["a", x], [1, 2]],  # an entry set's member
+        lambda x: [2, 1, 1, ["i", x], [1, 1], ["a", "b"], [1, 2]],  # a manifest's child id
+        lambda x: [2, 1, 1, ["i", "j"], [1, 1], ["a", x], [1, 2]],  # a manifest's first member
+        lambda x: [3, 1, 1, ["i", "j"], [1, 1], [x, "b"], [2, 1], [1, 1], [2, 1]],
+    ],
+    ids=["leaf member", "manifest id", "manifest member", "dense manifest member"],
+)
+def test_a_sealed_node_whose_members_or_ids_are_not_all_strings_is_refused(node, odd) -> None:
+    """Bytes that pass the checksum but hold a member or an id of another type (what a foreign or broken writer could
+    store) are CorruptDataError, never a node that fails later."""
+    with pytest.raises(mdss.CorruptDataError, match="malformed"):
+        decode_node("k", seal(pack(node(odd))))
+
+
+@pytest.mark.parametrize("odd", _NOT_STR, ids=repr)
+def test_patches_deltas_and_notes_with_a_member_or_id_not_a_string_are_refused(odd) -> None:
+    cases = [
+        (decode_patch, [5, 6, ["a", odd], [1, 2], [], []]),
+        (decode_patch, [5, 6, [], [], [odd], [1]]),
+        (decode_delta, [6, 7, 1, [odd], [1], [], [], [], [], None, None]),
+        (decode_delta, [6, 7, 1, [], [], ["i", odd], [1, 1], ["a", "b"], [1, 2], None, None]),
+        (decode_note, [2, 2, ["i", odd]]),
+    ]
+    for decode, fields in cases:
+        with pytest.raises(mdss.CorruptDataError, match="malformed"):
+            decode("k", seal(pack(fields)))
