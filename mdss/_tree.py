@@ -30,7 +30,7 @@ from ._nodes import (  # noqa: F401 - re-exported for the modules that read and 
     weight,
     weights,
 )
-from ._order import KeyFn
+from ._order import KeyFn, member_key
 from .exceptions import CorruptDataError
 from .stores.base import Store
 
@@ -63,7 +63,7 @@ class Source:
                     wanted.append(node_id)
                     continue
                 pins[node_id] = node
-            if node.height != height:
+            if node.height != height or _other_tree(node, keyfn):
                 raise _misplaced(self.keyspace.node(node_id), node, height)
             found[node_id] = node
         if wanted:
@@ -102,7 +102,7 @@ class Source:
             if node is None:
                 return self.load_many((node_id,), keyfn, height)[node_id]
             self.pins[node_id] = node
-        if node.height != height:
+        if node.height != height or _other_tree(node, keyfn):
             raise _misplaced(self.keyspace.node(node_id), node, height)
         return node
 
@@ -114,7 +114,17 @@ def read_parts(store: Store, keyspace: Keyspace, ids: Sequence[str]) -> tuple[li
     return keys, iter(store.get_many([key for some in keys for key in some]))
 
 
+def _other_tree(node: Node, keyfn: KeyFn) -> bool:
+    """Whether ``node`` was decoded for the other tree (keys are strings in the member index, tuples in the score tree;
+    the node cache is shared): a damaged manifest that names a node of the other tree, whose keys would otherwise meet
+    keys of the other kind in a comparison (a TypeError, not the damage it is)."""
+    keys = node.keys if isinstance(node, Leaf) else node.firsts
+    return bool(keys) and (type(keys[0]) is str) is not (keyfn is member_key)
+
+
 def _misplaced(key: str, node: Any, height: int) -> CorruptDataError:
+    if node.height == height:
+        return CorruptDataError("stored node belongs to the other tree of the set", key)
     what = "an entry set" if node.height == 0 else f"a manifest of height {node.height}"
     return CorruptDataError(f"stored node is {what} where a node of height {height} belongs", key)
 

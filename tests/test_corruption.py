@@ -12,12 +12,14 @@ so a failure names its seed, key and offset and reproduces.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import lz4.block
+import msgpack
 import pytest
 from depth import DEEP, sample
 
@@ -233,3 +235,32 @@ def test_patches_deltas_and_notes_with_a_member_or_id_not_a_string_are_refused(o
     for decode, fields in cases:
         with pytest.raises(mdss.CorruptDataError, match="malformed"):
             decode("k", seal(pack(fields)))
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "the other tree read first"])
+@pytest.mark.parametrize("tree", ["member_index", "score_tree"])
+def test_a_manifest_naming_a_node_of_the_other_tree_is_damage_not_a_type_error(tree, warm) -> None:
+    """Both trees' nodes share one cache, and the member index keys by string where the score tree keys by tuple: a
+    damaged manifest naming an entry set of the other tree is reported by check() and refused by reads as
+    CorruptDataError, whichever tree decoded that entry set first."""
+    store = mdss.open_store("memory://")
+    mdss.SortedSet.load(store, "s", {f"m{i:02d}": i for i in range(40)}, chunk_size=4)
+    sset = mdss.SortedSet(store, "s")
+    snap = mdss._snapshot.snapshot(sset.engine)
+    damaged, other = (
+        (snap.member_index, snap.score_tree) if tree == "member_index" else (snap.score_tree, snap.member_index)
+    )
+    parent_id = next(path[-1] for height, path, _ in damaged.walk() if height == 1)
+    stranger = next(path[-1] for height, path, _ in other.walk() if height == 0)
+    key = sset.keys.node(parent_id)
+    fields = msgpack.unpackb(store.get(key).value[:-4])
+    fields[3][1] = stranger
+    store.put(key, seal(msgpack.packb(fields)))
+    fresh = mdss.SortedSet(store, "s")
+    if warm:
+        list(fresh)  # reads the other tree's entry set through the cache, decoded with that tree's keys
+    problems = fresh.check()
+    assert any("other tree" in p or "key" in p for p in problems), problems
+    for read in (lambda: [fresh.rank(f"m{i:02d}") for i in range(40)], lambda: fresh.range(0, 40)):
+        with contextlib.suppress(mdss.CorruptDataError):  # or answered from what it reads; never a TypeError
+            read()
