@@ -21,7 +21,7 @@ from ._order import member_key, same_keys
 from ._overlay import View
 from ._ranking import Index
 from ._snapshot import Snapshot
-from ._tree import Leaf, Source, Tree, assemble, parts
+from ._tree import Leaf, Source, Tree, assemble, misplaced, other_tree, parts
 from .exceptions import CorruptDataError
 from .stores.base import Store
 
@@ -333,7 +333,11 @@ class Gather:
     def load(self, wanted: list[tuple[Part, str, int, Any]]) -> list[Any]:
         """The nodes ``(part, node id, height, keyfn)``, in order: pinned, cached, or all read in one ``get_many``."""
         self.fetch(wanted)
-        return [self.peek(part, node_id, height) for part, node_id, height, _ in wanted]
+        found = [self.peek(part, node_id, height) for part, node_id, height, _ in wanted]
+        for node, (part, node_id, _, keyfn) in zip(found, wanted):
+            if other_tree(node, keyfn):  # cached for the other tree: named there by a damaged manifest
+                raise misplaced(part.engine.keys.node(node_id), node, node.height)
+        return found
 
 
 def _misplaced(node: Any, height: int, key: str) -> CorruptDataError:

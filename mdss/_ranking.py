@@ -3,6 +3,7 @@ log were merged, and dense ranks over the log (see ``mdss._overlay``)."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -181,7 +182,7 @@ class Ranking:
         path, merged, low, high = self._seek(start)
         want, need = start - merged, stop - start  # where the page starts in the first region; entries wanted
         regions = []
-        covered, peek = -want, tree.source.peek
+        covered, peek = -want, functools.partial(tree.source.peek, keyfn=tree.keyfn)
         while True:  # the regions the page spans: their sizes are known before their entry sets are read
             node, lo = path[-1] if path else (None, 0)
             leaf_id, count = (tree.root, tree.count) if node is None else (node.ids[lo], node.counts[lo])

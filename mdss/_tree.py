@@ -63,8 +63,8 @@ class Source:
                     wanted.append(node_id)
                     continue
                 pins[node_id] = node
-            if node.height != height or _other_tree(node, keyfn):
-                raise _misplaced(self.keyspace.node(node_id), node, height)
+            if node.height != height or other_tree(node, keyfn):
+                raise misplaced(self.keyspace.node(node_id), node, height)
             found[node_id] = node
         if wanted:
             wanted = list(dict.fromkeys(wanted))
@@ -76,7 +76,7 @@ class Source:
                     cache.seen(len(node), weight)
                 pins[node_id] = node
                 if node.height != height:
-                    raise _misplaced(stored[0], node, height)
+                    raise misplaced(stored[0], node, height)
                 found[node_id] = node
         return found
 
@@ -84,7 +84,7 @@ class Source:
         """Let go of the entry sets pinned so far (a merge done with them; the cache may still hold them)."""
         self.pins = {node_id: node for node_id, node in self.pins.items() if node.height}
 
-    def peek(self, node_id: str) -> Leaf | None:
+    def peek(self, node_id: str, keyfn: KeyFn) -> Leaf | None:
         """The entry set ``node_id`` if pinned or cached (pinned from now on), else ``None``: never a read."""
         node = self.pins.get(node_id)
         if node is None:
@@ -92,7 +92,11 @@ class Source:
             if node is None:
                 return None
             self.pins[node_id] = node
-        return node if isinstance(node, Leaf) else None
+        if not isinstance(node, Leaf):
+            return None
+        if other_tree(node, keyfn):
+            raise misplaced(self.keyspace.node(node_id), node, 0)
+        return node
 
     def load_one(self, node_id: str, keyfn: KeyFn, height: int) -> Any:
         """One node: the hot path of a single-key read, with no batch bookkeeping."""
@@ -102,8 +106,8 @@ class Source:
             if node is None:
                 return self.load_many((node_id,), keyfn, height)[node_id]
             self.pins[node_id] = node
-        if node.height != height or _other_tree(node, keyfn):
-            raise _misplaced(self.keyspace.node(node_id), node, height)
+        if node.height != height or other_tree(node, keyfn):
+            raise misplaced(self.keyspace.node(node_id), node, height)
         return node
 
 
@@ -114,7 +118,7 @@ def read_parts(store: Store, keyspace: Keyspace, ids: Sequence[str]) -> tuple[li
     return keys, iter(store.get_many([key for some in keys for key in some]))
 
 
-def _other_tree(node: Node, keyfn: KeyFn) -> bool:
+def other_tree(node: Node, keyfn: KeyFn) -> bool:
     """Whether ``node`` was decoded for the other tree (keys are strings in the member index, tuples in the score tree;
     the node cache is shared): a damaged manifest that names a node of the other tree, whose keys would otherwise meet
     keys of the other kind in a comparison (a TypeError, not the damage it is)."""
@@ -122,7 +126,8 @@ def _other_tree(node: Node, keyfn: KeyFn) -> bool:
     return bool(keys) and (type(keys[0]) is str) is not (keyfn is member_key)
 
 
-def _misplaced(key: str, node: Any, height: int) -> CorruptDataError:
+def misplaced(key: str, node: Any, height: int) -> CorruptDataError:
+    """The damage of a node found where it does not belong: at another height, or in the other tree."""
     if node.height == height:
         return CorruptDataError("stored node belongs to the other tree of the set", key)
     what = "an entry set" if node.height == 0 else f"a manifest of height {node.height}"
