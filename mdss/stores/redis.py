@@ -183,14 +183,15 @@ class _RedisBase(Store):
         """The redis-py client a command goes through (:class:`RedisStore`: this thread's own)."""
         return self.shared
 
-    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one idempotent command, retrying transient failures under the store's retry policy. ``fn`` reaches the
-        client when it is called (``lambda: self.client.get(key)``): a thread's first command connects in the retry."""
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run one idempotent command, ``fn(*args)``, retrying transient failures under the store's retry policy. ``fn``
+        reaches the client when it is called (``lambda: self.client.get(key)``): a thread's first command connects
+        within the retries."""
         start, attempts, error = time.monotonic(), 0, None
         for _ in self.retry.attempts():
             attempts += 1
             try:
-                return _mapped(fn, *args, **kwargs)
+                return _mapped(fn, *args)
             except redis.AuthenticationError as exc:  # a ConnectionError to redis-py, but no retry will help
                 raise StoreError(f"{self.where} refused the credentials: {exc}") from exc
             except _TRANSIENT as exc:
@@ -337,7 +338,7 @@ class _RedisBase(Store):
         """Refuse a server that evicts keys; warn when it will not say (CONFIG refused)."""
         refused, evicting = [], []
         for where, target in self._policy_targets():
-            policy = self._call(lambda target=target: _read_policy(self.client, target))
+            policy = self._call(lambda target: _read_policy(self.client, target), target)
             if isinstance(policy, Exception):
                 refused.append(f"{where}: {policy}")
             elif policy in _EVICTING:
@@ -551,7 +552,7 @@ class RedisClusterStore(_RedisBase):
         found: list[Any] = []
         for node in self.client.get_primaries():
             found.extend(
-                self._call(lambda n=node: list(self.client.scan_iter(match=match, count=1000, target_nodes=n)))
+                self._call(lambda n: list(self.client.scan_iter(match=match, count=1000, target_nodes=n)), node)
             )
         return (key.decode() if isinstance(key, bytes) else key for key in found)
 
