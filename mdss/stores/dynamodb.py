@@ -41,6 +41,7 @@ request), ``retry_budget``, ``backoff``, ``retries`` and ``concurrency``; an unk
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,9 +50,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import attrs
-import boto3
 import botocore.config
 import botocore.exceptions as boto_errors
+import botocore.loaders
+import botocore.session
 
 from .._codec import describe
 from .._retry import STORE_CALLS, Backoff
@@ -560,16 +562,27 @@ class DynamoDBStore(Store):
         self.client.close()
 
 
+@functools.cache
+def _models() -> botocore.loaders.Loader:
+    """botocore's loader of service models, shared by every store of the process: a session of its own parses the
+    models' JSON again (about 40 ms of the 45 a client takes to make; 7 ms with them cached). The loader only caches
+    what it read from botocore's files, so sharing it shares no credentials or settings."""
+    return botocore.loaders.create_loader()
+
+
 def _client(region: str | None, endpoint: str | None, timeout: float, concurrency: int) -> Any:
-    """A boto3 DynamoDB client that never retries by itself, with ``timeout`` per request."""
+    """A DynamoDB client (botocore's, which boto3.client makes too) that never retries by itself, with ``timeout``
+    per request."""
     config = botocore.config.Config(
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=timeout,
         read_timeout=timeout,
         max_pool_connections=concurrency + 32,  # the batch threads, and as many threads as a process shares a store
     )
+    session = botocore.session.get_session()  # its own credentials chain, as boto3.client() makes
+    session.register_component("data_loader", _models())
     try:
-        return boto3.session.Session().client("dynamodb", region_name=region, endpoint_url=endpoint, config=config)
+        return session.create_client("dynamodb", region_name=region, endpoint_url=endpoint, config=config)
     except boto_errors.NoRegionError:
         raise InvalidArgumentError("a dynamodb:// store needs region=... (or AWS_DEFAULT_REGION)") from None
     except ValueError as exc:  # a malformed endpoint URL
