@@ -436,3 +436,44 @@ def test_a_resend_across_a_bridge_finds_its_record_whatever_the_size(store) -> N
     assert store.append_log(key, plain, mine, len(mine) + len(theirs)).value == sealed  # found, unchanged
     with pytest.raises(mdss.ConflictError):  # a new record of that size is refused
         store.append_log(key, plain, _tail.record("03" * 8, _entries("03" * 8, ["c"]), ["c"]), len(mine) + len(theirs))
+
+
+@pytest.mark.parametrize("bridged", [False, True])
+def test_every_store_treats_a_damaged_head_as_the_reference_does(store, bridged: bool) -> None:
+    """A writer holding the head appends to a copy damaged at every byte of its framing and of a sample of the rest:
+    each store appends or refuses as ``mdss._tail.apply`` does (the Redis script reads only the header and the records
+    after the writer's view on its fast path, and must refuse what the whole-head path refuses)."""
+    if not store.appends:
+        return
+    if bridged:
+        _, writer = _sealed_under(store, "b")
+    else:
+        writer = mdss.SortedSet(store, "b", log_limit=10_000)
+        writer.add("w", 0)
+        mdss.SortedSet(store, "b", log_limit=10_000).add("x", 1)  # from a held head: appended to the tail
+    writer.add("y", 2)  # the writer's own append: it holds the head as stored
+    key = writer.keys.head
+    held = store.get(key).value
+    assert held[:1] == (_tail.BRIDGED if bridged else _tail.TAILED)
+    _, bridge, _, tail = _tail.layout(held)
+    sha, seen = _tail.view(held)
+    nonce = "ab" * 8
+    record = _tail.record(nonce, _entries(nonce, ["z"]), ["z"])
+    framing = {*range(_tail.HEADER), *range(bridge - _tail.BRIDGE_HEADER, bridge + 12), *range(tail, len(held))}
+    for at in sorted(framing | set(range(0, len(held), 37))):
+        for flip in (0x01, 0x80):
+            damaged = bytearray(held)
+            damaged[at] ^= flip
+            damaged = bytes(damaged)
+            try:
+                expected = _tail.apply(damaged, sha, seen, record, 10_000)
+            except _tail.Refused:
+                expected = None
+            store.put(key, damaged)
+            try:
+                store.append_log(key, held, record, 10_000)  # its value is built from ``held``: not compared
+                appended = True
+            except mdss.ConflictError:
+                appended = False
+            assert appended == (expected is not None), (at, flip)
+            assert store.get(key).value == (damaged if expected is None else expected), (at, flip)

@@ -49,9 +49,55 @@ end
 local function sha1(s)
     return (string.gsub(redis.sha1hex(s), '..', function(x) return string.char(tonumber(x, 16)) end))
 end
+-- The records of v from at on, against rec: 'own' (its nonce is there), 'taken' (one touches a member of rec),
+-- 'bad' (damaged framing) or 'clear'.
+local function scan(v, at, rec)
+    local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11) or 0
+    while at <= #v do
+        if at + 10 > #v or at + 10 + 8 * string.byte(v, at + 10) > #v then return 'bad' end
+        local h, l = string.byte(v, at, at + 1)
+        if string.sub(v, at + 2, at + 9) == nonce then return 'own' end
+        for t = 0, string.byte(v, at + 10) - 1 do
+            local tok = string.sub(v, at + 11 + 8 * t, at + 18 + 8 * t)
+            for u = 0, nt - 1 do
+                if string.sub(rec, 12 + 8 * u, 19 + 8 * u) == tok then return 'taken' end
+            end
+        end
+        at = at + 2 + h * 256 + l
+    end
+    if at ~= #v + 1 then return 'bad' end
+    return 'clear'
+end
+local sha, seen, rec, cap, core = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
+-- An append by a writer holding the head's core reads only the header (and the bridge's) and the records after the
+-- writer's view, and APPENDs: a GET of the whole head into Lua, and a SET of it, cost more than the rest together.
+local h = not core and #rec > 0 and redis.call('GETRANGE', KEYS[1], 0, 24) or ''
+if #h == 25 then
+    local mark, tail, parents = string.byte(h, 1), 26 + u32(h, 22), 0
+    if mark == 0xC2 then  -- the writer holds this core: its records start after the bridge
+        local b = redis.call('GETRANGE', KEYS[1], tail + 19, tail + 26)
+        if #b == 8 and u32(b, 5) <= u32(b, 1) then
+            parents, tail = tail + 28 + u32(b, 1), tail + 28 + u32(b, 5)
+        else
+            mark = 0
+        end
+    end
+    -- the last byte of the writer's view, then the records after it: none when the view passes the end
+    local got = redis.call('GETRANGE', KEYS[1], tail + seen - 2, -1)
+    if (mark == 0xC1 or mark == 0xC2) and string.sub(h, 2, 21) == sha and #got > 0 then
+        local after, n = string.sub(got, 2), tail + seen - 2 + #got
+        local found = 'bad'
+        if parents <= n + 1 then found = scan(after, 1, rec) end
+        if found == 'own' then return {1, after} end
+        if found == 'clear' and n + 1 - tail + #rec <= cap then
+            redis.call('APPEND', KEYS[1], rec)
+            return {1, after .. rec}
+        end
+    end  -- anything else takes the whole head below, which answers as before
+end
 local v = redis.call('GET', KEYS[1])
 if not v then return {0} end
-local orig, sha, seen, rec, cap, core = v, ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local orig = v
 local mark, tail, at, across, bridge = string.byte(v, 1), 0, 0, false, 0
 if mark == 0xC1 or mark == 0xC2 then
     if #v < 25 then return {0, orig} end
@@ -81,23 +127,12 @@ end
 at = at + seen
 local from = at
 if at > #v + 1 then return {0, orig} end
-local nonce, nt = string.sub(rec, 3, 10), string.byte(rec, 11) or 0
-while at <= #v do
-    if at + 10 > #v or at + 10 + 8 * string.byte(v, at + 10) > #v then return {0, orig} end
-    local h, l = string.byte(v, at, at + 1)
-    if string.sub(v, at + 2, at + 9) == nonce then
-        if across then return {3, v} end
-        return {1, string.sub(v, from)}
-    end
-    for t = 0, string.byte(v, at + 10) - 1 do
-        local tok = string.sub(v, at + 11 + 8 * t, at + 18 + 8 * t)
-        for u = 0, nt - 1 do
-            if string.sub(rec, 12 + 8 * u, 19 + 8 * u) == tok then return {0, orig} end
-        end
-    end
-    at = at + 2 + h * 256 + l
+local found = scan(v, at, rec)
+if found == 'own' then
+    if across then return {3, v} end
+    return {1, string.sub(v, from)}
 end
-if at ~= #v + 1 then return {0, orig} end
+if found ~= 'clear' then return {0, orig} end
 if across and #v + 1 - bridge + #rec > cap then return {0, orig} end
 if core and not across then
     local records = string.sub(v, tail)
