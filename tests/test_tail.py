@@ -256,8 +256,9 @@ def test_a_record_larger_than_the_tail_goes_the_ordinary_way() -> None:
     board = mdss.SortedSet(store, "b", log_limit=10_000)
     board.add("a", 1)
     before = store.stats.snapshot()
-    board.add_many({f"member-{i:03d}-{'x' * 40}": i for i in range(60)})  # a record of over 3 KB
-    assert store.stats.since(before)["conflicts"] == 0 and len(board) == 61
+    board.add_many({f"member-{i:03d}-{'x' * 40}": i for i in range(120)})  # a record of over TAIL_BYTES
+    assert store.stats.since(before)["conflicts"] == 0 and len(board) == 121
+    assert not _tail.marked(store.get(board.keys.head).value)  # compare-and-set: a plain head
 
 
 # -- bridged heads: appends across a seal ------------------------------------------
