@@ -22,7 +22,6 @@ from ._overlay import View
 from ._ranking import Index
 from ._snapshot import Snapshot
 from ._tree import Leaf, Source, Tree, assemble, misplaced, other_tree, parts
-from .exceptions import CorruptDataError
 from .stores.base import Store
 
 EMPTY_LEAF = Leaf((), (), ())
@@ -152,8 +151,8 @@ class Layout:
             leaf = g.peek(part, leaf_id, 0) if at_root else g.cache.get(leaf_id)
             if leaf is None:
                 raise Uncached
-            if leaf.height:
-                raise _misplaced(leaf, 0, part.engine.keys.node(leaf_id))
+            if leaf.height or other_tree(leaf, g.keyfn):  # a damaged manifest's child, cached for another place
+                raise misplaced(part.engine.keys.node(leaf_id), leaf, 0)
             g.pins[leaf_id] = leaf
         kept = leaf.gathered
         if self.refs[j] is None or self.refs[j]() is not leaf:
@@ -307,16 +306,19 @@ class Gather:
                 return None
             self.pins[node_id] = node
         if node.height != height:
-            raise _misplaced(node, height, part.engine.keys.node(node_id))
+            raise misplaced(part.engine.keys.node(node_id), node, height)
         return node
 
     def fetch(self, wanted: Iterable[tuple[Part, str, int, Any]]) -> None:
         """Read the nodes ``(part, node id, height, keyfn)`` not pinned or cached in one ``get_many``; pin them."""
         missing: dict[str, tuple[Part, str, int, Any]] = {}
         for item in wanted:
-            part, node_id, height, _ = item
-            if self.peek(part, node_id, height) is None:
+            part, node_id, height, keyfn = item
+            node = self.peek(part, node_id, height)
+            if node is None:
                 missing.setdefault(part.engine.keys.node(node_id), item)
+            elif other_tree(node, keyfn):  # cached for the other tree: named there by a damaged manifest
+                raise misplaced(part.engine.keys.node(node_id), node, height)
         if not missing:
             return
         keys = [[part.engine.keys.node(p) for p in parts(node_id)] for part, node_id, _, _ in missing.values()]
@@ -324,7 +326,7 @@ class Gather:
         for stored, (_, node_id, height, keyfn) in zip(keys, missing.values()):
             node, weight = assemble(node_id, stored, [next(datas) for _ in stored], keyfn)
             if node.height != height:
-                raise _misplaced(node, height, stored[0])
+                raise misplaced(stored[0], node, height)
             self.cache.put(node_id, node, weight)
             if not height:
                 self.cache.seen(len(node), weight)
@@ -338,11 +340,6 @@ class Gather:
             if other_tree(node, keyfn):  # cached for the other tree: named there by a damaged manifest
                 raise misplaced(part.engine.keys.node(node_id), node, node.height)
         return found
-
-
-def _misplaced(node: Any, height: int, key: str) -> CorruptDataError:
-    what = "an entry set" if node.height == 0 else f"a manifest of height {node.height}"
-    return CorruptDataError(f"stored node is {what} where a node of height {height} belongs", key)
 
 
 class Uncached(Exception):

@@ -264,3 +264,35 @@ def test_a_manifest_naming_a_node_of_the_other_tree_is_damage_not_a_type_error(t
     for read in (lambda: [fresh.rank(f"m{i:02d}") for i in range(40)], lambda: fresh.range(0, 40)):
         with contextlib.suppress(mdss.CorruptDataError):  # or answered from what it reads; never a TypeError
             read()
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "the other tree read first"])
+def test_a_shard_s_manifest_naming_a_node_of_the_other_tree_is_damage_not_a_type_error(warm) -> None:
+    """The same damage in one shard of a sharded set: its score tree's manifest names an entry set of its member index.
+    Sharded reads (whose page selection takes entry sets from the cache by id) refuse it as CorruptDataError or answer
+    from what they read; never a TypeError from keys of the two kinds meeting."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet(store, "s", shards=2, chunk_size=4)
+    sset.add_many({f"m{i:02d}": i for i in range(80)})
+    engine = sset.engines[0]
+    snap = mdss._snapshot.snapshot(engine)
+    parent_id = next(path[-1] for height, path, _ in snap.score_tree.walk() if height == 1)
+    stranger = next(path[-1] for height, path, _ in snap.member_index.walk() if height == 0)
+    key = engine.keys.node(parent_id)
+    fields = msgpack.unpackb(store.get(key).value[:-4])
+    fields[3][1] = stranger
+    store.put(key, seal(msgpack.packb(fields)))
+    fresh = mdss.SortedSet(store, "s")
+    if warm:
+        fresh.scores([f"m{i:02d}" for i in range(80)])  # the member index's entry sets, into the shared cache
+    assert any("other tree" in p or "key" in p for p in fresh.check())
+    reads = [
+        lambda: [fresh.rank(f"m{i:02d}") for i in range(80)],
+        lambda: fresh.range(0, 80),
+        lambda: [fresh.range(i, i + 5) for i in range(0, 80, 5)],  # pages by offset: the guessing selection
+        lambda: fresh.around("m40", 5),
+    ]
+    for read in reads:
+        for _ in range(2):  # again, with what the first read cached
+            with contextlib.suppress(mdss.CorruptDataError):
+                read()
