@@ -453,7 +453,7 @@ def test_a_write_that_meets_a_slot_move_is_retried_within_its_budget(url, monkey
     if write == "cas":  # a stale version after refusals: a plain conflict, the key read is the one there
         calls.clear()
         with pytest.raises(mdss.ConflictError):
-            store.cas(key, b"v3", store.get(key).version + "0")
+            store.cas(key, b"v3", str(store.get(key).version) + "0")
     monkeypatch.undo()
 
     store.retry = attrs.evolve(store.retry, budget=0.3)
