@@ -50,7 +50,7 @@ def seal(engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: lis
     head, pages = _garbage.attach_notes(engine, head, list(notes))
     core, written = head.encode(), {**stored, **notes, **pages}
     engine.store.put_many(written)
-    if not append(engine, snap, record, nonce, changed, core):
+    if not append(engine, snap, record, nonce, changed, (core, head)):
         _garbage.discard(engine, list(written))
         return False
     engine.writer.take_full()
@@ -64,10 +64,16 @@ def seal(engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: lis
 
 
 def append(
-    engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: list[Any], core: bytes | None = None
+    engine: Engine,
+    snap: Snapshot,
+    record: bytes,
+    nonce: str,
+    changed: list[Any],
+    sealing: tuple[bytes, Head] | None = None,
 ) -> bool:
-    """Have the store append ``record`` to the head (``mdss._tail``; with ``core``, seal: put it in place of the head's
-    core first): True if it landed, False if refused (it never will; the rebase starts from the head returned).
+    """Have the store append ``record`` to the head (``mdss._tail``; with ``sealing``, a core's bytes and head, seal:
+    put it in place of the head's core first): True if it landed, False if refused (it never will; the rebase starts
+    from the head returned).
 
     After a lost reply the same request is sent again: the store adds the record only once. If the store then refuses
     it, :func:`_appended` tells from the head whether the first one landed.
@@ -78,10 +84,10 @@ def append(
     with doubt:
         for _ in _retry.STORE_CALLS.attempts():
             try:
-                if core is None:
+                if sealing is None:
                     landed = engine.store.append_log(key, held, record, _tail.TAIL_BYTES)
                 else:
-                    landed = engine.store.swap_core(key, held, core, record, _tail.TAIL_BYTES)
+                    landed = engine.store.swap_core(key, held, sealing[0], record, _tail.TAIL_BYTES)
             except ConflictError as exc:
                 if doubt.ambiguous is None:
                     engine.writer.lost_to(exc.current, full=bool(getattr(exc, "full", False)))
@@ -100,7 +106,7 @@ def append(
             except StoreUnavailableError as exc:
                 doubt.ambiguous = exc
                 continue
-            _landed(engine, snap, landed, record, changed)
+            _landed(engine, snap, landed, record, changed, sealing)
             engine.commits += 1
             return True
         raise OutcomeUnknownError(
@@ -109,9 +115,17 @@ def append(
         ) from doubt.ambiguous
 
 
-def _landed(engine: Engine, snap: Snapshot, landed: Record, record: bytes, changed: list[Any]) -> None:
+def _landed(
+    engine: Engine,
+    snap: Snapshot,
+    landed: Record,
+    record: bytes,
+    changed: list[Any],
+    sealing: tuple[bytes, Head] | None,
+) -> None:
     """Hold the head an append landed in: the head it was sent from, plus the records others appended meanwhile, plus
-    its own (unless a resend found it among those); when its core replaced the writer's (a bridged head), that core."""
+    its own (unless a resend found it among those); when its core replaced the writer's (a bridged head), that core:
+    the writer's own when its seal landed (no need to decode it), else another's, decoded."""
     assert snap.data is not None
     value, head = landed.value, snap.head
     suffix = _tail.after(value, snap.data)
@@ -121,8 +135,12 @@ def _landed(engine: Engine, snap: Snapshot, landed: Record, record: bytes, chang
         records.append((changed[-1][3], changed))
     head = head.appended(records)
     entries = [entry for _, appended in records for entry in appended]
-    if _tail.core(value) != _tail.core(snap.data):
-        sealed = Head.decode(engine.keys.head, value)
+    now = _tail.core(value)
+    if now != _tail.core(snap.data):
+        if sealing is not None and now == sealing[0]:
+            sealed = sealing[1].appended(records)  # the records after its bridge: what decoding would apply
+        else:
+            sealed = Head.decode(engine.keys.head, value)
         if sealed.log.seq != head.log.seq or sealed.incarnation != head.incarnation:
             raise CorruptDataError("a bridged head does not follow from the head it replaced", engine.keys.head)
         head = sealed

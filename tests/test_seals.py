@@ -298,3 +298,26 @@ def test_a_seal_from_a_held_head_of_a_dropped_set_leaves_no_node_when_killed(sto
         fresh.add("x", 1)
         assert fresh.scores(["x", "n"]) == [1, None]
         assert fresh.check() == []
+
+
+def test_a_writer_whose_seal_landed_holds_the_head_the_store_holds(store) -> None:
+    """A writer builds the head its own seal leaves from the core it sent and the records after the bridge, without
+    decoding the stored head: that head equals the stored one decoded, with others' appends before the seal too."""
+    if not store.appends:
+        return
+    writer = mdss.SortedSet(store, "b", log_limit=10_000)
+    other = mdss.SortedSet(store, "b", log_limit=10_000)
+    writer.add("w", 0)
+    seals = 0
+    for i in range(300):
+        if i % 3 == 0:
+            other.add(f"o{i:03d}-{'p' * 20}", i)  # lands in the tail the writer's next seal bridges
+            continue
+        before = _tail.core(store.get(writer.keys.head).value)
+        writer.add(f"m{i:03d}-{'p' * 20}", i)
+        value = store.get(writer.keys.head).value
+        held = writer.engine.writer.held
+        assert held is not None and held[0].value == value
+        assert held[1] == mdss._head.Head.decode(writer.keys.head, value)
+        seals += _tail.core(value) != before
+    assert seals >= 3
