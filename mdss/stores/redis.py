@@ -118,14 +118,10 @@ class _Version:
         return isinstance(other, str) and str(self) == other
 
     def __hash__(self) -> int:
-        return hash(self._value)
+        return hash(str(self))  # as the string it equals
 
     def __repr__(self) -> str:
         return f"<version {str(self)[:12]}>"
-
-
-def _version(value: bytes) -> _Version:
-    return _Version(value)
 
 
 def _sent(version: Any) -> str:
@@ -237,7 +233,7 @@ class _RedisBase(Store):
 
     def _get(self, key: str) -> Record | None:
         value = self._call(lambda: self.client.get(key))
-        return None if value is None else Record((value,), _version(value))
+        return None if value is None else Record((value,), _Version(value))
 
     def _put(self, key: str, value: bytes, context: Any) -> None:
         self._call(lambda: self.client.set(key, value))
@@ -281,9 +277,9 @@ class _RedisBase(Store):
                 raise StoreError(f"{self.where} refused the {what}: {exc}") from exc
             if got[0] in (1, 3):
                 value = got[1] if got[0] == 3 else (held if _tail.marked(held) else _tail.tailed(held)) + got[1]
-                return Record((value,), _version(value))
+                return Record((value,), _Version(value))
             refused = _tail.Refused(f"key {key!r} changed since it was read", full=got[0] == 2)
-            refused.current = Record((got[1],), _version(got[1])) if len(got) > 1 else None
+            refused.current = Record((got[1],), _Version(got[1])) if len(got) > 1 else None
             if lost is not None:
                 raise OutcomeUnknownError(
                     f"{self.where}: {what} to {key!r} lost its reply ({lost}), and the head moved on since"
@@ -318,23 +314,23 @@ class _RedisBase(Store):
                 raise StoreError(f"{self.where} refused the compare-and-set: {exc}") from exc
             else:
                 if won == 1:
-                    return _version(value)
+                    return _Version(value)
                 if lost is None:
                     current = won[1] if isinstance(won, list) and len(won) > 1 else None
                     raise ConflictError(
                         f"key {key!r} changed since it was read",
-                        current=None if current is None else Record((current,), _version(current)),
+                        current=None if current is None else Record((current,), _Version(current)),
                         current_known=True,
                     )
                 if self._read_back(key, lost) == value:  # the lost request ran before the resend
-                    return _version(value)
+                    return _Version(value)
                 raise OutcomeUnknownError(
                     f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key changed since"
                 ) from lost
             current = self._read_back(key, lost)
             if current == value:
-                return _version(value)
-            unchanged = current is None if version is None else current is not None and _version(current) == version
+                return _Version(value)
+            unchanged = current is None if version is None else current is not None and _Version(current) == version
             if not unchanged:
                 raise OutcomeUnknownError(
                     f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key changed since:"
