@@ -40,7 +40,7 @@ from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entr
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import Keyspace, shard_keyspace, shard_parts
-from ._order import Entry, Order, Score, add_scores, check_choice, check_member, check_score, score_of
+from ._order import Entry, Order, Score, add_scores, check_choice, check_flag, check_member, check_score, score_of
 from ._recent import Recent
 from ._tree import Tree
 from ._writer import check_chunk_size
@@ -508,10 +508,12 @@ class ShardedSet(SetMethods):
         *,
         around: str | None = None,
         ties: str = "ordinal",
+        with_data: bool = False,
         max_staleness: float | None = None,
     ) -> Page:
         """A page of ``limit`` entries with the cursors of the page after it (``next``) and before it (``previous``),
-        each ``None`` at that end; ``around=member`` as :meth:`SortedSet.page`.
+        each ``None`` at that end; ``around=member`` and ``with_data`` as :meth:`SortedSet.page` (data from the page's
+        snapshot).
 
         A page continues after the last entry of the page it came from (or ends before the first, going back), on the
         newest state: a member unchanged meanwhile is never skipped nor repeated. Two round trips with manifests
@@ -519,6 +521,7 @@ class ShardedSet(SetMethods):
         """
         check_page(limit, cursor, around)
         self._check_ties(ties)
+        check_flag(with_data, "with_data")
         member = None if around is None else check_member(around)
         entry: tuple[str, Score] | None = None
         back = False
@@ -531,7 +534,7 @@ class ShardedSet(SetMethods):
             else:
                 at = 0 if entry is None else self._count_below(g, [self._next_to(g, *entry, back)])[0]
                 start, stop = (max(at - limit, 0), at) if back else (at, at + limit)
-            return self._entries(g, start, stop, ties), start, g.count
+            return self._with_data(g, self._entries(g, start, stop, ties), with_data), start, g.count
 
         entries, start, total = self._read(run, staleness(max_staleness))
         if not entries:

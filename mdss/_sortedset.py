@@ -16,7 +16,7 @@ from ._engine import Engine, Resolver
 from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._keys import Keyspace
 from ._log import log_limit
-from ._order import Entry, Order, Score, check_choice, check_member, score_of
+from ._order import DataEntry, Entry, Order, Score, check_choice, check_flag, check_member, data_of, score_of
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
 from ._snapshot import Snapshot
@@ -65,6 +65,10 @@ def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], l
         if extra:
             _tree_of(ranking).fetch([*ids, *extra])
     return ranking.slice(start, stop)
+
+
+#: What a page's read returns: ranking, start, (members, scores), and their values when data is wanted.
+_Sliced = tuple[Any, int, tuple[list[str], list[Any]], list[Any] | None]
 
 
 class _Opens(type):
@@ -303,13 +307,16 @@ class SortedSet(SetMethods, metaclass=_Opens):
         *,
         around: str | None = None,
         ties: str = "ordinal",
+        with_data: bool = False,
         max_staleness: float | None = None,
     ) -> Page:
         """A page of ``limit`` entries with the cursors of the page after it (``next``) and before it (``previous``),
         each ``None`` at that end. ``cursor`` takes either: a ``previous`` cursor gives the ``limit`` entries just
         before the page it came from, in set order. ``around=member`` is the page of ``limit`` entries with the member
         at index ``limit // 2``, slid to stay full at either end of the set (as :meth:`around` with ``fill=True``);
-        an empty page if the member is absent.
+        an empty page if the member is absent. ``with_data=True``: :class:`DataEntry` entries, each with its member's
+        data (one more round trip, as :meth:`range`), from the page's snapshot; a page read on the snapshot a cursor
+        kept takes them from the newest state.
 
         Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
         (``gc_grace``); then the newest state after the last entry returned (before the first, going back): a member
@@ -325,18 +332,25 @@ class SortedSet(SetMethods, metaclass=_Opens):
         """
         check_page(limit, cursor, around)
         self._check_ties(ties)
+        check_flag(with_data, "with_data")
         bound = staleness(max_staleness)
+        values: list[Any] | None = None
+
+        def valued(snap: Snapshot, start: int, sliced: tuple[list[str], list[Any]]) -> _Sliced:
+            """What a page read: its ranking, start, members and scores, and their values if data is wanted."""
+            return snap.ranking, start, sliced, self._values(snap, sliced[0]) if with_data and sliced[0] else None
+
         if around is not None:
             member, (before, after) = check_member(around), page_around(limit)
 
-            def centred(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
+            def centred(snap: Snapshot) -> _Sliced:
                 start, stop = self._around(snap, member, before, after, True, ties) or (0, 0)
-                return snap.ranking, start, _slice(snap.ranking, start, stop, ties)
+                return valued(snap, start, _slice(snap.ranking, start, stop, ties))
 
-            ranking, start, (members, scores) = self._read(centred, bound)
+            ranking, start, (members, scores), values = self._read(centred, bound)
         elif cursor is None:
-            ranking, start, (members, scores) = self._read(
-                lambda snap: (snap.ranking, 0, _slice(snap.ranking, 0, limit, ties)), bound
+            ranking, start, (members, scores), values = self._read(
+                lambda snap: valued(snap, 0, _slice(snap.ranking, 0, limit, ties)), bound
             )
         else:
             state, back = _cursor.decode(self.engine.keys.prefix, self.name, cursor)
@@ -347,7 +361,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
             except MissingNodeError:  # the snapshot is gone: go on from the newest head, next to the cursor's entry
                 order = self._order
 
-                def resume(snap: Snapshot) -> tuple[Any, int, tuple[list[str], list[Any]]]:
+                def resume(snap: Snapshot) -> _Sliced:
                     value: Any = state.score  # a "first" set's key needs the entry's number: its value, if unchanged
                     if order.first:
                         found = snap.index.get(state.member)
@@ -356,10 +370,15 @@ class SortedSet(SetMethods, metaclass=_Opens):
                     probe = key if back else (*key, 0)
                     at = snap.ranking.count_below([probe])[0]
                     first, stop = (max(at - limit, 0), at) if back else (at, at + limit)
-                    return snap.ranking, first, _slice(snap.ranking, first, stop, ties)
+                    return valued(snap, first, _slice(snap.ranking, first, stop, ties))
 
-                ranking, start, (members, scores) = self._read(resume, bound)
-        entries = _ranked(self._order, ranking, start, members, scores, ties)
+                ranking, start, (members, scores), values = self._read(resume, bound)
+        ranked = _ranked(self._order, ranking, start, members, scores, ties)
+        entries: list[Any] = ranked
+        if with_data and ranked:
+            if values is None:  # read on the cursor's snapshot, which names no member index: the newest state
+                values = self._read(lambda snap: self._values(snap, members), bound)
+            entries = [DataEntry(*entry, data_of(value)) for entry, value in zip(ranked, values)]
         if not entries:
             return Page(entries, None, None)
         prefix, stop = self.engine.keys.prefix, start + len(entries)

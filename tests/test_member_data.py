@@ -134,3 +134,35 @@ def test_a_score_that_changes_only_its_type_reaches_every_reader(store) -> None:
     assert type(fresh.score("m10")) is int and fresh.data("m10") == "red"
     assert [type(e.score) for e in fresh.range_by_score(3, 3) if e.member == "m10"] == [int]
     assert fresh.check() == []
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_pages_carry_data_on_every_path(store_factory, shards) -> None:
+    """``page(with_data=True)``: the first page, a page on the snapshot a cursor kept (data from the newest state), one
+    resumed on the newest state once that snapshot is collected, a previous page and a page around a member all give
+    each member's data."""
+    store = store_factory()
+    sset = mdss.SortedSet(store, "p", shards=shards, chunk_size=4, log_limit=4, gc_grace=0)
+    data = {f"m{i:02d}": None if i % 3 else f"d{i}" for i in range(20)}
+    with sset.batch():
+        for i in range(20):
+            sset.add(f"m{i:02d}", i, data=data[f"m{i:02d}"])
+
+    def with_data(entries):
+        return [mdss.DataEntry(*e, data[e.member]) for e in entries]
+
+    first = sset.page(6, with_data=True)
+    assert first.entries == with_data(sset.range(0, 6))
+    data["m13"] = "new"  # rank 7: on the next page
+    sset.set_data("m13", "new")
+    second = sset.page(6, first.next, with_data=True)
+    assert second.entries == with_data(sset.range(6, 6))
+    for k in range(2):  # merges, the second deleting what the first replaced: the cursor's snapshot
+        sset.add("m00", -1 - k)
+        sset.merge()
+    reader = mdss.SortedSet(store, "p", cache_bytes=0)  # no cached copy of it either: the page resumes by key
+    third = reader.page(6, second.next, with_data=True)
+    assert third.entries == with_data(sset.range(12, 6))
+    assert sset.page(6, second.previous, with_data=True).entries == with_data(sset.range(0, 6))
+    assert sset.page(3, around="m09", with_data=True).entries == with_data(sset.range(9, 3))
+    assert all(type(e) is mdss.Entry for e in sset.page(6).entries)

@@ -207,14 +207,14 @@ class SortedSetMachine(RuleBasedStateMachine):
         assert found == expected[offset : offset + limit] and plain(found)
         assert all(type(e) is (mdss.DataEntry if with_data else mdss.Entry) for e in found)
 
-    @rule(limit=st.integers(1, 5))
-    def pages(self, limit: int) -> None:
-        """Every page by cursor, in the set's order (ties included: cursors resume after a key)."""
-        found, cursor = self.set.page(limit)
+    @rule(limit=st.integers(1, 5), with_data=st.booleans())
+    def pages(self, limit: int, with_data: bool) -> None:
+        """Every page by cursor, in the set's order (ties included: cursors resume after a key), with data or not."""
+        found, cursor = self.set.page(limit, with_data=with_data)
         while cursor is not None:
-            more, cursor = self.set.page(limit, cursor)
+            more, cursor = self.set.page(limit, cursor, with_data=with_data)
             found += more
-        assert found == self.model.entries() and plain(found)
+        assert found == (self.model.with_data() if with_data else self.model.entries()) and plain(found)
 
     @rule(member=S.members)
     def member_reads(self, member: str) -> None:
