@@ -266,11 +266,12 @@ def range_(offset: int, limit: int, ties: str, with_data: bool) -> None:
 @click.option("--around", default=None, metavar="MEMBER", help="The page with MEMBER in its middle.")
 @click.option("--limit", type=IntRange(min=1), default=10, show_default=True)
 @ties_option
-def page(cursor: str | None, around: str | None, limit: int, ties: str) -> None:
+@data_option
+def page(cursor: str | None, around: str | None, limit: int, ties: str, with_data: bool) -> None:
     """Print a page of LIMIT entries and the cursors of the pages after and before it, as SortedSet.page(limit,
     cursor): pages that follow each other never repeat or skip a member while the set changes (for mdss range's
     offsets, they may)."""
-    found = _ctx().board().page(limit, cursor, ties=ties, around=around)
+    found = _ctx().board().page(limit, cursor, ties=ties, around=around, with_data=with_data)
     click.echo(_table(found.entries))
     click.echo(_cursors(found.next, found.previous))
 
@@ -285,9 +286,10 @@ def _cursors(after: str | None, before: str | None) -> str:
 @click.option("--before", type=IntRange(min=0), default=5, show_default=True)
 @click.option("--after", type=IntRange(min=0), default=5, show_default=True)
 @ties_option
-def around(member: str, before: int, after: int, ties: str) -> None:
+@data_option
+def around(member: str, before: int, after: int, ties: str, with_data: bool) -> None:
     """Print the entries around MEMBER."""
-    entries = _ctx().board().around(member, before, after, ties=ties)
+    entries = _ctx().board().around(member, before, after, ties=ties, with_data=with_data)
     if not entries:
         raise click.ClickException(f"{member} is not in the set")
     click.echo(_table(entries))

@@ -100,6 +100,8 @@ def test_member_data_commands(run) -> None:
     assert listed[0].split() == ["rank", "member", "score", "data"]
     assert [line.split() for line in listed[1:]] == [["1", "bob", "7", "-"], ["2", "ann", "5", "team", "red"]]
     assert run("range", "1", "--with-data").splitlines()[1].split()[-1] == "red"
+    assert run("page", "--with-data").splitlines()[1:3] == listed[1:]
+    assert run("around", "ann", "--with-data").splitlines()[1:] == listed[1:]
     assert "is not in set" in run("data", "zed", code=1) and "is not in set" in run("set-data", "zed", "x", code=1)
     assert "give TEXT, or --clear" in run("set-data", "ann", code=2)
     error = run("add", "ann", "1", "--data", "x" * 1100, code=1)
