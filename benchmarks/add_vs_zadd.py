@@ -10,7 +10,8 @@ times a block of ``--block`` single updates on one side and the same updates on 
 alternates). ``--tiebreak`` is the mdss set's (``first``: ties by who reached the score first). Unless
 ``--no-busy``, a process spins on the other core all along, as a production host's other work does: mdss spends more
 client CPU per write than a ``ZADD``, so a shared CPU is its real condition. A redis-server is started on loopback
-unless ``--redis``. Prints each round's rates and the ratio over all rounds (mdss / ZADD).
+unless ``--redis``. Prints each round's rates, Redis' own time per call of each side (``INFO commandstats`` over the
+timed rounds, where ``CONFIG RESETSTAT`` is allowed), and the ratio over all rounds (mdss / ZADD).
 """
 
 from __future__ import annotations
@@ -48,6 +49,26 @@ def _busy(on: bool) -> Iterator[None]:
         spinner.join()
 
 
+def _reset_stats(client: redis.Redis) -> bool:
+    """Zero the server's command statistics (False where ``CONFIG RESETSTAT`` is not allowed)."""
+    try:
+        client.config_resetstat()
+    except redis.ResponseError:
+        return False
+    return True
+
+
+def _server_time(client: redis.Redis, updates: int) -> str:
+    """Redis' own time per call over the timed rounds (``INFO commandstats``): mdss' scripts (appends, seals) beside
+    ``ZADD``, and how many of each an update took."""
+    stats = client.info("commandstats")
+    parts = []
+    for command, name in (("evalsha", "EVALSHA (mdss' scripts)"), ("zadd", "ZADD")):
+        found = stats.get(f"cmdstat_{command}", {"calls": 0, "usec_per_call": 0.0})
+        parts.append(f"{name} {found['usec_per_call']:.2f} us a call, {found['calls'] / updates:.2f} per update")
+    return "Redis time: " + "; ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=1_000_000)
@@ -75,6 +96,7 @@ def main() -> None:
                 member, score = rng.choice(names), rng.randrange(10 * args.members)
                 sides["mdss"](member, score)
                 sides["zadd"](member, score)
+            server = _reset_stats(client)
             for r in range(args.rounds):
                 updates = [(rng.choice(names), rng.randrange(10 * args.members)) for _ in range(args.block)]
                 took = {}
@@ -90,6 +112,8 @@ def main() -> None:
                     f"round {r + 1}: mdss {rates['mdss']:,.0f}/s, ZADD {rates['zadd']:,.0f}/s, "
                     f"{rates['mdss'] / rates['zadd']:.2f}x"
                 )
+        if server:
+            print(_server_time(client, args.rounds * args.block))
     print(
         f"{args.members:,} members (tiebreak={args.tiebreak}), {args.rounds} x {args.block} updates per side, "
         "other core "
