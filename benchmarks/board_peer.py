@@ -198,8 +198,11 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--chunk-size", type=int, default=None, help="the boards' chunk_size (default: mdss')")
     parser.add_argument("--memory-mb", type=int, default=None, help="Leaderboard.load's memory_bytes in MiB")
+    parser.add_argument("--cache-mb", type=int, default=None, help="the boards' cache_bytes in MiB (default: mdss')")
     args = parser.parse_args()
     options = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
+    if args.cache_mb is not None:
+        options["cache_bytes"] = args.cache_mb << 20
     with redis_url(args.redis) as url:
         result = run(url, args.owners, args.rounds, args.block, args.seed, options, args.memory_mb)
     print("\n".join(report(result)))

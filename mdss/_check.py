@@ -67,7 +67,8 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
         is_root = len(path) == 1
         minimum, most = fill(chunk, height)
         bound = tree.node_bytes
-        weighs = weight(height, node.members) if bound is not None else 0
+        ids = node.ids if isinstance(node, Manifest) else ()
+        weighs = weight(height, node.members, ids) if bound is not None else 0
         if len(node) > most:
             problems.append(f"{where} holds {len(node)} items, more than {most}")
         if bound is not None and weighs > bound and len(node) > 1:

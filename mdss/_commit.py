@@ -315,7 +315,7 @@ def _attempt(
         writer, scores, index = _merge.fold(engine, snap, changes)
         writer.replaced.extend(_log.node_ids(engine, log))
         end = log.seq + len(changed)
-        head = head.next(nonce, scores=scores, members=index, log=Log(end, end))
+        head = head.next(nonce, scores=scores, members=index, log=Log(end, end), merges=head.merges + 1)
         if not _publish.publish(engine, snap, head, writer):
             return False
         engine.writer.made(scores.root, index.root)

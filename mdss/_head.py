@@ -165,6 +165,9 @@ class Head:
     #: is true), each at ``expires`` plus the grace or later: ``None``, none does; :data:`FENCED` and an id, some may
     #: and none will be given one; else the token of the process that may give them one, fenced by this head's value.
     native: str | None = None
+    #: How many merges (and commits that wrote the trees) made this head's trees: their parity tells which entry sets
+    #: take their turn to be patched (``mdss._writer.Writer``). Stored only when not 0.
+    merges: int = 0
 
     def expired(self) -> bool:
         """Whether this head's moment has passed by this process's clock (:func:`clock`): the set reads as dropped."""
@@ -228,6 +231,7 @@ class Head:
                     **({} if self.tiebreak == "member" else {"tb": self.tiebreak}),
                     **({} if self.expires is None else {"exp": self.expires}),
                     **({} if self.native is None else {"nx": self.native}),
+                    **({} if not self.merges else {"mg": self.merges}),
                 }
             )
         )
@@ -264,6 +268,7 @@ class Head:
                 tiebreak=found.get("tb", "member"),
                 expires=found.get("exp"),
                 native=found.get("nx"),
+                merges=found.get("mg", 0),
             )
             head.check()
         except (KeyError, TypeError, ValueError) as exc:
@@ -275,13 +280,15 @@ class Head:
             raise ValueError(f"order {self.order!r}")
         if not valid_tiebreak(self.tiebreak):
             raise ValueError(f"tiebreak {self.tiebreak!r:.40}")
-        for name in ("chunk", "gen", "epoch", "epoch_gen"):
+        for name in ("chunk", "gen", "epoch", "epoch_gen", "merges"):
             if type(getattr(self, name)) is not int:
                 raise TypeError(f"{name} must be an int")
         if not 2 <= self.chunk <= MAX_CHUNK:
             raise ValueError(f"chunk {self.chunk} outside 2..{MAX_CHUNK}")
         if self.node_bytes is not None and (type(self.node_bytes) is not int or not 256 <= self.node_bytes <= 1 << 30):
             raise ValueError(f"node_bytes {self.node_bytes!r} outside 256..2**30")
+        if self.merges < 0:
+            raise ValueError(f"impossible merge count {self.merges}")
         if self.gen < 0 or self.epoch < 0 or not 0 <= self.epoch_gen <= self.gen:
             raise ValueError(f"impossible generation {self.gen}, epoch {self.epoch} from generation {self.epoch_gen}")
         if len(self.recent) > min(self.gen, RECENT) or not all(type(n) is str for n in self.recent):

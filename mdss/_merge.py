@@ -56,7 +56,7 @@ def fold(
     member_ops.sort(key=itemgetter(0))
     limit = engine.store.max_value_bytes
     patches, deltas = patches_fit(engine.chunk_size, limit), deltas_fit(engine.chunk_size, limit)
-    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches, deltas)
+    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches, deltas, snap.head.merges % 2)
     scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
     index = TreeRef(*writer.apply(snap.member_index, member_ops))
     return writer, scores, index
@@ -266,7 +266,13 @@ class _Prepared:
         rest = attrs.evolve(self.log, seq=log.seq, inline=inline)
         notes, note_page = self.notes
         return current.next(
-            secrets.token_hex(8), scores=scores, members=index, log=rest, notes=notes, note_page=note_page
+            secrets.token_hex(8),
+            scores=scores,
+            members=index,
+            log=rest,
+            notes=notes,
+            note_page=note_page,
+            merges=current.merges + 1,
         )
 
 

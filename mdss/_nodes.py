@@ -87,19 +87,29 @@ def fill(chunk: int, height: int) -> tuple[int, int]:
 #: bounds of the encoded sizes: a node of weight ``w`` stores in at most ``w`` bytes and a few more for its frame.
 ENTRY_BYTES = 12
 CHILD_BYTES = 64
+#: The characters of a child's id that :data:`CHILD_BYTES` holds: a node id of one node (``mdss._writer.new_id``). A
+#: patched entry set's (``base+patch``) is longer: a manifest's weight counts such ids again, whole.
+ID_CHARS = 31
 
 
-def weights(height: int, members: Sequence[str]) -> list[int]:
-    """The weight (:data:`ENTRY_BYTES`) of each item of a node at ``height`` with (first) members ``members``."""
+def weights(height: int, members: Sequence[str], ids: Sequence[str] = ()) -> list[int]:
+    """The weight (:data:`ENTRY_BYTES`) of each item of a node at ``height`` with (first) members ``members``; a
+    manifest's children's ``ids``, if given, add the characters of those longer than :data:`ID_CHARS`."""
     extra = CHILD_BYTES if height else ENTRY_BYTES
-    return [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
+    found = [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
+    for i, node_id in enumerate(ids):
+        if len(node_id) > ID_CHARS:
+            found[i] += len(node_id)
+    return found
 
 
-def weight(height: int, members: Sequence[str]) -> int:
-    """``sum(weights(height, members))``, at C speed: one join, and an encoding only if it is not ASCII."""
+def weight(height: int, members: Sequence[str], ids: Sequence[str] = ()) -> int:
+    """``sum(weights(height, members, ids))``, at C speed: one join, and an encoding only if it is not ASCII."""
     joined = "".join(members)
     size = len(joined) if joined.isascii() else len(joined.encode("utf-8"))
-    return size + (CHILD_BYTES if height else ENTRY_BYTES) * len(members)
+    return (
+        size + (CHILD_BYTES if height else ENTRY_BYTES) * len(members) + sum(len(i) for i in ids if len(i) > ID_CHARS)
+    )
 
 
 def full(count: int, weight: int, least: int, node_bytes: int | None) -> bool:

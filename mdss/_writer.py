@@ -16,6 +16,7 @@ import functools
 import math
 import secrets
 import time
+import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
@@ -34,6 +35,8 @@ FLUSH_LEAVES = 256
 
 #: A manifest's delta weighs at most this fraction's inverse of the manifest (mdss._nodes.delta_weight): a quarter.
 DELTA_SHARE = 4
+#: The most changes (a share of the chunk) of the one patch an unpatched entry set may take in its turn (Writer._turn).
+ONE_PATCH_SHARE = 4
 
 #: The wall clock that stamps node ids (injectable: tests skew it to show that nothing depends on it).
 clock = time.time
@@ -97,12 +100,16 @@ class Writer:
         flush: Callable[[dict[str, bytes]], None] | None = None,
         patches: bool = False,
         deltas: int = 0,
+        phase: int = 0,
     ) -> None:
         self.chunk, self.epoch, self.flush, self.patches, self.deltas = chunk, epoch, flush, patches, deltas
+        self.phase = phase  # the parity of the merge (mdss._head.Head.merges): see _turn
+        self.id_sample = new_id(epoch)  # as long as the ids this writer mints
         self.flushed = [0, 0]
         self.bounded = False  # whether this apply reads and flushes entry sets a manifest at a time
         self.leaf_fill, self.manifest_fill = fill(chunk, 0), fill(chunk, 1)
         self.patch_most = patch_most(chunk)
+        self.one_patch = max(self.patch_most, chunk // ONE_PATCH_SHARE)  # see _patchable
         self.patching = False  # whether this apply may patch entry sets
         self.new: dict[str, Node] = {}
         self.built: dict[str, bytes] = {}
@@ -114,9 +121,9 @@ class Writer:
 
     def _start(self, tree: Tree) -> None:
         self.tree, self.dense, self.node_bytes = tree, tree.keyfn is not member_key, tree.node_bytes
-        # Not a root entry set (the head names it), nor in sets bounded in bytes: a manifest's weight counts an id of
-        # one node per child (mdss._nodes.CHILD_BYTES), which a patched child's two would pass.
-        self.patching = self.patches and tree.height > 0 and tree.node_bytes is None
+        # Not a root entry set (the head names it). In sets bounded in bytes, a manifest counts its patched children's
+        # longer ids (mdss._nodes.ID_CHARS).
+        self.patching = self.patches and tree.height > 0
 
     def garbage(self) -> list[str]:
         """The stored nodes this commit makes unreachable: every part of what it replaced (an entry set and its patch,
@@ -143,7 +150,7 @@ class Writer:
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
-    def _cuts(self, members: Sequence[str], height: int) -> list[int]:
+    def _cuts(self, members: Sequence[str], height: int, ids: Sequence[str] = ()) -> list[int]:
         """Where to cut the items of a node at ``height`` (their members, or first members) into nodes.
 
         Bounded in items only: :meth:`_split_points`. Bounded in bytes as well, items heavier than the bound together
@@ -154,9 +161,9 @@ class Writer:
         """
         least, most = fill(self.chunk, height)
         bound = self.node_bytes
-        if bound is None or weight(height, members) <= bound:
+        if bound is None or weight(height, members, ids) <= bound:
             return self._split_points(len(members), most)
-        sizes = weights(height, members)
+        sizes = weights(height, members, ids)
         cuts, count, part = [0], 0, 0
         for i, size in enumerate(sizes):
             if count and (count == most or part + size > bound):
@@ -185,7 +192,8 @@ class Writer:
         least = (self.manifest_fill if node.height else self.leaf_fill)[0]
         if len(node) >= least or self.node_bytes is None:
             return len(node) < least
-        return not full(len(node), weight(node.height, node.members), least, self.node_bytes)
+        ids = node.ids if isinstance(node, Manifest) else ()
+        return not full(len(node), weight(node.height, node.members, ids), least, self.node_bytes)
 
     def _emit_leaves(
         self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any], cuts: list[int] | None = None
@@ -212,7 +220,7 @@ class Writer:
 
     def _emit_manifests(self, children: list[Summary], height: int) -> list[Summary]:
         out: list[Summary] = []
-        cuts = self._cuts([child[2] for child in children], height)
+        cuts = self._cuts([child[2] for child in children], height, [child[0] for child in children])
         keyfn = self.tree.keyfn
         for a, b in zip(cuts, cuts[1:]):
             ids, counts, members, scores, distincts, lasts = tuple(zip(*children[a:b]))
@@ -360,15 +368,45 @@ class Writer:
                 keys.insert(i, key)
                 members.insert(i, member)
                 scores.insert(i, score)
-        if base is not None and self._patchable(len(removed) + len(added), len(keys)):
+        whole = node if patch is None else None
+        if base is not None and self._patchable(len(removed) + len(added), members, whole, base):
             return [self._emit_patched(base, removed, added, keys, members, scores)]
         return self._emit_leaves(keys, members, scores)
 
-    def _patchable(self, changes: int, size: int) -> bool:
-        """Whether an entry set of ``size`` entries that differs from its stored base in ``changes`` entries is written
-        as a patch: few changes, and a fill that needs no split nor merge."""
+    def _patchable(self, changes: int, members: Sequence[str], whole: Leaf | None, base: str) -> bool:
+        """Whether an entry set of ``members`` that differs from its stored ``base`` in ``changes`` entries is written
+        as a patch: a fill that needs no split nor merge (in a set bounded in bytes, also a child's weight in its
+        manifest, with the patch's longer id, within a quarter of the bound), and few changes, or else (``whole``: the
+        base is the stored entry set, unpatched) one patch of up to a quarter of the chunk, in the set's turn
+        (:meth:`_turn`)."""
         least, most = self.leaf_fill
-        return changes <= self.patch_most and least <= size <= most
+        size, bound = len(members), self.node_bytes
+        if size > most or not members:
+            return False
+        if bound is not None:
+            weighs = weight(0, members)
+            if weighs > bound or not full(size, weighs, least, bound):
+                return False
+            if 4 * weight(1, members[:1], [f"{base}{JOIN}{self.id_sample}"]) > bound:
+                return False
+        elif size < least:
+            return False
+        if changes <= self.patch_most:
+            return True
+        return whole is not None and changes <= self.one_patch and self._turn(whole)
+
+    def _turn(self, whole: Leaf) -> bool:
+        """Whether a merge of this parity (:attr:`mdss._head.Head.merges`) may patch ``whole`` past ``patch_most``.
+
+        Where each merge changes more than ``patch_most`` entries of an entry set (a board's merges change some 70 of a
+        thousand), patches do not add up: an entry set takes one and is rewritten by the next merge. Every entry set
+        would then do the same in step, every other merge rewriting the whole tree, and for the grace after it both
+        trees would be stored. Instead an entry set takes its one patch only in merges of the parity of its first
+        member's CRC-32, else it is rewritten now: each merge rewrites half the tree and patches the other half, and
+        writes about half the bytes a merge that rewrites everything would.
+        """
+        first = whole.members[0] if whole.members else ""
+        return zlib.crc32(first.encode("utf-8", "surrogatepass")) % 2 == self.phase
 
     def _emit_patched(
         self,

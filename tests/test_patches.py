@@ -78,8 +78,8 @@ def test_a_patch_costs_no_round_trip(store_factory, monkeypatch) -> None:
     """The same history with and without patches makes trees of the same shape (a patch never splits nor merges):
     cold ranks cost the same store calls in both."""
     calls = []
-    for most in (_writer.patch_most, lambda chunk: -1):
-        monkeypatch.setattr(_writer, "patch_most", most)
+    for patchable in (_writer.Writer._patchable, lambda *args: False):
+        monkeypatch.setattr(_writer.Writer, "_patchable", patchable)
         store = store_factory()
         sset, model = _patched_set(store)
         sset.merge()
@@ -253,3 +253,33 @@ def test_no_patches_where_the_store_cannot_hold_their_manifests() -> None:
     sset.merge()
     assert _kinds(store)[PATCH] == 0
     assert _entries(mdss.SortedSet(store, "s", chunk_size=8, cache_bytes=0)) == _expected(model)
+
+
+def test_merges_that_change_many_entries_take_turns_to_rewrite() -> None:
+    """Where every merge changes more than ``patch_most`` entries of each entry set (at most a quarter of the chunk), an
+    unpatched entry set takes one patch in merges of its turn and is rewritten by the next one: each merge rewrites
+    about half the entry sets (and the grace after it keeps about half a tree of garbage), never all of them."""
+    store = mdss.open_store("memory://")
+    chunk, blocks = 100, 24
+    assert _writer.patch_most(chunk) < 18 <= chunk // _writer.ONE_PATCH_SHARE
+    model = {f"m{i:05d}": i for i in range(chunk * blocks)}
+    mdss.SortedSet.load(store, "s", model, chunk_size=chunk)
+    sset = mdss.SortedSet(store, "s", chunk_size=chunk, log_limit=10**6, gc_grace=0)
+    rng = random.Random(5)
+    shares, before = [], None
+    for _ in range(10):
+        for block in range(blocks):  # 9 updates in each run of 100 members: 18 changes in each tree's entry sets
+            for i in rng.sample(range(block * chunk, (block + 1) * chunk), 9):
+                member = f"m{i:05d}"
+                model[member] = i if model[member] != i else i + 0.5  # it keeps its place
+                sset.add(member, model[member])
+        assert sset.merge()
+        keys = sset.node_keys()
+        bases = {k for k, v in zip(keys, store.get_many(keys)) if v is not None and describe(v).startswith("an entry")}
+        if before is not None:
+            shares.append(len(bases - before) / len(bases))
+        before = bases
+    assert all(0.2 <= share <= 0.8 for share in shares[2:]), shares
+    assert 0.35 <= sum(shares[2:]) / len(shares[2:]) <= 0.65, shares
+    assert sset.check() == [] and _entries(sset) == _expected(model)
+    assert _entries(mdss.SortedSet(store, "s", cache_bytes=0)) == _expected(model)
