@@ -1,13 +1,15 @@
 """mdss.Leaderboard beside the agoragames ``leaderboard`` library (plain Redis sorted sets) on one Redis.
 
     python benchmarks/board_peer.py [--owners 1000000] [--rounds 3] [--block 200] [--redis URL] [--json FILE]
-                                    [--memory-mb M]
+                                    [--memory-mb M] [--cache-mb M] [--warm]
 
 Both sides hold the same owners (``player-NNNNNNNN``, integer points) in one descending column: the peer in one
 sorted set, mdss in a board with one column and the ``all`` window. Each side is bulk-loaded once (the peer's
 ``rank_members``, pipelined in chunks of 10,000; ``Leaderboard.load``, with its default ``memory_bytes`` unless
 ``--memory-mb``: past about 125,000 rows per 256 MiB it spills to SQLite), and each side's Redis memory is read with
-``MEMORY USAGE`` of all its keys. Then, ``--rounds`` times, every operation runs a block of ``--block`` calls on one
+``MEMORY USAGE`` of all its keys. With ``--warm``, mdss then reads its board page by page once (untimed), so that
+the rounds see the steady state of a process whose cache (``--cache-mb``, which must hold it) holds the window's
+entries, as Redis holds the peer's; the growth of the process' peak memory is reported. Then, ``--rounds`` times, every operation runs a block of ``--block`` calls on one
 side, then the same calls on the other (which side goes first alternates), so that the machine's other load falls on
 both alike: single posts (the same owners and values on both), rank, score and rank, 25 around an owner, a page of 25
 by rank at a random page, percentile, count. Posts are also timed for mdss with 3 columns in 3 windows (``all``,
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import sys
 import time
@@ -86,7 +89,14 @@ def _block(call: Callable[[Any], Any], args: list[Any], into: list[int]) -> None
 
 
 def run(
-    url: str, owners: int, rounds: int, block: int, seed: int, options: dict[str, Any], memory_mb: int | None = None
+    url: str,
+    owners: int,
+    rounds: int,
+    block: int,
+    seed: int,
+    options: dict[str, Any],
+    memory_mb: int | None = None,
+    warm: bool = False,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     names = [f"player-{i:08d}" for i in range(owners)]
@@ -113,6 +123,14 @@ def run(
     result["load"] = {"mdss_per_s": mdss_load, "peer_per_s": peer_load, "ratio": mdss_load / peer_load}
     memory = {"mdss": _memory(client, "mdss*") / owners, "peer": _memory(client, "peer*") / owners}
     result["memory_after_load"] = {**memory, "ratio": memory["mdss"] / memory["peer"]}
+    if warm:  # the steady state of a process whose cache holds the window's score tree (Redis holds the peer's)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t = time.perf_counter()
+        for offset in range(0, owners, 10_000):
+            board.page("xp", offset=offset, limit=10_000)
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) * 1024 / owners
+        result["warm"] = {"seconds": time.perf_counter() - t, "client_bytes_per_owner": grown}
+        print(f"warmed in {time.perf_counter() - t:.1f} s, client memory +{grown:,.0f} B/owner", file=sys.stderr)
 
     wide = mdss.Leaderboard(
         store, "wide", columns={"xp": "desc", "kills": "desc", "ms": "asc"}, windows=["all", "week", "day"], **options
@@ -183,6 +201,8 @@ def report(result: dict[str, Any]) -> Iterator[str]:
     for op in ("rank", "score_and_rank", "around", "page_by_rank", "percentile", "count"):
         f = result[op]
         yield f"{op + ' p50 (us)':<22}{f['mdss_p50_us']:>14,.0f}{f['peer_p50_us']:>14,.0f}{f['ratio']:>11.2f}x"
+    if "warm" in result:
+        yield f"warmed first: client memory +{result['warm']['client_bytes_per_owner']:,.0f} B/owner"
     for when in ("memory_after_load", "memory_after_posts"):
         f = result[when]
         yield f"{when + ' (B/owner)':<22}{f['mdss']:>14,.0f}{f['peer']:>14,.0f}{f['ratio']:>11.2f}x (mdss/peer)"
@@ -199,12 +219,13 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=None, help="the boards' chunk_size (default: mdss')")
     parser.add_argument("--memory-mb", type=int, default=None, help="Leaderboard.load's memory_bytes in MiB")
     parser.add_argument("--cache-mb", type=int, default=None, help="the boards' cache_bytes in MiB (default: mdss')")
+    parser.add_argument("--warm", action="store_true", help="read every page of mdss' board once before the rounds")
     args = parser.parse_args()
     options = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     if args.cache_mb is not None:
         options["cache_bytes"] = args.cache_mb << 20
     with redis_url(args.redis) as url:
-        result = run(url, args.owners, args.rounds, args.block, args.seed, options, args.memory_mb)
+        result = run(url, args.owners, args.rounds, args.block, args.seed, options, args.memory_mb, args.warm)
     print("\n".join(report(result)))
     if args.json:
         with open(args.json, "w") as f:
