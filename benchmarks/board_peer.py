@@ -7,9 +7,10 @@ Both sides hold the same owners (``player-NNNNNNNN``, integer points) in one des
 sorted set, mdss in a board with one column and the ``all`` window. Each side is bulk-loaded once (the peer's
 ``rank_members``, pipelined in chunks of 10,000; ``Leaderboard.load``, with its default ``memory_bytes`` unless
 ``--memory-mb``: past about 125,000 rows per 256 MiB it spills to SQLite), and each side's Redis memory is read with
-``MEMORY USAGE`` of all its keys. With ``--warm``, mdss then reads its board page by page once (untimed), so that
-the rounds see the steady state of a process whose cache (``--cache-mb``, which must hold it) holds the window's
-entries, as Redis holds the peer's; the growth of the process' peak memory is reported. Then, ``--rounds`` times, every operation runs a block of ``--block`` calls on one
+``MEMORY USAGE`` of all its keys. With ``--warm``, mdss then reads its board's nodes once (``Leaderboard.warm``,
+untimed), so that the rounds see the steady state of a process whose cache (``--cache-mb``, which must hold them)
+holds the window, as Redis holds the peer's; the growth of the process' peak memory is reported. Then, ``--rounds``
+times, every operation runs a block of ``--block`` calls on one
 side, then the same calls on the other (which side goes first alternates), so that the machine's other load falls on
 both alike: single posts (the same owners and values on both), rank, score and rank, 25 around an owner, a page of 25
 by rank at a random page, percentile, count. Posts are also timed for mdss with 3 columns in 3 windows (``all``,
@@ -123,14 +124,13 @@ def run(
     result["load"] = {"mdss_per_s": mdss_load, "peer_per_s": peer_load, "ratio": mdss_load / peer_load}
     memory = {"mdss": _memory(client, "mdss*") / owners, "peer": _memory(client, "peer*") / owners}
     result["memory_after_load"] = {**memory, "ratio": memory["mdss"] / memory["peer"]}
-    if warm:  # the steady state of a process whose cache holds the window's score tree (Redis holds the peer's)
+    if warm:  # the steady state of a process whose cache holds the window (Redis holds the peer's)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t = time.perf_counter()
-        for offset in range(0, owners, 10_000):
-            board.page("xp", offset=offset, limit=10_000)
+        read = board.warm()
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) * 1024 / owners
-        result["warm"] = {"seconds": time.perf_counter() - t, "client_bytes_per_owner": grown}
-        print(f"warmed in {time.perf_counter() - t:.1f} s, client memory +{grown:,.0f} B/owner", file=sys.stderr)
+        result["warm"] = {"seconds": time.perf_counter() - t, "entry_sets": read, "client_bytes_per_owner": grown}
+        print(f"warmed {read:,} entry sets in {time.perf_counter() - t:.1f} s, +{grown:,.0f} B/owner", file=sys.stderr)
 
     wide = mdss.Leaderboard(
         store, "wide", columns={"xp": "desc", "kills": "desc", "ms": "asc"}, windows=["all", "week", "day"], **options
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=None, help="the boards' chunk_size (default: mdss')")
     parser.add_argument("--memory-mb", type=int, default=None, help="Leaderboard.load's memory_bytes in MiB")
     parser.add_argument("--cache-mb", type=int, default=None, help="the boards' cache_bytes in MiB (default: mdss')")
-    parser.add_argument("--warm", action="store_true", help="read every page of mdss' board once before the rounds")
+    parser.add_argument("--warm", action="store_true", help="Leaderboard.warm() before the rounds (see --cache-mb)")
     args = parser.parse_args()
     options = {} if args.chunk_size is None else {"chunk_size": args.chunk_size}
     if args.cache_mb is not None:

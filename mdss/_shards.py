@@ -629,6 +629,16 @@ class ShardedSet(SetMethods):
     def node_keys(self) -> list[str]:
         return sorted(key for e in self.engines for key in _garbage.node_keys(e))
 
+    def warm(self) -> int:
+        """Every shard's nodes into the shared cache, as :meth:`SortedSet.warm`, until it is full."""
+        read = 0
+        for engine in self.engines:
+            evicted = self._cache.dropped
+            read += _snapshot.warm(engine)
+            if self._cache.dropped != evicted:
+                break
+        return read
+
     def _set_moment(self, moment: int) -> bool:
         """Every shard's head carries the moment, shard by shard (one made empty where a shard has none yet, so that no
         shard a later write starts outlives it); nothing if no shard exists. Interrupted, it raises and some shards

@@ -138,6 +138,22 @@ def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | Non
     )
 
 
+def warm(engine: Engine) -> int:
+    """Read the set's entry sets (both trees, a batch per round trip) into this process's node cache until all are read
+    or the cache would evict one: how many it read. Best effort: a node replaced and collected meanwhile ends it."""
+    snap, cache = snapshot(engine), engine.cache
+    evicted, read = cache.dropped, 0
+    try:
+        for tree in (snap.score_tree, snap.member_index):
+            for _ in tree.leaves() if tree.root is not None else ():
+                read += 1
+                if cache.dropped != evicted:
+                    return read
+    except MissingNodeError:
+        pass
+    return read
+
+
 def headless(engine: Engine) -> bool:
     """Whether nodes of the set are stored while it has no head (a listing, stopped at the first that exists; the head
     read again after it). Nodes that this object's own lost commits could not delete are deleted first."""

@@ -449,6 +449,13 @@ class SortedSet(SetMethods, metaclass=_Opens):
         """The store keys of every node the current head names (reads manifests only)."""
         return _garbage.node_keys(self.engine)
 
+    def warm(self) -> int:
+        """Read the set's nodes into this process's cache (``cache_bytes``), a batch of entry sets per round trip,
+        until all are read or the cache is full: how many entry sets it read. A service calls it once as it starts, so
+        that reads and writes find the nodes they need in memory from the first call, as they do once warm (a cache
+        holds a set's nodes at their stored size, which the process holds about three times over, decoded)."""
+        return _snapshot.warm(self.engine)
+
     def drop(self) -> None:
         """Remove the whole set, even a damaged one: its nodes, then its marker, then its head."""
         _garbage.drop(self.engine)

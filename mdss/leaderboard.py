@@ -990,6 +990,11 @@ class Leaderboard:
             deleted += self._registry.gc(wait=wait, sweep=sweep) + self._posts().gc(wait=wait, sweep=sweep)
         return deleted
 
+    def warm(self, window: str | None = None) -> int:
+        """Read one window's nodes into this process's cache (``cache_bytes``) until it is full, as
+        :meth:`SortedSet.warm`: how many entry sets it read."""
+        return self._set(self._instance(window)).warm()
+
     def check(self, window: str | None = None) -> list[str]:
         """The problems of one window: its set's (``SortedSet.check``), then its rows' (``window_problems``). O(n)."""
         instance = self._instance(window)
