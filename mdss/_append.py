@@ -49,15 +49,19 @@ def seal(engine: Engine, snap: Snapshot, record: bytes, nonce: str, changed: lis
     notes = _garbage.notes_of(engine, head, replaced)  # of the log manifest a new one replaces
     head, pages = _garbage.attach_notes(engine, head, list(notes))
     core, written = head.encode(), {**stored, **notes, **pages}
-    engine.store.put_many(written)
-    if not append(engine, snap, record, nonce, changed, (core, head)):
-        _garbage.discard(engine, list(written))
+    atomic = engine.store.seals_nodes  # the nodes go with the core, or not at all: nothing to discard
+    if not atomic:
+        engine.store.put_many(written)
+    if not append(engine, snap, record, nonce, changed, (core, head, written if atomic else {})):
+        if not atomic:
+            _garbage.discard(engine, list(written))
         return False
     engine.writer.take_full()
     if engine.writer.held is None:
         return True  # landed after a lost reply, sealed or not: gc() finds what is not named
     if _tail.core(engine.writer.held[0].value) != core:
-        _garbage.discard(engine, list(written))  # another seal came first: only the record was appended
+        if not atomic:
+            _garbage.discard(engine, list(written))  # another seal came first: only the record was appended
     else:
         engine.deletions.defer([engine.keys.node(i) for i in replaced] + list(notes))
     return True
@@ -69,11 +73,11 @@ def append(
     record: bytes,
     nonce: str,
     changed: list[Any],
-    sealing: tuple[bytes, Head] | None = None,
+    sealing: tuple[bytes, Head, dict[str, bytes]] | None = None,
 ) -> bool:
-    """Have the store append ``record`` to the head (``mdss._tail``; with ``sealing``, a core's bytes and head, seal:
-    put it in place of the head's core first): True if it landed, False if refused (it never will; the rebase starts
-    from the head returned).
+    """Have the store append ``record`` to the head (``mdss._tail``; with ``sealing``, a core's bytes and head, and the
+    nodes the store writes with it where it can, seal: put it in place of the head's core first): True if it landed,
+    False if refused (it never will; the rebase starts from the head returned).
 
     After a lost reply the same request is sent again: the store adds the record only once. If the store then refuses
     it, :func:`_appended` tells from the head whether the first one landed.
@@ -87,7 +91,7 @@ def append(
                 if sealing is None:
                     landed = engine.store.append_log(key, held, record, _tail.TAIL_BYTES)
                 else:
-                    landed = engine.store.swap_core(key, held, sealing[0], record, _tail.TAIL_BYTES)
+                    landed = engine.store.swap_core(key, held, sealing[0], record, _tail.TAIL_BYTES, sealing[2])
             except ConflictError as exc:
                 if doubt.ambiguous is None:
                     engine.writer.lost_to(exc.current, full=bool(getattr(exc, "full", False)))
@@ -121,7 +125,7 @@ def _landed(
     landed: Record,
     record: bytes,
     changed: list[Any],
-    sealing: tuple[bytes, Head] | None,
+    sealing: tuple[bytes, Head, dict[str, bytes]] | None,
 ) -> None:
     """Hold the head an append landed in: the head it was sent from, plus the records others appended meanwhile, plus
     its own (unless a resend found it among those); when its core replaced the writer's (a bridged head), that core:

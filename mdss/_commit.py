@@ -292,7 +292,7 @@ def _attempt(
         sealer = engine.writer.take_sealer()
         if sealing and record is not None and not (sealer or _append.seals(engine, log)):
             return _append.append(engine, snap, record, nonce, changed)  # another writer's commit seals
-        if sealing and not fresh:  # a seal writes its segment first: only from the head read just now
+        if sealing and not fresh and not engine.store.seals_nodes:  # its segment goes first: from a head just read
             engine.writer.take_sealer(record is not None)  # it seals that one, though others appended meanwhile
             return _REREAD
         if sealing and record is not None and log.inline:

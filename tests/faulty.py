@@ -36,7 +36,7 @@ class FaultyStore(Store):
         self.inner, self.fail_at, self.after, self.meanwhile, self.count = inner, fail_at, after, meanwhile, 0
         self.dies = dies
         self.keeps_siblings = inner.keeps_siblings
-        self.appends = inner.appends
+        self.appends, self.seals_nodes = inner.appends, inner.seals_nodes
 
     def _call(self, name: str, *args: Any) -> Any:
         self.count += 1
@@ -72,8 +72,8 @@ class FaultyStore(Store):
     def _append(self, key, held, sha, seen, record, cap):
         return self._call("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap):
-        return self._call("_swap", key, held, sha, seen, core, record, cap)
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
 
     def _delete(self, key):
         return self._call("_delete", key)

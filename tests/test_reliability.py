@@ -50,6 +50,7 @@ class LostHeadReply(FaultyStore):
     def __init__(self, inner, *, appends: bool, **options) -> None:
         super().__init__(inner, **options)
         self.appends = appends and inner.appends
+        self.seals_nodes = self.appends and inner.seals_nodes
 
     def _lose_next(self, key: str) -> None:
         if self.fail_at is None and key.endswith(":h"):
@@ -64,9 +65,9 @@ class LostHeadReply(FaultyStore):
         self._lose_next(key)
         return self._call("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap):
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
         self._lose_next(key)
-        return self._call("_swap", key, held, sha, seen, core, record, cap)
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
 
 
 @pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])

@@ -167,8 +167,8 @@ class _HeldBack(FaultyStore):
     def _append(self, key, held, sha, seen, record, cap):
         return self._hold("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap):
-        return self._hold("_swap", key, held, sha, seen, core, record, cap)
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
+        return self._hold("_swap", key, held, sha, seen, core, record, cap, nodes)
 
     def _cas(self, key, value, version):
         return self._hold("_cas", key, value, version)
@@ -266,9 +266,9 @@ class _DiesAtSwap(FaultyStore):
         if self.armed and key.endswith(":h"):
             self.fail_at, self.dies = self.count + 1, True
 
-    def _swap(self, key, held, sha, seen, core, record, cap):
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
         self._arm(key)
-        return self._call("_swap", key, held, sha, seen, core, record, cap)
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
 
     def _cas(self, key, value, version):
         self._arm(key)
@@ -278,8 +278,9 @@ class _DiesAtSwap(FaultyStore):
 def test_a_seal_from_a_held_head_of_a_dropped_set_leaves_no_node_when_killed(store_factory) -> None:
     """A writer holding the head of a set that another process dropped since seals (its commit takes the
     inline entries past INLINE_BYTES): it must read the head before it writes the segment, as every
-    commit that writes nodes does from a head it did not read just now; killed between the segment write
-    and the swap, it would leave a node without a head, and the set, started again, refuses every write
+    commit that writes nodes does from a head it did not read just now, unless the store writes the
+    segment with the core, in one step (``seals_nodes``); killed between the segment write and the swap,
+    it would leave a node without a head, and the set, started again, refuses every write
     (HeadMissingError)."""
     store = store_factory()
     dying = _DiesAtSwap(store)
@@ -321,3 +322,22 @@ def test_a_writer_whose_seal_landed_holds_the_head_the_store_holds(store) -> Non
         assert held[1] == mdss._head.Head.decode(writer.keys.head, value)
         seals += _tail.core(value) != before
     assert seals >= 3
+
+
+def test_a_seal_costs_one_round_trip_where_the_store_writes_its_nodes(store) -> None:
+    """Where the store writes a seal's segment in the same step as its core (``seals_nodes``: one Redis server, the
+    memory store), a writer seals from the head it holds: every single add, sealing or not, is one store call, and the
+    segments it names are stored."""
+    if not store.seals_nodes:
+        return
+    counted = FaultyStore(store)
+    writer = mdss.SortedSet(counted, "b", log_limit=10_000)
+    writer.add("w", 0)
+    before = counted.count
+    for i in range(200):
+        writer.add(f"m{i:03d}-{'p' * 20}", i)
+    assert counted.count - before == 200
+    log = mdss._snapshot.snapshot(writer.engine).head.log
+    assert log.segs or log.pages  # it sealed
+    fresh = mdss.SortedSet(store, "b", cache_bytes=0)
+    assert len(fresh) == 201 and fresh.score("m199-" + "p" * 20) == 199 and fresh.check() == []

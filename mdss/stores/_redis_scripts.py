@@ -32,8 +32,9 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS[1]: a head; ARGV: the SHA-1 of its core as the writer saw it (20 bytes), the tail bytes it saw, the record, the
-# most bytes of the tail, and for a seal the new core. mdss._tail.apply (mdss._tail.swap with a core), in Lua: returns
+# KEYS[1]: a head, then for a seal the keys of nodes it writes; ARGV: the SHA-1 of its core as the writer saw it (20
+# bytes), the tail bytes it saw, the record, the most bytes of the tail, and for a seal the new core, then the nodes'
+# values (set only if the seal puts its core in place). mdss._tail.apply (mdss._tail.swap with a core), in Lua: returns
 # {1, the value after the writer's view} if the record was appended (or was there already), {3, the whole value} if so
 # across a bridge (the writer held its parent; a seal then only appends) or sealed, else {0, the current value}
 # (refused; damaged framing too) or {2, it} (full).
@@ -138,6 +139,7 @@ if core and not across then
     local records = string.sub(v, tail)
     v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records .. rec
     redis.call('SET', KEYS[1], v)
+    for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 4]) end
     return {3, v}
 end
 if #rec == 0 then return {3, v} end

@@ -146,6 +146,9 @@ class Store:
     max_value_bytes: int | None = None
     #: Whether the store applies appends to a head itself (:meth:`append_log`, :meth:`_append`).
     appends = False
+    #: Whether :meth:`swap_core` can write a seal's nodes in the same atomic step as its core (one Redis server, the
+    #: memory store): then a seal costs one round trip, and writes no node unless its core is put in place.
+    seals_nodes = False
     #: Whether the store deletes keys by itself at a time (:meth:`expire_keys`): one Redis server, DynamoDB (its TTL).
     expires_keys = False
     #: Whether :meth:`expire_keys` checks the head's version in the same atomic step as the expiries (one Redis
@@ -217,15 +220,24 @@ class Store:
             lambda: self._append(key, held, sha, seen, record, cap), writes=1, bytes_written=len(record)
         )
 
-    def swap_core(self, key: str, held: bytes, core: bytes, record: bytes, cap: int) -> Record:
+    def swap_core(
+        self, key: str, held: bytes, core: bytes, record: bytes, cap: int, nodes: Mapping[str, bytes] | None = None
+    ) -> Record:
         """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since the writer's
         view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores whose
         :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is appended, across it
         (as by :meth:`append_log`). Raises :class:`~mdss.exceptions.ConflictError` (with ``current`` and ``full``) where
-        :func:`mdss._tail.swap` refuses, for good. Resending after a lost reply is safe."""
+        :func:`mdss._tail.swap` refuses, for good. Resending after a lost reply is safe. ``nodes`` (only where
+        :attr:`seals_nodes`) are written in the same step, if and only if ``core`` is put in place."""
         sha, seen = _tail.view(held)
+        nodes = nodes or {}
+        if nodes and not self.seals_nodes:
+            raise NotImplementedError(f"{type(self).__name__} cannot write nodes with a seal")
+        written = len(core) + len(record) + sum(map(len, nodes.values()))
         return self._counted(
-            lambda: self._swap(key, held, sha, seen, core, record, cap), writes=1, bytes_written=len(core) + len(record)
+            lambda: self._swap(key, held, sha, seen, core, record, cap, nodes),
+            writes=1 + len(nodes),
+            bytes_written=written,
         )
 
     def delete(self, key: str) -> None:
@@ -319,8 +331,19 @@ class Store:
         """:func:`mdss._tail.apply` on the value at ``key``, atomically; the new record."""
         raise NotImplementedError
 
-    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Record:
-        """:func:`mdss._tail.swap` on the value at ``key``, atomically; the new record."""
+    def _swap(
+        self,
+        key: str,
+        held: bytes,
+        sha: bytes,
+        seen: int,
+        core: bytes,
+        record: bytes,
+        cap: int,
+        nodes: Mapping[str, bytes],
+    ) -> Record:
+        """:func:`mdss._tail.swap` on the value at ``key``, atomically, and ``nodes`` written if its core was put in
+        place; the new record."""
         raise NotImplementedError
 
     def _delete(self, key: str) -> None:

@@ -28,6 +28,7 @@ class MemoryStore(Store):
         self.keeps_siblings = siblings
         # Store-applied appends (mdss._tail, else heads are compare-and-set); never with siblings: no atomic update.
         self.appends = appends and not siblings
+        self.seals_nodes = self.appends  # a seal's nodes with its core, under the lock
         self._data: dict[str, dict[int, bytes]] = {}  # key -> {dot: value}
         self._dots = itertools.count(1)
         self._lock = threading.Lock()
@@ -82,11 +83,27 @@ class MemoryStore(Store):
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
         return self._applied(key, lambda value: _tail.apply(value, sha, seen, record, cap))
 
-    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Record:
-        return self._applied(key, lambda value: _tail.swap(value, sha, seen, core, record, cap))
+    def _swap(
+        self,
+        key: str,
+        held: bytes,
+        sha: bytes,
+        seen: int,
+        core: bytes,
+        record: bytes,
+        cap: int,
+        nodes: Mapping[str, bytes],
+    ) -> Record:
+        return self._applied(key, lambda value: _tail.swap(value, sha, seen, core, record, cap), (core, nodes))
 
-    def _applied(self, key: str, change: Callable[[bytes | None], bytes]) -> Record:
-        """``change`` (``mdss._tail``) applied to the value at ``key`` under the lock: the record now there."""
+    def _applied(
+        self,
+        key: str,
+        change: Callable[[bytes | None], bytes],
+        sealing: tuple[bytes, Mapping[str, bytes]] | None = None,
+    ) -> Record:
+        """``change`` (``mdss._tail``) applied to the value at ``key`` under the lock: the record now there. With
+        ``sealing`` (a core and nodes), the nodes are written if the change put that core in place."""
         if not self.appends:
             raise NotImplementedError("this memory store commits by compare-and-set only (appends=false)")
         with self._lock:
@@ -101,6 +118,9 @@ class MemoryStore(Store):
                 return Record((new,), frozenset(values))  # type: ignore[arg-type]
             dot = next(self._dots)
             self._data[key] = {dot: new}
+            if sealing is not None and sealing[1] and _tail.core(new) == sealing[0]:
+                for node, data in sealing[1].items():
+                    self._write(node, data, frozenset())
             return Record((new,), frozenset((dot,)))
 
     def _delete(self, key: str) -> None:

@@ -249,18 +249,29 @@ class _RedisBase(Store):
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
         return self._tail(key, held, [sha, seen, record, cap], "append")
 
-    def _swap(self, key: str, held: bytes, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> Record:
-        return self._tail(key, held, [sha, seen, record, cap, core], "seal")
+    def _swap(
+        self,
+        key: str,
+        held: bytes,
+        sha: bytes,
+        seen: int,
+        core: bytes,
+        record: bytes,
+        cap: int,
+        nodes: Mapping[str, bytes],
+    ) -> Record:
+        return self._tail(key, held, [sha, seen, record, cap, core, *nodes.values()], "seal", list(nodes))
 
-    def _tail(self, key: str, held: bytes, args: list[Any], what: str) -> Record:
-        """Run the tail script (an append, or a seal with a core) on ``key``: the value it left there."""
+    def _tail(self, key: str, held: bytes, args: list[Any], what: str, nodes: Sequence[str] = ()) -> Record:
+        """Run the tail script (an append, or a seal with a core and the keys of nodes it writes) on ``key``: the value
+        it left there."""
         # Resending after a lost reply is safe (the script finds an appended record's nonce; a seal that landed changed
         # the core, so its resend is refused), but a refusal then may hide one that landed: OutcomeUnknown.
         lost: Exception | None = None
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                got = _mapped(self._tail_script, keys=[key], args=args, client=self.client)
+                got = _mapped(self._tail_script, keys=[key, *nodes], args=args, client=self.client)
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"{what} to {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend
@@ -407,6 +418,8 @@ def _read_policy(client: Any, target: Mapping[str, Any]) -> str | Exception:
 class RedisStore(_RedisBase):
     """One Redis server. ``RedisStore(client=redis.Redis(...))`` or ``open_store("redis://host:6379/0")``. The store
     owns the client: it switches off the client's own retries and closes it."""
+
+    seals_nodes = True  # one server: the tail script writes a seal's nodes (a cluster holds them in other slots)
 
     def __init__(self, client: redis.Redis | None = None, *, url: str | None = None, **options: Any) -> None:
         if client is None:
