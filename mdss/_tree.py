@@ -190,6 +190,8 @@ class Tree:
         """For each probe key (in any order), the entry set it falls in and how many entries precede that set."""
         if self.root is None:
             return [(Leaf((), (), ()), 0)] * len(probes)
+        if len(probes) == 1:  # the same reads, without the batch's bookkeeping
+            return [self.locate(probes[0])]
         order = None
         if any(a > b for a, b in zip(probes, probes[1:])):
             order = sorted(range(len(probes)), key=probes.__getitem__)
