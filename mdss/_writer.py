@@ -77,7 +77,9 @@ class Writer:
     merge of a log much shorter than the tree's entry sets, which changes one or two entries in each it touches, then
     writes those entries instead of the whole set, until the set has taken ``patch_most`` of them. Rewriting a patch
     that grows by ``r`` entries a merge costs ``patch_most / r`` patch writes of half of ``patch_most`` entries on
-    average, against one entry set per ``patch_most`` entries: the two balance near that square root.
+    average, against one entry set per ``patch_most`` entries: the two balance near that square root. An entry set
+    that one merge changes in more entries takes a single patch of up to a quarter of the chunk, in its turn
+    (:meth:`_turn`), and is rewritten by the next merge that changes it.
 
     With ``deltas`` as well (the most a store holds: :func:`deltas_fit`), a stored manifest below the root that keeps
     its fill is written as a delta on it, the children it lost and gained, while this delta weighs at most a quarter
