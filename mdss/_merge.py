@@ -56,7 +56,7 @@ def fold(
     member_ops.sort(key=itemgetter(0))
     limit = engine.store.max_value_bytes
     patches, deltas = patches_fit(engine.chunk_size, limit), deltas_fit(engine.chunk_size, limit)
-    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches, deltas, snap.head.merges % 2)
+    writer = Writer(engine.chunk_size, snap.head.epoch, flush, patches, deltas, snap.head.merges)
     scores = TreeRef(*writer.apply(snap.score_tree, score_ops))
     index = TreeRef(*writer.apply(snap.member_index, member_ops))
     return writer, scores, index

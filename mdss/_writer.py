@@ -102,10 +102,10 @@ class Writer:
         flush: Callable[[dict[str, bytes]], None] | None = None,
         patches: bool = False,
         deltas: int = 0,
-        phase: int = 0,
+        merges: int = 0,
     ) -> None:
         self.chunk, self.epoch, self.flush, self.patches, self.deltas = chunk, epoch, flush, patches, deltas
-        self.phase = phase  # the parity of the merge (mdss._head.Head.merges): see _turn
+        self.phase = merges % 2  # the parity of the merges that made the trees (mdss._head.Head.merges): see _turn
         self.id_sample = new_id(epoch)  # as long as the ids this writer mints
         self.flushed = [0, 0]
         self.bounded = False  # whether this apply reads and flushes entry sets a manifest at a time
