@@ -149,7 +149,7 @@ def _landed(
             raise CorruptDataError("a bridged head does not follow from the head it replaced", engine.keys.head)
         head = sealed
     engine.remember(head, value, landed.version)
-    engine.reader.applied(head, snap.head.log.seq, entries, engine.ordering.key)
+    engine.reader.applied(head, snap.head.log.seq, entries, engine.ordering.keys)
 
 
 def _appended(engine: Engine, snap: Snapshot, current: Record | None, nonce: str, ambiguous: Exception) -> bool:

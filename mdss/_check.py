@@ -36,7 +36,12 @@ def _check_snapshot(engine: Engine, snap: Snapshot) -> list[str]:
     # The score tree holds exactly the keys the member index's values make (a "first" set's carry sequence numbers),
     # each score of the same type as the value's: 3 and 3.0 are equal keys, but a set must read back the one written.
     pairs: list[set[Any]]
-    if order.reaching:
+    if order.records:  # a record window: each value's entries (a row's one per column, with its slot as score)
+        pairs = [
+            {(m, s, type(s)) for m, s in scored},
+            {(m, s, type(s)) for member, v in indexed for _, m, s in order.entries(member, v)},
+        ]
+    elif order.reaching:
         pairs = [
             {(order.tree_key(m, s), type(s)) for m, s in scored},
             {(order.key(m, v), type(score_of(v))) for m, v in indexed},
@@ -68,7 +73,7 @@ def check_tree(tree: Tree, chunk: int, what: str, problems: list[str]) -> set[tu
         minimum, most = fill(chunk, height)
         bound = tree.node_bytes
         ids = node.ids if isinstance(node, Manifest) else ()
-        weighs = weight(height, node.members, ids) if bound is not None else 0
+        weighs = weight(height, node.members, ids, () if height else node.scores) if bound is not None else 0
         if len(node) > most:
             problems.append(f"{where} holds {len(node)} items, more than {most}")
         if bound is not None and weighs > bound and len(node) > 1:

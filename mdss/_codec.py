@@ -70,6 +70,7 @@ def loads(data: bytes | memoryview) -> Any:
 
 
 _NUMBERS = {int, float}
+_SCORES = {int, float, str}  # a record window's score tree scores are its ties (strings)
 
 
 def seal(payload: bytes) -> bytes:
@@ -185,9 +186,10 @@ def _strings_only(values: tuple[Any, ...]) -> bool:
 
 
 def _scores_ok(scores: tuple[Any, ...]) -> bool:
-    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan)."""
+    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan); or, in a record window's score
+    tree, strings only (its ties: ``mdss._order.tie_key``; ``mdss._nodes.decode`` holds each kind to its tree)."""
     types = set(map(type, scores))
-    return types <= _NUMBERS and (float not in types or all(map(eq, scores, scores)))
+    return types <= _NUMBERS and (float not in types or all(map(eq, scores, scores))) or types == {str}
 
 
 def _values_ok(values: tuple[Any, ...]) -> bool:
@@ -261,7 +263,7 @@ def _dense_ok(counts: tuple[Any, ...], distincts: Any, lasts: Any) -> bool:
     if set(map(type, distincts)) <= {int} and min(distincts, default=1) >= 1 and all(map(le, distincts, counts)):
         return _scores_ok(lasts)
     return all(
-        (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _NUMBERS and last == last)
+        (d is None and last is None) or (type(d) is int and 1 <= d <= n and type(last) in _SCORES and last == last)
         for d, n, last in zip(distincts, counts, lasts)
     )
 

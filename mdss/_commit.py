@@ -21,10 +21,10 @@ from ._engine import Engine
 from ._group import Pending
 from ._head import Head, Log
 from ._log import log_limit
-from ._order import data_of, same_value, score_of, valued
+from ._order import data_of, is_row, same_value, score_of, valued
 from ._snapshot import Snapshot
 from ._writer import Writer
-from .exceptions import ConflictError, InvalidScoreError, MissingNodeError, StoreError
+from .exceptions import ConflictError, InvalidArgumentError, InvalidScoreError, MissingNodeError, StoreError
 from .stores.base import Record
 
 
@@ -69,6 +69,10 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
             results.append(now if applied else None)
         else:  # whether the member was added
             results.append(current is None and now is not None)
+    if engine.ordering.records:  # a record window's members hold rows: refused here, before anything is logged
+        for member, value in trial.items():
+            if value is not None and not is_row(value):
+                raise InvalidArgumentError(f"member {member!r:.80} of a record window holds rows, not {value!r:.40}")
     new.update(trial)
     return results
 
@@ -305,7 +309,7 @@ def _attempt(
         if not _publish.publish(engine, snap, head.next(nonce, log=appended), writer, stored):
             return False
         assert engine.head is not None  # _publish.publish() remembered the head it landed
-        engine.reader.applied(engine.head, log.seq, changed, engine.ordering.key)
+        engine.reader.applied(engine.head, log.seq, changed, engine.ordering.keys)
     elif not fresh:
         return _REREAD
     else:

@@ -19,7 +19,7 @@ from ._deletions import Deletions
 from ._group import GroupCommit, Pending
 from ._head import Head
 from ._keys import Keyspace
-from ._order import Order
+from ._order import ROWS, Order
 from ._overlay import Overlays
 from ._recent import Recent
 from ._retry import COMMITS
@@ -146,7 +146,8 @@ class Engine:
         self.head_bytes: bytes | None = None
         #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
         self.explicit = order is not None or chunk_size is not None or tiebreak is not None
-        self.settle(order or "desc", chunk_size or DEFAULT_CHUNK, tiebreak or "member")
+        records = isinstance(tiebreak, str) and tiebreak.startswith(ROWS)  # a record window's set is ascending
+        self.settle(order or ("asc" if records else "desc"), chunk_size or DEFAULT_CHUNK, tiebreak or "member")
 
     def _commit(self, commit: Callable[[Engine, list[Pending]], None], pendings: list[Pending]) -> None:
         """Commit ``pendings``; then reads within a staleness bound forget the head they kept, whatever the outcome (a

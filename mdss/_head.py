@@ -16,7 +16,7 @@ import attrs
 
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, check_entry, log_entry, pack, seal, unpack
-from ._order import valid_tiebreak
+from ._order import ROWS, valid_tiebreak
 from .exceptions import CorruptDataError
 
 if TYPE_CHECKING:
@@ -307,7 +307,8 @@ class Head:
             raise TypeError("note pages are named by id strings")
         self.scores.check()
         self.members.check()
-        if self.scores.count != self.members.count:
+        # A set has a key per member; a record window a key per column of each row (and none for a row without them).
+        if self.scores.count != self.members.count and not self.tiebreak.startswith(ROWS):
             raise ValueError(f"{self.scores.count} scores but {self.members.count} members")
 
 

@@ -144,10 +144,13 @@ def build(
     members = sorted(pairs)
     scores = [pairs[m] for m in members]
     index = TreeRef(*writer.build(snap.member_index, members, order.loaded(members, scores)))
-    ranked = order.ranked(members, scores)
-    by_score = TreeRef(
-        *writer.build(snap.score_tree, order.loaded_members([members[i] for i in ranked]), [scores[i] for i in ranked])
-    )
+    if order.records:  # a record window's values: their entries, a row's one per column, in key order
+        entries = sorted(entry for m, v in zip(members, scores) for entry in order.entries(m, v))
+        by_score = TreeRef(*writer.build(snap.score_tree, [e[1] for e in entries], [e[2] for e in entries]))
+    else:
+        ranked = order.ranked(members, scores)
+        stored = order.loaded_members([members[i] for i in ranked])
+        by_score = TreeRef(*writer.build(snap.score_tree, stored, [scores[i] for i in ranked]))
     nodes = writer.encoded(engine.keys)
     engine.measure(len(members), sum(map(weight_of, nodes.values())))
     names = list(nodes)

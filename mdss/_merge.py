@@ -25,7 +25,7 @@ from ._codec import encode_log_page, weight_of
 from ._engine import Engine
 from ._head import Head, Log, TreeRef
 from ._nodes import Leaf
-from ._order import same_value, score_of
+from ._order import same_value
 from ._snapshot import Snapshot
 from ._writer import Writer, deltas_fit, patches_fit
 from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
@@ -41,16 +41,16 @@ def fold(
     """Apply ``member -> (value in the trees, new value)`` to both trees copy-on-write (the member index holds values,
     the score tree scores): the writer with the new nodes, and the new trees (full entry sets go to ``flush`` as they
     are made, if given: see :class:`Writer`)."""
-    key, stored = engine.ordering.key, engine.ordering.stored
+    keys, entries = engine.ordering.keys, engine.ordering.entries
     score_ops: list[tuple[Any, str, Any]] = []
     member_ops: list[tuple[str, str, Any]] = []
     for member, (was, now) in changes.items():
         if same_value(was, now):
             continue
         if was is not None:
-            score_ops.append((key(member, was), member, None))
+            score_ops += [(key, member, None) for key in keys(member, was)]
         if now is not None:
-            score_ops.append((key(member, now), stored(member, now), score_of(now)))
+            score_ops += entries(member, now)
         member_ops.append((member, member, now))
     score_ops.sort(key=itemgetter(0))
     member_ops.sort(key=itemgetter(0))

@@ -32,7 +32,7 @@ from ._codec import (
     encode_patch,
     weight_of,
 )
-from ._order import NODE_KEYS, KeyFn, same_value
+from ._order import NODE_KEYS, KeyFn, same_value, tie_key
 from .exceptions import CorruptDataError, MissingNodeError
 
 #: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
@@ -92,21 +92,35 @@ CHILD_BYTES = 64
 ID_CHARS = 31
 
 
-def weights(height: int, members: Sequence[str], ids: Sequence[str] = ()) -> list[int]:
+def _data_bytes(value: Any) -> int:
+    """The bytes of the data a member index value carries (a record window's row, a member's data): 0 for a score."""
+    if type(value) is not tuple or value[1] is None:
+        return 0
+    data = value[1]
+    return len(data) if type(data) is bytes or data.isascii() else len(data.encode("utf-8"))
+
+
+def weights(height: int, members: Sequence[str], ids: Sequence[str] = (), values: Sequence[Any] = ()) -> list[int]:
     """The weight (:data:`ENTRY_BYTES`) of each item of a node at ``height`` with (first) members ``members``; a
-    manifest's children's ``ids``, if given, add the characters of those longer than :data:`ID_CHARS`."""
+    manifest's children's ``ids``, if given, add the characters of those longer than :data:`ID_CHARS`; an entry set's
+    ``values``, if given, the bytes of their data (rows)."""
     extra = CHILD_BYTES if height else ENTRY_BYTES
     found = [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
     for i, node_id in enumerate(ids):
         if len(node_id) > ID_CHARS:
             found[i] += len(node_id)
+    if tuple in set(map(type, values)):
+        found = [w + _data_bytes(v) for w, v in zip(found, values)]
     return found
 
 
-def weight(height: int, members: Sequence[str], ids: Sequence[str] = ()) -> int:
-    """``sum(weights(height, members, ids))``, at C speed: one join, and an encoding only if it is not ASCII."""
+def weight(height: int, members: Sequence[str], ids: Sequence[str] = (), values: Sequence[Any] = ()) -> int:
+    """``sum(weights(height, members, ids, values))``, at C speed: one join, and an encoding only if it is not ASCII;
+    the values' data only when some carry it."""
     joined = "".join(members)
     size = len(joined) if joined.isascii() else len(joined.encode("utf-8"))
+    if tuple in set(map(type, values)):
+        size += sum(map(_data_bytes, values))
     return (
         size + (CHILD_BYTES if height else ENTRY_BYTES) * len(members) + sum(len(i) for i in ids if len(i) > ID_CHARS)
     )
@@ -177,6 +191,7 @@ def patched(base: Leaf, base_id: str, key: str, data: bytes, keyfn: KeyFn) -> Le
     """The entry set a stored entry set and its patch (stored at ``key``) make. A patch that removes an entry the base
     lacks, or adds one it holds, is damage: :class:`CorruptDataError`."""
     gone_members, gone_scores, new_members, new_scores = decode_patch(key, data)
+    _scores_fit(gone_scores + new_scores, keyfn, key)
     keys, members, scores = list(base.keys), list(base.members), list(base.scores)
     try:
         for member, score in zip(gone_members, gone_scores):
@@ -399,6 +414,13 @@ class Manifest:
 Node = Leaf | Manifest
 
 
+def _scores_fit(scores: Sequence[Any], keyfn: KeyFn, key: str) -> None:
+    """Refuse scores of the other kind than the tree's (all of one kind: ``mdss._codec``): ties (strings) in a record
+    window's score tree, numbers (or values) in every other tree."""
+    if scores and (type(scores[0]) is str) is not (keyfn is tie_key):
+        raise CorruptDataError("stored node holds scores of the wrong kind for its tree", key)
+
+
 def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
     """Decode stored bytes into a node, deriving keys with ``keyfn(member, score)``."""
     fields = decode_node(key, data)
@@ -406,8 +428,10 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
     try:
         if fields[0] == LEAF:
             members, scores = fields[1], fields[2]
+            _scores_fit(scores, keyfn, key)
             return Leaf(many(members, scores) if many else tuple(map(keyfn, members, scores)), members, scores)
         height, ids, counts, members, scores, distincts, lasts = fields[1:]
+        _scores_fit(scores, keyfn, key)
         keys = many(members, scores) if many else tuple(map(keyfn, members, scores))
         return Manifest(height, ids, counts, members, scores, keys, distincts, lasts)
     except TypeError as exc:  # e.g. a score that is not a number

@@ -8,6 +8,8 @@ unlike Redis' doubles, 2**53 + 1 stays distinct from 2**53. Composite scores wou
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import numbers
 import operator
@@ -15,7 +17,9 @@ import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
+import msgpack
+
+from .exceptions import CorruptDataError, InvalidArgumentError, InvalidMemberError, InvalidScoreError
 
 #: Longest member, in UTF-8 bytes: 1000 entries stay well under DynamoDB's 400 KB items and Riak's advised object size.
 MAX_MEMBER_BYTES = 256
@@ -344,16 +348,102 @@ def _column_ends(tiebreak: str) -> dict[str, int]:
     return ends
 
 
+#: A record window's tiebreak: ``"rows:"`` then its columns (:func:`rows_tiebreak`). Its members' values are rows, and
+#: each row makes one key per column whose fields it has (:class:`Order`, ``entries``).
+ROWS = "rows:"
+
+#: Columns of a record window: ``(slot, ((field, "asc" | "desc"), ...))`` each.
+RowColumns = tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
+
+
+def rows_tiebreak(columns: RowColumns) -> str:
+    """The tiebreak of a record window with ``columns``: the columns in JSON (field names are any text)."""
+    return ROWS + json.dumps([[slot, [list(part) for part in parts]] for slot, parts in columns], separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=64)
+def row_columns(tiebreak: str) -> RowColumns:
+    """The columns a record window's tiebreak names; ValueError if it is malformed (not as :func:`rows_tiebreak`
+    spells them, slots repeated or out of 0..255, parts not 1..``MAX_PARTS`` of ``(field, direction)``)."""
+    try:
+        found = json.loads(tiebreak[len(ROWS) :])
+    except ValueError:
+        raise ValueError("not JSON") from None
+    columns: list[tuple[int, tuple[tuple[str, str], ...]]] = []
+    for column in found if type(found) is list else [None]:
+        if type(column) is not list or len(column) != 2 or type(column[0]) is not int or type(column[1]) is not list:
+            raise ValueError(f"column {column!r:.40}")
+        parts = tuple(tuple(p) for p in column[1] if type(p) is list and len(p) == 2 and type(p[0]) is str)
+        if len(parts) != len(column[1]) or not 1 <= len(parts) <= MAX_PARTS or not 0 <= column[0] <= 255:
+            raise ValueError(f"column {column!r:.40}")
+        if any(d not in ("asc", "desc") for _, d in parts):
+            raise ValueError(f"column {column!r:.40}")
+        columns.append((column[0], parts))
+    result = tuple(columns)
+    if not result or len({slot for slot, _ in result}) != len(result) or rows_tiebreak(result) != tiebreak:
+        raise ValueError("columns")
+    return result
+
+
 def valid_tiebreak(tiebreak: Any) -> bool:
     """Whether a stored tiebreak is one this version knows: a set's (:data:`TIEBREAKS`) or a board window's."""
     if tiebreak in TIEBREAKS:
         return True
-    if type(tiebreak) is not str or not tiebreak.startswith(COLUMNS_FIRST):
+    if type(tiebreak) is not str:
         return False
     try:
-        return tiebreak == columns_first(_column_ends(tiebreak))
+        if tiebreak.startswith(ROWS):
+            return bool(row_columns(tiebreak))
+        return tiebreak.startswith(COLUMNS_FIRST) and tiebreak == columns_first(_column_ends(tiebreak))
     except ValueError:
         return False
+
+
+def is_row(value: Any) -> bool:
+    """Whether a member's value in a record window is a row: ``(updated, msgpack of its values)``."""
+    return type(value) is tuple and len(value) == 2 and type(value[1]) is bytes
+
+
+def row_values(value: tuple[Any, bytes]) -> dict[str, Any]:
+    """The values of a row (:func:`is_row`); :class:`CorruptDataError` if its bytes are not a msgpack map."""
+    try:
+        found = msgpack.unpackb(value[1], raw=False)
+    except Exception as exc:  # msgpack raises several kinds on garbage
+        raise CorruptDataError(f"a row's values are not msgpack ({type(exc).__name__})") from None
+    if type(found) is not dict:
+        raise CorruptDataError(f"a row's values are not a map: {found!r:.40}")
+    return found
+
+
+def tie_key(member: str, tie: str) -> tuple[str, str]:
+    """A record window's score tree key, ``(tie, tie + member)``, from an entry ``(member, tie)``: the tie (the
+    column's tag and key) first, so that a column is one run in key order, then by member. A function of its own, so
+    that a node read for this tree is told from one of a set's, whose scores are numbers (``mdss._nodes.decode``)."""
+    return (tie, tie + member)
+
+
+NODE_KEYS[tie_key] = lambda members, scores: tuple(zip(scores, map(operator.add, scores, members)))
+
+
+def _row_entries(columns: RowColumns) -> Callable[[str, Any], tuple[tuple[Any, str, Any], ...]]:
+    """A record window's ``entries(member, row)``: one ``(key, member, tie)`` per column whose fields the row has as
+    numbers, the tie spelling the column's tag and key (each part in code point order, as a board's column members
+    do) and the key being :func:`tie_key`'s. Equal keys are equal scores: dense ranks count ties as a set counts equal
+    scores. Refuses a value that is not a row."""
+    spec = [(column_tag(slot), tuple(f for f, _ in parts), tuple(d for _, d in parts)) for slot, parts in columns]
+
+    def entries(member: str, value: Any) -> tuple[tuple[Any, str, Any], ...]:
+        if not is_row(value):
+            raise InvalidArgumentError(f"member {member!r:.80} of a record window holds rows, not {value!r:.40}")
+        row, found = row_values(value), []
+        for tag, fields, directions in spec:
+            parts: list[Any] = [row.get(f) for f in fields]
+            if all(type(v) is int or type(v) is float for v in parts):
+                tie = tag + "".join(map(encode_part, parts, directions))
+                found.append(((tie, tie + member), member, tie))
+        return tuple(found)
+
+    return entries
 
 
 def _first_desc(member: str, value: Any) -> tuple[Any, str]:
@@ -383,6 +473,10 @@ def _columns_key(ends: dict[str, int], sign: int) -> Callable[[str, Any], tuple[
     return key
 
 
+def _record_key(member: str, value: Any) -> tuple[Any, str]:
+    raise InvalidArgumentError(f"member {member!r:.80} holds a row, which has a key per column, not one")
+
+
 class Order:
     """The direction of a set, how it breaks ties, and everything that follows from them."""
 
@@ -391,8 +485,11 @@ class Order:
         "tiebreak",
         "first",
         "reaching",
+        "records",
         "_ends",
         "key",
+        "keys",
+        "entries",
         "tree_key",
         "probe",
         "better",
@@ -430,6 +527,20 @@ class Order:
             raise InvalidArgumentError(f'order must be "desc" or "asc", got {name!r}')
         if self._ends is not None:
             self.key = _columns_key(self._ends, -1 if name == "desc" else 1)
+        #: Whether members' values are rows, each making a key per column (a record window: ``rows_tiebreak``).
+        self.records = tiebreak.startswith(ROWS)
+        if self.records:
+            if name != "asc":
+                raise InvalidArgumentError("a record window's set is ascending: its keys spell each column's order")
+            self.entries = _row_entries(row_columns(tiebreak))
+            self.keys = lambda member, value: tuple(e[0] for e in self.entries(member, value))
+            self.key = _record_key
+            self.tree_key = tie_key  # type: ignore[assignment]
+        else:
+            key, stored = self.key, self.stored
+            # entries(member, value): the score tree's (key, stored member, score) of each key; keys: the keys alone.
+            self.entries = lambda member, value: ((key(member, value), stored(member, value), score_of(value)),)
+            self.keys = lambda member, value: (key(member, value),)
         self.name, self.tiebreak = name, tiebreak
         # A key's member, as the plain str it was (a ``member_desc`` key holds it as a _Desc, which compares reversed).
         # A board window's keys keep their numbers: the board reads its column keys as stored (mdss._board_views).
@@ -439,6 +550,9 @@ class Order:
         elif self.first:
             self.member_of = lambda key: key[-1][SEQ_CHARS:]
             self.members_of = lambda keys: [key[-1][SEQ_CHARS:] for key in keys]
+        elif self.records:  # (tie, tie + member)
+            self.member_of = lambda key: key[1][len(key[0]) :]
+            self.members_of = lambda keys: [key[1][len(key[0]) :] for key in keys]
         else:
             self.member_of = operator.itemgetter(-1)
             self.members_of = lambda keys: [key[-1] for key in keys]

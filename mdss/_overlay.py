@@ -41,8 +41,9 @@ class Overlay:
     lazily, on the first read of ranks or ranges (:meth:`sorted`): a process that only writes never sorts them.
     """
 
-    def __init__(self, state: tuple[Any, ...], base: int, keyfn: Any, lineage: str | None = None) -> None:
-        self.state, self.base, self.seq, self.key = state, base, base, keyfn
+    def __init__(self, state: tuple[Any, ...], base: int, keys: Any, lineage: str | None = None) -> None:
+        # keys(member, value): the score tree keys of a member's value (one, or one per column of a record window's row)
+        self.state, self.base, self.seq, self.keys = state, base, base, keys
         self.lineage = lineage  # the head's (mdss._head.Head.lineage): which later trees this one's entries lead to
         self.entries: list[LogEntry] = []
         self.tree: dict[str, Any] = {}
@@ -50,7 +51,7 @@ class Overlay:
         self.hist: dict[str, list[int]] = {}
         self._removed = SortedList()
         self._added = SortedList()
-        self._keyed: dict[str, Any] = {}  # member -> its key in _added
+        self._keyed: dict[str, Any] = {}  # member -> its keys in _added
         self._sorted = base  # the entries before this sequence number are in _added and _removed
         self.shifts: dict[Any, tuple[int, int]] = {}  # manifest first key -> (seq, shift), see View.first_shift
         self.lock = threading.Lock()
@@ -79,16 +80,18 @@ class Overlay:
     def sorted(self) -> tuple[SortedList, SortedList]:
         """The keys the entries added and removed, each sorted, up to ``seq`` (call under ``lock``)."""
         if self._sorted < self.seq:
-            key, keyed, added, removed, start = self.key, self._keyed, self._added, self._removed, self._sorted
-            gone, new, dropped = [], [], []
+            keys, keyed, added, removed, start = self.keys, self._keyed, self._added, self._removed, self._sorted
+            gone: list[Any] = []
+            new: list[Any] = []
+            dropped: list[Any] = []
             for member in {entry[0] for entry in self.entries[start - self.base :]}:
                 if member in keyed:
-                    gone.append(keyed.pop(member))
+                    gone += keyed.pop(member)
                 if self.hist[member][0] >= start and self.tree[member] is not None:  # logged first since
-                    dropped.append(key(member, self.tree[member]))
+                    dropped += keys(member, self.tree[member])
                 if self.now[member] is not None:
-                    keyed[member] = key(member, self.now[member])
-                    new.append(keyed[member])
+                    keyed[member] = keys(member, self.now[member])
+                    new += keyed[member]
             for k in gone:
                 added.remove(k)
             added.update(new)
@@ -118,23 +121,25 @@ class View:
             return None
         if self._at == ov.seq and self._fix is not None:
             return self._fix
-        key, at_end = ov.key, {}
-        add_minus, add_plus, rem_minus = [], [], []
+        keys, at_end = ov.keys, {}
+        add_minus: list[Any] = []
+        add_plus: list[Any] = []
+        rem_minus: list[Any] = []
         for member in {e[0] for e in ov.entries[self.end - ov.base :]}:
             now = ov.now[member]
             if now is not None:
-                add_minus.append(key(member, now))
+                add_minus += keys(member, now)
             seqs = ov.hist[member]
             i = bisect_left(seqs, self.end)
             if i == 0:
                 at_end[member] = MISSING
                 if ov.tree[member] is not None:
-                    rem_minus.append(key(member, ov.tree[member]))
+                    rem_minus += keys(member, ov.tree[member])
             else:
                 then = ov.entries[seqs[i - 1] - ov.base][2]
                 at_end[member] = then
                 if then is not None:
-                    add_plus.append(key(member, then))
+                    add_plus += keys(member, then)
         self._fix = (at_end, sorted(add_minus), sorted(add_plus), sorted(rem_minus))
         self._at = ov.seq
         return self._fix
@@ -282,13 +287,13 @@ class Groups:
         found = []
         if k == 0:
             if ov.tree[member] is not None:
-                found.append((ov.key(member, ov.tree[member])[0], 0, 1))
+                found += [(key[0], 0, 1) for key in ov.keys(member, ov.tree[member])]
         else:
             before = ov.entries[seqs[k - 1] - ov.base][2]
             if before is not None:
-                found.append((ov.key(member, before)[0], -1, 0))
+                found += [(key[0], -1, 0) for key in ov.keys(member, before)]
         if new is not None:
-            found.append((ov.key(member, new)[0], 1, 0))
+            found += [(key[0], 1, 0) for key in ov.keys(member, new)]
         return found
 
     def _advance(self) -> None:
@@ -376,7 +381,7 @@ class Overlays:
             self._pages.clear()
         self._pages[page] = segs
 
-    def view(self, head: Head, keyfn: Any, fetch: Callable[[Log, int], Sequence[LogEntry]]) -> View | None:
+    def view(self, head: Head, keys: Any, fetch: Callable[[Log, int], Sequence[LogEntry]]) -> View | None:
         """The view of ``head``'s log, the current overlay extended (or rebuilt) to reach it with the entries
         ``fetch(log, since)`` reads; ``None`` when the log is empty."""
         log = head.log
@@ -386,7 +391,7 @@ class Overlays:
         with self._lock:
             overlay = self.current
             if overlay is None or overlay.state != state:
-                fresh = Overlay(state, log.base, keyfn, head.lineage)
+                fresh = Overlay(state, log.base, keys, head.lineage)
                 # Entries are facts of the incarnation: a merge moves the base, never changes an entry.
                 if overlay is not None and overlay.state[0] == state[0] and overlay.base <= log.base <= overlay.seq:
                     fresh.extend(log.base, overlay.entries[log.base - overlay.base :])
@@ -449,7 +454,7 @@ class Overlays:
             at = start + len(found)
         return found
 
-    def applied(self, head: Head, start: int, appended: Sequence[LogEntry], keyfn: Any) -> None:
+    def applied(self, head: Head, start: int, appended: Sequence[LogEntry], keys: Any) -> None:
         """After this process appended ``appended`` at ``start``: extend the overlay with them (no read)."""
         log = head.log
         state = (head.incarnation, head.scores.root, head.members.root, log.base)
@@ -458,6 +463,6 @@ class Overlays:
             if overlay is None or overlay.state != state:
                 if start != log.base:
                     return  # the next read catches up from the store
-                overlay = Overlay(state, log.base, keyfn, head.lineage)
+                overlay = Overlay(state, log.base, keys, head.lineage)
                 self._supersede(overlay)
         overlay.extend(start, appended)

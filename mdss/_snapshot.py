@@ -293,4 +293,4 @@ def any_moved(pairs: Iterable[tuple[Engine, Snapshot]]) -> bool:
 
 def view(engine: Engine, head: Head) -> View | None:
     """The view of ``head``'s update log in the engine's overlay, read up to it (``None``: an empty log)."""
-    return engine.reader.view(head, engine.ordering.key, functools.partial(entries, engine))
+    return engine.reader.view(head, engine.ordering.keys, functools.partial(entries, engine))

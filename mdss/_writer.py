@@ -152,8 +152,11 @@ class Writer:
         base, extra = divmod(n, k) if k else (0, 0)
         return [0, *accumulate(base + (i < extra) for i in range(k))]
 
-    def _cuts(self, members: Sequence[str], height: int, ids: Sequence[str] = ()) -> list[int]:
-        """Where to cut the items of a node at ``height`` (their members, or first members) into nodes.
+    def _cuts(
+        self, members: Sequence[str], height: int, ids: Sequence[str] = (), values: Sequence[Any] = ()
+    ) -> list[int]:
+        """Where to cut the items of a node at ``height`` (their members, or first members; an entry set's ``values``
+        weigh with them) into nodes.
 
         Bounded in items only: :meth:`_split_points`. Bounded in bytes as well, items heavier than the bound together
         are cut greedily within both bounds; a last node left under the minimum fill is evened out with the one before
@@ -163,9 +166,9 @@ class Writer:
         """
         least, most = fill(self.chunk, height)
         bound = self.node_bytes
-        if bound is None or weight(height, members, ids) <= bound:
+        if bound is None or weight(height, members, ids, values) <= bound:
             return self._split_points(len(members), most)
-        sizes = weights(height, members, ids)
+        sizes = weights(height, members, ids, values)
         cuts, count, part = [0], 0, 0
         for i, size in enumerate(sizes):
             if count and (count == most or part + size > bound):
@@ -194,8 +197,8 @@ class Writer:
         least = (self.manifest_fill if node.height else self.leaf_fill)[0]
         if len(node) >= least or self.node_bytes is None:
             return len(node) < least
-        ids = node.ids if isinstance(node, Manifest) else ()
-        return not full(len(node), weight(node.height, node.members, ids), least, self.node_bytes)
+        ids, values = (node.ids, ()) if isinstance(node, Manifest) else ((), node.scores)
+        return not full(len(node), weight(node.height, node.members, ids, values), least, self.node_bytes)
 
     def _emit_leaves(
         self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any], cuts: list[int] | None = None
@@ -204,7 +207,7 @@ class Writer:
         load) they are only encoded."""
         out: list[Summary] = []
         if cuts is None:
-            cuts = self._cuts(members, 0)
+            cuts = self._cuts(members, 0, (), scores)
         if keys is not None:
             keys, members, scores = tuple(keys), tuple(members), tuple(scores)
         dense = self.dense
@@ -371,11 +374,13 @@ class Writer:
                 members.insert(i, member)
                 scores.insert(i, score)
         whole = node if patch is None else None
-        if base is not None and self._patchable(len(removed) + len(added), members, whole, base):
+        if base is not None and self._patchable(len(removed) + len(added), members, scores, whole, base):
             return [self._emit_patched(base, removed, added, keys, members, scores)]
         return self._emit_leaves(keys, members, scores)
 
-    def _patchable(self, changes: int, members: Sequence[str], whole: Leaf | None, base: str) -> bool:
+    def _patchable(
+        self, changes: int, members: Sequence[str], values: Sequence[Any], whole: Leaf | None, base: str
+    ) -> bool:
         """Whether an entry set of ``members`` that differs from its stored ``base`` in ``changes`` entries is written
         as a patch: a fill that needs no split nor merge (in a set bounded in bytes, also a child's weight in its
         manifest, with the patch's longer id, within a quarter of the bound), and few changes, or else (``whole``: the
@@ -386,7 +391,7 @@ class Writer:
         if size > most or not members:
             return False
         if bound is not None:
-            weighs = weight(0, members)
+            weighs = weight(0, members, (), values)
             if weighs > bound or not full(size, weighs, least, bound):
                 return False
             if 4 * weight(1, members[:1], [f"{base}{JOIN}{self.id_sample}"]) > bound:
@@ -489,7 +494,7 @@ class Writer:
         for more_members, more_scores in blocks:
             members += more_members
             scores += more_scores
-            cuts = self._cuts(members, 0)
+            cuts = self._cuts(members, 0, (), scores)
             if len(cuts) > 2:
                 summaries += self._emit_leaves(None, members, scores, cuts[:-1])
                 del members[: cuts[-2]], scores[: cuts[-2]]
