@@ -352,13 +352,16 @@ def _column_ends(tiebreak: str) -> dict[str, int]:
 #: each row makes one key per column whose fields it has (:class:`Order`, ``entries``).
 ROWS = "rows:"
 
-#: Columns of a record window: ``(slot, ((field, "asc" | "desc"), ...))`` each.
-RowColumns = tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
+#: Columns of a record window: ``(slot, ((field, "asc" | "desc"), ...), first)`` each, ``first`` whether its ties go by
+#: who reached the key first (else by member).
+RowColumns = tuple[tuple[int, tuple[tuple[str, str], ...], bool], ...]
 
 
 def rows_tiebreak(columns: RowColumns) -> str:
-    """The tiebreak of a record window with ``columns``: the columns in JSON (field names are any text)."""
-    return ROWS + json.dumps([[slot, [list(part) for part in parts]] for slot, parts in columns], separators=(",", ":"))
+    """The tiebreak of a record window with ``columns``: the columns in JSON (field names are any text), each
+    ``[slot, parts]``, or ``[slot, parts, "first"]`` for one whose ties go by first."""
+    spelled = [[slot, [list(p) for p in parts], *(["first"] if first else [])] for slot, parts, first in columns]
+    return ROWS + json.dumps(spelled, separators=(",", ":"))
 
 
 @functools.lru_cache(maxsize=64)
@@ -369,18 +372,19 @@ def row_columns(tiebreak: str) -> RowColumns:
         found = json.loads(tiebreak[len(ROWS) :])
     except ValueError:
         raise ValueError("not JSON") from None
-    columns: list[tuple[int, tuple[tuple[str, str], ...]]] = []
+    columns: list[tuple[int, tuple[tuple[str, str], ...], bool]] = []
     for column in found if type(found) is list else [None]:
-        if type(column) is not list or len(column) != 2 or type(column[0]) is not int or type(column[1]) is not list:
+        if type(column) is not list or len(column) not in (2, 3) or type(column[0]) is not int:
             raise ValueError(f"column {column!r:.40}")
-        parts = tuple(tuple(p) for p in column[1] if type(p) is list and len(p) == 2 and type(p[0]) is str)
-        if len(parts) != len(column[1]) or not 1 <= len(parts) <= MAX_PARTS or not 0 <= column[0] <= 255:
+        given = column[1] if type(column[1]) is list else []
+        parts = tuple((p[0], p[1]) for p in given if type(p) is list and len(p) == 2 and type(p[0]) is str)
+        if len(parts) != len(given) or not 1 <= len(parts) <= MAX_PARTS or not 0 <= column[0] <= 255:
             raise ValueError(f"column {column!r:.40}")
-        if any(d not in ("asc", "desc") for _, d in parts):
+        if any(d not in ("asc", "desc") for _, d in parts) or column[2:] not in ([], ["first"]):
             raise ValueError(f"column {column!r:.40}")
-        columns.append((column[0], parts))
+        columns.append((column[0], parts, len(column) == 3))
     result = tuple(columns)
-    if not result or len({slot for slot, _ in result}) != len(result) or rows_tiebreak(result) != tiebreak:
+    if not result or len({c[0] for c in result}) != len(result) or rows_tiebreak(result) != tiebreak:
         raise ValueError("columns")
     return result
 
@@ -400,19 +404,29 @@ def valid_tiebreak(tiebreak: Any) -> bool:
 
 
 def is_row(value: Any) -> bool:
-    """Whether a member's value in a record window is a row: ``(updated, msgpack of its values)``."""
-    return type(value) is tuple and len(value) == 2 and type(value[1]) is bytes
+    """Whether a member's value in a record window is a row: ``(updated, bytes)``, or ``(updated, bytes, seq)`` in a
+    window with columns whose ties go by first (``seq``: the number of the log entry that wrote it)."""
+    return type(value) is tuple and 2 <= len(value) <= 3 and type(value[1]) is bytes
 
 
-def row_values(value: tuple[Any, bytes]) -> dict[str, Any]:
-    """The values of a row (:func:`is_row`); :class:`CorruptDataError` if its bytes are not a msgpack map."""
+def row_record(value: tuple[Any, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A row's values and, per column tag whose ties go by first, the number of the entry that gave the row its key
+    there (``None``: the row's own entry, ``value[2]``). Its bytes are msgpack: the values' map, or ``[values,
+    numbers]``. :class:`CorruptDataError` if they are neither."""
     try:
         found = msgpack.unpackb(value[1], raw=False)
     except Exception as exc:  # msgpack raises several kinds on garbage
         raise CorruptDataError(f"a row's values are not msgpack ({type(exc).__name__})") from None
-    if type(found) is not dict:
-        raise CorruptDataError(f"a row's values are not a map: {found!r:.40}")
-    return found
+    if type(found) is dict:
+        return found, {}
+    if type(found) is list and len(found) == 2 and type(found[0]) is dict and type(found[1]) is dict:
+        return found[0], found[1]
+    raise CorruptDataError(f"a row's values are not a map: {found!r:.40}")
+
+
+def row_values(value: tuple[Any, ...]) -> dict[str, Any]:
+    """The values of a row (:func:`row_record`)."""
+    return row_record(value)[0]
 
 
 def tie_key(member: str, tie: str) -> tuple[str, str]:
@@ -426,21 +440,33 @@ NODE_KEYS[tie_key] = lambda members, scores: tuple(zip(scores, map(operator.add,
 
 
 def _row_entries(columns: RowColumns) -> Callable[[str, Any], tuple[tuple[Any, str, Any], ...]]:
-    """A record window's ``entries(member, row)``: one ``(key, member, tie)`` per column whose fields the row has as
-    numbers, the tie spelling the column's tag and key (each part in code point order, as a board's column members
-    do) and the key being :func:`tie_key`'s. Equal keys are equal scores: dense ranks count ties as a set counts equal
-    scores. Refuses a value that is not a row."""
-    spec = [(column_tag(slot), tuple(f for f, _ in parts), tuple(d for _, d in parts)) for slot, parts in columns]
+    """A record window's ``entries(member, row)``: one ``(key, stored member, tie)`` per column whose fields the row
+    has as numbers, the tie spelling the column's tag and key (each part in code point order, as a board's column
+    members do) and the key being :func:`tie_key`'s. The stored member is the member, or in a column whose ties go by
+    first the number of the entry that gave the row that key spelled before it (:func:`spell`; a row a load wrote:
+    :data:`LOADED`). Equal keys are equal scores: dense ranks count ties as a set counts equal scores. Refuses a value
+    that is not a row."""
+    spec = [
+        (column_tag(slot), tuple(f for f, _ in parts), tuple(d for _, d in parts), first)
+        for slot, parts, first in columns
+    ]
 
     def entries(member: str, value: Any) -> tuple[tuple[Any, str, Any], ...]:
         if not is_row(value):
             raise InvalidArgumentError(f"member {member!r:.80} of a record window holds rows, not {value!r:.40}")
-        row, found = row_values(value), []
-        for tag, fields, directions in spec:
+        row, numbers = row_record(value)
+        found = []
+        for tag, fields, directions, first in spec:
             parts: list[Any] = [row.get(f) for f in fields]
             if all(type(v) is int or type(v) is float for v in parts):
                 tie = tag + "".join(map(encode_part, parts, directions))
-                found.append(((tie, tie + member), member, tie))
+                stored = member
+                if first:
+                    seq = numbers.get(tag)
+                    if seq is None:
+                        seq = value[2] if len(value) == 3 and value[2] is not None else LOADED
+                    stored = spell(seq, member)
+                found.append(((tie, tie + stored), stored, tie))
         return tuple(found)
 
     return entries
@@ -487,6 +513,7 @@ class Order:
         "reaching",
         "records",
         "_ends",
+        "_firsts",
         "key",
         "keys",
         "entries",
@@ -532,6 +559,10 @@ class Order:
         if self.records:
             if name != "asc":
                 raise InvalidArgumentError("a record window's set is ascending: its keys spell each column's order")
+            # Rows of a window with columns that go by first carry the number of their entry: a commit folding them
+            # into the trees gives it (mdss._commit), as to a "first" set's values.
+            self._firsts = {column_tag(slot) for slot, _, first in row_columns(tiebreak) if first}
+            self.reaching = bool(self._firsts)
             self.entries = _row_entries(row_columns(tiebreak))
             self.keys = lambda member, value: tuple(e[0] for e in self.entries(member, value))
             self.key = _record_key
@@ -550,9 +581,10 @@ class Order:
         elif self.first:
             self.member_of = lambda key: key[-1][SEQ_CHARS:]
             self.members_of = lambda keys: [key[-1][SEQ_CHARS:] for key in keys]
-        elif self.records:  # (tie, tie + member)
-            self.member_of = lambda key: key[1][len(key[0]) :]
-            self.members_of = lambda keys: [key[1][len(key[0]) :] for key in keys]
+        elif self.records:  # (tie, tie + member), a number before the member in a column whose ties go by first
+            firsts = self._firsts
+            self.member_of = lambda key: key[1][len(key[0]) + (SEQ_CHARS if key[0][:3] in firsts else 0) :]
+            self.members_of = lambda keys: list(map(self.member_of, keys))
         else:
             self.member_of = operator.itemgetter(-1)
             self.members_of = lambda keys: [key[-1] for key in keys]
@@ -561,10 +593,15 @@ class Order:
         """Whether ``member``'s value carries the number of the entry that gave it its score."""
         return self.first or (self._ends is not None and member[:3] in self._ends)
 
-    def plain(self, stored: Sequence[str]) -> Sequence[str]:
-        """The members of score tree entries as stored (``stored``), as the members they are (as stored in a board
-        window)."""
-        return [m[SEQ_CHARS:] for m in stored] if self.first else stored
+    def plain(self, stored: Sequence[str], scores: Sequence[Any]) -> Sequence[str]:
+        """The members of score tree entries as stored (``stored``, with their ``scores``), as the members they are (as
+        stored in a board window of entries; without their numbers in a record window's columns that go by first)."""
+        if self.first:
+            return [m[SEQ_CHARS:] for m in stored]
+        if self.records and self.reaching:
+            firsts = self._firsts
+            return [m[SEQ_CHARS:] if s[:3] in firsts else m for m, s in zip(stored, scores)]
+        return stored
 
     def stored(self, member: str, value: Any) -> str:
         """What the score tree stores for ``member`` holding ``value``: the member, spelled with its number where the

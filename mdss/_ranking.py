@@ -220,7 +220,7 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], order: Or
         merged = list(heapq.merge([k for k in keys if k not in dropped] if dropped else keys, added))
         score_of = order.score_of
         return tuple(order.members_of(merged)), tuple([score_of(k) for k in merged])
-    members, scores = list(order.plain(leaf.members)), list(leaf.scores)
+    members, scores = list(order.plain(leaf.members, leaf.scores)), list(leaf.scores)
     gone = [bisect_left(keys, key) for key in removed]
     for i in reversed(gone):
         del members[i], scores[i]

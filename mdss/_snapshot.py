@@ -50,7 +50,7 @@ class Snapshot:
         self.head = head
         scores, members = head.scores, head.members
         bound = head.node_bytes
-        plain = order.plain if order.first else None
+        plain = order.plain if order.reaching else None
         self.score_tree = Tree(source, order.tree_key, scores.root, scores.height, scores.count, bound, plain)
         self.member_index = Tree(source, member_key, members.root, members.height, members.count, bound)
         self.view = view

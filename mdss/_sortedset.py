@@ -394,7 +394,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         source = Source(self.store, engine.keys, engine.cache)
         order = self._order
         tree = Tree(
-            source, order.tree_key, state.root, state.height, state.size, None, order.plain if order.first else None
+            source, order.tree_key, state.root, state.height, state.size, None, order.plain if order.reaching else None
         )
         if state.base == state.end:
             return tree

@@ -149,7 +149,7 @@ class Tree:
         height: int,
         count: int,
         node_bytes: int | None = None,
-        plain: Callable[[Sequence[str]], Sequence[str]] | None = None,
+        plain: Callable[[Sequence[str], Sequence[Any]], Sequence[str]] | None = None,
     ) -> None:
         self.source, self.keyfn, self.root, self.height, self.count = source, keyfn, root, height, count
         self.node_bytes, self.plain = node_bytes, plain
@@ -332,7 +332,7 @@ class Tree:
         for leaf, a, b in self.leaf_runs(start, stop):
             members.extend(leaf.members[a:b])
             scores.extend(leaf.scores[a:b])
-        return (members if self.plain is None else list(self.plain(members))), scores
+        return (members if self.plain is None else list(self.plain(members, scores))), scores
 
     def leaf_runs(self, start: int, stop: int) -> list[tuple[Leaf, int, int]]:
         """The entry sets holding positions ``start`` to ``stop - 1``, each with the run of it they hold."""

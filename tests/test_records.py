@@ -19,12 +19,19 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import mdss
 from mdss._keys import Keyspace
-from mdss._order import column_member, row_columns, rows_tiebreak
+from mdss._order import column_member, column_tag, row_columns, row_record, rows_tiebreak
 
-# A column on field "" (which no board row has) orders rows that hold only it: a board's post ids, by moment.
+# A column on field "" (which no board row has) orders rows that hold only it: a board's post ids, by moment. Columns
+# whose ties go by first order a tie by when each row reached its key there.
 COLUMNS = [
-    ((0, (("xp", "desc"),)),),
-    ((0, (("xp", "desc"),)), (1, (("wins", "desc"), ("t", "asc"))), (5, (("t", "asc"),)), (130, (("", "asc"),))),
+    ((0, (("xp", "desc"),), False),),
+    (
+        (0, (("xp", "desc"),), False),
+        (1, (("wins", "desc"), ("t", "asc")), True),
+        (5, (("t", "asc"),), False),
+        (130, (("", "asc"),), False),
+    ),
+    ((0, (("xp", "desc"),), True), (2, (("t", "asc"),), True)),
 ]
 OWNERS = ["ann", "bob", "cid", "dee", "ñandú", "日本", "a:b", "z" * 40, "p:1", "p:2"]
 numbers = st.sampled_from([0, 1, 2, -3, 2**53 + 1, 0.5, 1e300, float("-inf")])
@@ -33,18 +40,36 @@ rows = st.fixed_dictionaries(
 )
 
 
-def _entries(columns: Any, model: dict[str, Any]) -> list[tuple[Any, str, Any]]:
-    """The score tree the model's values make: ``(key, stored member, score)`` in key order."""
-    found = []
-    for member, value in model.items():
-        row = msgpack.unpackb(value[1])
-        for slot, parts in columns:
-            values = [row.get(f) for f, _ in parts]
-            if all(type(v) in (int, float) for v in values):
-                spelled = column_member(slot, [(v, d) for v, (_, d) in zip(values, parts)], member)
-                tie = spelled[: -len(member)]
-                found.append(((tie, spelled), member, tie))
-    return sorted(found)
+def _tie(values: dict[str, Any], slot: int, parts: Any) -> str | None:
+    """The tie a row's values make in a column (``None``: it lacks a field), spelled as boards spell column keys."""
+    found = [values.get(f) for f, _ in parts]
+    if not all(type(v) in (int, float) for v in found):
+        return None
+    return column_member(slot, [(v, d) for v, (_, d) in zip(found, parts)], "")
+
+
+def _resolver(columns: Any) -> Any:
+    """The op ``"row"``, as a board's post will resolve it in the commit: the posted values replace the row; in each
+    column that goes by first, a row keeps the number of the entry that gave it its key while the key stays, else takes
+    its own entry's (``None``)."""
+    firsts = [(column_tag(slot), slot, parts) for slot, parts, first in columns if first]
+
+    def resolve(trial: dict[str, Any], member: str, given: Any) -> bool:
+        values, stamp = given
+        old = trial[member]
+        if not firsts:
+            trial[member] = (stamp, msgpack.packb(values))
+            return True
+        had, numbers = row_record(old) if old is not None else ({}, {})
+        kept = {}
+        for tag, slot, parts in firsts:
+            tie = _tie(values, slot, parts)
+            if old is not None and tie is not None and tie == _tie(had, slot, parts):
+                kept[tag] = old[2] if numbers.get(tag) is None else numbers[tag]
+        trial[member] = (stamp, msgpack.packb([values, kept]), None)
+        return True
+
+    return {"row": resolve}
 
 
 class RecordMachine(RuleBasedStateMachine):
@@ -72,20 +97,35 @@ class RecordMachine(RuleBasedStateMachine):
             log_limit=log_limit,
             gc_grace=0,
             node_bytes=node_bytes,
+            resolvers=_resolver(self.columns),
         )
-        self.model: dict[str, Any] = {}
-        self.stamp = 0
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.reached: dict[tuple[str, int], int] = {}  # (owner, slot) -> the post that gave its key, in a first column
+        self.posts = 0
+
+    def expected(self) -> list[tuple[Any, str, str]]:
+        """The score tree the model makes: ``(order, member, tie)`` in order (a first column's ties by reaching)."""
+        found = []
+        for owner, values in self.rows.items():
+            for slot, parts, first in self.columns:
+                tie = _tie(values, slot, parts)
+                if tie is not None:
+                    found.append(((tie, self.reached[owner, slot] if first else 0, owner), owner, tie))
+        return sorted(found)
 
     @rule(owner=st.sampled_from(OWNERS), row=rows)
     def post(self, owner: str, row: dict[str, Any]) -> None:
-        self.stamp += 1
-        data = msgpack.packb(row)
-        self.set.add(owner, float(self.stamp), data=data)
-        self.model[owner] = (float(self.stamp), data)
+        self.posts += 1
+        self.set.engine.group.submit([("row", owner, (row, float(self.posts)))])
+        for slot, parts, first in self.columns:
+            tie = _tie(row, slot, parts)
+            if first and (owner not in self.rows or tie != _tie(self.rows[owner], slot, parts)):
+                self.reached[owner, slot] = self.posts
+        self.rows[owner] = row
 
     @rule(member=st.sampled_from(OWNERS))
     def remove(self, member: str) -> None:
-        assert self.set.remove(member) == (self.model.pop(member, None) is not None)
+        assert self.set.remove(member) == (self.rows.pop(member, None) is not None)
 
     @rule()
     def merge(self) -> None:
@@ -94,26 +134,27 @@ class RecordMachine(RuleBasedStateMachine):
     @rule(owner=st.sampled_from(OWNERS))
     def value(self, owner: str) -> None:
         found = mdss._snapshot.read(self.set.engine, lambda snap: snap.index.get(owner))
-        assert found == self.model.get(owner)
+        assert (None if found is None else row_record(found)[0]) == self.rows.get(owner)
 
-    @rule(tag=st.sampled_from(["00:", "01:", "05:", "06:", "82:"]), owner=st.sampled_from(OWNERS))
+    @rule(tag=st.sampled_from(["00:", "01:", "02:", "05:", "06:", "82:"]), owner=st.sampled_from(OWNERS))
     def count_below(self, tag: str, owner: str) -> None:
         """Counts below a column's start, below each of a row's keys and ties, and the distinct ties below those."""
-        expected = _entries(self.columns, self.model)
-        keys = [e[0] for e in expected]
+        expected = self.expected()
         probes: list[Any] = [(tag,)]
-        value = self.model.get(owner)
-        if value is not None:
+        positions = [sum(e[2] < tag for e in expected)]
+        if owner in self.rows:
+            value = mdss._snapshot.read(self.set.engine, lambda snap: snap.index.get(owner))
             for key in self.set.engine.ordering.keys(owner, value):
+                mine = next(i for i, e in enumerate(expected) if e[1] == owner and e[2] == key[0])
                 probes += [key, (key[0],)]
-
+                positions += [mine, sum(e[2] < key[0] for e in expected)]
         firsts = [p for p in probes if len(p) == 1]  # dense counts are asked below the first key of a tie
 
         def read(snap: Any) -> Any:
             return snap.ranking.count_below(probes), mdss._ranking.dense_below(snap.ranking, firsts)
 
         counts, dense = mdss._snapshot.read(self.set.engine, read)
-        assert counts == [bisect_left(keys, p) for p in probes]
+        assert counts == positions
         ties = sorted({e[2] for e in expected})
         assert dense == [bisect_left(ties, p[0]) for p in firsts]
 
@@ -121,13 +162,12 @@ class RecordMachine(RuleBasedStateMachine):
     def score_tree_is_the_rows_keys(self) -> None:
         if not hasattr(self, "set"):
             return
-        expected = _entries(self.columns, self.model)
 
         def read(snap: Any) -> Any:
             return snap.ranking.slice(0, snap.ranking.count)
 
         members, scores = mdss._snapshot.read(self.set.engine, read)
-        assert list(zip(members, scores)) == [(m, s) for _, m, s in expected]
+        assert list(zip(members, scores)) == [(m, t) for _, m, t in self.expected()]
 
     def teardown(self) -> None:
         if hasattr(self, "set"):
@@ -145,14 +185,14 @@ def test_record_windows_match_the_model(store_factory) -> None:
 
 def test_a_record_window_is_stored_with_its_columns_and_refused_by_a_reader_expecting_others() -> None:
     store = mdss.open_store("memory://")
-    tiebreak = rows_tiebreak(((0, (("xp", "desc"),)),))
+    tiebreak = rows_tiebreak(((0, (("xp", "desc"),), False),))
     made = mdss.SortedSet.at_keys(Keyspace(store.namespace, "w"), store, "w", tiebreak=tiebreak, order="asc")
     made.add("ann", 1.0, data=msgpack.packb({"xp": 3}))
     again = mdss.SortedSet.at_keys(Keyspace(store.namespace, "w"), store, "w")
     assert again.tiebreak == tiebreak
     with pytest.raises(mdss.SettingsMismatchError):
         mdss.SortedSet.at_keys(
-            Keyspace(store.namespace, "w"), store, "w", tiebreak=rows_tiebreak(((0, (("xp", "asc"),)),))
+            Keyspace(store.namespace, "w"), store, "w", tiebreak=rows_tiebreak(((0, (("xp", "asc"),), False),))
         )
     with pytest.raises(mdss.InvalidArgumentError, match="holds a row"):
         again.rank("ann")
@@ -173,6 +213,8 @@ def test_a_record_window_is_stored_with_its_columns_and_refused_by_a_reader_expe
         'rows: [[0,[["xp","desc"]]]]',
         "rows:[[0,[]]]",
         'rows:[[0,[["xp","desc","x"]]]]',
+        'rows:[[0,[["xp","desc"]],"last"]]',
+        'rows:[[0,[["xp","desc"]],"first",1]]',
     ],
 )
 def test_malformed_record_columns_are_refused(bad: str) -> None:
