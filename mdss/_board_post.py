@@ -1,55 +1,27 @@
-"""A post's write path: values checked and applied to a row, each window's commit, expired post ids forgotten."""
+"""A post's values checked and applied to a row (as each window's commit applies them: ``mdss._board_ops.post``), a
+load's rows checked and merged, and the expired post ids of the board's record of them."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from . import _ops
 from ._board_format import (
-    _GROUPS,
-    _MARK_SLOT,
-    _POST_SLOT,
-    _ROW,
-    _ROW_SLOT,
-    _SIZE,
     MAX_FIELDS,
     MAX_ROW_BYTES,
     Row,
     _Column,
-    _group,
     _number,
-    _row_entries,
-    _row_member,
-    members,
 )
 from ._board_settings import _check_field
 from ._codec import pack
-from ._order import INT_MAX, INT_MIN, check_choice, column_tie
-from ._tree import CHILD_BYTES
+from ._order import INT_MAX, INT_MIN, check_choice
 from .exceptions import InvalidArgumentError, InvalidScoreError
 
-#: The most expired post ids a post forgets, in each window it commits to and in the board's record of them.
+#: The most expired post ids a post forgets in the board's record of them.
 _PRUNE = 4
-
-Ops = list[tuple[str, str, Any]]
-
-
-class _Plan(NamedTuple):
-    """One window's part of a post: the ops of its commit."""
-
-    instance: str
-    ops: Ops
-
-
-class _Post(NamedTuple):
-    """A post with a ``post_id``, as each window's commit sees it."""
-
-    post_id: str
-    member: str  # of its entry in a window (and in the board's record of post ids)
-    score: float  # of its entry in a window: ``_POST_SLOT`` + the moment it was first tried
-    cutoff: float  # entries scored below this are older than ``post_id_ttl``: a post forgets a few
 
 
 def _check_value(field: str, value: Any) -> Any:
@@ -200,96 +172,6 @@ def merge_row(
 ) -> dict[str, Any]:
     """A loaded row's ``values`` with the owner's next row ``more`` applied, as a post applies it."""
     return new_row(Row(owner, values, 0.0), more, {}, accumulate, keep_best, columns)
-
-
-def commit_ops(
-    columns: Mapping[str, _Column],
-    owner: str,
-    entry: str | None,
-    row: Row | None,
-    merged: dict[str, Any],
-    stamp: float,
-    posts: tuple[str, ...],
-    post: _Post | None,
-    expired: list[tuple[str, Any]],
-    node_bytes: int,
-) -> Ops:
-    """One window's commit of a post: if the row entry is still ``entry`` (a new owner: no marker yet), move the column
-    entries whose key changed and replace the row entry; with a ``post``, add its post id entry, forget ``expired``."""
-    # Rows stored before post ids had entries keep the ids they hold (8 at most), still honoured.
-    fresh_entry = _row_member(owner, merged, stamp, list(posts))
-    old = members(columns, owner, row.values) if row is not None else {}
-    new = members(columns, owner, merged)
-    check_fits((fresh_entry, *new.values(), *([post.member] if post else [])), node_bytes)
-    marker = _ROW + owner
-    if entry is None:
-        commit: Ops = [("expect", marker, None), ("set", marker, _MARK_SLOT)]
-    else:
-        commit = [("expect", entry, _ROW_SLOT)]
-    for column, member in old.items():
-        if new.get(column) != member:
-            commit.append(("remove", member, None))
-            commit += _group_ops(columns[column], member, leaving=True)
-    for column, member in new.items():
-        if old.get(column) != member:
-            commit.append(("set", member, columns[column].slot))
-            commit += _group_ops(columns[column], member, leaving=False)
-    if fresh_entry != entry:
-        if entry is not None:
-            commit.append(("remove", entry, None))
-        commit.append(("set", fresh_entry, _ROW_SLOT))
-    if post is not None:
-        commit += [("forget", m, s) for m, s in expired if m != post.member]
-        commit.append(("set", post.member, post.score))
-    return commit
-
-
-def removal_ops(columns: Mapping[str, _Column], owner: str, entry: str, row: Row) -> Ops:
-    """One window's commit of the owner's removal: if the row entry is still ``entry``, remove it, its column entries
-    (their tie groups counted down) and the owner's marker. Its post id entries stay until they expire: a retry of a
-    post counted before the removal counts nothing."""
-    commit: Ops = [("expect", entry, _ROW_SLOT)]
-    for column, member in members(columns, owner, row.values).items():
-        commit.append(("remove", member, None))
-        commit += _group_ops(columns[column], member, leaving=True)
-    return [*commit, ("remove", entry, None), ("remove", _ROW + owner, None)]
-
-
-def check_fits(entries: Collection[str], node_bytes: int) -> None:
-    """Refuse entries too heavy for nodes of ``node_bytes`` (a node holds at least four items)."""
-    if 4 * (4 * max(map(len, entries)) + CHILD_BYTES) <= node_bytes:  # fits at 4 UTF-8 bytes per character
-        return
-    heaviest = max(len(m.encode("utf-8")) for m in entries) + CHILD_BYTES
-    if 4 * heaviest > node_bytes:
-        raise InvalidArgumentError(
-            f"a row entry of {heaviest} bytes does not fit nodes of node_bytes={node_bytes} (a node "
-            "holds at least four items)"
-        )
-
-
-def _group_ops(column: _Column, member: str, leaving: bool) -> Ops:
-    """The ops that keep the tie group of ``member`` counted as a row joins or leaves it.
-
-    Both resolve in the commit (``incr`` and the ``group`` op), so posts of owners in one group never conflict.
-    """
-    tie = column_tie(member, len(column.parts))
-    size = _SIZE + tie
-    return [("incr", size, 1 if leaving else -1), ("group", _group(column, tie), (size, column.slot + _GROUPS))]
-
-
-def _look(snap: Any, owner: str, post: _Post | None) -> tuple[str | None, bool, list[tuple[str, Any]]]:
-    """In one snapshot of a window: the owner's row entry; whether the window counted ``post``; the oldest post id
-    entries older than its cutoff (``_PRUNE`` at most), with their scores. One round trip."""
-    if post is None:
-        return _row_entries(snap, [owner])[0], False, []
-    key, past = (post.score, post.member), (post.cutoff,)
-    entry = _row_entries(snap, [owner], [key, (_POST_SLOT,), past])[0]
-    first, at, after, old = snap.ranking.count_below([(_POST_SLOT,), key, (post.score, post.member + "\0"), past])
-    expired: list[tuple[str, Any]] = []
-    if old > first:
-        names, scores = snap.ranking.slice(first, min(old, first + _PRUNE))
-        expired = list(zip(names, scores))
-    return entry, after > at, expired
 
 
 def expired(ranking: Any, cutoff: float) -> list[tuple[str, Any]]:

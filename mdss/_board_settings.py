@@ -15,8 +15,18 @@ from ._schedules import Calendar
 from .exceptions import CorruptDataError, InvalidArgumentError
 from .stores.base import Record, Store
 
-#: How rows are stored, in the board's settings: 2, as entries (boards stored without it kept them in records).
+#: How rows are stored, in the board's settings: 2, as entries of the window's set (boards stored without it kept them
+#: in records); 3, as the values of record windows (``mdss._board_rows``), at the parts :func:`record_part` names.
 ROWS_LAYOUT = 2
+RECORDS_LAYOUT = 3
+
+
+def record_part(instance: str) -> str:
+    """The part of a board holding window ``instance`` as a record window: beside the part of layouts 1 and 2 (the
+    instance itself), so that a move from them writes the new window whole before the old one goes."""
+    return f"r#{instance}"
+
+
 #: The gc epoch entry of each window in boards that kept rows in records (see :func:`migration`).
 _LEGACY_EPOCH = "e:"
 

@@ -1,4 +1,10 @@
-"""A board's views, each read in one snapshot of a window, and the prefetches that keep each to few round trips."""
+"""A board's views, each read in one snapshot of a record window (``mdss._board_rows``), and the prefetches that keep
+each to few round trips.
+
+A column's keys are ``(tie, tie + stored member)``: an ordinal rank counts the keys below the row's, a competition
+rank those below its tie, a dense rank the distinct ties below it (``mdss._ranking.dense_below``); each less those
+below the column's start.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import _cursor, _percentiles
-from ._board_format import _GROUPS, Row, _Column, _decode_row, _group, _member, _row_entries, members
+from ._board_format import Row, _Column
+from ._board_rows import OWNER, as_row, end, owner_member, start
 from ._estimate import Estimate
 from ._facade import PageCursors, around_span, page_around
-from ._order import TOP, column_tag, column_tie, spell_at
+from ._order import Order, column_tag
+from ._ranking import dense_below
 from .exceptions import CorruptDataError, InvalidArgumentError
 
 
@@ -32,186 +40,198 @@ class Page(PageCursors):
     previous: str | None = None
 
 
-def rows_of(snap: Any, owners: Sequence[str], also: Sequence[Any] = ()) -> list[Row | None]:
-    """Copies of the rows of ``owners`` (``None``: no row), reading also the entry sets of keys ``also``."""
-    found: list[Row | None] = []
-    for entry in _row_entries(snap, owners, also):
-        row = None if entry is None else _decode_row(entry)[0]
-        found.append(None if row is None else Row(row.owner, dict(row.values), row.updated))
-    return found
+def _values(snap: Any, owners: Sequence[str]) -> list[Any]:
+    """The values of the owners' rows in one batched lookup (``None``: no row)."""
+    members = [owner_member(o) for o in owners]
+    return snap.index.find(members) if len(members) > 1 else [snap.index.get(members[0])] if members else []
 
 
-def stored(snap: Any, spelled: Sequence[tuple[_Column, str]]) -> list[str]:
-    """Each ``(column, member)`` as the window's score tree stores the member: with the number of the entry that gave
-    the row its key, in a column that goes by first (their values read in one batch from the member index)."""
-    found = [member for _, member in spelled]
-    firsts = [i for i, (column, _) in enumerate(spelled) if column.first]
-    if firsts:
-        for i, value in zip(firsts, snap.index.find([found[i] for i in firsts])):
-            if type(value) is not tuple or len(value) != 3:
-                raise CorruptDataError(f"column entry {found[i][:60]!r} holds {value!r:.40}, not when it was reached")
-            found[i] = spell_at(found[i], spelled[i][0].end(), value[2])
-    return found
+def rows_of(snap: Any, owners: Sequence[str]) -> list[Row | None]:
+    """Copies of the rows of ``owners`` (``None``: no row)."""
+    return [None if v is None else as_row(o, v) for o, v in zip(owners, _values(snap, owners))]
 
 
-def _probes(column: _Column, members: Sequence[str], ties: str) -> list[Any]:
-    """The keys whose counts below rank ``members`` in ``column``: the column's start, then each member's (or tie's).
-    Ordinal ranks take the members as stored (:func:`stored`)."""
-    parts = len(column.parts)
-    if ties == "dense":  # 1 + the tie groups before the member's
-        groups = column.slot + _GROUPS
-        return [(groups,)] + [(groups, _group(column, column_tie(m, parts))) for m in members]
-    return [(column.slot,)] + [(column.slot, m if ties == "ordinal" else column_tie(m, parts)) for m in members]
+def _key(order: Order, owner: str, value: Any, column: _Column) -> Any:
+    """The key of an owner's row in ``column`` (``None``: it lacks one of the column's fields)."""
+    tag = column_tag(column.slot)
+    for key in order.keys(owner_member(owner), value):
+        if key[0].startswith(tag):
+            return key
+    return None
 
 
-def _ranks(snap: Any, column: _Column, members: Sequence[str], ties: str) -> list[int]:
-    """1-based ranks in ``column`` of entries spelled by ``members``, in one batched count."""
-    counts = snap.ranking.count_below(_probes(column, members, ties))
+def _probes(column: _Column, keys: Sequence[Any], ties: str) -> list[Any]:
+    """The probes whose counts below rank ``keys`` in ``column``: the column's start, then each key (or its tie)."""
+    return [start(column)] + [key if ties == "ordinal" else (key[0],) for key in keys]
+
+
+def _ranks(snap: Any, column: _Column, keys: Sequence[Any], ties: str) -> list[int]:
+    """1-based ranks in ``column`` of ``keys``, in one batched count."""
+    probes = _probes(column, keys, ties)
+    counts = dense_below(snap.ranking, probes) if ties == "dense" else snap.ranking.count_below(probes)
     return [n - counts[0] + 1 for n in counts[1:]]
 
 
-def _listing(snap: Any, column: _Column, start: int, stop: int, ties: str) -> tuple[list[RankedRow], list[str]]:
-    """Ranked rows at positions ``start`` to ``stop - 1`` of ``column``, and their column entries' members."""
-    low, high = snap.ranking.count_below([(column.slot,), (column.slot, TOP)])
-    found_members, _ = snap.ranking.slice(low + max(start, 0), min(low + stop, high))
-    if not found_members:
+def _listing(
+    snap: Any, order: Order, column: _Column, begin: int, stop: int, ties: str
+) -> tuple[list[RankedRow], list[Any]]:
+    """Ranked rows at positions ``begin`` to ``stop - 1`` of ``column``, and their keys."""
+    low, high = snap.ranking.count_below([start(column), end(column)])
+    members, scores = snap.ranking.slice(low + max(begin, 0), min(low + stop, high))
+    if not members:
         return [], []
-    parts = len(column.parts)
-    owners = [column.owner(m) for m in found_members]
-    # A tied first row's rank counts below its tie group, which may start in an entry set the listing did not read.
-    found = rows_of(snap, owners, _probes(column, found_members[:1], ties) if ties != "ordinal" else ())
-    ranks = list(range(start + 1, start + 1 + len(found_members)))
-    if ties != "ordinal":
-        ranks[0] = _ranks(snap, column, found_members[:1], ties)[0]
-        for i in range(1, len(found_members)):
-            if column_tie(found_members[i], parts) == column_tie(found_members[i - 1], parts):
+    owners = [m[len(OWNER) :] for m in members]
+    values = snap.index.find(members) if len(members) > 1 else [snap.index.get(members[0])]
+    ranks = list(range(begin + 1, begin + 1 + len(members)))
+    if ties != "ordinal":  # scores are ties: a tie's rows share the rank of its first
+        ranks[0] = _ranks(snap, column, [(scores[0],)], ties)[0]
+        for i in range(1, len(members)):
+            if scores[i] == scores[i - 1]:
                 ranks[i] = ranks[i - 1]
             elif ties == "dense":
                 ranks[i] = ranks[i - 1] + 1
-    result = []
-    for rank, owner, row in zip(ranks, owners, found):
-        if row is None:
+    result, keys = [], []
+    for rank, owner, value in zip(ranks, owners, values):
+        if value is None:
             raise CorruptDataError(f"column {column.name!r} names owner {owner!r}, who has no row")
+        row = as_row(owner, value)
         result.append(RankedRow(rank, owner, row.values, row.updated))
-    return result, found_members
+        keys.append(_key(order, owner, value, column))
+    return result, keys
 
 
 def column_size(snap: Any, column: _Column) -> int:
-    low, high = snap.ranking.count_below([(column.slot,), (column.slot, TOP)])
+    low, high = snap.ranking.count_below([start(column), end(column)])
     return high - low
 
 
 def positions(
-    snap: Any, columns: Mapping[str, _Column], owner: str, ties: str, estimate: Callable[[Any, Any], Any] | None
+    snap: Any,
+    order: Order,
+    columns: Mapping[str, _Column],
+    owner: str,
+    ties: str,
+    estimate: Callable[[Any, Any], Any] | None,
 ) -> dict[str, Any]:
     """The owner's rank in every column its row has; with ``estimate``, each an :class:`~mdss.Estimate`."""
-    row = rows_of(snap, [owner])[0]
-    if row is None:
+    value = _values(snap, [owner])[0]
+    if value is None:
         return {}
-    spelled = members(columns, owner, row.values)
-    if ties == "ordinal":
-        spelled = dict(zip(spelled, stored(snap, [(columns[name], m) for name, m in spelled.items()])))
-    if estimate is None:  # every column's two counts in one batched descent (one read per uncached level)
-        probes = [p for name, m in spelled.items() for p in _probes(columns[name], [m], ties)]
-        counts = snap.ranking.count_below(probes) if probes else []
-        return {name: counts[2 * i + 1] - counts[2 * i] + 1 for i, name in enumerate(spelled)}
+    keyed = {name: _key(order, owner, value, column) for name, column in columns.items()}
+    keyed = {name: key for name, key in keyed.items() if key is not None}
+    if estimate is None or ties == "dense":  # every column's two counts in one batched descent (one read per level)
+        probes = [p for name, key in keyed.items() for p in _probes(columns[name], [key], ties)]
+        count = dense_below if ties == "dense" else type(snap.ranking).count_below
+        counts = count(snap.ranking, probes) if probes else []
+        exact = {name: counts[2 * i + 1] - counts[2 * i] + 1 for i, name in enumerate(keyed)}
+        # Estimates count entries, not distinct ties: a dense rank is exact, an Estimate of no width.
+        return exact if estimate is None else {name: Estimate(r, r, r) for name, r in exact.items()}
     found: dict[str, Any] = {}
-    for name, member in spelled.items():
-        start, at = (estimate(snap, p) for p in _probes(columns[name], [member], ties))
-        found[name] = Estimate(max(at[0] - start[0] + 1, 1), max(at[1] - start[2] + 1, 1), at[2] - start[1] + 1)
+    for name, key in keyed.items():
+        low, at = (estimate(snap, p) for p in _probes(columns[name], [key], ties))
+        found[name] = Estimate(max(at[0] - low[0] + 1, 1), max(at[1] - low[2] + 1, 1), at[2] - low[1] + 1)
     return found
 
 
-def _around(snap: Any, column: _Column, owner: str, before: int, after: int, fill: bool) -> tuple[int, int, int]:
-    """Positions ``start`` to ``stop - 1`` of the rows around the owner's in ``column`` (``mdss._facade.around_span``;
+def _around(
+    snap: Any, order: Order, column: _Column, owner: str, before: int, after: int, fill: bool
+) -> tuple[int, int, int]:
+    """Positions ``begin`` to ``stop - 1`` of the rows around the owner's in ``column`` (``mdss._facade.around_span``;
     an empty span without its row) and the column's rows: one batched count, its entry sets read with those around."""
-    row = rows_of(snap, [owner])[0]
-    member = None if row is None else _member(column, owner, row.values)
-    if member is None:
+    value = _values(snap, [owner])[0]
+    key = None if value is None else _key(order, owner, value, column)
+    if key is None:
         return 0, 0, 0
-    member, slot = stored(snap, [(column, member)])[0], column.slot
-    prefetch(snap, [((slot, member), before, after + 1), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
-    low, at, high = snap.ranking.count_below([(slot,), (slot, member), (slot, TOP)])
+    prefetch(snap, [(key, before, after + 1), (start(column), 0, 0), (end(column), 0, 0)])
+    low, at, high = snap.ranking.count_below([start(column), key, end(column)])
     return (*around_span(at - low, before, after, high - low, fill), high - low)
 
 
-def around(snap: Any, column: _Column, owner: str, before: int, after: int, ties: str, fill: bool) -> list[RankedRow]:
-    start, stop, _ = _around(snap, column, owner, before, after, fill)
-    return _listing(snap, column, start, stop, ties)[0] if stop else []
+def around(
+    snap: Any, order: Order, column: _Column, owner: str, before: int, after: int, ties: str, fill: bool
+) -> list[RankedRow]:
+    begin, stop, _ = _around(snap, order, column, owner, before, after, fill)
+    return _listing(snap, order, column, begin, stop, ties)[0] if stop else []
 
 
-def ranked_rows(snap: Any, column: _Column, owners: list[str], ties: str) -> list[RankedRow]:
-    found = [(o, r) for o, r in zip(owners, rows_of(snap, owners)) if r is not None]
-    spelled = [_member(column, o, r.values) for o, r in found]
-    ranked = stored(snap, [(column, m) for m in spelled if m is not None])
-    keys = iter(ranked)
-    spelled = [None if m is None else next(keys) for m in spelled]
-    ranks = iter(_ranks(snap, column, ranked, ties) if ranked else [])
-    result = [
-        (m is None, m or o, RankedRow(None if m is None else next(ranks), o, r.values, r.updated))
-        for (o, r), m in zip(found, spelled)
-    ]
-    return [entry for _, _, entry in sorted(result, key=lambda t: t[:2])]  # a member's order is its rank's
+def ranked_rows(snap: Any, order: Order, column: _Column, owners: list[str], ties: str) -> list[RankedRow]:
+    found = [(o, v) for o, v in zip(owners, _values(snap, owners)) if v is not None]
+    keys = [_key(order, o, v, column) for o, v in found]
+    ranks = iter(_ranks(snap, column, [k for k in keys if k is not None], ties) if any(keys) else [])
+    result = []
+    for (owner, value), key in zip(found, keys):
+        row = as_row(owner, value)
+        result.append((key is None, key or owner, RankedRow(None if key is None else next(ranks), owner, *row[1:])))
+    return [entry for _, _, entry in sorted(result, key=lambda t: t[:2])]  # a row's order is its rank's
 
 
 Listed = tuple[list[RankedRow], str | None, str | None]
 
 
-def page(snap: Any, column: _Column, cursor: tuple[str, bool] | None, limit: int, ties: str, offset: int = 0) -> Listed:
-    """``limit`` ranked rows ``offset`` rows after the member of a forward ``cursor`` (``(member, False)``; ``None``:
-    the column's first), or ending ``offset`` rows before that of a backward one (``(member, True)``); see
-    :func:`_paged` for the rest."""
-    slot = column.slot
-    member, back = (None, False) if cursor is None else cursor
-    key = (slot,) if member is None else (slot, member if back else member + "\0")
+def page(
+    snap: Any,
+    order: Order,
+    column: _Column,
+    cursor: tuple[str, bool] | None,
+    limit: int,
+    ties: str,
+    offset: int = 0,
+) -> Listed:
+    """``limit`` ranked rows ``offset`` rows after the key of a forward ``cursor`` (``(key, False)``, the key's second
+    part; ``None``: the column's first), or ending ``offset`` rows before that of a backward one (``(key, True)``);
+    see :func:`_paged` for the rest."""
+    spelled, back = (None, False) if cursor is None else cursor
+    cut = column.end()
+    key = start(column) if spelled is None else (spelled[:cut], spelled if back else spelled + "\0")
     reach = 0 if offset else limit
-    prefetch(snap, [(key, reach if back else 0, 0 if back else reach), ((slot,), 0, 0), ((slot, TOP), 0, 0)])
-    low, high = snap.ranking.count_below([(slot,), (slot, TOP)])
-    at = 0 if member is None else snap.ranking.count_below([key])[0] - low
-    start, stop = (at - offset - limit, at - offset) if back else (at + offset, at + offset + limit)
-    return _paged(snap, column, max(start, 0), stop, high - low, ties)
+    near = [(key, reach if back else 0, 0 if back else reach), (start(column), 0, 0), (end(column), 0, 0)]
+    if spelled is not None and ties != "ordinal":  # where the cursor's tie starts: the page's first rank may need it
+        near.append(((key[0],), 0, 0))
+    prefetch(snap, near)
+    low, high = snap.ranking.count_below([start(column), end(column)])
+    at = 0 if spelled is None else snap.ranking.count_below([key])[0] - low
+    begin, stop = (at - offset - limit, at - offset) if back else (at + offset, at + offset + limit)
+    return _paged(snap, order, column, max(begin, 0), stop, high - low, ties)
 
 
-def page_of(snap: Any, column: _Column, owner: str, limit: int, ties: str) -> Listed:
+def page_of(snap: Any, order: Order, column: _Column, owner: str, limit: int, ties: str) -> Listed:
     """The page of ``limit`` rows around the owner's (``mdss._facade.page_around``), slid to stay full at either end
     of the column; empty if the owner has no key in it. See :func:`_paged` for the rest."""
-    start, stop, rows = _around(snap, column, owner, *page_around(limit), True)
-    return _paged(snap, column, start, stop, rows, ties)
+    begin, stop, rows = _around(snap, order, column, owner, *page_around(limit), True)
+    return _paged(snap, order, column, begin, stop, rows, ties)
 
 
-def _paged(snap: Any, column: _Column, start: int, stop: int, rows: int, ties: str) -> Listed:
-    """The ranked rows at positions ``start`` to ``stop - 1`` of ``column`` (of ``rows`` rows), the member of the last
+def _paged(snap: Any, order: Order, column: _Column, begin: int, stop: int, rows: int, ties: str) -> Listed:
+    """The ranked rows at positions ``begin`` to ``stop - 1`` of ``column`` (of ``rows`` rows), the key of the last
     one (the next page's cursor; ``None``: the column's end) and of the first (the previous page's; ``None``: the
-    column's start). An empty page has neither."""
-    found, spelled = _listing(snap, column, start, stop, ties)
+    column's start), each its second part. An empty page has neither."""
+    found, keys = _listing(snap, order, column, begin, stop, ties)
     if not found:
         return [], None, None
-    return found, spelled[-1] if start + len(found) < rows else None, spelled[0] if start else None
+    return found, keys[-1][1] if begin + len(found) < rows else None, keys[0][1] if begin else None
 
 
-def percentile(snap: Any, column: _Column, owner: str, method: str) -> float | int | None:
+def percentile(snap: Any, order: Order, column: _Column, owner: str, method: str) -> float | int | None:
     """The owner's percentile in ``column`` by ``method`` (``mdss._percentiles``); ``None`` without a key there."""
-    row = rows_of(snap, [owner])[0]
-    member = None if row is None else _member(column, owner, row.values)
-    if member is None:
+    value = _values(snap, [owner])[0]
+    key = None if value is None else _key(order, owner, value, column)
+    if key is None:
         return None
     if method == "agoragames":
-        member = stored(snap, [(column, member)])[0]
-        start, at, end = snap.ranking.count_below([(column.slot,), (column.slot, member), (column.slot, TOP)])
-        return _percentiles.agoragames(at - start, end - start, _direction(column))
-    probes = [*_probes(column, [member], "competition"), (column.slot, TOP)]
-    start, better, end = snap.ranking.count_below(probes)  # one batched count
-    return (better - start) / (end - start)
+        low, at, high = snap.ranking.count_below([start(column), key, end(column)])
+        return _percentiles.agoragames(at - low, high - low, _direction(column))
+    low, better, high = snap.ranking.count_below([start(column), (key[0],), end(column)])  # one batched count
+    return (better - low) / (high - low)
 
 
-def score_for_percentile(snap: Any, column: _Column, percent: float) -> Any:
+def score_for_percentile(snap: Any, order: Order, column: _Column, percent: float) -> Any:
     """The agoragames library's ``score_for_percentile`` of a one-field column (``mdss._percentiles``)."""
     rows = column_size(snap, column)
     if not rows:
         return None
     first, second, fraction = _percentiles.positions(rows, percent, _direction(column))
     low = min(first, second)
-    found, _ = _listing(snap, column, low, max(first, second) + 1, "ordinal")
+    found, _ = _listing(snap, order, column, low, max(first, second) + 1, "ordinal")
     values = [r.values[column.parts[0][0]] for r in found]
     return _percentiles.interpolated(values[first - low], values[second - low], fraction)
 
@@ -221,13 +241,13 @@ def _direction(column: _Column) -> str:
     return column.parts[0][1]
 
 
-def at_percentile(snap: Any, column: _Column, p: float, ties: str) -> RankedRow | None:
+def at_percentile(snap: Any, order: Order, column: _Column, p: float, ties: str) -> RankedRow | None:
     prefetch_at(snap, column, p)
     rows = column_size(snap, column)
     if not rows:
         return None
     at = min(int(p * rows), rows - 1)
-    found, _ = _listing(snap, column, at, at + 1, ties)
+    found, _ = _listing(snap, order, column, at, at + 1, ties)
     return found[0] if found else None
 
 
@@ -249,7 +269,7 @@ def prefetch_at(snap: Any, column: _Column, p: float) -> None:
     """Read, in one round trip, the entry sets :func:`at_percentile` reads: the cached manifests bound the column's
     ends, and the position, growing with both, spans one entry set at most between its bounds."""
     tree, view = snap.score_tree, snap.view
-    ends = [(column.slot,), (column.slot, TOP)]
+    ends = [start(column), end(column)]
     spans = tree.spans(ends)
     if not spans:
         return
@@ -265,16 +285,16 @@ def prefetch_at(snap: Any, column: _Column, p: float) -> None:
     tree.fetch([spans[0][0], spans[1][0], *snap.ranking.leaf_ids(first, last + 1)])
 
 
-def encode_cursor(tag: str, member: str | None, back: bool = False) -> str | None:
-    """The cursor of the page after member ``member`` (before it, ``back``); ``None`` for no member."""
-    return None if member is None else _cursor.pack(tag, [member], back)
+def encode_cursor(tag: str, spelled: str | None, back: bool = False) -> str | None:
+    """The cursor of the page after the key ``spelled`` (its second part; before it, ``back``); ``None`` for none."""
+    return None if spelled is None else _cursor.pack(tag, [spelled], back)
 
 
 def decode_cursor(tag: str, cursor: Any, column: _Column, what: str) -> tuple[str, bool]:
-    """The member a page cursor continues after (or ends before: then True); refuses a cursor of another board,
-    window or column."""
+    """The key (its second part) a page cursor continues after (or ends before: then True); refuses a cursor of another
+    board, window or column."""
     found, back = _cursor.unpack(tag, cursor, what)
-    member = found[0] if len(found) == 1 else None
-    if type(member) is not str or not member.startswith(column_tag(column.slot)):
+    spelled = found[0] if len(found) == 1 else None
+    if type(spelled) is not str or not spelled.startswith(column_tag(column.slot)) or len(spelled) <= column.end():
         raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}")
-    return member, back
+    return spelled, back

@@ -13,16 +13,18 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
+import msgpack
+
 from . import _expiry, _garbage, _log, _snapshot
 from ._codec import weight_of
 from ._engine import Engine
 from ._head import Log, TreeRef, new_lineage
-from ._order import check_count, checked_pairs
+from ._order import Order, check_count, checked_pairs
 from ._publish import publish
 from ._snapshot import Snapshot
 from ._spill import BLOCK, Spill
 from ._writer import Writer
-from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError
+from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreError
 
 #: What a pair costs a load held in memory (the dict, both sorted copies, its share of the encoded nodes), in bytes:
 #: measured 213 at 10^7 members (docs/performance.md); a load of more than ``memory_bytes`` / this many pairs spills.
@@ -215,10 +217,15 @@ def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progre
 
     try:
         order = engine.ordering
-        by_member = ((members, order.loaded(members, scores)) for members, scores in spill.by_member())
-        index = TreeRef(*writer.stream(snap.member_index, by_member, flush))
-        keys = spill.by_key(order.name == "desc", order.tiebreak == "member_desc")
-        by_score = TreeRef(*writer.stream(snap.score_tree, ((order.loaded_members(m), s) for m, s in keys), flush))
+        if order.records:
+            with spill.sibling() as entries:
+                index = TreeRef(*writer.stream(snap.member_index, _rows(spill, order, entries), flush))
+                by_score = TreeRef(*writer.stream(snap.score_tree, entries.by_key(False), flush))
+        else:
+            by_member = ((members, order.loaded(members, scores)) for members, scores in spill.by_member())
+            index = TreeRef(*writer.stream(snap.member_index, by_member, flush))
+            keys = spill.by_key(order.name == "desc", order.tiebreak == "member_desc")
+            by_score = TreeRef(*writer.stream(snap.score_tree, ((order.loaded_members(m), s) for m, s in keys), flush))
         put(writer.encoded(engine.keys))  # the manifests
     except BaseException:
         _garbage.discard(engine, list(written))
@@ -227,6 +234,18 @@ def _spilled(engine: Engine, snap: Snapshot, spill: Spill, replace: bool, progre
         progress(len(written), len(written))
     engine.measure(spill.count, stored[0])
     _publish(engine, snap, writer, index, by_score, written, replace)
+
+
+def _rows(spill: Spill, order: Order, entries: Spill) -> Iterator[tuple[list[str], list[Any]]]:
+    """A record window's spilled rows (values in msgpack) in member order, each block's score tree entries (member,
+    tie) added to ``entries`` as it goes by, to be read back in key order."""
+    for members, packed in spill.by_member():
+        try:
+            values = [msgpack.unpackb(p, use_list=False) for p in packed]
+        except Exception as exc:  # msgpack raises several kinds on garbage
+            raise StoreError(f"a load's spilled row does not decode ({type(exc).__name__})") from None
+        entries.add((stored, tie) for m, v in zip(members, values) for _, stored, tie in order.entries(m, v))
+        yield members, values
 
 
 def _publish(

@@ -93,23 +93,31 @@ ID_CHARS = 31
 
 
 def _data_bytes(value: Any) -> int:
-    """The bytes of the data a member index value carries (a record window's row, a member's data): 0 for a score."""
+    """The bytes a value carries beyond a number: a member index value's data (a record window's row, a member's
+    data), a record window's tie (a str score); 0 for a number."""
+    if type(value) is str:
+        return len(value) if value.isascii() else len(value.encode("utf-8"))
     if type(value) is not tuple or value[1] is None:
         return 0
     data = value[1]
     return len(data) if type(data) is bytes or data.isascii() else len(data.encode("utf-8"))
 
 
+def _carry(values: Sequence[Any]) -> bool:
+    """Whether some of ``values`` carry bytes beyond a number (:func:`_data_bytes`)."""
+    return bool(values) and not set(map(type, values)) <= {int, float}
+
+
 def weights(height: int, members: Sequence[str], ids: Sequence[str] = (), values: Sequence[Any] = ()) -> list[int]:
     """The weight (:data:`ENTRY_BYTES`) of each item of a node at ``height`` with (first) members ``members``; a
     manifest's children's ``ids``, if given, add the characters of those longer than :data:`ID_CHARS`; an entry set's
-    ``values``, if given, the bytes of their data (rows)."""
+    ``values``, if given, the bytes of their data (rows) or ties."""
     extra = CHILD_BYTES if height else ENTRY_BYTES
     found = [(len(m) if m.isascii() else len(m.encode("utf-8"))) + extra for m in members]
     for i, node_id in enumerate(ids):
         if len(node_id) > ID_CHARS:
             found[i] += len(node_id)
-    if tuple in set(map(type, values)):
+    if _carry(values):
         found = [w + _data_bytes(v) for w, v in zip(found, values)]
     return found
 
@@ -119,7 +127,7 @@ def weight(height: int, members: Sequence[str], ids: Sequence[str] = (), values:
     the values' data only when some carry it."""
     joined = "".join(members)
     size = len(joined) if joined.isascii() else len(joined.encode("utf-8"))
-    if tuple in set(map(type, values)):
+    if _carry(values):
         size += sum(map(_data_bytes, values))
     return (
         size + (CHILD_BYTES if height else ENTRY_BYTES) * len(members) + sum(len(i) for i in ids if len(i) > ID_CHARS)

@@ -13,13 +13,13 @@ import itertools
 import secrets
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._codec import MARKER
 from ._engine import Engine
 from ._head import Head
 from ._log import entries
-from ._order import Order, Score, member_key, score_of
+from ._order import Order, member_key, score_of
 from ._overlay import Chain, View
 from ._ranking import Index, Ranking
 from ._tree import Source, Tree
@@ -61,17 +61,19 @@ class Snapshot:
             self.ranking = Ranking(self.score_tree, view, order)
             self.index = Index(self.member_index, view, find_chain)
 
-    def by_member(self, start: str | None = None) -> Iterator[tuple[str, Score]]:
-        """Every ``(member, score)`` of this state in member order, from ``start`` (inclusive) if given: the member
-        index's entry sets streamed (:meth:`Tree.leaves`), the update log's changes merged in as each entry set goes
-        by. Memory stays near a batch of entry sets and the log, whatever the set's size (a union's source)."""
+    def by_member(self, start: str | None = None, values: bool = False) -> Iterator[tuple[str, Any]]:
+        """Every ``(member, score)`` of this state in member order, from ``start`` (inclusive) if given (``values``:
+        the member's value, not its score): the member index's entry sets streamed (:meth:`Tree.leaves`), the update
+        log's changes merged in as each entry set goes by. Memory stays near a batch of entry sets and the log,
+        whatever the set's size (a union's source, a board's rows)."""
         changes = {} if self.view is None else self.view.changes()
-        logged = sorted((m, score_of(now)) for m, (_, now) in changes.items() if start is None or m >= start)
+        plain = _same if values else score_of
+        logged = sorted((m, plain(now)) for m, (_, now) in changes.items() if start is None or m >= start)
         names = [m for m, _ in logged]
         j = 0
         for leaf in self.member_index.leaves(start):
             members, scores = leaf.members, leaf.scores
-            if tuple in set(map(type, scores)):  # values with data: their scores
+            if not values and tuple in set(map(type, scores)):  # values with data: their scores
                 scores = tuple(map(score_of, scores))
             lo = 0 if start is None else bisect_left(members, start)
             if not members:
@@ -84,6 +86,10 @@ class Snapshot:
             yield from heapq.merge(kept, [(m, s) for m, s in logged[j:k] if s is not None])
             j = k
         yield from ((m, s) for m, s in logged[j:] if s is not None)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:

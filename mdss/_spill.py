@@ -38,6 +38,7 @@ class Spill:
 
     def __init__(self, directory: str | None, memory_bytes: int, block: int) -> None:
         self.block = block
+        self._made = (directory, memory_bytes)
         try:
             self._dir = tempfile.TemporaryDirectory(prefix="mdss-load-", dir=directory)
         except OSError as exc:
@@ -53,6 +54,10 @@ class Spill:
         self._db.execute("CREATE TABLE superseded (id INTEGER NOT NULL)")
         self._db.execute("BEGIN")
         self.count = 0  # pairs added; after by_member, the distinct members
+
+    def sibling(self) -> Spill:
+        """Another spill beside this one, with its budget (a record window's score tree entries)."""
+        return Spill(*self._made, self.block)
 
     def add(self, pairs: Iterable[tuple[str, Any]]) -> None:
         """Keep ``pairs`` (checked) after those already added."""

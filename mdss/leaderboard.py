@@ -1,8 +1,9 @@
 """Leaderboards: one row per owner, several sorted columns with composite keys, time windows, five views.
 
-Each window instance (``all``, ``day:2026-11-23``, ``week:2026-W48``, ``raid:2026-11-27T17:00Z``...) is one ascending
-:class:`SortedSet` holding each row as an entry beside its column entries (``mdss._board_format``). A post to a window
-is one commit that expects the row it read, so a snapshot never shows a row and its column entries disagreeing. See
+Each window instance (``all``, ``day:2026-11-23``, ``week:2026-W48``, ``raid:2026-11-27T17:00Z``...) is one record
+window: a :class:`SortedSet` whose member index holds each owner's row and whose score tree holds its keys in each
+column (``mdss._board_rows``). A post to a window is one commit of one op that merges the posted values into the row
+the commit finds, so it reads nothing first and a snapshot never shows a row and its keys disagreeing. See
 docs/leaderboard.md.
 """
 
@@ -18,29 +19,22 @@ from typing import Any
 
 from . import _board_settings, _estimate, _expiry, _load, _ops, _percentiles, _snapshot, _windows
 from . import _board_views as views
-from ._board_format import (
-    _POST_SLOT,
-    Row,
-    _Column,
-    _decode_row,
-    _post_member,
-    _row_entries,
-    window_problems,
-    window_tiebreak,
-)
 from ._board_format import MAX_FIELD_NAME as MAX_FIELD_NAME
 from ._board_format import MAX_FIELDS as MAX_FIELDS
 from ._board_format import MAX_ROW_BYTES as MAX_ROW_BYTES
-from ._board_load import combined_rows, window_source
-from ._board_ops import RESOLVERS
-from ._board_post import _look, _Plan, _Post, check_post, commit_ops, expired, new_row, removal_ops
-from ._board_settings import _LEGACY_EPOCH
+from ._board_format import Row, _Column, _post_member
+from ._board_format import window_tiebreak as legacy_tiebreak
+from ._board_load import combined_rows, legacy_source, window_source
+from ._board_ops import RESOLVERS, Posted
+from ._board_post import check_post, expired, new_row
+from ._board_rows import expired_ids, owner_member, window_problems, window_tiebreak
+from ._board_settings import _LEGACY_EPOCH, RECORDS_LAYOUT, record_part
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
 from ._codec import unpack
 from ._facade import check_page, staleness
 from ._keys import Keyspace, board_keyspace
-from ._order import MAX_OWNER_BYTES, check_choice, check_count, check_flag, check_member, check_seconds
+from ._order import MAX_OWNER_BYTES, Order, check_choice, check_count, check_flag, check_member, check_seconds
 from ._schedules import Calendar
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
@@ -138,6 +132,8 @@ class Leaderboard:
         found, self._legacy = _board_settings.stored_settings(store, name)
         self._registry = self._part_set("windows")
         self._post_ids: SortedSet | None = None
+        #: How a window's keys derive from its rows (its sets' order: one per board).
+        self._order = Order("asc", window_tiebreak(self.columns))
         self._adopt_settings(found)
 
     @classmethod
@@ -195,7 +191,8 @@ class Leaderboard:
     def _adopt_settings(self, record: Record | None) -> None:
         """Store the settings on first use (``record``: those stored), refuse others, migrate old boards."""
         key = self._space("board").head
-        data = _board_settings.settings(self.columns, self.accumulate, self.keep_best, ROWS_LAYOUT)
+        rules = (self.columns, self.accumulate, self.keep_best)
+        data = _board_settings.settings(*rules, RECORDS_LAYOUT)
         if record is None:
             try:
                 self.store.cas(key, data, None)
@@ -203,21 +200,58 @@ class Leaderboard:
             except ConflictError:
                 record = self.store.get(key)
         if record is not None and record.value != data:
-            if record.value == _board_settings.settings(self.columns, self.accumulate, self.keep_best, None):
-                self._migrate()
+            layout = next((n for n in (None, ROWS_LAYOUT) if record.value == _board_settings.settings(*rules, n)), 0)
+            if layout != 0:
+                if layout is None:
+                    self._migrate()
+                self._move_to_records()
                 with contextlib.suppress(ConflictError):  # another process moved it first
                     self.store.cas(key, data, record.version)
+                self._drop_entry_windows()
                 return
             unpack(key, record.value, "leaderboard settings")  # damaged bytes: CorruptDataError, not a mismatch
             raise SettingsMismatchError(
                 f"leaderboard {self.name!r} is stored with other columns, tiebreak, accumulate or keep_best settings"
             )
 
-    def _migrate(self) -> None:
-        """Move every window of a board that kept rows in records into its set, once, by the first process to open it
-        (when processes of earlier versions have stopped posting)."""
+    def _entry_window(self, instance: str) -> SortedSet:
+        """Window ``instance`` as layouts 1 and 2 kept it: a set of entries (rows spelled as members), read to move."""
+        return self._part_set(instance, tiebreak=legacy_tiebreak(self.columns))
+
+    def _move_to_records(self) -> None:
+        """Write every window of a board stored before record windows (layout 2) as a record window: its rows and its
+        post ids (still counted), each window by one load that replaces whatever an interrupted move left. Once by the
+        first process to open the board (when processes of earlier versions have stopped posting); the settings then
+        say layout 3, and the old windows are dropped."""
         for instance in self.windows():
-            sset = self._set(instance)
+            old = self._entry_window(instance)
+            target = self._set(instance)
+            for _ in target.engine.policy.attempts():
+                snap = _snapshot.snapshot(old.engine)
+                try:
+                    now = _windows.moment(self._now).timestamp()
+                    with legacy_source(snap, self.columns, now, self.node_bytes, _load.MEMORY_BYTES, None) as (
+                        values,
+                        held_ids,
+                    ):
+                        _load.fill(target.engine, values, True, None, 256)
+                    if held_ids:  # ids rows kept, now first tried: recorded as such, for post_id_ttl
+                        self._posts().add_many(dict.fromkeys(held_ids, now), only="new")
+                except MissingNodeError:
+                    _snapshot.collected_meanwhile(old.engine, snap)
+                    continue
+                break
+
+    def _drop_entry_windows(self) -> None:
+        """Drop the windows of layouts 1 and 2 once the settings say layout 3 (what a move left behind)."""
+        for instance in self.windows():
+            self._entry_window(instance).drop()
+
+    def _migrate(self) -> None:
+        """Move every window of a board that kept rows in records into its set of entries (layout 2), once, by the first
+        process to open it (when processes of earlier versions have stopped posting)."""
+        for instance in self.windows():
+            sset = self._entry_window(instance)
             records = self._space(f"rows#{instance}")
             for _ in sset.engine.policy.attempts():
                 try:
@@ -262,7 +296,7 @@ class Leaderboard:
             found = self._sets.get(instance)
             if found is None:
                 found = self._sets[instance] = self._part_set(
-                    instance, functools.partial(self._started, instance), window_tiebreak(self.columns)
+                    record_part(instance), functools.partial(self._started, instance), window_tiebreak(self.columns)
                 )
             return found
 
@@ -466,42 +500,39 @@ class Leaderboard:
         checked, ops = check_post(values, ops, only, post_id, self.columns, numeric, self.keep_best)
         new_row(None, checked, ops, self.accumulate, self.keep_best, self.columns)  # refuses a row past the limits
         when = _windows.moment(self._now)
-        stamp = when.timestamp()
-        post = None
+        stamp = moment = when.timestamp()
+        member = None
         if post_id is not None:
             member = _post_member(owner, post_id)
-            if 4 * (len(member.encode("utf-8")) + CHILD_BYTES) > self.node_bytes:
+            if 4 * (len(member.encode("utf-8")) + CHILD_BYTES + 24) > self.node_bytes:
                 raise InvalidArgumentError(f"a post id entry of this post_id does not fit nodes of {self.node_bytes} B")
-            first = self._first_tried(member, stamp)
-            post = _Post(post_id, member, _POST_SLOT + max(first, 0.0), _POST_SLOT + stamp - self.post_id_ttl)
-            stamp, when = first, dt.datetime.fromtimestamp(first, _windows.UTC)
+            moment = self._first_tried(member, stamp)
+            stamp, when = moment, dt.datetime.fromtimestamp(moment, _windows.UTC)
         instances = [self.calendar.instance(kind, when) for kind in self.windows_kinds]
         done: dict[str, bool] = {i: False for i in instances if not self._register(i)}
-        fresh = False
-        policy = self._set(instances[0]).engine.policy
-
-        def plan(fresh: bool) -> list[_Plan] | None:
-            pending = [i for i in instances if i not in done]
-            return self._plan(pending, owner, checked, ops, post, only, stamp, fresh, done)
-
-        for _ in policy.attempts():  # the sets' commit budget, with their backoff: rivals spread out
-            plans = plan(fresh)
-            if plans is None:  # a no-op decided on the head this process last saw: confirm it
-                fresh = True
-                plans = plan(fresh)
-            fresh = not self._commit(plans or [], done)
-            if len(done) == len(instances):
-                return {i: done[i] for i in instances}
-        raise ConflictError(
-            f"posts for owner {owner!r} kept colliding for the retry budget ({policy.budget:g} s); windows done: {done}"
-        )
+        rules = (self.accumulate, self.keep_best, self.columns)
+        posted = Posted(checked, ops, only, stamp, *rules, member, moment, self.node_bytes)
+        cutoff = stamp - self.post_id_ttl
+        for instance in instances:
+            if instance in done:
+                continue
+            sset = self._set(instance)
+            commit: list[tuple[str, str, Any]] = [("post", owner_member(owner), posted)]
+            if member is not None:
+                commit.append(("look", member, None))
+                commit += [("expire", m, cutoff) for m in self._expired_ids(sset, cutoff) if m != member]
+            try:
+                done[instance] = bool(sset.engine.group.submit(commit)[0])
+            except _Retired:  # dropped by another process's retention: the empty head made just now goes too
+                self._drop_instance(instance)
+                done[instance] = False
+        return {i: done[i] for i in instances}
 
     def remove(self, owner: str, *, window: str | None = None) -> dict[str, bool]:
         """Remove the owner's row from ``window`` (an instance, or a kind's current one), or from every window the board
         holds when ``window`` is ``None`` (a cheater, a deleted account); returns, per window instance, whether a row
-        was there. Ranks, counts, pages and percentiles agree at once: one commit per window, on condition that the
-        row is still the one read (a post of the owner landing meanwhile makes it read again). The owner's post ids
-        stay recorded until ``post_id_ttl``: a retry of a post counted before the removal counts nothing.
+        was there. Ranks, counts, pages and percentiles agree at once: one commit per window. The owner's post ids stay
+        recorded until ``post_id_ttl``: a retry of a post counted before the removal counts nothing.
 
         >>> board = Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"})
         >>> _ = board.post("ann", {"xp": 5}), board.post("bob", {"xp": 3})
@@ -510,23 +541,12 @@ class Leaderboard:
         """
         owner = self._owner(owner)
         instances = self.windows() if window is None else [self._instance(window)]
-        done: dict[str, bool] = {}
+        member, done = owner_member(owner), {}
         for instance in instances:
-            sset = self._set(instance)
-            policy = sset.engine.policy
-            for _ in policy.attempts():
-                entry = _snapshot.read(sset.engine, lambda snap: _row_entries(snap, [owner])[0])
-                if entry is None:
-                    done[instance] = False
-                    break
-                try:
-                    sset.engine.group.submit(removal_ops(self.columns, owner, entry, _decode_row(entry)[0]))
-                except _ops.Stale:  # a post of the owner landed since the read
-                    continue
-                done[instance] = True
-                break
-            else:
-                raise ConflictError(f"the removal of owner {owner!r} from window {instance!r} kept losing to its posts")
+            engine = self._set(instance).engine
+            # Read first: a removal from a window that does not hold the owner writes nothing (nor makes the window).
+            held = _snapshot.read(engine, lambda snap: snap.index.get(member)) is not None
+            done[instance] = held and bool(engine.group.submit([("remove", member, None)])[0])
         return done
 
     def load(
@@ -569,7 +589,7 @@ class Leaderboard:
             if not count and not replace:
                 return 0
             for instance in instances:
-                if not replace and len(self._set(instance)):
+                if not replace and self._holds_rows(instance):
                     raise InvalidArgumentError(
                         f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True "
                         "(--replace)"
@@ -639,7 +659,7 @@ class Leaderboard:
                     count,
                     entries,
                 ):
-                    if not replace and len(self._set(target)):
+                    if not replace and self._holds_rows(target):
                         raise InvalidArgumentError(
                             f"window {target!r} of board {self.name!r} has rows; replace them with replace=True"
                         )
@@ -686,65 +706,18 @@ class Leaderboard:
         except MdssError:
             return []
 
-    def _row_entry(
-        self, sset: SortedSet, owner: str, fresh: bool, post: _Post | None
-    ) -> tuple[str | None, bool, list[tuple[str, Any]]]:
-        """``_look`` in the head this process last saw unless ``fresh`` (stale costs a retry, not a count)."""
-        if not fresh:
-            try:
-                snap = self._held_snapshot(sset)
-                if snap is not None:
-                    return _look(snap, owner, post)
-            except MdssError:
-                pass
-        found: tuple[str | None, bool, list[tuple[str, Any]]] = _snapshot.read(
-            sset.engine, lambda snap: _look(snap, owner, post)
-        )
-        return found
+    def _holds_rows(self, instance: str) -> bool:
+        """Whether window ``instance`` holds a row or a post id (one read of the head, and of an entry set at most)."""
+        return _snapshot.read(self._set(instance).engine, lambda snap: next(snap.by_member(), None) is not None)
 
-    def _plan(
-        self,
-        pending: list[str],
-        owner: str,
-        values: dict[str, Any],
-        ops: dict[str, str],
-        post: _Post | None,
-        only: str | None,
-        stamp: float,
-        fresh: bool,
-        done: dict[str, bool],
-    ) -> list[_Plan] | None:
-        """Each ``pending`` window's commit; no-ops go to ``done`` as False (``None``: decided on the held head)."""
-        plans: list[_Plan] = []
-        for instance in pending:
-            entry, seen, old = self._row_entry(self._set(instance), owner, fresh, post)
-            row, posts = (None, ()) if entry is None else _decode_row(entry)
-            counted = post is not None and (seen or post.post_id in posts)
-            if counted or only is not None and (row is None) != (only == "new"):
-                if not fresh:
-                    return None
-                done[instance] = False
-                continue
-            updated = new_row(row, values, ops, self.accumulate, self.keep_best, self.columns)
-            commit = commit_ops(self.columns, owner, entry, row, updated, stamp, posts, post, old, self.node_bytes)
-            plans.append(_Plan(instance, commit))
-        return plans
-
-    def _commit(self, plans: list[_Plan], done: dict[str, bool]) -> bool:
-        """Commit each plan (one append each); False if one lost to another post of the owner."""
-        clean = True
-        for plan in plans:
-            try:
-                self._set(plan.instance).engine.group.submit(plan.ops)
-            except _ops.Stale:  # another post of this owner landed first
-                clean = False
-                continue
-            except _Retired:  # dropped by another process's retention: the empty head made just now goes too
-                self._drop_instance(plan.instance)
-                done[plan.instance] = False
-                continue
-            done[plan.instance] = True
-        return clean
+    def _expired_ids(self, sset: SortedSet, cutoff: float) -> list[str]:
+        """The oldest post ids of a window first tried before ``cutoff``, in the head this process holds (no read; none
+        without one): a post forgets them in its commit."""
+        try:
+            snap = self._held_snapshot(sset)
+            return [] if snap is None else expired_ids(snap.ranking, cutoff)
+        except MdssError:
+            return []
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
@@ -786,6 +759,7 @@ class Leaderboard:
 
         With ``estimate=True``, each rank is an :class:`~mdss.Estimate` read from the manifests only (as
         :meth:`SortedSet.estimate_rank`): ``high - low`` is under twice the chunk size; wider than ``max_error``, exact.
+        Estimates count entries, not distinct ties: with ``ties="dense"`` each is exact (``low == high``).
         """
         owner, ties = self._owner(owner), self._ties(ties)
         if type(estimate) is not bool:
@@ -798,7 +772,7 @@ class Leaderboard:
 
         return self._read(
             window,
-            lambda snap: views.positions(snap, self.columns, owner, ties, below if estimate else None),
+            lambda snap: views.positions(snap, self._order, self.columns, owner, ties, below if estimate else None),
             max_staleness,
         )
 
@@ -822,7 +796,9 @@ class Leaderboard:
         check_count(before, "before")
         check_count(after, "after")
         check_flag(fill, "fill")
-        return self._read(window, lambda snap: views.around(snap, col, owner, before, after, ties, fill), max_staleness)
+        return self._read(
+            window, lambda snap: views.around(snap, self._order, col, owner, before, after, ties, fill), max_staleness
+        )
 
     def rows(
         self,
@@ -839,7 +815,7 @@ class Leaderboard:
             raise InvalidArgumentError(f"owners must be an iterable of owners, got {owners!r:.80}")
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
         col, ties = self._column(column), self._ties(ties)
-        return self._read(window, lambda snap: views.ranked_rows(snap, col, wanted, ties), max_staleness)
+        return self._read(window, lambda snap: views.ranked_rows(snap, self._order, col, wanted, ties), max_staleness)
 
     def page(
         self,
@@ -885,12 +861,12 @@ class Leaderboard:
         if around is not None:
             owner = self._owner(around)
             found, last, first = self._read(
-                instance, lambda snap: views.page_of(snap, col, owner, limit, ties), max_staleness
+                instance, lambda snap: views.page_of(snap, self._order, col, owner, limit, ties), max_staleness
             )
         else:
             at = None if cursor is None else views.decode_cursor(tag, cursor, col, what)
             found, last, first = self._read(
-                instance, lambda snap: views.page(snap, col, at, limit, ties, offset), max_staleness
+                instance, lambda snap: views.page(snap, self._order, col, at, limit, ties, offset), max_staleness
             )
         return Page(found, views.encode_cursor(tag, last), views.encode_cursor(tag, first, back=True))
 
@@ -939,7 +915,7 @@ class Leaderboard:
         check_choice(method, _percentiles.METHODS, "method")
         if method != "better":
             self._single(col, "method=" + repr(method))
-        return self._read(window, lambda snap: views.percentile(snap, col, owner, method), max_staleness)
+        return self._read(window, lambda snap: views.percentile(snap, self._order, col, owner, method), max_staleness)
 
     def score_for_percentile(
         self, column: str, percent: float, *, window: str | None = None, max_staleness: float | None = None
@@ -950,7 +926,9 @@ class Leaderboard:
         col = self._column(column)
         percent = _percentiles.check_percent(percent)
         self._single(col, "score_for_percentile")
-        return self._read(window, lambda snap: views.score_for_percentile(snap, col, percent), max_staleness)
+        return self._read(
+            window, lambda snap: views.score_for_percentile(snap, self._order, col, percent), max_staleness
+        )
 
     @staticmethod
     def _single(column: _Column, what: str) -> None:
@@ -971,7 +949,7 @@ class Leaderboard:
         col, ties = self._column(column), self._ties(ties)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
             raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
-        return self._read(window, lambda snap: views.at_percentile(snap, col, p, ties), max_staleness)
+        return self._read(window, lambda snap: views.at_percentile(snap, self._order, col, p, ties), max_staleness)
 
     # -- maintenance -----------------------------------------------------------------------------------------------
 
@@ -997,9 +975,8 @@ class Leaderboard:
 
     def check(self, window: str | None = None) -> list[str]:
         """The problems of one window: its set's (``SortedSet.check``), then its rows' (``window_problems``). O(n)."""
-        instance = self._instance(window)
-        sset = self._set(instance)
-        return sset.check() or window_problems(list(sset), self.columns)
+        sset = self._set(self._instance(window))
+        return sset.check() or _snapshot.read(sset.engine, lambda snap: window_problems(snap, self.columns))
 
     def _check(self, window: str | None = None) -> None:
         problems = self.check(window)
