@@ -1,7 +1,7 @@
 """A board's views, each read in one snapshot of a record window (``mdss._board_rows``), and the prefetches that keep
 each to few round trips.
 
-A column's keys are ``(tie, tie + stored member)``: an ordinal rank counts the keys below the row's, a competition
+A column's keys are ``(tie, stored member)``: an ordinal rank counts the keys below the row's, a competition
 rank those below its tie, a dense rank the distinct ties below it (``mdss._ranking.dense_below``); each less those
 below the column's start.
 """
@@ -60,6 +60,20 @@ def _key(order: Order, owner: str, value: Any, column: _Column) -> Any:
     return None
 
 
+#: The start of the first column: no key lies below it (columns and post ids follow), so its counts need no descent.
+_FIRST = start(_Column("", 0, ()))
+
+
+def _below(snap: Any, probes: Sequence[Any], ties: str = "ordinal") -> list[int]:
+    """For each probe, the keys below it (``ties="dense"``: the distinct ties), in one batched descent; the first
+    column's start counts none without one."""
+    asked = [p for p in probes if p != _FIRST]
+    if not asked:
+        return [0] * len(probes)
+    found = iter(dense_below(snap.ranking, asked) if ties == "dense" else snap.ranking.count_below(asked))
+    return [0 if p == _FIRST else next(found) for p in probes]
+
+
 def _probes(column: _Column, keys: Sequence[Any], ties: str) -> list[Any]:
     """The probes whose counts below rank ``keys`` in ``column``: the column's start, then each key (or its tie)."""
     return [start(column)] + [key if ties == "ordinal" else (key[0],) for key in keys]
@@ -68,7 +82,7 @@ def _probes(column: _Column, keys: Sequence[Any], ties: str) -> list[Any]:
 def _ranks(snap: Any, column: _Column, keys: Sequence[Any], ties: str) -> list[int]:
     """1-based ranks in ``column`` of ``keys``, in one batched count."""
     probes = _probes(column, keys, ties)
-    counts = dense_below(snap.ranking, probes) if ties == "dense" else snap.ranking.count_below(probes)
+    counts = _below(snap, probes, ties)
     return [n - counts[0] + 1 for n in counts[1:]]
 
 
@@ -76,7 +90,7 @@ def _listing(
     snap: Any, order: Order, column: _Column, begin: int, stop: int, ties: str
 ) -> tuple[list[RankedRow], list[Any]]:
     """Ranked rows at positions ``begin`` to ``stop - 1`` of ``column``, and their keys."""
-    low, high = snap.ranking.count_below([start(column), end(column)])
+    low, high = _below(snap, [start(column), end(column)])
     members, scores = snap.ranking.slice(low + max(begin, 0), min(low + stop, high))
     if not members:
         return [], []
@@ -101,7 +115,7 @@ def _listing(
 
 
 def column_size(snap: Any, column: _Column) -> int:
-    low, high = snap.ranking.count_below([start(column), end(column)])
+    low, high = _below(snap, [start(column), end(column)])
     return high - low
 
 
@@ -121,8 +135,7 @@ def positions(
     keyed = {name: key for name, key in keyed.items() if key is not None}
     if estimate is None or ties == "dense":  # every column's two counts in one batched descent (one read per level)
         probes = [p for name, key in keyed.items() for p in _probes(columns[name], [key], ties)]
-        count = dense_below if ties == "dense" else type(snap.ranking).count_below
-        counts = count(snap.ranking, probes) if probes else []
+        counts = _below(snap, probes, ties)
         exact = {name: counts[2 * i + 1] - counts[2 * i] + 1 for i, name in enumerate(keyed)}
         # Estimates count entries, not distinct ties: a dense rank is exact, an Estimate of no width.
         return exact if estimate is None else {name: Estimate(r, r, r) for name, r in exact.items()}
@@ -143,7 +156,7 @@ def _around(
     if key is None:
         return 0, 0, 0
     prefetch(snap, [(key, before, after + 1), (start(column), 0, 0), (end(column), 0, 0)])
-    low, at, high = snap.ranking.count_below([start(column), key, end(column)])
+    low, at, high = _below(snap, [start(column), key, end(column)])
     return (*around_span(at - low, before, after, high - low, fill), high - low)
 
 
@@ -177,18 +190,18 @@ def page(
     ties: str,
     offset: int = 0,
 ) -> Listed:
-    """``limit`` ranked rows ``offset`` rows after the key of a forward ``cursor`` (``(key, False)``, the key's second
-    part; ``None``: the column's first), or ending ``offset`` rows before that of a backward one (``(key, True)``);
+    """``limit`` ranked rows ``offset`` rows after the key of a forward ``cursor`` (``(key, False)``, the key's parts
+    joined; ``None``: the column's first), or ending ``offset`` rows before that of a backward one (``(key, True)``);
     see :func:`_paged` for the rest."""
     spelled, back = (None, False) if cursor is None else cursor
     cut = column.end()
-    key = start(column) if spelled is None else (spelled[:cut], spelled if back else spelled + "\0")
+    key = start(column) if spelled is None else (spelled[:cut], spelled[cut:] if back else spelled[cut:] + "\0")
     reach = 0 if offset else limit
     near = [(key, reach if back else 0, 0 if back else reach), (start(column), 0, 0), (end(column), 0, 0)]
     if spelled is not None and ties != "ordinal":  # where the cursor's tie starts: the page's first rank may need it
         near.append(((key[0],), 0, 0))
     prefetch(snap, near)
-    low, high = snap.ranking.count_below([start(column), end(column)])
+    low, high = _below(snap, [start(column), end(column)])
     at = 0 if spelled is None else snap.ranking.count_below([key])[0] - low
     begin, stop = (at - offset - limit, at - offset) if back else (at + offset, at + offset + limit)
     return _paged(snap, order, column, max(begin, 0), stop, high - low, ties)
@@ -204,11 +217,12 @@ def page_of(snap: Any, order: Order, column: _Column, owner: str, limit: int, ti
 def _paged(snap: Any, order: Order, column: _Column, begin: int, stop: int, rows: int, ties: str) -> Listed:
     """The ranked rows at positions ``begin`` to ``stop - 1`` of ``column`` (of ``rows`` rows), the key of the last
     one (the next page's cursor; ``None``: the column's end) and of the first (the previous page's; ``None``: the
-    column's start), each its second part. An empty page has neither."""
+    column's start), each its parts joined (the tie has the column's length). An empty page has neither."""
     found, keys = _listing(snap, order, column, begin, stop, ties)
     if not found:
         return [], None, None
-    return found, keys[-1][1] if begin + len(found) < rows else None, keys[0][1] if begin else None
+    last, first = "".join(keys[-1]), "".join(keys[0])
+    return found, last if begin + len(found) < rows else None, first if begin else None
 
 
 def percentile(snap: Any, order: Order, column: _Column, owner: str, method: str) -> float | int | None:
@@ -218,9 +232,9 @@ def percentile(snap: Any, order: Order, column: _Column, owner: str, method: str
     if key is None:
         return None
     if method == "agoragames":
-        low, at, high = snap.ranking.count_below([start(column), key, end(column)])
+        low, at, high = _below(snap, [start(column), key, end(column)])
         return _percentiles.agoragames(at - low, high - low, _direction(column))
-    low, better, high = snap.ranking.count_below([start(column), (key[0],), end(column)])  # one batched count
+    low, better, high = _below(snap, [start(column), (key[0],), end(column)])  # one batched count
     return (better - low) / (high - low)
 
 
@@ -286,13 +300,13 @@ def prefetch_at(snap: Any, column: _Column, p: float) -> None:
 
 
 def encode_cursor(tag: str, spelled: str | None, back: bool = False) -> str | None:
-    """The cursor of the page after the key ``spelled`` (its second part; before it, ``back``); ``None`` for none."""
+    """The cursor of the page after the key ``spelled`` (its parts joined; before it, ``back``); ``None`` for none."""
     return None if spelled is None else _cursor.pack(tag, [spelled], back)
 
 
 def decode_cursor(tag: str, cursor: Any, column: _Column, what: str) -> tuple[str, bool]:
-    """The key (its second part) a page cursor continues after (or ends before: then True); refuses a cursor of another
-    board, window or column."""
+    """The key (its parts joined) a page cursor continues after (or ends before: then True); refuses a cursor of
+    another board, window or column."""
     found, back = _cursor.unpack(tag, cursor, what)
     spelled = found[0] if len(found) == 1 else None
     if type(spelled) is not str or not spelled.startswith(column_tag(column.slot)) or len(spelled) <= column.end():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from operator import eq, le
+from operator import eq, itemgetter, le
 from typing import Any
 
 import attrs
@@ -185,18 +185,29 @@ def _strings_only(values: tuple[Any, ...]) -> bool:
     return True
 
 
-def _scores_ok(scores: tuple[Any, ...]) -> bool:
-    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan); or, in a record window's score
-    tree, strings only (its ties: ``mdss._order.tie_key``; ``mdss._nodes.decode`` holds each kind to its tree)."""
+def _numbers_ok(scores: tuple[Any, ...]) -> bool:
+    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan)."""
     types = set(map(type, scores))
-    return types <= _NUMBERS and (float not in types or all(map(eq, scores, scores))) or types == {str}
+    return types <= _NUMBERS and (float not in types or all(map(eq, scores, scores)))
+
+
+def _scores_ok(scores: tuple[Any, ...]) -> bool:
+    """Numbers (:func:`_numbers_ok`); or, in a record window's score tree, strings only (its ties:
+    ``mdss._order.tie_key``; ``mdss._nodes.decode`` holds each kind to its tree)."""
+    return _numbers_ok(scores) or set(map(type, scores)) == {str}
 
 
 def _values_ok(values: tuple[Any, ...]) -> bool:
-    """Scores, or in a member index also values (``(score, data)``, ``(score, data, seq)``): what an entry set holds."""
+    """Scores, or in a member index also values (``(score, data)``, ``(score, data, seq)``): what an entry set holds.
+    Values that are all ``(score, data)`` (a record window's rows, members with data) are checked at C speed."""
     if _scores_ok(values):
         return True
+    if set(map(type, values)) == {tuple} and set(map(len, values)) == {2}:
+        return _numbers_ok(tuple(map(_FIRST, values))) and set(map(type, map(_SECOND, values))) <= _DATA
     return all(_value_ok(v) for v in values)
+
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def _value_ok(value: Any, logged: bool = False) -> bool:

@@ -102,7 +102,10 @@ def estimate_in_tree(tree: Tree, probe: Any) -> Below:
 
 
 def _span(a: Any, b: Any) -> float:
-    """``b - a`` as a finite float, or 0.0 when it is not finite (infinite scores)."""
+    """``b - a`` as a finite float, or 0.0 when it is not finite (infinite scores) or not a number (a record window's
+    ties, which interpolate nothing: the estimate is then the middle of its bounds)."""
+    if type(a) not in (int, float) or type(b) not in (int, float):
+        return 0.0
     span = float(b) - float(a)
     return span if math.isfinite(span) else 0.0
 

@@ -430,13 +430,13 @@ def row_values(value: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def tie_key(member: str, tie: str) -> tuple[str, str]:
-    """A record window's score tree key, ``(tie, tie + member)``, from an entry ``(member, tie)``: the tie (the
-    column's tag and key) first, so that a column is one run in key order, then by member. A function of its own, so
-    that a node read for this tree is told from one of a set's, whose scores are numbers (``mdss._nodes.decode``)."""
-    return (tie, tie + member)
+    """A record window's score tree key, ``(tie, member)``, from an entry ``(member, tie)``: the tie (the column's tag
+    and key) first, so that a column is one run in key order, then by member. A function of its own, so that a node
+    read for this tree is told from one of a set's, whose scores are numbers (``mdss._nodes.decode``)."""
+    return (tie, member)
 
 
-NODE_KEYS[tie_key] = lambda members, scores: tuple(zip(scores, map(operator.add, scores, members)))
+NODE_KEYS[tie_key] = lambda members, scores: tuple(zip(scores, members))
 
 
 def _row_entries(columns: RowColumns) -> Callable[[str, Any], tuple[tuple[Any, str, Any], ...]]:
@@ -466,7 +466,7 @@ def _row_entries(columns: RowColumns) -> Callable[[str, Any], tuple[tuple[Any, s
                     if seq is None:
                         seq = value[2] if len(value) == 3 and value[2] is not None else LOADED
                     stored = spell(seq, member)
-                found.append(((tie, tie + stored), stored, tie))
+                found.append(((tie, stored), stored, tie))
         return tuple(found)
 
     return entries
@@ -581,9 +581,9 @@ class Order:
         elif self.first:
             self.member_of = lambda key: key[-1][SEQ_CHARS:]
             self.members_of = lambda keys: [key[-1][SEQ_CHARS:] for key in keys]
-        elif self.records:  # (tie, tie + member), a number before the member in a column whose ties go by first
+        elif self.records:  # (tie, member), a number before the member in a column whose ties go by first
             firsts = self._firsts
-            self.member_of = lambda key: key[1][len(key[0]) + (SEQ_CHARS if key[0][:3] in firsts else 0) :]
+            self.member_of = lambda key: key[1][SEQ_CHARS:] if key[0][:3] in firsts else key[1]
             self.members_of = lambda keys: list(map(self.member_of, keys))
         else:
             self.member_of = operator.itemgetter(-1)
