@@ -53,11 +53,7 @@ def rows_of(snap: Any, owners: Sequence[str]) -> list[Row | None]:
 
 def _key(order: Order, owner: str, value: Any, column: _Column) -> Any:
     """The key of an owner's row in ``column`` (``None``: it lacks one of the column's fields)."""
-    tag = column_tag(column.slot)
-    for key in order.keys(owner_member(owner), value):
-        if key[0].startswith(tag):
-            return key
-    return None
+    return order.column_key(owner_member(owner), value, column_tag(column.slot))
 
 
 #: The start of the first column: no key lies below it (columns and post ids follow), so its counts need no descent.

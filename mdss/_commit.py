@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _append, _expiry, _log, _merge, _ops, _publish, _snapshot, _tail
 from ._codec import pack
+from ._deletions import MIN_GRACE
 from ._engine import Engine
 from ._group import Pending
 from ._head import Head, Log
@@ -215,6 +216,8 @@ QUIET_POLLS = 16
 STALE = 0.5
 #: How much longer the log grows before a writer merges that did not make the current trees (see _merge_at).
 COLD_MERGE = 1.25
+#: How much longer the log grows before a writer merges again within the grace of its last merge (see _merge_due).
+PACE = 1.5
 
 
 def _read_first(engine: Engine) -> bool:
@@ -239,11 +242,21 @@ def _merge_at(engine: Engine, head: Head, limit: int) -> int:
 def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
     """Whether a writer whose commit landed ``head`` merges now: its log reached the length at which this writer merges
     (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is long in bytes, if not in
-    entries; known without a read to the writer that moved segments there), and no other merger's claim holds."""
+    entries; known without a read to the writer that moved segments there), and no other merger's claim holds.
+
+    A writer whose last merge landed less than :data:`mdss._deletions.MIN_GRACE` ago lets the log grow to :data:`PACE`
+    times that length first: what a merge replaces (about every entry set of both trees, and the log it folds) waits
+    that long before it is deleted, so merges closer together would keep several merges' garbage at once (a board of
+    100,000 rows posting 4,000 times a second merged every 2 s: up to 2.8 times its live bytes stored; paced, 2.1)."""
     log = head.log
     if _merge.claimed_by_another(log) or not len(log):
         return False
-    return len(log) >= max(_merge_at(engine, head, limit), 1) or _log.crowded(engine, log)
+    if _log.crowded(engine, log):
+        return True
+    at = max(_merge_at(engine, head, limit), 1)
+    if time.monotonic() - engine.merged_at < MIN_GRACE:
+        at = max(int(at * PACE), at + 1)
+    return len(log) >= at
 
 
 def _attempt(

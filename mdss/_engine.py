@@ -7,6 +7,7 @@ an engine; ``SortedSet`` is a facade over one, ``ShardedSet`` over S of them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -142,6 +143,7 @@ class Engine:
         self.moments = moments  # [the last moment this process gave an entry], for a sharded "first" set
         self.on_start = on_start  # a write made the head afresh (a shard's stores its set's settings again)
         self.commits = self.retries = self.merges = 0  # commits published, re-applied after a lost race; merges
+        self.merged_at = -math.inf  # when (time.monotonic()) this object's last merge landed
         self.head: Head | None = None  # the head decoded last, and its bytes
         self.head_bytes: bytes | None = None
         #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
@@ -237,6 +239,11 @@ class Engine:
         """The head is gone (dropped): nothing decoded or held is current."""
         self.head_bytes = self.head = self.writer.held = None
         self.recent.forget()
+
+    def merged(self) -> None:
+        """A merge of this object landed."""
+        self.merges += 1
+        self.merged_at = time.monotonic()
 
     def measure(self, entries: int, stored: int) -> None:
         """Record the stored bytes per member (both trees) seen in a load or a merge (``mdss._log.log_limit``)."""

@@ -222,7 +222,7 @@ def _merge_claimed(engine: Engine, snap: Snapshot) -> bool:
         engine.deletions.defer(
             [engine.keys.node(i) for i in (*writer.garbage(), *prepared.dropped)] + [*notes, *prepared.drop_keys]
         )
-        engine.merges += 1
+        engine.merged()
         return True
     _garbage.discard(engine, [*written, *(prepared.stored if prepared else ())])
     raise ConflictError(f"merge of set {engine.name!r} lost the head to writers for its whole retry budget")

@@ -439,37 +439,50 @@ def tie_key(member: str, tie: str) -> tuple[str, str]:
 NODE_KEYS[tie_key] = lambda members, scores: tuple(zip(scores, members))
 
 
-def _row_entries(columns: RowColumns) -> Callable[[str, Any], tuple[tuple[Any, str, Any], ...]]:
+def _row_entries(
+    columns: RowColumns,
+) -> tuple[Callable[[str, Any], tuple[tuple[Any, str, Any], ...]], Callable[[str, Any, str], Any]]:
     """A record window's ``entries(member, row)``: one ``(key, stored member, tie)`` per column whose fields the row
     has as numbers, the tie spelling the column's tag and key (each part in code point order, as a board's column
     members do) and the key being :func:`tie_key`'s. The stored member is the member, or in a column whose ties go by
     first the number of the entry that gave the row that key spelled before it (:func:`spell`; a row a load wrote:
     :data:`LOADED`). Equal keys are equal scores: dense ranks count ties as a set counts equal scores. Refuses a value
-    that is not a row."""
-    spec = [
-        (column_tag(slot), tuple(f for f, _ in parts), tuple(d for _, d in parts), first)
+    that is not a row. And ``key(member, row, tag)``: the row's key in the column of ``tag`` alone (``None``: none)."""
+    spec = {
+        column_tag(slot): (tuple(f for f, _ in parts), tuple(d for _, d in parts), first)
         for slot, parts, first in columns
-    ]
+    }
 
-    def entries(member: str, value: Any) -> tuple[tuple[Any, str, Any], ...]:
+    def one(member: str, value: Any, row: dict[str, Any], numbers: dict[str, Any], tag: str) -> Any:
+        fields, directions, first = spec[tag]
+        parts: list[Any] = [row.get(f) for f in fields]
+        if not all(type(v) is int or type(v) is float for v in parts):
+            return None
+        tie = tag + "".join(map(encode_part, parts, directions))
+        if not first:
+            return (tie, member), member, tie
+        seq = numbers.get(tag)
+        if seq is None:
+            seq = value[2] if len(value) == 3 and value[2] is not None else LOADED
+        stored = spell(seq, member)
+        return (tie, stored), stored, tie
+
+    def record(member: str, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         if not is_row(value):
             raise InvalidArgumentError(f"member {member!r:.80} of a record window holds rows, not {value!r:.40}")
-        row, numbers = row_record(value)
-        found = []
-        for tag, fields, directions, first in spec:
-            parts: list[Any] = [row.get(f) for f in fields]
-            if all(type(v) is int or type(v) is float for v in parts):
-                tie = tag + "".join(map(encode_part, parts, directions))
-                stored = member
-                if first:
-                    seq = numbers.get(tag)
-                    if seq is None:
-                        seq = value[2] if len(value) == 3 and value[2] is not None else LOADED
-                    stored = spell(seq, member)
-                found.append(((tie, stored), stored, tie))
-        return tuple(found)
+        return row_record(value)
 
-    return entries
+    def entries(member: str, value: Any) -> tuple[tuple[Any, str, Any], ...]:
+        row, numbers = record(member, value)
+        found = (one(member, value, row, numbers, tag) for tag in spec)
+        return tuple(entry for entry in found if entry is not None)
+
+    def key(member: str, value: Any, tag: str) -> Any:
+        row, numbers = record(member, value)
+        entry = one(member, value, row, numbers, tag)
+        return None if entry is None else entry[0]
+
+    return entries, key
 
 
 def _first_desc(member: str, value: Any) -> tuple[Any, str]:
@@ -499,6 +512,10 @@ def _columns_key(ends: dict[str, int], sign: int) -> Callable[[str, Any], tuple[
     return key
 
 
+def _no_column_key(member: str, value: Any, tag: str) -> Any:
+    raise InvalidArgumentError("only a record window's values have a key per column")
+
+
 def _record_key(member: str, value: Any) -> tuple[Any, str]:
     raise InvalidArgumentError(f"member {member!r:.80} holds a row, which has a key per column, not one")
 
@@ -517,6 +534,7 @@ class Order:
         "key",
         "keys",
         "entries",
+        "column_key",
         "tree_key",
         "probe",
         "better",
@@ -563,11 +581,12 @@ class Order:
             # into the trees gives it (mdss._commit), as to a "first" set's values.
             self._firsts = {column_tag(slot) for slot, _, first in row_columns(tiebreak) if first}
             self.reaching = bool(self._firsts)
-            self.entries = _row_entries(row_columns(tiebreak))
+            self.entries, self.column_key = _row_entries(row_columns(tiebreak))
             self.keys = lambda member, value: tuple(e[0] for e in self.entries(member, value))
             self.key = _record_key
             self.tree_key = tie_key  # type: ignore[assignment]
         else:
+            self.column_key = _no_column_key
             key, stored = self.key, self.stored
             # entries(member, value): the score tree's (key, stored member, score) of each key; keys: the keys alone.
             self.entries = lambda member, value: ((key(member, value), stored(member, value), score_of(value)),)
