@@ -244,17 +244,18 @@ def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
     (:func:`_merge_at`), or its manifest half its bound (``mdss._log.crowded``: the log is long in bytes, if not in
     entries; known without a read to the writer that moved segments there), and no other merger's claim holds.
 
-    A writer whose last merge landed less than :data:`mdss._deletions.MIN_GRACE` ago lets the log grow to :data:`PACE`
-    times that length first: what a merge replaces (about every entry set of both trees, and the log it folds) waits
-    that long before it is deleted, so merges closer together would keep several merges' garbage at once (a board of
-    100,000 rows posting 4,000 times a second merged every 2 s: up to 2.8 times its live bytes stored; paced, 2.1)."""
+    A writer whose last merge landed less than :data:`mdss._deletions.MIN_GRACE` ago (or the set's ``gc_grace``, if
+    shorter) lets the log grow to :data:`PACE` times that length first: what a merge replaces (about every entry set of
+    both trees, and the log it folds) waits that long before it is deleted, so merges closer together would keep
+    several merges' garbage at once (a board of 100,000 rows posting 4,000 times a second merged every 2 s: up to 2.8
+    times its live bytes stored; paced, 2.1)."""
     log = head.log
     if _merge.claimed_by_another(log) or not len(log):
         return False
     if _log.crowded(engine, log):
         return True
     at = max(_merge_at(engine, head, limit), 1)
-    if time.monotonic() - engine.merged_at < MIN_GRACE:
+    if time.monotonic() - engine.merged_at < min(MIN_GRACE, engine.gc_grace):
         at = max(int(at * PACE), at + 1)
     return len(log) >= at
 

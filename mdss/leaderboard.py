@@ -270,8 +270,6 @@ class Leaderboard:
     def _instance(self, window: Any) -> str:
         if window is None:
             window = "all" if "all" in self.windows_kinds else self.windows_kinds[0]
-        if window == "all":  # the one instance of its kind
-            return window
         try:
             kind = self.calendar.kind_of(window)
         except InvalidArgumentError:

@@ -68,3 +68,27 @@ def test_a_busy_set_keeps_about_one_tree_of_garbage_and_reads_right(clock) -> No
     assert [(e.member, e.score) for e in sset] == sorted(model.items(), key=lambda p: (-p[1], p[0]))
     assert old.rank("m000") == len(model)  # its cached head's nodes are gone: it read the newest
     assert sset.check() == []
+
+
+def test_merges_within_the_grace_of_the_last_wait_for_a_longer_log(monkeypatch) -> None:
+    """A writer whose last merge landed less than MIN_GRACE ago merges again only once the log is PACE times its merge
+    length (what the first replaced is then due before the next replaces as much); past the grace, at the length."""
+    now = [1000.0]
+    monkeypatch.setattr(mdss._commit.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(mdss._engine.time, "monotonic", lambda: now[0])
+    s = mdss.SortedSet(mdss.open_store("memory://"), "s", log_limit=10, chunk_size=4)
+    added = iter(range(10**6))
+
+    def adds_until_a_merge() -> int:
+        merges, n = s.merges, 0
+        while s.merges == merges:
+            s.add(f"m{next(added)}", n)
+            n += 1
+        return n
+
+    adds_until_a_merge()  # the first (this writer did not make the trees: at 1.25 times the limit)
+    now[0] += MIN_GRACE / 2
+    assert adds_until_a_merge() == 15  # within the grace: 1.5 x 10
+    now[0] += MIN_GRACE
+    assert adds_until_a_merge() == 10  # past it: at the limit
+    assert s.check() == []
