@@ -52,7 +52,7 @@ from .stores.base import Record, Store
 POST_ID_TTL = 86400
 #: Ranks a leaderboard can return.
 TIES = ("ordinal", "competition", "dense")
-#: The most bytes a node of a window's set weighs (rows are large; DynamoDB's limit is 400 KB); a row entry a quarter.
+#: The most bytes a node of a window's set weighs (rows are large; DynamoDB's limit is 400 KB); a row a quarter at most.
 NODE_BYTES = 65536
 
 
