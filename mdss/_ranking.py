@@ -17,9 +17,9 @@ from ._tree import Tree
 class Index:
     """The member index with the log applied: member -> score.
 
-    A member the log does not name is looked up first in the trees this process held before the last merges (``chain``,
-    :meth:`mdss._overlay.Overlays.earlier`), whose entry sets are cached: another process's merge then costs no reads of
-    the new member index while the cache holds the old one.
+    A member the log does not name is looked up in the tree's cached nodes, then in the trees this process held before
+    the last merges (``chain``, :meth:`mdss._overlay.Overlays.earlier`), whose entry sets are cached: another process's
+    merge then costs no reads of the new member index while the cache holds the old one.
     """
 
     __slots__ = ("tree", "view", "chain", "find_chain")
@@ -36,6 +36,9 @@ class Index:
     def find(self, members: Sequence[str]) -> list[Any]:
         found = self.view.lookup(members)
         if MISSING in found and self.chain != ():
+            # The tree itself where its nodes are cached (a warm process: no earlier tree to search), else earlier.
+            cache, root = self.tree.source.cache, self.tree.root
+            found = [_cached(cache, root, m) if score is MISSING else score for m, score in zip(members, found)]
             found = [self._earlier(m) if score is MISSING else score for m, score in zip(members, found)]
         rest = [m for m, score in zip(members, found) if score is MISSING]
         if rest:
