@@ -222,25 +222,41 @@ class Leaderboard:
         """Write every window of a board stored before record windows (layout 2) as a record window: its rows and its
         post ids (still counted), each window by one load that replaces whatever an interrupted move left. Once by the
         first process to open the board (when processes of earlier versions have stopped posting); the settings then
-        say layout 3, and the old windows are dropped."""
+        say layout 3, and the old windows are dropped.
+
+        Two processes may move at once. Each load replaces the record window only as it was before the old window was
+        read, and only while the settings still say the move is not done (read after the old window): a process whose
+        move finished first has dropped the old windows only after saying so, and posts to the record windows only
+        after that, so a late move never writes stale or empty rows over them."""
         for instance in self.windows():
             old = self._entry_window(instance)
             target = self._set(instance)
             for _ in target.engine.policy.attempts():
+                before = _snapshot.snapshot(target.engine)
                 snap = _snapshot.snapshot(old.engine)
+                if self._moved():
+                    return
                 try:
                     now = _windows.moment(self._now).timestamp()
                     with legacy_source(snap, self.columns, now, self.node_bytes, _load.MEMORY_BYTES, None) as (
                         values,
                         held_ids,
                     ):
-                        _load.fill(target.engine, values, True, None, 256)
+                        _load.fill(target.engine, values, True, None, 256, _load.as_read(before))
                     if held_ids:  # ids rows kept, now first tried: recorded as such, for post_id_ttl
                         self._posts().add_many(dict.fromkeys(held_ids, now), only="new")
                 except MissingNodeError:
                     _snapshot.collected_meanwhile(old.engine, snap)
                     continue
+                except ConflictError:  # the record window changed meanwhile: another process moved it, or moves it
+                    continue
                 break
+
+    def _moved(self) -> bool:
+        """Whether the stored settings say the board's windows are record windows (another process moved them)."""
+        record = self.store.get(self._space("board").head)
+        rules = (self.columns, self.accumulate, self.keep_best)
+        return record is not None and record.value == _board_settings.settings(*rules, RECORDS_LAYOUT)
 
     def _drop_entry_windows(self) -> None:
         """Drop the windows of layouts 1 and 2 once the settings say layout 3 (what a move left behind)."""

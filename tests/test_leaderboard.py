@@ -1085,9 +1085,44 @@ def test_a_board_with_rows_as_entries_moves_to_record_windows(store) -> None:
     assert board.row(owner).values["shots"] == before + 1 and board.top("xp", 1)[0].owner == owner
     again = mdss.Leaderboard.open(store, "game", **options)
     assert again.row(owner) == board.row(owner)
+    row = board.row(owner)
+    again._move_to_records()  # a move that began before the first one ended: it finds the settings say it is done
+    assert board.row(owner) == row and board.top("xp", 1)[0].owner == owner
     assert mdss._board_settings.stored_settings(store, "game")[0].value == mdss._board_settings.settings(
         board.columns, board.accumulate, board.keep_best, mdss._board_settings.RECORDS_LAYOUT
     )
+
+
+def test_a_late_move_never_writes_over_a_moved_board(monkeypatch) -> None:
+    """Two processes open a board of layout 2 at once: the second's move reads the record window, then the old window,
+    then the first process finishes its move and posts; the second's load, bound to the record window as it read it,
+    is refused, and it finds the settings say the move is done: the post stays."""
+    import base64
+    import json
+    import pathlib
+
+    dump = json.loads((pathlib.Path(__file__).parent / "data" / "leaderboard" / "layout2.json").read_text())
+    store = mdss.open_store("memory://")
+    for key, value in dump["store"].items():
+        store.put(key, base64.b64decode(value))
+    clock = [dump["clock"] + 5]
+    options = {"windows": ["all", "day"], "now": lambda: clock[0], "chunk_size": 4, "log_limit": 8}
+    settings = store.get(mdss._keys.board_keyspace(store, "game", "board", False).head).value
+    first = mdss.Leaderboard.open(store, "game", **options)  # moves
+    moved = store.get(mdss._keys.board_keyspace(store, "game", "board", False).head).value
+    store.put(mdss._keys.board_keyspace(store, "game", "board", False).head, settings)  # as the second read it
+    fill, posted = mdss._load.fill, []
+
+    def first_finishes_then_fill(*args, **kwargs):
+        if not posted:  # the first process says its move is done, then posts, before the second's load lands
+            store.put(mdss._keys.board_keyspace(store, "game", "board", False).head, moved)
+            posted.append(first.post("o1", {"xp": 99, "shots": 1}))
+        return fill(*args, **kwargs)
+
+    monkeypatch.setattr(mdss._load, "fill", first_finishes_then_fill)
+    mdss.Leaderboard.open(store, "game", **options)  # the second: its move is refused, then stops
+    assert posted and first.row("o1").values["xp"] == 99 and first.top("xp", 1)[0].owner == "o1"
+    first._check()
 
 
 @pytest.mark.parametrize("ties", ["ordinal", "competition", "dense"])
