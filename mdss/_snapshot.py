@@ -7,12 +7,13 @@ missing is told apart from a set never made by the set's marker (:func:`mark`, :
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import itertools
 import secrets
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ._codec import MARKER
@@ -22,8 +23,15 @@ from ._log import entries
 from ._order import Order, member_key, score_of
 from ._overlay import Chain, View
 from ._ranking import Index, Ranking
-from ._tree import Source, Tree
-from .exceptions import ConflictError, CorruptDataError, HeadMissingError, MissingNodeError, StoreUnavailableError
+from ._tree import Source, Tree, parts
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    HeadMissingError,
+    MdssError,
+    MissingNodeError,
+    StoreUnavailableError,
+)
 from .stores.base import Record
 
 T = TypeVar("T")
@@ -114,9 +122,13 @@ def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | N
         engine.adopt(stored, order, chunk_size, tiebreak)
 
 
-def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | None = None) -> T:
+def read(
+    engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | None = None, near: Sequence[str] = ()
+) -> T:
     """Run ``fn`` on a snapshot: the one read last if it is at most ``max_staleness`` seconds old (``None``: the set's
-    bound; ``mdss._recent``), else a fresh one; if a node it needs was collected meanwhile, on a newer one."""
+    bound; ``mdss._recent``), else a fresh one; if a node it needs was collected meanwhile, on a newer one. A fresh
+    one is read with the member index's entry sets that hold ``near`` (members ``fn`` looks up), as the last head
+    decoded names them, in the head's round trip where the store can (:func:`_along`)."""
     recent = engine.recent
     kept = recent.within(max_staleness)
     if kept is not None:
@@ -125,7 +137,7 @@ def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | Non
         except MissingNodeError:  # a node of the kept head collected since: read fresh from here on
             recent.forget()
     began = recent.begin(max_staleness)
-    snap = snapshot(engine)
+    snap = snapshot(engine, known=_along(engine, near) if near else None)
     if began is not None and snap.data is not None:
         recent.keep((Record((snap.data,), snap.version), snap.head), began)
     try:
@@ -142,6 +154,33 @@ def read(engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | Non
         f"reads of set {engine.name!r} kept losing their snapshot to garbage collection for "
         f"{engine.policy.budget:g} s: raise gc_grace above the time a read takes"
     )
+
+
+def _along(engine: Engine, members: Sequence[str]) -> tuple[Record | None] | None:
+    """The head's record, read with the entry sets of the member index that hold ``members`` and that this process has
+    not cached, as the last head it decoded names them (routed by cached manifests), in one round trip where the store
+    can (``Store.get_along``): a cold lookup of a member then costs no round trip of its own while no merge replaced
+    those entry sets. Nodes are immutable: one read for a head since replaced is cached for nothing. ``None``: nothing
+    to read along, or a store that cannot."""
+    head = engine.head
+    if head is None or head.members.root is None:
+        return None
+    source = Source(engine.store, engine.keys, engine.cache)
+    tree = Tree(source, member_key, head.members.root, head.members.height, head.members.count)
+    ids = list(dict.fromkeys(node_id for node_id in map(tree.cached_leaf, members) if node_id is not None))
+    if not ids:
+        return None
+    stored = [[engine.keys.node(part) for part in parts(node_id)] for node_id in ids]
+    found = engine.store.get_along(engine.keys.head, [key for keys in stored for key in keys])
+    if found is None:
+        return None
+    record, values = found
+    datas = iter(values)
+    for node_id, keys in zip(ids, stored):
+        got = [next(datas) for _ in keys]
+        with contextlib.suppress(MdssError):  # collected or damaged: the read meets it in its own descent
+            source.keep(node_id, keys, got, member_key)
+    return (record,)
 
 
 def warm(engine: Engine) -> int:

@@ -70,15 +70,20 @@ class Source:
             wanted = list(dict.fromkeys(wanted))
             keys, datas = read_parts(self.store, self.keyspace, wanted)
             for node_id, stored in zip(wanted, keys):
-                node, weight = assemble(node_id, stored, [next(datas) for _ in stored], keyfn)
-                cache.put(node_id, node, weight)
-                if node.height == 0:
-                    cache.seen(len(node), weight)
-                pins[node_id] = node
+                node = self.keep(node_id, stored, [next(datas) for _ in stored], keyfn)
                 if node.height != height:
                     raise misplaced(stored[0], node, height)
                 found[node_id] = node
         return found
+
+    def keep(self, node_id: str, stored: Sequence[str], datas: Sequence[bytes | None], keyfn: KeyFn) -> Node:
+        """The node ``node_id`` from its stored values (``stored``: their keys), cached and pinned."""
+        node, size = assemble(node_id, stored, datas, keyfn)
+        self.cache.put(node_id, node, size)
+        if node.height == 0:
+            self.cache.seen(len(node), size)
+        self.pins[node_id] = node
+        return node
 
     def unpin_leaves(self) -> None:
         """Let go of the entry sets pinned so far (a merge done with them; the cache may still hold them)."""
@@ -228,6 +233,19 @@ class Tree:
             before += node.starts[i]
             node_id = node.ids[i]
         return load(node_id, keyfn, 0), before
+
+    def cached_leaf(self, key: Any) -> str | None:
+        """The id of the entry set ``key`` falls in, routed by cached manifests alone, if that entry set is not cached
+        itself (what a read would fetch); else ``None``. Never a read."""
+        node_id, cache = self.root, self.source.cache
+        if node_id is None:
+            return None
+        for height in range(self.height, 0, -1):
+            node = cache.get(node_id)
+            if node is None or node.height != height or other_tree(node, self.keyfn):
+                return None
+            node_id = node.ids[node.child(key)]
+        return None if cache.get(node_id) is not None else node_id
 
     def rank_of(self, probe: Any) -> int:
         """How many keys are strictly below one probe key."""

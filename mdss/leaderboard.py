@@ -737,13 +737,16 @@ class Leaderboard:
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def _read(self, window: Any, fn: Callable[[Any], Any], max_staleness: Any = None) -> Any:
+    def _read(
+        self, window: Any, fn: Callable[[Any], Any], max_staleness: Any = None, owners: Iterable[str] = ()
+    ) -> Any:
         """``fn`` on a snapshot of ``window``: the one read last if at most ``max_staleness`` seconds old (``None``:
-        the board's ``max_staleness``), else a fresh one. Posts read fresh whatever the board's bound."""
+        the board's ``max_staleness``), else a fresh one, read with the entry sets of ``owners``' rows where the store
+        can (``mdss._snapshot.read``). Posts read fresh whatever the board's bound."""
         bound = self.max_staleness if max_staleness is None else staleness(max_staleness)
         engine = self._set(self._instance(window)).engine
         self._last.recent = engine.recent
-        return _snapshot.read(engine, fn, bound)
+        return _snapshot.read(engine, fn, bound, [owner_member(o) for o in owners])
 
     @property
     def read_age(self) -> float:
@@ -759,7 +762,7 @@ class Leaderboard:
     def row(self, owner: str, window: str | None = None, *, max_staleness: float | None = None) -> Row | None:
         """View 2: the owner's row in a window (the current instance of a kind, or a named instance)."""
         owner = self._owner(owner)
-        return self._read(window, lambda snap: views.rows_of(snap, [owner])[0], max_staleness)
+        return self._read(window, lambda snap: views.rows_of(snap, [owner])[0], max_staleness, [owner])
 
     def positions(
         self,
@@ -790,6 +793,7 @@ class Leaderboard:
             window,
             lambda snap: views.positions(snap, self._order, self.columns, owner, ties, below if estimate else None),
             max_staleness,
+            [owner],
         )
 
     def around(
@@ -813,7 +817,10 @@ class Leaderboard:
         check_count(after, "after")
         check_flag(fill, "fill")
         return self._read(
-            window, lambda snap: views.around(snap, self._order, col, owner, before, after, ties, fill), max_staleness
+            window,
+            lambda snap: views.around(snap, self._order, col, owner, before, after, ties, fill),
+            max_staleness,
+            [owner],
         )
 
     def rows(
@@ -831,7 +838,9 @@ class Leaderboard:
             raise InvalidArgumentError(f"owners must be an iterable of owners, got {owners!r:.80}")
         wanted = list(dict.fromkeys(self._owner(o) for o in owners))
         col, ties = self._column(column), self._ties(ties)
-        return self._read(window, lambda snap: views.ranked_rows(snap, self._order, col, wanted, ties), max_staleness)
+        return self._read(
+            window, lambda snap: views.ranked_rows(snap, self._order, col, wanted, ties), max_staleness, wanted
+        )
 
     def page(
         self,
@@ -931,7 +940,9 @@ class Leaderboard:
         check_choice(method, _percentiles.METHODS, "method")
         if method != "better":
             self._single(col, "method=" + repr(method))
-        return self._read(window, lambda snap: views.percentile(snap, self._order, col, owner, method), max_staleness)
+        return self._read(
+            window, lambda snap: views.percentile(snap, self._order, col, owner, method), max_staleness, [owner]
+        )
 
     def score_for_percentile(
         self, column: str, percent: float, *, window: str | None = None, max_staleness: float | None = None

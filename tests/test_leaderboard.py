@@ -1253,3 +1253,40 @@ def test_a_load_on_every_store(store, spilled, monkeypatch, tmp_path) -> None:
             board.load(rows, replace=True, memory_bytes=memory, spill_dir=str(tmp_path / "absent"))
     assert board.count("xp", window="day") == 1 and board.count("xp") == 200
     board._check("day")
+
+
+def test_a_cold_view_reads_the_head_with_the_rows_entry_set_on_redis(redis_url: str) -> None:
+    """On Redis a view of an owner reads the head and the entry set holding the owner's row in one round trip (one
+    MGET: the row's entry set as the last head decoded names it), then the column's entry set: 2 round trips where 3
+    were, with only the manifests cached; exact after another process's merges replaced that entry set too."""
+    import uuid
+
+    from mdss._tree import Manifest
+
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}namespace=t{uuid.uuid4().hex[:12]}"
+    writer = mdss.Leaderboard(mdss.open_store(url), "g", columns={"xp": "desc"}, chunk_size=8)
+    for i in range(200):
+        writer.post(f"o{i:03d}", {"xp": i})
+    writer._set("all").merge()
+    store = mdss.open_store(url)
+    reader = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, chunk_size=8)
+    cache = reader._set("all").engine.cache
+
+    def cold(view):  # the manifests cached, no entry set
+        for key in [k for k, (node, _) in cache._nodes.items() if not isinstance(node, Manifest)]:
+            cache.discard(key)
+        before = store.stats.snapshot()
+        found = view()
+        return found, store.stats.since(before)["calls"]
+
+    reader.warm()  # reads the head and every node: cold() keeps the manifests
+    assert cold(lambda: reader.positions("o007")) == ({"xp": 193}, 2)
+    assert cold(lambda: reader.row("o042").values) == ({"xp": 42}, 1)
+    assert cold(lambda: reader.percentile("o199", "xp")) == (0.0, 2)
+    for i in range(200, 260):
+        writer.post(f"o{i:03d}", {"xp": i})
+        writer.post(f"o{i - 200:03d}", {"xp": -i})  # rows move: the reader's last head names replaced entry sets
+    writer._set("all").merge()
+    assert cold(lambda: reader.positions("o007"))[0] == {"xp": 208} == writer.positions("o007")
+    assert reader.rows(["o001", "o250"], "xp") == writer.rows(["o001", "o250"], "xp")
+    assert reader.around("o130", "xp", before=2, after=2) == writer.around("o130", "xp", before=2, after=2)

@@ -561,3 +561,24 @@ def test_a_slot_map_that_cannot_be_loaded_is_transient_and_other_client_failures
         _write(store, write, key)
     assert type(raised.value) is mdss.StoreError and len(calls) == 1
     store.close()
+
+
+def test_a_record_read_along_with_nodes_is_the_records_read_alone(url) -> None:
+    """``get_along`` (a head with the nodes a read will likely need, in one MGET on Redis; Redis Cluster, whose keys
+    may sit on several nodes, reads them apart): the record's version is the one ``get`` gives, good for a
+    compare-and-set; an absent record is ``None``, absent values ``None``."""
+    store = mdss.open_store(f"{url}?namespace=along-{time.monotonic_ns()}")
+    ns = store.namespace
+    store.put(f"{ns}:h", b"head")
+    store.put_many({f"{ns}:n:1": b"one", f"{ns}:n:2": b"two"})
+    found = store.get_along(f"{ns}:h", [f"{ns}:n:1", f"{ns}:n:3", f"{ns}:n:2"])
+    if isinstance(store, RedisClusterStore):
+        assert found is None
+        return
+    record, values = found
+    assert record.value == b"head" and record.version == store.get(f"{ns}:h").version
+    assert values == [b"one", None, b"two"]
+    store.cas(f"{ns}:h", b"next", record.version)
+    assert store.get(f"{ns}:h").value == b"next"
+    assert store.get_along(f"{ns}:gone", [f"{ns}:n:1"]) == (None, [b"one"])
+    store.close()

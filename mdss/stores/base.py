@@ -175,6 +175,16 @@ class Store:
         self.stats.read(1, sum(map(len, record.values)) if record is not None else 0)
         return record
 
+    def get_along(self, key: str, keys: Sequence[str]) -> tuple[Record | None, list[bytes | None]] | None:
+        """The record at ``key`` with its version and the values at ``keys`` (immutable: nodes) in one round trip, on a
+        store that can (a head and the nodes a read will likely need); ``None`` on one that cannot: read them apart."""
+        found = self._get_along(key, keys)
+        if found is not None:
+            record, values = found
+            size = sum(len(v) for v in values if v is not None)
+            self.stats.read(1 + len(keys), size + (sum(map(len, record.values)) if record else 0))
+        return found
+
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The values at ``keys`` (``None`` where absent) in one round trip, for immutable keys (nodes): no siblings."""
         if not keys:
@@ -309,6 +319,9 @@ class Store:
 
     def _get(self, key: str) -> Record | None:
         raise NotImplementedError
+
+    def _get_along(self, key: str, keys: Sequence[str]) -> tuple[Record | None, list[bytes | None]] | None:
+        return None
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         result = []

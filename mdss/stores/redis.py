@@ -459,6 +459,12 @@ class RedisStore(_RedisBase):
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return self._call(lambda: self.client.mget(keys))
 
+    def _get_along(self, key: str, keys: Sequence[str]) -> tuple[Record | None, list[bytes | None]]:
+        # One MGET: a Redis version is its value's hash, so the head's record comes with it (Redis Cluster: the keys
+        # of one set may sit on several nodes, so it reads them apart).
+        value, *values = self._call(lambda: self.client.mget([key, *keys]))
+        return (None if value is None else Record((value,), _Version(value))), values
+
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         self._call(lambda: self.client.mset(items))
 
