@@ -146,6 +146,8 @@ class Engine:
         self.merged_at = -math.inf  # when (time.monotonic()) this object's last merge landed
         self.head: Head | None = None  # the head decoded last, and its bytes
         self.head_bytes: bytes | None = None
+        self._made: tuple[Head, Any, Any] | None = None  # the last snapshot a read made: (head, version, snapshot)
+        self._again = False  # whether the last read found that snapshot's head unchanged
         #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
         self.explicit = order is not None or chunk_size is not None or tiebreak is not None
         records = isinstance(tiebreak, str) and tiebreak.startswith(ROWS)  # a record window's set is ascending
@@ -235,9 +237,28 @@ class Engine:
         self.explicit = True
         self.recent.forget()
 
+    def made(self, head: Head, version: Any) -> Any:
+        """The snapshot a read made last of ``head`` (the object :meth:`decode` returned) as stored at ``version``, or
+        ``None``: a read that finds the head unchanged reuses it, with its view of the log and what it found since
+        (``mdss._snapshot``; a snapshot is one committed state, its nodes immutable)."""
+        made = self._made
+        self._again = made is not None and made[0] is head and made[1] == version
+        return made[2] if self._again else None  # type: ignore[index]
+
+    def make(self, head: Head, version: Any, snapshot: Any) -> None:
+        """Keep ``snapshot``, of ``head`` at ``version``, for the reads of it that follow (:meth:`made`)."""
+        self._made, self._again = (head, version, snapshot), False
+
+    def settled(self) -> Any:
+        """The snapshot the last read reused (it found the head unchanged), or ``None``: a read of a head that does
+        not change often may answer from it while the head's read travels (``mdss._snapshot.read``)."""
+        made = self._made
+        return made[2] if self._again and made is not None else None
+
     def forget(self) -> None:
         """The head is gone (dropped): nothing decoded or held is current."""
-        self.head_bytes = self.head = self.writer.held = None
+        self.head_bytes = self.head = self.writer.held = self._made = None
+        self._again = False
         self.recent.forget()
 
     def merged(self) -> None:

@@ -123,12 +123,18 @@ def adopt_stored_settings(engine: Engine, order: str | None, chunk_size: int | N
 
 
 def read(
-    engine: Engine, fn: Callable[[Snapshot], T], max_staleness: float | None = None, near: Sequence[str] = ()
+    engine: Engine,
+    fn: Callable[[Snapshot], T],
+    max_staleness: float | None = None,
+    near: Sequence[str] = (),
+    guess: bool = False,
 ) -> T:
     """Run ``fn`` on a snapshot: the one read last if it is at most ``max_staleness`` seconds old (``None``: the set's
     bound; ``mdss._recent``), else a fresh one; if a node it needs was collected meanwhile, on a newer one. A fresh
     one is read with the member index's entry sets that hold ``near`` (members ``fn`` looks up), as the last head
-    decoded names them, in the head's round trip where the store can (:func:`_along`)."""
+    decoded names them, in the head's round trip where the store can (:func:`_along`). ``guess``: ``fn`` reads only
+    (it may run twice); it runs on the snapshot of the head read last while the head's read travels where the store
+    can (:func:`_guessed`), and what it returned is the answer when the head comes back unchanged."""
     recent = engine.recent
     kept = recent.within(max_staleness)
     if kept is not None:
@@ -137,9 +143,16 @@ def read(
         except MissingNodeError:  # a node of the kept head collected since: read fresh from here on
             recent.forget()
     began = recent.begin(max_staleness)
-    snap = snapshot(engine, known=_along(engine, near) if near else None)
+    known = _along(engine, near) if near else None
+    guessed: tuple[Snapshot, Source, T] | None = None
+    if known is None and guess:
+        known, guessed = _guessed(engine, fn)
+    snap = snapshot(engine, known=known)
     if began is not None and snap.data is not None:
         recent.keep((Record((snap.data,), snap.version), snap.head), began)
+    if guessed is not None and guessed[0] is snap:  # the head unchanged: the snapshot the guess used is this read's
+        guessed[1].online(engine.store)
+        return guessed[2]
     try:
         return fn(snap)  # the common case, without the retry loop's bookkeeping
     except MissingNodeError:
@@ -154,6 +167,43 @@ def read(
         f"reads of set {engine.name!r} kept losing their snapshot to garbage collection for "
         f"{engine.policy.budget:g} s: raise gc_grace above the time a read takes"
     )
+
+
+def _guessed(
+    engine: Engine, fn: Callable[[Snapshot], T]
+) -> tuple[tuple[Record | None] | None, tuple[Snapshot, Source, T] | None]:
+    """The head's record, read while ``fn`` runs on the snapshot the last read found unchanged (``Engine.settled``)
+    with the nodes this process has cached alone, where the store overlaps them (``Store.get_during``): on Redis a
+    warm read then costs about the head's round trip, its Python spent while the reply travels. ``(None, None)``: no
+    such snapshot (the last read found a new head: writes are frequent, a guess would mostly be wasted). The guess,
+    ``(that snapshot, the guess's node source, what fn returned)``, is ``None`` when ``fn`` needed a node not cached,
+    or failed: the read answers on the head as read."""
+    last = engine.settled()
+    if last is None:
+        return None, None
+    source = Source(_OFFLINE, engine.keys, engine.cache)
+    offline = Snapshot(
+        None if last.data is None else Record((last.data,), last.version),
+        last.head,
+        source,
+        engine.ordering,
+        last.view,
+        functools.partial(engine.reader.earlier, last.head),
+    )
+    record, ran, answer = engine.store.get_during(engine.keys.head, lambda: fn(offline))
+    return (record,), ((last, source, answer) if ran else None)  # type: ignore[return-value]
+
+
+class _Offline:
+    """The store of a guess's snapshot (:func:`_guessed`): a node not cached ends the guess."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # what introspection asks (doctest, copy): not a read
+            raise AttributeError(name)
+        raise MissingNodeError("a guess needs a node this process has not cached")
+
+
+_OFFLINE: Any = _Offline()
 
 
 def _along(engine: Engine, members: Sequence[str]) -> tuple[Record | None] | None:
@@ -290,10 +340,12 @@ def snapshot(
         return absent(engine)
     head = engine.decode(record.value)
     engine.writer.hold(record, head)
-    if (
-        not (create or expired) and head.expired()
-    ):  # dropped at its moment (mdss._expiry): the next write drops it in the store
+    reading = not (create or expired)
+    if reading and head.expired():  # dropped at its moment (mdss._expiry): the next write drops it in the store
         return absent(engine)
+    if reading and (made := engine.made(head, record.version)) is not None:
+        made.score_tree.source.unpin()  # an operation's pins, not the snapshot's: the cache bounds what stays
+        return made  # the head read last, unchanged: its snapshot as made then
     try:
         logged = view(engine, head) if len(head.log) else None
     except MissingNodeError:  # a log segment of an older head, collected since: take the newer head
@@ -303,7 +355,10 @@ def snapshot(
         engine.writer.release()
         return snapshot(engine, create, (now,))
     chain = functools.partial(engine.reader.earlier, head)  # found when first needed (Index)
-    return Snapshot(record, head, Source(store, engine.keys, engine.cache), engine.ordering, logged, chain)
+    snap = Snapshot(record, head, Source(store, engine.keys, engine.cache), engine.ordering, logged, chain)
+    if reading:
+        engine.make(head, record.version, snap)
+    return snap
 
 
 def absent(engine: Engine) -> Snapshot:

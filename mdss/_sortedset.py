@@ -154,7 +154,8 @@ class SortedSet(SetMethods, metaclass=_Opens):
         self.store, self.name, self.engine = engine.store, engine.name, engine
         self._recent, self._policy = engine.recent, engine.policy
         self._local = threading.local()
-        self._read = functools.partial(_snapshot.read, engine)  # the hook of mdss._facade, without a frame of its own
+        # The hook of mdss._facade, without a frame of its own; its functions only read, so they may guess.
+        self._read = functools.partial(_snapshot.read, engine, guess=True)
 
     @property
     def keys(self) -> Keyspace:

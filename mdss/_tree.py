@@ -85,6 +85,16 @@ class Source:
         self.pins[node_id] = node
         return node
 
+    def online(self, store: Store) -> None:
+        """Read from ``store`` from now on: a guess's source, which read nothing while its read travelled
+        (``mdss._snapshot._guessed``), serves what its answer holds on to afterwards (a page's ranking, for its
+        cursors and ties)."""
+        self.store = store
+
+    def unpin(self) -> None:
+        """Let go of every pinned node (the operation that pinned them is over: the cache alone keeps nodes)."""
+        self.pins = {}
+
     def unpin_leaves(self) -> None:
         """Let go of the entry sets pinned so far (a merge done with them; the cache may still hold them)."""
         self.pins = {node_id: node for node_id, node in self.pins.items() if node.height}

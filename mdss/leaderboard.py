@@ -746,7 +746,7 @@ class Leaderboard:
         bound = self.max_staleness if max_staleness is None else staleness(max_staleness)
         engine = self._set(self._instance(window)).engine
         self._last.recent = engine.recent
-        return _snapshot.read(engine, fn, bound, [owner_member(o) for o in owners])
+        return _snapshot.read(engine, fn, bound, [owner_member(o) for o in owners], guess=True)
 
     @property
     def read_age(self) -> float:

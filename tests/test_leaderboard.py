@@ -1290,3 +1290,43 @@ def test_a_cold_view_reads_the_head_with_the_rows_entry_set_on_redis(redis_url: 
     assert cold(lambda: reader.positions("o007"))[0] == {"xp": 208} == writer.positions("o007")
     assert reader.rows(["o001", "o250"], "xp") == writer.rows(["o001", "o250"], "xp")
     assert reader.around("o130", "xp", before=2, after=2) == writer.around("o130", "xp", before=2, after=2)
+
+
+def test_warm_views_on_redis_answer_while_the_head_travels_and_only_for_an_unchanged_head(redis_url: str) -> None:
+    """A warm view on Redis answers from the snapshot the last read found unchanged while the head's read travels
+    (``mdss._snapshot._guessed``): one round trip, and the answer is used only when the head came back unchanged.
+    Another process's posts between two reads change the head: the second read answers on the new one. A page whose
+    ranks or cursors need nodes afterwards reads them."""
+    import uuid
+
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}namespace=t{uuid.uuid4().hex[:12]}"
+    writer = mdss.Leaderboard(mdss.open_store(url), "g", columns={"xp": "desc"}, chunk_size=8)
+    for i in range(120):
+        writer.post(f"o{i:03d}", {"xp": i % 50})
+    writer._set("all").merge()
+    store = mdss.open_store(url)
+    reader = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, chunk_size=8)
+    reader.warm()
+    for round_ in range(6):
+        for again in range(3):  # the later reads find the head unchanged: they guess
+            before = store.stats.snapshot()
+            assert reader.positions("o007") == writer.positions("o007")
+            assert reader.rows(["o001", "o119"], "xp") == writer.rows(["o001", "o119"], "xp")
+            assert reader.around("o060", "xp", before=3, after=3) == writer.around("o060", "xp", before=3, after=3)
+            assert reader.page("xp", offset=10, limit=7) == writer.page("xp", offset=10, limit=7)
+            assert reader.page("xp", offset=10, limit=7, ties="dense") == writer.page(
+                "xp", offset=10, limit=7, ties="dense"
+            )
+            assert reader.percentile("o030", "xp") == writer.percentile("o030", "xp")
+            assert store.stats.since(before)["calls"] == 6 or not again  # the first reads the nodes a merge made
+        writer.post(f"o{round_:03d}", {"xp": 100 + round_})  # the head changes under the reader's snapshot
+        if round_ % 2:
+            writer._set("all").merge()
+    sset = mdss.SortedSet(store, "plain", chunk_size=4)
+    sset.add_many({f"m{i}": i % 5 for i in range(40)})
+    for _ in range(3):  # a fresh object guesses nothing: what the guesses must equal
+        fresh = mdss.SortedSet(mdss.open_store(url), "plain")
+        page, expected = sset.page(6, ties="dense"), fresh.page(6, ties="dense")
+        assert page.entries == expected.entries
+        assert sset.page(6, page.next).entries == fresh.page(6, expected.next).entries
+        assert sset.rank("m7") == fresh.rank("m7") and sset.range(3, 9) == fresh.range(3, 9)

@@ -145,3 +145,42 @@ def test_a_batch_is_sealed_into_several_segments_of_at_most_segment_bytes(url: s
         else:
             assert [first for _, first in log.segs] == [0, 4, 7] and log.inline == ()
         assert {e.member: e.score for e in board} == {f"m{i:02d}": int(i >= 5) for i in range(10)}
+
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.sampled_from(MEMBERS), st.none() | st.integers(-3, 3)),
+        st.tuples(st.just("read"), st.sampled_from(MEMBERS), st.none()),
+        st.tuples(st.just("merge"), st.none(), st.none()),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(MEMBERS), st.integers(-3, 3)), STEPS, st.integers(2, 4), st.booleans())
+def test_reads_of_an_unchanged_head_answer_as_the_model(start, steps, chunk, cached) -> None:
+    """A reader reuses the snapshot of a head it finds unchanged (``Engine.made``): every read, before and after
+    another object's writes and merges, answers as the model, and a snapshot reused holds no entry set past its
+    operation: with nothing cached, each read of an unchanged head reads its entry sets again."""
+    store = mdss.open_store("memory://")
+    writer = mdss.SortedSet.load(store, "b", start, chunk_size=chunk, log_limit=10_000)
+    reader = mdss.SortedSet(store, "b", cache_bytes=64 << 20 if cached else 0)
+    model = dict(start)
+    for kind, member, score in steps:
+        if kind == "write":
+            apply(writer, model, [(member, score)])
+        elif kind == "merge":
+            writer.merge()
+        else:
+            members, scores = listing(model, "desc")
+            counts: list[int] = []
+            reader.score(member)  # the head read once (a first read looks for the set's marker too)
+            for _ in range(3):  # each finds the head unchanged
+                reads = store.stats.reads
+                assert [(e.member, e.score) for e in reader.range(0, len(MEMBERS))] == list(zip(members, scores))
+                assert reader.rank(member) == (members.index(member) + 1 if member in model else None)
+                assert reader.score(member) == model.get(member)
+                counts.append(store.stats.reads - reads)
+            if not cached:
+                assert counts[0] == counts[1] == counts[2]  # nothing cached: the entry sets read again each time

@@ -582,3 +582,48 @@ def test_a_record_read_along_with_nodes_is_the_records_read_alone(url) -> None:
     assert store.get(f"{ns}:h").value == b"next"
     assert store.get_along(f"{ns}:gone", [f"{ns}:n:1"]) == (None, [b"one"])
     store.close()
+
+
+def test_work_runs_while_a_read_travels_and_the_connection_stays_in_step(redis_url) -> None:
+    """``get_during`` on Redis: the GET is sent, ``work`` runs, then the reply is read. ``work`` that sends a command
+    of its own is refused (it would take the GET's reply) and counts as failed; ``work`` raising is dropped; an
+    interrupt goes through; a connection that dies meanwhile is read again. After each, this thread's next commands
+    get their own replies."""
+    store = mdss.open_store(f"{redis_url}?namespace=during-{time.monotonic_ns()}")
+    ns = store.namespace
+    store.put(f"{ns}:h", b"head")
+    record, ran, result = store.get_during(f"{ns}:h", lambda: 42)
+    assert (record.value, ran, result) == (b"head", True, 42) and record.version == store.get(f"{ns}:h").version
+    assert store.get_during(f"{ns}:gone", lambda: 1) == (None, True, 1)
+    refused: list[BaseException] = []
+
+    def sneaky() -> None:
+        try:
+            store.get(f"{ns}:h")
+        except mdss.StoreError as exc:
+            refused.append(exc)
+            raise
+
+    record, ran, result = store.get_during(f"{ns}:h", sneaky)
+    assert (record.value, ran, result) == (b"head", False, None) and len(refused) == 1
+    assert store.get_during(f"{ns}:h", lambda: 1 / 0)[1:] == (False, None)
+    with pytest.raises(KeyboardInterrupt):
+        store.get_during(f"{ns}:h", lambda: (_ for _ in ()).throw(KeyboardInterrupt))
+    connection = store.client.connection
+    record, ran, _ = store.get_during(f"{ns}:h", connection.disconnect)  # the socket closed under the reply
+    assert (record.value, ran) == (b"head", True)
+    store.put(f"{ns}:k", b"k")
+    assert [store.get(f"{ns}:{k}").value for k in ("h", "k")] == [b"head", b"k"]
+    assert store.get_many([f"{ns}:k", f"{ns}:h"]) == [b"k", b"head"]
+    store.close()
+
+
+def test_stores_that_cannot_overlap_a_read_do_not_run_the_work(redis_cluster_url) -> None:
+    for store in (
+        mdss.open_store("memory://"),
+        mdss.open_store(f"{redis_cluster_url}?namespace=d{time.monotonic_ns()}"),
+    ):
+        store.put("mdss:h", b"x")
+        record, ran, result = store.get_during("mdss:h", lambda: pytest.fail("ran"))
+        assert (record.value, ran, result) == (b"x", False, None)
+        store.close()

@@ -185,6 +185,18 @@ class Store:
             self.stats.read(1 + len(keys), size + (sum(map(len, record.values)) if record else 0))
         return found
 
+    def get_during(self, key: str, work: Callable[[], T]) -> tuple[Record | None, bool, T | None]:
+        """The record at ``key``, and ``work()`` run while the read travels, on a store that can overlap them (Redis:
+        the command sent, ``work`` run, then the reply read): ``(record, True, what work returned)``. A store that
+        cannot, or ``work`` raising an :class:`Exception` (dropped: the caller does without), gives ``(record,
+        False, None)``. ``work`` must not use the store: on Redis a command it sends fails, as ``work`` raising."""
+        found = self._get_during(key, work)
+        if found is None:
+            return self.get(key), False, None
+        record = found[0]
+        self.stats.read(1, sum(map(len, record.values)) if record is not None else 0)
+        return found
+
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The values at ``keys`` (``None`` where absent) in one round trip, for immutable keys (nodes): no siblings."""
         if not keys:
@@ -321,6 +333,9 @@ class Store:
         raise NotImplementedError
 
     def _get_along(self, key: str, keys: Sequence[str]) -> tuple[Record | None, list[bytes | None]] | None:
+        return None
+
+    def _get_during(self, key: str, work: Callable[[], T]) -> tuple[Record | None, bool, T | None] | None:
         return None
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:

@@ -97,6 +97,18 @@ def _no_retries() -> Retry:
     return Retry(NoBackoff(), 0)
 
 
+class _InFlight:
+    """A thread's client while a read it sent travels (``RedisStore._get_during``): every command is refused."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # what introspection asks (doctest, copy): not a command
+            raise AttributeError(name)
+        raise StoreError("a command sent while this thread's read was in flight (refused: it would take that reply)")
+
+
+_IN_FLIGHT = _InFlight()
+
+
 class _Version:
     """A value's version: the hex SHA-1 the scripts compare (``str()``), computed only when one is sent. Most versions
     are only compared, or never used at all (an append's reply, a reader's head), and hashing a head of up to 13 KB
@@ -464,6 +476,40 @@ class RedisStore(_RedisBase):
         # of one set may sit on several nodes, so it reads them apart).
         value, *values = self._call(lambda: self.client.mget([key, *keys]))
         return (None if value is None else Record((value,), _Version(value))), values
+
+    def _get_during(self, key: str, work: Callable[[], T]) -> tuple[Record | None, bool, T | None] | None:
+        # The GET sent on this thread's connection, ``work`` run, then the reply read. Meanwhile the thread's client is
+        # a stand-in that refuses every command: one sent now would take the GET's reply. Anything failing on the
+        # connection closes it (no reply left half read) and the GET goes again through the retries (a read: safe).
+        held = self.client
+        conn = held.connection
+        if conn is None:
+            return None
+        ran, result = False, None
+        try:
+            conn.send_command("GET", key)
+        except Exception:
+            conn.disconnect()
+            return self._get(key), False, None
+        self._threads.client = (os.getpid(), _IN_FLIGHT)
+        try:
+            result, ran = work(), True
+        except Exception:  # a guess that failed: the caller answers without it
+            pass
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            self._threads.client = (os.getpid(), held)
+        try:
+            value = held.parse_response(conn, "GET")
+        except Exception:  # the connection failed (or its reply is unusable): the GET again, through the retries
+            conn.disconnect()
+            return self._get(key), ran, result
+        except BaseException:
+            conn.disconnect()
+            raise
+        return (None if value is None else Record((value,), _Version(value))), ran, result
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         self._call(lambda: self.client.mset(items))
