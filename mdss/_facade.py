@@ -1,11 +1,13 @@
 """The public methods of a sorted set, written once over hooks that ``SortedSet`` (one engine, ``mdss._sortedset``)
 and ``ShardedSet`` (S engines, ``mdss._shards``) implement.
 
-The hooks are the callables :class:`SetMethods` declares. ``_read(fn)`` runs ``fn(x)`` on a snapshot ``x`` of the
-whole set (an engine's :class:`mdss._snapshot.Snapshot`, the shards' :class:`mdss._gather.Gather`), again on a newer one
-if a node it needs was collected meanwhile; the others take that ``x`` (``_count_below(x, probes)``: entries below each
-key; ``_entries(x, start, stop, ties)``: positions ``start`` to ``stop - 1``; ``_prefetch_positions(x, positions)``: the
-entry sets those positions lie in, in one round trip where it can), but ``_check_ties`` and ``_commit_ops``.
+The hooks are the callables :class:`SetMethods` declares. ``_read(fn, max_staleness, members)`` runs ``fn(x)`` on
+a snapshot ``x`` of the whole set (an engine's :class:`mdss._snapshot.Snapshot`, the shards'
+:class:`mdss._gather.Gather`), again on a newer one if a node it needs was collected meanwhile (``members``: those
+``fn`` looks up, whose entry sets the head's round trip may bring along); the others take that ``x``
+(``_count_below(x, probes)``: entries below each key; ``_entries(x, start, stop, ties)``: positions ``start`` to
+``stop - 1``; ``_prefetch_positions(x, positions)``: the entry sets those positions lie in, in one round trip where it
+can), but ``_check_ties`` and ``_commit_ops``.
 """
 
 from __future__ import annotations
@@ -210,7 +212,8 @@ class SetMethods:
         return self.score(member) is not None  # type: ignore[arg-type]
 
     def score(self, member: str, *, max_staleness: float | None = None) -> Score | None:
-        """The member's score, or ``None``. O(log n); head + member index leaf when manifests are cached.
+        """The member's score, or ``None``. O(log n); head + member index leaf when manifests are cached (one round
+        trip on Redis, which reads them together).
 
         >>> board = SortedSet(mdss.open_store("memory://"), "b")
         >>> board.add("ann", 3); board.score("ann"), board.score("zed")
@@ -218,12 +221,12 @@ class SetMethods:
         (3, None)
         """
         member = check_member(member)
-        return self._read(lambda x: self._score(x, member), staleness(max_staleness))
+        return self._read(lambda x: self._score(x, member), staleness(max_staleness), (member,))
 
     def scores(self, members: Iterable[str], *, max_staleness: float | None = None) -> list[Score | None]:
         """The scores of many members (``None`` where absent), in one batched descent."""
         wanted = check_members(members)
-        return self._read(lambda x: self._find(x, wanted), staleness(max_staleness))
+        return self._read(lambda x: self._find(x, wanted), staleness(max_staleness), wanted)
 
     @overload
     def rank(
@@ -243,7 +246,8 @@ class SetMethods:
     def rank(
         self, member: str, *, ties: str = "ordinal", with_score: bool = False, max_staleness: float | None = None
     ) -> int | tuple[int, Score] | None:
-        """The member's 1-based rank, or ``None`` if absent: O(log n), three round trips with manifests cached.
+        """The member's 1-based rank, or ``None`` if absent: O(log n), three round trips with manifests cached (two on
+        Redis, whose head comes with the member's entry set; one with the entry sets cached too).
         ``with_score=True``: ``(rank, score)`` from one snapshot (Redis' ``ZRANK ... WITHSCORE``), or ``None``.
 
         ``ties="ordinal"``: ties broken by member, all ranks distinct; ``"competition"``: 1 + the members with a
@@ -274,7 +278,7 @@ class SetMethods:
                 found = self._rank_of(x, probe) + 1
             return (found, score) if with_score else found
 
-        return self._read(run, staleness(max_staleness))
+        return self._read(run, staleness(max_staleness), (member,))
 
     def percentile(
         self, member: str, *, method: str = "better", max_staleness: float | None = None
@@ -397,7 +401,7 @@ class SetMethods:
         ('{"team": "red"}', [DataEntry(member='ann', score=3, rank=1, data='{"team": "red"}')])
         """
         member = check_member(member)
-        return self._read(lambda x: data_of(self._value(x, member)), staleness(max_staleness))
+        return self._read(lambda x: data_of(self._value(x, member)), staleness(max_staleness), (member,))
 
     def at(self, rank: int, *, ties: str = "ordinal", max_staleness: float | None = None) -> Entry | None:
         """The entry at a 1-based ordinal rank (position), or ``None`` past the end; its ``rank`` follows ``ties``."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -288,9 +288,9 @@ class ShardedSet(SetMethods):
         part = self._seen[i] = Part(engine, data, head, view)
         return part
 
-    def _read(self, fn: Callable[[Gather], T], max_staleness: float | None = None) -> T:
+    def _read(self, fn: Callable[[Gather], T], max_staleness: float | None = None, members: Sequence[str] = ()) -> T:
         """Run ``fn`` on one snapshot of every shard (at most ``max_staleness`` seconds old: :meth:`_gather`); if a node
-        it needs was collected meanwhile, on newer heads."""
+        it needs was collected meanwhile, on newer heads. ``members`` is not used: the heads come in one batch."""
         datas, g = self._gather(max_staleness)
         merged = self._all_keys
         keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them

@@ -150,7 +150,8 @@ def test_dense_ranks_span_entry_sets_and_manifests() -> None:
 
 
 def test_round_trips_of_a_dense_rank(store) -> None:
-    """With manifests cached, a dense rank costs what a rank costs: head, member index and score entry sets.
+    """With manifests cached, a dense rank costs what a rank costs: head, member index and score entry sets (on Redis
+    the first two in one round trip).
     Over a non-empty log too; the first dense read after appends reads the entry sets of the newly logged
     scores in its last round trip (more bytes, not more round trips)."""
     pairs = {f"p{i}": i % 500 for i in range(10_000)}
@@ -165,14 +166,15 @@ def test_round_trips_of_a_dense_rank(store) -> None:
         call()
         return store.stats.since(before)
 
-    assert cost(lambda: fresh.rank("p4567", ties="dense"))["calls"] == 3
+    trips = 2 if store.get_along("absent", []) is not None else 3  # Redis: the head with the member's entry set
+    assert cost(lambda: fresh.rank("p4567", ties="dense"))["calls"] == trips
     assert fresh.rank("p4567", ties="dense") == 433  # p4567 scores 67: 432 scores above it, in desc order
     moved = {f"p{i}": 1000 + i for i in range(0, 10_000, 97)}
     moved.update({f"p{i}": 5000 for i in range(100, 10_000, 500)})  # every member of score 100 leaves it
     fresh.add_many(moved)  # logged: new scores above p4567, and a group above it emptied
     assert fresh.info()["log_entries"] == 124
     first, second = cost(lambda: fresh.rank("p4567", ties="dense")), cost(lambda: fresh.rank("p4567", ties="dense"))
-    assert first["calls"] == second["calls"] == 3
+    assert first["calls"] == second["calls"] == trips
     assert first["bytes_read"] > second["bytes_read"]  # the logged scores' entry sets, once
     model = {**pairs, **moved}
     assert fresh.rank("p4567", ties="dense") == 1 + len({s for s in model.values() if s > 67}) == 433 - 1 + 104 + 1

@@ -627,3 +627,34 @@ def test_stores_that_cannot_overlap_a_read_do_not_run_the_work(redis_cluster_url
         record, ran, result = store.get_during("mdss:h", lambda: pytest.fail("ran"))
         assert (record.value, ran, result) == (b"x", False, None)
         store.close()
+
+
+def test_a_cold_member_read_of_a_set_brings_its_entry_set_with_the_head(redis_url) -> None:
+    """``score``, ``scores``, ``data`` and ``rank`` of a set on Redis read the member index's entry sets they need in
+    the head's round trip (``Store.get_along``), with only the manifests cached: a score in one round trip, a rank in
+    two (then the score tree's entry set); exact after another object's writes and merge replaced those entry sets."""
+    from mdss._tree import Manifest
+
+    url = f"{redis_url}?namespace=near-{time.monotonic_ns()}"
+    writer = mdss.SortedSet(mdss.open_store(url), "s", chunk_size=8)
+    writer.add_many({f"m{i:03d}": i for i in range(300)})
+    store = mdss.open_store(url)
+    reader = mdss.SortedSet(store, "s", chunk_size=8)
+    reader.warm()
+
+    def cold(read):  # the manifests cached, no entry set
+        cache = reader.engine.cache
+        for key in [k for k, (node, _) in cache._nodes.items() if not isinstance(node, Manifest)]:
+            cache.discard(key)
+        before = store.stats.snapshot()
+        found = read()
+        return found, store.stats.since(before)["calls"]
+
+    assert cold(lambda: reader.score("m100")) == (100, 1)
+    assert cold(lambda: reader.scores(["m001", "m200", "zed"])) == ([1, 200, None], 1)
+    assert cold(lambda: reader.data("m001")) == (None, 1)
+    assert cold(lambda: reader.rank("m007")) == (293, 2)
+    writer.add_many({f"m{i:03d}": -i for i in range(0, 300, 3)})
+    writer.merge()
+    assert cold(lambda: reader.rank("m007"))[0] == writer.rank("m007")  # new manifests too: more round trips
+    assert cold(lambda: reader.scores(["m003", "m004"]))[0] == [-3, 4]

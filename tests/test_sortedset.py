@@ -280,7 +280,9 @@ def test_round_trips_with_warm_cache(store, shards) -> None:
         before = store.stats.snapshot()
         call()
         cost[name] = store.stats.since(before)["calls"]
-    assert cost == {"rank": 3, "dense rank": 3, "page": 2, "rank_of_score": 2}
+    # A store that reads the head with the member's entry set (Redis) saves a set's rank a round trip.
+    rank = 2 if shards == 1 and store.get_along("absent", []) is not None else 3
+    assert cost == {"rank": rank, "dense rank": rank, "page": 2, "rank_of_score": 2}
 
 
 def test_cache_stays_within_budget(store) -> None:
