@@ -105,6 +105,9 @@ def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:
     one decoded; the log's view is made again (views are per read). Empty once the head has expired."""
     if head.expired():
         return absent(engine)
+    made = _again(engine, head, record.version)
+    if made is not None:
+        return made
     logged = view(engine, head) if len(head.log) else None
     chain = functools.partial(engine.reader.earlier, head)
     return Snapshot(record, head, Source(engine.store, engine.keys, engine.cache), engine.ordering, logged, chain)
@@ -343,8 +346,7 @@ def snapshot(
     reading = not (create or expired)
     if reading and head.expired():  # dropped at its moment (mdss._expiry): the next write drops it in the store
         return absent(engine)
-    if reading and (made := engine.made(head, record.version)) is not None:
-        made.score_tree.source.unpin()  # an operation's pins, not the snapshot's: the cache bounds what stays
+    if reading and (made := _again(engine, head, record.version)) is not None:
         return made  # the head read last, unchanged: its snapshot as made then
     try:
         logged = view(engine, head) if len(head.log) else None
@@ -359,6 +361,14 @@ def snapshot(
     if reading:
         engine.make(head, record.version, snap)
     return snap
+
+
+def _again(engine: Engine, head: Head, version: Any) -> Snapshot | None:
+    """The snapshot a read made of ``head`` at ``version`` (``Engine.made``), to use again; ``None``: none kept."""
+    made = engine.made(head, version)
+    if made is not None:
+        made.score_tree.source.unpin()  # an operation's pins, not the snapshot's: the cache bounds what stays
+    return made
 
 
 def absent(engine: Engine) -> Snapshot:
