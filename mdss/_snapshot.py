@@ -102,7 +102,8 @@ def _same(value: Any) -> Any:
 
 def _kept(engine: Engine, record: Record, head: Head) -> Snapshot:
     """A snapshot of a head a fresh read kept (``mdss._recent``): decoded then, so that ``engine.head`` stays the newest
-    one decoded; the log's view is made again (views are per read). Empty once the head has expired."""
+    one decoded; the snapshot the last read made of it if that is the one kept (``Engine.made``), else made again.
+    Empty once the head has expired."""
     if head.expired():
         return absent(engine)
     made = _again(engine, head, record.version)
@@ -150,7 +151,7 @@ def read(
     guessed: tuple[Snapshot, Source, T] | None = None
     if known is None and guess:
         known, guessed = _guessed(engine, fn)
-    snap = snapshot(engine, known=known)
+    snap = snapshot(engine, known=known, again=True)
     if began is not None and snap.data is not None:
         recent.keep((Record((snap.data,), snap.version), snap.head), began)
     if guessed is not None and guessed[0] is snap:  # the head unchanged: the snapshot the guess used is this read's
@@ -300,13 +301,19 @@ def _missing(engine: Engine) -> HeadMissingError:
 
 
 def snapshot(
-    engine: Engine, create: bool = False, known: tuple[Record | None] | None = None, *, expired: bool = False
+    engine: Engine,
+    create: bool = False,
+    known: tuple[Record | None] | None = None,
+    *,
+    expired: bool = False,
+    again: bool = False,
 ) -> Snapshot:
     """The current state of ``engine``'s set; ``create``: make an empty head first if there is none (a first write, by
     compare-and-set "only if absent", so every node is minted under a head). ``known`` holds the head's record when a
     lost compare-and-set just returned it: then it is not read again. A head whose moment has passed (``mdss._expiry``)
     reads as absent; with ``create`` it is returned as it is, for the writer to drop it first, and with ``expired`` too
-    (what a board's ``drop()`` lists of its expired registry).
+    (what a board's ``drop()`` lists of its expired registry). ``again`` (a read's, :func:`read`): the snapshot the
+    last such read made, if the head is unchanged since (``Engine.made``), and the one made now is kept for the next.
 
     A head that vanished (of a set this object has seen, or any set's when a write would start it afresh) while nodes
     remain is refused with :class:`HeadMissingError`, never taken for an empty set. On a store whose keys never vanish
@@ -346,7 +353,8 @@ def snapshot(
     reading = not (create or expired)
     if reading and head.expired():  # dropped at its moment (mdss._expiry): the next write drops it in the store
         return absent(engine)
-    if reading and (made := _again(engine, head, record.version)) is not None:
+    again = again and reading
+    if again and (made := _again(engine, head, record.version)) is not None:
         return made  # the head read last, unchanged: its snapshot as made then
     try:
         logged = view(engine, head) if len(head.log) else None
@@ -355,10 +363,10 @@ def snapshot(
         if now is not None and now.version == record.version:
             raise
         engine.writer.release()
-        return snapshot(engine, create, (now,))
+        return snapshot(engine, create, (now,), expired=expired, again=again)
     chain = functools.partial(engine.reader.earlier, head)  # found when first needed (Index)
     snap = Snapshot(record, head, Source(store, engine.keys, engine.cache), engine.ordering, logged, chain)
-    if reading:
+    if again:
         engine.make(head, record.version, snap)
     return snap
 
