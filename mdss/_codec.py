@@ -186,25 +186,48 @@ def _strings_only(values: tuple[Any, ...]) -> bool:
 
 
 def _numbers_ok(scores: tuple[Any, ...]) -> bool:
-    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan)."""
+    """Ints or floats, never NaN (only a float can be: int-only scores skip that scan). A NaN makes the sum NaN; a sum
+    that is not a number (a NaN, or infinities of both signs) is looked into one by one."""
     types = set(map(type, scores))
-    return types <= _NUMBERS and (float not in types or all(map(eq, scores, scores)))
+    return types <= _NUMBERS and (float not in types or _no_nan(scores))
+
+
+def _no_nan(scores: tuple[Any, ...]) -> bool:
+    total = sum(scores)
+    return total == total or all(map(eq, scores, scores))
 
 
 def _scores_ok(scores: tuple[Any, ...]) -> bool:
     """Numbers (:func:`_numbers_ok`); or, in a record window's score tree, strings only (its ties:
-    ``mdss._order.tie_key``; ``mdss._nodes.decode`` holds each kind to its tree)."""
-    return _numbers_ok(scores) or set(map(type, scores)) == {str}
+    ``mdss._order.tie_key``; ``mdss._nodes.decode`` holds each kind to its tree). Strings are tried first: a join
+    refuses a number at once, and checks 1,000 ties in 3 µs where a scan of their types takes 11."""
+    return _strings_only(scores) or _numbers_ok(scores)
 
 
 def _values_ok(values: tuple[Any, ...]) -> bool:
     """Scores, or in a member index also values (``(score, data)``, ``(score, data, seq)``): what an entry set holds.
-    Values that are all ``(score, data)`` (a record window's rows, members with data) are checked at C speed."""
-    if _scores_ok(values):
+    Values that are all ``(score, data)`` (a record window's rows, members with data) are checked at C speed: their
+    types scanned once, their data joined (a join refuses any other type)."""
+    if _strings_only(values):
         return True
-    if set(map(type, values)) == {tuple} and set(map(len, values)) == {2}:
-        return _numbers_ok(tuple(map(_FIRST, values))) and set(map(type, map(_SECOND, values))) <= _DATA
+    types = set(map(type, values))
+    if types <= _NUMBERS:
+        return float not in types or _no_nan(values)
+    if types == {tuple} and set(map(len, values)) == {2}:
+        data = tuple(map(_SECOND, values))
+        return _numbers_ok(tuple(map(_FIRST, values))) and (
+            _joined(data, b"") or _strings_only(data) or set(map(type, data)) <= _DATA
+        )
     return all(_value_ok(v) for v in values)
+
+
+def _joined(values: tuple[Any, ...], empty: bytes) -> bool:
+    """Whether every value is ``bytes`` (``b"".join`` refuses anything else, a ``str`` too)."""
+    try:
+        empty.join(values)
+    except TypeError:
+        return False
+    return True
 
 
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)

@@ -22,6 +22,8 @@ import lz4.block
 import msgpack
 import pytest
 from depth import DEEP, sample
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mdss
 from mdss._codec import (
@@ -296,3 +298,33 @@ def test_a_shard_s_manifest_naming_a_node_of_the_other_tree_is_damage_not_a_type
         for _ in range(2):  # again, with what the first read cached
             with contextlib.suppress(mdss.CorruptDataError):
                 read()
+
+
+_ANY_VALUE = st.one_of(
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(),  # NaN and both infinities among them
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+)
+_ROW = st.tuples(_ANY_VALUE, _ANY_VALUE) | st.tuples(_ANY_VALUE, _ANY_VALUE, _ANY_VALUE) | st.tuples(_ANY_VALUE)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(_ANY_VALUE | _ROW, max_size=12)
+    | st.lists(st.floats(), max_size=12)
+    | st.lists(st.tuples(st.floats() | st.integers(0, 9), st.binary(max_size=2) | st.text(max_size=2)), max_size=12)
+)
+def test_an_entry_sets_values_are_checked_as_one_by_one(values) -> None:
+    """The checks that run at C speed on a decoded entry set (a join, a type scan, a sum for NaN) accept exactly what
+    checking each value alone accepts: scores (ints and floats, no NaN), a record window's ties (all strings), values
+    ``(score, data)`` and ``(score, data, seq)``."""
+    from mdss import _codec
+
+    values = tuple(values)
+    numbers = all(type(v) in (int, float) and v == v for v in values)
+    strings = all(type(v) is str for v in values)
+    assert _codec._scores_ok(values) == (numbers or strings)
+    assert _codec._values_ok(values) == (strings or all(_codec._value_ok(v) for v in values))
