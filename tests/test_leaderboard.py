@@ -1330,3 +1330,50 @@ def test_warm_views_on_redis_answer_while_the_head_travels_and_only_for_an_uncha
         assert page.entries == expected.entries
         assert sset.page(6, page.next).entries == fresh.page(6, expected.next).entries
         assert sset.rank("m7") == fresh.rank("m7") and sset.range(3, 9) == fresh.range(3, 9)
+
+
+def test_threads_sharing_a_board_read_exactly_while_another_object_posts_and_merges(redis_url: str) -> None:
+    """Four threads read one warm board object on Redis (guesses and reused snapshots, each thread on its own
+    connection) while another object posts below the rows they read and merges: every rank and page they read is the
+    one those rows have in every state."""
+    import random
+    import threading
+    import uuid
+
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}namespace=t{uuid.uuid4().hex[:12]}"
+    writer = mdss.Leaderboard(mdss.open_store(url), "g", columns={"xp": "desc"}, chunk_size=8)
+    for i in range(10):
+        writer.post(f"top{i}", {"xp": 10_000 + i})
+    for i in range(100):
+        writer.post(f"o{i:03d}", {"xp": i})
+    reader = mdss.Leaderboard(mdss.open_store(url), "g", columns={"xp": "desc"}, chunk_size=8)
+    reader.warm()
+    wrong: list[object] = []
+    stop = threading.Event()
+
+    def read(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop.is_set():
+            i = rng.randrange(10)
+            try:
+                if reader.positions(f"top{i}") != {"xp": 10 - i}:
+                    wrong.append(("rank", i))
+                if [r.owner for r in reader.page("xp", offset=0, limit=3).rows] != ["top9", "top8", "top7"]:
+                    wrong.append("page")
+            except Exception as exc:  # noqa: BLE001 - reported below, with the wrong answers
+                wrong.append(exc)
+
+    threads = [threading.Thread(target=read, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    rng = random.Random(7)
+    try:
+        for k in range(300):
+            writer.post(f"o{rng.randrange(200):03d}", {"xp": rng.randrange(9000)})
+            if k % 100 == 99:
+                writer._set("all").merge()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert wrong == []
