@@ -152,21 +152,56 @@ def group_starts(scores: Sequence[Any]) -> tuple[int, ...]:
 class Leaf:
     """An entry set: parallel tuples, ``keys`` derived from members and scores. With the update log applied, as a read
     last merged them: ``merged``, its entries (``mdss._overlay.View.keep``); ``gathered``, its keys for a sharded set
-    (``mdss._gather.Layout.region``)."""
+    (``mdss._gather.Layout.region``).
 
-    __slots__ = ("keys", "members", "scores", "patch", "merged", "gathered", "_groups", "__weakref__")
+    An entry set of a record window's score tree, decoded, makes its keys ``(tie, member)`` only when something asks
+    for them (:meth:`from_ties`): :meth:`position` finds a probe among its ties, then its members, so a cold rank, which
+    decodes such an entry set to count below one key, does not build a thousand tuples for that."""
+
+    __slots__ = ("_keys", "members", "scores", "patch", "merged", "gathered", "_groups", "__weakref__")
     height = 0
 
     def __init__(
-        self, keys: Sequence[Any], members: Sequence[str], scores: Sequence[Any], patch: Patch | None = None
+        self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any], patch: Patch | None = None
     ) -> None:
-        self.keys, self.members, self.scores, self.patch = keys, members, scores, patch
+        self._keys, self.members, self.scores, self.patch = keys, members, scores, patch
         self.merged: Any = None
         self.gathered: Any = None
         self._groups: tuple[int, ...] | None = None
 
+    @classmethod
+    def from_ties(cls, members: Sequence[str], ties: Sequence[str]) -> Leaf:
+        """An entry set keyed ``(tie, member)`` (``mdss._order.tie_key``), its keys made when first asked for."""
+        return cls(None, members, ties)
+
+    @property
+    def keys(self) -> Sequence[Any]:
+        keys = self._keys
+        if keys is None:  # keyed by ties: (tie, member), in the order of the ties, then the members
+            keys = self._keys = tuple(zip(self.scores, self.members))
+        return keys
+
+    def position(self, probe: Any) -> int:
+        """How many keys are below ``probe`` (``bisect_left`` of the keys). Keyed by ties and not yet spelled out, a
+        probe ``(tie,)`` or ``(tie, member)`` is found among the ties, then among the members of its tie."""
+        keys = self._keys
+        if keys is not None or type(probe) is not tuple or not 0 < len(probe) <= 2 or type(probe[0]) is not str:
+            return bisect_left(self.keys, probe)
+        ties, tie = self.scores, probe[0]
+        low = bisect_left(ties, tie)
+        if len(probe) == 1 or type(probe[1]) is not str:
+            return low if len(probe) == 1 else bisect_left(self.keys, probe)
+        return bisect_left(self.members, probe[1], low, bisect_right(ties, tie, low))
+
+    def keyed_by_member(self) -> bool | None:
+        """Whether the keys are members (the member index's), tuples (the score tree's), ``None`` when empty; without
+        spelling out the keys of an entry set keyed by ties."""
+        if not self.members:
+            return None
+        return False if self._keys is None else type(self._keys[0]) is str
+
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.members)
 
     def groups(self) -> tuple[int, ...]:
         """:func:`group_starts` of the scores, computed once (the node is immutable)."""
@@ -437,6 +472,8 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
         if fields[0] == LEAF:
             members, scores = fields[1], fields[2]
             _scores_fit(scores, keyfn, key)
+            if keyfn is tie_key:
+                return Leaf.from_ties(members, scores)
             return Leaf(many(members, scores) if many else tuple(map(keyfn, members, scores)), members, scores)
         height, ids, counts, members, scores, distincts, lasts = fields[1:]
         _scores_fit(scores, keyfn, key)

@@ -137,7 +137,10 @@ def other_tree(node: Node, keyfn: KeyFn) -> bool:
     """Whether ``node`` was decoded for the other tree (keys are strings in the member index, tuples in the score tree;
     the node cache is shared): a damaged manifest that names a node of the other tree, whose keys would otherwise meet
     keys of the other kind in a comparison (a TypeError, not the damage it is)."""
-    keys = node.keys if isinstance(node, Leaf) else node.firsts
+    if isinstance(node, Leaf):
+        by_member = node.keyed_by_member()
+        return by_member is not None and by_member is not (keyfn is member_key)
+    keys = node.firsts
     return bool(keys) and (type(keys[0]) is str) is not (keyfn is member_key)
 
 
@@ -260,7 +263,7 @@ class Tree:
     def rank_of(self, probe: Any) -> int:
         """How many keys are strictly below one probe key."""
         leaf, before = self.locate(probe)
-        return before + bisect_left(leaf.keys, probe)
+        return before + leaf.position(probe)
 
     def get(self, key: Any) -> Any:
         """The score stored with one key, or ``None``."""
@@ -271,7 +274,7 @@ class Tree:
 
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         """For each probe key, how many keys are strictly below it."""
-        return [before + bisect_left(leaf.keys, probe) for (leaf, before), probe in zip(self.descend(probes), probes)]
+        return [before + leaf.position(probe) for (leaf, before), probe in zip(self.descend(probes), probes)]
 
     def below(self, probes: Sequence[Any]) -> list[tuple[int, int]]:
         """For each probe key (in any order): how many keys are strictly below it, and how many distinct

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mdss
@@ -80,3 +80,35 @@ def test_small_commits_in_key_order_keep_the_tree_shallow(chunk, order, log_limi
     info = board.info()
     assert max(info["score_tree_height"], info["member_index_height"]) <= math.ceil(math.log2(n))
     assert len(board) == n
+
+
+_TIES = st.sampled_from(["00:a", "00:b", "01:", "01:a", "01:a\x00", "02:zz"])
+_OWNERS = st.sampled_from(["o", "oa", "ob", "p", "~"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.tuples(_TIES, _OWNERS), max_size=12),
+    st.lists(
+        st.tuples(_TIES) | st.tuples(_TIES, _OWNERS) | st.tuples(_TIES, _OWNERS, st.integers(0, 2)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_an_entry_set_keyed_by_ties_counts_below_a_probe_as_its_keys_would(entries, probes) -> None:
+    """A record window's score-tree entry set, decoded, spells out its keys ``(tie, member)`` only when asked
+    (``Leaf.from_ties``); until then ``position`` finds a probe among the ties, then the members: the same count as
+    ``bisect_left`` of the keys, for every probe shape a read makes (a column's start ``(tag,)``, a tie, a key) and
+    others, before and after the keys are spelled out."""
+    from bisect import bisect_left
+
+    from mdss._nodes import Leaf
+
+    keys = sorted(entries)
+    for spelled in (False, True):
+        leaf = Leaf.from_ties(tuple(m for _, m in keys), tuple(t for t, _ in keys))
+        if spelled:
+            assert leaf.keys == tuple(keys)
+        for probe in probes:
+            assert leaf.position(probe) == bisect_left(keys, probe), probe
+        assert len(leaf) == len(keys) and leaf.keyed_by_member() is (None if not keys else False)
