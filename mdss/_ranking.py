@@ -217,19 +217,18 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], order: Or
     it), with ``added`` (the log's keys in the region), all sorted. Tuples: they are kept with the entry set, and
     CPython's collector stops tracking tuples of strings and numbers (lists would make every full collection walk them).
     """
-    keys = leaf.keys
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
-        dropped = set(removed)
+        keys, dropped = leaf.keys, set(removed)
         merged = list(heapq.merge([k for k in keys if k not in dropped] if dropped else keys, added))
         score_of = order.score_of
         return tuple(order.members_of(merged)), tuple([score_of(k) for k in merged])
     members, scores = list(order.plain(leaf.members, leaf.scores)), list(leaf.scores)
-    gone = [bisect_left(keys, key) for key in removed]
+    gone = [leaf.position(key) for key in removed]  # positions found without spelling out every key (Leaf.position)
     for i in reversed(gone):
         del members[i], scores[i]
     member_of, score_of = order.member_of, order.score_of
     for j, key in enumerate(added):  # each at its tree position, less the removed before it, plus the added
-        i = bisect_left(keys, key)
+        i = leaf.position(key)
         i += j - bisect_left(gone, i)
         members.insert(i, member_of(key))
         scores.insert(i, score_of(key))
