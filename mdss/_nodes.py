@@ -23,6 +23,8 @@ from typing import Any
 
 from ._codec import (
     LEAF,
+    checked_value,
+    checked_values,
     decode_delta,
     decode_node,
     decode_patch,
@@ -30,9 +32,10 @@ from ._codec import (
     encode_leaf,
     encode_manifest,
     encode_patch,
+    values_later,
     weight_of,
 )
-from ._order import NODE_KEYS, KeyFn, same_value, tie_key
+from ._order import NODE_KEYS, KeyFn, member_key, same_value, tie_key
 from .exceptions import CorruptDataError, MissingNodeError
 
 #: A child summary: (node id, entry count, first member, first score, distinct scores, last score); the last two
@@ -158,16 +161,35 @@ class Leaf:
     for them (:meth:`from_ties`): :meth:`position` finds a probe among its ties, then its members, so a cold rank, which
     decodes such an entry set to count below one key, does not build a thousand tuples for that."""
 
-    __slots__ = ("_keys", "members", "scores", "patch", "merged", "gathered", "_groups", "__weakref__")
+    __slots__ = ("_keys", "members", "_scores", "_unchecked", "patch", "merged", "gathered", "_groups", "__weakref__")
     height = 0
 
     def __init__(
-        self, keys: Sequence[Any] | None, members: Sequence[str], scores: Sequence[Any], patch: Patch | None = None
+        self,
+        keys: Sequence[Any] | None,
+        members: Sequence[str],
+        scores: Sequence[Any],
+        patch: Patch | None = None,
+        unchecked: str | None = None,
     ) -> None:
-        self._keys, self.members, self.scores, self.patch = keys, members, scores, patch
+        self._keys, self.members, self._scores, self.patch = keys, members, scores, patch
+        self._unchecked = unchecked  # the stored key of values with data not checked yet (mdss._codec.values_later)
         self.merged: Any = None
         self.gathered: Any = None
         self._groups: tuple[int, ...] | None = None
+
+    @property
+    def scores(self) -> Sequence[Any]:
+        """The values (scores, or values with data), checked all at once on first use if the decode left them."""
+        if self._unchecked is not None:
+            checked_values(self._unchecked, self._scores)  # type: ignore[arg-type]
+            self._unchecked = None
+        return self._scores
+
+    def value_at(self, i: int) -> Any:
+        """The ``i``-th value, checked alone if the decode left the values unchecked (a lookup of one member)."""
+        value = self._scores[i]
+        return value if self._unchecked is None else checked_value(self._unchecked, value)
 
     @classmethod
     def from_ties(cls, members: Sequence[str], ties: Sequence[str]) -> Leaf:
@@ -466,7 +488,7 @@ def _scores_fit(scores: Sequence[Any], keyfn: KeyFn, key: str) -> None:
 
 def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
     """Decode stored bytes into a node, deriving keys with ``keyfn(member, score)``."""
-    fields = decode_node(key, data)
+    fields = decode_node(key, data, values_checked=keyfn is not member_key)
     many = NODE_KEYS.get(keyfn)  # the keys of a whole node at once (the member index's: its members, a tuple already)
     try:
         if fields[0] == LEAF:
@@ -474,7 +496,9 @@ def decode(key: str, data: bytes, keyfn: KeyFn) -> Node:
             _scores_fit(scores, keyfn, key)
             if keyfn is tie_key:
                 return Leaf.from_ties(members, scores)
-            return Leaf(many(members, scores) if many else tuple(map(keyfn, members, scores)), members, scores)
+            keys = many(members, scores) if many else tuple(map(keyfn, members, scores))
+            unchecked = key if keyfn is member_key and values_later(scores) else None
+            return Leaf(keys, members, scores, unchecked=unchecked)
         height, ids, counts, members, scores, distincts, lasts = fields[1:]
         _scores_fit(scores, keyfn, key)
         keys = many(members, scores) if many else tuple(map(keyfn, members, scores))

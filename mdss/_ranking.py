@@ -76,7 +76,7 @@ def _cached(cache: Any, root: Any, member: str) -> Any:
         return MISSING
     keys = node.keys
     i = bisect_left(keys, member)
-    return node.scores[i] if i < len(keys) and keys[i] == member else None
+    return node.value_at(i) if i < len(keys) and keys[i] == member else None
 
 
 class Ranking:

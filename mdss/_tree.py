@@ -270,7 +270,7 @@ class Tree:
         leaf = self.locate(key)[0]
         keys = leaf.keys
         i = bisect_left(keys, key)
-        return leaf.scores[i] if i < len(keys) and keys[i] == key else None
+        return leaf.value_at(i) if i < len(keys) and keys[i] == key else None
 
     def count_below(self, probes: Sequence[Any]) -> list[int]:
         """For each probe key, how many keys are strictly below it."""
@@ -352,7 +352,7 @@ class Tree:
         out = []
         for (leaf, _), key in zip(self.descend(keys), keys):
             i = bisect_left(leaf.keys, key)
-            out.append(leaf.scores[i] if i < len(leaf.keys) and leaf.keys[i] == key else None)
+            out.append(leaf.value_at(i) if i < len(leaf.keys) and leaf.keys[i] == key else None)
         return out
 
     def slice(self, start: int, stop: int) -> tuple[list[str], list[Any]]:

@@ -328,3 +328,37 @@ def test_an_entry_sets_values_are_checked_as_one_by_one(values) -> None:
     strings = all(type(v) is str for v in values)
     assert _codec._scores_ok(values) == (numbers or strings)
     assert _codec._values_ok(values) == (strings or all(_codec._value_ok(v) for v in values))
+
+
+@pytest.mark.parametrize("bad", [(float("nan"), b"d"), ("1", b"d"), (1, 2), (1, b"d", "x"), "text", None])
+def test_a_value_with_data_the_decode_left_unchecked_is_refused_when_read(bad) -> None:
+    """A member index's values with data are checked as each is read, or all at once when all are used
+    (``mdss._codec.values_later``): an entry set whose stored values include one of the wrong type (sealed, so only
+    a writer could make it) answers its other members, refuses that member's lookup with CorruptDataError, and
+    refuses a whole listing the same way; a fresh object reads it so."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet(store, "b", chunk_size=4)
+    for i in range(12):
+        board.add(f"m{i:02d}", i, data=f"d{i}")
+    board.merge()
+    victim = None
+    for key in list(store.keys("mdss:b:")):
+        record = store.get(key)
+        try:
+            kind, members, values = decode_node(key, record.value)[:3]
+        except mdss.CorruptDataError:
+            continue
+        if kind == 0 and "m05" in members and type(values[0]) is tuple:
+            victim = key
+            values = tuple(bad if m == "m05" else v for m, v in zip(members, values))
+            store.put(key, encode_leaf(members, values))
+    assert victim is not None
+    fresh = mdss.SortedSet(store, "b")
+    others = [m for m in (f"m{i:02d}" for i in range(12)) if m != "m05"]
+    with pytest.raises(mdss.CorruptDataError):
+        fresh.data("m05")
+    assert fresh.data(others[0]) == "d0"
+    with pytest.raises(mdss.CorruptDataError):
+        fresh.range(0, 20, with_data=True)
+    with pytest.raises(mdss.CorruptDataError):
+        mdss.SortedSet(store, "b").range(0, 20, with_data=True)
