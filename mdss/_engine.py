@@ -240,7 +240,8 @@ class Engine:
     def made(self, head: Head, version: Any) -> Any:
         """The snapshot a read made last of ``head`` (the object :meth:`decode` returned) as stored at ``version``, or
         ``None``: a read that finds the head unchanged reuses it, with its view of the log and what it found since
-        (``mdss._snapshot``; a snapshot is one committed state, its nodes immutable)."""
+        (``mdss._snapshot``; a snapshot is one committed state, its nodes immutable). Whether it was found is what
+        :meth:`settled` then tells the next read."""
         made = self._made
         self._again = made is not None and made[0] is head and made[1] == version
         return made[2] if self._again else None  # type: ignore[index]

@@ -35,6 +35,9 @@ from .exceptions import (
 from .stores.base import Record
 
 T = TypeVar("T")
+#: The members a read routes to the entry sets it reads along with the head (:func:`_along`): a few owners' rows, not a
+#: long list's, whose routing would repeat the descent's work member by member.
+ALONG = 64
 
 
 class Snapshot:
@@ -182,7 +185,7 @@ def _guessed(
     such snapshot (the last read found a new head: writes are frequent, a guess would mostly be wasted). The guess,
     ``(that snapshot, the guess's node source, what fn returned)``, is ``None`` when ``fn`` needed a node not cached,
     or failed: the read answers on the head as read."""
-    last = engine.settled()
+    last = engine.settled() if engine.store.overlaps_reads else None
     if last is None:
         return None, None
     source = Source(_OFFLINE, engine.keys, engine.cache)
@@ -217,11 +220,12 @@ def _along(engine: Engine, members: Sequence[str]) -> tuple[Record | None] | Non
     those entry sets. Nodes are immutable: one read for a head since replaced is cached for nothing. ``None``: nothing
     to read along, or a store that cannot."""
     head = engine.head
-    if head is None or head.members.root is None:
+    if head is None or head.members.root is None or not engine.store.reads_along:
         return None
     source = Source(engine.store, engine.keys, engine.cache)
     tree = Tree(source, member_key, head.members.root, head.members.height, head.members.count)
-    ids = list(dict.fromkeys(node_id for node_id in map(tree.cached_leaf, members) if node_id is not None))
+    routed = members[:ALONG]  # the rest, if any, are read in the descent's batch, as without this
+    ids = list(dict.fromkeys(node_id for node_id in map(tree.cached_leaf, routed) if node_id is not None))
     if not ids:
         return None
     stored = [[engine.keys.node(part) for part in parts(node_id)] for node_id in ids]

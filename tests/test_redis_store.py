@@ -592,6 +592,7 @@ def test_work_runs_while_a_read_travels_and_the_connection_stays_in_step(redis_u
     store = mdss.open_store(f"{redis_url}?namespace=during-{time.monotonic_ns()}")
     ns = store.namespace
     store.put(f"{ns}:h", b"head")
+    assert store.overlaps_reads and store.reads_along
     record, ran, result = store.get_during(f"{ns}:h", lambda: 42)
     assert (record.value, ran, result) == (b"head", True, 42) and record.version == store.get(f"{ns}:h").version
     assert store.get_during(f"{ns}:gone", lambda: 1) == (None, True, 1)
@@ -619,10 +620,13 @@ def test_work_runs_while_a_read_travels_and_the_connection_stays_in_step(redis_u
 
 
 def test_stores_that_cannot_overlap_a_read_do_not_run_the_work(redis_cluster_url) -> None:
+    """Stores other than one Redis server neither run work during a read nor read a head along with nodes, and say so
+    (``overlaps_reads``, ``reads_along``): their reads spend no CPU on guesses or routes they cannot use."""
     for store in (
         mdss.open_store("memory://"),
         mdss.open_store(f"{redis_cluster_url}?namespace=d{time.monotonic_ns()}"),
     ):
+        assert not store.overlaps_reads and not store.reads_along
         store.put("mdss:h", b"x")
         record, ran, result = store.get_during("mdss:h", lambda: pytest.fail("ran"))
         assert (record.value, ran, result) == (b"x", False, None)

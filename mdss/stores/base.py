@@ -146,6 +146,12 @@ class Store:
     max_value_bytes: int | None = None
     #: Whether the store applies appends to a head itself (:meth:`append_log`, :meth:`_append`).
     appends = False
+    #: Whether :meth:`get_along` reads a head and other keys in one round trip (one Redis server); on the others a read
+    #: does not route the members it looks up to the entry sets it would read along (``mdss._snapshot._along``).
+    reads_along = False
+    #: Whether :meth:`get_during` runs work while a read travels (one Redis server); on the others a read makes no
+    #: guess (``mdss._snapshot._guessed``), whose snapshot would cost CPU for nothing.
+    overlaps_reads = False
     #: Whether :meth:`swap_core` can write a seal's nodes in the same atomic step as its core (one Redis server, the
     #: memory store): then a seal costs one round trip, and writes no node unless its core is put in place.
     seals_nodes = False

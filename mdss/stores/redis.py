@@ -432,6 +432,8 @@ class RedisStore(_RedisBase):
     owns the client: it switches off the client's own retries and closes it."""
 
     seals_nodes = True  # one server: the tail script writes a seal's nodes (a cluster holds them in other slots)
+    reads_along = True  # one MGET: every key on the one server
+    overlaps_reads = True  # a thread's own connection: its GET sent, work done, its reply read
 
     def __init__(self, client: redis.Redis | None = None, *, url: str | None = None, **options: Any) -> None:
         if client is None:
