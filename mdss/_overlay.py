@@ -155,6 +155,14 @@ class View:
                 out = [at_end.get(m, found) for m, found in zip(members, out)]
         return out
 
+    def get(self, member: str) -> Any:
+        """:meth:`lookup` of one member."""
+        ov = self.overlay
+        with ov.lock:
+            fix = self._fixes()
+            found = ov.now.get(member, MISSING)
+            return found if fix is None else fix[0].get(member, found)
+
     def shift(self, probe: Any) -> int:
         """Added minus removed keys strictly below ``probe``: what the log does to a tree count below it."""
         ov = self.overlay

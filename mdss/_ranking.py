@@ -31,7 +31,13 @@ class Index:
         self.find_chain = find_chain
 
     def get(self, member: str) -> Any:
-        return self.find((member,))[0]
+        """:meth:`find` of one member, without the lists (a rank's or a score's hot path)."""
+        score = self.view.get(member)
+        if score is MISSING and self.chain != ():
+            score = _cached(self.tree.source.cache, self.tree.root, member)
+            if score is MISSING:
+                score = self._earlier(member)
+        return self.tree.get(member) if score is MISSING else score
 
     def find(self, members: Sequence[str]) -> list[Any]:
         found = self.view.lookup(members)
