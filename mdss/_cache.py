@@ -6,6 +6,7 @@ its memory budget, measured in stored bytes (a fair proxy for the decoded size).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -30,10 +31,8 @@ class NodeCache:
         item = self._nodes.get(key)
         if item is None:
             return None
-        try:
+        with contextlib.suppress(KeyError):
             self._nodes.move_to_end(key)
-        except KeyError:
-            pass
         return item[0]
 
     def touch(self, keys: Iterable[str]) -> None:
