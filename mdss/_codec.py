@@ -506,7 +506,7 @@ _KINDS = {
 def describe(data: bytes) -> str:
     """What a stored value is (an entry set, a log manifest, a head...), for an error that refuses it as too large: so
     that it names the culprit instead of guessing. Never raises."""
-    if data[:1] in (b"\xc1", b"\xc2"):  # mdss._tail's markers: a head with appends after it
+    if data[:1] in (b"\xc1", b"\xc2", b"\xc3"):  # mdss._tail's markers: a head with appends after it
         return "a set's head"
     if data == MARKER:
         return "a set's marker"

@@ -9,12 +9,23 @@ commit as a *record* after the head's bytes instead, so that writers of differen
 
 A seal, a merge and a merge's claim change the core, but not any member's score: the store applies them (:func:`swap`)
 as a *bridged* head, which keeps the records that came after the core it replaced (its *parent*), so that writers
-holding the parent still append in one round trip (:func:`apply`). Only one core back: two core changes since, or a
-load or a drop (never bridged), refuse::
+holding the parent still append in one round trip (:func:`apply`)::
 
     BRIDGED, SHA-1 of the core, core length, core,
         parent's core SHA-1 (20 bytes), P (4 bytes), B (4 bytes),
         bridge (the parent's first B bytes of records), record, record, ...
+
+A seal of a bridged head keeps the cores it bridges from as well, while the records since the oldest one's fit the cap
+(and at most :data:`MOST_BRIDGES`), so that a writer a few core changes behind (one that waited on a throttled key
+while seals landed) still appends::
+
+    BRIDGES, SHA-1 of the core, core length, core,
+        N (1 byte, 2 or more), N times: a core's SHA-1 (20 bytes), start (4 bytes), end (4 bytes), then B (4 bytes),
+        records ...
+
+Offsets count from the first record, oldest core first: the records after a core ran from its start to its end (where
+they stood when it was replaced; the next core held them up to its own start), and the tail starts at B. A writer whose
+core is none of them, a load or a drop (never bridged) refuse.
 
 A record is its length (2 bytes) and a sealed body: the commit's nonce (8 bytes), the number of members it read (1
 byte), an 8-byte BLAKE2b token of each, and the msgpack list of its log entries, the last carrying the nonce. Decoding
@@ -34,23 +45,29 @@ from .exceptions import ConflictError, CorruptDataError
 
 #: The first byte of a head with a tail (a byte msgpack never uses, so no plain head starts with it).
 TAILED = b"\xc1"
-#: The first byte of a head with a tail and a bridge from the head it replaced (also never msgpack's).
+#: The first byte of a head with a tail and a bridge from the head it replaced (msgpack's false: no plain head's).
 BRIDGED = b"\xc2"
+#: The first byte of a head bridged from several cores (msgpack's true: no plain head's).
+BRIDGES = b"\xc3"
 #: Bytes before the core: the marker, the core's SHA-1, its length.
 HEADER = 25
 #: Bytes before a bridge's records: the parent's core SHA-1, its records' length, the bridge's length.
 BRIDGE_HEADER = 28
+#: The most cores a head bridges from: a writer further behind reads the head (the records since are past a cap anyway).
+MOST_BRIDGES = 8
 #: Bytes of a member's token, and of a nonce.
 TOKEN = NONCE = 8
 #: The most members one record may guard (their count is one byte).
 MOST_MEMBERS = 255
 #: The largest record body (its length is two bytes).
 MOST_BYTES = 0xFFFF
-#: The most bytes of records a head's tail holds (the ``cap`` of :func:`apply`). A writer seals the log's inline entries
-#: once they pass ``mdss._log.INLINE_BYTES`` in the head it holds; the tail holds more only while others append. 5 KB
-#: rather than 3: under a per-key write cap, 32 writers on one head lost a third fewer appends to a full tail or to a
-#: bridge's cap (0.70-0.73 posts per capped head write at 3 KB, 0.80-0.82 at 5 KB; docs/performance.md).
-TAIL_BYTES = 5120
+#: The most bytes of records a head's tail holds (the ``cap`` of :func:`apply`), and a bridged head's records since the
+#: oldest core it bridges from when sealed. A writer seals the log's inline entries once they pass
+#: ``mdss._log.INLINE_BYTES`` in the head it holds; the tail holds more only while others append. Under a per-key write
+#: cap, 32 writers on one head made 0.70-0.73 posts per capped head write with 3 KB and one bridge, 0.78-0.83 with 5 KB;
+#: bridged from several cores, 0.82-0.84 with 5 KB, 0.89 with 6 KB, 0.94 with 8 KB (docs/performance.md). A head holds
+#: at most about twice this after its core.
+TAIL_BYTES = 6144
 
 
 class Refused(ConflictError):
@@ -77,26 +94,45 @@ def record(nonce: str, entries: Sequence[Any], members: Sequence[str]) -> bytes 
     return len(body).to_bytes(2, "big") + body
 
 
-def layout(data: bytes) -> tuple[int, int, int, int]:
-    """Where the parts of a tailed or bridged head begin: the core, the bridge (the core's end when it has none), the
-    end of the parent's records, the tail. ValueError when a header is truncated or impossible."""
+def layout(data: bytes) -> tuple[int, tuple[tuple[bytes, int, int], ...], int]:
+    """Where a tailed or bridged head's records begin; the cores it bridges from, oldest first, each ``(SHA-1, where
+    the records after it begin, where they ended when it was replaced)``; and where the tail begins: offsets into
+    ``data``. ValueError when a header is truncated or impossible."""
     if len(data) < HEADER:
         raise ValueError("truncated header")
     end = HEADER + int.from_bytes(data[21:25], "big")
-    if data[:1] != BRIDGED:
-        return HEADER, end, end, end
-    if len(data) < end + BRIDGE_HEADER:
+    mark = data[:1]
+    if mark == TAILED:
+        return end, (), end
+    if mark == BRIDGED:
+        n, at = 1, end
+    else:
+        n, at = (data[end] if len(data) > end else 0), end + 1
+        if not 2 <= n <= MOST_BRIDGES:
+            raise ValueError("impossible number of bridges")
+    start = at + 28 * n + (4 if mark == BRIDGES else 0)
+    if len(data) < start:
         raise ValueError("truncated bridge header")
-    bridge = end + BRIDGE_HEADER
-    parents, size = int.from_bytes(data[end + 20 : end + 24], "big"), int.from_bytes(data[end + 24 : end + 28], "big")
-    if size > parents or bridge + parents > len(data):
+    cores = []
+    for _ in range(n):
+        offsets = data[at + 20 : at + 28] if mark == BRIDGES else data[at + 20 : at + 24] + bytes(4)
+        cores.append((data[at : at + 20], int.from_bytes(offsets[:4], "big"), int.from_bytes(offsets[4:], "big")))
+        at += 28
+    if mark == BRIDGED:
+        tail = int.from_bytes(data[end + 24 : end + 28], "big")
+        cores[0] = (cores[0][0], 0, cores[0][1])
+    else:
+        tail = int.from_bytes(data[at : at + 4], "big")
+    ordered = all(c[1] <= c[2] for c in cores) and cores[-1][1] <= tail <= cores[-1][2]
+    ordered = ordered and all(a[1] <= b[1] <= a[2] <= b[2] for a, b in zip(cores, cores[1:]))
+    if not ordered or start + cores[-1][2] > len(data):
         raise ValueError("truncated bridge")
-    return HEADER, bridge, bridge + parents, bridge + size
+    return start, tuple((sha, start + first, start + last) for sha, first, last in cores), start + tail
 
 
 def marked(data: bytes) -> bool:
     """Whether ``data`` is a head with a tail (bridged or not), rather than a plain head."""
-    return data[:1] in (TAILED, BRIDGED)
+    return data[:1] in (TAILED, BRIDGED, BRIDGES)
 
 
 def seen_bytes(held: bytes) -> int:
@@ -107,7 +143,7 @@ def seen_bytes(held: bytes) -> int:
 def view(held: bytes) -> tuple[bytes, int]:
     """What a writer holding the head bytes ``held`` saw: the SHA-1 of its core, and how many tail bytes."""
     if marked(held):
-        return held[1:21], len(held) - layout(held)[3]
+        return held[1:21], len(held) - layout(held)[2]
     return hashlib.sha1(held).digest(), 0
 
 
@@ -140,6 +176,24 @@ def _bridged(core: bytes, parent: bytes, records: bytes, seen: int) -> bytes:
     )
 
 
+def _chained(core: bytes, value: bytes, cores: list[tuple[bytes, int, int]], tail: int) -> bytes:
+    """The head ``core`` bridged from ``cores`` of ``value`` (oldest first, offsets into ``value``; the last is the one
+    ``core`` replaced), its tail starting at ``tail``: ``value``'s records from the oldest's start on."""
+    start = cores[0][1]
+    return b"".join(
+        (
+            BRIDGES,
+            hashlib.sha1(core).digest(),
+            len(core).to_bytes(4, "big"),
+            core,
+            bytes([len(cores)]),
+            *(sha + (a - start).to_bytes(4, "big") + (b - start).to_bytes(4, "big") for sha, a, b in cores),
+            (tail - start).to_bytes(4, "big"),
+            value[start:],
+        )
+    )
+
+
 def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -> bytes:
     """The store's side of an append: ``value`` with ``record`` appended, or :class:`Refused`.
 
@@ -158,8 +212,10 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
     Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core
-    (:func:`_bridged`), so that writers holding it still append. When another seal (or a merge) replaced the writer's
-    core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the writer's core is never used.
+    (:func:`_bridged`), and from the cores that one bridged from while the records since the oldest's and ``record``
+    fit ``cap`` (:func:`_chained`), so that writers holding any of them still append. When another seal (or a merge)
+    replaced the writer's core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the
+    writer's core is never used.
     """
     return _change(value, sha, seen, record, cap, core)
 
@@ -167,7 +223,8 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
 def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int, core: bytes | None) -> bytes:
     if value is None:
         raise Refused("the head is gone")
-    across, bridge = False, 0
+    across, since = False, 0
+    cores: tuple[tuple[bytes, int, int], ...] = ()
     if not marked(value):
         if hashlib.sha1(value).digest() != sha:
             raise Refused("the head changed")
@@ -175,27 +232,34 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
         at = tail = len(value)
     else:
         try:
-            _, bridge, parents, tail = layout(value)
+            _, cores, tail = layout(value)
         except ValueError:
             raise Refused("the head's header is damaged") from None
         if value[1:21] == sha:
             at = tail
-        elif value[:1] == BRIDGED and value[bridge - BRIDGE_HEADER : bridge - 8] == sha:
-            # From the core this one replaced: the parent's records after the writer's view, and the rest.
-            at, across = bridge, True
-            if seen > parents - bridge:
-                raise Refused("the head's core changed")
         else:
-            raise Refused("the head's core changed")
+            # From a core this one bridges from (the newest first): its records after the writer's view, and the rest.
+            found = next((c for c in reversed(cores) if c[0] == sha), None)
+            if found is None:
+                raise Refused("the head's core changed")
+            at = since = found[1]
+            across = True
+            if seen > found[2] - found[1]:
+                raise Refused("the head's core changed")
     at += seen  # the writer saw the records before: none of them is its own, none conflicts
     if at > len(value):
         raise Refused("the writer's view is not a prefix of the head")
     if _walk(value, at, record):
         return value  # a resend that finds its record: landed, whatever the size
-    if across and len(value) - bridge + len(record) > cap:
-        raise Refused("the head's core changed")  # the parent's records with it would pass the cap
+    if across and len(value) - since + len(record) > cap:
+        raise Refused("the head's core changed")  # the records since that core with it would pass the cap
     if core is not None and not across:
-        return _bridged(core, sha, value[tail:], seen) + record
+        kept = [*cores, (sha, tail, len(value))]
+        while len(kept) > 1 and (len(kept) > MOST_BRIDGES or len(value) - kept[0][1] + len(record) > cap):
+            del kept[0]
+        if len(kept) == 1:
+            return _bridged(core, sha, value[tail:], seen) + record
+        return _chained(core, value, kept, tail + seen) + record
     if not record:  # a seal with no commit of its own (a merge) that another seal came before
         return value
     if len(value) - tail + len(record) > cap:
@@ -225,16 +289,18 @@ def split(key: str, data: bytes) -> tuple[bytes, list[tuple[str, list[Any]]]]:
     """A tailed (or bridged) head's core bytes, and each record's ``(nonce, entries)`` in its tail; the core's SHA-1 and
     the bridge's framing and CRC-32s verified (the core holds its records' entries)."""
     try:
-        start, bridge, parents, tail = layout(data)
+        start, cores, tail = layout(data)
     except ValueError as exc:
         raise CorruptDataError(f"stored head's tail header is damaged ({exc})", key) from None
-    found = data[start : start + int.from_bytes(data[21:25], "big")]
+    found = data[HEADER : HEADER + int.from_bytes(data[21:25], "big")]
     if hashlib.sha1(found).digest() != data[1:21]:
         raise CorruptDataError("stored head's core is damaged (its SHA-1 does not match)", key)
-    if bridge != tail:
-        _frames(key, data[bridge:tail])
-    if parents != tail and parents - tail not in {end for end, _ in _frames(key, data[tail:])}:
-        raise CorruptDataError("stored head's bridge is damaged (its parent's records end mid-record)", key)
+    if cores:
+        ends = {start, tail}
+        ends.update(start + end for end, _ in _frames(key, data[start:tail]))
+        ends.update(tail + end for end, _ in _frames(key, data[tail:]))
+        if not all(c[1] in ends and c[2] in ends for c in cores):
+            raise CorruptDataError("stored head's bridge is damaged (its parent's records end mid-record)", key)
     return found, records(key, data[tail:])
 
 
@@ -270,11 +336,11 @@ def records(key: str, data: bytes) -> list[tuple[str, list[Any]]]:
 def after(data: bytes, held: bytes) -> bytes:
     """The records of the head ``data`` (which took an append or a seal from a writer holding ``held``) that the writer
     had not seen, in order: ``data``'s tail after ``held``'s; or, when ``data``'s core replaced ``held``'s, its
-    parent's records after ``held``'s, and the rest of its tail."""
+    records since ``held``'s core after ``held``'s, and the rest of its tail."""
     sha, seen = view(held)
     if data[1:21] == sha:
         return data[seen_bytes(held) :]
-    return data[layout(data)[1] + seen :]
+    return data[next(c[1] for c in reversed(layout(data)[1]) if c[0] == sha) + seen :]
 
 
 def _unpackb(data: Any) -> Any:

@@ -41,7 +41,7 @@ DYNAMO = 400 * 1024
 #: The bounds the issue asks for, by kind of value (``describe``): what each is held under, whatever the
 #: history. Nodes (entry sets, manifests) are bounded by the chunk size (``largest_node_bytes``), checked apart.
 BOUNDS = {
-    "a set's head": 16 << 10,  # inline entries 1 KB, 8 segments, 8 notes, 16 nonces; a tail of 5 KB, a bridge
+    "a set's head": 20 << 10,  # inline entries 1-2 KB, 8 segments, 8 notes, 16 nonces; bridges and a tail of 6 KB each
     "an update log segment": _log.SEGMENT_BYTES + 1024,  # one entry may end a piece past it (members <= 256 B)
     "an update log manifest": 64 << 10,  # PAGE_SEGS segments of the longest ids
     "a garbage note": 200 << 10,  # 4096 ids of at most 46 bytes

@@ -38,21 +38,47 @@ RECORD = st.builds(_rec, st.binary(min_size=8, max_size=8), MEMBERS, st.integers
 
 @st.composite
 def _crafted(draw):
-    """A head (plain, tailed or bridged), perhaps damaged in its bridge's header; a writer's view of it
-    (the core's SHA-1, the parent's, or another; any ``seen``); a record (or none); a cap; a core or not."""
+    """A head (plain, tailed, bridged from one core or from several), perhaps damaged in its bridges'
+    header; a writer's view of it (the core's SHA-1, the parent's, one further back, or another; any
+    ``seen``); a record (or none); a cap; a core or not."""
     core = b"\x81\xa1v" + draw(st.binary(min_size=1, max_size=4))
     records = draw(st.lists(RECORD, max_size=4))
     parent = hashlib.sha1(b"p").digest()
     if draw(st.booleans()):
         parent = hashlib.sha1(core).digest()  # a parent's SHA-1 equal to the core's
-    kind = draw(st.sampled_from(["plain", "tailed", "bridged", "bridged", "bridged"]))
+    others = [hashlib.sha1(bytes([i])).digest() for i in range(3)]  # the cores further back
+    if draw(st.integers(0, 3)) == 0:
+        others[0] = draw(st.sampled_from([hashlib.sha1(core).digest(), parent]))  # SHA-1s equal to another's
+    kind = draw(st.sampled_from(["plain", "tailed", "bridged", "bridged", "bridged", "bridges", "bridges"]))
     joined = b"".join(records)
+    cuts = [0] + [sum(map(len, records[: i + 1])) for i in range(len(records))]
     if kind == "plain":
         value = core
     elif kind == "tailed":
         value = _tail.tailed(core) + joined
+    elif kind == "bridges":  # N cores, starts then ends in order at records' ends (or anywhere), then B
+        n = draw(st.sampled_from([2, 2, 3, 4, 0, 1, 9]))
+        c = sorted(draw(st.lists(st.sampled_from(cuts), min_size=2 * n + 1, max_size=2 * n + 1)))
+        starts, tail, ends = c[:n], c[n] if n else 0, c[n + 1 :]
+        if draw(st.integers(0, 3)) == 0:
+            starts, ends = (draw(st.lists(st.integers(0, len(joined) + 4), min_size=n, max_size=n)) for _ in "se")
+            tail = draw(st.integers(0, len(joined) + 4))
+        shas = [*others, parent][-n:] if 0 < n <= 4 else [others[0]] * n
+        value = b"".join(
+            (
+                _tail.BRIDGES,
+                hashlib.sha1(core).digest(),
+                len(core).to_bytes(4, "big"),
+                core,
+                bytes([n]),
+                *(h + a.to_bytes(4, "big") + b.to_bytes(4, "big") for h, a, b in zip(shas, starts, ends)),
+                tail.to_bytes(4, "big"),
+                joined,
+            )
+        )
+        if draw(st.integers(0, 3)) == 0:
+            value = value[: draw(st.integers(0, len(value)))]
     else:
-        cuts = [0] + [sum(map(len, records[: i + 1])) for i in range(len(records))]
         size = draw(st.sampled_from(cuts))  # P: up to a record's end, or anywhere
         if draw(st.integers(0, 3)) == 0:
             size = draw(st.integers(0, len(joined) + 4))
@@ -71,7 +97,7 @@ def _crafted(draw):
         )
         if draw(st.integers(0, 3)) == 0:
             value = value[: draw(st.integers(0, len(value)))]  # truncated anywhere (headers included)
-    sha = draw(st.sampled_from([hashlib.sha1(core).digest(), parent, parent, hashlib.sha1(b"x").digest()]))
+    sha = draw(st.sampled_from([hashlib.sha1(core).digest(), parent, parent, *others, hashlib.sha1(b"x").digest()]))
     ends = [sum(map(len, records[:i])) for i in range(len(records) + 1)]
     seen = draw(st.one_of(st.sampled_from(ends), st.integers(0, len(joined) + 3)))
     record = draw(st.one_of(st.just(b""), RECORD))

@@ -92,8 +92,8 @@ def test_the_reference_keeps_a_tail_that_decodes_to_the_appends_it_took(steps) -
     if not _tail.marked(value):
         return
     core, records = _tail.split("k", value)
-    _, bridge, parents, tail = _tail.layout(value)
-    bridged = _tail.records("k", value[bridge:tail])
+    start, _, tail = _tail.layout(value)
+    bridged = _tail.records("k", value[start:tail])
     nonces = [nonce for nonce, _ in bridged + records]
     assert len(set(nonces)) == len(nonces)  # a resend never adds a record twice, nor across a bridge
     for nonce, entries in records:
@@ -264,19 +264,20 @@ def test_a_record_larger_than_the_tail_goes_the_ordinary_way() -> None:
 # -- bridged heads: appends across a seal ------------------------------------------
 
 
-def _sealed_under(store, name: str) -> tuple[mdss.SortedSet, mdss.SortedSet]:
+def _sealed_under(store, name: str, mark: bytes = _tail.BRIDGED) -> tuple[mdss.SortedSet, mdss.SortedSet]:
     """Two objects of one set: ``stale`` holds the head from before ``sealer``'s appends and the seal of
-    them (the current head is bridged from the head ``stale``'s view is of)."""
+    them (the current head is bridged from the head ``stale``'s view is of); with ``mark`` TWICE, two seals
+    (the current head is bridged from its parent and from ``stale``'s, its grandparent)."""
     sealer = mdss.SortedSet(store, name, log_limit=10_000)
     sealer.add("s", 0)
     stale = mdss.SortedSet(store, name, log_limit=10_000)
     stale.scores(["s"])
     key = sealer.keys.head
-    for i in range(200):
+    for i in range(400):
         sealer.incr(f"sealed-{i:03d}-{'p' * 20}", i)
-        if store.get(key).value[:1] == _tail.BRIDGED:
+        if store.get(key).value[:1] == mark:
             return stale, sealer
-    raise AssertionError("no seal in 200 appends")
+    raise AssertionError("no seal in 400 appends")
 
 
 def test_a_writer_holding_the_head_a_seal_replaced_appends_across_it_in_one_round_trip(store) -> None:
@@ -298,6 +299,45 @@ def test_a_writer_holding_the_head_a_seal_replaced_appends_across_it_in_one_roun
         assert {e.member: e.score for e in board} == expected
         assert board.rank("fresh") == 1 and board.rank("sealed-019-" + "p" * 20) == 2  # ranks count from 1
     assert mdss.SortedSet(store, "b").check() == []
+
+
+def test_a_writer_two_seals_behind_appends_across_both_in_one_round_trip(store) -> None:
+    """A writer that held its head while two seals landed (under a per-key write cap, a throttled writer waits that
+    long) appends in one round trip: the head keeps the records since its grandparent's core."""
+    if not store.appends:
+        return
+    stale, sealer = _sealed_under(store, "b", _tail.BRIDGES)
+    key = stale.keys.head
+    start, cores, tail = _tail.layout(store.get(key).value)
+    assert len(cores) == 2 and cores[0][0] == _tail.view(stale.engine.head_bytes)[0]
+    before = store.stats.snapshot()
+    assert stale.incr("fresh", 500) == 500
+    spent = store.stats.since(before)
+    assert (spent["calls"], spent["conflicts"]) == (1, 0)
+    value = store.get(key).value
+    assert value[:1] == _tail.BRIDGES and _tail.split("k", value)[1][-1][0] == stale.engine.head.recent[0]
+    expected = {e.member: e.score for e in sealer}
+    assert expected["fresh"] == 500 and len(expected) == len(sealer)
+    for board in (stale, sealer, mdss.SortedSet(store, "b")):
+        assert {e.member: e.score for e in board} == expected
+    assert mdss.SortedSet(store, "b").check() == []
+    # Once the head no longer bridges from its core (the records since passed the cap): refused, rebased on the
+    # head returned.
+    third, sealer = _sealed_under(store, "c", _tail.BRIDGES)
+    sha = _tail.view(third.engine.head_bytes)[0]
+
+    def bridges() -> set[bytes]:
+        value = store.get(sealer.keys.head).value
+        return {value[1:21], *(c[0] for c in _tail.layout(value)[1])}
+
+    i = 0
+    while sha in bridges():
+        sealer.incr(f"more-{i:03d}-{'p' * 20}", i)
+        i += 1
+    before = store.stats.snapshot()
+    assert third.incr("late", 7) == 7
+    assert store.stats.since(before)["conflicts"] == 1
+    assert mdss.SortedSet(store, "c").score("late") == 7 and mdss.SortedSet(store, "c").check() == []
 
 
 @pytest.mark.parametrize("which", ["sealing commit", "sealed tail"])
@@ -342,7 +382,8 @@ def test_a_damaged_bridge_is_refused_not_served() -> None:
     stale, _ = _sealed_under(store, "b")
     key = stale.keys.head
     value = store.get(key).value
-    _, bridge, parents, tail = _tail.layout(value)
+    bridge, cores, tail = _tail.layout(value)
+    parents = cores[0][2]
     for at in (bridge - 5, bridge + 1, parents - 3, tail - 1):  # a length, a record's framing, CRC-32s
         damaged = bytearray(value)
         damaged[at] ^= 0x10
@@ -445,15 +486,15 @@ def test_a_resend_across_a_bridge_finds_its_record_whatever_the_size(store) -> N
         store.append_log(key, plain, _tail.record("03" * 8, _entries("03" * 8, ["c"]), ["c"]), len(mine) + len(theirs))
 
 
-@pytest.mark.parametrize("bridged", [False, True])
-def test_every_store_treats_a_damaged_head_as_the_reference_does(store, bridged: bool) -> None:
+@pytest.mark.parametrize("bridged", [False, True, "twice"])
+def test_every_store_treats_a_damaged_head_as_the_reference_does(store, bridged: bool | str) -> None:
     """A writer holding the head appends to a copy damaged at every byte of its framing and of a sample of the rest:
     each store appends or refuses as ``mdss._tail.apply`` does (the Redis script reads only the header and the records
     after the writer's view on its fast path, and must refuse what the whole-head path refuses)."""
     if not store.appends:
         return
     if bridged:
-        _, writer = _sealed_under(store, "b")
+        _, writer = _sealed_under(store, "b", _tail.BRIDGES if bridged == "twice" else _tail.BRIDGED)
     else:
         writer = mdss.SortedSet(store, "b", log_limit=10_000)
         writer.add("w", 0)
@@ -461,12 +502,13 @@ def test_every_store_treats_a_damaged_head_as_the_reference_does(store, bridged:
     writer.add("y", 2)  # the writer's own append: it holds the head as stored
     key = writer.keys.head
     held = store.get(key).value
-    assert held[:1] == (_tail.BRIDGED if bridged else _tail.TAILED)
-    _, bridge, _, tail = _tail.layout(held)
+    assert held[:1] == {False: _tail.TAILED, True: _tail.BRIDGED, "twice": _tail.BRIDGES}[bridged]
+    bridge, _, tail = _tail.layout(held)
     sha, seen = _tail.view(held)
     nonce = "ab" * 8
     record = _tail.record(nonce, _entries(nonce, ["z"]), ["z"])
-    framing = {*range(_tail.HEADER), *range(bridge - _tail.BRIDGE_HEADER, bridge + 12), *range(tail, len(held))}
+    headers = bridge - _tail.HEADER - int.from_bytes(held[21:25], "big")  # the bridges' header
+    framing = {*range(_tail.HEADER), *range(bridge - headers, bridge + 12), *range(tail, len(held))}
     for at in sorted(framing | set(range(0, len(held), 37))):
         for flip in (0x01, 0x80):
             damaged = bytearray(held)

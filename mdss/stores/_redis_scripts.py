@@ -36,8 +36,8 @@ return 1
 # bytes), the tail bytes it saw, the record, the most bytes of the tail, and for a seal the new core, then the nodes'
 # values (set only if the seal puts its core in place). mdss._tail.apply (mdss._tail.swap with a core), in Lua: returns
 # {1, the value after the writer's view} if the record was appended (or was there already), {3, the whole value} if so
-# across a bridge (the writer held its parent; a seal then only appends) or sealed, else {0, the current value}
-# (refused; damaged framing too) or {2, it} (full).
+# across a bridge (the writer held a core this one bridges from; a seal then only appends) or sealed, else {0, the
+# current value} (refused; damaged framing too) or {2, it} (full).
 TAIL = """
 local function u32(s, i)
     local a, b, c, d = string.byte(s, i, i + 3)
@@ -49,6 +49,30 @@ local function be32(n)
 end
 local function sha1(s)
     return (string.gsub(redis.sha1hex(s), '..', function(x) return string.char(tonumber(x, 16)) end))
+end
+-- The cores a head of mark bridges from (oldest first: {SHA-1, start, end}, counted from its first record), where its
+-- tail starts, and the header's size, from the header at s's byte i (the first after the core); nil if impossible.
+local function chain(s, i, mark)
+    if mark == 0xC2 then
+        if #s < i + 27 then return nil end
+        local p, b = u32(s, i + 20), u32(s, i + 24)
+        if b > p then return nil end
+        return {{string.sub(s, i, i + 19), 0, p}}, b, 28
+    end
+    local n = string.byte(s, i)
+    if not n or n < 2 or n > 8 or #s < i + 28 * n + 4 then return nil end
+    local cores, at = {}, i + 1
+    for k = 1, n do
+        local c = {string.sub(s, at, at + 19), u32(s, at + 20), u32(s, at + 24)}
+        if c[2] > c[3] then return nil end
+        local q = cores[k - 1]
+        if q and (c[2] < q[2] or c[2] > q[3] or q[3] > c[3]) then return nil end
+        cores[k] = c
+        at = at + 28
+    end
+    local b = u32(s, at)
+    if b < cores[n][2] or b > cores[n][3] then return nil end
+    return cores, b, 28 * n + 5
 end
 -- The records of v from at on, against rec: 'own' (its nonce is there), 'taken' (one touches a member of rec),
 -- 'bad' (damaged framing) or 'clear'.
@@ -75,17 +99,17 @@ local sha, seen, rec, cap, core = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(
 local h = not core and #rec > 0 and redis.call('GETRANGE', KEYS[1], 0, 24) or ''
 if #h == 25 then
     local mark, tail, parents = string.byte(h, 1), 26 + u32(h, 22), 0
-    if mark == 0xC2 then  -- the writer holds this core: its records start after the bridge
-        local b = redis.call('GETRANGE', KEYS[1], tail + 19, tail + 26)
-        if #b == 8 and u32(b, 5) <= u32(b, 1) then
-            parents, tail = tail + 28 + u32(b, 1), tail + 28 + u32(b, 5)
+    if mark == 0xC2 or mark == 0xC3 then  -- the writer holds this core: its records start after the bridges
+        local cores, b, size = chain(redis.call('GETRANGE', KEYS[1], tail - 1, tail + 28 * 8 + 3), 1, mark)
+        if cores then
+            parents, tail = tail + size + cores[#cores][3], tail + size + b
         else
             mark = 0
         end
     end
     -- the last byte of the writer's view, then the records after it: none when the view passes the end
     local got = redis.call('GETRANGE', KEYS[1], tail + seen - 2, -1)
-    if (mark == 0xC1 or mark == 0xC2) and string.sub(h, 2, 21) == sha and #got > 0 then
+    if (mark == 0xC1 or mark == 0xC2 or mark == 0xC3) and string.sub(h, 2, 21) == sha and #got > 0 then
         local after, n = string.sub(got, 2), tail + seen - 2 + #got
         local found = 'bad'
         if parents <= n + 1 then found = scan(after, 1, rec) end
@@ -99,25 +123,29 @@ end
 local v = redis.call('GET', KEYS[1])
 if not v then return {0} end
 local orig = v
-local mark, tail, at, across, bridge = string.byte(v, 1), 0, 0, false, 0
-if mark == 0xC1 or mark == 0xC2 then
+-- cores: those this head bridges from, oldest first, each {SHA-1, where the records after it begin, where they ended}
+local mark, tail, at, across, since, cores = string.byte(v, 1), 0, 0, false, 0, {}
+if mark == 0xC1 or mark == 0xC2 or mark == 0xC3 then
     if #v < 25 then return {0, orig} end
     tail = 26 + u32(v, 22)
-    bridge = tail
-    local parents = tail
-    if mark == 0xC2 then
-        if #v < tail + 27 then return {0, orig} end
-        bridge = tail + 28
-        parents, tail = bridge + u32(v, tail + 20), bridge + u32(v, tail + 24)
-        if tail > parents or parents > #v + 1 then return {0, orig} end
+    if mark ~= 0xC1 then
+        local found, b, size = chain(v, tail, mark)
+        if not found or tail + size + found[#found][3] > #v + 1 then return {0, orig} end
+        for k = 1, #found do
+            cores[k] = {found[k][1], tail + size + found[k][2], tail + size + found[k][3]}
+        end
+        tail = tail + size + b
     end
     if string.sub(v, 2, 21) == sha then
         at = tail
-    elseif mark == 0xC2 and string.sub(v, bridge - 28, bridge - 9) == sha then
-        at, across = bridge, true
-        if seen > parents - bridge then return {0, orig} end
     else
-        return {0, orig}
+        local found = nil
+        for i = #cores, 1, -1 do
+            if cores[i][1] == sha then found = cores[i] break end
+        end
+        if not found then return {0, orig} end
+        at, since, across = found[2], found[2], true
+        if seen > found[3] - found[2] then return {0, orig} end
     end
 else
     if sha1(v) ~= sha then return {0, orig} end
@@ -134,10 +162,27 @@ if found == 'own' then
     return {1, string.sub(v, from)}
 end
 if found ~= 'clear' then return {0, orig} end
-if across and #v + 1 - bridge + #rec > cap then return {0, orig} end
+if across and #v + 1 - since + #rec > cap then return {0, orig} end
 if core and not across then
-    local records = string.sub(v, tail)
-    v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records .. rec
+    -- bridged from this core, and from those it bridges from while the records since the oldest's fit the cap
+    local kept = {}
+    for k = 1, #cores do kept[k] = cores[k] end
+    kept[#kept + 1] = {sha, tail, #v + 1}
+    while #kept > 1 and (#kept > 8 or #v + 1 - kept[1][2] + #rec > cap) do table.remove(kept, 1) end
+    if #kept == 1 then
+        local records = string.sub(v, tail)
+        v = string.char(194) .. sha1(core) .. be32(#core) .. core .. sha .. be32(#records) .. be32(seen) .. records
+            .. rec
+    else
+        local s0, parts = kept[1][2], {string.char(195), sha1(core), be32(#core), core, string.char(#kept)}
+        for k = 1, #kept do
+            parts[#parts + 1] = kept[k][1] .. be32(kept[k][2] - s0) .. be32(kept[k][3] - s0)
+        end
+        parts[#parts + 1] = be32(tail - s0 + seen)
+        parts[#parts + 1] = string.sub(v, s0)
+        parts[#parts + 1] = rec
+        v = table.concat(parts)
+    end
     redis.call('SET', KEYS[1], v)
     for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 4]) end
     return {3, v}
