@@ -12,9 +12,11 @@ started KB, as on DynamoDB: a head of 1-3 KB costs 1-3 units per write.
 For each shard count, the set is loaded with ``--members`` members (a live board's size decides how long its update
 log grows before a merge), then ``--processes`` processes post single ``add`` calls (random members of those, random
 scores) to it for a second of warm-up, then all measure the same ``--seconds``. The table shows posts per
-second, the posts per capped write of one head (posts/s over S x write-units: 1.0 would be one post per write a head
-can take), the write units and throttled requests per post, and the ratio to S = 1. Afterwards every acknowledged post
-is checked to be in the set (the last score each process gave each of its members) and ``check()`` must hold.
+second, the posts per capped write unit of one head (posts/s over S x write-units: 1.0 would be one post per unit a
+head can take; with ``--per-request`` a unit is a write), the posts per write of a head whatever its units (landed or
+refused: 1.0 would be a post per write), the write units and throttled requests per post, and the ratio to S = 1.
+Afterwards every acknowledged post is checked to be in the set (the last score each process gave each of its members)
+and ``check()`` must hold.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace,
             before = {
                 "units": usage.write_units,
                 "head_units": usage.watched_units,
+                "head_writes": usage.watched_writes,
                 "throttled": usage.throttled,
                 "calls": store.stats.calls,
                 "conflicts": store.stats.conflicts,
@@ -81,6 +84,7 @@ def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace,
             "posts": posts,
             "units": usage.write_units - before.get("units", 0),
             "head_units": usage.watched_units - before.get("head_units", 0),
+            "head_writes": usage.watched_writes - before.get("head_writes", 0),
             "throttled": usage.throttled - before.get("throttled", 0),
             "calls": store.stats.calls - before.get("calls", 0),
             "conflicts": store.stats.conflicts - before.get("conflicts", 0),
@@ -128,6 +132,7 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
         "posts_per_head_write": rate / (shards * args.write_units),
         "write_units_per_post": sum(r["units"] for r in results) / max(posts, 1),
         "head_units_per_post": sum(r["head_units"] for r in results) / max(posts, 1),
+        "head_writes_per_post": sum(r["head_writes"] for r in results) / max(posts, 1),
         "throttled_per_post": sum(r["throttled"] for r in results) / max(posts, 1),
         "calls_per_post": sum(r["calls"] for r in results) / max(posts, 1),
         "conflicts_per_post": sum(r["conflicts"] for r in results) / max(posts, 1),
@@ -136,8 +141,9 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
         "check": problems,
     }
     progress(
-        f"S={shards}: {rate:,.1f} posts/s, {row['posts_per_head_write']:.2f} per capped head write, "
-        f"{row['write_units_per_post']:.2f} write units/post ({row['head_units_per_post']:.2f} on heads), "
+        f"S={shards}: {rate:,.1f} posts/s, {row['posts_per_head_write']:.2f} per capped head unit, "
+        f"{row['write_units_per_post']:.2f} write units/post ({row['head_units_per_post']:.2f} on heads, in "
+        f"{row['head_writes_per_post']:.2f} head writes), "
         f"{row['conflicts_per_post']:.2f} conflicts/post, {row['calls_per_post']:.2f} calls/post, "
         f"lost {len(missing)}, check {problems or 'ok'}"
     )
@@ -152,14 +158,14 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> Iterator[str]
         f"{args.seconds:g} s measured"
     )
     yield (
-        f"{'S':>3} {'posts/s':>9} {'vs S=1':>7} {'per head write':>15} {'units/post':>11} {'on heads':>9} "
-        f"{'throttled/post':>15} {'lost':>5}"
+        f"{'S':>3} {'posts/s':>9} {'vs S=1':>7} {'per head unit':>14} {'per head write':>15} {'units/post':>11} "
+        f"{'on heads':>9} {'throttled/post':>15} {'lost':>5}"
     )
     base = rows[0]["posts_per_s"]
     for r in rows:
         yield (
             f"{r['shards']:>3} {r['posts_per_s']:>9,.1f} {r['posts_per_s'] / base:>6.2f}x "
-            f"{r['posts_per_head_write']:>15.2f} "
+            f"{r['posts_per_head_write']:>14.2f} {1 / max(r['head_writes_per_post'], 1e-9):>15.2f} "
             f"{r['write_units_per_post']:>11.2f} {r['head_units_per_post']:>9.2f} {r['throttled_per_post']:>15.2f} "
             f"{r['lost']:>5}"
         )

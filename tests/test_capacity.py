@@ -24,6 +24,12 @@ def test_units_per_started_kilobyte() -> None:
     capped.get("a")
     capped.get_many(["a", "missing"])
     assert (capped.usage.write_units, capped.usage.read_units) == (3, 3)
+    # The watched keys' (a benchmark's heads) units and the writes that took them, the others' apart.
+    watched = CapacityStore(mdss.open_store("memory://"), watch=lambda key: key.startswith("h"))
+    watched.put_many({"h1": b"x" * 2500, "h2": b"x", "n": b"x" * 5000})
+    watched.put("h1", b"x" * 1500)
+    usage = watched.usage
+    assert (usage.write_units, usage.watched_units, usage.watched_writes) == (11, 6, 3)
 
 
 def test_a_key_takes_its_rate_and_no_more() -> None:

@@ -56,12 +56,13 @@ def read_units(size: int, unit: int = READ_UNIT) -> int:
 
 @attrs.define
 class Usage:
-    """What the model counted: units consumed, those written to the watched keys, requests refused (each retried
-    later), seconds spent waiting."""
+    """What the model counted: units consumed, those written to the watched keys and the writes that took them, requests
+    refused (each retried later), seconds spent waiting."""
 
     read_units: int = 0
     write_units: int = 0
     watched_units: int = 0
+    watched_writes: int = 0
     throttled: int = 0
     waited: float = 0.0
     _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False, eq=False)
@@ -190,7 +191,7 @@ class CapacityStore(Store):
             raise InvalidArgumentError(f"unit_bytes must be (write bytes, read bytes) per unit, got {unit_bytes!r:.80}")
         self.unit_bytes = unit_bytes  # (1 << 62, 1 << 62): a unit per request, whatever its size
         self.usage = Usage()
-        self._watch = watch  # the keys whose write units usage.watched_units counts (a benchmark's heads)
+        self._watch = watch  # the keys whose writes usage.watched_units and watched_writes count (a benchmark's heads)
         self._buckets: LocalBuckets | SharedBuckets = LocalBuckets() if shared is None else SharedBuckets(shared)
         self._policy = Backoff(budget=float(retry_budget), base=float(backoff), cap=0.5)
 
@@ -210,7 +211,8 @@ class CapacityStore(Store):
             admitted = [key for key in costs if key not in refused]
             self.usage.add(**{f"{kind}_units": sum(costs[key] for key in admitted)})
             if kind == "write" and self._watch is not None:
-                self.usage.add(watched_units=sum(costs[key] for key in admitted if self._watch(key)))
+                watched = [costs[key] for key in admitted if self._watch(key)]
+                self.usage.add(watched_units=sum(watched), watched_writes=len(watched))
             if not refused:
                 if attempt:
                     self.usage.add(waited=time.monotonic() - waited)
