@@ -212,8 +212,9 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
     Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core
-    (:func:`_bridged`), and from the cores that one bridged from while the records since the oldest's and ``record``
-    fit ``cap`` (:func:`_chained`), so that writers holding any of them still append. When another seal (or a merge)
+    (:func:`_bridged`), and, when records were appended after the writer's view, from the cores that one bridged from
+    while the records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so that writers holding any of
+    them still append. When another seal (or a merge)
     replaced the writer's core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the
     writer's core is never used.
     """
@@ -254,7 +255,9 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
     if across and len(value) - since + len(record) > cap:
         raise Refused("the head's core changed")  # the records since that core with it would pass the cap
     if core is not None and not across:
-        kept = [*cores, (sha, tail, len(value))]
+        # The cores this one bridges from are kept only when others appended since the sealer's view: writers are
+        # then behind it, and some may hold those cores; a writer alone keeps its heads as small as one bridge does.
+        kept = [*(cores if tail + seen < len(value) else ()), (sha, tail, len(value))]
         while len(kept) > 1 and (len(kept) > MOST_BRIDGES or len(value) - kept[0][1] + len(record) > cap):
             del kept[0]
         if len(kept) == 1:

@@ -264,14 +264,32 @@ def test_a_record_larger_than_the_tail_goes_the_ordinary_way() -> None:
 # -- bridged heads: appends across a seal ------------------------------------------
 
 
+class _Behind(FaultyStore):
+    """Before each seal reaches the store, another writer (``other``, on the inner store) appends: writers are then
+    behind the sealer's view, as under contention, and the seal keeps the cores its head bridges from."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.other: mdss.SortedSet | None = None
+        self.seals = 0
+
+    def _swap(self, *args):
+        if self.other is not None:
+            self.seals += 1
+            self.other.incr(f"meanwhile-{self.seals:03d}", 1)
+        return super()._swap(*args)
+
+
 def _sealed_under(store, name: str, mark: bytes = _tail.BRIDGED) -> tuple[mdss.SortedSet, mdss.SortedSet]:
     """Two objects of one set: ``stale`` holds the head from before ``sealer``'s appends and the seal of
-    them (the current head is bridged from the head ``stale``'s view is of); with ``mark`` TWICE, two seals
-    (the current head is bridged from its parent and from ``stale``'s, its grandparent)."""
-    sealer = mdss.SortedSet(store, name, log_limit=10_000)
+    them (the current head is bridged from the head ``stale``'s view is of); with ``mark`` BRIDGES, seals
+    with another writer appending before each (the head bridges from several cores, ``stale``'s among them)."""
+    behind = _Behind(store)
+    sealer = mdss.SortedSet(behind if mark == _tail.BRIDGES else store, name, log_limit=10_000)
     sealer.add("s", 0)
     stale = mdss.SortedSet(store, name, log_limit=10_000)
     stale.scores(["s"])
+    behind.other = mdss.SortedSet(store, name, log_limit=10_000)
     key = sealer.keys.head
     for i in range(400):
         sealer.incr(f"sealed-{i:03d}-{'p' * 20}", i)

@@ -164,9 +164,12 @@ end
 if found ~= 'clear' then return {0, orig} end
 if across and #v + 1 - since + #rec > cap then return {0, orig} end
 if core and not across then
-    -- bridged from this core, and from those it bridges from while the records since the oldest's fit the cap
+    -- bridged from this core, and (when others appended after the view) from those it bridges from while the
+    -- records since the oldest's fit the cap
     local kept = {}
-    for k = 1, #cores do kept[k] = cores[k] end
+    if tail + seen < #v + 1 then
+        for k = 1, #cores do kept[k] = cores[k] end
+    end
     kept[#kept + 1] = {sha, tail, #v + 1}
     while #kept > 1 and (#kept > 8 or #v + 1 - kept[1][2] + #rec > cap) do table.remove(kept, 1) end
     if #kept == 1 then
