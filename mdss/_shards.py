@@ -168,6 +168,7 @@ class ShardedSet(SetMethods):
         #: The head bytes of the last fresh read whose shards all came from their heads' bytes, and its parts: a read
         #: that finds the same bytes takes these parts as they are, without looking at each shard.
         self._last: tuple[list[bytes | None], list[Part]] | None = None
+        self._settled = False  # the last fresh read found ``_last``'s bytes again: the next one guesses (_guessed)
         self._head_keys = [engine.keys.head for engine in self.engines]
         first = self.engines[0]
         self.gc_grace, self.log_limit, self._policy = first.gc_grace, first.log_limit, first.policy
@@ -235,26 +236,63 @@ class ShardedSet(SetMethods):
 
     # -- snapshots: the hooks of mdss._facade -----------------------------------------
 
-    def _gather(self, max_staleness: float | None = None) -> tuple[list[bytes | None], Gather]:
+    def _gather(
+        self, max_staleness: float | None = None, guess: Callable[[Gather], T] | None = None
+    ) -> tuple[list[bytes | None], Gather, tuple[T] | None]:
         """One snapshot of every shard: their heads in one ``get_many``, or those read last if at most ``max_staleness``
-        seconds old (``None``: the set's bound; ``mdss._recent``)."""
+        seconds old (``None``: the set's bound; ``mdss._recent``). With ``guess`` (a read's function), also what it
+        answered on the last snapshot while the heads travelled, if they came back unchanged (:meth:`_guessed`)."""
         recent = self._local.recent = self._recent  # read_age
         kept = recent.within(max_staleness)
         if kept is not None:
             datas, parts = kept
-            return datas, Gather([part.seen() for part in parts], self.store, self._cache, self._order.tree_key)
+            return datas, Gather([part.seen() for part in parts], self.store, self._cache, self._order.tree_key), None
         began = recent.begin(max_staleness)
-        datas = self.store.get_many(self._head_keys)
+        last, guessed = self._last, None
+        if guess is not None and last is not None and self._settled and self.store.overlaps_reads:
+            datas, guessed = self._guessed(last, guess)
+        else:
+            datas = self.store.get_many(self._head_keys)
         parts = self._parts(datas)
         if began is not None:
             recent.keep((datas, parts), began)
-        return datas, Gather(parts, self.store, self._cache, self._order.tree_key)
+        return datas, Gather(parts, self.store, self._cache, self._order.tree_key), guessed
+
+    def _guessed(
+        self, last: tuple[list[bytes | None], list[Part]], fn: Callable[[Gather], T]
+    ) -> tuple[list[bytes | None], tuple[T] | None]:
+        """The heads, read while ``fn`` runs on the snapshot the last read found unchanged, with the nodes this process
+        has cached alone (``Store.get_many_during``; a node not cached ends the guess), as an unsharded set's reads do
+        (``mdss._snapshot._guessed``): ``(the heads' bytes, (what fn answered,))`` when they came back unchanged,
+        else ``(the heads' bytes, None)``. What the answer holds on to reads from the store from then on."""
+        store = _snapshot.Switch(_snapshot.OFFLINE)
+        g = Gather([part.seen() for part in last[1]], store, self._cache, self._order.tree_key)  # type: ignore[arg-type]
+
+        def work() -> T:
+            merged = self._all_keys
+            keep = merged.lock.acquire(blocking=False)
+            try:
+                if keep:
+                    g.keeper = merged
+                return fn(g)
+            finally:
+                if keep:
+                    merged.lock.release()
+
+        datas, ran, answer = self.store.get_many_during(self._head_keys, work)
+        if not ran or datas != last[0]:
+            return datas, None
+        store.target = self.store
+        g.done()
+        return datas, (answer,)  # type: ignore[return-value]
 
     def _parts(self, datas: list[bytes | None]) -> list[Part]:
         """Every shard as the heads' bytes ``datas`` show it (a shard never seen without a head: its marker read)."""
         last = self._last
         if last is not None and datas == last[0] and not any(p.head.expired() for p in last[1]):
+            self._settled = True
             return [part.seen() for part in last[1]]  # no shard moved (nor expired): the usual read of a quiet set
+        self._settled = False
         engines = self.engines
         unseen = [i for i, data in enumerate(datas) if data is None and engines[i].head is None]
         marked: set[int] = set()
@@ -291,7 +329,9 @@ class ShardedSet(SetMethods):
     def _read(self, fn: Callable[[Gather], T], max_staleness: float | None = None, members: Sequence[str] = ()) -> T:
         """Run ``fn`` on one snapshot of every shard (at most ``max_staleness`` seconds old: :meth:`_gather`); if a node
         it needs was collected meanwhile, on newer heads. ``members`` is not used: the heads come in one batch."""
-        datas, g = self._gather(max_staleness)
+        datas, g, guessed = self._gather(max_staleness, fn)
+        if guessed is not None:
+            return guessed[0]
         merged = self._all_keys
         keep = merged.lock.acquire(blocking=False)  # another thread holds the merged keys: read without them
         try:
@@ -304,7 +344,7 @@ class ShardedSet(SetMethods):
                     return result
                 except MissingNodeError:
                     self._recent.forget()  # the heads kept may be the ones whose nodes were collected
-                    now, g = self._gather()
+                    now, g, _ = self._gather()
                     if now == datas:
                         raise MissingNodeError(
                             f"set {self.name!r}: a node the current head names is missing from the store (damaged)"

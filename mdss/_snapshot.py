@@ -188,7 +188,7 @@ def _guessed(
     last = engine.settled() if engine.store.overlaps_reads else None
     if last is None:
         return None, None
-    source = Source(_OFFLINE, engine.keys, engine.cache)
+    source = Source(OFFLINE, engine.keys, engine.cache)
     offline = Snapshot(
         None if last.data is None else Record((last.data,), last.version),
         last.head,
@@ -210,7 +210,20 @@ class _Offline:
         raise MissingNodeError("a guess needs a node this process has not cached")
 
 
-_OFFLINE: Any = _Offline()
+OFFLINE: Any = _Offline()
+
+
+class Switch:
+    """The store of a sharded set's guess (``ShardedSet._guessed``): every call goes to ``target``, :data:`OFFLINE`
+    while the guess runs, the store once it is kept, so that what its answer holds on to reads from then on."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.target, name)
 
 
 def _along(engine: Engine, members: Sequence[str]) -> tuple[Record | None] | None:

@@ -616,6 +616,17 @@ def test_work_runs_while_a_read_travels_and_the_connection_stays_in_step(redis_u
     store.put(f"{ns}:k", b"k")
     assert [store.get(f"{ns}:{k}").value for k in ("h", "k")] == [b"head", b"k"]
     assert store.get_many([f"{ns}:k", f"{ns}:h"]) == [b"k", b"head"]
+    # The same for several keys in one MGET (a sharded set's heads).
+    keys = [f"{ns}:h", f"{ns}:gone", f"{ns}:k"]
+    before = store.stats.snapshot()
+    assert store.get_many_during(keys, lambda: 7) == ([b"head", None, b"k"], True, 7)
+    assert store.stats.since(before)["calls"] == 1
+    refused.clear()
+    assert store.get_many_during(keys, sneaky) == ([b"head", None, b"k"], False, None) and len(refused) == 1
+    assert store.get_many_during(keys, lambda: 1 / 0) == ([b"head", None, b"k"], False, None)
+    connection = store.client.connection
+    assert store.get_many_during(keys, connection.disconnect) == ([b"head", None, b"k"], True, None)
+    assert store.get_many([f"{ns}:k", f"{ns}:h"]) == [b"k", b"head"] and store.get(f"{ns}:h").value == b"head"
     store.close()
 
 
@@ -630,6 +641,7 @@ def test_stores_that_cannot_overlap_a_read_do_not_run_the_work(redis_cluster_url
         store.put("mdss:h", b"x")
         record, ran, result = store.get_during("mdss:h", lambda: pytest.fail("ran"))
         assert (record.value, ran, result) == (b"x", False, None)
+        assert store.get_many_during(["mdss:h", "mdss:y"], lambda: pytest.fail("ran")) == ([b"x", None], False, None)
         store.close()
 
 

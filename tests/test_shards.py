@@ -931,10 +931,50 @@ def test_a_region_whose_reference_came_before_its_keys_is_merged_again() -> None
     list(board)  # every node cached
     board.range(0, 10)
     board.range(0, 10)  # the parts were read before: they have layouts
-    _, g = board._gather()
+    _, g, _ = board._gather()
     part = g.parts[0]
     lay = _gather.layout(g, part)
     expected = lay.region(g, part, 1)
     leaf = lay.refs[1]()
     leaf.gathered = None  # as between another thread's reference and its merge
     assert lay.region(g, part, 1) == expected
+
+
+def test_warm_sharded_reads_on_redis_answer_while_the_heads_travel_and_only_for_unchanged_heads(redis_url) -> None:
+    """A sharded set on Redis whose heads the last read found unchanged answers the next read from that snapshot while
+    the heads' MGET travels (``ShardedSet._guessed``): one round trip, the answer used only when every head came back
+    unchanged. Another object's writes and merges between reads change heads: the next read answers on them. Pages
+    followed by their cursors afterwards read what they need."""
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}namespace=g{time.monotonic_ns()}"
+    writer = mdss.SortedSet(mdss.open_store(url), "s", shards=4, chunk_size=6, log_limit=10_000)
+    writer.add_many({f"m{i:03d}": i % 30 for i in range(150)})
+    store = mdss.open_store(url)
+    reader = mdss.SortedSet(store, "s")
+    list(reader)  # every node cached
+    kept = []
+    guess = reader._guessed
+
+    def counted(last, fn):
+        datas, guessed = guess(last, fn)
+        kept.append(guessed is not None)
+        return datas, guessed
+
+    reader._guessed = counted
+    rng = random.Random(3)
+    for round_ in range(8):
+        fresh = mdss.SortedSet(mdss.open_store(url), "s")  # guesses nothing: what the guesses must equal
+        for again in range(3):  # the later reads find the heads unchanged: they guess
+            before, guessed = store.stats.snapshot(), len(kept)
+            assert reader.rank("m007") == fresh.rank("m007") and reader.score("m140") == fresh.score("m140")
+            assert reader.range(5, 20) == fresh.range(5, 20)
+            page, expected = reader.page(7, ties="competition"), fresh.page(7, ties="competition")
+            assert page.entries == expected.entries
+            assert reader.page(7, page.next).entries == fresh.page(7, expected.next).entries
+            if again:  # score reads its member's shard alone (and guesses as an unsharded set does)
+                assert store.stats.since(before)["calls"] == 5 and kept[guessed:] == [True] * 4
+        writer.add(f"m{rng.randrange(150):03d}", rng.randrange(40))  # a head changes under the reader's snapshot
+        if round_ % 3 == 2:
+            writer.merge()
+        before = len(kept)
+        assert reader.range(0, 150) == mdss.SortedSet(mdss.open_store(url), "s").range(0, 150)
+        assert kept[before:] == [False]  # the guess on the old heads was not used

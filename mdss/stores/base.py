@@ -149,8 +149,9 @@ class Store:
     #: Whether :meth:`get_along` reads a head and other keys in one round trip (one Redis server); on the others a read
     #: does not route the members it looks up to the entry sets it would read along (``mdss._snapshot._along``).
     reads_along = False
-    #: Whether :meth:`get_during` runs work while a read travels (one Redis server); on the others a read makes no
-    #: guess (``mdss._snapshot._guessed``), whose snapshot would cost CPU for nothing.
+    #: Whether :meth:`get_during` and :meth:`get_many_during` run work while a read travels (one Redis server); on the
+    #: others a read makes no guess (``mdss._snapshot._guessed``, ``ShardedSet._guessed``), which would cost CPU for
+    #: nothing.
     overlaps_reads = False
     #: Whether :meth:`swap_core` can write a seal's nodes in the same atomic step as its core (one Redis server, the
     #: memory store): then a seal costs one round trip, and writes no node unless its core is put in place.
@@ -201,6 +202,15 @@ class Store:
             return self.get(key), False, None
         record = found[0]
         self.stats.read(1, sum(map(len, record.values)) if record is not None else 0)
+        return found
+
+    def get_many_during(self, keys: Sequence[str], work: Callable[[], T]) -> tuple[list[bytes | None], bool, T | None]:
+        """:meth:`get_many` of ``keys`` (a sharded set's heads), with ``work`` run while the read travels, as
+        :meth:`get_during`."""
+        found = self._get_many_during(keys, work)
+        if found is None:
+            return self.get_many(keys), False, None
+        self.stats.read(len(keys), sum(len(v) for v in found[0] if v is not None))
         return found
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -342,6 +352,11 @@ class Store:
         return None
 
     def _get_during(self, key: str, work: Callable[[], T]) -> tuple[Record | None, bool, T | None] | None:
+        return None
+
+    def _get_many_during(
+        self, keys: Sequence[str], work: Callable[[], T]
+    ) -> tuple[list[bytes | None], bool, T | None] | None:
         return None
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:

@@ -98,7 +98,7 @@ def _no_retries() -> Retry:
 
 
 class _InFlight:
-    """A thread's client while a read it sent travels (``RedisStore._get_during``): every command is refused."""
+    """A thread's client while a read it sent travels (``RedisStore._during``): every command is refused."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # what introspection asks (doctest, copy): not a command
@@ -480,19 +480,33 @@ class RedisStore(_RedisBase):
         return (None if value is None else Record((value,), _Version(value))), values
 
     def _get_during(self, key: str, work: Callable[[], T]) -> tuple[Record | None, bool, T | None] | None:
-        # The GET sent on this thread's connection, ``work`` run, then the reply read. Meanwhile the thread's client is
-        # a stand-in that refuses every command: one sent now would take the GET's reply. Anything failing on the
-        # connection closes it (no reply left half read) and the GET goes again through the retries (a read: safe).
+        found = self._during(("GET", key), work, lambda: self._get(key))  # the reply's bytes, or again()'s record
+        if found is None:
+            return None
+        value, ran, result = found
+        record = value if value is None or isinstance(value, Record) else Record((value,), _Version(value))
+        return record, ran, result
+
+    def _get_many_during(
+        self, keys: Sequence[str], work: Callable[[], T]
+    ) -> tuple[list[bytes | None], bool, T | None] | None:
+        return self._during(("MGET", *keys), work, lambda: self._get_many(keys))
+
+    def _during(self, command: tuple[str, ...], work: Callable[[], T], again: Callable[[], Any]) -> Any:
+        """``command`` (a read) sent on this thread's connection, ``work`` run, then the reply read: ``(reply, whether
+        work ran, what it returned)``, or ``None`` with no connection of the thread's own. Meanwhile the thread's client
+        is a stand-in that refuses every command: one sent now would take this reply. Anything failing on the
+        connection closes it (no reply left half read) and ``again()`` reads through the retries (a read: safe)."""
         held = self.client
         conn = held.connection
         if conn is None:
             return None
         ran, result = False, None
         try:
-            conn.send_command("GET", key)
+            conn.send_command(*command)
         except Exception:
             conn.disconnect()
-            return self._get(key), False, None
+            return again(), False, None
         self._threads.client = (os.getpid(), _IN_FLIGHT)
         try:
             result, ran = work(), True
@@ -504,14 +518,14 @@ class RedisStore(_RedisBase):
         finally:
             self._threads.client = (os.getpid(), held)
         try:
-            value = held.parse_response(conn, "GET")
-        except Exception:  # the connection failed (or its reply is unusable): the GET again, through the retries
+            value = held.parse_response(conn, command[0])
+        except Exception:  # the connection failed (or its reply is unusable): the read again, through the retries
             conn.disconnect()
-            return self._get(key), ran, result
+            return again(), ran, result
         except BaseException:
             conn.disconnect()
             raise
-        return (None if value is None else Record((value,), _Version(value))), ran, result
+        return value, ran, result
 
     def _put_many(self, items: Mapping[str, bytes]) -> None:
         self._call(lambda: self.client.mset(items))
