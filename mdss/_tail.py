@@ -97,7 +97,8 @@ def record(nonce: str, entries: Sequence[Any], members: Sequence[str]) -> bytes 
 def layout(data: bytes) -> tuple[int, tuple[tuple[bytes, int, int], ...], int]:
     """Where a tailed or bridged head's records begin; the cores it bridges from, oldest first, each ``(SHA-1, where
     the records after it begin, where they ended when it was replaced)``; and where the tail begins: offsets into
-    ``data``. ValueError when a header is truncated or impossible."""
+    ``data``. ValueError when a header is truncated or impossible. (Every append's view asks: the usual heads, tailed
+    and bridged once, take a short path.)"""
     if len(data) < HEADER:
         raise ValueError("truncated header")
     end = HEADER + int.from_bytes(data[21:25], "big")
@@ -105,24 +106,30 @@ def layout(data: bytes) -> tuple[int, tuple[tuple[bytes, int, int], ...], int]:
     if mark == TAILED:
         return end, (), end
     if mark == BRIDGED:
-        n, at = 1, end
-    else:
-        n, at = (data[end] if len(data) > end else 0), end + 1
-        if not 2 <= n <= MOST_BRIDGES:
-            raise ValueError("impossible number of bridges")
-    start = at + 28 * n + (4 if mark == BRIDGES else 0)
+        start = end + BRIDGE_HEADER
+        if len(data) < start:
+            raise ValueError("truncated bridge header")
+        first, tail = int.from_bytes(data[end + 20 : end + 24], "big"), int.from_bytes(data[end + 24 : end + 28], "big")
+        if tail > first or start + first > len(data):
+            raise ValueError("truncated bridge")
+        return start, ((data[end : end + 20], start, start + first),), start + tail
+    return _bridges(data, end)
+
+
+def _bridges(data: bytes, end: int) -> tuple[int, tuple[tuple[bytes, int, int], ...], int]:
+    """:func:`layout` of a head bridged from several cores, whose core ends at ``end``."""
+    n, at = (data[end] if len(data) > end else 0), end + 1
+    if not 2 <= n <= MOST_BRIDGES:
+        raise ValueError("impossible number of bridges")
+    start = at + 28 * n + 4
     if len(data) < start:
         raise ValueError("truncated bridge header")
     cores = []
     for _ in range(n):
-        offsets = data[at + 20 : at + 28] if mark == BRIDGES else data[at + 20 : at + 24] + bytes(4)
-        cores.append((data[at : at + 20], int.from_bytes(offsets[:4], "big"), int.from_bytes(offsets[4:], "big")))
+        first, last = int.from_bytes(data[at + 20 : at + 24], "big"), int.from_bytes(data[at + 24 : at + 28], "big")
+        cores.append((data[at : at + 20], first, last))
         at += 28
-    if mark == BRIDGED:
-        tail = int.from_bytes(data[end + 24 : end + 28], "big")
-        cores[0] = (cores[0][0], 0, cores[0][1])
-    else:
-        tail = int.from_bytes(data[at : at + 4], "big")
+    tail = int.from_bytes(data[at : at + 4], "big")
     ordered = all(c[1] <= c[2] for c in cores) and cores[-1][1] <= tail <= cores[-1][2]
     ordered = ordered and all(a[1] <= b[1] <= a[2] <= b[2] for a, b in zip(cores, cores[1:]))
     if not ordered or start + cores[-1][2] > len(data):

@@ -99,7 +99,14 @@ local sha, seen, rec, cap, core = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(
 local h = not core and #rec > 0 and redis.call('GETRANGE', KEYS[1], 0, 24) or ''
 if #h == 25 then
     local mark, tail, parents = string.byte(h, 1), 26 + u32(h, 22), 0
-    if mark == 0xC2 or mark == 0xC3 then  -- the writer holds this core: its records start after the bridges
+    if mark == 0xC2 then  -- the writer holds this core: its records start after the bridge (P, B: 8 bytes)
+        local b = redis.call('GETRANGE', KEYS[1], tail + 19, tail + 26)
+        if #b == 8 and u32(b, 5) <= u32(b, 1) then
+            parents, tail = tail + 28 + u32(b, 1), tail + 28 + u32(b, 5)
+        else
+            mark = 0
+        end
+    elseif mark == 0xC3 then  -- after the bridges
         local cores, b, size = chain(redis.call('GETRANGE', KEYS[1], tail - 1, tail + 28 * 8 + 3), 1, mark)
         if cores then
             parents, tail = tail + size + cores[#cores][3], tail + size + b
