@@ -280,8 +280,8 @@ class ShardedSet(SetMethods):
                     merged.lock.release()
 
         datas, ran, answer = self.store.get_many_during(self._head_keys, work)
-        if not ran or datas != last[0]:
-            return datas, None
+        if not ran or datas != last[0] or any(part.head.expired() for part in last[1]):
+            return datas, None  # moved, or (the same bytes) past its moment since: read as the heads say
         store.target = self.store
         g.done()
         return datas, (answer,)  # type: ignore[return-value]

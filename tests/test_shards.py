@@ -978,3 +978,20 @@ def test_warm_sharded_reads_on_redis_answer_while_the_heads_travel_and_only_for_
         before = len(kept)
         assert reader.range(0, 150) == mdss.SortedSet(mdss.open_store(url), "s").range(0, 150)
         assert kept[before:] == [False]  # the guess on the old heads was not used
+
+
+def test_a_warm_sharded_reader_does_not_guess_past_the_sets_moment(redis_url, monkeypatch) -> None:
+    """A sharded set past its moment (``expire``) reads empty even when its heads come back unchanged (the keys' own
+    expiry has not run yet, or the server's clock lags): the guess on the last snapshot is not kept then."""
+    from mdss import _head
+
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}namespace=x{time.monotonic_ns()}"
+    writer = mdss.SortedSet(mdss.open_store(url), "s", shards=4, chunk_size=6, log_limit=10_000)
+    writer.add_many({f"m{i:03d}": i for i in range(40)})
+    writer.expire(3600)
+    reader = mdss.SortedSet(mdss.open_store(url), "s")
+    list(reader)
+    assert reader.range(0, 5) == reader.range(0, 5) != []  # the second found the heads unchanged: the next guesses
+    real = _head.clock
+    monkeypatch.setattr(_head, "clock", lambda: real() + 7200)  # this process is past the moment; the keys are not
+    assert reader.range(0, 5) == [] and len(reader) == 0
