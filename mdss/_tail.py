@@ -309,7 +309,7 @@ def split(key: str, data: bytes) -> tuple[bytes, list[tuple[str, list[Any]]]]:
         ends = {start, tail}
         ends.update(start + end for end, _ in _frames(key, data[start:tail]))
         ends.update(tail + end for end, _ in _frames(key, data[tail:]))
-        if not all(c[1] in ends and c[2] in ends for c in cores):
+        if cores[0][1] != start or not all(c[1] in ends and c[2] in ends for c in cores):
             raise CorruptDataError("stored head's bridge is damaged (its parent's records end mid-record)", key)
     return found, records(key, data[tail:])
 

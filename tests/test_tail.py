@@ -419,6 +419,24 @@ def test_a_damaged_bridge_is_refused_not_served() -> None:
     assert mdss.SortedSet(store, "b").check() == []
 
 
+def test_a_head_bridged_from_several_cores_whose_oldest_start_moved_is_refused() -> None:
+    """The records of a head bridged from several cores begin with the oldest core's (its start is 0, as written):
+    a start moved to a later record's boundary, which would drop records from what a writer is checked against, is
+    refused as corrupt. (The other offsets have no checksum of their own: docs/format.md.)"""
+    store = MemoryStore()
+    _sealed_under(store, "b", _tail.BRIDGES)
+    key = mdss.SortedSet(store, "b").keys.head
+    value = store.get(key).value
+    start, cores, tail = _tail.layout(value)
+    first = start + 2 + int.from_bytes(value[start : start + 2], "big")  # the second record's offset
+    assert first <= cores[0][2]
+    at = _tail.HEADER + int.from_bytes(value[21:25], "big") + 1 + 20  # the oldest core's start
+    damaged = value[:at] + (first - start).to_bytes(4, "big") + value[at + 4 :]
+    _tail.layout(damaged)  # well formed, as far as the store can tell
+    with pytest.raises(mdss.CorruptDataError):
+        _tail.split(key, damaged)
+
+
 def _just_under_the_budget(store) -> tuple[mdss.SortedSet, int]:
     """A set whose head's inline entries are just under ``INLINE_BYTES`` (``x`` and ``i`` more members)."""
     a = mdss.SortedSet(store, "b", log_limit=10_000)
