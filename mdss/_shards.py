@@ -266,7 +266,8 @@ class ShardedSet(SetMethods):
         (``mdss._snapshot._guessed``): ``(the heads' bytes, (what fn answered,))`` when they came back unchanged,
         else ``(the heads' bytes, None)``. What the answer holds on to reads from the store from then on."""
         store = _snapshot.Switch(_snapshot.OFFLINE)
-        g = Gather([part.seen() for part in last[1]], store, self._cache, self._order.tree_key)  # type: ignore[arg-type]
+        # The parts as they are: the read that keeps the guess counts itself (``_parts``), one that drops it does not.
+        g = Gather(list(last[1]), store, self._cache, self._order.tree_key)  # type: ignore[arg-type]
 
         def work() -> T:
             merged = self._all_keys
