@@ -65,8 +65,8 @@ MOST_BYTES = 0xFFFF
 #: oldest core it bridges from when sealed. A writer seals the log's inline entries once they pass
 #: ``mdss._log.INLINE_BYTES`` in the head it holds; the tail holds more only while others append. Under a per-key write
 #: cap, 32 writers on one head made 0.70-0.73 posts per capped head write with 3 KB and one bridge, 0.78-0.83 with 5 KB;
-#: bridged from several cores, 0.82-0.84 with 5 KB, 0.85-0.89 with 6 KB (docs/performance.md). Under such writers a head
-#: holds at most about twice this after its core.
+#: bridged from several cores, 0.82-0.84 with 5 KB and 0.82-0.89 with 6 KB, as more or fewer seals keep them
+#: (docs/performance.md). Under such writers a head holds at most about twice this after its core.
 TAIL_BYTES = 6144
 
 
@@ -219,9 +219,9 @@ def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes,
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
     Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core
-    (:func:`_bridged`), and, when records were appended after the writer's view, from the cores that one bridged from
-    while the records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so that writers holding any of
-    them still append. When another seal (or a merge)
+    (:func:`_bridged`), and, when over a sixteenth of ``cap`` of records were appended after the writer's view, from the
+    cores that one bridged from while the records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so
+    that writers holding any of them still append. When another seal (or a merge)
     replaced the writer's core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the
     writer's core is never used.
     """
@@ -262,9 +262,10 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
     if across and len(value) - since + len(record) > cap:
         raise Refused("the head's core changed")  # the records since that core with it would pass the cap
     if core is not None and not across:
-        # The cores this one bridges from are kept only when others appended since the sealer's view: writers are
-        # then behind it, and some may hold those cores; a writer alone keeps its heads as small as one bridge does.
-        kept = [*(cores if tail + seen < len(value) else ()), (sha, tail, len(value))]
+        # The cores this one bridges from are kept only when others appended over a sixteenth of the cap since the
+        # sealer's view: writers then lag by more than a round trip (waiting on a throttled key), and some may hold
+        # those cores. Writers that keep up (alone, or a few on one Redis) keep their heads as small as one bridge does.
+        kept = [*(cores if 16 * (len(value) - tail - seen) > cap else ()), (sha, tail, len(value))]
         while len(kept) > 1 and (len(kept) > MOST_BRIDGES or len(value) - kept[0][1] + len(record) > cap):
             del kept[0]
         if len(kept) == 1:

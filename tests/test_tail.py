@@ -265,8 +265,9 @@ def test_a_record_larger_than_the_tail_goes_the_ordinary_way() -> None:
 
 
 class _Behind(FaultyStore):
-    """Before each seal reaches the store, another writer (``other``, on the inner store) appends: writers are then
-    behind the sealer's view, as under contention, and the seal keeps the cores its head bridges from."""
+    """Before each seal reaches the store, another writer (``other``, on the inner store) appends a dozen records:
+    writers then lag behind the sealer's view, as under a throttled key, and the seal keeps the cores its head bridges
+    from."""
 
     def __init__(self, inner) -> None:
         super().__init__(inner)
@@ -276,7 +277,8 @@ class _Behind(FaultyStore):
     def _swap(self, *args):
         if self.other is not None:
             self.seals += 1
-            self.other.incr(f"meanwhile-{self.seals:03d}", 1)
+            for i in range(12):  # over a sixteenth of the cap of records: writers lag
+                self.other.incr(f"meanwhile-{self.seals:03d}-{i}-{'q' * 40}", 1)
         return super()._swap(*args)
 
 

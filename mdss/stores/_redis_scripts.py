@@ -171,10 +171,10 @@ end
 if found ~= 'clear' then return {0, orig} end
 if across and #v + 1 - since + #rec > cap then return {0, orig} end
 if core and not across then
-    -- bridged from this core, and (when others appended after the view) from those it bridges from while the
-    -- records since the oldest's fit the cap
+    -- bridged from this core, and (when others appended over a sixteenth of the cap after the view) from those it
+    -- bridges from while the records since the oldest's fit the cap
     local kept = {}
-    if tail + seen < #v + 1 then
+    if 16 * (#v + 1 - tail - seen) > cap then
         for k = 1, #cores do kept[k] = cores[k] end
     end
     kept[#kept + 1] = {sha, tail, #v + 1}
