@@ -6,6 +6,7 @@ adds after whatever head it holds; when the inline entries pass their budget, on
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import attrs
@@ -87,12 +88,16 @@ def append(
     key, doubt = engine.keys.head, Doubt(engine, nonce)
     with doubt:
         for _ in _retry.STORE_CALLS.attempts():
+            sent = time.monotonic()
             try:
                 if sealing is None:
                     landed = engine.store.append_log(key, held, record, _tail.TAIL_BYTES)
                 else:
-                    landed = engine.store.swap_core(key, held, sealing[0], record, _tail.TAIL_BYTES, sealing[2])
+                    landed = engine.store.swap_core(
+                        key, held, sealing[0], record, _tail.TAIL_BYTES, sealing[2], lagging=engine.writer.lagging()
+                    )
             except ConflictError as exc:
+                engine.writer.took(time.monotonic() - sent)
                 if doubt.ambiguous is None:
                     engine.writer.lost_to(exc.current, full=bool(getattr(exc, "full", False)))
                     return False
@@ -110,6 +115,7 @@ def append(
             except StoreUnavailableError as exc:
                 doubt.ambiguous = exc
                 continue
+            engine.writer.took(time.monotonic() - sent)
             _landed(engine, snap, landed, record, changed, sealing)
             engine.commits += 1
             return True

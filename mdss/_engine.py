@@ -36,6 +36,14 @@ DEFAULT_CHUNK = 1000
 Resolver = Callable[[dict[str, Any], str, Any], Any]
 
 
+#: Seconds an append may take before its writer counts as lagging: a round trip takes well under a millisecond on a
+#: LAN, a throttled key makes writers wait seconds (docs/performance.md, "Posts under a per-key cap"). At 0.05, four
+#: writers on one busy 2-core machine lagged now and then (a stalled process) and a fifth of their heads kept bridges.
+SLOW = 0.2
+#: Seconds a writer's seals keep the bridges after one of its appends took over :data:`SLOW`.
+LAGGING = 10.0
+
+
 class WriterState:
     """What a writer of one head keeps between commits (``mdss._commit``)."""
 
@@ -47,6 +55,9 @@ class WriterState:
         self.current = 0  # commits in a row that found the held head current
         self.trust_after = trust_after  # ... that a commit needs before it starts from the held head
         self.tail_full = False  # the store refused an append as too large: the next attempt seals
+        #: When an append of this writer last took over :data:`SLOW` seconds to be applied (a throttled key, a busy
+        #: server): writers' views are that old, and this writer's seals keep the bridges (``Store.swap_core``).
+        self.lagged_at = -LAGGING
         self.sealer = False  # this writer's commit crossed the inline budget: it seals from the head it reads
         self.built: tuple[str | None, str | None] | None = None  # the roots of the trees it last made
         self.marked = False  # whether it stored the set's marker (mdss._snapshot.mark)
@@ -68,6 +79,15 @@ class WriterState:
     def lost_to(self, rival: Record | None, *, full: bool = False) -> None:
         """A lost race returned ``rival``, the winner's head: the rebase starts from it."""
         self.rival, self.tail_full = (rival,), full
+
+    def took(self, seconds: float) -> None:
+        """An append (or seal) of this writer took ``seconds`` to be applied or refused."""
+        if seconds > SLOW:
+            self.lagged_at = time.monotonic()
+
+    def lagging(self) -> bool:
+        """Whether this writer lagged within the last :data:`LAGGING` seconds."""
+        return time.monotonic() - self.lagged_at < LAGGING
 
     def take_rival(self) -> tuple[Record | None] | None:
         rival, self.rival = self.rival, None

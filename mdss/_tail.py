@@ -213,22 +213,27 @@ def apply(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int) -
     return _change(value, sha, seen, record, cap, None)
 
 
-def swap(value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes, cap: int) -> bytes:
+def swap(
+    value: bytes | None, sha: bytes, seen: int, core: bytes, record: bytes, cap: int, lagging: bool = False
+) -> bytes:
     """The store's side of a seal: ``core`` (made from the writer's view) in place of ``value``'s, over the
     records appended since that view, then ``record`` (the sealing commit's own; empty for a merge or a
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
     Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core
-    (:func:`_bridged`), and, when over a sixteenth of ``cap`` of records were appended after the writer's view, from the
-    cores that one bridged from while the records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so
-    that writers holding any of them still append. When another seal (or a merge)
+    (:func:`_bridged`), and, when writers lag (``lagging``: the sealer was refused lately for a core no longer bridged;
+    or over a sixteenth of ``cap`` of records appended after its view), from the cores that one bridged from while the
+    records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so that writers holding any of them
+    still append. When another seal (or a merge)
     replaced the writer's core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the
     writer's core is never used.
     """
-    return _change(value, sha, seen, record, cap, core)
+    return _change(value, sha, seen, record, cap, core, lagging)
 
 
-def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int, core: bytes | None) -> bytes:
+def _change(
+    value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int, core: bytes | None, lagging: bool = False
+) -> bytes:
     if value is None:
         raise Refused("the head is gone")
     across, since = False, 0
@@ -262,10 +267,12 @@ def _change(value: bytes | None, sha: bytes, seen: int, record: bytes, cap: int,
     if across and len(value) - since + len(record) > cap:
         raise Refused("the head's core changed")  # the records since that core with it would pass the cap
     if core is not None and not across:
-        # The cores this one bridges from are kept only when others appended over a sixteenth of the cap since the
-        # sealer's view: writers then lag by more than a round trip (waiting on a throttled key), and some may hold
-        # those cores. Writers that keep up (alone, or a few on one Redis) keep their heads as small as one bridge does.
-        kept = [*(cores if 16 * (len(value) - tail - seen) > cap else ()), (sha, tail, len(value))]
+        # The cores this one bridges from are kept only when writers lag: the sealer says it was refused lately for a
+        # core no longer bridged (``lagging``), or others appended over a sixteenth of the cap since its view (it
+        # waited on a throttled key); some may hold those cores. Writers that keep up (alone, or a few on one Redis)
+        # keep their heads as small as one bridge does.
+        lag = lagging or 16 * (len(value) - tail - seen) > cap
+        kept = [*(cores if lag else ()), (sha, tail, len(value))]
         while len(kept) > 1 and (len(kept) > MOST_BRIDGES or len(value) - kept[0][1] + len(record) > cap):
             del kept[0]
         if len(kept) == 1:

@@ -72,8 +72,8 @@ class FaultyStore(Store):
     def _append(self, key, held, sha, seen, record, cap):
         return self._call("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
-        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes, lagging=False):
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes, lagging)
 
     def _delete(self, key):
         return self._call("_delete", key)

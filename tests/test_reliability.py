@@ -65,9 +65,9 @@ class LostHeadReply(FaultyStore):
         self._lose_next(key)
         return self._call("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes, lagging=False):
         self._lose_next(key)
-        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes, lagging)
 
 
 @pytest.mark.parametrize("appends", [False, True], ids=["cas", "append"])

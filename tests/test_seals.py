@@ -105,14 +105,14 @@ def _crafted(draw):
     new = b"\x82\xa1w\x01" if draw(st.booleans()) else None
     if new is None and not record:
         record = _rec(b"\x00" * 8, ["a"])
-    return value, sha, seen, record, cap, new
+    return value, sha, seen, record, cap, new, draw(st.booleans())
 
 
-def _python(value, sha, seen, record, cap, new):
+def _python(value, sha, seen, record, cap, new, lagging):
     try:
         if new is None:
             return "ok", _tail.apply(value, sha, seen, record, cap)
-        return "ok", _tail.swap(value, sha, seen, new, record, cap)
+        return "ok", _tail.swap(value, sha, seen, new, record, cap, lagging)
     except _tail.Refused as exc:
         return ("full" if exc.full else "refused"), value
 
@@ -129,10 +129,10 @@ def test_the_script_agrees_with_the_reference_on_crafted_bridged_heads(redis_kin
     @settings(max_examples=400, deadline=None)
     @given(_crafted())
     def check(case):
-        value, sha, seen, record, cap, new = case
+        value, sha, seen, record, cap, new, lagging = case
         store.put(key, value)
-        expected, after = _python(value, sha, seen, record, cap, new)
-        args = [sha, seen, record, cap] + ([new] if new is not None else [])
+        expected, after = _python(value, sha, seen, record, cap, new, lagging)
+        args = [sha, seen, record, cap] + (["1" if lagging else "0", new] if new is not None else [])
         got = script(keys=[key], args=args)
         outcome = {0: "refused", 1: "ok", 2: "full", 3: "ok"}[got[0]]
         assert outcome == expected
@@ -193,8 +193,8 @@ class _HeldBack(FaultyStore):
     def _append(self, key, held, sha, seen, record, cap):
         return self._hold("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
-        return self._hold("_swap", key, held, sha, seen, core, record, cap, nodes)
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes, lagging=False):
+        return self._hold("_swap", key, held, sha, seen, core, record, cap, nodes, lagging)
 
     def _cas(self, key, value, version):
         return self._hold("_cas", key, value, version)
@@ -292,9 +292,9 @@ class _DiesAtSwap(FaultyStore):
         if self.armed and key.endswith(":h"):
             self.fail_at, self.dies = self.count + 1, True
 
-    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes, lagging=False):
         self._arm(key)
-        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes, lagging)
 
     def _cas(self, key, value, version):
         self._arm(key)

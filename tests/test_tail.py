@@ -4,6 +4,7 @@ it (the Redis script included); lost replies; damaged tails."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import attrs
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mdss
-from mdss import _head, _tail
+from mdss import _engine, _head, _tail
 from mdss._codec import pack
 from mdss.stores.memory import MemoryStore
 
@@ -74,8 +75,8 @@ def _reference(value, held, record, cap, core):
         return None, "stored"
     sha, seen = _tail.view(held)
     try:
-        if core is not None:
-            return _tail.swap(value, sha, seen, core, record, cap), "sealed"
+        if core is not None:  # a lagging sealer, or not (any deterministic function of the step)
+            return _tail.swap(value, sha, seen, core, record, cap, bool(core[3] & 1)), "sealed"
         return _tail.apply(value, sha, seen, record, cap), "appended"
     except _tail.Refused as exc:
         return None, "full" if exc.full else "refused"
@@ -122,7 +123,8 @@ def test_every_store_applies_appends_as_the_reference_does(store) -> None:
                 return None, "stored"
             try:
                 if core is not None:
-                    landed, outcome = store.swap_core(key, held, core, record, cap), "sealed"
+                    lagging = bool(core[3] & 1)  # as the reference decides it
+                    landed, outcome = store.swap_core(key, held, core, record, cap, lagging=lagging), "sealed"
                 else:
                     landed, outcome = store.append_log(key, held, record, cap), "appended"
             except mdss.ConflictError as exc:
@@ -419,6 +421,40 @@ def test_a_damaged_bridge_is_refused_not_served() -> None:
     before = store.stats.snapshot()
     assert stale.incr("t", 1) == 1 and store.stats.since(before)["conflicts"] == 1
     assert mdss.SortedSet(store, "b").check() == []
+
+
+class _Slow(FaultyStore):
+    """Each append takes ``delay`` seconds more to reach the store (a throttled key)."""
+
+    def __init__(self, inner, delay: float) -> None:
+        super().__init__(inner)
+        self.delay = delay
+
+    def _append(self, *args):
+        time.sleep(self.delay)
+        return super()._append(*args)
+
+
+def test_a_writer_whose_appends_wait_seals_keeping_the_bridges(store, monkeypatch) -> None:
+    """A writer whose append took over ``SLOW`` seconds lags (``WriterState.lagging``), as all do under a throttled
+    key: its seals tell the store, which keeps the cores the head bridges from even with nothing appended after the
+    sealer's view; without it, one bridge. A writer whose appends are quick does not lag."""
+    if not store.appends:
+        return
+    monkeypatch.setattr(_engine, "SLOW", 0.01)
+    quick = mdss.SortedSet(store, "b", log_limit=10_000)
+    quick.add("q", 1)
+    assert not quick.engine.writer.lagging()
+    slow = mdss.SortedSet(_Slow(store, 0.02), "b", log_limit=10_000)
+    slow.add("s", 1)
+    assert slow.engine.writer.lagging() and not quick.engine.writer.lagging()
+    _, sealer = _sealed_under(store, "c")
+    value = store.get(sealer.keys.head).value
+    assert value[:1] == _tail.BRIDGED
+    for lagging, mark in ((False, _tail.BRIDGED), (True, _tail.BRIDGES)):  # a seal from the head as stored
+        store.put("copy", value)
+        assert store.swap_core("copy", value, b"\x82\xa1v\x09", b"", 10_000, lagging=lagging).value[:1] == mark
+    assert mdss.SortedSet(store, "b").check() == [] and mdss.SortedSet(store, "c").check() == []
 
 
 def test_a_head_bridged_from_several_cores_whose_oldest_start_moved_is_refused() -> None:

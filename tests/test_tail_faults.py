@@ -45,9 +45,9 @@ class _Lossy(FaultyStore):
         self._arm(key)
         return self._call("_append", key, held, sha, seen, record, cap)
 
-    def _swap(self, key, held, sha, seen, core, record, cap, nodes):
+    def _swap(self, key, held, sha, seen, core, record, cap, nodes, lagging=False):
         self._arm(key)
-        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes)
+        return self._call("_swap", key, held, sha, seen, core, record, cap, nodes, lagging)
 
     def _cas(self, key, value, version):
         self._arm(key)

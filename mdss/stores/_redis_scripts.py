@@ -33,11 +33,11 @@ return 1
 """
 
 # KEYS[1]: a head, then for a seal the keys of nodes it writes; ARGV: the SHA-1 of its core as the writer saw it (20
-# bytes), the tail bytes it saw, the record, the most bytes of the tail, and for a seal the new core, then the nodes'
-# values (set only if the seal puts its core in place). mdss._tail.apply (mdss._tail.swap with a core), in Lua: returns
-# {1, the value after the writer's view} if the record was appended (or was there already), {3, the whole value} if so
-# across a bridge (the writer held a core this one bridges from; a seal then only appends) or sealed, else {0, the
-# current value} (refused; damaged framing too) or {2, it} (full).
+# bytes), the tail bytes it saw, the record, the most bytes of the tail, and for a seal whether writers lag ('1' or
+# '0'), the new core, then the nodes' values (set only if the seal puts its core in place). mdss._tail.apply
+# (mdss._tail.swap with a core), in Lua: returns {1, the value after the writer's view} if the record was appended (or
+# was there already), {3, the whole value} if so across a bridge (the writer held a core this one bridges from; a seal
+# then only appends) or sealed, else {0, the current value} (refused; damaged framing too) or {2, it} (full).
 TAIL = """
 local function u32(s, i)
     local a, b, c, d = string.byte(s, i, i + 3)
@@ -93,7 +93,8 @@ local function scan(v, at, rec)
     if at ~= #v + 1 then return 'bad' end
     return 'clear'
 end
-local sha, seen, rec, cap, core = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local sha, seen, rec, cap = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local lagging, core = ARGV[5] == '1', ARGV[6]
 -- An append by a writer holding the head's core reads only the header (and the bridge's) and the records after the
 -- writer's view, and APPENDs: a GET of the whole head into Lua, and a SET of it, cost more than the rest together.
 local h = not core and #rec > 0 and redis.call('GETRANGE', KEYS[1], 0, 24) or ''
@@ -171,10 +172,10 @@ end
 if found ~= 'clear' then return {0, orig} end
 if across and #v + 1 - since + #rec > cap then return {0, orig} end
 if core and not across then
-    -- bridged from this core, and (when others appended over a sixteenth of the cap after the view) from those it
-    -- bridges from while the records since the oldest's fit the cap
+    -- bridged from this core, and (when writers lag: the sealer says so, or others appended over a sixteenth of the
+    -- cap after its view) from those it bridges from while the records since the oldest's fit the cap
     local kept = {}
-    if 16 * (#v + 1 - tail - seen) > cap then
+    if lagging or 16 * (#v + 1 - tail - seen) > cap then
         for k = 1, #cores do kept[k] = cores[k] end
     end
     kept[#kept + 1] = {sha, tail, #v + 1}
@@ -194,7 +195,7 @@ if core and not across then
         v = table.concat(parts)
     end
     redis.call('SET', KEYS[1], v)
-    for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 4]) end
+    for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 5]) end
     return {3, v}
 end
 if #rec == 0 then return {3, v} end

@@ -259,21 +259,31 @@ class Store:
         )
 
     def swap_core(
-        self, key: str, held: bytes, core: bytes, record: bytes, cap: int, nodes: Mapping[str, bytes] | None = None
+        self,
+        key: str,
+        held: bytes,
+        core: bytes,
+        record: bytes,
+        cap: int,
+        nodes: Mapping[str, bytes] | None = None,
+        *,
+        lagging: bool = False,
     ) -> Record:
         """Seal: put ``core`` in place of the core of the head at ``key``, under the records appended since the writer's
         view (``held``), and append ``record``, without a compare-and-set (``mdss._tail``, on stores whose
         :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is appended, across it
         (as by :meth:`append_log`). Raises :class:`~mdss.exceptions.ConflictError` (with ``current`` and ``full``) where
         :func:`mdss._tail.swap` refuses, for good. Resending after a lost reply is safe. ``nodes`` (only where
-        :attr:`seals_nodes`) are written in the same step, if and only if ``core`` is put in place."""
+        :attr:`seals_nodes`) are written in the same step, if and only if ``core`` is put in place. ``lagging``: this
+        writer was refused lately for a core the head no longer bridged (other writers lag too): the new head keeps the
+        cores this one bridges from (:func:`mdss._tail.swap`)."""
         sha, seen = _tail.view(held)
         nodes = nodes or {}
         if nodes and not self.seals_nodes:
             raise NotImplementedError(f"{type(self).__name__} cannot write nodes with a seal")
         written = len(core) + len(record) + sum(map(len, nodes.values()))
         return self._counted(
-            lambda: self._swap(key, held, sha, seen, core, record, cap, nodes),
+            lambda: self._swap(key, held, sha, seen, core, record, cap, nodes, lagging),
             writes=1 + len(nodes),
             bytes_written=written,
         )
@@ -390,6 +400,7 @@ class Store:
         record: bytes,
         cap: int,
         nodes: Mapping[str, bytes],
+        lagging: bool = False,
     ) -> Record:
         """:func:`mdss._tail.swap` on the value at ``key``, atomically, and ``nodes`` written if its core was put in
         place; the new record."""

@@ -271,12 +271,22 @@ class CapacityStore(Store):
         return self._write(key, len(held) + len(record), lambda: self.inner.append_log(key, held, record, cap))
 
     def swap_core(
-        self, key: str, held: bytes, core: bytes, record: bytes, cap: int, nodes: Mapping[str, bytes] | None = None
+        self,
+        key: str,
+        held: bytes,
+        core: bytes,
+        record: bytes,
+        cap: int,
+        nodes: Mapping[str, bytes] | None = None,
+        *,
+        lagging: bool = False,
     ) -> Record:
         if nodes:  # seals_nodes is false here: each key's write is charged apart
             raise NotImplementedError("a CapacityStore cannot write nodes with a seal")
         return self._write(
-            key, max(len(held), len(core)) + len(record), lambda: self.inner.swap_core(key, held, core, record, cap)
+            key,
+            max(len(held), len(core)) + len(record),
+            lambda: self.inner.swap_core(key, held, core, record, cap, lagging=lagging),
         )
 
     def delete(self, key: str) -> None:

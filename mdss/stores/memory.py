@@ -93,8 +93,9 @@ class MemoryStore(Store):
         record: bytes,
         cap: int,
         nodes: Mapping[str, bytes],
+        lagging: bool = False,
     ) -> Record:
-        return self._applied(key, lambda value: _tail.swap(value, sha, seen, core, record, cap), (core, nodes))
+        return self._applied(key, lambda value: _tail.swap(value, sha, seen, core, record, cap, lagging), (core, nodes))
 
     def _applied(
         self,

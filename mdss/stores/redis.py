@@ -271,8 +271,10 @@ class _RedisBase(Store):
         record: bytes,
         cap: int,
         nodes: Mapping[str, bytes],
+        lagging: bool = False,
     ) -> Record:
-        return self._tail(key, held, [sha, seen, record, cap, core, *nodes.values()], "seal", list(nodes))
+        args = [sha, seen, record, cap, "1" if lagging else "0", core, *nodes.values()]
+        return self._tail(key, held, args, "seal", list(nodes))
 
     def _tail(self, key: str, held: bytes, args: list[Any], what: str, nodes: Sequence[str] = ()) -> Record:
         """Run the tail script (an append, or a seal with a core and the keys of nodes it writes) on ``key``: the value
