@@ -65,8 +65,8 @@ MOST_BYTES = 0xFFFF
 #: oldest core it bridges from when sealed. A writer seals the log's inline entries once they pass
 #: ``mdss._log.INLINE_BYTES`` in the head it holds; the tail holds more only while others append. Under a per-key write
 #: cap, 32 writers on one head made 0.70-0.73 posts per capped head write with 3 KB and one bridge, 0.78-0.83 with 5 KB;
-#: bridged from several cores, 0.82-0.84 with 5 KB and 0.82-0.89 with 6 KB, as more or fewer seals keep them
-#: (docs/performance.md). Under such writers a head holds at most about twice this after its core.
+#: bridged from several cores, 0.82-0.84 with 5 KB and 0.88-0.89 with 6 KB (docs/performance.md). Under such writers a
+#: head holds at most about twice this after its core.
 TAIL_BYTES = 6144
 
 
