@@ -15,9 +15,9 @@ holding the parent still append in one round trip (:func:`apply`)::
         parent's core SHA-1 (20 bytes), P (4 bytes), B (4 bytes),
         bridge (the parent's first B bytes of records), record, record, ...
 
-A seal of a bridged head keeps the cores it bridges from as well, while the records since the oldest one's fit the cap
-(and at most :data:`MOST_BRIDGES`), so that a writer a few core changes behind (one that waited on a throttled key
-while seals landed) still appends::
+A seal of a bridged head keeps the cores it bridges from as well when writers lag (:func:`swap`), while the records
+since the oldest one's fit the cap (and at most :data:`MOST_BRIDGES`), so that a writer a few core changes behind (one
+that waited on a throttled key while seals landed) still appends::
 
     BRIDGES, SHA-1 of the core, core length, core,
         N (1 byte, 2 or more), N times: a core's SHA-1 (20 bytes), start (4 bytes), end (4 bytes), then B (4 bytes),
@@ -221,12 +221,11 @@ def swap(
     merge claim, which change the core but log nothing), or :class:`Refused`.
 
     Refuses where :func:`apply` would, but never for size when it seals. The result is bridged from ``value``'s core
-    (:func:`_bridged`), and, when writers lag (``lagging``: the sealer was refused lately for a core no longer bridged;
-    or over a sixteenth of ``cap`` of records appended after its view), from the cores that one bridged from while the
-    records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so that writers holding any of them
-    still append. When another seal (or a merge)
-    replaced the writer's core already, only ``record`` is appended, across the bridge, as by :func:`apply`: the
-    writer's core is never used.
+    (:func:`_bridged`), and, when writers lag (``lagging``: one of the sealer's appends lately took long, as under a
+    throttled key; or over a sixteenth of ``cap`` of records appended after its view), from the cores that one bridged
+    from while the records since the oldest's and ``record`` fit ``cap`` (:func:`_chained`), so that writers holding any
+    of them still append. When another seal (or a merge) replaced the writer's core already, only ``record`` is
+    appended, across the bridge, as by :func:`apply`: the writer's core is never used.
     """
     return _change(value, sha, seen, record, cap, core, lagging)
 
@@ -267,9 +266,9 @@ def _change(
     if across and len(value) - since + len(record) > cap:
         raise Refused("the head's core changed")  # the records since that core with it would pass the cap
     if core is not None and not across:
-        # The cores this one bridges from are kept only when writers lag: the sealer says it was refused lately for a
-        # core no longer bridged (``lagging``), or others appended over a sixteenth of the cap since its view (it
-        # waited on a throttled key); some may hold those cores. Writers that keep up (alone, or a few on one Redis)
+        # The cores this one bridges from are kept only when writers lag: the sealer says one of its appends lately
+        # took long (``lagging``: a throttled key), or others appended over a sixteenth of the cap since its view;
+        # some writers may then hold those cores. Writers that keep up (alone, or a few on one Redis)
         # keep their heads as small as one bridge does.
         lag = lagging or 16 * (len(value) - tail - seen) > cap
         kept = [*(cores if lag else ()), (sha, tail, len(value))]
@@ -313,13 +312,14 @@ def split(key: str, data: bytes) -> tuple[bytes, list[tuple[str, list[Any]]]]:
     found = data[HEADER : HEADER + int.from_bytes(data[21:25], "big")]
     if hashlib.sha1(found).digest() != data[1:21]:
         raise CorruptDataError("stored head's core is damaged (its SHA-1 does not match)", key)
+    frames = _frames(key, data[tail:])  # framed and checked once: the bridges' ends and the records both use them
     if cores:
         ends = {start, tail}
         ends.update(start + end for end, _ in _frames(key, data[start:tail]))
-        ends.update(tail + end for end, _ in _frames(key, data[tail:]))
+        ends.update(tail + end for end, _ in frames)
         if cores[0][1] != start or not all(c[1] in ends and c[2] in ends for c in cores):
             raise CorruptDataError("stored head's bridge is damaged (its parent's records end mid-record)", key)
-    return found, records(key, data[tail:])
+    return found, _decoded(key, frames)
 
 
 def _frames(key: str, data: bytes) -> list[tuple[int, memoryview]]:
@@ -338,8 +338,13 @@ def _frames(key: str, data: bytes) -> list[tuple[int, memoryview]]:
 
 def records(key: str, data: bytes) -> list[tuple[str, list[Any]]]:
     """Each record's ``(nonce, entries)`` in a tail's bytes."""
+    return _decoded(key, _frames(key, data))
+
+
+def _decoded(key: str, frames: list[tuple[int, memoryview]]) -> list[tuple[str, list[Any]]]:
+    """Each record's ``(nonce, entries)`` from its checked frame (:func:`_frames`)."""
     found = []
-    for _, payload in _frames(key, data):
+    for _, payload in frames:
         nonce = bytes(payload[:NONCE]).hex()
         try:
             entries = [log_entry(e) for e in _unpackb(payload[NONCE + 1 + TOKEN * payload[NONCE] :])]

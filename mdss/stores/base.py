@@ -274,9 +274,9 @@ class Store:
         :attr:`appends` is true): the head now there. If another seal came first, only ``record`` is appended, across it
         (as by :meth:`append_log`). Raises :class:`~mdss.exceptions.ConflictError` (with ``current`` and ``full``) where
         :func:`mdss._tail.swap` refuses, for good. Resending after a lost reply is safe. ``nodes`` (only where
-        :attr:`seals_nodes`) are written in the same step, if and only if ``core`` is put in place. ``lagging``: this
-        writer was refused lately for a core the head no longer bridged (other writers lag too): the new head keeps the
-        cores this one bridges from (:func:`mdss._tail.swap`)."""
+        :attr:`seals_nodes`) are written in the same step, if and only if ``core`` is put in place. ``lagging``: one of
+        this writer's appends lately took long (a throttled key: the other writers hold old views too), so the new head
+        keeps the cores this one bridges from (:func:`mdss._tail.swap`)."""
         sha, seen = _tail.view(held)
         nodes = nodes or {}
         if nodes and not self.seals_nodes:
