@@ -7,9 +7,10 @@ to the fields listed in ``decoded``; for a sorted set, the trees the head names 
 node, in order, with manifests that agree with their children (in format 3, the score tree's also
 in distinct scores and last scores; in format 5, a child ``base+patch`` is the entry set ``base``
 with the patch applied; in format 6, a child ``base+delta+...`` is the manifest ``base`` with each delta applied), and
-the score tree read left to right is the list of entries with their
-ranks, the member index the same pairs by member, and descending it finds each member's score; in
-format 3, the dense rank of every entry found by descending the manifests is the naive one; for a
+the score tree read left to right, with the update log applied (the log vectors of v6: segments, a log manifest, a
+head's tail, bridged or not, each entry's old score the member's before it), is the list of entries with their ranks,
+the member index holds the trees' pairs by member, and descending it finds each one's score; in
+format 3, the dense rank of every tree entry found by descending the manifests is the naive one; for a
 top-N set, the entries best first. The reader does not import mdss: only
 ``test_mdss_reads_the_format_5_and_6_vectors`` does, to check that mdss reads the same entries.
 """
@@ -17,6 +18,7 @@ top-N set, the entries best first. The reader does not import mdss: only
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import pathlib
 import re
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
+import attrs
 import lz4.block
 import msgpack
 import pytest
@@ -91,10 +94,24 @@ def test_every_value_is_sealed_and_decodes_to_its_fields(path: pathlib.Path) -> 
         if expected["kind"] == "marker":  # docs/format.md, "Keys": any value
             assert key.endswith(":m") and vector["format"] >= 4
             continue
+        if expected["kind"] == "tailed_head":  # docs/format.md, "A head with a tail" and the bridged heads
+            head = tailed_head(value)
+            assert expected["marker"] == value[:1].hex() and expected["core_sha1"] == value[1:21].hex()
+            assert [head.core, head.crc] == [expected["core"]["fields"], expected["core"]["crc32"]]
+            assert [[b["sha1"], b["start"], b["end"]] for b in expected["bridges"]] == head.bridges
+            assert expected["tail"] == head.tail
+            assert [[r["offset"], r["nonce"], r["tokens"], r["entries"], r["crc32"]] for r in expected["records"]] == [
+                [r.offset, r.nonce, r.tokens, r.entries, r.crc] for r in head.records
+            ]
+            continue
         found, crc = unseal(value)
         assert crc == expected["crc32"]
         fields = expected["fields"]
-        if expected["kind"] == "head":
+        if expected["kind"] == "segment":  # docs/format.md, "Log segment"
+            assert found == [fields["format"], 4, fields["first"], fields["entries"]] and found[0] == 2
+        elif expected["kind"] == "log_manifest":  # docs/format.md, "Log manifest"
+            assert found == [fields["format"], 5, fields["segments"]] and found[0] == 2
+        elif expected["kind"] == "head":
             assert found == fields and found["v"] == 2
         elif expected["kind"] == "topn":
             assert found[:3] == [fields["format"], fields["n"], fields["order"]] == [2, vector["n"], vector["order"]]
@@ -327,9 +344,113 @@ def member_score(store: dict[str, bytes], prefix: str, head: dict[str, Any], mem
 
 
 def head_of(store: dict[str, bytes]) -> tuple[str, dict[str, Any]]:
-    """The prefix of a sorted set's keys (``…:``) and its head."""
+    """The prefix of a sorted set's keys (``…:``) and its head (a tailed head's core)."""
     [head_key] = [k for k in store if k.endswith(":h")]
-    return head_key[:-1], unseal(store[head_key])[0]
+    value = store[head_key]
+    return head_key[:-1], tailed_head(value).core if value[:1] in TAILED else unseal(value)[0]
+
+
+#: docs/format.md: the first byte of a head with a tail, of a bridged head, of a head bridged from several cores.
+TAILED = (b"\xc1", b"\xc2", b"\xc3")
+
+
+@attrs.frozen
+class Record:
+    """One record of a tail: where it starts (from the first record), its commit's nonce, the tokens of the members
+    the commit read, its log entries, and the CRC-32 of its body."""
+
+    offset: int
+    nonce: str
+    tokens: list[str]
+    entries: list[list[Any]]
+    crc: str
+
+
+@attrs.frozen
+class Tailed:
+    """A head with a tail: its core head map and that core's CRC-32, each core it bridges from ``[SHA-1, start,
+    end]``, where its tail starts (the records before it are in the core's log), and every record."""
+
+    core: dict[str, Any]
+    crc: str
+    bridges: list[list[Any]]
+    tail: int
+    records: list[Record]
+
+    def applied(self) -> list[list[Any]]:
+        """The log entries of the records the core does not hold, oldest first."""
+        return [e for r in self.records if r.offset >= self.tail for e in r.entries]
+
+
+def number(value: bytes, at: int) -> int:
+    """The 4-byte big-endian number at ``at``."""
+    return int.from_bytes(value[at : at + 4], "big")
+
+
+def tailed_head(value: bytes) -> Tailed:
+    """docs/format.md, "A head with a tail", "A bridged head", "A head bridged from several cores": the marker, the
+    core's SHA-1 and length, the core; for ``0xC2``, the parent's SHA-1, *P* and *B*, then the bridge and the tail, both
+    records; for ``0xC3``, *N*, each core's SHA-1, start and end, *B*, then the records. Offsets count from the first
+    record. Checks the core's SHA-1, every record's framing and CRC-32, and that the offsets fall on records."""
+    size = number(value, 21)
+    core = value[25 : 25 + size]
+    assert value[:1] in TAILED and len(core) == size and hashlib.sha1(core).digest() == value[1:21], "core"
+    at = 25 + size
+    if value[:1] == b"\xc1":
+        bridges, tail = [], 0
+    elif value[:1] == b"\xc2":
+        bridges, tail, at = [[value[at : at + 20].hex(), 0, number(value, at + 20)]], number(value, at + 24), at + 28
+        p = bridges[0][2]
+        assert tail <= p
+    else:
+        n, at = value[at], at + 1
+        assert 2 <= n <= 8
+        cores = range(at, at + 28 * n, 28)
+        bridges = [[value[i : i + 20].hex(), number(value, i + 20), number(value, i + 24)] for i in cores]
+        tail, at = number(value, at + 28 * n), at + 28 * n + 4
+        assert bridges[0][1] == 0
+        for (_, start, end), (_, next_start, next_end) in zip(bridges, bridges[1:]):
+            assert start <= end and next_start <= end and start <= next_start and end <= next_end
+        assert bridges[-1][1] <= tail <= bridges[-1][2]
+    first, records = at, []
+    while at < len(value):
+        length = int.from_bytes(value[at : at + 2], "big")
+        payload, crc = value[at + 2 : at + length - 2], value[at + length - 2 : at + length + 2]
+        assert at + 2 + length <= len(value) and zlib.crc32(payload).to_bytes(4, "big") == crc, "a record's CRC-32"
+        count = payload[8]
+        tokens = [payload[9 + 8 * i : 17 + 8 * i].hex() for i in range(count)]
+        entries = msgpack.unpackb(payload[9 + 8 * count :], raw=False)
+        records.append(Record(at - first, payload[:8].hex(), tokens, entries, crc.hex()))
+        at += 2 + length
+    bounds = {r.offset for r in records} | {at - first}
+    assert {tail} | {x for b in bridges for x in b[1:]} <= bounds, "offsets fall on records"
+    return Tailed(unseal(core)[0], core[-4:].hex(), bridges, tail, records)
+
+
+def log_of(store: dict[str, bytes], prefix: str, head: dict[str, Any]) -> tuple[list[list[Any]], set[str]]:
+    """docs/format.md, "Reading the update log": the entries ``base`` to ``seq - 1`` of a head's log (the log
+    manifest's segments, then the head's, then its inline entries; each segment starts where the one before ended, the
+    last ends where the inline entries start), and the ids of the stored objects that hold them."""
+    if "log" not in head:
+        return [], set()
+    base, seq, pages, segs, inline, _ = head["log"]
+    listed, ids = [], set()
+    if pages is not None:
+        version, kind, older = unseal(store[prefix + "n:" + pages])[0]
+        assert (version, kind) == (2, 5)
+        listed, ids = list(older), {pages}
+    entries: list[list[Any]] = []
+    start = None
+    for seg, first in [*listed, *segs]:
+        version, kind, stored_first, stored = unseal(store[prefix + "n:" + seg])[0]
+        assert (version, kind) == (2, 4) and stored_first == first
+        start = first if start is None else start
+        assert first == start + len(entries), "segments follow each other"
+        entries += stored
+        ids.add(seg)
+    start = seq - len(inline) if start is None else start
+    assert start + len(entries) == seq - len(inline) and start <= base, "the segments reach the inline entries"
+    return [*entries, *inline][base - start :], ids
 
 
 SORTED_SETS = [p for p in VECTORS if load(p)[0]["kind"] == "sortedset"]
@@ -346,25 +467,40 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
     chunk = head["chunk"]
     by_score, score_nodes = walk(store, prefix, head["score"][0], head["score"][1], order, chunk)
     by_member, member_nodes = walk(store, prefix, head["member"][0], head["member"][1], None, chunk)
-    assert head["score"][2] == head["member"][2] == len(by_score) == len(by_member) == vector["len"]
+    assert head["score"][2] == head["member"][2] == len(by_score) == len(by_member)
     keys = [sort_key(order, m, s) for m, s in by_score]
     assert all(a < b for a, b in zip(keys, keys[1:])), "the score tree is strictly in set order"
     members = [m.encode("utf-8") for m, _ in by_member]
     assert all(a < b for a, b in zip(members, members[1:])), "the member index is strictly by member"
     assert sorted(map(tuple, by_score)) == sorted(map(tuple, by_member))
-
-    expected = [[m, score(s), rank] for m, s, rank in vector["entries"]]
-    found = [[m, s, rank] for rank, (m, s) in enumerate(by_score, start=1)]
-    assert [typed(e) for e in found] == [typed(e) for e in expected]
-    for member, s, _ in expected:
+    for member, s in by_member:
         assert typed([member_score(store, prefix, head, member)]) == typed([s])
     assert member_score(store, prefix, head, "no such member") is None
+
+    logged, log_nodes = log_of(store, prefix, head)
+    value = store[prefix + "h"]
+    if value[:1] in TAILED:
+        logged += tailed_head(value).applied()
+    current = dict(map(tuple, by_member))  # docs/format.md, "Reading the update log": each entry in turn
+    for member, old, new, _ in logged:
+        assert typed([current.get(member)]) == typed([old]), "an entry's old score is the member's before it"
+        if new is None:
+            del current[member]
+        else:
+            current[member] = new
+    ranked = sorted(current.items(), key=lambda pair: sort_key(order, *pair))
+    expected = [[m, score(s), rank] for m, s, rank in vector["entries"]]
+    found = [[m, s, rank] for rank, (m, s) in enumerate(ranked, start=1)]
+    assert [typed(e) for e in found] == [typed(e) for e in expected] and len(found) == vector["len"]
+    assert bool(logged) == (vector["name"].startswith("log")), "only the log vectors hold an update log"
     node_keys = {k[len(prefix) + 2 :] for k in store if k.startswith(prefix + "n:")}
-    assert score_nodes | member_nodes == node_keys, "every stored node is in a tree, and every named node stored"
+    assert score_nodes | member_nodes | log_nodes == node_keys, "every stored node is named, every named node stored"
     for node_id in node_keys:
         assert 1 <= int(NODE_ID.fullmatch(node_id)["epoch"], 16) <= head["epoch"]  # type: ignore[index]
     for node_id in node_keys:
         node, _ = unseal(store[prefix + "n:" + node_id])
+        if node_id in log_nodes:  # a log segment or manifest: log_of() read it
+            continue
         if node[1] == 6:  # a patch (format 5): walk() checks its leaf's size
             assert vector["format"] >= 5 and node[0] == 5
             continue
@@ -381,8 +517,48 @@ def test_the_trees_hold_the_entries_in_order(path: pathlib.Path) -> None:
             assert node[0] == (3 if node[1] == 1 and node_id in score_nodes and vector["format"] >= 3 else 2)
     if vector["format"] >= 3:
         better = (lambda a, b: a > b) if order == "desc" else (lambda a, b: a < b)
-        for _, s, _ in expected:
-            assert dense_rank(store, prefix, head, s) == 1 + len({x for _, x, _ in expected if better(x, s)})
+        for _, s in by_score:
+            assert dense_rank(store, prefix, head, s) == 1 + len({x for _, x in by_score if better(x, s)})
+
+
+def test_the_log_vectors_hold_each_kind_of_head_and_log() -> None:
+    """Segments, a log manifest and inline entries; a head with a tail, a bridged head, one bridged from several cores,
+    each with a record appended across its bridges (after the tail's start, by a core other than the newest)."""
+    vectors = {p.stem: load(p) for p in SORTED_SETS if p.stem.startswith("log")}
+    assert set(vectors) == {"log", "log-tailed", "log-bridged", "log-bridged-several"}
+    kinds = [d["kind"] for d in vectors["log"][0]["decoded"].values()]
+    assert kinds.count("segment") >= 2 and kinds.count("log_manifest") == 1
+    assert head_of(vectors["log"][1])[1]["log"][4], "inline entries"
+    for stem, marker, cores in (("log-tailed", "c1", 0), ("log-bridged", "c2", 1), ("log-bridged-several", "c3", 2)):
+        vector, store = vectors[stem]
+        head = tailed_head(store[head_of(store)[0] + "h"])
+        assert store[head_of(store)[0] + "h"][:1].hex() == marker and len(head.bridges) == cores
+        assert head.applied() and (not cores or head.records[0].offset < head.tail)
+
+
+@pytest.mark.parametrize("stem", ["log-tailed", "log-bridged", "log-bridged-several"])
+def test_a_damaged_byte_of_a_tailed_head_is_found(stem: str) -> None:
+    """docs/format.md: a damaged core (its SHA-1), record (its CRC-32) or framing is refused: every byte after the
+    marker, flipped, fails a check of the reader above, but those of the bridges' SHA-1s and offsets (*P*, *B*,
+    starts and ends), which have no checksum of their own."""
+    [path] = [p for p in SORTED_SETS if p.stem == stem]
+    _, store = load(path)
+    value = store[head_of(store)[0] + "h"]
+    end = 25 + number(value, 21)
+    if value[:1] == b"\xc1":
+        unchecked: set[int] = set()
+    elif value[:1] == b"\xc2":
+        unchecked = set(range(end, end + 28))
+    else:
+        n = value[end]
+        unchecked = set(range(end + 1, end + 5 + 28 * n))
+    for i in range(1, len(value)):
+        damaged = bytearray(value)
+        damaged[i] ^= 0x10
+        if i in unchecked:
+            continue
+        with pytest.raises((AssertionError, ValueError, IndexError, msgpack.UnpackException)):
+            tailed_head(bytes(damaged))
 
 
 def patched_children(vector: dict[str, Any]) -> tuple[int, int]:

@@ -61,7 +61,8 @@ def dump(store: mdss.Store) -> dict[str, str]:
 
 def new_store() -> mdss.Store:
     """A store for one fixture: from format 4 on, SQLite in a scratch directory, whose heads are always plain maps
-    (the memory store applies appends: its heads may carry a tail or a bridge, which the vectors do not describe)."""
+    (the memory store applies appends: its heads may carry a tail or a bridge, which only the log vectors of
+    ``v6/make_log_vectors.py`` hold)."""
     if FORMAT < 4:
         return mdss.open_store("memory://")
     return mdss.open_store(f"sqlite:///{tempfile.mkdtemp(prefix='mdss-fixture-')}/fixture.db")
@@ -71,7 +72,7 @@ def sorted_set(build: Any) -> dict[str, Any]:
     """Build a set with ``build(store)`` (which returns it), drop its garbage, and describe it."""
     store = new_store()
     board = build(store)
-    if hasattr(board, "merge"):  # the trees hold every entry: docs/format.md does not describe the update log
+    if hasattr(board, "merge"):  # the trees hold every entry (only the log vectors of v6/ have a log)
         board.merge()
     board.gc(min_age=0, wait=False)  # replaced nodes would read as leaks to a check() an hour later
     assert board.check() == [], board.check()
