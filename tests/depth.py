@@ -10,7 +10,8 @@ What the default run samples, each in full under ``MDSS_DEEP=1``:
 
 - faults at a stride of a commit's store calls (:func:`sample`), and the ``grid`` marker's Latin-square
   row of a parameter grid per store (``conftest.py``);
-- Hypothesis budgets on the networked stores (:func:`examples`; an eighth on DynamoDB in the slowest
+- the Hypothesis budgets that tests name themselves (:func:`budget`: ten times as many deep), and those on
+  the networked stores (:func:`examples`; an eighth on DynamoDB in the slowest
   searches, test_estimate.py's bounds among them), and the operations of test_concurrency.py's process
   race on DynamoDB (200 per writer, 400 deep);
 - test_format_compat.py's per-member point reads on the networked stores (a :func:`sample` of each
@@ -72,6 +73,16 @@ def examples(kind: str, loaded: int, divisor: int = 4) -> int:
     if DEEP or kind not in NETWORKED:
         return loaded
     return max(loaded // divisor, 3)
+
+
+#: How many times its own budget a Hypothesis search that names one runs under ``MDSS_DEEP`` (:func:`budget`).
+DEEP_SCALE = 10
+
+
+def budget(default: int) -> int:
+    """A Hypothesis example budget that a test names itself: ``default``, or :data:`DEEP_SCALE` times it under
+    ``MDSS_DEEP`` (the ``deep`` profile's ``max_examples`` does not reach a test that names its own)."""
+    return default * DEEP_SCALE if DEEP else default
 
 
 def call_points(kind: str, salt: str, stride: int = 3) -> Iterator[int]:

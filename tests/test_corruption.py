@@ -21,7 +21,7 @@ from typing import Any
 import lz4.block
 import msgpack
 import pytest
-from depth import DEEP, sample
+from depth import DEEP, budget, sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -311,7 +311,7 @@ _ANY_VALUE = st.one_of(
 _ROW = st.tuples(_ANY_VALUE, _ANY_VALUE) | st.tuples(_ANY_VALUE, _ANY_VALUE, _ANY_VALUE) | st.tuples(_ANY_VALUE)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=budget(600), deadline=None)
 @given(
     st.lists(_ANY_VALUE | _ROW, max_size=12)
     | st.lists(st.floats(), max_size=12)

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,7 +82,7 @@ def dense_reads_match(board: mdss.SortedSet, model: dict[str, Any], order: str, 
     assert paged == dense
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=budget(120), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(MEMBERS), SCORES) | st.dictionaries(st.sampled_from(MEMBERS), SCORES, min_size=30),
     st.lists(WRITES, max_size=5),
@@ -108,7 +109,7 @@ def test_dense_ranks_match_the_model(start, steps, order, chunk, log_limit, data
     dense_reads_match(board, model, order, data)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=budget(120), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(MEMBERS), SCORES),
     WRITES,

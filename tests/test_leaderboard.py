@@ -8,7 +8,7 @@ import math
 import threading
 
 import pytest
-from depth import call_points
+from depth import budget, call_points
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -241,7 +241,7 @@ class LeaderboardMachine(RuleBasedStateMachine):
 
 
 TestLeaderboard = LeaderboardMachine.TestCase
-TestLeaderboard.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
+TestLeaderboard.settings = settings(max_examples=budget(30), stateful_step_count=20, deadline=None)
 
 
 # -- examples ----------------------------------------------------------------------------------------------------------
@@ -736,7 +736,7 @@ def test_a_post_retried_after_any_store_failure_counts_once(after: bool) -> None
     assert k > 5  # a 3-window post makes at least 5 store calls
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=budget(40), deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from([f"o{i}" for i in range(40)]),
@@ -949,7 +949,7 @@ def test_a_post_whose_last_attempt_lands_returns(store) -> None:
 # -- rows bounded in bytes -----------------------------------------------------------------------------------------
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=budget(25), deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -1148,7 +1148,7 @@ def test_a_page_by_offset_starts_at_that_rank(store, ties) -> None:
 # -- bulk loads --------------------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=budget(40), deadline=None)
 @given(
     rows=st.lists(st.tuples(OWNERS, VALUES), max_size=14),
     chunk=st.sampled_from([2, 3, 5]),

@@ -4,6 +4,7 @@ chunks, and a snapshot that other writes in this process overtook (its view undo
 from __future__ import annotations
 
 import pytest
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +39,7 @@ def every_slice_matches(ranking, model: dict[str, int], order: str) -> None:
             assert got == (members[start : start + length], scores[start : start + length]), (start, length)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=budget(200), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(MEMBERS), st.integers(-3, 3)),
     WRITES,
@@ -57,7 +58,7 @@ def test_slices_over_the_log_match_the_model(start, writes, later, order, chunk)
     every_slice_matches(mdss._snapshot.snapshot(board.engine).ranking, model, order)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=budget(40), deadline=None)
 @given(
     st.integers(0, 400),
     st.lists(st.tuples(st.integers(0, 599), st.none() | st.integers(-50, 50)), min_size=150, max_size=300),
@@ -109,7 +110,7 @@ def test_a_score_changed_to_an_equal_value_of_another_type_reads_back_as_the_new
     assert [type(e.score) for e in reader if e.member == "m5"] == [float]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=budget(40), deadline=None)
 @given(st.lists(st.dictionaries(st.sampled_from(MEMBERS), st.integers(-3, 3), max_size=20), max_size=8))
 def test_a_batch_sealed_into_several_segments_reads_and_merges_like_the_model(batches) -> None:
     """A batch appended at once is sealed into segments of at most SEGMENT_BYTES (a store's value limit):
@@ -157,7 +158,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=budget(150), deadline=None)
 @given(st.dictionaries(st.sampled_from(MEMBERS), st.integers(-3, 3)), STEPS, st.integers(2, 4), st.booleans())
 def test_reads_of_an_unchanged_head_answer_as_the_model(start, steps, chunk, cached) -> None:
     """A reader reuses the snapshot of a head it finds unchanged (``Engine.made``): every read, before and after

@@ -9,6 +9,7 @@ manifests.
 
 from __future__ import annotations
 
+from depth import budget
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -65,7 +66,7 @@ class NodeBytesMachine(RuleBasedStateMachine):
 
 
 TestNodeBytes = NodeBytesMachine.TestCase
-TestNodeBytes.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+TestNodeBytes.settings = settings(max_examples=budget(60), stateful_step_count=25, deadline=None)
 
 
 def test_cuts_keep_every_part_full() -> None:

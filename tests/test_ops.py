@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,7 +67,7 @@ def _valid(op: str, only: str | None, when: str | None) -> bool:
 @pytest.mark.parametrize("order", ["desc", "asc"])
 @pytest.mark.parametrize("log_limit", [0, None])
 @given(writes=WRITES)
-@settings(max_examples=60)
+@settings(max_examples=budget(60))
 def test_conditional_writes_match_the_model(order: str, log_limit: int | None, writes: list) -> None:
     board = mdss.SortedSet(mdss.open_store("memory://"), "b", order=order, chunk_size=3, log_limit=log_limit)
     model: dict = {}
@@ -156,7 +157,7 @@ REDIS_WRITES = st.lists(
 
 
 @given(writes=REDIS_WRITES)
-@settings(max_examples=80)
+@settings(max_examples=budget(80))
 def test_conditional_writes_match_redis_zadd(redis_client, writes: list) -> None:
     """Every reply and the final set equal Redis' own ``ZADD`` with the same flags."""
     key = "mdss-test:zadd-oracle"

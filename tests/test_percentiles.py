@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from leaderboard.leaderboard import Leaderboard as Peer
@@ -40,7 +41,7 @@ scored = st.lists(st.integers(-1000, 1000), unique=True, max_size=24).map(
 )
 
 
-@settings(max_examples=25)
+@settings(max_examples=budget(25))
 @given(scores=scored, order=st.sampled_from(["asc", "desc"]), shards=st.sampled_from([None, 3]))
 def test_sets_match_the_agoragames_library(peer_redis: redis.Redis, scores: dict[str, int], order: str, shards) -> None:
     store = mdss.open_store("memory://")
@@ -57,7 +58,7 @@ def test_sets_match_the_agoragames_library(peer_redis: redis.Redis, scores: dict
         assert s.score_for_percentile(percent) == (None if expected is None else pytest.approx(expected, abs=1e-9))
 
 
-@settings(max_examples=15)
+@settings(max_examples=budget(15))
 @given(scores=scored, direction=st.sampled_from(["asc", "desc"]))
 def test_boards_match_the_agoragames_library(peer_redis: redis.Redis, scores: dict[str, int], direction: str) -> None:
     board = mdss.Leaderboard(

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from depth import examples
+from depth import budget, examples
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,7 +126,7 @@ def test_the_script_agrees_with_the_reference_on_crafted_bridged_heads(redis_kin
     request.addfinalizer(store.close)
     script, key = store._tail_script, f"crafted{uuid.uuid4().hex[:8]}"
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=budget(400), deadline=None)
     @given(_crafted())
     def check(case):
         value, sha, seen, record, cap, new, lagging = case
@@ -146,7 +146,7 @@ def test_a_refused_append_or_seal_is_refused_at_every_later_head() -> None:
     later, and one that landed never lands again, whatever came in between (appends, seals, merges, new
     cores): a request held back on the network and run at any later point changes nothing then."""
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=budget(300), deadline=None)
     @given(_steps())
     def check(steps):
         values, sent = [b"\x81\xa1v\x00"], []

@@ -16,6 +16,7 @@ from unittest import mock
 
 import attrs
 import pytest
+from depth import budget
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -295,7 +296,7 @@ def _write(board, model: dict[str, int], writes: list) -> None:
             model[member] = score
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=budget(150), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
     SHARD_WRITES,
@@ -352,7 +353,7 @@ def test_pages_and_counts_across_shards_match_a_model(
     assert board.check() == []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=budget(60), deadline=None)
 @given(
     st.integers(0, 250),
     st.integers(0, 400),
@@ -382,7 +383,7 @@ def test_guessed_pages_over_long_logs_match_a_model(members, writes, seed, shard
                 assert board._entries(g, first, first + length) == entries[first : first + length]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=budget(60), deadline=None)
 @given(st.integers(0, 120), st.integers(0, 200), st.integers(0, 2**32), st.sampled_from([2, 3]), st.integers(2, 5))
 def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes, seed, shards, chunk) -> None:
     """A shard's layout (regions with the log applied) gives its merged keys by position and its counts
@@ -413,7 +414,7 @@ def test_layouts_find_merged_positions_and_counts_of_each_shard(members, writes,
             assert [lay.below(g, part, p) for p in probes] == [bisect_left(keys, p) for p in probes]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=budget(80), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
     st.lists(st.tuples(st.sampled_from(["reader", "writer"]), SHARD_WRITES), max_size=8),
@@ -672,7 +673,7 @@ def test_cli_creates_sharded_sets_and_shows_each_shard(tmp_path) -> None:
     store.close()
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=budget(120), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(SHARD_MEMBERS), st.integers(-4, 4)),
     st.lists(

@@ -12,6 +12,7 @@ import tempfile
 import tracemalloc
 
 import pytest
+from depth import budget
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,7 +41,7 @@ def _model(pairs: list[tuple[str, object]], order: str) -> list[tuple[str, objec
     return sorted(last.items(), key=lambda p: (-p[1] if order == "desc" else p[1], p[0]))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=budget(40), deadline=None)
 @given(
     pairs=st.lists(st.tuples(st.sampled_from(NUL_MEMBERS), scores), max_size=60),
     order=st.sampled_from(["desc", "asc"]),

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,7 +160,7 @@ def test_compare_and_set_counters_from_many_connections_are_exact(path) -> None:
     store.close()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=budget(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.sampled_from(["held", "fresh", "absent"]), st.binary(max_size=8))))
 def test_compare_and_set_from_two_stores_on_one_file_follows_a_model(tmp_path_factory, steps) -> None:
     """Two store objects on one file, each holding the record it last saw: a compare-and-set lands exactly

@@ -8,6 +8,7 @@ import time
 
 import attrs
 import pytest
+from depth import budget
 from faulty import FaultyStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,7 +83,7 @@ def _reference(value, held, record, cap, core):
         return None, "full" if exc.full else "refused"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300), deadline=None)
 @given(_steps())
 def test_the_reference_keeps_a_tail_that_decodes_to_the_appends_it_took(steps) -> None:
     outcomes, value = _run(steps, _reference)
@@ -111,7 +112,7 @@ def test_every_store_applies_appends_as_the_reference_does(store) -> None:
             store.append_log("h", b"\x80", _tail.record("00" * 8, _entries("00" * 8, ["a"]), ["a"]), 1000)
         return
 
-    @settings(max_examples=40, deadline=None)
+    @settings(max_examples=budget(40), deadline=None)
     @given(_steps())
     def check(steps):
         key = f"tail{next(_keys)}"
@@ -218,7 +219,7 @@ _record_entries = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=budget(200), deadline=None)
 @given(
     st.lists(st.tuples(_nonce, _record_entries), max_size=20),
     st.integers(0, 40),

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ def client(redis_url: str) -> redis.Redis:
     return redis.Redis(host=url.hostname, port=url.port, db=int(url.path.lstrip("/") or 0), decode_responses=True)
 
 
-@settings(max_examples=20)
+@settings(max_examples=budget(20))
 @given(scores=tied, shards=st.sampled_from([1, 3]))
 def test_a_descending_set_lists_ties_as_redis_does(client: redis.Redis, scores: dict[str, int], shards: int) -> None:
     client.delete("tiebreak-peer")

@@ -5,6 +5,7 @@ sets."""
 from __future__ import annotations
 
 import pytest
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ def expected(model: dict[str, float], order: str, ties: str) -> list[tuple[str, 
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(MEMBERS), SCORES, min_size=1),
     st.lists(st.tuples(st.sampled_from(MEMBERS), st.none() | SCORES), max_size=12),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 
+from depth import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,7 +87,7 @@ _TIES = st.sampled_from(["00:a", "00:b", "01:", "01:a", "01:a\x00", "02:zz"])
 _OWNERS = st.sampled_from(["o", "oa", "ob", "p", "~"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300), deadline=None)
 @given(
     st.sets(st.tuples(_TIES, _OWNERS), max_size=12),
     st.lists(
