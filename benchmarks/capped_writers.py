@@ -35,10 +35,13 @@ from typing import Any
 import harness
 import mdss
 from mdss.stores.capacity import CapacityStore
+from mdss.stores.slots import SlotStore
 
 
-def _capped(url: str, buckets: str, args: argparse.Namespace) -> CapacityStore:
-    return CapacityStore(
+def _capped(url: str, buckets: str, args: argparse.Namespace) -> mdss.Store:
+    """The writers' store: Redis under the capacity model (by compare-and-set with ``--cas`` or ``--slots``), with
+    ``--slots`` each append a key of its own (``mdss.stores.slots``)."""
+    capped = CapacityStore(
         mdss.open_store(url),
         write_units=args.write_units,
         read_units=args.read_units,
@@ -47,8 +50,21 @@ def _capped(url: str, buckets: str, args: argparse.Namespace) -> CapacityStore:
         retry_budget=120.0,
         watch=lambda key: key.endswith(":h"),  # the heads (mdss._keys.Keyspace.head)
         unit_bytes=(1 << 62, 1 << 62) if args.per_request else (1024, 4096),
-        appends=False if args.cas else None,
+        appends=False if args.cas or args.slots else None,
     )
+    return SlotStore(capped, every=args.slots) if args.slots else capped
+
+
+def _uncapped(url: str, args: argparse.Namespace) -> mdss.Store:
+    """The store that loads and checks the set: the same layout, no cap."""
+    if not args.slots:
+        return mdss.open_store(url)
+    return SlotStore(CapacityStore(mdss.open_store(url), read_units=1e9, write_units=1e9, appends=False))
+
+
+def _model(store: mdss.Store) -> CapacityStore:
+    """The capacity model under ``store``: its units, and (its inner store's) round trips."""
+    return store.inner if isinstance(store, SlotStore) else store  # type: ignore[return-value]
 
 
 def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace, start: Any, out: Any) -> None:
@@ -62,23 +78,24 @@ def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace,
     measure_from, end = begin + 1.0, begin + 1.0 + args.seconds
     posts = 0
     before: dict[str, float] = {}
+    model = _model(store)
     while (now := time.monotonic()) < end:
         if not before and now >= measure_from:
-            usage = store.usage
+            usage = model.usage
             before = {
                 "units": usage.write_units,
                 "head_units": usage.watched_units,
                 "head_writes": usage.watched_writes,
                 "throttled": usage.throttled,
-                "calls": store.stats.calls,
-                "conflicts": store.stats.conflicts,
+                "calls": model.stats.calls,
+                "conflicts": model.stats.conflicts,
             }
         member, score = f"m{rng.randrange(args.members)}", rng.randrange(1_000_000)
         sset.add(member, score)
         last[member] = score
         if before:
             posts += 1
-    usage = store.usage
+    usage = model.usage
     out.put(
         {
             "posts": posts,
@@ -86,8 +103,8 @@ def _writer(i: int, url: str, buckets: str, name: str, args: argparse.Namespace,
             "head_units": usage.watched_units - before.get("head_units", 0),
             "head_writes": usage.watched_writes - before.get("head_writes", 0),
             "throttled": usage.throttled - before.get("throttled", 0),
-            "calls": store.stats.calls - before.get("calls", 0),
-            "conflicts": store.stats.conflicts - before.get("conflicts", 0),
+            "calls": model.stats.calls - before.get("calls", 0),
+            "conflicts": model.stats.conflicts - before.get("conflicts", 0),
             "last": last,
             "finished": time.monotonic(),
         }
@@ -98,7 +115,7 @@ def _row(url: str, shards: int, args: argparse.Namespace, progress: Any) -> dict
     name = f"capped-{shards}-{time.monotonic_ns()}"
     with tempfile.TemporaryDirectory(prefix="mdss-buckets-") as directory:
         buckets = os.path.join(directory, "buckets.db")
-        setup = mdss.open_store(url)
+        setup = _uncapped(url, args)
         rng = random.Random(shards)
         pairs = ((f"m{i}", rng.randrange(1_000_000)) for i in range(args.members))
         mdss.SortedSet.load(setup, name, pairs, **({"shards": shards} if shards > 1 else {}))
@@ -180,6 +197,12 @@ def main() -> None:
     parser.add_argument("--burst", type=float, default=1.0)
     parser.add_argument(
         "--cas", action="store_true", help="heads by compare-and-set only, as on DynamoDB (no store-applied appends)"
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="heads by compare-and-set, each append a key of its own, a checkpoint of the head every N (0: off)",
     )
     parser.add_argument(
         "--per-request", action="store_true", help="a unit per request, whatever its size (not DynamoDB's per KB)"

@@ -45,7 +45,7 @@ if DEEP:  # exported: test_log_faults.py's full enumeration (and any worker proc
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 #: ``riak-fake`` is the Riak store over an in-memory fake of Riak's HTTP API (``fake_riak.py``).
-ALL_STORES = ("memory", "memory-cas", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
+ALL_STORES = ("memory", "memory-cas", "memory-slots", "sqlite", "redis", "redis-cluster", "riak-fake", "dynamodb")
 #: Stores that need a server nobody can install here; the only ones allowed to skip in CI.
 OPTIONAL_STORES = ("riak",)
 #: Riak joins every suite when MDSS_RIAK_URL names a node (no Riak server can be installed here).
@@ -104,11 +104,17 @@ class StoreFactory:
         self._opened: list[mdss.Store] = []
 
     def url_for_new(self) -> str:
-        """A URL naming a fresh, empty store (its own file or namespace)."""
+        """A URL naming a fresh, empty store (its own file or namespace); a kind ``<kind>+slots`` (not in CI: the
+        stores that only compare and set, over ``mdss.stores.slots``), that kind's with ``slots=3``."""
+        if self.kind.endswith("+slots"):
+            url = StoreFactory(self.kind[: -len("+slots")], self.url, self._tmp).url_for_new()
+            return f"{url}{'&' if '?' in url else '?'}slots=3"
         if self.kind == "memory":
             return "memory://"
         if self.kind == "memory-cas":  # commits compare-and-set the head, as on Riak and DynamoDB (no mdss._tail)
             return "memory://?appends=false"
+        if self.kind == "memory-slots":  # appends in keys of their own over compare-and-set (mdss.stores.slots)
+            return "memory://?appends=false&slots=3"
         if self.kind == "sqlite":
             return f"sqlite:///{self._tmp.mktemp('sqlite')}/store-{next(_counter)}.db"
         if "{table}" in self.url:  # dynalite: a table of its own, so that listing its keys scans only them
@@ -130,7 +136,8 @@ class StoreFactory:
 
 
 def _server_url(kind: str, request: pytest.FixtureRequest) -> str:
-    if kind in ("memory", "memory-cas", "sqlite", "riak-fake"):
+    kind = kind.removesuffix("+slots")
+    if kind in ("memory", "memory-cas", "memory-slots", "sqlite", "riak-fake"):
         return f"{kind}://"
     if kind == "redis":
         return request.getfixturevalue("redis_url")
@@ -155,7 +162,7 @@ def store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     factory.close()
 
 
-@pytest.fixture(params=[s for s in SELECTED if s not in ("memory", "memory-cas", "riak-fake")])
+@pytest.fixture(params=[s for s in SELECTED if s not in ("memory", "memory-cas", "memory-slots", "riak-fake")])
 def shared_store_factory(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """Like ``store_factory``, for the stores several processes can share (all but the in-process ones)."""
     kind = request.param

@@ -115,7 +115,7 @@ def test_every_store_applies_appends_as_the_reference_does(store) -> None:
     @settings(max_examples=budget(40), deadline=None)
     @given(_steps())
     def check(steps):
-        key = f"tail{next(_keys)}"
+        key = f"mdss:tail{next(_keys)}:h"  # a head's key (mdss._keys): the stores that keep heads apart know it
         store.put(key, b"\x81\xa1v\x00")
 
         def stored(value, held, record, cap, core):
@@ -453,8 +453,8 @@ def test_a_writer_whose_appends_wait_seals_keeping_the_bridges(store, monkeypatc
     value = store.get(sealer.keys.head).value
     assert value[:1] == _tail.BRIDGED
     for lagging, mark in ((False, _tail.BRIDGED), (True, _tail.BRIDGES)):  # a seal from the head as stored
-        store.put("copy", value)
-        assert store.swap_core("copy", value, b"\x82\xa1v\x09", b"", 10_000, lagging=lagging).value[:1] == mark
+        store.put("mdss:copy:h", value)
+        assert store.swap_core("mdss:copy:h", value, b"\x82\xa1v\x09", b"", 10_000, lagging=lagging).value[:1] == mark
     assert mdss.SortedSet(store, "b").check() == [] and mdss.SortedSet(store, "c").check() == []
 
 
@@ -549,7 +549,7 @@ def test_a_resend_across_a_bridge_finds_its_record_whatever_the_size(store) -> N
     in the bridge, although the parent's records and it again would pass the cap (landed, not refused)."""
     if not store.appends:
         return
-    key, plain = f"resend{next(_keys)}", b"\x81\xa1v\x00"
+    key, plain = f"mdss:resend{next(_keys)}:h", b"\x81\xa1v\x00"
     store.put(key, plain)
     mine = _tail.record("01" * 8, _entries("01" * 8, ["a"]), ["a"])
     held = store.append_log(key, plain, mine, 10_000).value

@@ -335,7 +335,8 @@ def test_the_store_applies_extreme_records_as_the_reference_does(store, cap: int
         _big_record("00" * 7 + "01", ["x"], pad=33_000),
     ]
     base = b"\x81\xa1v\x00"
-    store.put("k", base)
+    key = "mdss:k:h"  # a head's key (mdss._keys)
+    store.put(key, base)
     value = base
     for record in [*records, records[0], _big_record("11" * 8, [many[254]])]:  # a resend; a conflict
         sha, seen = _tail.view(base)
@@ -344,12 +345,12 @@ def test_the_store_applies_extreme_records_as_the_reference_does(store, cap: int
         except _tail.Refused as exc:
             expected, outcome = None, "full" if exc.full else "refused"
         try:
-            landed, got = store.append_log("k", base, record, cap), "appended"
+            landed, got = store.append_log(key, base, record, cap), "appended"
         except mdss.ConflictError as exc:
             landed, got = None, "full" if getattr(exc, "full", False) else "refused"
         assert got == outcome
         if landed is not None:
-            assert landed.value == expected == store.get("k").value
+            assert landed.value == expected == store.get(key).value
             value = expected
 
 

@@ -1,0 +1,183 @@
+"""mdss.stores.slots: appends in keys of their own over a store that only compares and sets.
+
+The whole suite runs over it as the store kind ``memory-slots`` (conftest.py). Here: several processes (each its own
+SlotStore over one store) interleave appends, seals, compare-and-sets, deletes and reads with a clock that jumps past
+the slots' grace, against the reference (a memory store that applies appends itself, the same calls in the same
+order): every outcome and every head the same, and the slots a checkpoint covers deleted once their grace has passed.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from depth import budget
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mdss
+from mdss import _tail
+from mdss.stores.memory import MemoryStore
+from mdss.stores.slots import CHECKPOINT, SlotStore, slot_key
+
+KEY = "mdss:s:h"
+PLAIN = b"\x81\xa1v\x00"  # a plain head's bytes: the stores never decode the core
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _record(nonce: int, members: list[str]) -> bytes:
+    text = f"{nonce:016x}"
+    entries = [(m, None, float(i), None) for i, m in enumerate(members[:-1])] + [(members[-1], 1, 2, text)]
+    record = _tail.record(text, entries, members)
+    assert record is not None
+    return record
+
+
+OPS = st.one_of(
+    st.tuples(
+        st.just("append"), st.integers(0, 2), st.lists(st.sampled_from("abcd"), min_size=1, max_size=2, unique=True)
+    ),
+    st.tuples(st.just("seal"), st.integers(0, 2), st.booleans()),
+    st.tuples(st.just("read"), st.integers(0, 2)),
+    st.tuples(st.just("cas"), st.integers(0, 2)),
+    st.tuples(st.just("delete"), st.integers(0, 2)),
+    st.tuples(st.just("tick"), st.sampled_from([0.1, 0.3, 0.6, 1.5])),
+)
+
+
+@settings(max_examples=budget(300), deadline=None)
+@given(st.integers(1, 3), st.sampled_from([40, 300, 10_000]), st.lists(OPS, max_size=40))
+def test_processes_over_one_store_apply_what_the_reference_applies(every: int, cap: int, ops: list) -> None:
+    clock, inner, reference = Clock(), MemoryStore(appends=False), MemoryStore()
+    procs = [SlotStore(inner, every=every, grace=1.0, clock=clock) for _ in range(3)]
+    inner.put("unrelated", b"x")
+    procs[0].put(KEY, PLAIN)
+    reference.put(KEY, PLAIN)
+    # What each process last read or wrote: (its record, the reference's record of the same moment).
+    held = [(p.get(KEY), reference.get(KEY)) for p in procs]
+    nonces, cores = itertools.count(), itertools.count()
+    for op in ops:
+        kind = op[0]
+        if kind == "tick":
+            clock.now += op[1]
+            continue
+        i = op[1]
+        mine, theirs = held[i]
+        outcome, expected = _both(procs[i], reference, kind, op, mine, theirs, cap, next(nonces), next(cores))
+        assert _outcome(outcome) == _outcome(expected), op
+        if outcome[1] is not None or kind == "read":
+            held[i] = (outcome[1], expected[1])
+        cold = SlotStore(inner, every=every, grace=1.0, clock=clock).get(KEY)  # another process, reading
+        assert (cold and cold.value) == (reference.get(KEY) and reference.get(KEY).value)
+    clock.now += 10
+    for p in procs:
+        p.get(KEY)  # each deletes the slots whose grace has passed
+    record = inner.get(KEY)
+    slots = [k for k in inner.keys("mdss:") if "~" in k]
+    if record is None:
+        assert not slots, "a deleted head's slots are deleted once their grace has passed"
+    else:
+        assert record.value[:1] == CHECKPOINT or not slots
+        base = int.from_bytes(record.value[9:17], "big") if record.value[:1] == CHECKPOINT else 0
+        series = record.value[1:9].hex() if record.value[:1] == CHECKPOINT else None
+        for k in slots:
+            at = k.rpartition("~")[2]
+            assert at.partition(".")[0] != series or int(at.partition(".")[2]) > base, (
+                "a covered slot outlived its grace"
+            )
+    assert inner.get("unrelated").value == b"x" and "unrelated" in set(procs[0].keys(""))
+    assert not [k for k in procs[0].keys("") if "~" in k], "slots are never listed"
+
+
+def _both(proc, reference, kind, op, mine, theirs, cap, nonce, core):
+    """``(outcome, record after)`` of the op on the process and on the reference."""
+    results = []
+    for store, held in ((proc, mine), (reference, theirs)):
+        try:
+            if kind == "read":
+                results.append(("read", store.get(KEY)))
+            elif kind == "append":
+                value = held.value if held is not None else PLAIN
+                results.append(("appended", store.append_log(KEY, value, _record(nonce, op[2]), cap)))
+            elif kind == "seal":
+                value = held.value if held is not None else PLAIN
+                new = b"\x82\xa1v" + core.to_bytes(4, "big") + b"\xa1s\x01"
+                results.append(("sealed", store.swap_core(KEY, value, new, _record(nonce, ["z"]), cap, lagging=op[2])))
+            elif kind == "cas":
+                value = b"\x82\xa1v" + core.to_bytes(4, "big") + b"\xa1c\x01"
+                version = store.cas(KEY, value, None if held is None else held.version)
+                results.append(("stored", mdss.stores.Record((value,), version)))
+            else:
+                store.delete_if(KEY, None if held is None else held.version)
+                results.append(("deleted", None))
+        except _tail.Refused as exc:
+            results.append(("full" if exc.full else "refused", exc.current))
+        except mdss.ConflictError as exc:
+            results.append(("conflict", exc.current if exc.current_known else store.get(KEY)))
+    return results[0], results[1]
+
+
+def _outcome(result):
+    kind, record = result
+    return kind, None if record is None else record.value
+
+
+def test_a_post_writes_one_small_key_and_the_head_once_every_few() -> None:
+    inner = MemoryStore(appends=False)
+    store = SlotStore(inner, every=4)
+    board = mdss.SortedSet(store, "b", log_limit=10_000)
+    board.add("first", 1)
+    writes = {}
+    real = inner.cas
+
+    def counted(key, value, version):
+        writes[key] = writes.get(key, 0) + 1
+        return real(key, value, version)
+
+    inner.cas = counted  # type: ignore[method-assign]
+    before = inner.stats.snapshot()
+    for i in range(40):
+        board.add(f"m{i}", i)
+    spent = inner.stats.since(before)
+    head = board.keys.head
+    assert writes[head] == 10 and sum(n for k, n in writes.items() if k != head) == 40
+    assert spent["calls"] <= 40 + 2 * 10 + 1  # a put per post; a read and a write of the head per checkpoint
+    assert {e.member: e.score for e in mdss.SortedSet(mdss.stores.slots.SlotStore(inner), "b")} == {
+        "first": 1,
+        **{f"m{i}": i for i in range(40)},
+    }
+
+
+def test_open_store_takes_slots_and_refuses_a_bad_count(tmp_path) -> None:
+    store = mdss.open_store("memory://?appends=false&slots=5&namespace=app")
+    assert isinstance(store, SlotStore) and store.every == 5 and store.namespace == "app" and store.appends
+    store = mdss.open_store(f"sqlite:///{tmp_path}/s.db?timeout=3", slots=2)
+    assert isinstance(store, SlotStore) and store.every == 2 and store.inner.path == f"{tmp_path}/s.db"
+    for bad in ("0", "x", "-1"):
+        with pytest.raises(mdss.InvalidArgumentError):
+            mdss.open_store(f"memory://?appends=false&slots={bad}")
+    with pytest.raises(mdss.InvalidArgumentError):
+        mdss.open_store("memory://?slots=3")  # a store that applies appends itself needs no slots
+
+
+def test_a_damaged_slot_is_refused_as_corrupt_and_a_reader_without_slots_refuses_a_checkpoint() -> None:
+    inner = MemoryStore(appends=False)
+    board = mdss.SortedSet(SlotStore(inner, every=100), "b")
+    board.add_many({"a": 1, "b": 2})
+    board.add("c", 3)
+    record = inner.get(board.keys.head)
+    series = record.value[1:9]
+    damaged = bytearray(inner.get(slot_key(board.keys.head, series, 1)).value)
+    damaged[5] ^= 1
+    inner.put(slot_key(board.keys.head, series, 1), bytes(damaged))
+    with pytest.raises(mdss.CorruptDataError):
+        mdss.SortedSet(SlotStore(inner), "b").score("c")
+    with pytest.raises(mdss.CorruptDataError):
+        mdss.SortedSet(inner, "b").score("a")
