@@ -17,7 +17,7 @@ from ._board_format import (
 )
 from ._board_settings import _check_field
 from ._codec import pack
-from ._order import INT_MAX, INT_MIN, check_choice
+from ._order import INT_MAX, INT_MIN, check_choice, check_text, iterate
 from .exceptions import InvalidArgumentError, InvalidScoreError
 
 #: The most expired post ids a post forgets in the board's record of them.
@@ -26,8 +26,10 @@ _PRUNE = 4
 
 def _check_value(field: str, value: Any) -> Any:
     kind = type(value)
-    if kind is bool or kind is str:
+    if kind is bool:
         return value
+    if kind is str:
+        return check_text(value, f"field {field!r}: the value")
     if kind is int:
         if not INT_MIN <= value <= INT_MAX:
             raise InvalidScoreError(f"field {field!r}: integer {value} does not fit in 64 bits")
@@ -66,8 +68,11 @@ def check_post(
     for field in numeric:
         if field in checked and not _number(checked[field]):
             raise InvalidScoreError(f"field {field!r} must be an int or a float, got {checked[field]!r:.80}")
+    if ops is not None and not isinstance(ops, Mapping):
+        raise InvalidArgumentError(f"ops must be a mapping of field -> op, got {ops!r:.80}")
     ops = dict(ops or {})
     for field, op in ops.items():
+        _check_field(field)
         check_choice(op, _ops.OPS, f"ops[{field!r}]")
         if op == "best":
             best_op(field, keep_best, columns)
@@ -75,6 +80,8 @@ def check_post(
         check_choice(only, _ops.ONLY, "only")
     if post_id is not None and (not isinstance(post_id, str) or not post_id or len(post_id) > 128):
         raise InvalidArgumentError(f"post_id must be a non-empty str of at most 128 characters, got {post_id!r:.80}")
+    if post_id is not None:
+        check_text(post_id, "post_id")
     return checked, ops
 
 
@@ -136,7 +143,7 @@ def checked_rows(
     if isinstance(rows, (str, bytes)) or not isinstance(rows, (Mapping, Iterable)):
         raise InvalidArgumentError(f"rows must be (owner, values) pairs or a mapping, got {rows!r:.80}")
     numeric = (*accumulate, *keep_best)
-    for item in rows.items() if isinstance(rows, Mapping) else rows:
+    for item in rows.items() if isinstance(rows, Mapping) else iterate(rows, "(owner, values) pairs"):
         if not isinstance(item, (tuple, list)) or len(item) != 2:
             raise InvalidArgumentError(f"each row must be an (owner, values) pair, got {item!r:.80}")
         who = owner(item[0])

@@ -10,7 +10,7 @@ from . import _tail
 from ._board_format import _MARK_SLOT, _ROW, _ROW_SLOT, MAX_FIELD_NAME, MAX_FIELDS, _Column, _row_member
 from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace, board_keyspace
-from ._order import MAX_PARTS, check_choice, check_count
+from ._order import MAX_PARTS, check_choice, check_count, check_text
 from ._schedules import Calendar
 from .exceptions import CorruptDataError, InvalidArgumentError
 from .stores.base import Record, Store
@@ -36,7 +36,7 @@ def _check_field(name: Any, what: str = "field") -> str:
         raise InvalidArgumentError(
             f"a {what} name must be a non-empty str of at most {MAX_FIELD_NAME} characters, got {name!r:.80}"
         )
-    return name
+    return check_text(name, f"a {what} name")
 
 
 def _strings(items: Any, what: str) -> list[Any]:

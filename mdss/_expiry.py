@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _garbage, _head, _snapshot
 from ._head import FENCED, Head
+from ._order import finite
 from .exceptions import InvalidArgumentError, StoreError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ LATEST = (1 << 53) - 1
 def after(seconds: float) -> int:
     """The moment ``seconds`` from now (this process's clock), in milliseconds since the epoch; refuses what is not a
     finite number of seconds (``bool`` included)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+    if not finite(seconds):
         raise InvalidArgumentError(f"expire() takes a finite number of seconds, not {seconds!r:.40}")
     return _bounded(_head.clock() * 1000 + seconds * 1000)
 
@@ -47,7 +48,7 @@ def at(when: datetime.datetime | float) -> int:
         if when.tzinfo is None or when.utcoffset() is None:
             raise InvalidArgumentError("expire_at() takes an aware datetime (with a tzinfo), not a naive one")
         return _bounded(when.timestamp() * 1000)
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
+    if not finite(when):
         raise InvalidArgumentError(f"expire_at() takes an aware datetime or epoch seconds, not {when!r:.40}")
     return _bounded(when * 1000)
 

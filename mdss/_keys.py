@@ -30,7 +30,10 @@ PART, SHARD = "#", "|"
 def _part(text: str, what: str) -> str:
     if not isinstance(text, str) or not text:
         raise InvalidArgumentError(f"a {what} must be a non-empty string, got {text!r}")
-    return quote(text, safe=_SAFE)
+    try:
+        return quote(text, safe=_SAFE)
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8, so no key
+        raise InvalidArgumentError(f"a {what} must be valid Unicode (no lone surrogates), got {text!r:.80}") from None
 
 
 HEAD, NODE, TOPN = "head", "node", "topn"

@@ -49,6 +49,8 @@ def checked(pairs: Any, replace: Any, progress: Any, batch: Any, memory_bytes: A
         raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
     check_count(batch, "batch", least=1)
     check_count(memory_bytes, "memory_bytes", least=1 << 20)
+    if memory_bytes > 1 << 50:
+        raise InvalidArgumentError(f"memory_bytes must be at most 2**50 (a PiB), got {memory_bytes!r:.80}")
     if progress is not None and not callable(progress):
         raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
 

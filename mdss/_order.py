@@ -102,7 +102,7 @@ def check_members(members: Any) -> list[str]:
     """The valid members of an iterable (not a single string: a common slip), else an :class:`InvalidArgumentError`."""
     if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
         raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
-    return [check_member(m) for m in members]
+    return [check_member(m) for m in iterate(members, "an iterable of members")]
 
 
 def check_score(score: Any) -> Score:
@@ -129,10 +129,19 @@ def check_score(score: Any) -> Score:
         raise InvalidScoreError(f"score {score!r:.80} is not a float: {exc}") from None
 
 
+def iterate(values: Any, what: str) -> Iterator[Any]:
+    """An iterator over ``values``, or :class:`InvalidArgumentError` saying they should be ``what``: some objects look
+    iterable and are not (a numpy array of no dimension)."""
+    try:
+        return iter(values)
+    except TypeError:
+        raise InvalidArgumentError(f"expected {what}, got {values!r:.80}") from None
+
+
 def _pairs(pairs: Any) -> Iterable[tuple[Any, Any]]:
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
         raise InvalidArgumentError(f"expected a mapping or an iterable of (member, score), got {pairs!r:.80}")
-    for pair in pairs.items() if isinstance(pairs, Mapping) else pairs:
+    for pair in pairs.items() if isinstance(pairs, Mapping) else iterate(pairs, "an iterable of (member, score)"):
         try:
             member, score = pair
         except (TypeError, ValueError):
@@ -165,6 +174,17 @@ def check_pairs(pairs: Any) -> dict[str, Score]:
     return dict(checked_pairs(pairs))
 
 
+def check_text(text: str, what: str) -> str:
+    """``text`` (a ``str``) if it is valid Unicode: a lone surrogate has no UTF-8, so it can be neither stored nor
+    packed (an :class:`InvalidArgumentError` naming ``what``, not msgpack's ``UnicodeEncodeError``)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(f"{what} {text!r:.80} is not valid Unicode: {exc.reason}") from None
+    return text
+
+
 def check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     """``value`` if it is one of ``allowed``, else :class:`InvalidArgumentError` naming ``what``."""
     if not isinstance(value, str) or value not in allowed:
@@ -186,16 +206,27 @@ def check_flag(value: Any, what: str) -> bool:
     return value
 
 
+def finite(value: Any) -> bool:
+    """Whether ``value`` is an int or float (not a bool) that is a finite double: an int past a double's range (10**400)
+    is not, as every duration and moment mdss computes with is a float."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_seconds(value: Any, what: str) -> float:
     """``value`` if it is a finite, non-negative number of seconds, else :class:`InvalidArgumentError`."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
+    if not finite(value) or value < 0:
         raise InvalidArgumentError(f"{what} must be a non-negative number of seconds, got {value!r:.80}")
     return value
 
 
 def check_positive(value: Any, what: str) -> float:
     """``value`` if it is a finite number above 0, else :class:`InvalidArgumentError`."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+    if not finite(value) or value <= 0:
         raise InvalidArgumentError(f"{what} must be a positive number, got {value!r:.80}")
     return value
 

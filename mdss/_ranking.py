@@ -9,9 +9,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._order import TOP, Order
+from ._order import TOP, Order, member_key
 from ._overlay import MISSING, Chain, Groups, Overlay, View
-from ._tree import Tree
+from ._tree import Tree, other_tree
+from .exceptions import CorruptDataError
 
 
 class Index:
@@ -34,7 +35,7 @@ class Index:
         """:meth:`find` of one member, without the lists (a rank's or a score's hot path)."""
         score = self.view.get(member)
         if score is MISSING and self.chain != ():
-            score = _cached(self.tree.source.cache, self.tree.root, member)
+            score = _cached(self.tree.source.cache, self.tree.root, member, self.tree.height)
             if score is MISSING:
                 score = self._earlier(member)
         return self.tree.get(member) if score is MISSING else score
@@ -44,7 +45,8 @@ class Index:
         if MISSING in found and self.chain != ():
             # The tree itself where its nodes are cached (a warm process: no earlier tree to search), else earlier.
             cache, root = self.tree.source.cache, self.tree.root
-            found = [_cached(cache, root, m) if score is MISSING else score for m, score in zip(members, found)]
+            height = self.tree.height
+            found = [_cached(cache, root, m, height) if score is MISSING else score for m, score in zip(members, found)]
             found = [self._earlier(m) if score is MISSING else score for m, score in zip(members, found)]
         rest = [m for m, score in zip(members, found) if score is MISSING]
         if rest:
@@ -70,15 +72,23 @@ class Index:
         return MISSING
 
 
-def _cached(cache: Any, root: Any, member: str) -> Any:
-    """``member``'s score in the member index ``root`` from cached nodes alone (``None``: not there), or ``MISSING``
-    when a node on its path is not cached."""
+def _cached(cache: Any, root: Any, member: str, height: int | None = None) -> Any:
+    """``member``'s score in the member index ``root`` (of ``height``, if known) from cached nodes alone (``None``: not
+    there), or ``MISSING`` when a node on its path is not cached, or not where it belongs (a damaged store: the
+    tree's own descent, which checks each node, says so)."""
     if root is None:
         return None
     node = cache.get(root)
+    if node is not None and height is not None and node.height != height:
+        return MISSING
     while node is not None and node.height:
-        node = cache.get(node.ids[node.child(member)])
-    if node is None:
+        if other_tree(node, member_key):
+            return MISSING
+        child = cache.get(node.ids[node.child(member)])
+        if child is not None and child.height != node.height - 1:
+            return MISSING
+        node = child
+    if node is None or other_tree(node, member_key):
         return MISSING
     keys = node.keys
     i = bisect_left(keys, member)
@@ -230,6 +240,8 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], order: Or
         return tuple(order.members_of(merged)), tuple([score_of(k) for k in merged])
     members, scores = list(order.plain(leaf.members, leaf.scores)), list(leaf.scores)
     gone = [leaf.position(key) for key in removed]  # positions found without spelling out every key (Leaf.position)
+    if gone and (gone[-1] >= len(scores) or len(set(gone)) < len(gone)):
+        raise CorruptDataError("an entry set does not hold the entries the update log says it replaced")
     for i in reversed(gone):
         del members[i], scores[i]
     member_of, score_of = order.member_of, order.score_of

@@ -16,7 +16,18 @@ from ._engine import Engine, Resolver
 from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._keys import Keyspace
 from ._log import log_limit
-from ._order import DataEntry, Entry, Order, Score, check_choice, check_flag, check_member, data_of, score_of
+from ._order import (
+    DataEntry,
+    Entry,
+    Order,
+    Score,
+    check_choice,
+    check_flag,
+    check_member,
+    check_seconds,
+    data_of,
+    score_of,
+)
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
 from ._snapshot import Snapshot
@@ -444,7 +455,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
         """Keys of stored nodes the current head does not name, minted over ``min_age`` seconds ago: garbage awaiting
         ``gc()`` and nodes of commits in flight (not a problem :meth:`check` reports)."""
-        return _garbage.unreferenced(self.engine, min_age)
+        return _garbage.unreferenced(self.engine, check_seconds(min_age, "min_age"))
 
     def node_keys(self) -> list[str]:
         """The store keys of every node the current head names (reads manifests only)."""

@@ -34,7 +34,16 @@ from ._board_views import Page, RankedRow
 from ._codec import unpack
 from ._facade import check_page, staleness
 from ._keys import Keyspace, board_keyspace
-from ._order import MAX_OWNER_BYTES, Order, check_choice, check_count, check_flag, check_member, check_seconds
+from ._order import (
+    MAX_OWNER_BYTES,
+    Order,
+    check_choice,
+    check_count,
+    check_flag,
+    check_member,
+    check_seconds,
+    iterate,
+)
 from ._schedules import Calendar
 from ._sortedset import SortedSet
 from ._tree import CHILD_BYTES
@@ -836,7 +845,7 @@ class Leaderboard:
         left out, rows lacking the column's fields come last with rank ``None``."""
         if isinstance(owners, str) or not isinstance(owners, Iterable):
             raise InvalidArgumentError(f"owners must be an iterable of owners, got {owners!r:.80}")
-        wanted = list(dict.fromkeys(self._owner(o) for o in owners))
+        wanted = list(dict.fromkeys(self._owner(o) for o in iterate(owners, "an iterable of owners")))
         col, ties = self._column(column), self._ties(ties)
         return self._read(
             window, lambda snap: views.ranked_rows(snap, self._order, col, wanted, ties), max_staleness, wanted

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -362,3 +363,71 @@ def test_a_value_with_data_the_decode_left_unchecked_is_refused_when_read(bad) -
         fresh.range(0, 20, with_data=True)
     with pytest.raises(mdss.CorruptDataError):
         mdss.SortedSet(store, "b").range(0, 20, with_data=True)
+
+
+def _swapped(store: mdss.Store, node: str, holding: bytes) -> mdss.Store:
+    """A copy of ``store`` in which the node at key ``node`` holds ``holding`` (another node's valid bytes)."""
+    copy = mdss.open_store("memory://")
+    for key in store.keys(""):
+        copy.put(key, store.get(key).value)
+    copy.put(node, holding)
+    return copy
+
+
+def _logged_set(longer: bool) -> tuple[mdss.Store, dict[str, bytes]]:
+    """A set of entry sets of 4 with an update log not merged (one add, or also a float, a removal, an increment), and
+    its nodes."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet(store, "c", chunk_size=4)
+    board.add_many({f"m{i:02d}": i for i in range(40)})
+    board.add("m05", 100)
+    if longer:
+        board.add("f", 1.5)
+        board.remove("m06")
+        board.incr("m07", 3)
+    return store, {k: store.get(k).value for k in store.keys("mdss:c:n:")}
+
+
+def _outcome(call: Callable[[], Any], seconds: float = 20.0) -> BaseException | str | None:
+    """``None`` if ``call()`` returned or raised an mdss error within ``seconds``; else what it raised, or "hung"."""
+    found: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            found.append(None)
+        except mdss.MdssError:
+            found.append(None)
+        except BaseException as exc:  # what the test looks for
+            found.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return found[0] if found else "hung"
+
+
+@pytest.mark.parametrize("longer", [False, True], ids=["one-add-logged", "four-writes-logged"])
+def test_a_node_holding_another_nodes_bytes_is_damage_not_a_crash_nor_a_hang(longer: bool) -> None:
+    """The checksum covers a node's bytes, not the key they belong at: a node that holds another valid node's bytes
+    (its parent's, a sibling's, one of the other tree's) decodes. Every read and write then answers or raises
+    CorruptDataError, on a fresh object and on one whose check() cached the misplaced node: a manifest naming itself
+    had sent the member index's cached descent round forever, and a swapped entry set under a log raised IndexError."""
+    store, nodes = _logged_set(longer)
+    ops: list[tuple[str, Callable[[mdss.SortedSet], Any]]] = [
+        ("range", lambda s: s.range(0, 100)),
+        ("rank", lambda s: s.rank("m10")),
+        ("score", lambda s: s.score("m20")),
+        ("add", lambda s: s.add("zz", 5)),
+        ("remove", lambda s: s.remove("m11")),
+    ]
+    pairs = [(a, b) for a in sorted(nodes) for b in sorted(nodes) if a != b]
+    named = [(a, b) for a, b in pairs if a.rpartition(":")[2].encode() in nodes[b]]  # a node holding its parent's
+    for a, b in named + sample([p for p in pairs if p not in named], "swapped nodes", keep=40):
+        for name, op in ops:
+            for checked_first in (False, True):
+                board = mdss.SortedSet(_swapped(store, a, nodes[b]), "c")
+                if checked_first:
+                    board.check()  # reports the damage, and caches what it read
+                outcome = _outcome(lambda board=board, op=op: op(board))
+                assert outcome is None, f"{name} with {a} holding {b}'s bytes: {outcome!r}"

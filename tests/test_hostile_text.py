@@ -243,3 +243,72 @@ def test_board_cli_values_in_other_digits_are_text() -> None:
     for bad in hostile("3"):
         result = CliRunner().invoke(cli, [*args, f"xp={bad}"])
         assert result.exit_code == 1 and "must be an int or a float" in result.output, (bad, result.output)
+
+
+LONE = "\ud800"  # a lone surrogate: a str with no UTF-8
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: mdss.SortedSet(s, LONE),
+        lambda s: mdss.SortedSet(s, "x" + LONE),
+        lambda s: mdss.Leaderboard(s, LONE, columns={"xp": "desc"}),
+        lambda s: mdss.TopN(s, LONE, 5),
+        lambda s: mdss.SortedSet(mdss.open_store("memory://", namespace=LONE), "x"),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).post("o", {"xp": 1, LONE: 1}),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).post("o", {"xp": 1, "name": LONE}),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).post("o", {"xp": 1}, post_id=LONE),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).post("o", {"xp": 1}, ops={LONE: "set"}),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).load([("o", {"xp": 1, "name": LONE})]),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).load([("o", {LONE: 1})]),
+    ],
+)
+def test_a_lone_surrogate_in_any_name_or_text_is_an_invalid_argument(call) -> None:
+    """Set, board and top-N names, namespaces, field names, text values and post ids with a lone surrogate are refused
+    as InvalidArgumentError (they had raised UnicodeEncodeError from quoting a key or packing a row); nothing is
+    written."""
+    store = mdss.open_store("memory://")
+    with pytest.raises(mdss.InvalidArgumentError):
+        call(store)
+    assert mdss.Leaderboard(store, "b", columns={"xp": "desc"}).rows(["o"], "xp") == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, b: s.expire(10**400),
+        lambda s, b: s.expire_at(10**400),
+        lambda s, b: s.unreferenced(10**400),
+        lambda s, b: s.unreferenced(None),
+        lambda s, b: mdss.SortedSet(s.store, "y", retry_budget=10**400),
+        lambda s, b: mdss.SortedSet.load(s.store, "z", {"a": 1}, memory_bytes=10**30),
+        lambda s, b: b.load([("o", {"xp": 1})], memory_bytes=10**30),
+        lambda s, b: b.post("o", {"xp": 1}, ops=True),
+        lambda s, b: b.post("o", {"xp": 1}, ops="set"),
+        lambda s, b: b.post("o", {"xp": 1}, ops={1: "set"}),
+        lambda s, b: s.add_many(_ZeroD()),
+        lambda s, b: s.remove_many(_ZeroD()),
+        lambda s, b: s.scores(_ZeroD()),
+        lambda s, b: b.rows(_ZeroD(), "xp"),
+        lambda s, b: b.load(_ZeroD()),
+    ],
+)
+def test_numbers_past_a_double_and_objects_that_look_iterable_are_invalid_arguments(call) -> None:
+    """Durations and moments past a double's range (10**400) and a load's memory past 2**50 bytes are refused (they had
+    raised OverflowError, or islice's ValueError); so are ops that are no mapping of field names, and objects that
+    claim to iterate and do not (a numpy array of no dimension: TypeError from iter())."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet(store, "x")
+    sset.add("a", 1)
+    board = mdss.Leaderboard(store, "b", columns={"xp": "desc"})
+    with pytest.raises(mdss.InvalidArgumentError):
+        call(sset, board)
+    assert sset.score("a") == 1 and sset.check() == []
+
+
+class _ZeroD:
+    """Like a numpy array of no dimension: it has ``__iter__``, which raises TypeError."""
+
+    def __iter__(self):
+        raise TypeError("iteration over a 0-d array")
