@@ -167,6 +167,7 @@ class SlotStore(Store):
         self.inner, self.every, self.grace, self.clock = inner, every, float(grace), clock
         self.evicts, self.max_value_bytes = inner.evicts, inner.max_value_bytes
         self._states: dict[str, State] = {}  # the last state read or written of each head
+        self._probes: dict[str, int] = {}  # how many slots the next read of each head reads with its key
         self._doomed: collections.deque[tuple[float, list[str]]] = collections.deque()  # (when, slot keys)
         self._lock = threading.Lock()
 
@@ -177,24 +178,27 @@ class SlotStore(Store):
 
     def _fold(self, keys: Sequence[str]) -> list[State]:
         """Each head's state: its checkpoint with the slots after it replayed. The first batch reads each head's key
-        and the slots after the last state this process read of it (which the checkpoint has not passed); later ones
-        the slots after those, until one is absent."""
+        and the slots after the last state this process read of it (which the checkpoint has not passed: as many as
+        that read found new, and one more, doubled); later ones the slots after those, until one is absent."""
         self._reap()
-        probe = 1 + self.every // 2
         for _ in range(8):
             began = self.clock()
             with self._lock:
                 hints = [self._states.get(key) for key in keys]
+                probes = [
+                    self._probes.get(key, 2) if hint is not None and hint.series is not None else 0
+                    for key, hint in zip(keys, hints)
+                ]
             batch: list[str] = []
-            for key, hint in zip(keys, hints):
+            for key, hint, probe in zip(keys, hints, probes):
                 batch.append(key)
-                if hint is not None and hint.series is not None:
-                    batch += [slot_key(key, hint.series, hint.n + j) for j in range(1, probe + 1)]
+                if probe:
+                    batch += [slot_key(key, hint.series, hint.n + j) for j in range(1, probe + 1)]  # type: ignore[union-attr,arg-type]
             values, at = self.inner.get_many(batch), 0
             states: list[State] = []
+            starts: list[int] = []
             pending: dict[int, int] = {}
-            for i, (key, hint) in enumerate(zip(keys, hints)):
-                count = probe if hint is not None and hint.series is not None else 0
+            for i, (key, hint, count) in enumerate(zip(keys, hints, probes)):
                 state, slots = _stored(key, values[at], began), values[at + 1 : at + 1 + count]
                 at += 1 + count
                 if (
@@ -206,14 +210,17 @@ class SlotStore(Store):
                     state = attrs.evolve(hint, base=state.base, at=began)
                 else:
                     slots = []  # they follow an older state than the checkpoint's
+                starts.append(state.n)
                 state, complete = _replayed(key, state, slots)
                 states.append(state)
                 if complete and state.series is not None:
-                    pending[i] = max(2 * len(slots), probe)
+                    pending[i] = max(2 * len(slots), 1 + self.every // 2)
             self._follow(keys, states, pending)
             if self.clock() - began < self.grace / 2:
                 with self._lock:
                     self._states.update(zip(keys, states))
+                    for key, state, start in zip(keys, states, starts):
+                        self._probes[key] = min(2 * (state.n - start) + 2, self.every + 2)
                 return states
         raise ConflictError(f"reads of {keys[0]!r} took over half the slots' grace ({self.grace:g} s) eight times")
 
