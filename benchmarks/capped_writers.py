@@ -1,7 +1,7 @@
 """Posts per second when each key's writes are capped, not the clients' CPU: sharded sets at S = 1, 4, 16.
 
     python benchmarks/capped_writers.py [--shards 1,4,16] [--processes 32] [--write-units 40] [--read-units 120]
-        [--burst 1] [--seconds 10] [--members 100000] [--redis URL] [--json FILE]
+        [--burst 1] [--cas | --slots N] [--per-request] [--seconds 10] [--members 100000] [--redis URL] [--json FILE]
 
 The store is one redis-server (of our own on loopback, or ``--redis``) under the capacity model
 (``mdss.stores.capacity.CapacityStore``): every key takes at most ``--write-units`` write units and ``--read-units``
@@ -16,7 +16,9 @@ second, the posts per capped write unit of one head (posts/s over S x write-unit
 head can take; with ``--per-request`` a unit is a write), the posts per write of a head whatever its units (landed or
 refused: 1.0 would be a post per write), the write units and throttled requests per post, and the ratio to S = 1.
 Afterwards every acknowledged post is checked to be in the set (the last score each process gave each of its members)
-and ``check()`` must hold.
+and ``check()`` must hold. With ``--cas`` heads are written by compare-and-set, as on DynamoDB; with ``--slots N``
+also, but through ``mdss.stores.slots.SlotStore``: each post under a key of its own, the head every ``N`` posts (its
+round trips are then the capacity model's, not the SlotStore's calls).
 """
 
 from __future__ import annotations
