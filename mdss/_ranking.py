@@ -9,9 +9,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._order import TOP, Order, member_key
+from ._order import TOP, Order
 from ._overlay import MISSING, Chain, Groups, Overlay, View
-from ._tree import Tree, other_tree
+from ._tree import Tree
 from .exceptions import CorruptDataError
 
 
@@ -82,15 +82,18 @@ def _cached(cache: Any, root: Any, member: str, height: int | None = None) -> An
     if node is not None and height is not None and node.height != height:
         return MISSING
     while node is not None and node.height:
-        if other_tree(node, member_key):
+        firsts = node.firsts
+        if firsts and type(firsts[0]) is not str:  # the score tree's: keys are tuples there
             return MISSING
         child = cache.get(node.ids[node.child(member)])
         if child is not None and child.height != node.height - 1:
             return MISSING
         node = child
-    if node is None or other_tree(node, member_key):
+    if node is None:
         return MISSING
     keys = node.keys
+    if keys and type(keys[0]) is not str:
+        return MISSING
     i = bisect_left(keys, member)
     return node.value_at(i) if i < len(keys) and keys[i] == member else None
 
