@@ -217,10 +217,9 @@ class SlotStore(Store):
                     pending[i] = max(2 * len(slots), 1 + self.every // 2)
             self._follow(keys, states, pending)
             if self.clock() - began < self.grace / 2:
-                with self._lock:
-                    self._states.update(zip(keys, states))
-                    for key, state, start in zip(keys, states, starts):
-                        self._probes[key] = min(2 * (state.n - start) + 2, self.every + 2)
+                for key, state, start in zip(keys, states, starts):
+                    self._keep(key, state)
+                    self._probes[key] = min(2 * (state.n - start) + 2, self.every + 2)
                 return states
         raise ConflictError(f"reads of {keys[0]!r} took over half the slots' grace ({self.grace:g} s) eight times")
 
@@ -328,8 +327,11 @@ class SlotStore(Store):
             return state
 
     def _keep(self, key: str, state: State) -> None:
+        """Hold ``state`` as the head's last, unless another thread holds a later one of the same series."""
         with self._lock:
-            self._states[key] = state
+            kept = self._states.get(key)
+            if kept is None or kept.series != state.series or kept.n <= state.n:
+                self._states[key] = state
 
     def _settle(self, key: str, state: State) -> None:
         """Write the head's state as its checkpoint (delete its key, if the head is gone) and doom the slots it covers;
@@ -446,4 +448,5 @@ class SlotStore(Store):
         return (key for key in self.inner.keys(prefix) if not _SLOT.search(key))
 
     def _close(self) -> None:
+        self._reap()
         self.inner.close()
