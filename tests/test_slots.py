@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import mdss
 from mdss import _tail
+from mdss.stores import slots
 from mdss.stores.memory import MemoryStore
 from mdss.stores.slots import CHECKPOINT, SlotStore, slot_key
 
@@ -181,3 +182,84 @@ def test_a_damaged_slot_is_refused_as_corrupt_and_a_reader_without_slots_refuses
         mdss.SortedSet(SlotStore(inner), "b").score("c")
     with pytest.raises(mdss.CorruptDataError):
         mdss.SortedSet(inner, "b").score("a")
+
+
+def _nonces(value: bytes | None) -> list[str]:
+    return [n for n, _ in _tail.split(KEY, value)[1]] if value and _tail.marked(value) else []
+
+
+def test_a_writer_that_waited_after_losing_a_slot_reads_the_head_before_it_writes(monkeypatch) -> None:
+    """A writer that lost a slot waits, then reads only the slots after it: if meanwhile another wrote the next slot,
+    checkpointed it and its grace passed (the slot deleted), the wait must not count as a read of the head's key, or the
+    put-if-absent lands on the deleted slot and the post is lost (found by review: the follow had reset the state's
+    age)."""
+    clock, inner, reference = Clock(), MemoryStore(appends=False), MemoryStore()
+    a, b = (SlotStore(inner, every=2, grace=1.0, clock=clock) for _ in range(2))
+    b.put(KEY, PLAIN)
+    reference.put(KEY, PLAIN)
+    a.get(KEY)
+    b.get(KEY)
+    b.append_log(KEY, PLAIN, _record(1, ["b"]), 10_000)  # slot 1: a loses it
+    reference.append_log(KEY, PLAIN, _record(1, ["b"]), 10_000)
+
+    def meanwhile(_: float) -> None:  # while a waits: slot 2 and its checkpoint, then a grace passes (b deletes both)
+        b.append_log(KEY, b.get(KEY).value, _record(2, ["c"]), 10_000)
+        reference.append_log(KEY, reference.get(KEY).value, _record(2, ["c"]), 10_000)
+        clock.now += 1.1
+        b.get(KEY)
+
+    monkeypatch.setattr(slots.time, "sleep", meanwhile)
+    clock.now = 0.1
+    landed = a.append_log(KEY, PLAIN, _record(3, ["a"]), 10_000)
+    expected = reference.append_log(KEY, PLAIN, _record(3, ["a"]), 10_000)
+    assert _nonces(landed.value) == _nonces(expected.value) == [f"{n:016x}" for n in (1, 2, 3)]
+    for reader in (a, b, SlotStore(inner, every=2, grace=1.0, clock=clock)):
+        assert _nonces(reader.get(KEY).value) == _nonces(expected.value)
+
+
+@pytest.mark.parametrize("blind", ["put", "delete"])
+def test_a_blind_write_of_a_head_is_a_slot_that_writers_holding_the_head_see(blind: str) -> None:
+    """``put`` and ``delete`` of a head (a dump restored, a board dropped) go in a slot of the head's series: a writer
+    holding a recent state of it is refused as by the reference (they had begun a new series, or deleted the key, and
+    the writer's slot landed in the old series, acknowledged and never read); a delete's slots are deleted once the
+    grace has passed, as are a series' left when another process made the head again first."""
+    clock, inner, reference = Clock(), MemoryStore(appends=False), MemoryStore()
+    a, b = (SlotStore(inner, every=8, grace=1.0, clock=clock) for _ in range(2))
+    for store in (a, reference):
+        store.put(KEY, PLAIN)
+    held, held_reference = a.get(KEY), reference.get(KEY)
+    for store in (b, reference):
+        store.put(KEY, b"\x81\xa1w\x01") if blind == "put" else store.delete(KEY)
+    clock.now += 0.2
+    for store, record in ((a, held), (reference, held_reference)):
+        with pytest.raises(mdss.ConflictError):
+            store.append_log(KEY, record.value, _record(1, ["a"]), 10_000)
+        with pytest.raises(mdss.ConflictError):
+            store.cas(KEY, b"\x81\xa1x\x02", record.version)
+    fresh = SlotStore(inner, every=8, grace=1.0, clock=clock).get(KEY)
+    assert (fresh and fresh.value) == (reference.get(KEY) and reference.get(KEY).value)
+    if blind == "delete":
+        a.cas(KEY, b"\x81\xa1y\x03", None)  # made again: a new series
+        clock.now += 5
+        a.get(KEY)
+        b.get(KEY)
+        assert [k for k in inner.keys("") if "~" in k] == []
+
+
+def test_a_write_of_the_same_bytes_object_moves_the_version_and_an_empty_head_is_a_head() -> None:
+    """A compare-and-set with the very bytes a read returned is a write (it had been taken for a resend: nothing
+    written, the version unmoved); a head of no bytes reads back as one, not as absent."""
+    store = SlotStore(MemoryStore(appends=False), grace=1.0)
+    store.put(KEY, PLAIN)
+    read = store.get(KEY)
+    version = store.cas(KEY, read.value, read.version)
+    assert version != read.version
+    with pytest.raises(mdss.ConflictError):
+        store.cas(KEY, b"\x81\xa1z\x04", read.version)
+    store.put("mdss:e:h", b"")
+    assert store.get("mdss:e:h").value == b"" and SlotStore(store.inner).get("mdss:e:h").value == b""
+
+
+def test_a_grace_under_a_second_is_refused() -> None:
+    with pytest.raises(mdss.InvalidArgumentError):
+        SlotStore(MemoryStore(appends=False), grace=0.05)

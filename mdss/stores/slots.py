@@ -44,7 +44,7 @@ from .. import _tail
 from .._codec import _sealed, loads, pack, seal
 from .._order import check_seconds
 from .._retry import Backoff
-from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError
+from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
 from .base import Record, Store
 
 #: The first byte of a checkpoint (msgpack's bin8: no head, plain or tailed, starts with it), then the series (8
@@ -101,12 +101,12 @@ def _stored(key: str, data: bytes | None, at: float) -> State:
     if len(data) < CHECKPOINT_HEADER:
         raise CorruptDataError("stored head checkpoint is truncated", key)
     n = int.from_bytes(data[9:17], "big")
-    return State(data[1:9], n, n, data[CHECKPOINT_HEADER:] or None, at)
+    return State(data[1:9], n, n, data[CHECKPOINT_HEADER:], at)
 
 
 def _encoded(state: State) -> bytes:
-    assert state.series is not None
-    return CHECKPOINT + state.series + state.n.to_bytes(8, "big") + (state.value or b"")
+    assert state.series is not None and state.value is not None  # a deleted head's key is deleted
+    return CHECKPOINT + state.series + state.n.to_bytes(8, "big") + state.value
 
 
 def replay(key: str, value: bytes | None, data: bytes) -> tuple[bytes | None, bool]:
@@ -148,8 +148,9 @@ def _replayed(key: str, state: State, slots: Sequence[bytes | None]) -> tuple[St
 class SlotStore(Store):
     """``inner`` (any store with a compare-and-set that keeps no siblings) with store-applied appends: see the module's
     docstring. ``every``: the slots after which a writer writes a checkpoint; ``grace``: seconds before the slots a
-    checkpoint covers are deleted (a read that takes half of it starts over, and a writer whose last read is that old
-    reads the head before it writes)."""
+    checkpoint covers are deleted (a read that takes half of it starts over, and a writer whose last read of the head's
+    key is that old reads it again before it writes). A writer must never pause for half the grace between that check
+    and its write landing (a stopped process, a store call's retries): the default, 30 s, is far above both."""
 
     appends = True
 
@@ -163,6 +164,8 @@ class SlotStore(Store):
         if type(every) is not int or every < 1:
             raise InvalidArgumentError(f"every must be a positive int, got {every!r:.80}")
         check_seconds(grace, "grace")
+        if grace < 1:
+            raise InvalidArgumentError(f"grace must be at least 1 s (well above any pause of a writer), got {grace!r}")
         super().__init__(namespace=inner.namespace)
         self.inner, self.every, self.grace, self.clock = inner, every, float(grace), clock
         self.evicts, self.max_value_bytes = inner.evicts, inner.max_value_bytes
@@ -221,7 +224,9 @@ class SlotStore(Store):
                     self._keep(key, state)
                     self._probes[key] = min(2 * (state.n - start) + 2, self.every + 2)
                 return states
-        raise ConflictError(f"reads of {keys[0]!r} took over half the slots' grace ({self.grace:g} s) eight times")
+        raise StoreUnavailableError(
+            f"reads of {keys[0]!r} took over half the slots' grace ({self.grace:g} s) eight times in a row"
+        )
 
     def _follow(self, keys: Sequence[str], states: list[State], pending: dict[int, int]) -> None:
         """Replay into ``states[i]`` the slots after it, for each ``i`` of ``pending`` (reading that many at first,
@@ -241,11 +246,13 @@ class SlotStore(Store):
             pending = more
 
     def _get(self, key: str) -> Record | None:
+        self._reap()
         if not is_head(key):
             return self.inner.get(key)
         return self._fold([key])[0].record()
 
     def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        self._reap()
         heads = [i for i, key in enumerate(keys) if is_head(key)]
         if not heads:
             return self.inner.get_many(keys)
@@ -270,15 +277,25 @@ class SlotStore(Store):
         return self._fold([key])[0], True
 
     def _commit(
-        self, key: str, change: Callable[[State], bytes | None], args: Callable[[bytes | None], list[Any]]
+        self,
+        key: str,
+        change: Callable[[State], bytes | None],
+        args: Callable[[bytes | None], list[Any]],
+        resends: bool = False,
     ) -> State:
         """Put the commit ``change`` makes of the head in the slot after the last one read, replaying whatever
         another writer put there first; the head's state after it. ``change`` raises :class:`ConflictError` (with
-        ``current`` filled in here) where the commit does not apply; ``args(new head)`` is what the slot holds."""
+        ``current`` filled in here) where the commit does not apply; ``args(new head)`` is what the slot holds;
+        ``resends``: a head ``change`` gives back unchanged is a resend found there (an append's), not a write.
+
+        Every put is made within half the grace of the last read of the head's key that the state rests on (its
+        ``at``): only then is an absent slot one never written, and not one replayed, covered and deleted since."""
         self._reap()
         state, read = self._current(key)
         lost = 0
         while True:
+            if self.clock() - state.at >= self.grace / 2:
+                state, read = self._fold([key])[0], True  # an old read (a long wait, a slow store): read again
             try:
                 new = change(state)
             except ConflictError as exc:
@@ -287,44 +304,57 @@ class SlotStore(Store):
                     continue
                 exc.current = state.record()
                 raise
-            if new is state.value:  # nothing to write (a resend, there already): as the head stands now
-                if not read:
+            if (resends and new is state.value) or (new is None and state.value is None):
+                if not read:  # nothing to write (a resend, there already; absent already): as the head stands now
                     state, read = self._fold([key])[0], True
                     continue
                 return state
             if state.series is None or state.closed:  # no head, or deleted: a checkpoint of a new series
-                made = State(secrets.token_bytes(8), 0, 0, new, state.at)
-                record = None if state.series is None else self.inner.get(key)
-                try:
-                    if record is not None and _stored(key, record.value, state.at).series != state.series:
-                        raise ConflictError("another series began")
-                    self.inner.cas(key, _encoded(made), None if record is None else record.version)
-                except ConflictError:
+                assert new is not None  # a delete of no head returned above
+                if not self._begin(key, state, new):
                     state, read = self._fold([key])[0], True
                     continue
-                self._keep(key, made)
-                return made
+                return self._states[key]
             slot = slot_key(key, state.series, state.n + 1)
             try:
                 self.inner.cas(slot, seal(pack(args(new))), None)
             except ConflictError as exc:
                 current = exc.current if exc.current_known else self.inner.get(slot)
-                if current is None or self.clock() - state.at >= self.grace / 2:
-                    state, read = self._fold([key])[0], True  # deleted since, or an old read: read the head again
+                if current is None:
+                    state, read = self._fold([key])[0], True  # deleted since: read the head again
                     continue
                 state, lost = _replayed(key, state, [current.value])[0], lost + 1
                 # The writers that lost this slot would all race for the next: each waits a while (jittered, longer
-                # each time it loses), then reads the slots that landed meanwhile, and tries the one after them.
+                # each time it loses), then reads the slots that landed meanwhile (not the head's key: its state's
+                # ``at`` stays that of the last read of it), and tries the one after them.
                 time.sleep(LOSERS.delay(lost))
-                began, states = self.clock(), [state]
+                states = [state]
                 self._follow([key], states, {0: 1 + self.every // 2})
-                state, read = attrs.evolve(states[0], at=began), False
+                state, read = states[0], False
                 continue
             state = attrs.evolve(state, n=state.n + 1, value=new, closed=new is None)
             self._keep(key, state)
             if state.n % self.every == 0 or new is None:  # one writer in every: the one that wrote that slot
                 self._settle(key, state)
             return state
+
+    def _begin(self, key: str, state: State, value: bytes) -> bool:
+        """Make the head ``value`` as the checkpoint of a new series, where ``state`` found none or a deleted one (whose
+        slots it dooms); False if another writer changed the head's key first."""
+        made = State(secrets.token_bytes(8), 0, 0, value, state.at)
+        record = None if state.series is None else self.inner.get(key)
+        stored = _stored(key, None if record is None else record.value, state.at)
+        if record is not None and stored.series != state.series:
+            return False
+        try:
+            self.inner.cas(key, _encoded(made), None if record is None else record.version)
+        except ConflictError:
+            return False
+        if state.series is not None:  # the deleted series' slots: none follows its delete
+            self._doom(key, state.series, stored.base, state.n)
+        with self._lock:
+            self._states[key] = made
+        return True
 
     def _keep(self, key: str, state: State) -> None:
         """Hold ``state`` as the head's last, unless another thread holds a later one of the same series."""
@@ -335,25 +365,35 @@ class SlotStore(Store):
 
     def _settle(self, key: str, state: State) -> None:
         """Write the head's state as its checkpoint (delete its key, if the head is gone) and doom the slots it covers;
-        losing to another writer is fine."""
-        record = self.inner.get(key)
-        stored = _stored(key, None if record is None else record.value, state.at)
-        if record is None or stored.series != state.series or stored.base >= state.n:
+        losing to another checkpoint is fine, but a delete tries again while its series is the key's."""
+        for _ in range(3):
+            record = self.inner.get(key)
+            stored = _stored(key, None if record is None else record.value, state.at)
+            if record is None or stored.series != state.series or stored.base >= state.n:
+                return
+            try:
+                if state.value is None:
+                    self.inner.delete_if(key, record.version)
+                else:
+                    self.inner.cas(key, _encoded(attrs.evolve(state, base=state.n)), record.version)
+            except ConflictError:
+                if state.value is None:
+                    continue
+                return
+            assert state.series is not None
+            self._doom(key, state.series, stored.base, state.n)
+            with self._lock:
+                kept = self._states.get(key)
+                if kept is not None and kept.series == state.series and kept.n >= state.n:
+                    self._states[key] = attrs.evolve(kept, base=state.n)
             return
-        try:
-            if state.value is None:
-                self.inner.delete_if(key, record.version)
-            else:
-                self.inner.cas(key, _encoded(attrs.evolve(state, base=state.n)), record.version)
-        except ConflictError:
-            return
-        assert state.series is not None
-        slots = [slot_key(key, state.series, n) for n in range(stored.base + 1, state.n + 1)]
-        with self._lock:
-            self._doomed.append((self.clock() + self.grace, slots))
-            kept = self._states.get(key)
-            if kept is not None and kept.series == state.series and kept.n >= state.n:
-                self._states[key] = attrs.evolve(kept, base=state.n)
+
+    def _doom(self, key: str, series: bytes, after: int, last: int) -> None:
+        """Delete slots ``after + 1`` to ``last`` of ``series`` once the grace has passed."""
+        slots = [slot_key(key, series, n) for n in range(after + 1, last + 1)]
+        if slots:
+            with self._lock:
+                self._doomed.append((self.clock() + self.grace, slots))
 
     def _reap(self) -> None:
         """Delete the slots whose grace has passed."""
@@ -369,6 +409,7 @@ class SlotStore(Store):
             key,
             lambda state: _tail.apply(state.value, sha, seen, record, cap),
             lambda new: [APPEND, _digest(new), sha, seen, record, cap],
+            resends=True,
         )
         return state.record()  # type: ignore[return-value]
 
@@ -388,6 +429,7 @@ class SlotStore(Store):
             key,
             lambda state: _tail.swap(state.value, sha, seen, core, record, cap, lagging),
             lambda new: [SWAP, _digest(new), sha, seen, core, record, cap, lagging],
+            resends=True,
         )
         return state.record()  # type: ignore[return-value]
 
@@ -420,10 +462,8 @@ class SlotStore(Store):
     # -- everything else: the inner store's ------------------------------------------------------------------------
 
     def _put(self, key: str, value: bytes, context: Any) -> None:
-        if is_head(key):  # a head written whatever it was (a dump restored): a new series
-            made = State(secrets.token_bytes(8), 0, 0, value, self.clock())
-            self.inner.put(key, _encoded(made), context=context)
-            self._keep(key, made)
+        if is_head(key):  # a head written whatever it holds: a compare-and-set of the head as it is, in a slot
+            self._commit(key, lambda state: value, lambda new: [REPLACE, _digest(new), new])
             return
         self.inner.put(key, value, context=context)
 
@@ -433,15 +473,15 @@ class SlotStore(Store):
         self.inner.put_many({k: v for k, v in items.items() if not is_head(k)})
 
     def _delete(self, key: str) -> None:
+        if is_head(key):  # a head deleted whatever it holds: a delete in a slot, which ends its series
+            self._commit(key, lambda state: None, lambda new: [DELETE, b""])
+            return
         self.inner.delete(key)
-        with self._lock:
-            self._states.pop(key, None)
 
     def _delete_many(self, keys: Sequence[str]) -> None:
-        self.inner.delete_many(keys)
-        with self._lock:
-            for key in keys:
-                self._states.pop(key, None)
+        for key in [k for k in keys if is_head(k)]:
+            self._delete(key)
+        self.inner.delete_many([k for k in keys if not is_head(k)])
 
     def _keys(self, prefix: str) -> Iterator[str]:
         """The inner store's keys but the slots, which ``gc()`` must not take for garbage."""
