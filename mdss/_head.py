@@ -17,6 +17,7 @@ import attrs
 from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, check_entry, log_entry, pack, seal, unpack
 from ._order import ROWS, valid_tiebreak
+from ._tail import CHECKPOINT
 from .exceptions import CorruptDataError
 
 if TYPE_CHECKING:
@@ -245,6 +246,12 @@ class Head:
             if _tail.marked(core):
                 raise CorruptDataError("stored head's core has a tail of its own", key)
             return cls.decode(key, core).appended(records)
+        if data[:1] == CHECKPOINT:
+            raise CorruptDataError(
+                "stored head is the checkpoint of a store opened with slots=N (mdss.stores.slots): open the store with "
+                "that option to read it",
+                key,
+            )
         _, found = unpack(key, data, "head")
         if type(found) is not dict:
             raise CorruptDataError("stored head is malformed (not a map)", key)

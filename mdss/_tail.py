@@ -49,6 +49,9 @@ TAILED = b"\xc1"
 BRIDGED = b"\xc2"
 #: The first byte of a head bridged from several cores (msgpack's true: no plain head's).
 BRIDGES = b"\xc3"
+#: The first byte of a checkpoint of a store that keeps its heads in slots (``mdss.stores.slots``: msgpack's bin 8, no
+#: head's first byte), which a head read without that store refuses.
+CHECKPOINT = b"\xc4"
 #: Bytes before the core: the marker, the core's SHA-1, its length.
 HEADER = 25
 #: Bytes before a bridge's records: the parent's core SHA-1, its records' length, the bridge's length.

@@ -180,7 +180,7 @@ def test_a_damaged_slot_is_refused_as_corrupt_and_a_reader_without_slots_refuses
     inner.put(slot_key(board.keys.head, series, 1), bytes(damaged))
     with pytest.raises(mdss.CorruptDataError):
         mdss.SortedSet(SlotStore(inner), "b").score("c")
-    with pytest.raises(mdss.CorruptDataError):
+    with pytest.raises(mdss.CorruptDataError, match="slots=N"):
         mdss.SortedSet(inner, "b").score("a")
 
 

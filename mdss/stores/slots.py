@@ -47,9 +47,9 @@ from .._retry import Backoff
 from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
 from .base import Record, Store
 
-#: The first byte of a checkpoint (msgpack's bin8: no head, plain or tailed, starts with it), then the series (8
-#: bytes), the slot it follows (8 bytes, big-endian) and the head's bytes.
-CHECKPOINT = b"\xc4"
+#: The first byte of a checkpoint (``mdss._tail.CHECKPOINT``: no head, plain or tailed, starts with it), then the
+#: series (8 bytes), the slot it follows (8 bytes, big-endian) and the head's bytes.
+CHECKPOINT = _tail.CHECKPOINT
 #: Bytes before a checkpoint's head.
 CHECKPOINT_HEADER = 17
 #: What a slot holds: ``[kind, digest of the head it made (8 bytes; empty for a delete), arguments...]``, sealed.
