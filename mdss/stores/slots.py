@@ -311,10 +311,11 @@ class SlotStore(Store):
                 return state
             if state.series is None or state.closed:  # no head, or deleted: a checkpoint of a new series
                 assert new is not None  # a delete of no head returned above
-                if not self._begin(key, state, new):
+                made = self._begin(key, state, new)
+                if made is None:
                     state, read = self._fold([key])[0], True
                     continue
-                return self._states[key]
+                return made
             slot = slot_key(key, state.series, state.n + 1)
             try:
                 self.inner.cas(slot, seal(pack(args(new))), None)
@@ -338,23 +339,22 @@ class SlotStore(Store):
                 self._settle(key, state)
             return state
 
-    def _begin(self, key: str, state: State, value: bytes) -> bool:
+    def _begin(self, key: str, state: State, value: bytes) -> State | None:
         """Make the head ``value`` as the checkpoint of a new series, where ``state`` found none or a deleted one (whose
-        slots it dooms); False if another writer changed the head's key first."""
+        slots it dooms): its state, or ``None`` if another writer changed the head's key first."""
         made = State(secrets.token_bytes(8), 0, 0, value, state.at)
         record = None if state.series is None else self.inner.get(key)
         stored = _stored(key, None if record is None else record.value, state.at)
         if record is not None and stored.series != state.series:
-            return False
+            return None
         try:
             self.inner.cas(key, _encoded(made), None if record is None else record.version)
         except ConflictError:
-            return False
+            return None
         if state.series is not None:  # the deleted series' slots: none follows its delete
             self._doom(key, state.series, stored.base, state.n)
-        with self._lock:
-            self._states[key] = made
-        return True
+        self._keep(key, made)
+        return made
 
     def _keep(self, key: str, state: State) -> None:
         """Hold ``state`` as the head's last, unless another thread holds a later one of the same series."""
@@ -365,8 +365,9 @@ class SlotStore(Store):
 
     def _settle(self, key: str, state: State) -> None:
         """Write the head's state as its checkpoint (delete its key, if the head is gone) and doom the slots it covers;
-        losing to another checkpoint is fine, but a delete tries again while its series is the key's."""
-        for _ in range(3):
+        losing to another checkpoint is fine, but a delete tries again while its series is the key's (a delete whose
+        writer stops first leaves the key, which reads as absent, to the head's next write)."""
+        for _ in range(8):
             record = self.inner.get(key)
             stored = _stored(key, None if record is None else record.value, state.at)
             if record is None or stored.series != state.series or stored.base >= state.n:
