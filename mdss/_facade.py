@@ -559,13 +559,13 @@ class SetMethods:
         Estimate(rank=58, low=58, high=58)
         """
         member, score = self._estimate_args(member, score)
+        if ties is not None:
+            check_choice(ties, TIES, "ties")
         ties = "ordinal" if ties is None and member is not None else ties
         if member is None and ties not in (None, "competition"):
             raise InvalidArgumentError(f"a score's rank is its competition rank: ties={ties!r} needs a member")
         if ties == "dense":
             raise InvalidArgumentError("estimates count entries, not distinct scores: use rank(member, ties='dense')")
-        if ties is not None:
-            check_choice(ties, TIES, "ties")
         if max_error is not None:
             check_count(max_error, "max_error")
 

@@ -292,6 +292,7 @@ def test_a_lone_surrogate_in_any_name_or_text_is_an_invalid_argument(call) -> No
         lambda s, b: s.scores(_ZeroD()),
         lambda s, b: b.rows(_ZeroD(), "xp"),
         lambda s, b: b.load(_ZeroD()),
+        lambda s, b: s.estimate_rank("a", ties=_Ambiguous()),
     ],
 )
 def test_numbers_past_a_double_and_objects_that_look_iterable_are_invalid_arguments(call) -> None:
@@ -312,3 +313,12 @@ class _ZeroD:
 
     def __iter__(self):
         raise TypeError("iteration over a 0-d array")
+
+
+class _Ambiguous:
+    """Like a numpy array of several values: comparing it answers something whose truth is an error."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("the truth value of an array with more than one element is ambiguous")
+
+    __hash__ = None  # type: ignore[assignment]
