@@ -1,6 +1,6 @@
 """Store-applied appends over any store with a compare-and-set: each append a key of its own, written once.
 
-On a store that only compares and sets (DynamoDB, SQLite, Riak), every commit writes the whole head: under a per-key
+On a store that only compares and sets (DynamoDB, SQLite), every commit writes the whole head: under a per-key
 write limit, and charged per started KB of the head, a post costs a write of the head or more (docs/performance.md,
 "Posts under a per-key cap"), and writers that race for the head lose and write again. :class:`SlotStore` gives such a
 store the appends of ``mdss._tail`` (its :attr:`~Store.appends` is true), so that a post writes one small key of its
