@@ -182,6 +182,12 @@ def test_a_damaged_slot_is_refused_as_corrupt_and_a_reader_without_slots_refuses
         mdss.SortedSet(SlotStore(inner), "b").score("c")
     with pytest.raises(mdss.CorruptDataError, match="slots=N"):
         mdss.SortedSet(inner, "b").score("a")
+    for at in range(1, 21):  # the series, the slot it follows, their CRC-32: a flipped bit is damage, not another slot
+        damaged = bytearray(record.value)
+        damaged[at] ^= 0x04
+        inner.put(board.keys.head, bytes(damaged))
+        with pytest.raises(mdss.CorruptDataError, match="checkpoint"):
+            SlotStore(inner).get(board.keys.head)
 
 
 def _nonces(value: bytes | None) -> list[str]:

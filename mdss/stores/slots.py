@@ -35,6 +35,7 @@ import re
 import secrets
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,10 +49,11 @@ from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, 
 from .base import Record, Store
 
 #: The first byte of a checkpoint (``mdss._tail.CHECKPOINT``: no head, plain or tailed, starts with it), then the
-#: series (8 bytes), the slot it follows (8 bytes, big-endian) and the head's bytes.
+#: series (8 bytes), the slot it follows (8 bytes, big-endian), the CRC-32 of those 16 bytes and the head's bytes (which
+#: carry checks of their own).
 CHECKPOINT = _tail.CHECKPOINT
 #: Bytes before a checkpoint's head.
-CHECKPOINT_HEADER = 17
+CHECKPOINT_HEADER = 21
 #: What a slot holds: ``[kind, digest of the head it made (8 bytes; empty for a delete), arguments...]``, sealed.
 APPEND, SWAP, REPLACE, DELETE = range(4)
 #: How long a writer that lost a slot to another waits before it reads the slots after it and tries again.
@@ -98,15 +100,16 @@ def _stored(key: str, data: bytes | None, at: float) -> State:
         return State(None, 0, 0, None, at)
     if data[:1] != CHECKPOINT:
         return State(_digest(data), 0, 0, data, at)
-    if len(data) < CHECKPOINT_HEADER:
-        raise CorruptDataError("stored head checkpoint is truncated", key)
+    if len(data) < CHECKPOINT_HEADER or zlib.crc32(data[1:17]).to_bytes(4, "big") != data[17:21]:
+        raise CorruptDataError("stored head checkpoint's header is damaged", key)
     n = int.from_bytes(data[9:17], "big")
     return State(data[1:9], n, n, data[CHECKPOINT_HEADER:], at)
 
 
 def _encoded(state: State) -> bytes:
     assert state.series is not None and state.value is not None  # a deleted head's key is deleted
-    return CHECKPOINT + state.series + state.n.to_bytes(8, "big") + state.value
+    header = state.series + state.n.to_bytes(8, "big")
+    return CHECKPOINT + header + zlib.crc32(header).to_bytes(4, "big") + state.value
 
 
 def replay(key: str, value: bytes | None, data: bytes) -> tuple[bytes | None, bool]:
