@@ -238,7 +238,10 @@ def _with_log(leaf: Any, added: Sequence[Any], removed: Sequence[Any], order: Or
     """
     if len(added) > 64:  # many logged keys (new scores often land together): one merge of the key lists
         keys, dropped = leaf.keys, set(removed)
-        merged = list(heapq.merge([k for k in keys if k not in dropped] if dropped else keys, added))
+        kept = [k for k in keys if k not in dropped] if dropped else keys
+        if len(kept) != len(keys) - len(dropped):
+            raise CorruptDataError("an entry set does not hold the entries the update log says it replaced")
+        merged = list(heapq.merge(kept, added))
         score_of = order.score_of
         return tuple(order.members_of(merged)), tuple([score_of(k) for k in merged])
     members, scores = list(order.plain(leaf.members, leaf.scores)), list(leaf.scores)

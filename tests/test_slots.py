@@ -269,3 +269,42 @@ def test_a_write_of_the_same_bytes_object_moves_the_version_and_an_empty_head_is
 def test_a_grace_under_a_second_is_refused() -> None:
     with pytest.raises(mdss.InvalidArgumentError):
         SlotStore(MemoryStore(appends=False), grace=0.05)
+
+
+class _HeadWritesFail(MemoryStore):
+    """A memory store whose writes of a head's key and deletes fail as an unreachable store would, when ``failing``."""
+
+    failing = False
+
+    def _cas(self, key, value, version):
+        if self.failing and key.endswith(":h"):
+            raise mdss.StoreUnavailableError("injected: the head's key is unreachable")
+        return super()._cas(key, value, version)
+
+    def _delete_many(self, keys):
+        if self.failing:
+            raise mdss.StoreUnavailableError("injected: deletes fail")
+        return super()._delete_many(keys)
+
+
+def test_a_checkpoint_or_a_cleanup_that_fails_leaves_the_landed_commit_landed() -> None:
+    """A checkpoint is the writer's extra work after its slot landed: a store that fails it (a lost reply, a down
+    node) must not make the commit look ambiguous (the next checkpoint catches up); slots whose deletes fail wait for
+    the next call, not lost."""
+    clock, inner = Clock(), _HeadWritesFail(appends=False)
+    store = SlotStore(inner, every=2, grace=1.0, clock=clock)
+    store.put(KEY, PLAIN)
+    inner.failing = True
+    for i in range(1, 5):  # slots 2 and 4 would checkpoint
+        store.append_log(KEY, store.get(KEY).value, _record(i, [f"m{i}"]), 10_000)
+    inner.failing = False
+    assert _nonces(SlotStore(inner, grace=1.0, clock=clock).get(KEY).value) == [f"{i:016x}" for i in range(1, 5)]
+    store.append_log(KEY, store.get(KEY).value, _record(5, ["m5"]), 10_000)
+    store.append_log(KEY, store.get(KEY).value, _record(6, ["m6"]), 10_000)  # slot 6 checkpoints all before it
+    assert inner.get(KEY).value[:1] == CHECKPOINT and int.from_bytes(inner.get(KEY).value[9:17], "big") == 6
+    inner.failing = True
+    clock.now += 5
+    store.get(KEY)  # its deletes fail: the slots wait
+    inner.failing = False
+    store.get(KEY)
+    assert [k for k in inner.keys("") if "~" in k] == []

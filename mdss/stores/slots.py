@@ -186,7 +186,6 @@ class SlotStore(Store):
         """Each head's state: its checkpoint with the slots after it replayed. The first batch reads each head's key
         and the slots after the last state this process read of it (which the checkpoint has not passed: as many as
         that read found new, and one more, doubled); later ones the slots after those, until one is absent."""
-        self._reap()
         for _ in range(8):
             began = self.clock()
             with self._lock:
@@ -368,14 +367,15 @@ class SlotStore(Store):
 
     def _settle(self, key: str, state: State) -> None:
         """Write the head's state as its checkpoint (delete its key, if the head is gone) and doom the slots it covers;
-        losing to another checkpoint is fine, but a delete tries again while its series is the key's (a delete whose
-        writer stops first leaves the key, which reads as absent, to the head's next write)."""
+        losing to another checkpoint, or to an unavailable store, is fine: the commit's slot landed, and the next
+        checkpoint catches up. A delete tries again while its series is the key's (a delete whose writer stops first
+        leaves the key, which reads as absent, to the head's next write)."""
         for _ in range(8):
-            record = self.inner.get(key)
-            stored = _stored(key, None if record is None else record.value, state.at)
-            if record is None or stored.series != state.series or stored.base >= state.n:
-                return
             try:
+                record = self.inner.get(key)
+                stored = _stored(key, None if record is None else record.value, state.at)
+                if record is None or stored.series != state.series or stored.base >= state.n:
+                    return
                 if state.value is None:
                     self.inner.delete_if(key, record.version)
                 else:
@@ -383,6 +383,8 @@ class SlotStore(Store):
             except ConflictError:
                 if state.value is None:
                     continue
+                return
+            except StoreUnavailableError:  # the commit landed (its slot); the next checkpoint catches up
                 return
             assert state.series is not None
             self._doom(key, state.series, stored.base, state.n)
@@ -406,7 +408,11 @@ class SlotStore(Store):
             while self._doomed and self._doomed[0][0] <= now:
                 due += self._doomed.popleft()[1]
         if due:
-            self.inner.delete_many(due)
+            try:
+                self.inner.delete_many(due)
+            except StoreUnavailableError:  # the call it runs in goes on; the slots wait for the next one
+                with self._lock:
+                    self._doomed.appendleft((now, due))
 
     def _append(self, key: str, held: bytes, sha: bytes, seen: int, record: bytes, cap: int) -> Record:
         state = self._commit(
