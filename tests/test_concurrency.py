@@ -18,6 +18,7 @@ from depth import DEEP
 from readable import readable_keys
 
 import mdss
+from mdss._deletions import MIN_GRACE
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -215,8 +216,9 @@ def test_reader_on_a_collected_snapshot_retries(store) -> None:
 
 
 def test_paging_and_iterating_while_updating(store) -> None:
-    """Exact while the snapshot's nodes are kept: a grace that a loaded machine cannot outrun (past it, a page
-    continues by key, where a member that moved may be met again, as documented)."""
+    """Exact while the snapshot's nodes are kept: on a busy set, what a commit replaced goes after
+    :data:`~mdss._deletions.MIN_GRACE` (past it, a page continues by key, where a member that moved may be met again,
+    as documented), so a pass is held to exactness only if it took less (a loaded machine can take longer)."""
     board = mdss.SortedSet(store, "board", chunk_size=4, gc_grace=5.0)
     stable = {f"stable{i:02d}": i * 10 for i in range(40)}
     board.add_many(stable)
@@ -231,11 +233,11 @@ def test_paging_and_iterating_while_updating(store) -> None:
 
     thread = threading.Thread(target=churn)
     thread.start()
+    exact = 0
     try:
-        for _ in range(5):
+        for _ in range(20):
+            began = time.monotonic()
             seen = [e.member for e in board]
-            assert len(seen) == len(set(seen))
-            assert set(stable) <= set(seen)
             paged, cursor = [], None
             while True:
                 page = board.page(7, cursor)
@@ -243,7 +245,13 @@ def test_paging_and_iterating_while_updating(store) -> None:
                 if page.cursor is None:
                     break
                 cursor = page.cursor
-            assert len(paged) == len(set(paged)) and set(stable) <= set(paged)
+            assert set(stable) <= set(seen) and set(stable) <= set(paged)
+            if time.monotonic() - began < MIN_GRACE:
+                assert len(seen) == len(set(seen)) and len(paged) == len(set(paged))
+                exact += 1
+                if exact == 5:
+                    break
+        assert exact
     finally:
         stop.set()
         thread.join()
