@@ -141,7 +141,11 @@ def unreferenced(engine: Engine, min_age: float = 0.0) -> list[str]:
 
 
 def gc(engine: Engine, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:
-    """Delete what the head's garbage notes name (no listing); with ``sweep``, also what only a listing finds."""
+    """Delete what the head's garbage notes name (no listing); with ``sweep``, also what only a listing finds, and what
+    the store keeps beside the head that ended processes left (:meth:`~mdss.stores.base.Store.sweep`: a store with
+    slots' covered slots, deleted once its grace has passed; without ``wait``, by this store's later calls)."""
+    store = engine.store
+    held = store.sweep(engine.keys.head) if sweep else 0.0
     snap = _snapshot.snapshot(engine)
     head = snap.head
     if snap.version is None:
@@ -151,13 +155,18 @@ def gc(engine: Engine, min_age: float = 0.0, wait: bool = True, sweep: bool = Fa
                 "gc() will not guess what they were: drop() removes them",
                 engine.keys.head,
             )
+        garbage: list[str] = []
+    else:
+        notes, pages, garbage = _collect_noted(engine, head)
+        if sweep:
+            garbage = sorted({*garbage, *_swept(engine, min_age)})
+    pause = max(engine.gc_grace if garbage else 0.0, held)
+    if pause and wait:
+        time.sleep(pause)
+    if held and wait:
+        store.sweep(engine.keys.head)  # deletes what the first doomed
+    if snap.version is None:
         return 0
-    notes, pages, garbage = _collect_noted(engine, head)
-    if sweep:
-        garbage = sorted({*garbage, *_swept(engine, min_age)})
-    if garbage and wait:
-        time.sleep(engine.gc_grace)
-    store = engine.store
     for first in range(0, len(garbage), BATCH):
         store.delete_many(garbage[first : first + BATCH])
     store.delete_many(store.existing([engine.keys.note(i) for i in notes] + [engine.keys.note(i) for i in pages]))

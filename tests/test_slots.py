@@ -308,3 +308,55 @@ def test_a_checkpoint_or_a_cleanup_that_fails_leaves_the_landed_commit_landed() 
     inner.failing = False
     store.get(KEY)
     assert [k for k in inner.keys("") if "~" in k] == []
+
+
+def _slots_of(inner: MemoryStore, head: str) -> list[int]:
+    return sorted(int(k.rpartition(".")[2]) for k in inner.keys(head + "~"))
+
+
+def test_a_sweep_deletes_what_ended_processes_left_and_keeps_the_slots_reads_need() -> None:
+    """A process that ends within the grace of its checkpoints leaves the slots they covered (and a deleted head's):
+    a sweep in another process deletes them a grace after its read of the head, and keeps the slots after the
+    checkpoint, among them a delete whose writer stopped before it removed the head's key (it is what makes the head
+    read as absent)."""
+    clock, inner = Clock(), MemoryStore(appends=False)
+    ended = SlotStore(inner, every=2, grace=1.0, clock=clock)
+    ended.put(KEY, PLAIN)
+    for i in range(1, 6):
+        ended.append_log(KEY, ended.get(KEY).value, _record(i, [f"m{i}"]), 10_000)
+    gone, stopped = "mdss:gone:h", "mdss:stopped:h"
+    for key in (gone, stopped):
+        ended.put(key, PLAIN)
+        ended.append_log(key, PLAIN, _record(9, ["m"]), 10_000)
+    before = inner.get(stopped).value
+    ended.delete(gone)
+    ended.delete(stopped)
+    inner.put(stopped, before)  # as if its writer stopped between its delete's slot and removing the key
+    assert _slots_of(inner, KEY) == [1, 2, 3, 4, 5] and _slots_of(inner, gone) == [1, 2]
+    expected = ended.get(KEY).value
+
+    sweeper = SlotStore(inner, grace=1.0, clock=clock)
+    assert [sweeper.sweep(key) for key in (KEY, gone, stopped, "mdss:none:h")] == [1.0, 1.0, 0.0, 0.0]
+    clock.now += 0.9
+    sweeper.sweep("mdss:none:h")
+    assert _slots_of(inner, KEY) == [1, 2, 3, 4, 5]  # not before the grace
+    clock.now += 0.1
+    sweeper.sweep("mdss:none:h")
+    assert _slots_of(inner, KEY) == [5] and _slots_of(inner, gone) == [] and _slots_of(inner, stopped) == [1, 2]
+    for reader in (sweeper, SlotStore(inner, grace=1.0, clock=clock)):
+        assert reader.get(KEY).value == expected and reader.get(gone) is None and reader.get(stopped) is None
+
+
+def test_gc_with_sweep_deletes_the_slots_an_ended_process_left() -> None:
+    inner = MemoryStore(appends=False)
+    board = mdss.SortedSet(SlotStore(inner, every=2, grace=1.0), "b", log_limit=10_000)
+    for i in range(7):
+        board.add(f"m{i}", i)
+    head = board.keys.head
+    left = _slots_of(inner, head)
+    assert len(left) >= 6  # its process "ends": its doomed slots are never deleted by it
+    other = mdss.SortedSet(SlotStore(inner, every=2, grace=1.0), "b", gc_grace=0.0)
+    other.gc(sweep=True)
+    base = int.from_bytes(inner.get(head).value[9:17], "big")
+    assert base >= 6 and _slots_of(inner, head) == list(range(base + 1, left[-1] + 1))
+    assert {e.member: e.score for e in other} == {f"m{i}": i for i in range(7)}

@@ -328,6 +328,13 @@ class Store:
         """Cancel what :meth:`expire_keys` scheduled for ``keys`` (absent keys are fine), and fence off expiries of
         generations up to ``gen`` (the head's, fenced: see :meth:`expire_keys`); nothing on other stores."""
 
+    def sweep(self, head: str) -> float:
+        """Doom what this store keeps beside the head ``head`` that no read or write can need any more, left by
+        processes that ended before they deleted it: a maintenance call (``gc(sweep=True)``) that may scan. What it
+        dooms is deleted by this store's calls once the seconds returned have passed (by the next ``sweep`` if nothing
+        else: 0 when it doomed nothing, as a store that keeps nothing beside its heads does)."""
+        return 0.0
+
     def keys(self, prefix: str) -> Iterator[str]:
         """Every stored key that starts with ``prefix``, in no order: a maintenance call (gc, check) that may scan."""
         self.stats.add(calls=1)

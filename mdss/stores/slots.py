@@ -16,7 +16,8 @@ own and the head's key is written once every ``every`` commits:
   script's); if another writer's commit took that slot, it replays that one and tries the next. A writer that wrote a
   slot ``every`` past the checkpoint writes a new checkpoint (a compare-and-set of the head's key; losing it is fine).
 - slots up to a checkpoint are deleted ``grace`` seconds after it was written (by this process, while it runs; slots
-  are never listed by :meth:`keys`, so ``gc()`` does not see them). So a slot that a reader or writer could still
+  are never listed by :meth:`keys`, so ``gc()`` does not take them for nodes; what ended processes left,
+  ``gc(sweep=True)`` deletes by the same rule: :meth:`SlotStore.sweep`). So a slot that a reader or writer could still
   expect is never gone: a read that took longer than half the grace starts over, and a writer whose last read of the
   head is older than that reads it again before it puts a slot (put-if-absent on a deleted slot would succeed).
 
@@ -60,6 +61,7 @@ APPEND, SWAP, REPLACE, DELETE = range(4)
 LOSERS = Backoff(base=0.005, cap=0.1)
 #: The keys this store keeps to itself: a head's key, ``~``, its series in hex, ``.``, the slot's number.
 _SLOT = re.compile(r":h~[0-9a-f]{16}\.[0-9]+$")
+_SLOT_NAME = re.compile(r"[0-9a-f]{16}\.[0-9]+")
 
 
 def slot_key(head: str, series: bytes, n: int) -> str:
@@ -396,10 +398,33 @@ class SlotStore(Store):
 
     def _doom(self, key: str, series: bytes, after: int, last: int) -> None:
         """Delete slots ``after + 1`` to ``last`` of ``series`` once the grace has passed."""
-        slots = [slot_key(key, series, n) for n in range(after + 1, last + 1)]
+        self._condemn([slot_key(key, series, n) for n in range(after + 1, last + 1)])
+
+    def _condemn(self, slots: list[str]) -> None:
+        """Delete ``slots``, covered or ended by now, once the grace has passed."""
         if slots:
             with self._lock:
                 self._doomed.append((self.clock() + self.grace, slots))
+
+    def sweep(self, head: str) -> float:
+        """Doom the slots of ``head`` that processes which ended within the grace left: listed, then judged by the
+        head's key as read after the listing: a slot its checkpoint covers, or of a series that is no longer the key's
+        (none is taken up again), goes a grace after that read, as a writer's own would. The slots after the
+        checkpoint (the head's latest commits; a delete not yet settled) stay."""
+        self._reap()
+        self.stats.add(calls=1)
+        prefix = head + "~"
+        listed = [key for key in self.inner.keys(prefix) if _SLOT_NAME.fullmatch(key, len(prefix))]
+        if not listed:
+            return 0.0
+        state = self._fold([head])[0]
+        doomed = []
+        for key in listed:
+            series, _, n = key[len(prefix) :].partition(".")
+            if state.series is None or bytes.fromhex(series) != state.series or int(n) <= state.base:
+                doomed.append(key)
+        self._condemn(doomed)
+        return self.grace if doomed else 0.0
 
     def _reap(self) -> None:
         """Delete the slots whose grace has passed."""
