@@ -127,8 +127,11 @@ def check_options(
     max_wait: float = 0.0,
     log_limit: int | None = None,
     max_staleness: float = 0.0,
+    **unknown: Any,
 ) -> None:
     """Refuse bad options of a set before anything is stored: a refused constructor leaves nothing behind."""
+    if unknown:
+        raise InvalidArgumentError(f"unknown option {next(iter(unknown))!r:.80} of a sorted set")
     if not isinstance(store, Store):
         raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
     if order is not None:
@@ -741,8 +744,11 @@ class SetMethods:
         >>> board.remove_range_by_rank(1, 2), [e.member for e in board]
         (2, ['cid'])
         """
-        if type(first) is not int or type(last) is not int or first < 1:
-            raise InvalidArgumentError(f"first and last must be ints, first >= 1, got {first!r:.40}, {last!r:.40}")
+        if type(first) is not int or type(last) is not int or first < 1 or last < 0:
+            raise InvalidArgumentError(
+                f"first and last must be ints, first >= 1 and last >= 0 (ranks from 1; no negative index as in Redis),"
+                f" got {first!r:.40}, {last!r:.40}"
+            )
         span = max(last - first + 1, 0)
         return len(self._take_found(lambda x, done: self._entries(x, first - 1, last - done), span))
 
@@ -816,8 +822,7 @@ class SetMethods:
             yield batch
         finally:
             self._local.batch = None
-        if batch.ops:
-            batch.results = self._submit(batch.ops, want_score=batch.want_scores)
+        batch.results = self._submit(batch.ops, want_score=batch.want_scores) if batch.ops else []
 
     def _submit(
         self, ops: list[tuple[str, str, Any]], want_score: bool | str | list[bool | str] = False

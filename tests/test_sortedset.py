@@ -290,3 +290,24 @@ def test_cache_stays_within_budget(store) -> None:
     small = mdss.SortedSet(store, "big", cache_bytes=4096)
     list(small)
     assert small.engines[0].cache.size <= 4096
+
+
+def test_an_unknown_option_a_negative_last_rank_and_an_empty_batch_answer_as_mdss_does() -> None:
+    """A helper's Redis-parity probe: an unknown option was a bare TypeError naming an internal function; a Redis-style
+    ``remove_range_by_rank(1, -1)`` removed nothing, silently; an empty batch left ``results`` None."""
+    store = mdss.open_store("memory://")
+    for make in (
+        lambda: mdss.SortedSet(store, "x", foo=1),
+        lambda: mdss.SortedSet(store, "x", shards=2, foo=1),
+        lambda: mdss.Leaderboard(store, "b", columns={"xp": "desc"}, foo=1),
+    ):
+        with pytest.raises(mdss.InvalidArgumentError, match="unknown option 'foo'"):
+            make()
+    sset = mdss.SortedSet(store, "y")
+    sset.add_many({"a": 1, "b": 2})
+    with pytest.raises(mdss.InvalidArgumentError, match="negative"):
+        sset.remove_range_by_rank(1, -1)
+    assert sset.remove_range_by_rank(1, 0) == 0 and len(sset) == 2
+    with sset.batch() as batch:
+        pass
+    assert batch.results == []
