@@ -109,7 +109,7 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
                 known = (held[0],)
             reads = known is None
             snap = _snapshot.snapshot(engine, True, known)
-            if _expiry.unsettled(engine, snap):  # dropped at its moment (or emptied): settled first
+            if snap.head.expired():  # dropped at its moment: drop it in the store, then write into a fresh set
                 snap, known = _expiry.writable(engine, snap), None
             if learn and reads:
                 learn = engine.writer.learn(held is not None and snap.version != held[0].version)

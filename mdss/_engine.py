@@ -144,7 +144,6 @@ class Engine:
         outer: Recent | None = None,
         trust_after: int = 0,
         moments: list[int] | None = None,
-        alone: bool = False,
     ) -> None:
         """A set's options as ``SortedSet`` documents them; ``commit`` makes the group commit's commits. A shard's
         engine shares ``cache`` and ``stale`` with the other shards, makes its writes forget what the sharded set's
@@ -162,7 +161,6 @@ class Engine:
         self.group = GroupCommit(lambda pendings: self._commit(commit, pendings), max_batch, max_wait)
         self.resolvers = dict(resolvers or {})
         self.moments = moments  # [the last moment this process gave an entry], for a sharded "first" set
-        self.alone = alone  # a set of its own, not a shard or a board's part: emptied, it drops its expiry (_expiry)
         self.on_start = on_start  # a write made the head afresh (a shard's stores its set's settings again)
         self.commits = self.retries = self.merges = 0  # commits published, re-applied after a lost race; merges
         self.merged_at = -math.inf  # when (time.monotonic()) this object's last merge landed

@@ -64,39 +64,23 @@ def passed(moment: int) -> bool:
     return moment <= _head.clock() * 1000
 
 
-def expire(engine: Engine, moment: int, create: bool = False, members: bool = False) -> bool:
+def expire(engine: Engine, moment: int, create: bool = False) -> bool:
     """Set the set's moment by a head-only commit; whether the set existed (a set already expired does not). A moment
     already passed expires the set at once: it reads as dropped, the next write drops it. With ``create``, a set
-    without a head gets an empty one first (a shard of a sharded set that has others: ``mdss._shards``); with
-    ``members``, an empty set is taken for an absent one, as Redis deletes a key its last member left: nothing
-    written (a set the user holds, not a part of a board)."""
+    without a head gets an empty one first (a shard of a sharded set that has others: ``mdss._shards``)."""
     if create:
         writable(engine, _snapshot.snapshot(engine, True))
-    elif members and not _snapshot.read(engine, lambda snap: snap.ranking.count, 0.0):
-        return False
     return _move(engine, moment)[0]
 
 
-def emptied(engine: Engine, snap: Snapshot) -> Snapshot:
-    """The snapshot a write into ``snap`` starts from, where ``snap`` is empty but carries a moment (emptied after
-    ``expire()``): Redis deleted that key, TTL and all, when its last member left, so the moment is cleared first (only
-    if the head still carries it: an ``expire()`` of a set filled again meanwhile stays)."""
-    _move(engine, None, snap.head.expires)
-    return _snapshot.snapshot(engine, True)
-
-
-def persist(engine: Engine, members: bool = False) -> bool:
-    """Clear the set's moment; whether it had one (a set expired already has none: it is gone, as in Redis; with
-    ``members``, nor has an empty one, whose moment its next write clears: :func:`writable`)."""
-    if members and not _snapshot.read(engine, lambda snap: snap.ranking.count, 0.0):
-        return False
+def persist(engine: Engine) -> bool:
+    """Clear the set's moment; whether it had one (a set expired already has none: it is gone, as in Redis)."""
     existed, had = _move(engine, None)
     return existed and had
 
 
-def _move(engine: Engine, moment: int | None, only_from: int | None = None) -> tuple[bool, bool]:
-    """Move the head's moment to ``moment`` (``None``: none): whether the set existed, and whether it had a moment;
-    with ``only_from``, only from that moment (from any other, nothing is written).
+def _move(engine: Engine, moment: int | None) -> tuple[bool, bool]:
+    """Move the head's moment to ``moment`` (``None``: none): whether the set existed, and whether it had a moment.
 
     On a store that expires keys itself, the invariant is: a node a live head names expires by itself no earlier than
     the head's moment. Moving the moment later (or clearing it) while nodes may carry an expiry (``Head.native``)
@@ -114,8 +98,6 @@ def _move(engine: Engine, moment: int | None, only_from: int | None = None) -> t
     def step(head: Head) -> Head | None:
         nonlocal existed, had, moved, cancelled
         existed, had, moved = not head.expired(), head.expires is not None, None
-        if only_from is not None and head.expires != only_from:
-            existed = False  # nothing to do: moved on since
         if not existed:
             return None
         nonce, native = secrets.token_hex(8), head.native
@@ -229,10 +211,9 @@ def _arm_named(engine: Engine, at: int, moment: int, token: str) -> None:
             return  # fenced by a later persist() or expire() (or a key collected meanwhile): theirs to finish
 
 
-def moment(engine: Engine, members: bool = False) -> int | None:
-    """The set's moment as its head holds it now (``None``: none, or the set is absent or expired; with ``members``,
-    or empty), read fresh."""
-    return _snapshot.read(engine, lambda snap: snap.head.expires if snap.ranking.count or not members else None, 0.0)
+def moment(engine: Engine) -> int | None:
+    """The set's moment as its head holds it now (``None``: none, or the set is absent or expired), read fresh."""
+    return _snapshot.read(engine, lambda snap: snap.head.expires, 0.0)
 
 
 def left(moment: int | None) -> float | None:
@@ -240,22 +221,14 @@ def left(moment: int | None) -> float | None:
     return None if moment is None else max(moment / 1000 - _head.clock(), 0.0)
 
 
-def unsettled(engine: Engine, snap: Snapshot) -> bool:
-    """Whether a write into ``snap`` must settle its moment first (:func:`writable`): it has passed, or a set of its
-    own (:attr:`Engine.alone`) was emptied while it carried one."""
-    return snap.head.expired() or (engine.alone and snap.head.expires is not None and not snap.ranking.count)
-
-
 def writable(engine: Engine, snap: Snapshot) -> Snapshot:
     """The snapshot a write starts from: ``snap`` (taken with ``create``) unless its head has expired; then the set is
     dropped, only if its head is still an expired one (another writer may have dropped it and written the fresh set
     already: that write stays), and a fresh head made. The drop is ``drop()``'s, with its handling of commits in
-    flight. A set of its own that was emptied while it carried a moment loses the moment first (:func:`emptied`)."""
+    flight."""
     while snap.head.expired():
         _garbage.drop(engine, Head.expired)
         snap = _snapshot.snapshot(engine, True)
-    if unsettled(engine, snap):
-        snap = emptied(engine, snap)
     return snap
 
 

@@ -155,9 +155,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
     def __init__(self, store: Store, name: str, **options: Any) -> None:
         """The set ``name`` in ``store``, unsharded; ``options`` as the class documents them."""
         check_options(store, **options)
-        self._attach(
-            Engine(store, name, Keyspace(store.namespace, name), _commit.commit, alone=True, **options), options
-        )
+        self._attach(Engine(store, name, Keyspace(store.namespace, name), _commit.commit, **options), options)
 
     def _attach(self, engine: Engine, options: dict[str, Any]) -> None:
         """Become the facade of ``engine``, which takes the stored set's settings (one round trip)."""
@@ -475,13 +473,13 @@ class SortedSet(SetMethods, metaclass=_Opens):
         _garbage.drop(self.engine)
 
     def _set_moment(self, moment: int) -> bool:
-        return _expiry.expire(self.engine, moment, members=self.engine.alone)
+        return _expiry.expire(self.engine, moment)
 
     def _persist(self) -> bool:
-        return _expiry.persist(self.engine, members=self.engine.alone)
+        return _expiry.persist(self.engine)
 
     def _moment(self) -> int | None:
-        return _expiry.moment(self.engine, members=self.engine.alone)
+        return _expiry.moment(self.engine)
 
     def check(self) -> list[str]:
         """Verify every invariant of the stored set; the problems found (empty when sound).

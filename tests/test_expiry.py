@@ -54,21 +54,17 @@ steps = st.lists(
 
 
 class Model:
-    """What a set holds, whether it exists (a head made by a write, neither dropped nor expired) and its moment. As in
-    Redis, ``expire()`` finds no set without members; a set of its own (``alone``: not sharded) that its last member
-    left has no moment either (Redis deleted the key, TTL and all), where a sharded set's shards keep theirs."""
+    """What a set holds, whether it exists (a head made by a write, neither dropped nor expired) and its moment."""
 
-    def __init__(self, clock: Clock, alone: bool = True) -> None:
-        self.clock, self.pairs, self.exists, self.moment, self.alone = clock, dict[str, int](), False, None, alone
+    def __init__(self, clock: Clock) -> None:
+        self.clock, self.pairs, self.exists, self.moment = clock, dict[str, int](), False, None
 
     def settle(self) -> None:
         if self.moment is not None and self.moment <= self.clock.now:
             self.pairs, self.exists, self.moment = {}, False, None
-        if self.alone and not self.pairs:
-            self.moment = None
 
     def expire(self, seconds: int) -> bool:
-        existed = self.exists and bool(self.pairs)
+        existed = self.exists
         if existed:
             self.moment = self.clock.now + seconds
         self.settle()
@@ -94,7 +90,6 @@ def run_steps(sset: mdss.SortedSet | mdss.ShardedSet, model: Model, plan: list) 
             for member in arg:
                 model.pairs.pop(member, None)
             model.exists = model.exists or bool(arg)
-            model.settle()
         elif kind == "expire":
             assert sset.expire(arg) == model.expire(arg)
         elif kind == "persist":
@@ -121,7 +116,7 @@ def test_sets_expire_as_the_model_says(store_factory, clock) -> None:
         clock.now = START
         store = store_factory()
         sset = mdss.SortedSet(store, "s", chunk_size=chunk, shards=shards, log_limit=log_limit)
-        run_steps(sset, Model(clock, alone=shards == 1), plan)
+        run_steps(sset, Model(clock), plan)
         # Another object on the same store, which never saw the set, reads the same.
         other = mdss.SortedSet.open(store, "s")
         assert [(e.member, e.score) for e in other] == [(e.member, e.score) for e in sset]
@@ -228,7 +223,7 @@ def test_boards_expire_whole(store_factory, clock) -> None:
         clock.now = START
         store = store_factory()
         board = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, windows=["all", "day"], now=clock, chunk_size=2)
-        model = Model(clock, alone=False)
+        model = Model(clock)
         for n, (kind, arg) in enumerate(plan):
             if kind == "post":
                 board.post(arg[0], {"xp": arg[1]}, post_id=f"p{n}")
@@ -477,34 +472,3 @@ def test_redis_nodes_written_after_expire_take_its_expiry(redis_store) -> None:
         sset.merge()
         assert all(t == -1 for t in ttls(redis_store, list(redis_store.keys(sset.keys.nodes))))
         assert sset.check() == []
-
-
-def test_an_emptied_set_has_no_expiry_as_redis_deletes_an_emptied_key(store, clock) -> None:
-    """Redis deletes a sorted set's key when its last member leaves, and its TTL with it: ``expire()`` of an emptied
-    set finds none (False), and a set emptied after ``expire()`` keeps no moment: what is added later stays (it had
-    vanished at the old moment). An ``expire()`` of a set filled again meanwhile stays."""
-    sset = mdss.SortedSet(store, "s", chunk_size=2)
-    sset.add("a", 1)
-    sset.remove("a")
-    assert (sset.expire(5), sset.ttl(), sset.persist()) == (False, None, False)
-    sset.add("b", 2)
-    clock.now += 10
-    assert [e.member for e in sset] == ["b"] and sset.ttl() is None
-    assert sset.expire(5) is True
-    sset.pop_min(1)
-    assert (sset.ttl(), sset.persist(), sset.expire(3)) == (None, False, False)
-    sset.add_many({"c": 3, "d": 4})
-    clock.now += 10
-    assert [e.member for e in sset] == ["d", "c"] and sset.ttl() is None
-    other = mdss.SortedSet(store, "s")
-    sset.expire(5)
-    other.remove_many(["c", "d"])
-    other.add("e", 5)  # filled again: the moment went with the emptied set
-    assert sset.ttl() is None
-    assert sset.expire(5) is True
-    clock.now += 5
-    assert list(sset) == [] and sset._check() is None
-    sharded = mdss.SortedSet(store, "sh", shards=3)
-    sharded.add("a", 1)
-    sharded.remove("a")
-    assert sharded.expire(5) is False and sharded.ttl() is None
