@@ -73,6 +73,11 @@ def expire(engine: Engine, moment: int, create: bool = False) -> bool:
     return _move(engine, moment)[0]
 
 
+def has_members(engine: Engine) -> bool:
+    """Whether the set holds a member now (read fresh): Redis' EXPIRE finds no key a set's last member left."""
+    return bool(_snapshot.read(engine, lambda snap: snap.ranking.count, 0.0))
+
+
 def persist(engine: Engine) -> bool:
     """Clear the set's moment; whether it had one (a set expired already has none: it is gone, as in Redis)."""
     existed, had = _move(engine, None)

@@ -876,9 +876,10 @@ class SetMethods:
 
     def expire(self, seconds: float) -> bool:
         """Expire the set ``seconds`` from now (Redis' EXPIRE): from that moment it reads as dropped, and the next write
-        drops it and starts a fresh set. True if the set existed (False, and nothing changed, if it is absent or expired
-        already). A moment already passed expires it at once. The moment is in the head, by the reading process's
-        clock; ``persist()`` clears it. One head write (a compare-and-set, retried on lost races).
+        drops it and starts a fresh set. True if the set existed (False, and nothing changed, if it is absent, expired
+        already or without members, as Redis finds no key a set's last member left). A moment already passed expires
+        it at once. The moment is in the head, by the reading process's clock; ``persist()`` clears it. One read of the
+        head and one head write (a compare-and-set, retried on lost races).
 
         >>> s = SortedSet(mdss.open_store("memory://"), "s")
         >>> s.add("a", 1), s.expire(60), round(s.ttl())

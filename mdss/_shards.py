@@ -682,8 +682,11 @@ class ShardedSet(SetMethods):
 
     def _set_moment(self, moment: int) -> bool:
         """Every shard's head carries the moment, shard by shard (one made empty where a shard has none yet, so that no
-        shard a later write starts outlives it); nothing if no shard exists. Interrupted, it raises and some shards
-        carry it: calling it again completes it (docs/architecture.md, "Expiry")."""
+        shard a later write starts outlives it); nothing if no shard holds a member (Redis' EXPIRE finds no key a
+        set's last member left). Interrupted, it raises and some shards carry it: calling it again completes it
+        (docs/architecture.md, "Expiry")."""
+        if not any(_expiry.has_members(e) for e in self.engines):
+            return False
         if not any([_expiry.expire(e, moment) for e in self.engines]):
             return False
         if _expiry.passed(moment):  # passed: every shard reads as absent now, and a write starts afresh

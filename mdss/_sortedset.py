@@ -473,7 +473,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         _garbage.drop(self.engine)
 
     def _set_moment(self, moment: int) -> bool:
-        return _expiry.expire(self.engine, moment)
+        return _expiry.has_members(self.engine) and _expiry.expire(self.engine, moment)
 
     def _persist(self) -> bool:
         return _expiry.persist(self.engine)

@@ -64,7 +64,7 @@ class Model:
             self.pairs, self.exists, self.moment = {}, False, None
 
     def expire(self, seconds: int) -> bool:
-        existed = self.exists
+        existed = self.exists and bool(self.pairs)  # Redis finds no key a set's last member left
         if existed:
             self.moment = self.clock.now + seconds
         self.settle()
@@ -472,3 +472,22 @@ def test_redis_nodes_written_after_expire_take_its_expiry(redis_store) -> None:
         sset.merge()
         assert all(t == -1 for t in ttls(redis_store, list(redis_store.keys(sset.keys.nodes))))
         assert sset.check() == []
+
+
+def test_expire_finds_no_set_without_members_and_an_emptied_set_keeps_its_moment(store, clock) -> None:
+    """As Redis' EXPIRE of a key a set's last member left: False, nothing set, and what is added later stays. A set
+    emptied after ``expire()`` keeps the moment (unlike Redis: documented), until ``persist()``."""
+    for shards in (1, 3):
+        sset = mdss.SortedSet(store, f"s{shards}", chunk_size=2, shards=shards)
+        sset.add("a", 1)
+        sset.remove("a")
+        assert (sset.expire(5), sset.ttl()) == (False, None)
+        sset.add("b", 2)
+        clock.now += 10
+        assert [e.member for e in sset] == ["b"] and sset.ttl() is None
+        assert sset.expire(5) is True
+        sset.remove("b")
+        assert sset.ttl() == 5.0 and sset.expire(9) is False and sset.persist() is True
+        sset.add("c", 3)
+        clock.now += 10
+        assert [e.member for e in sset] == ["c"]
