@@ -360,3 +360,55 @@ def test_gc_with_sweep_deletes_the_slots_an_ended_process_left() -> None:
     base = int.from_bytes(inner.get(head).value[9:17], "big")
     assert base >= 6 and _slots_of(inner, head) == list(range(base + 1, left[-1] + 1))
     assert {e.member: e.score for e in other} == {f"m{i}": i for i in range(7)}
+
+
+def test_a_put_that_lands_late_on_a_covered_slot_is_an_unknown_outcome_that_a_resend_settles() -> None:
+    """A writer paused between its read of the head and its put (a stopped process, a store call's long retries) while
+    another took the same slot, checkpointed it and deleted it a grace later: its put-if-absent lands on the deleted
+    slot, behind the checkpoint, never read. It had been acknowledged (a lost post); now a put that lands half the
+    grace or more after the read is checked against the head's key, and is an unknown outcome when covered: the
+    append sent again (as for a lost reply) lands in a slot read after the checkpoint."""
+    clock, inner = Clock(), MemoryStore(appends=False)
+    slow, fast = (SlotStore(inner, every=1, grace=1.0, clock=clock) for _ in range(2))
+    slow.put(KEY, PLAIN)
+    held = slow.get(KEY).value
+    fast.get(KEY)
+    real, stall = inner.cas, [True]
+
+    def stalled(key, value, version):
+        if "~" in key and stall[0]:
+            stall[0] = False
+            fast.append_log(KEY, held, _record(1, ["m1"]), 10_000)  # the same slot, checkpointed at once
+            clock.now += 1.5
+            fast.get(KEY)  # and deleted once its grace has passed
+            assert inner.get(key) is None
+        return real(key, value, version)
+
+    inner.cas = stalled  # type: ignore[method-assign]
+    with pytest.raises(mdss.OutcomeUnknownError):
+        slow.append_log(KEY, held, _record(2, ["m2"]), 10_000)
+    slow.append_log(KEY, held, _record(2, ["m2"]), 10_000)  # sent again, as mdss._append does
+    assert _nonces(SlotStore(inner, grace=1.0, clock=clock).get(KEY).value) == [f"{i:016x}" for i in (1, 2)]
+
+
+def test_a_post_whose_slot_landed_late_behind_a_checkpoint_is_sent_again_by_the_set() -> None:
+    clock, inner = Clock(), MemoryStore(appends=False)
+    stores = [SlotStore(inner, every=1, grace=1.0, clock=clock) for _ in range(2)]
+    slow, fast = (mdss.SortedSet(store, "b", log_limit=10_000) for store in stores)
+    slow.add("first", 1)
+    fast.add("second", 2)
+    assert slow.score("second") == 2 and fast.score("first") == 1  # both hold the same head
+    real, stall = inner.cas, [True]
+
+    def stalled(key, value, version):
+        if "~" in key and stall[0]:
+            stall[0] = False
+            fast.add("third", 3)  # takes the slot the slow writer is putting, checkpointed at once
+            clock.now += 1.5
+            stores[1].get(slow.keys.head)  # the slot deleted, its grace passed
+        return real(key, value, version)
+
+    inner.cas = stalled  # type: ignore[method-assign]
+    assert slow.add("fourth", 4) is True
+    reader = mdss.SortedSet(SlotStore(inner, grace=1.0, clock=clock), "b")
+    assert {e.member: e.score for e in reader} == {"first": 1, "second": 2, "third": 3, "fourth": 4}

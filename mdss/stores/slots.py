@@ -46,7 +46,13 @@ from .. import _tail
 from .._codec import _sealed, loads, pack, seal
 from .._order import check_seconds
 from .._retry import Backoff
-from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
+from ..exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    OutcomeUnknownError,
+    StoreUnavailableError,
+)
 from .base import Record, Store
 
 #: The first byte of a checkpoint (``mdss._tail.CHECKPOINT``: no head, plain or tailed, starts with it), then the
@@ -154,8 +160,10 @@ class SlotStore(Store):
     """``inner`` (any store with a compare-and-set that keeps no siblings) with store-applied appends: see the module's
     docstring. ``every``: the slots after which a writer writes a checkpoint; ``grace``: seconds before the slots a
     checkpoint covers are deleted (a read that takes half of it starts over, and a writer whose last read of the head's
-    key is that old reads it again before it writes). A writer must never pause for half the grace between that check
-    and its write landing (a stopped process, a store call's retries): the default, 30 s, is far above both."""
+    key is that old reads it again before it writes). A put that lands half the grace or more after that read (a
+    stopped process, a store call's long retries) is checked against the head's key: if a checkpoint covers its slot
+    by then, the slot may have been deleted and put again behind it, and the commit's outcome is unknown
+    (:class:`~mdss.exceptions.OutcomeUnknownError`: mdss sends an append again, which finds itself or lands anew)."""
 
     appends = True
 
@@ -337,11 +345,23 @@ class SlotStore(Store):
                 self._follow([key], states, {0: 1 + self.every // 2})
                 state, read = states[0], False
                 continue
+            if self.clock() - state.at >= self.grace / 2 and not self._uncovered(key, state):
+                raise OutcomeUnknownError(
+                    f"slot {slot!r} landed over half the slots' grace after its head was read, and a checkpoint has "
+                    "covered it since: the slot may have been replayed, or deleted and put again (then never read)"
+                )
             state = attrs.evolve(state, n=state.n + 1, value=new, closed=new is None)
             self._keep(key, state)
             if state.n % self.every == 0 or new is None:  # one writer in every: the one that wrote that slot
                 self._settle(key, state)
             return state
+
+    def _uncovered(self, key: str, state: State) -> bool:
+        """Whether no checkpoint covers the slot after ``state`` yet: a put-if-absent that landed there put the slot
+        (only covered slots are ever deleted), however late it landed."""
+        record = self.inner.get(key)
+        stored = _stored(key, None if record is None else record.value, state.at)
+        return stored.series == state.series and stored.base <= state.n
 
     def _begin(self, key: str, state: State, value: bytes) -> State | None:
         """Make the head ``value`` as the checkpoint of a new series, where ``state`` found none or a deleted one (whose
