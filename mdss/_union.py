@@ -169,7 +169,7 @@ def _weights(weights: Any, count: int) -> list[Score | None]:
         try:
             found.append(check_score(weight))
         except InvalidScoreError as exc:
-            raise InvalidArgumentError(f"a weight must be an int or a float, not NaN: {exc}") from None
+            raise InvalidArgumentError(f"a weight must be an int (64 bits) or a float other than NaN: {exc}") from None
     return [None if type(w) is int and w == 1 else w for w in found]
 
 
