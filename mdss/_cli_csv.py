@@ -12,6 +12,9 @@ from . import _parse
 from ._order import check_member, check_score
 from .exceptions import InvalidArgumentError, InvalidScoreError, MdssError
 
+#: What is dropped around a number: a CSV's spaces and tabs (not a newline).
+SPACES = " \t"
+
 
 def parse_score(text: str) -> int | float:
     """A score typed on the command line: an int when the text is integral, else a float.
@@ -21,7 +24,17 @@ def parse_score(text: str) -> int | float:
 
     A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
-    text = text.strip(" \t")  # spaces around a CSV field; not a newline, not Unicode digits (see mdss._parse)
+    found = _number(text)
+    if found is None:
+        raise InvalidScoreError(f"not a number: {text.strip(SPACES)!r}")
+    return found
+
+
+def _number(text: str) -> int | float | None:
+    """``text`` as an int or a float (spaces and tabs around it dropped: a CSV's, not a newline, not Unicode digits: see
+    mdss._parse), ``None`` if it is no number; a number past a double's range (``1e400``) is refused, not taken for
+    ``inf``."""
+    text = text.strip(SPACES)
     try:
         return _parse.integer(text)
     except ValueError:
@@ -29,7 +42,7 @@ def parse_score(text: str) -> int | float:
     try:
         found = _parse.number(text)
     except ValueError:
-        raise InvalidScoreError(f"not a number: {text!r}") from None
+        return None
     if math.isinf(found) and "inf" not in text.lower():  # 1e400: past a double's range, not a stated infinity
         raise InvalidScoreError(f"out of range for a score (a float is at most about 1.8e308): {text!r}")
     return found
@@ -93,35 +106,42 @@ def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str])
 
 
 def parse_value(text: str) -> Any:
-    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text.
+    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text; spaces
+    around a number are a CSV's, not the value's (as :func:`parse_score` reads them).
 
-    >>> [parse_value(t) for t in ("3", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
-    [3, -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
+    >>> [parse_value(t) for t in ("3", " 5", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
+    [3, 5, -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
+
+    A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
-    for kind in (_parse.integer, _parse.number):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    lowered = text.lower()
-    return {"true": True, "false": False}.get(lowered, text)
+    found = _number(text)
+    if found is not None:
+        return found
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def read_rows(stream: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
     """A board's rows from a CSV whose header names the owner column then the fields: ``owner,xp,kills``, as they are
     read. Each value is read as :func:`parse_value` reads one; an empty cell leaves its field out. A malformed line
     raises :class:`~mdss.InvalidArgumentError` naming it."""
-    reader = csv.reader(utf8_lines(stream))
+    reader = csv.reader(utf8_lines(stream), strict=True)  # an unclosed quote is an error, not one long field
     try:
         header = next(reader, None)
         if not header or len(header) < 2:
             raise InvalidArgumentError("the first line must be a header: the owner column, then the fields")
         fields = [f.strip() for f in header[1:]]
+        twice = sorted({f for f in fields if fields.count(f) > 1})
+        if twice:
+            raise InvalidArgumentError(f"line 1: the header names {', '.join(map(repr, twice))} more than once")
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
-            if len(row) > len(header):
+            if len(row) != len(header):
                 raise InvalidArgumentError(f"line {reader.line_num}: {len(row)} fields, the header names {len(header)}")
-            yield row[0], {f: parse_value(t) for f, t in zip(fields, row[1:]) if t.strip()}
+            try:
+                values = {f: parse_value(t) for f, t in zip(fields, row[1:]) if t.strip()}
+            except MdssError as exc:
+                raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
+            yield row[0], values
     except csv.Error as exc:
         raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None

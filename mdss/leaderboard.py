@@ -616,8 +616,7 @@ class Leaderboard:
             for instance in instances:
                 if not replace and self._holds_rows(instance):
                     raise InvalidArgumentError(
-                        f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True "
-                        "(--replace)"
+                        f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True"
                     )
             for instance in instances:
                 if not self._register(instance):

@@ -154,3 +154,25 @@ def test_bad_schedules_and_windows_are_one_line_errors(run, args, message) -> No
     run("--columns", '{"xp": "desc"}', "post", "ann", "xp=1")
     out = run(*args, code=2 if message in ("NAME=CRON", "week-start") else 1)
     assert message in out and "Traceback" not in out
+
+
+def test_load_refuses_a_malformed_csv_and_numbers_past_a_double(run, tmp_path) -> None:
+    """A helper's probe: an unclosed quote loaded one owner named by the rest of the file, a header naming a field
+    twice kept the last value, a row of fewer fields than the header loaded without them, ``1e400`` was stored as
+    infinity, and spaces around a number made it text; the replace advice named --replace twice."""
+    path = tmp_path / "rows.csv"
+    create = ["--columns", json.dumps({"xp": "desc"})]
+    for text, message in (
+        ('owner,xp\n"ann,5\n', "line 2"),
+        ("owner,xp,xp\nann,1,2\n", "'xp' more than once"),
+        ("owner,xp,name\nann,1\n", "line 2: 2 fields"),
+        ("owner,xp\nann,1e400\n", "line 2: out of range"),
+    ):
+        path.write_text(text)
+        assert message in run(*create, "load", str(path), code=1)
+    assert "out of range" in run(*create, "post", "ann", "xp=1e400", code=1)
+    path.write_text("owner,xp,kills\nann, 5 ,\t7\n")
+    assert "1 rows loaded" in run(*create, "load", str(path))
+    assert [r["values"] for r in json.loads(run("--json", "top", "xp"))] == [{"xp": 5, "kills": 7}]
+    advice = run("load", str(path), code=1)
+    assert advice.count("--replace") == 1
