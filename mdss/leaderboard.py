@@ -516,9 +516,11 @@ class Leaderboard:
         as in Redis' ``ZADD``). ``only="new"`` / ``"existing"`` posts only where the owner has no row / a row.
 
         A ``post_id`` (per owner) retried within ``post_id_ttl`` seconds goes to the windows of its first try, even if
-        the day has turned since, and counts nothing twice. Everything is validated before anything is written (but an
-        overflow of a summed value, which changes no row). One commit per window; with a ``post_id``, one more before
-        them to the board's record of post ids (and a read if the post is a retry).
+        the day has turned since, and counts nothing twice. Everything is validated before anything is written, but
+        what depends on a window's row as it stands (a summed value's overflow, a merged row past the size limits),
+        which each window checks as it commits: the ``all`` window goes first, whose rows are the largest, and a later
+        window that refuses names the windows that took the post before it. One commit per window; with a ``post_id``,
+        one more before them to the board's record of post ids (and a read if the post is a retry).
         """
         owner = self._owner(owner)
         numeric = (*self.accumulate, *self.keep_best)
@@ -538,7 +540,8 @@ class Leaderboard:
         rules = (self.accumulate, self.keep_best, self.columns)
         posted = Posted(checked, ops, only, stamp, *rules, member, moment, self.node_bytes)
         cutoff = stamp - self.post_id_ttl
-        for instance in instances:
+        took: list[str] = []
+        for instance in sorted(instances, key=lambda i: i != "all"):  # the largest rows refuse first
             if instance in done:
                 continue
             sset = self._set(instance)
@@ -551,6 +554,13 @@ class Leaderboard:
             except _Retired:  # dropped by another process's retention: the empty head made just now goes too
                 self._drop_instance(instance)
                 done[instance] = False
+            except InvalidArgumentError as exc:
+                if not took:
+                    raise
+                names = ", ".join(map(repr, took))
+                raise type(exc)(f"{exc} (in window {instance!r}, after {names} took the post)") from exc
+            else:
+                took.append(instance)
         return {i: done[i] for i in instances}
 
     def remove(self, owner: str, *, window: str | None = None) -> dict[str, bool]:
@@ -660,6 +670,9 @@ class Leaderboard:
         if isinstance(windows, (str, bytes)) or not isinstance(windows, (list, tuple)) or not windows:
             raise InvalidArgumentError(f"windows must be a non-empty list of window names, got {windows!r:.80}")
         instances = [self._instance(window) for window in windows]
+        twice = sorted({i for i in instances if instances.count(i) > 1})
+        if twice:  # its rows would count twice
+            raise InvalidArgumentError(f"windows names {', '.join(map(repr, twice))} more than once")
         if self.calendar.combined(into):
             target = check_member(into)
         else:

@@ -1377,3 +1377,21 @@ def test_threads_sharing_a_board_read_exactly_while_another_object_posts_and_mer
         for thread in threads:
             thread.join()
     assert wrong == []
+
+
+def test_a_post_refused_by_a_window_s_row_changes_no_window_first_and_combine_takes_a_window_once() -> None:
+    """A helper's probe: a post whose merged row outgrew the limits in ``all`` (the largest rows) had been applied to
+    the day window listed before it; ``all`` now goes first. ``combine`` of a window named twice counted its rows
+    twice."""
+    clock = [1_795_000_000]
+    board = mdss.Leaderboard(
+        mdss.open_store("memory://"), "g", columns={"xp": "desc"}, windows=["day", "all"], now=lambda: clock[0]
+    )
+    board.post("ann", {"xp": 1, **{f"f{i}": "y" * 55 for i in range(60)}})
+    clock[0] += 86_400
+    with pytest.raises(mdss.InvalidArgumentError, match="at most"):
+        board.post("ann", {"xp": 2, "extra": "z" * 900})
+    assert board.row("ann").values["xp"] == 1
+    assert [board.row("ann", window=w) for w in board.windows("day")][-1] is None
+    with pytest.raises(mdss.InvalidArgumentError, match="more than once"):
+        board.combine(["all", "all"], into="season:1")
