@@ -24,17 +24,16 @@ def parse_score(text: str) -> int | float:
 
     A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
+    text = text.strip(SPACES)
     found = _number(text)
     if found is None:
-        raise InvalidScoreError(f"not a number: {text.strip(SPACES)!r}")
+        raise InvalidScoreError(f"not a number: {text!r}")
     return found
 
 
 def _number(text: str) -> int | float | None:
-    """``text`` as an int or a float (spaces and tabs around it dropped: a CSV's, not a newline, not Unicode digits: see
-    mdss._parse), ``None`` if it is no number; a number past a double's range (``1e400``) is refused, not taken for
-    ``inf``."""
-    text = text.strip(SPACES)
+    """``text`` as an int or a float (ASCII digits: see mdss._parse), ``None`` if it is no number; a number past a
+    double's range (``1e400``) is refused, not taken for ``inf``."""
     try:
         return _parse.integer(text)
     except ValueError:
@@ -105,16 +104,18 @@ def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str])
         raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
 
 
-def parse_value(text: str) -> Any:
-    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text; spaces
-    around a number are a CSV's, not the value's (as :func:`parse_score` reads them).
+def parse_value(text: str, *, padded: bool = False) -> Any:
+    """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text as typed; in a
+    CSV (``padded``), spaces and tabs around a number are the file's, as :func:`parse_score` reads them.
 
     >>> [parse_value(t) for t in ("3", " 5", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
-    [3, 5, -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
+    [3, ' 5', -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
+    >>> parse_value(" 5 ", padded=True), parse_value(" ann ", padded=True)
+    (5, ' ann ')
 
     A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
-    found = _number(text)
+    found = _number(text.strip(SPACES) if padded else text)
     if found is not None:
         return found
     return {"true": True, "false": False}.get(text.lower(), text)
@@ -139,7 +140,7 @@ def read_rows(stream: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
             if len(row) != len(header):
                 raise InvalidArgumentError(f"line {reader.line_num}: {len(row)} fields, the header names {len(header)}")
             try:
-                values = {f: parse_value(t) for f, t in zip(fields, row[1:]) if t.strip()}
+                values = {f: parse_value(t, padded=True) for f, t in zip(fields, row[1:]) if t.strip()}
             except MdssError as exc:
                 raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
             yield row[0], values
