@@ -152,7 +152,7 @@ def check_options(
     if max_attempts is not None:
         check_count(max_attempts, "max_attempts", least=1)
     if log_limit is not None:
-        check_count(log_limit, "log_limit")
+        check_count(log_limit, "log_limit", most=2**53)  # a float's exact integers: the log's sizing multiplies it
 
 
 def staleness(max_staleness: Any) -> float | None:

@@ -192,10 +192,12 @@ def check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     return value
 
 
-def check_count(value: Any, what: str, least: int = 0) -> int:
-    """``value`` if it is an int of at least ``least``, else :class:`InvalidArgumentError` naming ``what``."""
-    if type(value) is not int or value < least:
-        raise InvalidArgumentError(f"{what} must be an int >= {least}, got {value!r:.80}")
+def check_count(value: Any, what: str, least: int = 0, most: int | None = None) -> int:
+    """``value`` if it is an int of at least ``least`` (and at most ``most``), else :class:`InvalidArgumentError` naming
+    ``what``."""
+    if type(value) is not int or value < least or (most is not None and value > most):
+        bounds = f">= {least}" if most is None else f"from {least} to {most:,}"
+        raise InvalidArgumentError(f"{what} must be an int {bounds}, got {value!r:.80}")
     return value
 
 
@@ -217,10 +219,16 @@ def finite(value: Any) -> bool:
         return False
 
 
+#: The most seconds a duration option may name (about 31 years): a wait or a sleep of more overflows the platform's
+#: timers (``threading.TIMEOUT_MAX``), and no grace, budget or staleness needs it.
+MAX_SECONDS = 1e9
+
+
 def check_seconds(value: Any, what: str) -> float:
-    """``value`` if it is a finite, non-negative number of seconds, else :class:`InvalidArgumentError`."""
-    if not finite(value) or value < 0:
-        raise InvalidArgumentError(f"{what} must be a non-negative number of seconds, got {value!r:.80}")
+    """``value`` if it is a finite, non-negative number of seconds up to :data:`MAX_SECONDS`, else
+    :class:`InvalidArgumentError`."""
+    if not finite(value) or not 0 <= value <= MAX_SECONDS:
+        raise InvalidArgumentError(f"{what} must be a number of seconds from 0 to {MAX_SECONDS:g}, got {value!r:.80}")
     return value
 
 

@@ -14,12 +14,16 @@ import attrs
 
 from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, check_choice, check_member, check_pairs, check_score
+from ._order import Entry, Order, Score, check_choice, check_member, check_score, checked_pairs
 from ._retry import COMMITS
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError
 from .stores.base import Record, Store
 
 Pairs = list[tuple[str, Score]]
+
+
+#: The most entries a top-N set keeps: they are one value in the store.
+MAX_N = 1_000_000
 
 
 def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:
@@ -63,8 +67,8 @@ class TopN:
         retry_budget: float = COMMITS.budget,
         max_attempts: int | None = None,
     ) -> None:
-        if type(n) is not int or n < 1:
-            raise InvalidArgumentError(f"n must be an int >= 1, got {n!r:.80}")
+        if type(n) is not int or not 1 <= n <= MAX_N:
+            raise InvalidArgumentError(f"n must be an int from 1 to {MAX_N:,}, got {n!r:.80}")
         if type(retry_budget) not in (int, float) or not 0 <= retry_budget < float("inf"):
             raise InvalidArgumentError(
                 f"retry_budget must be a non-negative number of seconds, got {retry_budget!r:.80}"
@@ -153,11 +157,12 @@ class TopN:
         return self.post_many([(member, score)])
 
     def post_many(self, pairs: Mapping[str, Score] | Iterable[tuple[str, Score]]) -> bool:
-        """Record many scores in one write; returns whether the top ``n`` changed."""
-        posted = check_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs)
+        """Record many scores in one write (a member posted more than once keeps its best); returns whether the top
+        ``n`` changed."""
+        posted = list(checked_pairs(pairs.items() if isinstance(pairs, Mapping) else pairs))
         for _ in self._policy.attempts():
             record, current = self._read()
-            merged = merge(self.order, self.n, current, posted.items())
+            merged = merge(self.order, self.n, current, posted)
             if merged == current and (record is None or len(record.values) == 1):
                 return False
             data = self._encode(merged)

@@ -307,3 +307,20 @@ def test_top_ranks_ties_as_a_sorted_set_would(posted, order, n) -> None:
     assert [e.rank for e in podium.top(ties="dense")] == [1 + len({t for t in scores if better(t, s)}) for s in scores]
     with pytest.raises(mdss.InvalidArgumentError):
         podium.top(ties="fair")
+
+
+def test_a_member_posted_twice_in_one_call_keeps_its_best_and_huge_counts_are_refused() -> None:
+    """A helper's probe: ``post_many`` kept the last of a member's scores (a dict of the pairs), not its best; ``n``,
+    ``log_limit`` and durations past what the platform's timers and msgpack hold got as far as an OverflowError."""
+    store = mdss.open_store("memory://")
+    top = mdss.TopN(store, "y", n=3)
+    assert top.post_many([("ann", 9), ("ann", 1), ("bob", 2), ("bob", 5)]) is True
+    assert [(e.member, e.score) for e in top.top()] == [("ann", 9), ("bob", 5)]
+    for make in (
+        lambda: mdss.TopN(store, "t", n=2**64),
+        lambda: mdss.SortedSet(store, "a", log_limit=10**400),
+        lambda: mdss.SortedSet(store, "a", max_wait=2**64),
+        lambda: mdss.SortedSet(store, "a", gc_grace=1e30),
+    ):
+        with pytest.raises(mdss.InvalidArgumentError):
+            make()
