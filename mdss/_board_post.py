@@ -18,7 +18,7 @@ from ._board_format import (
 from ._board_settings import _check_field
 from ._codec import pack
 from ._order import INT_MAX, INT_MIN, check_choice, check_text, iterate
-from .exceptions import InvalidArgumentError, InvalidScoreError
+from .exceptions import InvalidArgumentError, InvalidScoreError, shown
 
 #: The most expired post ids a post forgets in the board's record of them.
 _PRUNE = 4
@@ -32,14 +32,14 @@ def _check_value(field: str, value: Any) -> Any:
         return check_text(value, f"field {field!r}: the value")
     if kind is int:
         if not INT_MIN <= value <= INT_MAX:
-            raise InvalidScoreError(f"field {field!r}: integer {value} does not fit in 64 bits")
+            raise InvalidScoreError(f"field {field!r}: integer {shown(value)} does not fit in 64 bits")
         return value
     if kind is float:
         if math.isnan(value):
             raise InvalidScoreError(f"field {field!r}: NaN is not a value")
         return value + 0.0
     raise InvalidArgumentError(
-        f"field {field!r}: a value must be an int, float, str or bool, got {kind.__name__}: {value!r:.80}"
+        f"field {field!r}: a value must be an int, float, str or bool, got {kind.__name__}: {shown(value)}"
     )
 
 
@@ -54,7 +54,7 @@ def check_post(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A post's values and ops, checked (``numeric``: the fields that must be numbers besides the columns')."""
     if not isinstance(values, Mapping):
-        raise InvalidArgumentError(f"values must be a mapping of field -> value, got {values!r:.80}")
+        raise InvalidArgumentError(f"values must be a mapping of field -> value, got {shown(values)}")
     checked = {_check_field(f): _check_value(f, v) for f, v in values.items()}
     if len(checked) > MAX_FIELDS:
         raise InvalidArgumentError(f"a row has at most {MAX_FIELDS} fields, got {len(checked)}")
@@ -63,13 +63,13 @@ def check_post(
             if field in checked and not _number(checked[field]):
                 raise InvalidScoreError(
                     f"field {field!r} ranks column {column.name!r}: it must be an int or a "
-                    f"float, got {checked[field]!r:.80}"
+                    f"float, got {shown(checked[field])}"
                 )
     for field in numeric:
         if field in checked and not _number(checked[field]):
-            raise InvalidScoreError(f"field {field!r} must be an int or a float, got {checked[field]!r:.80}")
+            raise InvalidScoreError(f"field {field!r} must be an int or a float, got {shown(checked[field])}")
     if ops is not None and not isinstance(ops, Mapping):
-        raise InvalidArgumentError(f"ops must be a mapping of field -> op, got {ops!r:.80}")
+        raise InvalidArgumentError(f"ops must be a mapping of field -> op, got {shown(ops)}")
     ops = dict(ops or {})
     for field, op in ops.items():
         _check_field(field)
@@ -79,7 +79,7 @@ def check_post(
     if only is not None:
         check_choice(only, _ops.ONLY, "only")
     if post_id is not None and (not isinstance(post_id, str) or not post_id or len(post_id) > 128):
-        raise InvalidArgumentError(f"post_id must be a non-empty str of at most 128 characters, got {post_id!r:.80}")
+        raise InvalidArgumentError(f"post_id must be a non-empty str of at most 128 characters, got {shown(post_id)}")
     if post_id is not None:
         check_text(post_id, "post_id")
     return checked, ops
@@ -141,11 +141,11 @@ def checked_rows(
     """A load's ``(owner, values)`` pairs (or mapping), each checked as a post's values, as they are read (``owner``
     checks an owner)."""
     if isinstance(rows, (str, bytes)) or not isinstance(rows, (Mapping, Iterable)):
-        raise InvalidArgumentError(f"rows must be (owner, values) pairs or a mapping, got {rows!r:.80}")
+        raise InvalidArgumentError(f"rows must be (owner, values) pairs or a mapping, got {shown(rows)}")
     numeric = (*accumulate, *keep_best)
     for item in rows.items() if isinstance(rows, Mapping) else iterate(rows, "(owner, values) pairs"):
         if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise InvalidArgumentError(f"each row must be an (owner, values) pair, got {item!r:.80}")
+            raise InvalidArgumentError(f"each row must be an (owner, values) pair, got {shown(item)}")
         who = owner(item[0])
         values, _ = check_post(item[1], None, None, None, columns, numeric, keep_best)
         if len(pack(values)) > MAX_ROW_BYTES:  # a first row takes the values as they are (see new_row)

@@ -12,7 +12,7 @@ from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace, board_keyspace
 from ._order import MAX_PARTS, check_choice, check_count, check_text
 from ._schedules import Calendar
-from .exceptions import CorruptDataError, InvalidArgumentError
+from .exceptions import CorruptDataError, InvalidArgumentError, shown
 from .stores.base import Record, Store
 
 #: How rows are stored, in the board's settings: 2, as entries of the window's set (boards stored without it kept them
@@ -34,20 +34,20 @@ _LEGACY_EPOCH = "e:"
 def _check_field(name: Any, what: str = "field") -> str:
     if not isinstance(name, str) or not name or len(name) > MAX_FIELD_NAME:
         raise InvalidArgumentError(
-            f"a {what} name must be a non-empty str of at most {MAX_FIELD_NAME} characters, got {name!r:.80}"
+            f"a {what} name must be a non-empty str of at most {MAX_FIELD_NAME} characters, got {shown(name)}"
         )
     return check_text(name, f"a {what} name")
 
 
 def _strings(items: Any, what: str) -> list[Any]:
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise InvalidArgumentError(f"{what} must be a list of names, got {items!r:.80}")
+        raise InvalidArgumentError(f"{what} must be a list of names, got {shown(items)}")
     return list(items)
 
 
 def check_columns(columns: Any) -> dict[str, _Column]:
     if not isinstance(columns, Mapping) or not columns:
-        raise InvalidArgumentError(f"columns must be a non-empty mapping of name -> direction, got {columns!r:.80}")
+        raise InvalidArgumentError(f"columns must be a non-empty mapping of name -> direction, got {shown(columns)}")
     if len(columns) > MAX_FIELDS:
         raise InvalidArgumentError(f"a leaderboard has at most {MAX_FIELDS} columns, got {len(columns)}")
     found: dict[str, _Column] = {}
@@ -59,14 +59,14 @@ def check_columns(columns: Any) -> dict[str, _Column]:
             parts = list(spec)
         else:
             raise InvalidArgumentError(
-                f"column {column!r} must be a direction or a list of (field, direction), got {spec!r:.80}"
+                f"column {column!r} must be a direction or a list of (field, direction), got {shown(spec)}"
             )
         if len(parts) > MAX_PARTS:
             raise InvalidArgumentError(f"column {column!r} has {len(parts)} parts; the limit is {MAX_PARTS}")
         checked = []
         for part in parts:
             if not isinstance(part, (list, tuple)) or len(part) != 2:
-                raise InvalidArgumentError(f"column {column!r}: a part must be (field, direction), got {part!r:.80}")
+                raise InvalidArgumentError(f"column {column!r}: a part must be (field, direction), got {shown(part)}")
             field, direction = part
             checked.append((_check_field(field), check_choice(direction, ("desc", "asc"), f"{column!r} direction")))
         if len({f for f, _ in checked}) != len(checked):
@@ -83,10 +83,10 @@ def check_tiebreak(tiebreak: Any, columns: dict[str, _Column]) -> dict[str, _Col
     if isinstance(tiebreak, str):
         tiebreak = dict.fromkeys(columns, tiebreak)
     if not isinstance(tiebreak, Mapping):
-        raise InvalidArgumentError(f'tiebreak must map columns to "owner" or "first", got {tiebreak!r:.80}')
+        raise InvalidArgumentError(f'tiebreak must map columns to "owner" or "first", got {shown(tiebreak)}')
     unknown = [name for name in tiebreak if name not in columns]
     if unknown:
-        raise InvalidArgumentError(f"tiebreak names columns the board does not have: {unknown[:5]!r:.80}")
+        raise InvalidArgumentError(f"tiebreak names columns the board does not have: {shown(unknown[:5])}")
     ties = {
         name: check_choice(tiebreak.get(name, "owner"), ("owner", "first"), f"tiebreak[{name!r}]") for name in columns
     }
@@ -105,7 +105,7 @@ def check_rules(accumulate: Any, keep_best: Any, windows: Any, retention: Any, c
         raise InvalidArgumentError(f"fields both accumulated and kept best: {sorted(both)}")
     kinds = tuple(dict.fromkeys(calendar.kind(k) for k in _strings(windows, "windows")))
     if not kinds:
-        raise InvalidArgumentError(f"windows must name at least one kind among {calendar.kinds}, got {windows!r:.80}")
+        raise InvalidArgumentError(f"windows must name at least one kind among {calendar.kinds}, got {shown(windows)}")
     kept = dict(retention or {})
     for kind, keep in kept.items():
         if kind not in kinds or kind == "all":
@@ -200,12 +200,12 @@ def retired(instance: str, names: list[str], keep: int, calendar: Calendar) -> l
 def check_storage(now: Any, node_bytes: Any, post_id_ttl: Any, options: dict[str, Any]) -> tuple[Any, ...]:
     """``now``, ``node_bytes``, ``post_id_ttl`` and the windows' set options (unsharded), checked."""
     if now is not None and not callable(now):
-        raise InvalidArgumentError(f"now must be callable, got {now!r:.80}")
+        raise InvalidArgumentError(f"now must be callable, got {shown(now)}")
     if type(node_bytes) is not int or not 256 <= node_bytes <= 1 << 30:
-        raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {node_bytes!r:.80}")
+        raise InvalidArgumentError(f"node_bytes must be an int from 256 to 2**30, got {shown(node_bytes)}")
     if type(post_id_ttl) not in (int, float) or not 0 < post_id_ttl < math.inf:
-        raise InvalidArgumentError(f"post_id_ttl must be a positive number of seconds, got {post_id_ttl!r:.80}")
+        raise InvalidArgumentError(f"post_id_ttl must be a positive number of seconds, got {shown(post_id_ttl)}")
     shards = options.pop("shards", None)
     if shards is not None and not (type(shards) is int and shards == 1):
-        raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shards!r:.80}")
+        raise InvalidArgumentError(f"a leaderboard's windows are unsharded: shards must be 1, got {shown(shards)}")
     return now, node_bytes, post_id_ttl, options

@@ -19,7 +19,7 @@ from ._estimate import Estimate
 from ._facade import PageCursors, around_span, page_around
 from ._order import Order, column_tag
 from ._ranking import dense_below
-from .exceptions import CorruptDataError, InvalidArgumentError
+from .exceptions import CorruptDataError, InvalidArgumentError, shown
 
 
 class RankedRow(NamedTuple):
@@ -306,5 +306,5 @@ def decode_cursor(tag: str, cursor: Any, column: _Column, what: str) -> tuple[st
     found, back = _cursor.unpack(tag, cursor, what)
     spelled = found[0] if len(found) == 1 else None
     if type(spelled) is not str or not spelled.startswith(column_tag(column.slot)) or len(spelled) <= column.end():
-        raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}")
+        raise InvalidArgumentError(f"not a page cursor of {what}: {shown(cursor)}")
     return spelled, back

@@ -25,7 +25,7 @@ from ._log import log_limit
 from ._order import data_of, is_row, same_value, score_of, valued
 from ._snapshot import Snapshot
 from ._writer import Writer
-from .exceptions import ConflictError, InvalidArgumentError, InvalidScoreError, MissingNodeError, StoreError
+from .exceptions import ConflictError, InvalidArgumentError, InvalidScoreError, MissingNodeError, StoreError, shown
 from .stores.base import Record
 
 
@@ -73,7 +73,9 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
     if engine.ordering.records:  # a record window's members hold rows: refused here, before anything is logged
         for member, value in trial.items():
             if value is not None and not is_row(value):
-                raise InvalidArgumentError(f"member {member!r:.80} of a record window holds rows, not {value!r:.40}")
+                raise InvalidArgumentError(
+                    f"member {shown(member)} of a record window holds rows, not {shown(value, 40)}"
+                )
     new.update(trial)
     return results
 

@@ -20,7 +20,7 @@ from . import _codec
 from ._codec import MAX_HEIGHT
 from ._order import Score, check_score
 from ._parse import base64url
-from .exceptions import InvalidArgumentError
+from .exceptions import InvalidArgumentError, shown
 
 #: The longest member a cursor may name: the longest entry a set's own ops write (a leaderboard row, ~11 KB).
 MAX_ENTRY_CHARS = 1 << 16
@@ -75,7 +75,7 @@ def unpack(tag: str, cursor: Any, what: str) -> tuple[list[Any], bool]:
         if type(found) is not list or not found or found[0] not in (_tag(tag, False), _tag(tag, True)):
             raise ValueError("another's cursor")
     except Exception:
-        raise InvalidArgumentError(f"not a page cursor of {what}: {cursor!r:.80}") from None
+        raise InvalidArgumentError(f"not a page cursor of {what}: {shown(cursor)}") from None
     return found[1:], found[0] != _tag(tag, False)
 
 
@@ -100,5 +100,5 @@ def decode(prefix: str, name: str, cursor: Any) -> tuple[State, bool]:
             raise ValueError("member")
         check_score(state.score)
     except Exception:
-        raise InvalidArgumentError(f"not a page cursor of set {name!r}: {cursor!r:.80}") from None
+        raise InvalidArgumentError(f"not a page cursor of set {name!r}: {shown(cursor)}") from None
     return state, back

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import _garbage, _head, _snapshot
 from ._head import FENCED, Head
 from ._order import finite
-from .exceptions import InvalidArgumentError, StoreError
+from .exceptions import InvalidArgumentError, StoreError, shown
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -37,7 +37,7 @@ def after(seconds: float) -> int:
     """The moment ``seconds`` from now (this process's clock), in milliseconds since the epoch; refuses what is not a
     finite number of seconds (``bool`` included)."""
     if not finite(seconds):
-        raise InvalidArgumentError(f"expire() takes a finite number of seconds, not {seconds!r:.40}")
+        raise InvalidArgumentError(f"expire() takes a finite number of seconds, not {shown(seconds, 40)}")
     return _bounded(_head.clock() * 1000 + seconds * 1000)
 
 
@@ -49,7 +49,7 @@ def at(when: datetime.datetime | float) -> int:
             raise InvalidArgumentError("expire_at() takes an aware datetime (with a tzinfo), not a naive one")
         return _bounded(when.timestamp() * 1000)
     if not finite(when):
-        raise InvalidArgumentError(f"expire_at() takes an aware datetime or epoch seconds, not {when!r:.40}")
+        raise InvalidArgumentError(f"expire_at() takes an aware datetime or epoch seconds, not {shown(when, 40)}")
     return _bounded(when * 1000)
 
 

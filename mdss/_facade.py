@@ -42,7 +42,7 @@ from ._order import (
 from ._recent import Recent
 from ._retry import Backoff
 from ._writer import data_room
-from .exceptions import ConflictError, InvalidArgumentError
+from .exceptions import ConflictError, InvalidArgumentError, shown
 from .stores.base import Stats, Store
 
 TIES = ("ordinal", "competition", "dense")
@@ -97,7 +97,7 @@ def page_around(limit: int) -> tuple[int, int]:
 def check_page(limit: Any, cursor: Any, around: Any) -> None:
     """Refuse a bad ``limit``, or a page asked both by ``cursor`` and ``around`` a member."""
     if type(limit) is not int or limit < 1:
-        raise InvalidArgumentError(f"limit must be an int >= 1, got {limit!r:.80}")
+        raise InvalidArgumentError(f"limit must be an int >= 1, got {shown(limit)}")
     if cursor is not None and around is not None:
         raise InvalidArgumentError("give a cursor or around, not both")
 
@@ -131,15 +131,15 @@ def check_options(
 ) -> None:
     """Refuse bad options of a set before anything is stored: a refused constructor leaves nothing behind."""
     if unknown:
-        raise InvalidArgumentError(f"unknown option {next(iter(unknown))!r:.80} of a sorted set")
+        raise InvalidArgumentError(f"unknown option {shown(next(iter(unknown)))} of a sorted set")
     if not isinstance(store, Store):
-        raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+        raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {shown(store)}")
     if order is not None:
         check_choice(order, ("desc", "asc"), "order")
     if tiebreak is not None:
         check_choice(tiebreak, TIEBREAKS, "tiebreak")
     if chunk_size is not None and (type(chunk_size) is not int or not 2 <= chunk_size <= MAX_CHUNK):
-        raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {chunk_size!r:.80}")
+        raise InvalidArgumentError(f"chunk_size must be an int from 2 to {MAX_CHUNK}, got {shown(chunk_size)}")
     check_count(cache_bytes, "cache_bytes")
     check_count(max_batch, "max_batch", least=1)
     for what, seconds in (
@@ -267,7 +267,7 @@ class SetMethods:
         member = check_member(member)
         self._check_ties(ties)
         if type(with_score) is not bool:
-            raise InvalidArgumentError(f"with_score must be True or False, got {with_score!r:.80}")
+            raise InvalidArgumentError(f"with_score must be True or False, got {shown(with_score)}")
 
         def run(x: Any) -> int | tuple[int, Score] | None:
             keyed = self._keyed(x, member)
@@ -340,7 +340,7 @@ class SetMethods:
         """The entry at position ``floor(p * len)`` (``p`` from 0 to 1; the last for 1.0), whose :meth:`percentile` is
         at most ``p``; ``None`` for an empty set. Costs as :meth:`at`."""
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
-            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
+            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {shown(p)}")
         self._check_ties(ties)
 
         def run(x: Any) -> Entry | None:
@@ -516,7 +516,7 @@ class SetMethods:
         """
         check_count(n, "n")
         if rng is not None and not isinstance(rng, random.Random):
-            raise InvalidArgumentError(f"rng must be a random.Random, got {rng!r:.80}")
+            raise InvalidArgumentError(f"rng must be a random.Random, got {shown(rng)}")
         draw = rng or random
 
         def run(x: Any) -> list[Entry]:
@@ -598,7 +598,7 @@ class SetMethods:
         if max_error is not None and (
             not isinstance(max_error, (int, float)) or isinstance(max_error, bool) or not max_error >= 0
         ):
-            raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {max_error!r:.80}")
+            raise InvalidArgumentError(f"max_error must be a fraction >= 0, got {shown(max_error)}")
 
         def run(x: Any) -> _estimate.Percentile | None:
             probe = self._estimate_probe(x, member, score, "competition")
@@ -687,7 +687,7 @@ class SetMethods:
         how many members were added, or with ``changed=True`` added or changed score (``ZADD`` / ``ZADD CH``)."""
         how = _ops.code(op, only)
         if type(changed) is not bool:
-            raise InvalidArgumentError(f"changed must be True or False, got {changed!r:.80}")
+            raise InvalidArgumentError(f"changed must be True or False, got {shown(changed)}")
         ops = [(how, member, score) for member, score in each_pair(pairs)]
         results = self._submit(ops, want_score="changed" if changed else False)
         return None if results is None else sum(1 for new in results if new)
@@ -747,7 +747,7 @@ class SetMethods:
         if type(first) is not int or type(last) is not int or first < 1 or last < 0:
             raise InvalidArgumentError(
                 f"first and last must be ints, first >= 1 and last >= 0 (ranks from 1; no negative index as in Redis),"
-                f" got {first!r:.40}, {last!r:.40}"
+                f" got {shown(first, 40)}, {shown(last, 40)}"
             )
         span = max(last - first + 1, 0)
         return len(self._take_found(lambda x, done: self._entries(x, first - 1, last - done), span))
@@ -910,5 +910,5 @@ class SetMethods:
     @staticmethod
     def _checked_gc(min_age: Any, sweep: Any) -> float:
         if type(sweep) is not bool:
-            raise InvalidArgumentError(f"sweep must be True or False, got {sweep!r:.80}")
+            raise InvalidArgumentError(f"sweep must be True or False, got {shown(sweep)}")
         return check_seconds(min_age, "min_age")

@@ -18,7 +18,7 @@ from . import _tail
 from ._codec import FORMAT, MAX_HEIGHT, check_entry, log_entry, pack, seal, unpack
 from ._order import ROWS, valid_tiebreak
 from ._tail import CHECKPOINT
-from .exceptions import CorruptDataError
+from .exceptions import CorruptDataError, shown
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -286,7 +286,7 @@ class Head:
         if self.order not in ("asc", "desc"):
             raise ValueError(f"order {self.order!r}")
         if not valid_tiebreak(self.tiebreak):
-            raise ValueError(f"tiebreak {self.tiebreak!r:.40}")
+            raise ValueError(f"tiebreak {shown(self.tiebreak, 40)}")
         for name in ("chunk", "gen", "epoch", "epoch_gen", "merges"):
             if type(getattr(self, name)) is not int:
                 raise TypeError(f"{name} must be an int")
@@ -307,7 +307,7 @@ class Head:
         if self.lineage is not None and (type(self.lineage) is not str or len(self.lineage) > 64):
             raise TypeError("the lineage is a string of at most 64 characters")
         if self.expires is not None and (type(self.expires) is not int or not 0 <= self.expires < 1 << 53):
-            raise ValueError(f"expiry {self.expires!r:.40} is not milliseconds since the epoch")
+            raise ValueError(f"expiry {shown(self.expires, 40)} is not milliseconds since the epoch")
         if self.native is not None and (type(self.native) is not str or len(self.native) > 32):
             raise TypeError("the native expiry state is a string of at most 32 characters")
         if not all(p is None or type(p) is str for p in (self.note_page, self.notes_done)):

@@ -20,7 +20,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .exceptions import CorruptDataError, InvalidArgumentError
+from .exceptions import CorruptDataError, InvalidArgumentError, shown
 
 _SAFE = "-_.~!$&'()*+,;=@"  # everything quote() leaves alone but ':', '/', '{', '}' ('#', '|', '%' are quoted)
 #: The separators of an internal part from its owner's name, raw (a name's ``#`` is ``%23``, its ``|`` ``%7C``).
@@ -33,7 +33,7 @@ def _part(text: str, what: str) -> str:
     try:
         return quote(text, safe=_SAFE)
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8, so no key
-        raise InvalidArgumentError(f"a {what} must be valid Unicode (no lone surrogates), got {text!r:.80}") from None
+        raise InvalidArgumentError(f"a {what} must be valid Unicode (no lone surrogates), got {shown(text)}") from None
 
 
 HEAD, NODE, TOPN = "head", "node", "topn"

@@ -24,7 +24,7 @@ from ._publish import publish
 from ._snapshot import Snapshot
 from ._spill import BLOCK, Spill
 from ._writer import Writer
-from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreError
+from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreError, shown
 
 #: What a pair costs a load held in memory (the dict, both sorted copies, its share of the encoded nodes), in bytes:
 #: measured 213 at 10^7 members (docs/performance.md); a load of more than ``memory_bytes`` / this many pairs spills.
@@ -46,13 +46,13 @@ def as_read(snap: Snapshot) -> Callable[[Snapshot], bool]:
 def checked(pairs: Any, replace: Any, progress: Any, batch: Any, memory_bytes: Any = MEMORY_BYTES) -> None:
     """Refuse a load's arguments, but its pairs (checked as they are read)."""
     if type(replace) is not bool:
-        raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
+        raise InvalidArgumentError(f"replace must be True or False, got {shown(replace)}")
     check_count(batch, "batch", least=1)
     check_count(memory_bytes, "memory_bytes", least=1 << 20)
     if memory_bytes > 1 << 50:
-        raise InvalidArgumentError(f"memory_bytes must be at most 2**50 (a PiB), got {memory_bytes!r:.80}")
+        raise InvalidArgumentError(f"memory_bytes must be at most 2**50 (a PiB), got {shown(memory_bytes)}")
     if progress is not None and not callable(progress):
-        raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
+        raise InvalidArgumentError(f"progress must be callable, got {shown(progress)}")
 
 
 def load(

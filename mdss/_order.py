@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from .exceptions import CorruptDataError, InvalidArgumentError, InvalidMemberError, InvalidScoreError
+from .exceptions import CorruptDataError, InvalidArgumentError, InvalidMemberError, InvalidScoreError, shown
 
 #: Longest member, in UTF-8 bytes: 1000 entries stay well under DynamoDB's 400 KB items and Riak's advised object size.
 MAX_MEMBER_BYTES = 256
@@ -82,7 +82,7 @@ def check_member(member: Any) -> str:
     """Return ``member`` if it is a valid member, else raise :class:`InvalidMemberError`."""
     if type(member) is not str:
         if not isinstance(member, str):
-            raise InvalidMemberError(f"a member must be a str, got {type(member).__name__}: {member!r:.80}")
+            raise InvalidMemberError(f"a member must be a str, got {type(member).__name__}: {shown(member)}")
         member = str(member)
     if not member:
         raise InvalidMemberError("a member must not be empty")
@@ -90,7 +90,7 @@ def check_member(member: Any) -> str:
         try:
             size = len(member.encode("utf-8"))
         except UnicodeEncodeError as exc:
-            raise InvalidMemberError(f"member {member!r:.80} is not valid Unicode: {exc.reason}") from None
+            raise InvalidMemberError(f"member {shown(member)} is not valid Unicode: {exc.reason}") from None
         if size > MAX_MEMBER_BYTES:
             raise InvalidMemberError(
                 f"member {member[:40]!r}... is {size} bytes in UTF-8; the limit is {MAX_MEMBER_BYTES}"
@@ -101,7 +101,7 @@ def check_member(member: Any) -> str:
 def check_members(members: Any) -> list[str]:
     """The valid members of an iterable (not a single string: a common slip), else an :class:`InvalidArgumentError`."""
     if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
-        raise InvalidArgumentError(f"members must be an iterable of members, got {members!r:.80}")
+        raise InvalidArgumentError(f"members must be an iterable of members, got {shown(members)}")
     return [check_member(m) for m in iterate(members, "an iterable of members")]
 
 
@@ -113,20 +113,20 @@ def check_score(score: Any) -> Score:
     if kind is int:
         if INT_MIN <= score <= INT_MAX:
             return score
-        raise InvalidScoreError(f"integer score {score} does not fit in 64 bits (limit ±2**63)")
+        raise InvalidScoreError(f"integer score {shown(score)} does not fit in 64 bits (limit ±2**63)")
     if kind is float:
         if score != score:
             raise InvalidScoreError("a score must not be NaN")
         return score + 0.0  # -0.0 -> 0.0
     if isinstance(score, bool) or not isinstance(score, numbers.Real):
-        raise InvalidScoreError(f"a score must be an int or a float, got {kind.__name__}: {score!r:.80}")
+        raise InvalidScoreError(f"a score must be an int or a float, got {kind.__name__}: {shown(score)}")
     # int and float subclasses, numpy scalars, fractions: as the plain type.
     if isinstance(score, numbers.Integral):
         return check_score(operator.index(score))
     try:
         return check_score(float(score))
     except (OverflowError, ValueError, TypeError) as exc:  # Fraction(10**400, 3): too large for a float
-        raise InvalidScoreError(f"score {score!r:.80} is not a float: {exc}") from None
+        raise InvalidScoreError(f"score {shown(score)} is not a float: {exc}") from None
 
 
 def iterate(values: Any, what: str) -> Iterator[Any]:
@@ -135,17 +135,17 @@ def iterate(values: Any, what: str) -> Iterator[Any]:
     try:
         return iter(values)
     except TypeError:
-        raise InvalidArgumentError(f"expected {what}, got {values!r:.80}") from None
+        raise InvalidArgumentError(f"expected {what}, got {shown(values)}") from None
 
 
 def _pairs(pairs: Any) -> Iterable[tuple[Any, Any]]:
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (Mapping, Iterable)):
-        raise InvalidArgumentError(f"expected a mapping or an iterable of (member, score), got {pairs!r:.80}")
+        raise InvalidArgumentError(f"expected a mapping or an iterable of (member, score), got {shown(pairs)}")
     for pair in pairs.items() if isinstance(pairs, Mapping) else iterate(pairs, "an iterable of (member, score)"):
         try:
             member, score = pair
         except (TypeError, ValueError):
-            raise InvalidArgumentError(f"expected (member, score) pairs, got {pair!r:.80}") from None
+            raise InvalidArgumentError(f"expected (member, score) pairs, got {shown(pair)}") from None
         yield member, score
 
 
@@ -181,14 +181,14 @@ def check_text(text: str, what: str) -> str:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InvalidArgumentError(f"{what} {text!r:.80} is not valid Unicode: {exc.reason}") from None
+            raise InvalidArgumentError(f"{what} {shown(text)} is not valid Unicode: {exc.reason}") from None
     return text
 
 
 def check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
     """``value`` if it is one of ``allowed``, else :class:`InvalidArgumentError` naming ``what``."""
     if not isinstance(value, str) or value not in allowed:
-        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r:.80}")
+        raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, allowed))}, got {shown(value)}")
     return value
 
 
@@ -197,14 +197,14 @@ def check_count(value: Any, what: str, least: int = 0, most: int | None = None) 
     ``what``."""
     if type(value) is not int or value < least or (most is not None and value > most):
         bounds = f">= {least}" if most is None else f"from {least} to {most:,}"
-        raise InvalidArgumentError(f"{what} must be an int {bounds}, got {value!r:.80}")
+        raise InvalidArgumentError(f"{what} must be an int {bounds}, got {shown(value)}")
     return value
 
 
 def check_flag(value: Any, what: str) -> bool:
     """``value`` if it is True or False (not merely truthy), else :class:`InvalidArgumentError` naming ``what``."""
     if type(value) is not bool:
-        raise InvalidArgumentError(f"{what} must be True or False, got {value!r:.80}")
+        raise InvalidArgumentError(f"{what} must be True or False, got {shown(value)}")
     return value
 
 
@@ -228,14 +228,14 @@ def check_seconds(value: Any, what: str) -> float:
     """``value`` if it is a finite, non-negative number of seconds up to :data:`MAX_SECONDS`, else
     :class:`InvalidArgumentError`."""
     if not finite(value) or not 0 <= value <= MAX_SECONDS:
-        raise InvalidArgumentError(f"{what} must be a number of seconds from 0 to {MAX_SECONDS:g}, got {value!r:.80}")
+        raise InvalidArgumentError(f"{what} must be a number of seconds from 0 to {MAX_SECONDS:g}, got {shown(value)}")
     return value
 
 
 def check_positive(value: Any, what: str) -> float:
     """``value`` if it is a finite number above 0, else :class:`InvalidArgumentError`."""
     if not finite(value) or value <= 0:
-        raise InvalidArgumentError(f"{what} must be a positive number, got {value!r:.80}")
+        raise InvalidArgumentError(f"{what} must be a positive number, got {shown(value)}")
     return value
 
 
@@ -284,7 +284,7 @@ def check_data(data: Any, room: int = MAX_DATA_BYTES) -> str | bytes | None:
         data = bytes(data)
         size = len(data)
     else:
-        raise InvalidArgumentError(f"data must be str or bytes (or None), got {type(data).__name__}: {data!r:.80}")
+        raise InvalidArgumentError(f"data must be str or bytes (or None), got {type(data).__name__}: {shown(data)}")
     if size > room:
         limit = f"the {room} bytes a member may carry"
         if room < MAX_DATA_BYTES:
@@ -414,13 +414,13 @@ def row_columns(tiebreak: str) -> RowColumns:
     columns: list[tuple[int, tuple[tuple[str, str], ...], bool]] = []
     for column in found if type(found) is list else [None]:
         if type(column) is not list or len(column) not in (2, 3) or type(column[0]) is not int:
-            raise ValueError(f"column {column!r:.40}")
+            raise ValueError(f"column {shown(column, 40)}")
         given = column[1] if type(column[1]) is list else []
         parts = tuple((p[0], p[1]) for p in given if type(p) is list and len(p) == 2 and type(p[0]) is str)
         if len(parts) != len(given) or not 1 <= len(parts) <= MAX_PARTS or not 0 <= column[0] <= 255:
-            raise ValueError(f"column {column!r:.40}")
+            raise ValueError(f"column {shown(column, 40)}")
         if any(d not in ("asc", "desc") for _, d in parts) or column[2:] not in ([], ["first"]):
-            raise ValueError(f"column {column!r:.40}")
+            raise ValueError(f"column {shown(column, 40)}")
         columns.append((column[0], parts, len(column) == 3))
     result = tuple(columns)
     if not result or len({c[0] for c in result}) != len(result) or rows_tiebreak(result) != tiebreak:
@@ -460,7 +460,7 @@ def row_record(value: tuple[Any, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
         return found, {}
     if type(found) is list and len(found) == 2 and type(found[0]) is dict and type(found[1]) is dict:
         return found[0], found[1]
-    raise CorruptDataError(f"a row's values are not a map: {found!r:.40}")
+    raise CorruptDataError(f"a row's values are not a map: {shown(found, 40)}")
 
 
 def row_values(value: tuple[Any, ...]) -> dict[str, Any]:
@@ -508,7 +508,7 @@ def _row_entries(
 
     def record(member: str, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         if not is_row(value):
-            raise InvalidArgumentError(f"member {member!r:.80} of a record window holds rows, not {value!r:.40}")
+            raise InvalidArgumentError(f"member {shown(member)} of a record window holds rows, not {shown(value, 40)}")
         return row_record(value)
 
     def entries(member: str, value: Any) -> tuple[tuple[Any, str, Any], ...]:
@@ -556,7 +556,7 @@ def _no_column_key(member: str, value: Any, tag: str) -> Any:
 
 
 def _record_key(member: str, value: Any) -> tuple[Any, str]:
-    raise InvalidArgumentError(f"member {member!r:.80} holds a row, which has a key per column, not one")
+    raise InvalidArgumentError(f"member {shown(member)} holds a row, which has a key per column, not one")
 
 
 class Order:
@@ -585,7 +585,7 @@ class Order:
 
     def __init__(self, name: str, tiebreak: str = "member") -> None:
         if not valid_tiebreak(tiebreak):
-            raise InvalidArgumentError(f'tiebreak must be "member", "member_desc" or "first", got {tiebreak!r:.80}')
+            raise InvalidArgumentError(f'tiebreak must be "member", "member_desc" or "first", got {shown(tiebreak)}')
         reverse, self.first = tiebreak == "member_desc", tiebreak == "first"
         # A board window's columns that go by first (tag -> where a column member's key ends); None in a set.
         self._ends = _column_ends(tiebreak) if tiebreak.startswith(COLUMNS_FIRST) else None

@@ -17,6 +17,8 @@ import base64
 import re
 from typing import Any
 
+from .exceptions import shown
+
 DIGITS = re.compile(r"[0-9]+", re.ASCII)
 INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 HEX = re.compile(r"[0-9a-f]+", re.ASCII)
@@ -31,14 +33,14 @@ BASE64URL = re.compile(r"[A-Za-z0-9_-]*", re.ASCII)
 def integer(text: str) -> int:
     """``text`` as an int: an optional sign and ASCII digits, nothing else; ValueError otherwise."""
     if not INTEGER.fullmatch(text):
-        raise ValueError(f"expected an integer (ASCII digits), got {text!r:.80}")
+        raise ValueError(f"expected an integer (ASCII digits), got {shown(text)}")
     return int(text)
 
 
 def number(text: str) -> float:
     """``text`` as a float: ASCII digits, ``.``, an exponent, ``inf`` or ``nan``, nothing else; ValueError otherwise."""
     if not NUMBER.fullmatch(text):
-        raise ValueError(f"expected a number (ASCII digits), got {text!r:.80}")
+        raise ValueError(f"expected a number (ASCII digits), got {shown(text)}")
     return float(text)
 
 
@@ -46,5 +48,5 @@ def base64url(text: Any) -> bytes:
     """The bytes of a URL-safe base64 text without padding (a page cursor); ValueError for anything else
     (``base64.urlsafe_b64decode`` skips characters outside the alphabet: a newline, a NUL, ...)."""
     if not isinstance(text, str) or not BASE64URL.fullmatch(text):
-        raise ValueError(f"expected URL-safe base64, got {text!r:.80}")
+        raise ValueError(f"expected URL-safe base64, got {shown(text)}")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .exceptions import InvalidArgumentError
+from .exceptions import InvalidArgumentError, shown
 
 #: The definitions ``percentile(..., method=)`` takes.
 METHODS = ("better", "agoragames")
@@ -22,7 +22,7 @@ METHODS = ("better", "agoragames")
 def check_percent(percent: Any) -> float:
     """A percentile in percents, from 0 to 100 (``score_for_percentile``'s scale, as the agoragames library's)."""
     if not isinstance(percent, (int, float)) or isinstance(percent, bool) or not 0 <= percent <= 100:
-        raise InvalidArgumentError(f"percent must be a number from 0 to 100, got {percent!r:.80}")
+        raise InvalidArgumentError(f"percent must be a number from 0 to 100, got {shown(percent)}")
     return percent
 
 

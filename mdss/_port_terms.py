@@ -9,7 +9,7 @@ import threading
 import zlib
 from typing import Any
 
-from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError
+from .exceptions import InvalidArgumentError, InvalidMemberError, InvalidScoreError, shown
 
 # erlang-py has no type hints, and without it a checkout's erlang/ folder imports as an empty namespace package (mypy
 # takes it for the module): so look the names up, and say what is missing.
@@ -200,7 +200,7 @@ def _show(term: Any) -> str:
     if isinstance(term, bytes):  # erlang-py decodes a string (a list of bytes) so
         return f"the string (a list, not a binary) {term[:40].decode('latin-1')!r}"
     name = _atom(term)
-    return f"the atom {name!r:.40}" if name is not None else f"{type(term).__name__} {term!r:.60}"
+    return f"the atom {shown(name, 40)}" if name is not None else f"{type(term).__name__} {shown(term, 60)}"
 
 
 def to_term(value: Any) -> Any:

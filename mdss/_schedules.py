@@ -18,7 +18,7 @@ from typing import Any
 from cronsim import CronSim, CronSimError
 
 from . import _windows
-from .exceptions import InvalidArgumentError
+from .exceptions import InvalidArgumentError, shown
 
 #: A schedule's name: it names its windows (``raid:...``) and their keys, so no ``:`` or ``#``.
 _SCHEDULE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}", re.ASCII)
@@ -29,24 +29,24 @@ def check_schedules(schedules: Any, tz: dt.tzinfo) -> dict[str, str]:
     if schedules is None:
         return {}
     if not isinstance(schedules, Mapping):
-        raise InvalidArgumentError(f"schedules must be a mapping of name -> cron line, got {schedules!r:.80}")
+        raise InvalidArgumentError(f"schedules must be a mapping of name -> cron line, got {shown(schedules)}")
     found = {}
     for name, line in schedules.items():
         if not isinstance(name, str) or not _SCHEDULE_NAME.fullmatch(name):
             raise InvalidArgumentError(
-                f"a schedule name is a letter then up to 39 letters, digits, '_' or '-', got {name!r:.80}"
+                f"a schedule name is a letter then up to 39 letters, digits, '_' or '-', got {shown(name)}"
             )
         if name in _windows.KINDS:
             raise InvalidArgumentError(f"schedule {name!r} has the name of a window kind; name it otherwise")
         if not isinstance(line, str) or len(line.split()) != 5:
             raise InvalidArgumentError(
-                f"schedule {name!r} must be a cron line of 5 fields (minute hour day month weekday), got {line!r:.80}"
+                f"schedule {name!r} must be a cron line of 5 fields (minute hour day month weekday), got {shown(line)}"
             )
         try:
             next(CronSim(line, _windows.local(0, tz)))
         except (CronSimError, StopIteration) as exc:
             raise InvalidArgumentError(
-                f"schedule {name!r}: {line!r:.80} is not a cron line that fires: {exc}"
+                f"schedule {name!r}: {shown(line)} is not a cron line that fires: {exc}"
             ) from None
         found[name] = line
     return found
@@ -69,7 +69,7 @@ class Calendar:
         if not isinstance(kind, str) or kind not in self.kinds:
             schedules = f"; schedules: {', '.join(self.schedules)}" if self.schedules else " (no schedules given)"
             raise InvalidArgumentError(
-                f"a window kind is one of {', '.join(_windows.KINDS)}{schedules}; got {kind!r:.80}"
+                f"a window kind is one of {', '.join(_windows.KINDS)}{schedules}; got {shown(kind)}"
             )
         return kind
 
@@ -83,7 +83,7 @@ class Calendar:
             if at is not None and self._boundary(kind, at) == at:
                 return kind
             raise InvalidArgumentError(
-                f"window {name!r:.80} is not an instance of {kind!r} in {self.tz}: instances are named by their start "
+                f"window {shown(name)} is not an instance of {kind!r} in {self.tz}: instances are named by their start "
                 f"in UTC, e.g. {self.instance(kind, _windows.local(1_795_453_200, _windows.UTC))!r}"
             )
         return _windows.kind_of(name, self.week_start)
@@ -114,7 +114,7 @@ class Calendar:
             raise InvalidArgumentError("the window 'all' has no start or end")
         begins = self.start(name)
         if begins is None:  # a bare kind: the board passes its current instance instead
-            raise InvalidArgumentError(f"bounds are those of an instance, such as 'day:2026-11-23'; got {name!r:.80}")
+            raise InvalidArgumentError(f"bounds are those of an instance, such as 'day:2026-11-23'; got {shown(name)}")
         if kind in self.schedules:
             return self._firings(kind, begins)
         return begins, _windows.end(name, self.tz)

@@ -44,7 +44,14 @@ from ._order import Entry, Order, Score, add_scores, check_choice, check_flag, c
 from ._recent import Recent
 from ._tree import Tree
 from ._writer import check_chunk_size
-from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, MissingNodeError, SettingsMismatchError
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    InvalidArgumentError,
+    MissingNodeError,
+    SettingsMismatchError,
+    shown,
+)
 from .stores.base import Store
 
 T = TypeVar("T")
@@ -80,7 +87,7 @@ def open_sharded(store: Any, name: Any, shards: Any, options: dict[str, Any]) ->
     if not isinstance(store, Store) or not isinstance(name, str) or not name:
         return None  # SortedSet says what is wrong
     if shards is not None and (type(shards) is not int or not 1 <= shards <= MAX_SHARDS):
-        raise InvalidArgumentError(f"shards must be an int from 1 to {MAX_SHARDS}, got {shards!r:.80}")
+        raise InvalidArgumentError(f"shards must be an int from 1 to {MAX_SHARDS}, got {shown(shards)}")
     keys = Keyspace(store.namespace, name)
     record = store.get(keys.settings)
     if record is None:
@@ -608,7 +615,7 @@ class ShardedSet(SetMethods):
             member, score = fields
             return (check_member(member), check_score(score)), back
         except Exception:
-            raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {cursor!r:.80}") from None
+            raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {shown(cursor)}") from None
 
     # -- whole-set operations -------------------------------------------------------
 

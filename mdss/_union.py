@@ -20,7 +20,7 @@ from ._order import INT_MAX, INT_MIN, Score, add_scores, check_choice, check_sco
 from ._shards import ShardedSet
 from ._snapshot import Snapshot
 from ._sortedset import SortedSet
-from .exceptions import ConflictError, InvalidArgumentError, InvalidScoreError, MissingNodeError
+from .exceptions import ConflictError, InvalidArgumentError, InvalidScoreError, MissingNodeError, shown
 from .stores.base import Store
 
 #: How a member's scores in several sources combine.
@@ -106,7 +106,7 @@ def _store(
     """Union (``every`` False) or intersection of ``sources`` into ``dest``: the arguments checked, then merged and
     loaded, again from fresh snapshots if a source lost a node to gc meanwhile or ``dest`` (a source) changed."""
     if not isinstance(store, Store):
-        raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+        raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {shown(store)}")
     sets = _opened(store, sources)
     factors = _weights(weights, len(sets))
     check_choice(aggregate, AGGREGATES, "aggregate")
@@ -142,7 +142,7 @@ def _store(
 def _opened(store: Store, sources: Any) -> list[SortedSet | ShardedSet]:
     """The source sets: names opened on ``store``, set objects as they are."""
     if isinstance(sources, (str, bytes, SortedSet, ShardedSet)) or not isinstance(sources, (list, tuple)):
-        raise InvalidArgumentError(f"sources must be a list of set names or sets, got {sources!r:.80}")
+        raise InvalidArgumentError(f"sources must be a list of set names or sets, got {shown(sources)}")
     if not sources:
         raise InvalidArgumentError("sources must name at least one set")
     sets: list[SortedSet | ShardedSet] = []
@@ -152,7 +152,7 @@ def _opened(store: Store, sources: Any) -> list[SortedSet | ShardedSet]:
         elif isinstance(source, (SortedSet, ShardedSet)):
             sets.append(source)
         else:
-            raise InvalidArgumentError(f"a source must be a set name, a SortedSet or a ShardedSet, got {source!r:.80}")
+            raise InvalidArgumentError(f"a source must be a set name, a SortedSet or a ShardedSet, got {shown(source)}")
     return sets
 
 
@@ -161,7 +161,7 @@ def _weights(weights: Any, count: int) -> list[Score | None]:
     if weights is None:
         return [None] * count
     if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple)):
-        raise InvalidArgumentError(f"weights must be a list of numbers, got {weights!r:.80}")
+        raise InvalidArgumentError(f"weights must be a list of numbers, got {shown(weights)}")
     if len(weights) != count:
         raise InvalidArgumentError(f"weights must hold one number per source ({count}), got {len(weights)}")
     found: list[Score | None] = []
@@ -198,7 +198,7 @@ def _checked(member: str, score: Any) -> Score:
     if kind is float and score == score:
         return score + 0.0
     what = "NaN" if kind is float and math.isnan(score) else f"{score} (past 64 bits)"
-    raise InvalidScoreError(f"member {member!r:.80}: a weighted score is {what}")
+    raise InvalidScoreError(f"member {shown(member)}: a weighted score is {what}")
 
 
 def _aggregated(member: str, values: list[Any], aggregate: str) -> Score:
@@ -213,7 +213,7 @@ def _aggregated(member: str, values: list[Any], aggregate: str) -> Score:
         for value in values[1:]:
             total = add_scores(total, value)
     except InvalidScoreError as exc:
-        raise InvalidScoreError(f"member {member!r:.80}: {exc}") from None
+        raise InvalidScoreError(f"member {shown(member)}: {exc}") from None
     return total
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .exceptions import InvalidArgumentError
+from .exceptions import InvalidArgumentError, shown
 
 KINDS = ("all", "hour", "day", "week", "month", "year")
 #: The days a week may start on (``week_start``), Monday (ISO weeks, the default) first.
@@ -52,14 +52,14 @@ def check_tz(tz: Any) -> dt.tzinfo:
         try:
             return ZoneInfo(tz)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise InvalidArgumentError(f"unknown time zone {tz!r:.80}: {exc}") from None
-    raise InvalidArgumentError(f"tz must be None, a zone name or a tzinfo, got {tz!r:.80}")
+            raise InvalidArgumentError(f"unknown time zone {shown(tz)}: {exc}") from None
+    raise InvalidArgumentError(f"tz must be None, a zone name or a tzinfo, got {shown(tz)}")
 
 
 def check_week_start(day: Any) -> int:
     """``week_start`` (a day's name, ``"monday"`` for ISO weeks) as a weekday number (Monday 0)."""
     if not isinstance(day, str) or day not in WEEKDAYS:
-        raise InvalidArgumentError(f"week_start must be one of {', '.join(WEEKDAYS)}, got {day!r:.80}")
+        raise InvalidArgumentError(f"week_start must be one of {', '.join(WEEKDAYS)}, got {shown(day)}")
     return WEEKDAYS.index(day)
 
 
@@ -85,7 +85,7 @@ def moment(now: Callable[[], Any]) -> dt.datetime:
         try:
             offset = found.utcoffset()
         except Exception as exc:  # the caller's tzinfo failed
-            raise InvalidArgumentError(f"now() gave a datetime whose utcoffset() fails: {exc!r:.80}") from None
+            raise InvalidArgumentError(f"now() gave a datetime whose utcoffset() fails: {shown(exc)}") from None
         if offset is None:
             raise InvalidArgumentError("now() must return an aware datetime (with tzinfo) or epoch seconds")
         try:
@@ -98,13 +98,13 @@ def moment(now: Callable[[], Any]) -> dt.datetime:
         if _SECONDS[0] <= found < _SECONDS[1]:  # False for NaN; exact for an int of any size
             return dt.datetime.fromtimestamp(found, UTC)
     else:
-        raise InvalidArgumentError(f"now() must return a datetime or epoch seconds, got {found!r:.80}")
-    raise InvalidArgumentError(f"now() must give a moment from 0001-01-02 to 9999-12-30 UTC, got {found!r:.80}")
+        raise InvalidArgumentError(f"now() must return a datetime or epoch seconds, got {shown(found)}")
+    raise InvalidArgumentError(f"now() must give a moment from 0001-01-02 to 9999-12-30 UTC, got {shown(found)}")
 
 
 def _zone_fails(tz: dt.tzinfo, exc: Exception) -> InvalidArgumentError:
     """The error for a tzinfo of the caller's that fails, or whose offset is a day or more, or a date past year 9999."""
-    return InvalidArgumentError(f"the time zone {tz!r:.80} fails: {exc!r:.80}")
+    return InvalidArgumentError(f"the time zone {shown(tz)} fails: {shown(exc)}")
 
 
 def moment_name(seconds: int) -> str:
@@ -286,7 +286,7 @@ def instance(kind: str, when: dt.datetime, tz: dt.tzinfo, week_start: int = 0) -
     if kind == "hour":
         return f"hour:{moment_name(hour_start(seconds, tz))}"
     if kind not in KINDS:
-        raise InvalidArgumentError(f"window must be one of {', '.join(map(repr, KINDS))}, got {kind!r:.80}")
+        raise InvalidArgumentError(f"window must be one of {', '.join(map(repr, KINDS))}, got {shown(kind)}")
     unit = _unit(kind, wall, week_start)
     # where a clock goes back over midnight (or forward past it), the local date and the instance may differ
     while first_moment(unit, tz) > seconds and (earlier := _step(kind, unit, -1)) is not None:
@@ -311,7 +311,7 @@ def kind_of(name: Any, week_start: int = 0) -> str:
     week = "'week:2026-W48'" if week_start == 0 else f"'week:{dt.date(2026, 11, 23 + week_start)}' (its first day)"
     raise InvalidArgumentError(
         f"window must be a kind ({', '.join(KINDS)}) or an instance such as 'hour:2026-11-23T17:00Z', "
-        f"'day:2026-11-23', {week}, 'month:2026-11', 'year:2026', got {name!r:.80}"
+        f"'day:2026-11-23', {week}, 'month:2026-11', 'year:2026', got {shown(name)}"
     )
 
 

@@ -89,7 +89,8 @@ def _data(data: str | bytes | None) -> str:
 
 
 def _score(score: int | float) -> str:
-    return f"{score:,}" if isinstance(score, int) else f"{score:,.6g}"
+    """A score as stored: an int with thousands separators, a float exactly (its shortest round-tripping form)."""
+    return f"{score:,}" if isinstance(score, int) else repr(score)
 
 
 class Commands(click.Group):

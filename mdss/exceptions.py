@@ -9,6 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 
+def shown(value: Any, width: int = 80) -> str:
+    """``repr(value)`` cut to ``width`` characters, for a message: an int too long for Python to spell (over 4,300
+    digits, ``sys.get_int_max_str_digits``) is named by its size instead of failing the message with a ValueError."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<an int of {value.bit_length():,} bits>" if isinstance(value, int) else f"<a {type(value).__name__}>"
+    return text[:width]
+
+
 class MdssError(Exception):
     """Root of mdss' exceptions."""
 

@@ -54,6 +54,7 @@ from .exceptions import (
     MdssError,
     MissingNodeError,
     SettingsMismatchError,
+    shown,
 )
 from .stores.base import Record, Store
 
@@ -116,10 +117,10 @@ class Leaderboard:
         **options: Any,
     ) -> None:
         if not isinstance(store, Store):
-            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {shown(store)}")
         if not isinstance(name, str) or not name or "#" in name:
             # refused since boards named their parts "game#week:2026-W48", "game#rows#all" (see board_keyspace)
-            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {name!r:.80}")
+            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {shown(name)}")
         self.store, self.name = store, name
         self.columns = _board_settings.check_tiebreak(tiebreak, _board_settings.check_columns(columns))
         #: How the board cuts time into window instances: its zone, weeks and schedules.
@@ -156,9 +157,9 @@ class Leaderboard:
         Leaderboard('g', columns=['race'], windows=['day'])
         """
         if not isinstance(store, Store):
-            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {store!r:.80}")
+            raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {shown(store)}")
         if not isinstance(name, str) or not name:
-            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {name!r:.80}")
+            raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {shown(name)}")
         stored = _board_settings.stored_rules(store, name)
         given = sorted(set(stored) & set(options))
         if given:
@@ -496,7 +497,7 @@ class Leaderboard:
         found = self.columns.get(column) if isinstance(column, str) else None
         if found is None:
             raise InvalidArgumentError(
-                f"column must be one of {', '.join(map(repr, self.columns))}, got {column!r:.80}"
+                f"column must be one of {', '.join(map(repr, self.columns))}, got {shown(column)}"
             )
         return found
 
@@ -609,9 +610,9 @@ class Leaderboard:
         [('bob', {'xp': 9}), ('ann', {'xp': 5, 'kills': 3})]
         """
         if type(replace) is not bool:
-            raise InvalidArgumentError(f"replace must be True or False, got {replace!r:.80}")
+            raise InvalidArgumentError(f"replace must be True or False, got {shown(replace)}")
         if progress is not None and not callable(progress):
-            raise InvalidArgumentError(f"progress must be callable, got {progress!r:.80}")
+            raise InvalidArgumentError(f"progress must be callable, got {shown(progress)}")
         _load.checked(rows, replace, progress, 256, memory_bytes)
         when = _windows.moment(self._now)
         if window is None:
@@ -668,7 +669,7 @@ class Leaderboard:
         [('bob', {'xp': 7, 'kills': 2}), ('ann', {'xp': 6, 'kills': 5})]
         """
         if isinstance(windows, (str, bytes)) or not isinstance(windows, (list, tuple)) or not windows:
-            raise InvalidArgumentError(f"windows must be a non-empty list of window names, got {windows!r:.80}")
+            raise InvalidArgumentError(f"windows must be a non-empty list of window names, got {shown(windows)}")
         instances = [self._instance(window) for window in windows]
         twice = sorted({i for i in instances if instances.count(i) > 1})
         if twice:  # its rows would count twice
@@ -681,7 +682,7 @@ class Leaderboard:
             except InvalidArgumentError:
                 raise InvalidArgumentError(
                     f"into must name a window: an instance such as 'month:2026-11' or a label and an id such as "
-                    f"'season:2026', got {into!r:.80}"
+                    f"'season:2026', got {shown(into)}"
                 ) from None
             target = self._instance(into)
         _load.checked((), replace, None, 256, memory_bytes)
@@ -803,7 +804,7 @@ class Leaderboard:
         """
         owner, ties = self._owner(owner), self._ties(ties)
         if type(estimate) is not bool:
-            raise InvalidArgumentError(f"estimate must be True or False, got {estimate!r:.80}")
+            raise InvalidArgumentError(f"estimate must be True or False, got {shown(estimate)}")
         if max_error is not None:
             check_count(max_error, "max_error")
 
@@ -856,7 +857,7 @@ class Leaderboard:
         """View 4: the rows of ``owners`` (friends) with their ranks in ``column``, best first; owners without a row are
         left out, rows lacking the column's fields come last with rank ``None``."""
         if isinstance(owners, str) or not isinstance(owners, Iterable):
-            raise InvalidArgumentError(f"owners must be an iterable of owners, got {owners!r:.80}")
+            raise InvalidArgumentError(f"owners must be an iterable of owners, got {shown(owners)}")
         wanted = list(dict.fromkeys(self._owner(o) for o in iterate(owners, "an iterable of owners")))
         col, ties = self._column(column), self._ties(ties)
         return self._read(
@@ -996,7 +997,7 @@ class Leaderboard:
         """The ranked row at position ``floor(p * rows)`` of the column (as :meth:`SortedSet.at_percentile`)."""
         col, ties = self._column(column), self._ties(ties)
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0 <= p <= 1:
-            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {p!r:.80}")
+            raise InvalidArgumentError(f"p must be a number from 0 to 1, got {shown(p)}")
         return self._read(window, lambda snap: views.at_percentile(snap, self._order, col, p, ties), max_staleness)
 
     # -- maintenance -----------------------------------------------------------------------------------------------
@@ -1006,7 +1007,9 @@ class Leaderboard:
         and the record of post ids; returns how many keys it deleted. ``sweep=True`` over the whole board drops it if
         it has expired (:meth:`expire`), settings included, as :meth:`drop` does."""
         if type(wait) is not bool or type(sweep) is not bool:
-            raise InvalidArgumentError(f"wait and sweep must be True or False, got {wait!r:.40}, {sweep!r:.40}")
+            raise InvalidArgumentError(
+                f"wait and sweep must be True or False, got {shown(wait, 40)}, {shown(sweep, 40)}"
+            )
         if sweep and window is None and _expiry.expired(self._registry.engine):
             self.drop()  # expired: every part of it goes, as drop() removes them
             return 0

@@ -60,7 +60,7 @@ from ._port_terms import (
 )
 from ._sortedset import SortedSet
 from ._union import intersection, union
-from .exceptions import InvalidArgumentError, MdssError, SettingsMismatchError
+from .exceptions import InvalidArgumentError, MdssError, SettingsMismatchError, shown
 from .leaderboard import Leaderboard
 from .stores.base import Store
 from .topn import TopN
@@ -631,7 +631,7 @@ def _board_drop(port: PortServer, b: Any) -> None:
 def run(store_url: str, threads: int = DEFAULT_THREADS) -> None:
     """Serve the port protocol on stdin and stdout until stdin ends; other output goes to stderr, not the frames."""
     if type(threads) is not int or threads < 1:
-        raise InvalidArgumentError(f"threads must be an int >= 1, got {threads!r:.80}")
+        raise InvalidArgumentError(f"threads must be an int >= 1, got {shown(threads)}")
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     store = open_store(store_url)

@@ -16,7 +16,7 @@ from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace
 from ._order import Entry, Order, Score, check_choice, check_member, check_score, checked_pairs
 from ._retry import COMMITS
-from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError
+from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError, shown
 from .stores.base import Record, Store
 
 Pairs = list[tuple[str, Score]]
@@ -68,13 +68,13 @@ class TopN:
         max_attempts: int | None = None,
     ) -> None:
         if type(n) is not int or not 1 <= n <= MAX_N:
-            raise InvalidArgumentError(f"n must be an int from 1 to {MAX_N:,}, got {n!r:.80}")
+            raise InvalidArgumentError(f"n must be an int from 1 to {MAX_N:,}, got {shown(n)}")
         if type(retry_budget) not in (int, float) or not 0 <= retry_budget < float("inf"):
             raise InvalidArgumentError(
-                f"retry_budget must be a non-negative number of seconds, got {retry_budget!r:.80}"
+                f"retry_budget must be a non-negative number of seconds, got {shown(retry_budget)}"
             )
         if max_attempts is not None and (type(max_attempts) is not int or max_attempts < 1):
-            raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {max_attempts!r:.80}")
+            raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {shown(max_attempts)}")
         self.store, self.name, self.n = store, name, n
         self.order = Order(order)
         self.key = Keyspace(store.namespace, name).topn
@@ -97,7 +97,7 @@ class TopN:
             raise self._corrupt("is malformed (not [version, n, order, members, scores])")
         _, n, order, members, scores = value
         if type(n) is not int or n < 1 or type(order) is not str or order not in ("asc", "desc"):
-            raise self._corrupt(f"has impossible settings n={n!r:.40}, order={order!r:.40}")
+            raise self._corrupt(f"has impossible settings n={shown(n, 40)}, order={shown(order, 40)}")
         if (n, order) != (self.n, self.order.name):
             raise SettingsMismatchError(f"top-N set {self.name!r} is stored with n={n}, order={order!r}")
         if type(members) is not list or type(scores) is not list or not len(members) == len(scores) <= n:

@@ -322,3 +322,24 @@ class _Ambiguous:
         raise ValueError("the truth value of an array with more than one element is ambiguous")
 
     __hash__ = None  # type: ignore[assignment]
+
+
+HUGE = 10**5000  # past the digits Python spells (sys.get_int_max_str_digits): a message naming it must not fail
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: mdss.SortedSet(s, "a").add("x", HUGE),
+        lambda s: mdss.SortedSet(s, "a", log_limit=HUGE),
+        lambda s: mdss.SortedSet(s, "a", chunk_size=HUGE),
+        lambda s: mdss.SortedSet(s, "a").rank_of_score(HUGE),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).post("o", {"xp": HUGE}),
+        lambda s: mdss.Leaderboard(s, "b", columns={"xp": "desc"}).post("o", {"xp": 1, "n": HUGE}),
+        lambda s: mdss.TopN(s, "t", HUGE),
+        lambda s: mdss.union(s, "u", ["a"], weights=[HUGE]),
+    ],
+)
+def test_an_int_too_long_to_spell_is_refused_by_mdss_not_by_its_message(call) -> None:
+    with pytest.raises(mdss.InvalidArgumentError, match="bits"):
+        call(mdss.open_store("memory://"))

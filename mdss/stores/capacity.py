@@ -33,7 +33,7 @@ import attrs
 
 from .._order import check_positive, check_seconds
 from .._retry import Backoff
-from ..exceptions import InvalidArgumentError, StoreUnavailableError
+from ..exceptions import InvalidArgumentError, StoreUnavailableError, shown
 from .base import Record, Store
 
 T = TypeVar("T")
@@ -167,7 +167,7 @@ class CapacityStore(Store):
         appends: bool | None = None,
     ) -> None:
         if not isinstance(inner, Store):
-            raise InvalidArgumentError(f"inner must be an mdss Store, got {inner!r:.80}")
+            raise InvalidArgumentError(f"inner must be an mdss Store, got {shown(inner)}")
         for what, value in (("read_units", read_units), ("write_units", write_units), ("burst", burst)):
             check_positive(value, what)
         for what, value in (("retry_budget", retry_budget), ("backoff", backoff)):
@@ -176,7 +176,7 @@ class CapacityStore(Store):
         self.inner = inner
         self.stats = inner.stats  # round trips and bytes, counted once, by the inner store
         if appends not in (None, False, True):
-            raise InvalidArgumentError(f"appends must be None, False or True, got {appends!r:.80}")
+            raise InvalidArgumentError(f"appends must be None, False or True, got {shown(appends)}")
         if appends and not inner.appends:
             raise InvalidArgumentError(f"{type(inner).__name__} does not apply appends to a head")
         self.keeps_siblings, self.evicts = inner.keeps_siblings, inner.evicts
@@ -188,7 +188,9 @@ class CapacityStore(Store):
         if not (
             isinstance(unit_bytes, tuple) and len(unit_bytes) == 2 and all(type(u) is int and u > 0 for u in unit_bytes)
         ):
-            raise InvalidArgumentError(f"unit_bytes must be (write bytes, read bytes) per unit, got {unit_bytes!r:.80}")
+            raise InvalidArgumentError(
+                f"unit_bytes must be (write bytes, read bytes) per unit, got {shown(unit_bytes)}"
+            )
         self.unit_bytes = unit_bytes  # (1 << 62, 1 << 62): a unit per request, whatever its size
         self.usage = Usage()
         self._watch = watch  # the keys whose writes usage.watched_units and watched_writes count (a benchmark's heads)

@@ -64,6 +64,7 @@ from ..exceptions import (
     OutcomeUnknownError,
     StoreError,
     StoreUnavailableError,
+    shown,
 )
 from .base import Record, Stats, Store, parse_flag, parse_integer, parse_number, store_options
 
@@ -175,11 +176,13 @@ class DynamoDBStore(Store):
             raise InvalidArgumentError(f"a DynamoDB table name has 3 to 255 characters, got {table!r}")
         self.table, self.where = table, f"DynamoDB table {table!r}" + (f" at {endpoint}" if endpoint else "")
         if ttl_attribute is not None and not isinstance(ttl_attribute, str):
-            raise InvalidArgumentError(f"DynamoDB option ttl_attribute must be a string, got {ttl_attribute!r:.40}")
+            raise InvalidArgumentError(
+                f"DynamoDB option ttl_attribute must be a string, got {shown(ttl_attribute, 40)}"
+            )
         if ttl_attribute in _OWN or len((ttl_attribute or "").encode()) > 255:
             raise InvalidArgumentError(
                 f"DynamoDB option ttl_attribute must name an attribute of at most 255 bytes other than mdss' own "
-                f"({', '.join(_OWN)}), got {ttl_attribute!r:.40}"
+                f"({', '.join(_OWN)}), got {shown(ttl_attribute, 40)}"
             )
         #: The Number attribute DynamoDB's TTL reads (``None``: mdss writes none, and expired sets wait for a sweep).
         self.ttl_attribute = ttl_attribute or None

@@ -52,6 +52,7 @@ from ..exceptions import (
     InvalidArgumentError,
     OutcomeUnknownError,
     StoreUnavailableError,
+    shown,
 )
 from .base import Record, Store
 
@@ -171,11 +172,11 @@ class SlotStore(Store):
         self, inner: Store, *, every: int = 8, grace: float = 30.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         if not isinstance(inner, Store):
-            raise InvalidArgumentError(f"inner must be an mdss Store, got {inner!r:.80}")
+            raise InvalidArgumentError(f"inner must be an mdss Store, got {shown(inner)}")
         if inner.keeps_siblings or inner.appends:
             raise InvalidArgumentError(f"{type(inner).__name__} keeps siblings or applies appends itself")
         if type(every) is not int or every < 1:
-            raise InvalidArgumentError(f"every must be a positive int, got {every!r:.80}")
+            raise InvalidArgumentError(f"every must be a positive int, got {shown(every)}")
         check_seconds(grace, "grace")
         if grace < 1:
             raise InvalidArgumentError(f"grace must be at least 1 s (well above any pause of a writer), got {grace!r}")
