@@ -53,6 +53,24 @@ if getattr(_etf, "zlib", None) is zlib:
     setattr(_etf, "zlib", _GuardedZlib())  # noqa: B010 - mypy knows no attributes of erlang-py
 
 
+#: External term format: an integer of more than 255 bytes (Erlang's LARGE_BIG_EXT), which no argument can be (scores
+#: are 64-bit) and which erlang-py decodes in time quadratic in its length (a 300 KB one held a thread for 25 s).
+_LARGE_BIG = 111
+_decode_term = getattr(_etf, "_binary_to_term", None)
+
+
+def _bounded_term(i: int, data: bytes) -> Any:
+    """erlang-py's decoding of the term at ``data[i]`` (it calls this for every term nested in a request), refusing a
+    large integer before it decodes it."""
+    if data[i : i + 1] == bytes((_LARGE_BIG,)):
+        raise InvalidArgumentError("an integer of more than 255 bytes (no argument is one)")
+    return _decode_term(i, data)  # type: ignore[misc]
+
+
+if _decode_term is not None:
+    setattr(_etf, "_binary_to_term", _bounded_term)  # noqa: B010 - mypy knows no attributes of erlang-py
+
+
 def compressed_size(frame: bytes) -> int | None:
     """The size a compressed term declares it inflates to, read from its header; ``None`` if not compressed."""
     if len(frame) >= 6 and frame[0] == _VERSION and frame[1] == _COMPRESSED:

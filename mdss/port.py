@@ -7,7 +7,10 @@ data. A request ``{call, Ref, Op, Args}`` is answered ``{reply, Ref, Result}`` o
 replies by ``Ref``. Nothing a caller sends stops the server (a frame without a readable ``Ref`` gets
 ``{error, undefined, ...}``). Memory is bounded: frames of at most :data:`MAX_FRAME` bytes, compressed terms inflating
 to at most :data:`MAX_TERM` (checked on the declared size first), none nested in a request, and at most
-:data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until calls finish).
+:data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until calls finish). Decoded, a
+request takes up to about 25 times its bytes (a frame of 13 million empty binaries: 1.5 GB), so the port's bound is
+about 25 times :data:`IN_FLIGHT` at worst, a few times it for real requests; no integer of over 255 bytes is decoded
+(erlang-py's decoding of one is quadratic).
 
 Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers, floats, ``inf`` or
 ``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``. ``Args`` starts with the set: a name, or

@@ -210,3 +210,18 @@ def test_a_real_port_survives_bombs_without_growing() -> None:
     assert sorted(error_kind(r) for r in replies if r[0] == A("error")) == ["InvalidArgumentError"] * 3
     assert (A("reply"), 7, 0) in replies
     assert peak_kb < 100_000, peak_kb  # about 25 MB; one bomb inflated is 256 MB
+
+
+def test_an_integer_of_over_255_bytes_is_refused_before_it_is_decoded() -> None:
+    """erlang-py decodes a large integer (LARGE_BIG_EXT) in time quadratic in its length: a helper's probe held a
+    thread 25 s with a 300 KB one. No argument can be one (scores are 64-bit): refused, at once; smaller ones decode."""
+    port = PortServer(MemoryStore())
+    whole = request("len", 0)
+    assert whole.endswith(b"a\x00")
+    frame = whole[:-2] + b"o" + (300_000).to_bytes(4, "big") + b"\x00" + b"\x01" * 300_000
+    start = time.monotonic()
+    answer = reply(port, frame)
+    assert error_kind(answer) == "InvalidArgumentError" and "255 bytes" in answer[2][1].value.decode()
+    assert time.monotonic() - start < 1
+    assert reply(port, request("len", [erlang.OtpErlangBinary(b"s")], 2)) == (A("reply"), 2, 0)  # still serving
+    assert erlang.binary_to_term(erlang.term_to_binary(2**2000)) == 2**2000  # 251 bytes: still decoded

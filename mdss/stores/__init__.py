@@ -36,7 +36,10 @@ def open_store(url: str, **options: object) -> Store:
     """
     if not isinstance(url, str):
         raise InvalidArgumentError(f"a store URL must be a string, got {type(url).__name__}")
-    scheme = urlsplit(url).scheme
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError as exc:  # an unclosed IPv6 bracket, a bad port
+        raise InvalidArgumentError(f"malformed store URL {url!r:.120}: {exc}") from None
     if scheme not in BACKENDS:
         known = ", ".join(f"{s}://" for s in BACKENDS)
         raise InvalidArgumentError(f"unknown store URL {url!r}: expected one of {known}")
