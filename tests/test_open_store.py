@@ -91,3 +91,10 @@ def test_a_backend_that_does_not_check_its_options(plain_backend, query, named) 
     assert "plain:// store" in str(caught.value)
     assert isinstance(caught.value.__cause__, (TypeError, ValueError))
     assert mdss.open_store("plain://?size=3").size == 3
+
+
+@pytest.mark.parametrize("url", ["redis://[::1", "memory://[", "dynamodb://[t"])
+def test_a_malformed_url_is_invalid_argument(url: str) -> None:
+    """An unclosed IPv6 bracket made urlsplit's ValueError a traceback on the command line (a helper's probe)."""
+    with pytest.raises(mdss.InvalidArgumentError, match="malformed store URL"):
+        mdss.open_store(url)
