@@ -82,7 +82,7 @@ def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str])
     """The pairs of a ``member,score`` CSV as they are read; the problems go to ``problems`` by line number
     (``header`` None: a first row is skipped when it :func:`looks_like_header`). An unreadable line (not UTF-8, a
     field over the csv module's 128 KiB limit) raises :class:`~mdss.InvalidArgumentError` naming it."""
-    reader = csv.reader(utf8_lines(stream))
+    reader = csv.reader(utf8_lines(stream), strict=True)  # a stray or unclosed quote is an error, not part of a field
     rows = 0
     try:
         for row in reader:

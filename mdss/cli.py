@@ -733,8 +733,7 @@ def demo(members: int, chunk_size: int, seed: int, shards: int) -> None:
     players = dict(
         tqdm(synthetic_players(members, seed), total=members, unit="player", desc="generating", disable=None)
     )
-    if shards > 1 or isinstance(obj.board(), mdss.ShardedSet):  # a different shard count: start afresh
-        obj.board().drop()
+    obj.board().drop()  # whatever an earlier demo left, with whatever settings: start afresh
     board = _bulk_load(
         obj.store, obj.set_name, players, chunk_size=chunk_size, order="desc", replace=True, shards=shards
     )

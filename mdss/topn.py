@@ -99,7 +99,9 @@ class TopN:
         if type(n) is not int or n < 1 or type(order) is not str or order not in ("asc", "desc"):
             raise self._corrupt(f"has impossible settings n={shown(n, 40)}, order={shown(order, 40)}")
         if (n, order) != (self.n, self.order.name):
-            raise SettingsMismatchError(f"top-N set {self.name!r} is stored with n={n}, order={order!r}")
+            raise SettingsMismatchError(
+                f"top-N set {self.name!r} is stored with n={n}, order={order!r}: open it with those (mdss topn -n {n})"
+            )
         if type(members) is not list or type(scores) is not list or not len(members) == len(scores) <= n:
             raise self._corrupt(f"is malformed: not {n} members or fewer, each with a score")
         try:

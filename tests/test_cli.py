@@ -311,3 +311,16 @@ def test_load_makes_a_set_whose_ties_go_to_who_reached_the_score_first(run, tmp_
     run("add", "0", "5")  # reached 5 after the load: last among the 5s, whatever its name
     assert [line.split()[1] for line in run("top").splitlines()[1:]] == ["c", "a", "b", "0"]
     assert "'last' is not one of" in run("load", str(tmp_path / "t.csv"), "--tiebreak", "last", code=2)
+
+
+def test_a_stray_quote_in_a_csv_is_refused_and_a_second_demo_takes_other_settings(tmp_path, monkeypatch) -> None:
+    """A helper's probe: ``"bo"b",2`` loaded the member ``bob"`` (the csv module's lenient reading), and a demo run
+    with another chunk size than the last one failed on the stored settings."""
+    path = tmp_path / "pairs.csv"
+    path.write_text('"bo"b",2\nann,5\n')
+    result = CliRunner().invoke(cli, ["--store", f"sqlite:///{tmp_path}/q.db", "load", str(path)])
+    assert result.exit_code == 1 and "line 1" in result.output and "nothing loaded" in result.output
+    monkeypatch.chdir(tmp_path)
+    for chunk in ("100", "10"):
+        result = CliRunner().invoke(cli, ["demo", "--members", "500", "--chunk-size", chunk])
+        assert result.exit_code == 0, result.output
