@@ -3,7 +3,8 @@
 A read within the bound answers from the head this object's last read that accepted staleness took (its record for a
 set, every shard's head bytes for a sharded set): exact for that snapshot, with no store call when the nodes it needs
 are cached. The first read past the bound reads the head again and keeps it; reads that accept no staleness keep
-nothing. Any write through the object forgets what was kept, so its own
+nothing, and drop what was kept (else a later read within the bound would answer from a state older than theirs). Any
+write through the object forgets what was kept, so its own
 later reads see it; an epoch counter keeps a read that began before a write from keeping its older head after it.
 """
 
@@ -47,10 +48,13 @@ class Recent:
     def begin(self, bound: float | None) -> tuple[int, float] | None:
         """Before a fresh read of the head: the epoch and time that :meth:`keep` takes (the time the read began, so
         that an age is never under the truth); ``None`` when neither the object nor the read (``bound``) accepts
-        staleness: then nothing is kept, and a read of the head pays no more than before. An object with a bound
-        keeps every fresh read's head, so its reads never go back to an older one."""
+        staleness: then nothing is kept (what was, is dropped: it is older than this read), and a read of the head
+        pays no more than before. An object with a bound keeps every fresh read's head, so its reads never go back to
+        an older one."""
         self._ages.age = 0.0
         if not (self.bound or bound):
+            if self._kept is not None:  # this read is newer than what was kept: no later read may go back to it
+                self.forget()
             return None
         return self._epoch, clock()
 

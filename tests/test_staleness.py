@@ -229,3 +229,16 @@ def test_reads_that_accept_no_staleness_keep_nothing(clock) -> None:
     calls = store.stats.calls
     assert sset.rank("a", max_staleness=5) == 2 and store.stats.calls == calls + 1
     assert sset.rank("b", max_staleness=5) == 1 and store.stats.calls == calls + 1
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_read_within_the_bound_never_goes_back_past_a_fresh_read(clock, shards) -> None:
+    """A helper's probe: on an object without a bound of its own, a read with ``max_staleness`` answered from the head
+    an earlier bounded read kept, older than a fresh read made since (rank 2, then 1 again)."""
+    store = mdss.open_store("memory://")
+    writer, reader = (mdss.SortedSet(store, "s", shards=shards) for _ in range(2))
+    writer.add("a", 1)
+    assert reader.rank("a", max_staleness=1000) == 1
+    writer.add("b", 5)
+    assert reader.rank("a") == 2
+    assert reader.rank("a", max_staleness=1000) == 2
