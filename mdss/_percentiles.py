@@ -51,5 +51,14 @@ def positions(size: int, percent: float, order: str) -> tuple[int, int, float]:
 
 
 def interpolated(low: Any, high: Any, fraction: float) -> Any:
-    """The score ``fraction`` of the way from ``low`` to ``high`` (``low`` itself at 0, as the library returns it)."""
-    return low if fraction == 0 else low + fraction * (high - low)
+    """The score ``fraction`` of the way from ``low`` to ``high`` (``low`` itself at 0, as the library returns it).
+    Where the way is infinite (an infinite score at one end, or both) and the sum has no value, the nearer end: never
+    NaN, which no score is.
+
+    >>> interpolated(1, 3, 0.5), interpolated(-math.inf, 2, 0.25), interpolated(-math.inf, math.inf, 0.5)
+    (2.0, -inf, inf)
+    """
+    if fraction == 0:
+        return low
+    found = low + fraction * (high - low)
+    return (low if fraction < 0.5 else high) if found != found else found

@@ -94,3 +94,9 @@ def test_bad_arguments_are_refused_clearly() -> None:
         mdss.Leaderboard(mdss.open_store("memory://"), "e", columns={"xp": "desc"}).score_for_percentile("xp", 50)
         is None
     )
+
+
+def test_score_for_percentile_between_an_infinite_score_and_a_finite_one_is_never_nan() -> None:
+    """A helper's probe: -inf and 1 interpolated to -inf + 0.2 * inf: NaN, which no score is."""
+    sset = mdss.SortedSet.load(mdss.open_store("memory://"), "x", {"a": float("-inf"), "b": 1, "c": 2})
+    assert [sset.score_for_percentile(p) for p in (0, 10, 50, 90, 100)] == [float("-inf"), float("-inf"), 1, 1.8, 2]
