@@ -88,6 +88,11 @@ def _data(data: str | bytes | None) -> str:
     return "-" if data is None else data if isinstance(data, str) else repr(data)
 
 
+def _members(count: int) -> str:
+    """``1 member``, ``2,000 members``."""
+    return f"{count:,} member{'' if count == 1 else 's'}"
+
+
 def _score(score: int | float) -> str:
     """A score as stored: an int with thousands separators, a float exactly (its shortest round-tripping form)."""
     return f"{score:,}" if isinstance(score, int) else repr(score)
@@ -474,7 +479,7 @@ def load(path: str, header: bool | None, replace: bool, batch: int, **settings: 
                     spill_dir=spill_dir,
                     **settings,
                 )
-                click.echo(f"{len(board):,} members loaded; the set holds {len(board):,}")
+                click.echo(f"{_members(len(board))} loaded; the set holds {len(board):,}")
                 return
             loaded = dict(csv_pairs(stream, header, problems))
             _refuse(problems)
@@ -487,7 +492,7 @@ def load(path: str, header: bool | None, replace: bool, batch: int, **settings: 
         for start in range(0, len(items), batch):
             board.add_many(items[start : start + batch])
             bar.update(len(items[start : start + batch]))
-    click.echo(f"{len(loaded):,} members loaded; the set holds {len(board):,}")
+    click.echo(f"{_members(len(loaded))} loaded; the set holds {len(board):,}")
 
 
 class _BadRows(Exception):
@@ -600,7 +605,7 @@ def check() -> None:
     if problems:
         click.echo("\n".join(problems))
         raise click.ClickException(f"set {board.name!r} has {len(problems)} problems")
-    click.echo(f"set {board.name!r}: {len(board):,} members, every invariant holds")
+    click.echo(f"set {board.name!r}: {_members(len(board))}, every invariant holds")
     garbage = len(board.unreferenced())
     if garbage:  # not damage: replaced nodes in their grace period, or left by ended processes until gc
         click.echo(

@@ -202,7 +202,7 @@ def test_a_csv_that_is_not_utf8_is_a_one_line_error(run, tmp_path) -> None:
     _one_line_error(run("load", str(latin1), code=1), "nothing loaded", "line 2: not UTF-8 text (byte 0xf6")
     bom = tmp_path / "bom.csv"
     bom.write_bytes("member,score\nann,1\n".encode("utf-8-sig"))  # as Excel writes it
-    assert "1 members loaded" in run("load", str(bom))
+    assert "1 member loaded" in run("load", str(bom))
 
 
 def test_a_csv_field_over_the_csv_limit_is_a_one_line_error(run, tmp_path) -> None:
@@ -217,11 +217,11 @@ def test_only_a_clear_header_is_skipped(run, tmp_path) -> None:
     typo.write_text("ann,3O\nbob,2\n")
     out = run("load", str(typo), code=1)
     assert "1 bad rows" in out and "line 1: not a number: '3O' (a header? then pass --header)" in out
-    assert "1 members loaded" in run("load", str(typo), "--header")
+    assert "1 member loaded" in run("load", str(typo), "--header")
     assert run("score", "bob").strip() == "2"
     headed = tmp_path / "headed.csv"
     headed.write_text("Player Name,Total points\ncid,7\n")
-    assert "1 members loaded; the set holds 2" in run("load", str(headed))
+    assert "1 member loaded; the set holds 2" in run("load", str(headed))
     assert "line 1: not a number: 'Total points'\n" in run("load", str(headed), "--no-header", code=1)
 
 
