@@ -289,7 +289,9 @@ def _len(port: PortServer, s: Any) -> int:
 @op("info", "Set")
 def _info(port: PortServer, s: Any) -> dict[Any, Any]:
     info = port.sorted_set(s).info()
-    info["order"] = OtpErlangAtom(info["order"])
+    for key in ("order", "tiebreak"):  # choices, as a request names them: atoms
+        if isinstance(info.get(key), str):
+            info[key] = OtpErlangAtom(info[key])
     return {OtpErlangAtom(key): value for key, value in info.items()}
 
 

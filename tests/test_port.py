@@ -81,6 +81,7 @@ def test_sorted_set_operations(port: PortServer) -> None:
     assert ask(port, "page", s, 3) == (":reply", 1, ([("top", ":inf", 1), ("dee", 11.5, 2), ("bob", 7, 3)], ask_cursor))
     reply = ask(port, "info", s)[2]
     assert (reply[":members"], reply[":order"], reply[":chunk_size"]) == (5, ":desc", 1000)
+    assert reply[":tiebreak"] == ":member"  # an atom, as a request names it (was a binary)
 
 
 def test_conditional_writes_and_the_ties_of_reads(port: PortServer) -> None:
