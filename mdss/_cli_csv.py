@@ -106,7 +106,7 @@ def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str])
 
 def parse_value(text: str, *, padded: bool = False) -> Any:
     """A field value typed on the command line: int, float (in ASCII digits), true/false, else the text as typed; in a
-    CSV (``padded``), spaces and tabs around a number are the file's, as :func:`parse_score` reads them.
+    CSV (``padded``), spaces and tabs around a number or a boolean are the file's, as :func:`parse_score` reads them.
 
     >>> [parse_value(t) for t in ("3", " 5", "-2.5", "inf", "true", "False", "ann", "٣", "1_0", "3\\n")]
     [3, ' 5', -2.5, inf, True, False, 'ann', '٣', '1_0', '3\\n']
@@ -115,10 +115,11 @@ def parse_value(text: str, *, padded: bool = False) -> Any:
 
     A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
-    found = _number(text.strip(SPACES) if padded else text)
+    word = text.strip(SPACES) if padded else text
+    found = _number(word)
     if found is not None:
         return found
-    return {"true": True, "false": False}.get(text.lower(), text)
+    return {"true": True, "false": False}.get(word.lower(), text)
 
 
 def read_rows(stream: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -152,7 +152,7 @@ def check_options(
     if max_attempts is not None:
         check_count(max_attempts, "max_attempts", least=1)
     if log_limit is not None:
-        check_count(log_limit, "log_limit", most=2**53)  # a float's exact integers: the log's sizing multiplies it
+        check_count(log_limit, "log_limit", most=2**63 - 1)  # past it, the log's sizing overflows a float
 
 
 def staleness(max_staleness: Any) -> float | None:

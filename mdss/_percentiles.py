@@ -52,13 +52,17 @@ def positions(size: int, percent: float, order: str) -> tuple[int, int, float]:
 
 def interpolated(low: Any, high: Any, fraction: float) -> Any:
     """The score ``fraction`` of the way from ``low`` to ``high`` (``low`` itself at 0, as the library returns it).
-    Where the way is infinite (an infinite score at one end, or both) and the sum has no value, the nearer end: never
-    NaN, which no score is.
+    Where the way is infinite (an infinite score at one end or both), the nearer end (``high`` from halfway): never NaN,
+    which no score is; between finite scores whose difference overflows, the same weighted without it.
 
-    >>> interpolated(1, 3, 0.5), interpolated(-math.inf, 2, 0.25), interpolated(-math.inf, math.inf, 0.5)
-    (2.0, -inf, inf)
+    >>> interpolated(1, 3, 0.5), interpolated(-math.inf, 2, 0.25), interpolated(5, math.inf, 0.02)
+    (2.0, -inf, 5)
+    >>> interpolated(-1e308, 1e308, 0.5)
+    0.0
     """
-    if fraction == 0:
+    if fraction == 0 or low == high:
         return low
+    if math.isinf(low) or math.isinf(high):
+        return low if fraction < 0.5 else high
     found = low + fraction * (high - low)
-    return (low if fraction < 0.5 else high) if found != found else found
+    return found if math.isfinite(found) else low * (1 - fraction) + high * fraction

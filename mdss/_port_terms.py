@@ -60,9 +60,9 @@ _decode_term = getattr(_etf, "_binary_to_term", None)
 
 
 def _bounded_term(i: int, data: bytes) -> Any:
-    """erlang-py's decoding of the term at ``data[i]`` (it calls this for every term nested in a request), refusing a
-    large integer before it decodes it."""
-    if data[i : i + 1] == bytes((_LARGE_BIG,)):
+    """erlang-py's decoding of the term at ``data[i]`` (it calls this for every term nested in a term), refusing a
+    large integer in a request before it decodes it (other callers of erlang-py are unaffected)."""
+    if _inflating.refuse and data[i : i + 1] == bytes((_LARGE_BIG,)):  # in the port's decode only
         raise InvalidArgumentError("an integer of more than 255 bytes (no argument is one)")
     return _decode_term(i, data)  # type: ignore[misc]
 

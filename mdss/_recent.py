@@ -53,8 +53,7 @@ class Recent:
         an older one."""
         self._ages.age = 0.0
         if not (self.bound or bound):
-            if self._kept is not None:  # this read is newer than what was kept: no later read may go back to it
-                self.forget()
+            self.fresh()
             return None
         return self._epoch, clock()
 
@@ -66,6 +65,14 @@ class Recent:
             kept = self._kept
             if epoch == self._epoch and (kept is None or taken >= kept[1]):
                 self._kept = (held, taken)
+
+    def fresh(self) -> None:
+        """A read that accepts no staleness began: what was kept, here or by the sharded set this shard belongs to, is
+        older than it, and no later read within the bound may go back to it."""
+        if self._kept is not None:
+            self.forget()  # the outer's too
+        elif self._outer is not None:
+            self._outer.fresh()
 
     def forget(self) -> None:
         """A write went through this object (or may have): nothing kept may be reused."""

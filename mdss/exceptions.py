@@ -11,12 +11,13 @@ from typing import Any
 
 def shown(value: Any, width: int = 80) -> str:
     """``repr(value)`` cut to ``width`` characters, for a message: an int too long for Python to spell (over 4,300
-    digits, ``sys.get_int_max_str_digits``) is named by its size instead of failing the message with a ValueError."""
+    digits, ``sys.get_int_max_str_digits``) is named by its size, and a value whose ``__repr__`` fails by its type,
+    instead of failing the message."""
     try:
         text = repr(value)
-    except ValueError:
+    except Exception:  # too long an int; a __repr__ that fails, or nests too deep
         return f"<an int of {value.bit_length():,} bits>" if isinstance(value, int) else f"<a {type(value).__name__}>"
-    return text[:width]
+    return text[:width] if isinstance(text, str) else f"<a {type(value).__name__}>"
 
 
 class MdssError(Exception):

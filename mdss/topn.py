@@ -22,8 +22,9 @@ from .stores.base import Record, Store
 Pairs = list[tuple[str, Score]]
 
 
-#: The most entries a top-N set keeps: they are one value in the store.
-MAX_N = 1_000_000
+#: The most entries a top-N set may be asked to keep (its stored settings hold it in 32 bits; its entries are one value
+#: in the store, which bounds them far sooner).
+MAX_N = 2**32
 
 
 def merge(order: Order, n: int, *parts: Iterable[tuple[str, Score]]) -> Pairs:

@@ -242,3 +242,16 @@ def test_a_read_within_the_bound_never_goes_back_past_a_fresh_read(clock, shards
     writer.add("b", 5)
     assert reader.rank("a") == 2
     assert reader.rank("a", max_staleness=1000) == 2
+
+
+def test_a_fresh_read_of_one_shard_drops_what_the_sharded_set_kept(clock) -> None:
+    """A review of the fix above: a sharded set's ``score`` reads one shard through the shard's own state, which kept
+    nothing, so the sharded set's kept heads survived it (7 read fresh, then 1 within the bound)."""
+    store = mdss.open_store("memory://")
+    writer, reader = (mdss.SortedSet(store, "s", shards=3) for _ in range(2))
+    bounded = mdss.SortedSet(store, "s", shards=3, max_staleness=1000)
+    writer.add("a", 1)
+    assert reader.score("a", max_staleness=1000) == 1 and bounded.score("a") == 1
+    writer.add("a", 7)
+    assert reader.score("a") == 7 and bounded.score("a", max_staleness=0) == 7
+    assert reader.score("a", max_staleness=1000) == 7 and bounded.score("a") == 7
