@@ -301,8 +301,10 @@ class SlotStore(Store):
         ``current`` filled in here) where the commit does not apply; ``args(new head)`` is what the slot holds;
         ``resends``: a head ``change`` gives back unchanged is a resend found there (an append's), not a write.
 
-        Every put is made within half the grace of the last read of the head's key that the state rests on (its
-        ``at``): only then is an absent slot one never written, and not one replayed, covered and deleted since."""
+        Every put is sent within half the grace of the last read of the head's key that the state rests on (its
+        ``at``): only then is an absent slot one never written, and not one replayed, covered and deleted since. A put
+        that lands later than that is checked against the head's key (:meth:`_uncovered`): covered by then, its outcome
+        is unknown (:class:`OutcomeUnknownError`, which mdss answers by sending the commit again)."""
         self._reap()
         state, read = self._current(key)
         lost = 0
