@@ -32,7 +32,7 @@ from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
 from ._snapshot import Snapshot
 from ._tree import Source, Tree
-from .exceptions import MissingNodeError
+from .exceptions import CorruptDataError, InvalidArgumentError, MissingNodeError
 from .stores.base import Store
 
 T = TypeVar("T")
@@ -405,6 +405,8 @@ class SortedSet(SetMethods, metaclass=_Opens):
         engine = self.engine
         source = Source(self.store, engine.keys, engine.cache)
         order = self._order
+        if state.root is not None:
+            self._check_cursor_root(source, state)
         tree = Tree(
             source, order.tree_key, state.root, state.height, state.size, None, order.plain if order.reaching else None
         )
@@ -417,6 +419,20 @@ class SortedSet(SetMethods, metaclass=_Opens):
             if attempt == 0:
                 self._read(lambda snap: None)  # catches this process's overlay up with the head
         raise MissingNodeError("the log of the cursor's snapshot was merged", engine.keys.head)
+
+    def _check_cursor_root(self, source: Source, state: _cursor.State) -> None:
+        """Refuse a cursor whose score tree is not the one it names: a root stored at another height, in the other
+        tree, or over another count is a cursor made up or altered (its checksum is no secret), not damage in the
+        store, which an honest cursor never meets there (node ids are never reused)."""
+        assert state.root is not None
+        try:
+            root = source.load_one(state.root, self._order.tree_key, state.height)
+        except CorruptDataError:
+            if source.pins.get(state.root) is None:  # did not decode: damage, as the error says
+                raise
+            root = None  # decoded, but not where the cursor puts it
+        if root is None or (root.total if root.height else len(root)) != state.size:
+            raise InvalidArgumentError("cursor names a snapshot of this set that never was (altered or made up)")
 
     # -- whole-set operations -------------------------------------------
 

@@ -18,6 +18,7 @@ from model import Model
 from strategies import orders
 
 import mdss
+from mdss import _cursor
 from mdss._tree import Manifest
 
 
@@ -312,3 +313,21 @@ def test_board_pages_cost_as_before() -> None:
             trips(lambda o=o, t=ties: board.around(o, "xp", before=3, after=3, ties=t, fill=True)) for o in owners
         }
         assert centred == filled == {4}, ties
+
+
+def test_a_cursor_altered_with_its_checksum_is_refused_as_a_bad_argument_not_store_damage() -> None:
+    """A helper's probe: a cursor's checksum is no secret, and one re-packed with another height read as
+    CorruptDataError (an operator's alarm for what a client made up); another size shifted the pages."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet(store, "s", chunk_size=3, log_limit=0)
+    sset.add_many({f"m{i:02d}": i for i in range(40)})
+    page = sset.page(5)
+    fields, _ = _cursor.unpack(sset.keys.prefix, page.next, "set")
+    state = _cursor.State(*fields)
+    assert state.height >= 1 and state.root is not None
+    for altered in (state._replace(height=state.height - 1), state._replace(size=state.size + 1)):
+        forged = _cursor.encode(sset.keys.prefix, altered)
+        with pytest.raises(mdss.InvalidArgumentError, match="never was"):
+            sset.page(5, forged)
+    assert [e.member for e in sset.page(5, page.next).entries] == [f"m{i:02d}" for i in range(34, 29, -1)]
+    assert sset.check() == []
