@@ -168,8 +168,11 @@ class Engine:
         self.head_bytes: bytes | None = None
         self._made: tuple[Head, Any, Any] | None = None  # the last snapshot a read made: (head, version, snapshot)
         self._again = False  # whether the last read found that snapshot's head unchanged
-        #: Whether the settings are known (given, stored or seen), not defaults that the set's head may overrule.
-        self.explicit = order is not None or chunk_size is not None or tiebreak is not None
+        #: Which settings were given (order, chunk size, tiebreak): a stored head that differs in one of them is
+        #: another set; the others are defaults that the head of a set made by another object overrules.
+        self.given = (order is not None, chunk_size is not None, tiebreak is not None)
+        #: Whether the settings are known (stored or seen), not defaults that the set's head may overrule.
+        self.explicit = False
         records = isinstance(tiebreak, str) and tiebreak.startswith(ROWS)  # a record window's set is ascending
         self.settle(order or ("asc" if records else "desc"), chunk_size or DEFAULT_CHUNK, tiebreak or "member")
 
@@ -222,8 +225,9 @@ class Engine:
         head = self._extended(data) or Head.decode(self.keys.head, data)
         if head.expired():  # a set dropped at its moment (mdss._expiry): its settings bind nobody
             return head
-        if (head.order, head.chunk, head.tiebreak) != (self.order, self.chunk_size, self.tiebreak):
-            if self.explicit or self.head is not None:
+        stored, mine = (head.order, head.chunk, head.tiebreak), (self.order, self.chunk_size, self.tiebreak)
+        if stored != mine:
+            if self.explicit or self.head is not None or any(g and s != m for g, s, m in zip(self.given, stored, mine)):
                 raise SettingsMismatchError(
                     f"set {self.name!r} is stored with order={head.order!r}, chunk_size={head.chunk}, "
                     f"tiebreak={head.tiebreak!r}, not order={self.order!r}, chunk_size={self.chunk_size}, "

@@ -1395,3 +1395,19 @@ def test_a_post_refused_by_a_window_s_row_changes_no_window_first_and_combine_ta
     assert [board.row("ann", window=w) for w in board.windows("day")][-1] is None
     with pytest.raises(mdss.InvalidArgumentError, match="more than once"):
         board.combine(["all", "all"], into="season:1")
+
+
+def test_a_board_object_made_before_the_first_post_takes_the_chunk_size_of_whoever_made_the_board() -> None:
+    """A helper's probe: a board's parts always name their order (ascending), which made every setting of an object
+    made before the board existed count as given, the default chunk size too: once another object made the board with
+    another chunk size, every post through it was refused as another set's."""
+    store = mdss.open_store("memory://")
+    maker = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, chunk_size=3)
+    early = mdss.Leaderboard(store, "g", columns={"xp": "desc"})
+    maker.post("a", {"xp": 1})
+    assert early.post("b", {"xp": 2}) == {"all": True}
+    assert [r.owner for r in early.top("xp")] == ["b", "a"] and early.check() == []
+    other = mdss.SortedSet(store, "q", chunk_size=5)
+    mdss.SortedSet(store, "q", chunk_size=7).add("x", 1)  # made first, with 7: a chunk size given is still checked
+    with pytest.raises(mdss.SettingsMismatchError):
+        other.add("y", 2)
