@@ -25,7 +25,14 @@ from ._log import log_limit
 from ._order import data_of, is_row, same_value, score_of, valued
 from ._snapshot import Snapshot
 from ._writer import Writer
-from .exceptions import ConflictError, InvalidArgumentError, InvalidScoreError, MissingNodeError, StoreError, shown
+from .exceptions import (
+    ConflictError,
+    InvalidArgumentError,
+    InvalidScoreError,
+    MdssError,
+    MissingNodeError,
+    shown,
+)
 from .stores.base import Record
 
 
@@ -141,8 +148,9 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
                 learn = engine.writer.learn(not outcome)
             if outcome:
                 landed = engine.head
-                # The writes landed already: a merge that fails is for later, never the write's failure.
-                with contextlib.suppress(StoreError, MissingNodeError):
+                # The writes landed already: a merge that fails is for later, never the write's failure (whatever
+                # it raises: a refusal now would have a caller retry a write that landed).
+                with contextlib.suppress(MdssError):
                     if landed is not None and _merge_due(engine, landed, limit):
                         _merge.merge(engine)
                 return

@@ -150,6 +150,7 @@ class Engine:
         reads kept (``outer``), and trusts its held head after ``trust_after``; in a ``"first"`` set it numbers entries
         by the clock, through ``moments`` (shared by the shards: :meth:`reached`)."""
         self.store, self.name, self.keys = store, name, keys
+        keys.check_fits(store, name)
         self.cache = NodeCache(cache_bytes) if cache is None else cache
         self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
         self.log_limit = log_limit

@@ -22,6 +22,10 @@ from urllib.parse import quote
 
 from .exceptions import CorruptDataError, InvalidArgumentError, shown
 
+#: The most characters a node or note id can have (``mdss._writer.new_id``): a 64-bit epoch in hex, a dot, then 11
+#: and 16 hex digits.
+MAX_ID_CHARS = 16 + 1 + 11 + 16
+
 _SAFE = "-_.~!$&'()*+,;=@"  # everything quote() leaves alone but ':', '/', '{', '}' ('#', '|', '%' are quoted)
 #: The separators of an internal part from its owner's name, raw (a name's ``#`` is ``%23``, its ``|`` ``%7C``).
 PART, SHARD = "#", "|"
@@ -145,6 +149,16 @@ class Keyspace:
 
     def node(self, node_id: str) -> str:
         return self.nodes + node_id
+
+    def check_fits(self, store: Any, name: str = "") -> None:
+        """Refuse (:class:`InvalidArgumentError`) keys that could pass ``store``'s longest key: node and note keys, this
+        keyspace's longest, with the longest id ``mdss._writer`` mints (:data:`MAX_ID_CHARS`)."""
+        longest = len(self.node("f" * MAX_ID_CHARS).encode("utf-8"))
+        if store.max_key_bytes is not None and longest > store.max_key_bytes:
+            raise InvalidArgumentError(
+                f"set {(name or self.prefix)[:60]!r}: its node keys reach {longest:,} bytes, past the store's "
+                f"{store.max_key_bytes:,} (use a shorter name or namespace)"
+            )
 
     def note(self, note_id: str) -> str:
         return self.notes + note_id

@@ -39,7 +39,7 @@ from ._engine import Engine
 from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entry, page_around, staleness
 from ._gather import Gather, Part
 from ._head import Head
-from ._keys import Keyspace, shard_keyspace, shard_parts
+from ._keys import SHARD, Keyspace, shard_keyspace, shard_parts
 from ._order import Entry, Order, Score, add_scores, check_choice, check_flag, check_member, check_score, score_of
 from ._recent import Recent
 from ._tree import Tree
@@ -138,6 +138,7 @@ class ShardedSet(SetMethods):
         self.store, self.name = store, name
         #: Where the set lives in the store: its settings record (its shards' keys are the engines').
         self.keys = Keyspace(store.namespace, name)
+        Keyspace.internal(store.namespace, name, "9999.fffff", SHARD).check_fits(store, name)  # its longest shard's
         self._settings_key = self.keys.settings
         settings = self._settings(shards, order, chunk_size, tiebreak)
         self.shards = settings.shards

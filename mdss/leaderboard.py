@@ -140,6 +140,9 @@ class Leaderboard:
         self._registered: set[str] = set()
         self._last = threading.local()  # the Recent of the window this thread's last view read (read_age)
         found, self._legacy = _board_settings.stored_settings(store, name)
+        moment = _windows.moment(self._now)
+        for kind in self.windows_kinds:  # each kind's window keys fit the store's, or no post lands in any window
+            self._space(self.calendar.instance(kind, moment)).check_fits(store, name)
         self._registry = self._part_set("windows")
         self._post_ids: SortedSet | None = None
         #: How a window's keys derive from its rows (its sets' order: one per board).

@@ -8,8 +8,10 @@ import types
 import pytest
 
 import mdss
+from mdss import _merge
 from mdss.stores import BACKENDS
 from mdss.stores.base import Store
+from mdss.stores.memory import MemoryStore
 
 
 @pytest.fixture
@@ -98,3 +100,32 @@ def test_a_malformed_url_is_invalid_argument(url: str) -> None:
     """An unclosed IPv6 bracket made urlsplit's ValueError a traceback on the command line (a helper's probe)."""
     with pytest.raises(mdss.InvalidArgumentError, match="malformed store URL"):
         mdss.open_store(url)
+
+
+def test_a_name_whose_node_keys_pass_the_store_s_key_limit_is_refused_before_any_write(monkeypatch) -> None:
+    """A helper's probe on DynamoDB (keys of at most 2048 bytes): a set whose head key fit but whose node keys did not
+    took 19 writes, then its first merge raised InvalidArgumentError after the 20th had landed (an incr retried on it
+    counted twice), and every write after the log filled was refused. The name is refused when the set is opened (a
+    board's: for each of its windows), and a merge that fails after a write landed never fails the write."""
+
+    class Capped(MemoryStore):
+        max_key_bytes = 2048
+
+    store = Capped()
+    for make in (
+        lambda: mdss.SortedSet(store, "x" * 2000),
+        lambda: mdss.SortedSet(store, "x" * 2000, shards=2),
+        lambda: mdss.Leaderboard(store, "y" * 1990, columns={"xp": "desc"}, windows=["all", "day"]),
+    ):
+        with pytest.raises(mdss.InvalidArgumentError, match="node keys reach"):
+            make()
+    assert list(store.keys("")) == []
+    sset = mdss.SortedSet(store, "x" * 1900, log_limit=4)  # its merges are due from 4 entries, forced from 8
+
+    def refused(engine, wait=False):
+        raise mdss.InvalidArgumentError("injected: the merge's keys do not fit")
+
+    monkeypatch.setattr(_merge, "merge", refused)
+    for i in range(6):
+        assert sset.incr("hits", 1) == i + 1
+    assert mdss.SortedSet(store, "x" * 1900).score("hits") == 6

@@ -144,6 +144,9 @@ class Store:
     evicts = True
     #: The largest value one key holds, for stores with a limit that nodes can reach (DynamoDB: 400 KB items).
     max_value_bytes: int | None = None
+    #: The longest key, in UTF-8 bytes, for stores with a limit that a long set name can reach (DynamoDB: 2048): a set
+    #: whose keys could pass it is refused when it is opened (``mdss._engine.Engine``), not after writes landed.
+    max_key_bytes: int | None = None
     #: Whether the store applies appends to a head itself (:meth:`append_log`, :meth:`_append`).
     appends = False
     #: Whether :meth:`get_along` reads a head and other keys in one round trip (one Redis server); on the others a read

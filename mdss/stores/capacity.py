@@ -182,7 +182,7 @@ class CapacityStore(Store):
         self.keeps_siblings, self.evicts = inner.keeps_siblings, inner.evicts
         #: False: heads are compare-and-set, as on DynamoDB (which applies no appends), whatever the inner store does.
         self.appends = inner.appends if appends is None else appends
-        self.max_value_bytes = inner.max_value_bytes
+        self.max_value_bytes, self.max_key_bytes = inner.max_value_bytes, inner.max_key_bytes
         self.rates = {"read": float(read_units), "write": float(write_units)}
         self.burst = float(burst)
         if not (

@@ -150,6 +150,7 @@ class DynamoDBStore(Store):
     #: The largest value a put accepts: what is left of an item for the longest key and the expiry attributes (of the
     #: default ``ttl_attribute``; each store's own is on the instance).
     max_value_bytes = ITEM_BYTES - KEY_BYTES - _ITEM_OVERHEAD - _ttl_bytes("ttl")
+    max_key_bytes = KEY_BYTES
     #: With a ``ttl_attribute`` (the default), DynamoDB's TTL deletes nodes of expired sets, fenced item by item.
     expires_keys = True
     expiry_checks_head = False

@@ -182,7 +182,7 @@ class SlotStore(Store):
             raise InvalidArgumentError(f"grace must be at least 1 s (well above any pause of a writer), got {grace!r}")
         super().__init__(namespace=inner.namespace)
         self.inner, self.every, self.grace, self.clock = inner, every, float(grace), clock
-        self.evicts, self.max_value_bytes = inner.evicts, inner.max_value_bytes
+        self.evicts, self.max_value_bytes, self.max_key_bytes = inner.evicts, inner.max_value_bytes, inner.max_key_bytes
         self._states: dict[str, State] = {}  # the last state read or written of each head
         self._probes: dict[str, int] = {}  # how many slots the next read of each head reads with its key
         self._doomed: collections.deque[tuple[float, list[str]]] = collections.deque()  # (when, slot keys)
