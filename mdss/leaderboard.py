@@ -140,9 +140,7 @@ class Leaderboard:
         self._registered: set[str] = set()
         self._last = threading.local()  # the Recent of the window this thread's last view read (read_age)
         found, self._legacy = _board_settings.stored_settings(store, name)
-        moment = _windows.moment(self._now)
-        for kind in self.windows_kinds:  # each kind's window keys fit the store's, or no post lands in any window
-            self._space(self.calendar.instance(kind, moment)).check_fits(store, name)
+        self._check_key_room()
         self._registry = self._part_set("windows")
         self._post_ids: SortedSet | None = None
         #: How a window's keys derive from its rows (its sets' order: one per board).
@@ -197,6 +195,18 @@ class Leaderboard:
         return None if held is None else _snapshot.snapshot(sset.engine, False, (held[0],))
 
     # -- settings ------------------------------------------------------------------------------------------------
+
+    def _check_key_room(self) -> None:
+        """Refuse a name whose windows' keys could pass the store's longest key (a window's set refuses its own when it
+        is made, but a post's first windows would have taken it by then): each kind's instance at a moment of this
+        era (not this board's clock, which its calls check), as long as any in years of four digits."""
+        sample = dt.datetime(2000, 12, 31, 23, tzinfo=_windows.UTC)
+        for kind in self.windows_kinds:
+            try:
+                instance = self.calendar.instance(kind, sample)
+            except Exception:  # a time zone that fails: the calls that need it say so
+                continue
+            self._space(instance).check_fits(self.store, self.name)
 
     def _space(self, part: str) -> Keyspace:
         return board_keyspace(self.store, self.name, part, self._legacy)
