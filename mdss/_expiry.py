@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import _garbage, _head, _snapshot
 from ._head import FENCED, Head
 from ._order import finite
-from .exceptions import InvalidArgumentError, StoreError, shown
+from .exceptions import InvalidArgumentError, MdssError, shown
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -155,7 +155,7 @@ def follow(engine: Engine, head: Head, version: Any, keys: Sequence[str]) -> Non
     if not (store.expires_keys and armed(head.native) and head.expires is not None and version is not None and keys):
         return
     at = head.expires + round(engine.gc_grace * 1000)
-    with contextlib.suppress(StoreError):
+    with contextlib.suppress(MdssError):  # whatever fails: the commit landed
         for i in range(0, len(keys), ARM_BATCH):
             if not store.expire_keys(keys[i : i + ARM_BATCH], at, engine.keys.head, version, gen=head.gen):
                 return

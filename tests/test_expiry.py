@@ -491,3 +491,18 @@ def test_expire_finds_no_set_without_members_and_an_emptied_set_keeps_its_moment
         sset.add("c", 3)
         clock.now += 10
         assert [e.member for e in sset] == ["c"]
+
+
+def test_a_landed_commit_never_fails_on_giving_its_nodes_the_expiry(redis_store, monkeypatch) -> None:
+    """The class of the DynamoDB long-name probe: what runs after a commit landed (a merge, the nodes' expiry) never
+    fails the commit, whatever it raises, or a caller retries a write that landed (an incr counted twice)."""
+    sset = mdss.SortedSet(redis_store, "late", chunk_size=2, log_limit=0)
+    sset.add_many({f"m{i}": i for i in range(6)})
+    sset.expire(1000)
+
+    def refused(*args, **kwargs):
+        raise mdss.InvalidArgumentError("injected: the store refuses the expiry")
+
+    monkeypatch.setattr(redis_store, "expire_keys", refused)
+    assert [sset.incr("hits", 1) for _ in range(3)] == [1, 2, 3]
+    assert mdss.SortedSet(redis_store, "late").score("hits") == 3 and sset.check() == []
