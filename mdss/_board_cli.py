@@ -8,6 +8,7 @@ How it cuts time (``--windows``, ``--tz``, ``--week-start``, ``--schedule``) is 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -59,7 +60,7 @@ class _Board:
 
 def _echo(board: _Board, found: Any) -> None:
     if board.as_json:
-        click.echo(json.dumps(_plain(found), sort_keys=True))
+        click.echo(json.dumps(_plain(found), sort_keys=True, allow_nan=False))
     elif isinstance(found, list):
         click.echo(_table(found))
     else:
@@ -67,7 +68,10 @@ def _echo(board: _Board, found: Any) -> None:
 
 
 def _plain(found: Any) -> Any:
-    """Rows (named tuples) as JSON objects, everywhere in ``found``."""
+    """Rows (named tuples) as JSON objects, everywhere in ``found``; infinities as ``"inf"`` and ``"-inf"`` (as Redis
+    spells them), which JSON has no number for."""
+    if isinstance(found, float) and found in (math.inf, -math.inf):
+        return "inf" if found > 0 else "-inf"
     if isinstance(found, tuple) and hasattr(found, "_asdict"):
         return {k: _plain(v) for k, v in found._asdict().items()}
     if isinstance(found, (list, tuple)):
@@ -140,7 +144,7 @@ def spill_options(command: Callable[..., Any]) -> Callable[..., Any]:
     metavar="NAME=CRON",
     help="A named schedule, e.g. raid='0 18 * * FRI': its windows run from one firing to the next. Repeatable.",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.option("--json", "as_json", is_flag=True, help='JSON output (infinite values as "inf" and "-inf").')
 @click.pass_context
 def board(
     ctx: click.Context,
@@ -483,8 +487,5 @@ def persist() -> None:
 def drop(window: str | None) -> None:
     """Delete a window instance, or the whole board."""
     found, lb = _board()
-    if window is None:
-        lb.drop()
-    else:
-        lb.drop_window(window)
-    _echo(found, "dropped")
+    dropped = lb.drop() if window is None else lb.drop_window(window)
+    _echo(found, dropped if found.as_json else "dropped" if dropped else "nothing to drop")

@@ -236,7 +236,7 @@ def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
     With ``only``, only if the head, read at the compare-and-set that empties it, passes it (an expired set dropped by
     its next writer: ``mdss._expiry``), and the emptied head keeps its moment: every other writer takes it for the
     expired set it was (and drops it too, or reads it as absent), none for a set to write on, whatever its settings;
-    whether the set was dropped.
+    whether the set was dropped (without ``only``: whether there was anything to drop, a head or nodes).
 
     The head first moves to an empty state in a new epoch, so that commits in flight fail. A commit made on that empty
     head meanwhile keeps its nodes (of the new epoch) and its head: the head is deleted last, only if still the emptied
@@ -270,11 +270,13 @@ def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
             # Not the set ``only`` meant, or gone already: a writer may be starting a new one, whose nodes stay.
             return False
         spare, data = (None, None) if emptied is None else (emptied.epoch, emptied.encode())
+        existed = emptied is not None
     except CorruptDataError:
         if only is not None:  # a damaged head is not an expired one: reads and writes report it
             raise
         record = store.get(keys.head)
         spare, data = None, None if record is None else record.value
+        existed = record is not None
     listed = [*store.keys(keys.nodes), *store.keys(keys.notes)]
     doomed = [k for k in listed if spare is None or id_epoch(k.rpartition(":")[2]) < spare]
     names = store.existing(doomed)  # not what is deleted already (tombstones)
@@ -291,7 +293,7 @@ def drop(engine: Engine, only: Callable[[Head], bool] | None = None) -> bool:
             except ConflictError:  # a writer did so just now: its set stays, marked
                 _snapshot.mark(engine)
     engine.forget()
-    return True
+    return existed or bool(names)
 
 
 def node_keys(engine: Engine) -> list[str]:

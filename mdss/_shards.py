@@ -711,16 +711,17 @@ class ShardedSet(SetMethods):
         moments = [m for m in map(_expiry.moment, self.engines) if m is not None]
         return min(moments, default=None)
 
-    def drop(self) -> None:
-        """Remove the whole set: every shard, then the settings record."""
+    def drop(self) -> bool:
+        """Remove the whole set: every shard, then the settings record. Whether a shard had anything stored (the
+        settings record alone is written by the constructor)."""
         with self._all_keys.lock:
             self._all_keys.drop()
-        for engine in self.engines:
-            _garbage.drop(engine)
+        existed = [_garbage.drop(engine) for engine in self.engines]
         self.store.delete(self._settings_key)
         self._resettle = True
         if any(data is not None for data in self.store.get_many(self._head_keys)):
             self._ensure_settings()  # a writer started a shard again meanwhile: its members stay findable
+        return any(existed)
 
     def check(self) -> list[str]:
         """Every shard's invariants, every member in the shard its hash names, and the settings record."""

@@ -484,9 +484,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
         holds a set's nodes at their stored size, which the process holds about three times over, decoded)."""
         return _snapshot.warm(self.engine)
 
-    def drop(self) -> None:
-        """Remove the whole set, even a damaged one: its nodes, then its marker, then its head."""
-        _garbage.drop(self.engine)
+    def drop(self) -> bool:
+        """Remove the whole set, even a damaged one: its nodes, then its marker, then its head. Whether anything was
+        stored under its name (Redis' DEL answers 1 or 0)."""
+        return _garbage.drop(self.engine)
 
     def _set_moment(self, moment: int) -> bool:
         return _expiry.has_members(self.engine) and _expiry.expire(self.engine, moment)

@@ -700,8 +700,7 @@ def persist() -> None:
 def drop() -> None:
     """Delete the whole set."""
     board = _ctx().board()
-    board.drop()
-    click.echo(f"dropped set {board.name!r}")
+    click.echo(f"dropped set {board.name!r}" if board.drop() else f"no set {board.name!r} to drop")
 
 
 # -- the demo ------------------------------------------------------------------

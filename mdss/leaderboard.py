@@ -434,26 +434,29 @@ class Leaderboard:
             self._drop_instance(window)
         return True
 
-    def drop_window(self, window: str) -> None:
+    def drop_window(self, window: str) -> bool:
         """Remove one window instance: its set (rows included), and its name from :meth:`windows`. A name listed there
         is taken as it is, even one this board would not cut (listed by a board with another ``tz``, ``week_start`` or
-        schedules)."""
-        self._drop_instance(window if isinstance(window, str) and window in self.windows() else self._instance(window))
+        schedules). Whether there was such an instance."""
+        return self._drop_instance(
+            window if isinstance(window, str) and window in self.windows() else self._instance(window)
+        )
 
-    def _drop_instance(self, instance: str) -> None:
-        self._set(instance).drop()
-        self._registry.remove(instance)
+    def _drop_instance(self, instance: str) -> bool:
+        existed = self._set(instance).drop()
+        listed = self._registry.remove(instance)
         self._registered.discard(instance)
         with self._lock:
             self._sets.pop(instance, None)
+        return existed or bool(listed)
 
-    def drop(self) -> None:
-        """Remove the whole board: every window, the registry, the record of post ids, the settings."""
-        for instance in _expiry.stored_members(self._registry.engine):  # listed by an expired registry too
-            self._drop_instance(instance)
-        self._posts().drop()
-        self._registry.drop()
+    def drop(self) -> bool:
+        """Remove the whole board: every window, the registry, the record of post ids, the settings. Whether there was
+        a board."""
+        existed = [self._drop_instance(i) for i in _expiry.stored_members(self._registry.engine)]  # expired ones too
+        existed += [self._posts().drop(), self._registry.drop(), self.store.get(self._space("board").head) is not None]
         self.store.delete(self._space("board").head)
+        return any(existed)
 
     # -- expiry ----------------------------------------------------------------------------------------------------
 

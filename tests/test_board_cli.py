@@ -68,6 +68,7 @@ def test_posts_and_views(run) -> None:
     assert json.loads(run("--json", "remove", "zed")) == {w: False for w in json.loads(run("--json", "windows"))}
     assert "dropped" in run("--windows", "all,day", "drop", "--window", "all", "--yes")
     assert [w.split(":")[0] for w in json.loads(run("--json", "windows"))] == ["day"]
+    assert "nothing to drop" in run("drop", "--window", "day:2020-01-01", "--yes")
     assert "dropped" in run("drop", "--yes") and "no leaderboard 'game'" in run("windows", code=1)
 
 
@@ -176,3 +177,12 @@ def test_load_refuses_a_malformed_csv_and_numbers_past_a_double(run, tmp_path) -
     assert [r["values"] for r in json.loads(run("--json", "top", "xp"))] == [{"xp": 5, "kills": 7}]
     advice = run("load", str(path), code=1)
     assert advice.count("--replace") == 1
+
+
+def test_json_output_spells_infinities_as_redis_does(run) -> None:
+    """JSON has no number for an infinity: ``--json`` wrote ``Infinity``, which strict parsers refuse."""
+    run("--columns", '{"xp": "desc"}', "post", "ann", "xp=inf")
+    run("post", "bob", "xp=-inf")
+    out = run("--json", "top", "xp")
+    top = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in {out}"))
+    assert [r["values"]["xp"] for r in top] == ["inf", "-inf"]

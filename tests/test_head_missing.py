@@ -73,10 +73,10 @@ def test_check_reports_a_lost_head_and_drop_removes_the_rest(store) -> None:
     for sset in (mdss.SortedSet(store, "b"), mdss.SortedSet(store, "b")):
         problems = sset.check()  # a list of problems, never an exception, for a damaged set
         assert len(problems) == 1 and "no head" in problems[0]
-    mdss.SortedSet(store, "b").drop()
+    assert mdss.SortedSet(store, "b").drop() is True  # nodes without a head are something to drop
     assert readable_keys(store, Keyspace(store.namespace, "b").prefix) == []
     fresh = mdss.SortedSet(store, "b")
-    assert len(fresh) == 0 and fresh.check() == []
+    assert len(fresh) == 0 and fresh.check() == [] and fresh.drop() is False
 
 
 def test_reads_of_a_set_never_made_cost_one_round_trip_more(store) -> None:
@@ -91,7 +91,8 @@ def test_reads_of_a_set_never_made_cost_one_round_trip_more(store) -> None:
 def test_a_dropped_set_reads_empty(store) -> None:
     old = mdss.SortedSet(store, "d", chunk_size=4)
     old.add_many(PAIRS)
-    mdss.SortedSet(store, "d").drop()
+    assert mdss.SortedSet(store, "d").drop() is True  # as Redis' DEL answers 1, then 0
+    assert mdss.SortedSet(store, "d").drop() is False and mdss.SortedSet(store, "never", shards=2).drop() is False
     assert readable_keys(store, Keyspace(store.namespace, "d").prefix) == []  # the marker too
     for sset in (old, mdss.SortedSet(store, "d")):
         assert len(sset) == 0 and sset.range(0, 3) == [] and sset.check() == []

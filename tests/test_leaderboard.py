@@ -684,9 +684,9 @@ def test_every_store(store) -> None:
             assert (found and found.values) == (rows[owner][0] if owner in rows else None)
         board._check(instance)
     dropped = board.windows("day")[0]
-    board.drop_window(dropped)
+    assert board.drop_window(dropped) is True and board.drop_window(dropped) is False
     assert dropped not in board.windows() and board.row("o1", window=dropped) is None
-    board.drop()
+    assert board.drop() is True and board.drop() is False
     assert store.existing(list(store.keys(f"{store.namespace}:"))) == []  # Riak lists tombstones a while
 
 
