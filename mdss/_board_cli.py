@@ -18,7 +18,7 @@ from tqdm import tqdm
 import mdss
 
 from . import _parse
-from ._cli_csv import parse_value, read_rows
+from ._cli_csv import RowLines, parse_value, read_rows
 from ._windows import WEEKDAYS
 from .leaderboard import Leaderboard, RankedRow
 
@@ -239,16 +239,19 @@ def load(path: str, window: str | None, replace: bool, memory_mb: int, spill_dir
             bar = bars[instance] = tqdm(total=total, unit="node", desc=f"writing {instance}", disable=None)
         bar.update(done - bar.n)
 
+    lines = RowLines()
     try:
         with opened as stream:
             loaded = lb.load(
-                read_rows(stream),
+                read_rows(stream, lines),
                 window=window,
                 replace=replace,
                 progress=progress,
                 memory_bytes=memory_mb << 20,
                 spill_dir=spill_dir,
             )
+    except mdss.InvalidArgumentError as exc:  # a row the board refused as it was read: name its line
+        raise lines.named(exc) from None
     finally:
         for bar in bars.values():
             bar.close()

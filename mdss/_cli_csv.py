@@ -122,10 +122,23 @@ def parse_value(text: str, *, padded: bool = False) -> Any:
     return {"true": True, "false": False}.get(word.lower(), text)
 
 
-def read_rows(stream: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
+class RowLines:
+    """The line numbers of the rows :func:`read_rows` hands out: :attr:`line` is the last one's, ``None`` before the
+    first and after the last, so that an error the consumer raises about a row can name its line."""
+
+    def __init__(self) -> None:
+        self.line: int | None = None
+
+    def named(self, exc: MdssError) -> MdssError:
+        """``exc`` with the line of the row it was raised on, if one was being read."""
+        return exc if self.line is None else InvalidArgumentError(f"line {self.line}: {exc}")
+
+
+def read_rows(stream: Iterable[bytes], lines: RowLines | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """A board's rows from a CSV whose header names the owner column then the fields: ``owner,xp,kills``, as they are
     read. Each value is read as :func:`parse_value` reads one; an empty cell leaves its field out. A malformed line
-    raises :class:`~mdss.InvalidArgumentError` naming it."""
+    raises :class:`~mdss.InvalidArgumentError` naming it; ``lines`` follows the line of the row last handed out."""
+    lines = lines or RowLines()
     reader = csv.reader(utf8_lines(stream), strict=True)  # an unclosed quote is an error, not one long field
     try:
         header = next(reader, None)
@@ -144,6 +157,8 @@ def read_rows(stream: Iterable[bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
                 values = {f: parse_value(t, padded=True) for f, t in zip(fields, row[1:]) if t.strip()}
             except MdssError as exc:
                 raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
+            lines.line = reader.line_num
             yield row[0], values
+            lines.line = None
     except csv.Error as exc:
         raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None

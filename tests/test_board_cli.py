@@ -168,6 +168,8 @@ def test_load_refuses_a_malformed_csv_and_numbers_past_a_double(run, tmp_path) -
         ("owner,xp,xp\nann,1,2\n", "'xp' more than once"),
         ("owner,xp,name\nann,1\n", "line 2: 2 fields"),
         ("owner,xp\nann,1e400\n", "line 2: out of range"),
+        ("owner,xp\nann,1\n\nbob,lots\n", "line 4: field 'xp' ranks column 'xp'"),  # refused by the board
+        ("owner,xp\nann,1\n,2\n", "line 3: "),
     ):
         path.write_text(text)
         assert message in run(*create, "load", str(path), code=1)
