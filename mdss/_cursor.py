@@ -1,7 +1,8 @@
 """Page cursors: where a page ended or began, in a URL-safe string bound to its set and its direction.
 
 A forward cursor (a page's ``next``) carries the snapshot's score tree (root, height, count) and its update log (base
-and end sequence numbers), the position after the last entry returned and that entry, so the next page reads the same
+and end sequence numbers), the position after the last entry returned and that entry (in a set whose ties go by
+``"first"``, with its number among its ties), so the next page reads the same
 snapshot or, once it is collected or its log merged, continues by key just after that entry. A backward cursor (a
 page's ``previous``) is its mirror: the position of the first entry returned and that entry, so the previous page ends
 just before it. A tag of the set's key prefix (and of the direction) and a CRC-32 get a cursor of another set, a
@@ -39,14 +40,16 @@ class State(NamedTuple):
     position: int
     member: str
     score: Score
+    tie: int | None = None  # a "first" set's number of that entry among its ties (cursors before it have none)
 
 
-def state_of(ranking: Any, position: int, last: Any) -> State:
-    """The state at ``position`` of ``ranking`` (a tree, or a tree with a log view), next to entry ``last``."""
+def state_of(ranking: Any, position: int, last: Any, tie: int | None = None) -> State:
+    """The state at ``position`` of ``ranking`` (a tree, or a tree with a log view), next to entry ``last`` (whose
+    number among its ties is ``tie``, in a ``"first"`` set)."""
     tree, view = (ranking, None) if not hasattr(ranking, "view") else (ranking.tree, ranking.view)
     end = 0 if view is None else view.end
     base = end if view is None else view.overlay.base
-    return State(tree.root, tree.height, tree.count, base, end, ranking.count, position, last.member, last.score)
+    return State(tree.root, tree.height, tree.count, base, end, ranking.count, position, last.member, last.score, tie)
 
 
 def _tag(tag: str, back: bool) -> int:
@@ -80,7 +83,7 @@ def unpack(tag: str, cursor: Any, what: str) -> tuple[list[Any], bool]:
 
 
 def encode(prefix: str, state: State, back: bool = False) -> str:
-    return pack(prefix, state, back)
+    return pack(prefix, state if state.tie is not None else state[:-1], back)
 
 
 def decode(prefix: str, name: str, cursor: Any) -> tuple[State, bool]:
@@ -99,6 +102,8 @@ def decode(prefix: str, name: str, cursor: Any) -> tuple[State, bool]:
         if type(state.member) is not str or not state.member or len(state.member) > MAX_ENTRY_CHARS:
             raise ValueError("member")
         check_score(state.score)
+        if state.tie is not None and not (type(state.tie) is int and -(1 << 63) <= state.tie < 1 << 63):
+            raise ValueError("tie")
     except Exception:
         raise InvalidArgumentError(f"not a page cursor of set {name!r}: {shown(cursor)}") from None
     return state, back

@@ -259,6 +259,12 @@ def score_of(value: Any) -> Score:
     return value[0] if type(value) is tuple else value
 
 
+def tie_number(value: Any) -> int | None:
+    """The number that places a ``"first"`` set's member among its ties (``(score, data, seq)``); ``None`` for any
+    other value."""
+    return value[2] if type(value) is tuple and len(value) == 3 else None
+
+
 def data_of(value: Any) -> Any:
     """The data in a member's value (``None``: none)."""
     return value[1] if type(value) is tuple else None

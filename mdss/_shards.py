@@ -40,7 +40,18 @@ from ._facade import TIES, Page, SetMethods, check_options, check_page, new_entr
 from ._gather import Gather, Part
 from ._head import Head
 from ._keys import SHARD, Keyspace, shard_keyspace, shard_parts
-from ._order import Entry, Order, Score, add_scores, check_choice, check_flag, check_member, check_score, score_of
+from ._order import (
+    Entry,
+    Order,
+    Score,
+    add_scores,
+    check_choice,
+    check_flag,
+    check_member,
+    check_score,
+    score_of,
+    tie_number,
+)
 from ._recent import Recent
 from ._tree import Tree
 from ._writer import check_chunk_size
@@ -572,34 +583,46 @@ class ShardedSet(SetMethods):
         self._check_ties(ties)
         check_flag(with_data, "with_data")
         member = None if around is None else check_member(around)
-        entry: tuple[str, Score] | None = None
+        entry: tuple[str, Score, int | None] | None = None
         back = False
         if cursor is not None:
             entry, back = self._decode_cursor(cursor)
 
-        def run(g: Gather) -> tuple[list[Entry], int, int]:
+        def run(g: Gather) -> tuple[list[Entry], int, int, list[list[Any]]]:
             if member is not None:
                 start, stop = self._around(g, member, *page_around(limit), True, ties) or (0, 0)
             else:
                 at = 0 if entry is None else self._count_below(g, [self._next_to(g, *entry, back)])[0]
                 start, stop = (max(at - limit, 0), at) if back else (at, at + limit)
-            return self._with_data(g, self._entries(g, start, stop, ties), with_data), start, g.count
+            found = self._with_data(g, self._entries(g, start, stop, ties), with_data)
+            return found, start, g.count, [self._cursor_fields(g, e) for e in found[:1] + found[-1:]]
 
-        entries, start, total = self._read(run, staleness(max_staleness))
+        entries, start, total, ends = self._read(run, staleness(max_staleness))
         if not entries:
             return Page(entries, None, None)
-        tag, first, last = self._cursor_tag, entries[0], entries[-1]
+        tag = self._cursor_tag
         return Page(
             entries,
-            _cursor.pack(tag, [last.member, last.score]) if start + len(entries) < total else None,
-            _cursor.pack(tag, [first.member, first.score], back=True) if start else None,
+            _cursor.pack(tag, ends[-1]) if start + len(entries) < total else None,
+            _cursor.pack(tag, ends[0], back=True) if start else None,
         )
 
-    def _next_to(self, g: Gather, member: str, score: Score, back: bool) -> Any:
+    def _cursor_fields(self, g: Gather, entry: Entry) -> list[Any]:
+        """What a cursor next to ``entry`` carries: its member and score, and in a ``"first"`` set its number among
+        its ties, which lets a page go on after it once it has moved."""
+        if not self._order.first:
+            return [entry.member, entry.score]
+        found = self._value(g, entry.member)
+        return [entry.member, entry.score, tie_number(found) if score_of(found) == entry.score else None]
+
+    def _next_to(self, g: Gather, member: str, score: Score, tie: int | None, back: bool) -> Any:
         """The probe a cursor next to ``(member, score)`` continues from: its key (a ``"first"`` set's needs the
-        entry's number: its value now, while its score is unchanged), and just after it going forward."""
+        entry's number among its ties: the cursor's, else its value's now, while its score is unchanged), and just
+        after it going forward."""
         value: Any = score
-        if self._order.first:
+        if self._order.first and tie is not None:
+            value = (score, None, tie)
+        elif self._order.first:
             found = self._value(g, member)
             value = found if found is not None and score_of(found) == score else score
         key = self._order.key(member, value)
@@ -609,12 +632,15 @@ class ShardedSet(SetMethods):
     def _cursor_tag(self) -> str:
         return f"{self.keys.prefix}shards"
 
-    def _decode_cursor(self, cursor: Any) -> tuple[tuple[str, Score], bool]:
-        """The entry a cursor of this set is next to, and whether it goes back."""
+    def _decode_cursor(self, cursor: Any) -> tuple[tuple[str, Score, int | None], bool]:
+        """The entry a cursor of this set is next to (member, score, number among its ties), and whether it goes
+        back."""
         fields, back = _cursor.unpack(self._cursor_tag, cursor, f"set {self.name!r}")
         try:
-            member, score = fields
-            return (check_member(member), check_score(score)), back
+            member, score, tie = fields if len(fields) == 3 else (*fields, None)
+            if tie is not None and not (type(tie) is int and -(1 << 63) <= tie < 1 << 63):
+                raise ValueError("tie")
+            return (check_member(member), check_score(score), tie), back
         except Exception:
             raise InvalidArgumentError(f"not a page cursor of set {self.name!r}: {shown(cursor)}") from None
 

@@ -27,6 +27,7 @@ from ._order import (
     check_seconds,
     data_of,
     score_of,
+    tie_number,
 )
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
@@ -78,8 +79,9 @@ def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], l
     return ranking.slice(start, stop)
 
 
-#: What a page's read returns: ranking, start, (members, scores), and their values when data is wanted.
-_Sliced = tuple[Any, int, tuple[list[str], list[Any]], list[Any] | None]
+#: What a page's read returns: ranking, start, (members, scores), their values when data is wanted, and in a
+#: ``"first"`` set the numbers of its first and last entries among their ties.
+_Sliced = tuple[Any, int, tuple[list[str], list[Any]], list[Any] | None, tuple[int | None, int | None]]
 
 
 class _Opens(type):
@@ -349,8 +351,11 @@ class SortedSet(SetMethods, metaclass=_Opens):
         values: list[Any] | None = None
 
         def valued(snap: Snapshot, start: int, sliced: tuple[list[str], list[Any]]) -> _Sliced:
-            """What a page read: its ranking, start, members and scores, and their values if data is wanted."""
-            return snap.ranking, start, sliced, self._values(snap, sliced[0]) if with_data and sliced[0] else None
+            """What a page read: its ranking, start, members and scores, their values if data is wanted, and the ends'
+            numbers among their ties."""
+            members = sliced[0]
+            values = self._values(snap, members) if with_data and members else None
+            return snap.ranking, start, sliced, values, self._tie_numbers(snap, sliced, values)
 
         if around is not None:
             member, (before, after) = check_member(around), page_around(limit)
@@ -359,9 +364,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
                 start, stop = self._around(snap, member, before, after, True, ties) or (0, 0)
                 return valued(snap, start, _slice(snap.ranking, start, stop, ties))
 
-            ranking, start, (members, scores), values = self._read(centred, bound)
+            ranking, start, (members, scores), values, ends = self._read(centred, bound)
         elif cursor is None:
-            ranking, start, (members, scores), values = self._read(
+            ranking, start, (members, scores), values, ends = self._read(
                 lambda snap: valued(snap, 0, _slice(snap.ranking, 0, limit, ties)), bound
             )
         else:
@@ -370,12 +375,17 @@ class SortedSet(SetMethods, metaclass=_Opens):
             try:
                 ranking = self._cursor_ranking(state)
                 members, scores = _slice(ranking, start, state.position if back else start + limit, ties)
+                ends = (None, None)
+                if self._order.first and members:  # the numbers as the newest state has them, if unchanged
+                    ends = self._read(lambda snap: self._tie_numbers(snap, (members, scores), None))
             except MissingNodeError:  # the snapshot is gone: go on from the newest head, next to the cursor's entry
                 order = self._order
 
                 def resume(snap: Snapshot) -> _Sliced:
-                    value: Any = state.score  # a "first" set's key needs the entry's number: its value, if unchanged
-                    if order.first:
+                    value: Any = state.score  # a "first" set's key needs the entry's number among its ties
+                    if order.first and state.tie is not None:
+                        value = (state.score, None, state.tie)
+                    elif order.first:  # a cursor made before they carried it: the entry's number now, if unchanged
                         found = snap.index.get(state.member)
                         value = found if found is not None and score_of(found) == state.score else value
                     key = order.key(state.member, value)
@@ -384,7 +394,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
                     first, stop = (max(at - limit, 0), at) if back else (at, at + limit)
                     return valued(snap, first, _slice(snap.ranking, first, stop, ties))
 
-                ranking, start, (members, scores), values = self._read(resume, bound)
+                ranking, start, (members, scores), values, ends = self._read(resume, bound)
         ranked = _ranked(self._order, ranking, start, members, scores, ties)
         entries: list[Any] = ranked
         if with_data and ranked:
@@ -396,8 +406,25 @@ class SortedSet(SetMethods, metaclass=_Opens):
         prefix, stop = self.engine.keys.prefix, start + len(entries)
         return Page(
             entries,
-            _cursor.encode(prefix, _cursor.state_of(ranking, stop, entries[-1])) if stop < ranking.count else None,
-            _cursor.encode(prefix, _cursor.state_of(ranking, start, entries[0]), back=True) if start else None,
+            _cursor.encode(prefix, _cursor.state_of(ranking, stop, entries[-1], ends[1]))
+            if stop < ranking.count
+            else None,
+            _cursor.encode(prefix, _cursor.state_of(ranking, start, entries[0], ends[0]), back=True) if start else None,
+        )
+
+    def _tie_numbers(
+        self, snap: Snapshot, sliced: tuple[list[str], list[Any]], values: list[Any] | None
+    ) -> tuple[int | None, int | None]:
+        """In a ``"first"`` set, the numbers among their ties of the first and last of ``sliced``'s entries, as
+        ``snap`` holds them (their values, if read already), each ``None`` if its score there is another: what lets a
+        cursor go on after the entry once it has moved."""
+        members, scores = sliced
+        if not self._order.first or not members:
+            return None, None
+        found = [values[0], values[-1]] if values is not None else self._values(snap, [members[0], members[-1]])
+        return (
+            tie_number(found[0]) if score_of(found[0]) == scores[0] else None,
+            tie_number(found[1]) if score_of(found[1]) == scores[-1] else None,
         )
 
     def _cursor_ranking(self, state: _cursor.State) -> Tree | Ranking:

@@ -331,3 +331,32 @@ def test_a_cursor_altered_with_its_checksum_is_refused_as_a_bad_argument_not_sto
             sset.page(5, forged)
     assert [e.member for e in sset.page(5, page.next).entries] == [f"m{i:02d}" for i in range(34, 29, -1)]
     assert sset.check() == []
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_first_set_pages_on_after_its_boundary_entry_moved(store, shards: int) -> None:
+    """In a set whose ties go by ``"first"``, a cursor held the boundary entry's member and score but not its place
+    among its ties: once its snapshot was gone (always, sharded) and that entry had moved, the next page went on from
+    the first of its tie, repeating members (going back, skipping them). Cursors now carry the entry's number among
+    its ties: every member nobody changed is listed once, in order, both ways."""
+    options = {"tiebreak": "first", "chunk_size": 3, "shards": shards, "gc_grace": 0.0}
+    for direction, away in (("next", 1), ("previous", 9)):
+        name = f"f-{direction}"
+        sset = mdss.SortedSet(store, name, **options)
+        steady = [f"s{i:02d}" for i in range(12)]
+        for member in steady:  # one tie, in the order they reach it
+            sset.add(member, 5)
+        page = sset.page(3)
+        while direction == "previous" and page.next is not None:
+            page = sset.page(3, page.next)
+        seen, moved = [e.member for e in page.entries], set()
+        while getattr(page, direction) is not None:
+            cursor = getattr(page, direction)
+            moved.add(page.entries[-1 if direction == "next" else 0].member)
+            sset.add(max(moved), away)  # the boundary entry leaves the tie
+            sset.merge()
+            sset.gc(wait=False)  # the cursor's snapshot is gone: the page goes on from the newest state
+            page = mdss.SortedSet(store, name).page(3, cursor)  # a process that never saw it
+            listed = [e.member for e in page.entries]
+            seen = seen + listed if direction == "next" else listed + seen
+        assert [m for m in seen if m not in moved] == [m for m in steady if m not in moved], (direction, seen)
