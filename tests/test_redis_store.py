@@ -358,9 +358,23 @@ def test_an_evicting_server_is_refused_at_open(policy: str) -> None:
 
 @pytest.mark.parametrize("policy", ["noeviction", "volatile-lru", "volatile-ttl"])
 def test_a_server_that_keeps_keys_without_ttl_is_accepted(policy: str) -> None:
+    """Accepted, but under a volatile-* policy no key gets a TTL: ``expire()`` had given a set's nodes one, the keys
+    such a policy evicts first, and a helper's probe lost a 20,000-member set within the hour it had to live (its
+    nodes evicted, its head kept: MissingNodeError)."""
     with redis_server("--maxmemory-policy", policy) as port, warnings.catch_warnings():
         warnings.simplefilter("error")
-        mdss.open_store(f"redis://127.0.0.1:{port}/0").close()
+        store = mdss.open_store(f"redis://127.0.0.1:{port}/0")
+        sset = mdss.SortedSet(store, "b", chunk_size=4)
+        sset.add_many({f"m{i}": i for i in range(40)})
+        sset.merge()
+        assert sset.expire(3600)
+        client = redis.Redis(port=port)
+        ttls = {client.ttl(key) for key in client.keys(f"{store.namespace}:*")}
+        assert (max(ttls) > 0) == (policy == "noeviction"), ttls
+        store.close()
+        unchecked = mdss.open_store(f"redis://127.0.0.1:{port}/0?check_policy=false")
+        assert unchecked.expires_keys is False  # the policy unread: none either
+        unchecked.close()
 
 
 def test_a_server_that_refuses_config_warns_once_and_works() -> None:

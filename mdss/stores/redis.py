@@ -9,7 +9,9 @@ over every slot (no hash tags) and a batch still costs one round trip.
 
 **The server must not evict keys.** A ``maxmemory-policy`` of ``allkeys-*`` may drop a set's head. At open the store
 reads the policy (``CONFIG GET``, on every primary of a cluster) and refuses it with :class:`StoreError`
-(``volatile-*`` is fine: mdss sets no TTLs); where ``CONFIG`` is not allowed it warns; ``check_policy=false`` skips it.
+(``volatile-*`` is fine: under it, or where the policy is not read, mdss gives no key a TTL, so an expired set's nodes
+go with its next write or ``gc(sweep=True)`` rather than by themselves); where ``CONFIG`` is not allowed it warns;
+``check_policy=false`` skips it.
 
 **Retries.** Connection errors, timeouts and refusals of a command that did not run (MOVED, ASK, TRYAGAIN, redis-py's
 "TTL exhausted.", CLUSTERDOWN, MASTERDOWN, READONLY during a failover, LOADING) are retried under one
@@ -212,8 +214,10 @@ class _RedisBase(Store):
             self._delete_script = client.register_script(DELETE_IF)
             self._tail_script = client.register_script(TAIL)
             self._expire_script = client.register_script(EXPIRE_IF)
-            if check_policy:
-                self._check_policy()
+            # Keys with a TTL are the ones a volatile-* policy evicts: a set's nodes get one only where the policy
+            # was read as noeviction (else an expired set is dropped by its next write or gc(sweep=True)).
+            noeviction = check_policy and self._check_policy()
+            self.expires_keys = self.expires_keys and noeviction
         except BaseException:
             client.close()  # its connections, whether we made it or were given it: the store owns it
             raise
@@ -387,20 +391,22 @@ class _RedisBase(Store):
                 f"{self.where}: compare-and-set of {key!r} lost its reply ({lost}) and the key cannot be read: {exc}"
             ) from exc
 
-    def _check_policy(self) -> None:
-        """Refuse a server that evicts keys; warn when it will not say (CONFIG refused)."""
-        refused, evicting = [], []
+    def _check_policy(self) -> bool:
+        """Refuse a server that evicts keys; warn when it will not say (CONFIG refused). Whether every policy read is
+        ``noeviction`` (a ``volatile-*`` one evicts keys with a TTL: no node may have one)."""
+        refused, evicting, found = [], [], []
         for where, target in self._policy_targets():
             policy = self._call(lambda target: _read_policy(self.client, target), target)
             if isinstance(policy, Exception):
                 refused.append(f"{where}: {policy}")
             elif policy in _EVICTING:
                 evicting.append(f"{where} has maxmemory-policy {policy}")
+            found.append(policy)
         if evicting:
             raise StoreError(
                 f"{'; '.join(evicting)}: it evicts keys under memory pressure, and a set whose head or nodes are"
-                " evicted is lost. Set maxmemory-policy to noeviction (CONFIG SET and redis.conf); volatile-*"
-                " policies are fine too, mdss sets no TTLs. check_policy=false skips this check."
+                " evicted is lost. Set maxmemory-policy to noeviction (CONFIG SET and redis.conf), or a volatile-*"
+                " policy (mdss then gives no key a TTL). check_policy=false skips this check."
             )
         if refused:
             warnings.warn(
@@ -408,6 +414,7 @@ class _RedisBase(Store):
                 " its keys; make sure the policy is noeviction",
                 stacklevel=4,  # the caller of RedisStore(...)
             )
+        return all(policy == "noeviction" for policy in found)
 
     def _policy_targets(self) -> list[tuple[str, dict[str, Any]]]:
         """Where to read the eviction policy: (name, keyword arguments of ``config_get``)."""
@@ -540,7 +547,8 @@ class RedisStore(_RedisBase):
         return (key.decode() if isinstance(key, bytes) else key for key in found)
 
     # One server runs a script over any of its keys, so a set's nodes can expire on condition of its head (on a cluster
-    # they spread over every slot: no script reaches them all, and RedisClusterStore keeps the base's no-op).
+    # they spread over every slot: no script reaches them all, and RedisClusterStore keeps the base's no-op). Only
+    # under a noeviction policy: see __init__.
     expires_keys = True
 
     def expire_keys(self, keys: Sequence[str], at_ms: int, head: str, version: Any, *, gen: int) -> bool:
