@@ -471,7 +471,7 @@ def expire(seconds: float) -> None:
 
 @board.command()
 def ttl() -> None:
-    """The seconds left before the board expires; null (none with --json) when it has no expiry or no board."""
+    """The seconds left before the board expires; none (null with --json) when it has no expiry or no board."""
     found, lb = _board()
     left = lb.ttl()
     _echo(found, left if found.as_json or left is not None else "none")

@@ -25,13 +25,13 @@ def parse_score(text: str) -> int | float:
     A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
     text = text.strip(SPACES)
-    found = _number(text)
+    found = read_number(text)
     if found is None:
         raise InvalidScoreError(f"not a number: {text!r}")
     return found
 
 
-def _number(text: str) -> int | float | None:
+def read_number(text: str) -> int | float | None:
     """``text`` as an int or a float (ASCII digits: see mdss._parse), ``None`` if it is no number; a number past a
     double's range (``1e400``) is refused, not taken for ``inf``."""
     try:
@@ -78,6 +78,13 @@ def utf8_lines(stream: Iterable[bytes]) -> Iterator[str]:
             ) from None
 
 
+def _unreadable(line: int, exc: csv.Error) -> InvalidArgumentError:
+    """A csv module error in a file's words (its advice on a lone carriage return is about Python's ``open``)."""
+    if "new-line character seen in unquoted field" in str(exc):
+        return InvalidArgumentError(f"line {line}: a carriage return alone ends no line; save the file with LF or CRLF")
+    return InvalidArgumentError(f"line {line}: {exc}")
+
+
 def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str]) -> Iterator[tuple[str, int | float]]:
     """The pairs of a ``member,score`` CSV as they are read; the problems go to ``problems`` by line number
     (``header`` None: a first row is skipped when it :func:`looks_like_header`). An unreadable line (not UTF-8, a
@@ -101,7 +108,7 @@ def csv_pairs(stream: Iterable[bytes], header: bool | None, problems: list[str])
                 continue
             yield pair
     except csv.Error as exc:
-        raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
+        raise _unreadable(reader.line_num, exc) from None
 
 
 def parse_value(text: str, *, padded: bool = False) -> Any:
@@ -116,7 +123,7 @@ def parse_value(text: str, *, padded: bool = False) -> Any:
     A number past a double's range (``1e400``) is refused, not taken for ``inf``.
     """
     word = text.strip(SPACES) if padded else text
-    found = _number(word)
+    found = read_number(word)
     if found is not None:
         return found
     return {"true": True, "false": False}.get(word.lower(), text)
@@ -161,4 +168,4 @@ def read_rows(stream: Iterable[bytes], lines: RowLines | None = None) -> Iterato
             yield row[0], values
             lines.line = None
     except csv.Error as exc:
-        raise InvalidArgumentError(f"line {reader.line_num}: {exc}") from None
+        raise _unreadable(reader.line_num, exc) from None

@@ -189,7 +189,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     @property
     def tiebreak(self) -> str:
-        """How equal scores are ordered: ``"member"`` or ``"member_desc"``."""
+        """How equal scores are ordered: ``"member"``, ``"member_desc"`` or ``"first"`` (who reached it first)."""
         return self.engine.tiebreak
 
     @property

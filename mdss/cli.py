@@ -19,7 +19,7 @@ import mdss
 from . import _parse, _percentiles
 from ._board_cli import FloatRange, IntRange, spill_options
 from ._board_cli import board as board_command
-from ._cli_csv import csv_pairs, parse_score
+from ._cli_csv import SPACES, csv_pairs, parse_score, read_number
 from ._cli_csv import looks_like_header as looks_like_header  # re-exported: tests import it from here
 
 T = TypeVar("T")
@@ -44,10 +44,11 @@ class ScoreType(click.ParamType):
     name = "score"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int | float:
-        try:
-            return parse_score(str(value))
-        except mdss.InvalidScoreError as exc:
-            self.fail(str(exc), param, ctx)
+        """A usage error for what is no number; a number out of a score's range (``1e400``) is mdss' one-line
+        refusal, as NaN and an integer past 64 bits are."""
+        if read_number(str(value).strip(SPACES)) is None:
+            self.fail(f"not a number: {value!r}", param, ctx)
+        return parse_score(str(value))
 
 
 SCORE = ScoreType()
@@ -104,8 +105,9 @@ class Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except mdss.MdssError as exc:  # the library's advice in the commands' words: its replace=True is --replace
-            raise click.ClickException(str(exc).replace("replace=True", "--replace")) from exc
+        except mdss.MdssError as exc:  # the library's advice in the commands' words: replace=True is --replace, ...
+            message = str(exc).replace("replace=True", "--replace").replace("ties='competition'", "--ties competition")
+            raise click.ClickException(message) from exc
 
 
 class Context:
@@ -385,7 +387,8 @@ def topn_top(found: mdss.TopN, ties: str) -> None:
 @topn.command("threshold")
 @click.pass_obj
 def topn_threshold(found: mdss.TopN) -> None:
-    """Print the score a post must beat to enter a full top N (nothing while it has room)."""
+    """Print the score of the last entry of a full top N, which a post enters by beating it, or by equalling it and
+    coming first by member (nothing while it has room)."""
     least = found.threshold()
     click.echo("(room left)" if least is None else _score(least))
 
@@ -398,7 +401,7 @@ def estimate(member: str | None, score: int | float | None, max_error: int | Non
     """Print an estimate of MEMBER's rank (or --score's) and percentile, with bounds that always hold, from the cached
     manifests only (estimate_rank, estimate_percentile)."""
     if (member is None) == (score is None):
-        raise click.UsageError("give MEMBER or --score, not both")
+        raise click.UsageError("give MEMBER or --score (one of them)")
     board = _ctx().board()
     rank = board.estimate_rank(member, score=score, max_error=max_error)
     share_error = None if max_error is None else max_error / max(len(board), 1)  # the same bound, as a share
@@ -727,7 +730,7 @@ def synthetic_players(n: int, seed: int) -> Iterator[tuple[str, int]]:
 @cli.command()
 @click.option("--members", type=IntRange(min=1), default=1_000_000, show_default=True)
 @click.option("--chunk-size", type=IntRange(2, 100_000), default=1000, show_default=True)
-@click.option("--seed", type=IntRange(), default=7, show_default=True)
+@click.option("--seed", type=IntRange(min=0), default=7, show_default=True)
 @click.option("--shards", type=IntRange(1, 1024), default=1, show_default=True, help="Shards of the set.")
 def demo(members: int, chunk_size: int, seed: int, shards: int) -> None:
     """Build a leaderboard of synthetic players and query it, showing each query's cost."""
@@ -757,7 +760,10 @@ def demo(members: int, chunk_size: int, seed: int, shards: int) -> None:
     click.echo(_table(_measured(board, f"Around {player}", lambda: board.around(player, 3, 3))))
     again = _measured(board, f"Rank of {player} again (nodes cached)", lambda: board.rank(player))
     click.echo(f"  {ordinal(again)}")  # type: ignore[arg-type]
-    click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
+    if obj.store_url.startswith("memory:"):
+        click.echo("\nThe set was in this process's memory, gone now; --store sqlite:///demo.db keeps it.")
+    else:
+        click.echo(f"\nThe set stays in {obj.store_url}; try: mdss --store {obj.store_url} top -n 5")
 
 
 # -- the benchmark ---------------------------------------------------------------
@@ -814,7 +820,7 @@ def _shard_counts(value: str) -> list[int]:
     help="Single updates (one add per call) timed, merges included.",
 )
 @click.option("--cache-mb", type=IntRange(min=0), default=4096, show_default=True, help="mdss' node cache budget.")
-@click.option("--seed", type=IntRange(), default=1, show_default=True)
+@click.option("--seed", type=IntRange(min=0), default=1, show_default=True)
 @click.option(
     "--shards",
     default="1",
