@@ -7,6 +7,7 @@ and check are the engine's modules. See docs/architecture.md.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -89,6 +90,35 @@ class _Opens(type):
 
     def __call__(cls, *args: Any, **options: Any) -> Any:
         return cls.open(*args, **options)  # type: ignore[attr-defined]
+
+
+#: The options a set takes, named as ``Engine`` takes them (with their defaults).
+OPTIONS = (
+    "order",
+    "chunk_size",
+    "tiebreak",
+    "cache_bytes",
+    "gc_grace",
+    "retry_budget",
+    "max_attempts",
+    "max_batch",
+    "max_wait",
+    "log_limit",
+    "max_staleness",
+)
+
+
+def _signature() -> inspect.Signature:
+    """What ``SortedSet(...)`` takes, for ``help()``, ``inspect`` and editors (the metaclass's call says only
+    ``*args, **options``)."""
+    engine = inspect.signature(Engine.__init__).parameters
+    return inspect.Signature(
+        [
+            *[inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("store", "name")],
+            inspect.Parameter("shards", inspect.Parameter.KEYWORD_ONLY, default=None),
+            *[engine[n] for n in OPTIONS],
+        ]
+    )
 
 
 class SortedSet(SetMethods, metaclass=_Opens):
@@ -535,3 +565,6 @@ class SortedSet(SetMethods, metaclass=_Opens):
 
     def _describe(self) -> str:
         return _check.describe(self.engine)
+
+
+SortedSet.__signature__ = _signature()  # type: ignore[attr-defined]

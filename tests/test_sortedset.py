@@ -311,3 +311,16 @@ def test_an_unknown_option_a_negative_last_rank_and_an_empty_batch_answer_as_mds
     with sset.batch() as batch:
         pass
     assert batch.results == []
+
+
+def test_the_constructor_shows_the_options_it_takes() -> None:
+    """``SortedSet(...)`` goes through a metaclass, whose call showed ``(*args, **options)`` to help(), inspect and
+    editors: its signature names every option the set checks, with the engine's defaults."""
+    import inspect
+
+    from mdss._facade import check_options
+
+    shown = inspect.signature(mdss.SortedSet).parameters
+    checked = [p for p in inspect.signature(check_options).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert list(shown) == ["store", "name", "shards", *(p.name for p in checked)]
+    assert shown["chunk_size"].default is None and shown["gc_grace"].default == 30.0
