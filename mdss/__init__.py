@@ -32,6 +32,7 @@ from .exceptions import (
     SettingsMismatchError,
     SiblingsError,
     StoreError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
 from .leaderboard import Leaderboard, RankedRow, Row
@@ -66,6 +67,7 @@ __all__ = [
     "Stats",
     "Store",
     "StoreError",
+    "StoreRefusedError",
     "StoreUnavailableError",
     "TopN",
     "__version__",

@@ -17,7 +17,14 @@ from ._engine import Engine
 from ._head import Head, Log
 from ._publish import Doubt
 from ._snapshot import Snapshot
-from .exceptions import ConflictError, CorruptDataError, MissingNodeError, OutcomeUnknownError, StoreUnavailableError
+from .exceptions import (
+    ConflictError,
+    CorruptDataError,
+    MissingNodeError,
+    OutcomeUnknownError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 from .stores.base import Record
 
 
@@ -112,6 +119,10 @@ def append(
                 engine.writer.release()  # landed, under commits this process has not decoded: the next one reads
                 engine.commits += 1
                 return True
+            except StoreRefusedError:
+                if doubt.ambiguous is None:
+                    raise  # no attempt of this append landed (the store spent its own retries): safe to call again
+                continue
             except StoreUnavailableError as exc:
                 doubt.ambiguous = exc
                 continue

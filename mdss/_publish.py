@@ -16,7 +16,14 @@ from ._head import LANDED, LOST, PENDING, UNKNOWN, Head
 from ._nodes import cached_weight, stored_id
 from ._snapshot import Snapshot
 from ._writer import Writer
-from .exceptions import ConflictError, MissingNodeError, OutcomeUnknownError, StoreError, StoreUnavailableError
+from .exceptions import (
+    ConflictError,
+    MissingNodeError,
+    OutcomeUnknownError,
+    StoreError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 from .stores.base import Record
 
 
@@ -35,7 +42,7 @@ class Doubt:
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         if self.ambiguous is None or not isinstance(exc, StoreError):
             return
-        if isinstance(exc, (ConflictError, StoreUnavailableError)):
+        if isinstance(exc, (ConflictError, StoreUnavailableError)) and not isinstance(exc, StoreRefusedError):
             return
         raise OutcomeUnknownError(
             f"commit {self.nonce} to set {self.engine.name!r} lost its reply ({self.ambiguous}), then the store "
@@ -121,6 +128,9 @@ def _cas_head(engine: Engine, snap: Snapshot, head: Head, data: bytes) -> tuple[
                     if exc.current_known:
                         engine.writer.lost_to(exc.current)  # the rebase starts from it without reading it again
                     return None
+            except StoreRefusedError:
+                if doubt.ambiguous is None:
+                    raise  # no attempt of this commit landed (the store spent its own retries): safe to call again
             except StoreUnavailableError as exc:
                 doubt.ambiguous = exc
             try:

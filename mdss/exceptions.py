@@ -58,6 +58,11 @@ class StoreUnavailableError(StoreError, ConnectionError):
     applied, and mdss never deletes what it stored until it has proven that it did not land."""
 
 
+class StoreRefusedError(StoreUnavailableError):
+    """The store refused a write and applied none of it (after bounded retries: a lock held past the timeout, a
+    read-only file, throttling): from a set's write methods, nothing of the call is visible; it is safe to retry."""
+
+
 class OutcomeUnknownError(StoreUnavailableError):
     """A write's reply was lost and it could not be proven applied or not. From :meth:`Store.cas`: the key changed since
     it was read and may hold this write or a later one. From a set's write methods: the commit may or may not be visible
@@ -104,5 +109,6 @@ __all__ = [
     "SettingsMismatchError",
     "SiblingsError",
     "StoreError",
+    "StoreRefusedError",
     "StoreUnavailableError",
 ]

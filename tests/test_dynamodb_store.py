@@ -299,6 +299,26 @@ def test_throttling_is_retried_then_unavailable(store, code) -> None:
     assert not isinstance(raised.value, mdss.OutcomeUnknownError)
 
 
+def test_a_throttled_head_refuses_a_set_write_rather_than_doubting_it(store) -> None:
+    """A hot head whose conditional puts are all throttled applied nothing, yet a set's write reported
+    OutcomeUnknownError after proving for seconds more (a helper's probe): now StoreRefusedError, safe to retry."""
+    board = mdss.SortedSet(store, "hot")
+    board.add("ann", 1)
+
+    def throttled(real, **request):
+        if request["Item"]["k"]["S"].endswith(":h"):
+            raise client_error("ProvisionedThroughputExceededException")
+        return real(**request)
+
+    real = store.client
+    patch(store, put_item=throttled)
+    with pytest.raises(mdss.StoreRefusedError) as raised:
+        board.incr("ann", 1)
+    assert not isinstance(raised.value, mdss.OutcomeUnknownError)
+    store.client = real
+    assert board.score("ann") == 1 and board.incr("ann", 1) == 2
+
+
 def test_unprocessed_items_and_keys_are_resent(store) -> None:
     rounds = {"write": 0, "get": 0}
 

@@ -104,6 +104,34 @@ def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path, write) -> None:
         other.close()
 
 
+@pytest.mark.parametrize("refusal", ["lock", "read-only"])
+def test_a_set_write_the_store_refused_is_a_refusal_not_a_doubt(path, refusal) -> None:
+    """A write SQLite refused outright (its lock held past the timeout, a read-only database) applied nothing, yet a
+    set's write reported OutcomeUnknownError ("cannot be proven applied or not") after proving for ~5 s more, and an
+    incr could not be retried safely (a helper's probe). Now: StoreRefusedError, at once, and the set unchanged."""
+    store = SQLiteStore(path, timeout=0.3)
+    board = mdss.SortedSet(store, "s", chunk_size=4)
+    board.add_many({"ann": 1, "bob": 2})
+    other = _locked_by_another_connection(path) if refusal == "lock" else None
+    if other is None:
+        store._connection().execute("PRAGMA query_only = 1")  # SQLITE_READONLY, as a read-only file or mount gives
+    try:
+        for write in (lambda: board.incr("ann", 1), lambda: board.add_many({f"m{i}": i for i in range(30)})):
+            start = time.monotonic()
+            with pytest.raises(mdss.StoreRefusedError) as caught:
+                write()
+            assert not isinstance(caught.value, mdss.OutcomeUnknownError)
+            assert time.monotonic() - start < 3
+    finally:
+        if other is not None:
+            other.rollback()
+            other.close()
+        else:
+            store._connection().execute("PRAGMA query_only = 0")
+    assert board.scores(["ann", "bob", "m1"]) == [1, 2, None]
+    assert board.incr("ann", 1) == 2 and board.check() == []
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

@@ -244,7 +244,8 @@ class Store:
         what it wrote (``None`` when the store cannot tell without a read), so that a writer can compare-and-set again
         without reading. Raises :class:`~mdss.exceptions.ConflictError` when the key changed (or exists, for ``None``):
         then nothing is written, and its ``current`` is the record the key holds if the store read it in the same round
-        trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write may or may not have landed.
+        trip. Any :class:`~mdss.exceptions.StoreUnavailableError` means the write may or may not have landed, but for
+        :class:`~mdss.exceptions.StoreRefusedError`: it did not, in any attempt.
         """
         return self._counted(lambda: self._cas(key, value, version), writes=1, bytes_written=len(value))
 

@@ -63,6 +63,7 @@ from ..exceptions import (
     InvalidArgumentError,
     OutcomeUnknownError,
     StoreError,
+    StoreRefusedError,
     StoreUnavailableError,
     shown,
 )
@@ -248,16 +249,19 @@ class DynamoDBStore(Store):
         return reply
 
     def _call(self, operation: str, **request: Any) -> dict[str, Any]:
-        """An idempotent request, retried under the store's policy; then :class:`StoreUnavailableError`."""
+        """An idempotent request, retried under the store's policy; then :class:`StoreUnavailableError`
+        (:class:`StoreRefusedError` when no attempt may have been applied)."""
         failure: Exception | None = None
+        applied = False
         for _ in self.retry.attempts():
             try:
                 return self._attempt(operation, **request)
             except _Transient as exc:
-                failure = exc.cause
+                failure, applied = exc.cause, applied or exc.applied
             except (boto_errors.ClientError, boto_errors.BotoCoreError) as exc:
                 raise self._refused(operation, exc) from exc
-        raise StoreUnavailableError(f"{self.where}: {operation} failed within its retry budget: {failure}") from failure
+        error = StoreUnavailableError if applied else StoreRefusedError
+        raise error(f"{self.where}: {operation} failed within its retry budget: {failure}") from failure
 
     def _refused(self, operation: str, exc: Exception) -> StoreError:
         if _code(exc) == "ResourceNotFoundException":
@@ -444,7 +448,7 @@ class DynamoDBStore(Store):
             raise OutcomeUnknownError(
                 f"{self.where}: a conditional put of {key!r} got no reply within its retry budget: {lost}"
             ) from lost
-        raise StoreUnavailableError(f"{self.where}: a conditional put of {key!r} failed: {failure}") from failure
+        raise StoreRefusedError(f"{self.where}: a conditional put of {key!r} failed: {failure}") from failure
 
     # -- expiry: DynamoDB's TTL, fenced item by item -----------------------------------------
 

@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 import attrs
 
 from .._retry import Backoff
-from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreUnavailableError
+from ..exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreRefusedError, StoreUnavailableError
 from .base import Record, Store, parse_number, store_options
 
 # SQLite's default limit on host parameters in one statement is 32766 since 3.32, 999 before.
@@ -164,12 +164,15 @@ class SQLiteStore(Store):
         text = str(exc)
         if "not a database" in text or "malformed" in text:
             return CorruptDataError(f"{self.path} is not a readable SQLite database: {text}")
+        # Each write is one transaction, rolled back whole when it fails: these say it never ran or ran to no effect.
         if "disk is full" in text:  # SQLITE_FULL: the file system, or the max_page_count limit
-            return StoreUnavailableError(f"SQLite store {self.path}: the disk is full, nothing was written ({text})")
+            return StoreRefusedError(f"SQLite store {self.path}: the disk is full, nothing was written ({text})")
         if _busy(exc):
-            return StoreUnavailableError(
+            return StoreRefusedError(
                 f"SQLite store {self.path}: another connection held the write lock for over {self.timeout:g} s ({text})"
             )
+        if "readonly" in text:  # SQLITE_READONLY: the file, its directory or the mount
+            return StoreRefusedError(f"SQLite store {self.path} cannot be written: {text}")
         return StoreUnavailableError(f"SQLite store {self.path}: {text}")
 
     @contextlib.contextmanager
