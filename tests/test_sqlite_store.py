@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from typing import Any
 
 import pytest
 from depth import budget
@@ -102,6 +103,34 @@ def test_a_write_gives_up_on_a_held_lock_after_its_timeout(path, write) -> None:
     finally:
         other.rollback()
         other.close()
+
+
+def test_switching_a_new_file_to_wal_waits_out_another_process_doing_so(path, monkeypatch) -> None:
+    """Processes opening one new file at once: ``PRAGMA journal_mode=WAL`` can answer SQLITE_BUSY without SQLite's busy
+    handler (another process is setting up the WAL), and the open failed at once (a helper's probe: 2 of 4,800 opens
+    by 16 processes at once). It is waited out within the timeout now; here the first two tries are busy."""
+    busy = [2]
+
+    class Switching:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def execute(self, statement: str, *args: Any) -> Any:
+            if statement == "PRAGMA journal_mode=WAL" and busy[0]:
+                busy[0] -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return self.db.execute(statement, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.db, name)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: Switching(connect(*a, **k)))
+    with SQLiteStore(path) as store:
+        mdss.SortedSet(store, "s").add("ann", 1)
+    assert busy == [0]
+    with SQLiteStore(path) as store:
+        assert mdss.SortedSet(store, "s").score("ann") == 1
 
 
 @pytest.mark.parametrize("refusal", ["lock", "read-only"])

@@ -128,7 +128,9 @@ class SQLiteStore(Store):
             try:
                 # isolation_level=None: we issue BEGIN ourselves, so a transaction is exactly our block.
                 db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
+                # Switching a new file to WAL takes its lock without SQLite's busy handler: processes opening one file
+                # at once wait their turn here (they failed at once: a helper's probe of 8 processes).
+                _waited(db, self._waits[False], lambda: db.execute("PRAGMA journal_mode=WAL"))
                 db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
                 db.execute("PRAGMA busy_timeout = 0")  # every wait is ours (see the module's docstring)
                 db.execute(f"PRAGMA wal_autocheckpoint={_WAL_PAGES}")
