@@ -426,3 +426,35 @@ def test_bench_measures_the_seed_001_anchor(url, tmp_path) -> None:
     anchor = figures["dynamodb_count"]
     assert anchor["round_trips_per_median_rank"] >= 2 and anchor["rank_median_p50_us"] > 0
     assert figures["mdss"]["round_trips_per_median_rank"] <= 3 and "mdss / dynamodb_count" in result.output
+
+
+@pytest.mark.parametrize("body", [b"<html><body>Welcome</body></html>", b"{}", b'{"Table": {"TableStatus": "ACTIVE"}}'])
+def test_an_endpoint_that_is_not_dynamodb_is_a_store_error(body: bytes, monkeypatch) -> None:
+    """An endpoint answering 200 with a web page (botocore reads it as a reply without fields) raised a bare
+    KeyError('Table') from open_store (a helper's probe)."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "x"), ("AWS_EC2_METADATA_DISABLED", "1")):
+        monkeypatch.setenv(name, value)  # signed requests, so that they reach the endpoint
+    import http.server
+    import threading
+
+    class Web(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Web)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(mdss.StoreError, match="DynamoDB|key schema"):
+            mdss.open_store(f"dynamodb://tbl?region=us-east-1&endpoint={endpoint}&retry_budget=0.5")
+    finally:
+        server.shutdown()
+        server.server_close()

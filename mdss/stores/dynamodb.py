@@ -514,7 +514,7 @@ class DynamoDBStore(Store):
         TTL on :attr:`ttl_attribute`."""
         created = False
         try:
-            table = self._call("describe_table", TableName=self.table)["Table"]
+            table = self._describe()
         except StoreError as exc:
             if not create or _code(exc.__cause__) != "ResourceNotFoundException":
                 raise
@@ -531,15 +531,18 @@ class DynamoDBStore(Store):
                 if _code(again.__cause__) != "ResourceInUseException":  # else: another process created it first
                     raise
                 created = False
-            table = self._call("describe_table", TableName=self.table)["Table"]
+            table = self._describe()
         for _ in self.retry.attempts():
             if table.get("TableStatus") == "ACTIVE":
                 break
-            table = self._call("describe_table", TableName=self.table)["Table"]
+            table = self._describe()
         else:
             raise StoreUnavailableError(f"{self.where} is {table.get('TableStatus')}, not ACTIVE, after its budget")
-        schema = {(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]}
-        types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+        try:
+            schema = {(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]}
+            types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+        except (KeyError, TypeError) as exc:
+            raise StoreError(f"{self.where}: the endpoint described the table without a key schema ({exc!r})") from exc
         if schema != {("k", "HASH")} or types.get("k") != "S":
             raise StoreError(
                 f"{self.where} has the key schema {sorted(schema)}; mdss needs a string partition key named k "
@@ -547,6 +550,16 @@ class DynamoDBStore(Store):
             )
         if created and self.ttl_attribute is not None:
             self.ttl_enabled = self._enable_ttl()
+
+    def _describe(self) -> dict[str, Any]:
+        """The table's description; :class:`StoreError` when the endpoint does not answer as DynamoDB does (botocore
+        takes a body it cannot parse, an HTML page or ``{}``, for a reply without fields)."""
+        table = self._call("describe_table", TableName=self.table).get("Table")
+        if not isinstance(table, dict):
+            raise StoreError(
+                f"{self.where}: the endpoint did not answer DescribeTable as DynamoDB does: is it DynamoDB?"
+            )
+        return table
 
     def _enable_ttl(self) -> bool:
         """Enable the table's TTL on :attr:`ttl_attribute`; whether the engine did. One that refuses (dynalite does not
