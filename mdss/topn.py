@@ -14,7 +14,7 @@ import attrs
 
 from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace
-from ._order import Entry, Order, Score, check_choice, check_member, check_score, checked_pairs
+from ._order import MAX_MEMBER_BYTES, Entry, Order, Score, check_choice, check_member, check_score, checked_pairs
 from ._retry import COMMITS
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError, shown
 from .stores.base import Record, Store
@@ -78,11 +78,34 @@ class TopN:
             raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {shown(max_attempts)}")
         self.store, self.name, self.n = store, name, n
         self.order = Order(order)
+        self._check_fits(store.max_value_bytes)
         self.key = Keyspace(store.namespace, name).topn
         self._policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)
 
     def __repr__(self) -> str:
         return f"TopN({self.name!r}, n={self.n}, order={self.order.name!r})"
+
+    def _largest(self, n: int) -> int:
+        """The bytes of a full top of ``n`` entries with the longest members and scores (the msgpack headers of the
+        lists grow at 16 and 65,536 entries: measured past both, then each entry adds the same)."""
+        entry = ("m" * MAX_MEMBER_BYTES, -(2**63))
+        small = min(n, 65_537)
+        return len(self._encode([entry] * small)) + (n - small) * (
+            len(self._encode([entry] * 2)) - len(self._encode([entry]))
+        )
+
+    def _check_fits(self, limit: int | None) -> None:
+        """Refuse an ``n`` whose full top might not fit in one value of the store (DynamoDB: 400 KB), saying the largest
+        that does: past it, posts of long members were refused once the value filled, the top never full."""
+        if limit is None or self._largest(self.n) <= limit:
+            return
+        fits = self.n * limit // self._largest(self.n)
+        while fits > 1 and self._largest(fits) > limit:
+            fits -= 1
+        raise InvalidArgumentError(
+            f"n={self.n} makes a top of up to {self._largest(self.n):,} bytes (with the longest members), and this "
+            f"store holds at most {limit:,} bytes per value: use n={fits} or less"
+        )
 
     # -- encoding ---------------------------------------------------------------
 

@@ -142,3 +142,18 @@ def test_a_new_set_does_not_scan_the_table(client) -> None:
     client.requests.clear()
     mdss.SortedSet(store, "new", shards=16).add_many({f"x{i}": i for i in range(100)})
     assert client.requests["scan"] == 0
+
+
+def test_a_top_n_is_refused_where_its_full_top_may_not_fit_in_an_item(client) -> None:
+    """TopN(n=5000) was accepted, and posts of long members were refused from member 1,638 on, the top never full (a
+    helper's probe on dynalite). Now n is checked against the item's room at construction, as a set's chunk_size is:
+    the largest n it names holds a full top of the longest members."""
+    store = open_store(client)
+    with pytest.raises(mdss.InvalidArgumentError, match="or less") as refused:
+        mdss.TopN(store, "podium", n=5000)
+    fits = int(str(refused.value).rsplit("use n=", 1)[1].split()[0])
+    podium = mdss.TopN(store, "podium", n=fits)
+    longest = [("m" * 250 + f"{i:06d}", -(2**63) + i) for i in range(fits + 5)]
+    for start in range(0, len(longest), 500):
+        podium.post_many(longest[start : start + 500])
+    assert len(podium.top()) == fits
