@@ -44,7 +44,6 @@ from ._order import (
     Entry,
     Order,
     Score,
-    add_scores,
     check_choice,
     check_flag,
     check_member,
@@ -502,19 +501,13 @@ class ShardedSet(SetMethods):
         members = sorted({member for _, member, _ in ops})
         now: dict[str, Any] = dict(zip(members, self.scores(members)))
         for op, member, value in ops:
-            kind = op.split(":", 1)[0]  # conditions (only=, when=) aside: they can only skip an op
-            if kind == _ops.DATA:  # the score stays
+            if op == _ops.DATA:  # the score stays
                 continue
-            value = score_of(value)  # (score, data) with data
-            if kind == "incr":
-                now[member] = add_scores(0 if now[member] is None else now[member], value)
-            elif kind == "set":
-                now[member] = value
-            elif kind in ("best", "gt", "lt"):
-                better = self._order.better if kind == "best" else (max if kind == "gt" else min)
-                now[member] = value if now[member] is None else better(now[member], value)
-            else:
+            if op in ("remove", "take"):
                 now[member] = None
+                continue
+            # As the commit resolves it, conditions (only=, when=) included: an op they skip changes nothing.
+            now[member] = _ops.resolve(op, now[member], score_of(value), self._order.better)[0]
 
     # -- reads -----------------------------------------------------------------------
 
