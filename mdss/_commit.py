@@ -71,8 +71,8 @@ def apply_ops(engine: Engine, pending: Pending, new: dict[str, Any]) -> list[Any
         now, applied = _ops.resolve(op, current, value, better)
         trial[member] = valued(now, data if applied and data is not None else kept)
         want = wants[n] if isinstance(wants, list) else wants
-        if want == "changed":  # Redis' ZADD CH: added, or its score now differs
-            results.append(now is not None and not same_value(current, now))
+        if want == "changed":  # Redis' ZADD CH: added, or its score now differs (numerically: 3 and 3.0 do not)
+            results.append(now is not None and (current is None or now != current))
         elif want:  # the new score; None where a condition kept the op from applying (Redis' nil)
             results.append(now if applied else None)
         else:  # whether the member was added

@@ -121,6 +121,16 @@ def test_batches_carry_conditions_and_change_replies() -> None:
     assert dict((e.member, e.score) for e in board) == {"ann": 3, "bob": 5, "dee": 2}
 
 
+def test_changed_counts_a_score_that_differs_numerically_as_zadd_ch_does() -> None:
+    """``add("a", 3.0, changed=True)`` on a score of 3 answered True, where Redis' ``ZADD CH`` counts 0: 3 and 3.0 are
+    one score (the set keeps the type it was given last, as before)."""
+    board = mdss.SortedSet(mdss.open_store("memory://"), "b")
+    board.add_many({"a": 3, "b": 0})
+    assert board.add("a", 3.0, changed=True) is False and type(board.score("a")) is float
+    assert board.add_many({"a": 3, "b": 0.0, "c": 1}, changed=True) == 1
+    assert board.add("b", 0.0, op="incr", changed=True) is False and board.add("b", 2, changed=True) is True
+
+
 def test_bad_combinations_are_refused_like_redis() -> None:
     board = mdss.SortedSet(mdss.open_store("memory://"), "b")
     for kwargs in ({"op": "gt", "only": "new"}, {"op": "lt", "only": "new"}, {"op": "nope"}, {"only": "old"}):
