@@ -130,11 +130,10 @@ def test_the_overflow_check_of_a_batch_spanning_shards_resolves_conditions_as_th
         assert board.add_many([("a", -math.inf), ("d", 1)], op="incr", only="new") == 1
         board.add("b", 2**63 - 1)
         assert board.add_many([("b", 1), ("e", 1)], op="incr", only="new") == 1
-        with pytest.raises(mdss.InvalidScoreError):
-            with board.batch():
-                board.add("a", 0, only="new")  # skipped: a stays inf
-                board.incr("a", -math.inf)  # inf - inf
-                board.add("f", 5)
+        with pytest.raises(mdss.InvalidScoreError), board.batch():
+            board.add("a", 0, only="new")  # skipped: a stays inf
+            board.incr("a", -math.inf)  # inf - inf
+            board.add("f", 5)
         assert board.scores(["a", "b", "d", "e", "f"]) == [math.inf, 2**63 - 1, 1, 1, None], shards
 
 

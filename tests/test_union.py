@@ -177,6 +177,22 @@ def test_arguments_are_checked() -> None:
     assert store.get(mdss.SortedSet(store, "out").keys.settings) is None  # shards=2 refused before it stored a thing
 
 
+def test_a_name_without_a_set_beside_an_ascending_source_is_an_empty_set_of_no_order() -> None:
+    """A missing name was opened with the default order (desc), so the sources "differed in order" and an ascending
+    source's union was refused without order= (a helper's differential fuzz; Redis reads a missing key as empty)."""
+    store = mdss.open_store("memory://")
+    mdss.SortedSet(store, "laps", order="asc").add_many({"ann": 61.5, "bob": 59.0})
+    assert mdss.union(store, "u", ["laps", "no-such-set"]) == 2
+    assert mdss.SortedSet(store, "u").order == "asc" and [e.member for e in mdss.SortedSet(store, "u")] == [
+        "bob",
+        "ann",
+    ]
+    assert mdss.intersection(store, "i", ["no-such-set", "laps"]) == 0
+    mdss.SortedSet(store, "desc").add("cid", 1)
+    with pytest.raises(mdss.InvalidArgumentError, match="differ in order"):
+        mdss.union(store, "v", ["laps", "desc"])
+
+
 def test_scores_past_64_bits_or_nan_are_refused_before_anything_is_written() -> None:
     store = mdss.open_store("memory://")
     mdss.SortedSet.load(store, "big", {"x": 2**62, "y": 1})
