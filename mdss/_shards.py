@@ -60,6 +60,8 @@ from .exceptions import (
     InvalidArgumentError,
     MissingNodeError,
     SettingsMismatchError,
+    StoreRefusedError,
+    StoreUnavailableError,
     shown,
 )
 from .stores.base import Store
@@ -473,9 +475,16 @@ class ShardedSet(SetMethods):
             self._refuse_overflow(ops)
         self._ensure_settings()
         results: list[Any] = [None] * len(ops)
+        took: list[int] = []
         for i, indices in sorted(groups.items()):
             # From the head last seen, or read first when that was mostly stale lately (as with writes over S shards).
-            got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
+            try:
+                got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
+            except StoreRefusedError as exc:  # it says nothing of the call landed: here other shards took their part
+                if not took:
+                    raise
+                raise StoreUnavailableError(f"{exc} (in shard {i}, after shards {took} took their part)") from exc
+            took.append(i)
             for n, result in zip(indices, got or ()):
                 results[n] = result
         return results
@@ -492,6 +501,10 @@ class ShardedSet(SetMethods):
                 self.engines[i].group.submit([("take", e.member, e.score) for e in mine])
             except _ops.Stale:
                 continue
+            except StoreRefusedError as exc:  # it says nothing of the call landed: here other shards' pops did
+                if not taken:
+                    raise
+                raise StoreUnavailableError(f"{exc} (in shard {i}, after {len(taken)} entries were taken)") from exc
             taken.extend(mine)
         return taken
 

@@ -54,6 +54,8 @@ from .exceptions import (
     MdssError,
     MissingNodeError,
     SettingsMismatchError,
+    StoreRefusedError,
+    StoreUnavailableError,
     shown,
 )
 from .stores.base import Record, Store
@@ -571,11 +573,13 @@ class Leaderboard:
             except _Retired:  # dropped by another process's retention: the empty head made just now goes too
                 self._drop_instance(instance)
                 done[instance] = False
-            except InvalidArgumentError as exc:
+            except (InvalidArgumentError, StoreRefusedError) as exc:
                 if not took:
                     raise
                 names = ", ".join(map(repr, took))
-                raise type(exc)(f"{exc} (in window {instance!r}, after {names} took the post)") from exc
+                # A refusal by the store says nothing of the call landed: here some windows took it.
+                kind = StoreUnavailableError if isinstance(exc, StoreRefusedError) else type(exc)
+                raise kind(f"{exc} (in window {instance!r}, after {names} took the post)") from exc
             else:
                 took.append(instance)
         return {i: done[i] for i in instances}

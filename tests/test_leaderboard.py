@@ -1411,3 +1411,26 @@ def test_a_board_object_made_before_the_first_post_takes_the_chunk_size_of_whoev
     mdss.SortedSet(store, "q", chunk_size=7).add("x", 1)  # made first, with 7: a chunk size given is still checked
     with pytest.raises(mdss.SettingsMismatchError):
         other.add("y", 2)
+
+
+def test_a_window_the_store_refuses_after_another_took_the_post_is_no_refusal_of_the_whole_post(monkeypatch) -> None:
+    """StoreRefusedError says nothing of the call landed: a post the ``all`` window took before the store refused the
+    day window's commit raises StoreUnavailableError naming the windows that took it (a retry with the post id then
+    counts nothing twice)."""
+    store = mdss.open_store("memory://?appends=false")
+    board = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, accumulate=["xp"], windows=["all", "day"])
+    board.post("ann", {"xp": 1}, post_id="p0")
+    real = store._cas
+
+    def refusing(key, value, version):
+        if "day" in key:
+            raise mdss.StoreRefusedError("injected: throttled")
+        return real(key, value, version)
+
+    monkeypatch.setattr(store, "_cas", refusing)
+    with pytest.raises(mdss.StoreUnavailableError, match="after 'all' took the post") as raised:
+        board.post("ann", {"xp": 5}, post_id="p1")
+    assert not isinstance(raised.value, mdss.StoreRefusedError)
+    monkeypatch.setattr(store, "_cas", real)
+    board.post("ann", {"xp": 5}, post_id="p1")  # the retry: each window counts it once
+    assert {w.split(":")[0]: board.row("ann", window=w).values["xp"] for w in board.windows()} == {"all": 6, "day": 6}

@@ -1015,3 +1015,27 @@ def test_a_warm_sharded_reader_does_not_guess_past_the_sets_moment(redis_url, mo
     real = _head.clock
     monkeypatch.setattr(_head, "clock", lambda: real() + 7200)  # this process is past the moment; the keys are not
     assert reader.range(0, 5) == [] and len(reader) == 0
+
+
+def test_a_shard_the_store_refuses_after_another_took_its_part_is_no_refusal_of_the_whole_batch(monkeypatch) -> None:
+    """StoreRefusedError says nothing of the call landed: a batch one shard committed before the store refused the
+    next shard's raises StoreUnavailableError naming the shards that took their part; a pop likewise."""
+    store = mdss.open_store("memory://?appends=false")
+    board = mdss.SortedSet(store, "b", shards=2)
+    members = [f"m{i}" for i in range(8)]
+    board.add_many({m: i for i, m in enumerate(members)})
+    refused = f"{board.engines[1].keys.head}"
+    real = store._cas
+
+    def refusing(key, value, version):
+        if key == refused:
+            raise mdss.StoreRefusedError("injected: throttled")
+        return real(key, value, version)
+
+    monkeypatch.setattr(store, "_cas", refusing)
+    for write in (lambda: board.add_many({m: 100 for m in members}), lambda: board.pop_max(8)):
+        with pytest.raises(mdss.StoreUnavailableError, match="after") as raised:
+            write()
+        assert not isinstance(raised.value, mdss.StoreRefusedError)
+    with pytest.raises(mdss.StoreRefusedError):  # only the refusing shard: nothing landed
+        board.add_many({m: 7 for m in members if shard_of(m, 2) == 1})
