@@ -360,7 +360,8 @@ class SortedSet(SetMethods, metaclass=_Opens):
         at index ``limit // 2``, slid to stay full at either end of the set (as :meth:`around` with ``fill=True``);
         an empty page if the member is absent. ``with_data=True``: :class:`DataEntry` entries, each with its member's
         data (one more round trip, as :meth:`range`), from the page's snapshot; a page read on the snapshot a cursor
-        kept takes them from the newest state (a read of its own: the head, then the member index).
+        kept takes them from the newest state (a read of its own: the head, then the member index), as it takes, in a
+        set whose ties go by ``"first"``, its end entries' numbers among their ties for its cursors.
 
         Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
         (``gc_grace``); then the newest state after the last entry returned (before the first, going back): a member
