@@ -259,12 +259,6 @@ def score_of(value: Any) -> Score:
     return value[0] if type(value) is tuple else value
 
 
-def tie_number(value: Any) -> int | None:
-    """The number that places a ``"first"`` set's member among its ties (``(score, data, seq)``); ``None`` for any
-    other value."""
-    return value[2] if type(value) is tuple and len(value) == 3 else None
-
-
 def data_of(value: Any) -> Any:
     """The data in a member's value (``None``: none)."""
     return value[1] if type(value) is tuple else None
@@ -364,6 +358,11 @@ def spell(seq: int, member: str) -> str:
     """A ``"first"`` set's score tree member: the sequence number as 16 hex digits, then the member; comparing two
     compares the numbers first."""
     return f"{seq + _SEQ_BIAS:016x}{member}"
+
+
+def spelled_number(spelled: str) -> int:
+    """The sequence number :func:`spell` put before a member."""
+    return int(spelled[:SEQ_CHARS], 16) - _SEQ_BIAS
 
 
 def spell_at(member: str, at: int, seq: int) -> str:

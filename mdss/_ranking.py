@@ -217,6 +217,20 @@ class Ranking:
             low, high = high, self._next(path)
         return regions, want, need
 
+    def stored_member_at(self, position: int) -> str:
+        """The score tree's member at merged ``position`` (within the count) as it is stored (a ``"first"`` set's
+        spells its number among its ties): from the region's entry set, cached by a slice that reached it."""
+        tree, view = self.tree, self.view
+        if tree.root is None:
+            return str(view.between(None, None, closed=False)[0][position][1])
+        path, merged, low, high = self._seek(position)
+        node, lo = path[-1] if path else (None, 0)
+        leaf_id = tree.root if node is None else node.ids[lo]
+        leaf = tree.source.load_many([leaf_id], tree.keyfn, 0)[leaf_id]
+        added, removed = view.between(low, high, closed=False)
+        dropped = set(removed)
+        return str(list(heapq.merge([k for k in leaf.keys if k not in dropped], added))[position - merged][1])
+
     def first_at(self, start: int) -> Any:
         """The first key of the region where merged position ``start`` falls (within the count), from the manifests
         alone; ``None`` for the leftmost region or an empty tree."""

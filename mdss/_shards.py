@@ -49,7 +49,7 @@ from ._order import (
     check_member,
     check_score,
     score_of,
-    tie_number,
+    spelled_number,
 )
 from ._recent import Recent
 from ._tree import Tree
@@ -417,14 +417,22 @@ class ShardedSet(SetMethods):
         """The member's value in this read's snapshot (its shard's member index)."""
         return g.index(g.parts[shard_of(member, self.shards)]).get(member)
 
-    def _entries(self, g: Gather, start: int, stop: int, ties: str = "ordinal") -> list[Entry]:
-        """The entries at global positions ``start`` to ``stop - 1`` (an exact selection across shards), ranked."""
+    @staticmethod
+    def _keys_at(g: Gather, start: int, stop: int) -> list[Any]:
+        """The score tree keys at global positions ``start`` to ``stop - 1`` (an exact selection across shards)."""
         start, stop = max(start, 0), min(stop, g.count)
-        if start >= stop:
+        return [] if start >= stop else _shard_page.page(g, start, stop)
+
+    def _entries(
+        self, g: Gather, start: int, stop: int, ties: str = "ordinal", keys: list[Any] | None = None
+    ) -> list[Entry]:
+        """The entries at global positions ``start`` to ``stop - 1`` (their keys, if read already), ranked."""
+        found = self._keys_at(g, start, stop) if keys is None else keys
+        if not found:
             return []
-        found = _shard_page.page(g, start, stop)
+        start = max(start, 0)
         scores = self._order.scores_of(found)
-        ranks = list(range(start + 1, stop + 1))
+        ranks = list(range(start + 1, start + len(found) + 1))
         if ties == "competition" and found:
             ranks[0] = self._count_below(g, [self._order.first_key(scores[0])])[0] + 1
             for i in range(1, len(ranks)):
@@ -600,8 +608,10 @@ class ShardedSet(SetMethods):
             else:
                 at = 0 if entry is None else self._count_below(g, [self._next_to(g, *entry, back)])[0]
                 start, stop = (max(at - limit, 0), at) if back else (at, at + limit)
-            found = self._with_data(g, self._entries(g, start, stop, ties), with_data)
-            return found, start, g.count, [self._cursor_fields(g, e) for e in found[:1] + found[-1:]]
+            keys = self._keys_at(g, start, stop)
+            found = self._with_data(g, self._entries(g, start, stop, ties, keys), with_data)
+            ends = [self._cursor_fields(e, k) for e, k in zip(found[:1] + found[-1:], keys[:1] + keys[-1:])]
+            return found, start, g.count, ends
 
         entries, start, total, ends = self._read(run, staleness(max_staleness))
         if not entries:
@@ -613,13 +623,13 @@ class ShardedSet(SetMethods):
             _cursor.pack(tag, ends[0], back=True) if start else None,
         )
 
-    def _cursor_fields(self, g: Gather, entry: Entry) -> list[Any]:
-        """What a cursor next to ``entry`` carries: its member and score, and in a ``"first"`` set its number among
-        its ties, which lets a page go on after it once it has moved."""
-        if not self._order.first:
+    def _cursor_fields(self, entry: Entry, key: Any) -> list[Any]:
+        """What a cursor next to ``entry`` (score tree key ``key``) carries: its member and score, and in a set whose
+        ties go by ``"first"`` its number among its ties (spelled in its key), which lets a page go on after it once
+        it has moved."""
+        if self.tiebreak != "first":
             return [entry.member, entry.score]
-        found = self._value(g, entry.member)
-        return [entry.member, entry.score, tie_number(found) if score_of(found) == entry.score else None]
+        return [entry.member, entry.score, spelled_number(key[1])]
 
     def _next_to(self, g: Gather, member: str, score: Score, tie: int | None, back: bool) -> Any:
         """The probe a cursor next to ``(member, score)`` continues from: its key (a ``"first"`` set's needs the

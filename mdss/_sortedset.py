@@ -28,7 +28,7 @@ from ._order import (
     check_seconds,
     data_of,
     score_of,
-    tie_number,
+    spelled_number,
 )
 from ._ranking import Ranking, dense_below, dense_keys
 from ._shards import ShardedSet
@@ -80,9 +80,8 @@ def _slice(ranking: Any, start: int, stop: int, ties: str) -> tuple[list[str], l
     return ranking.slice(start, stop)
 
 
-#: What a page's read returns: ranking, start, (members, scores), their values when data is wanted, and in a
-#: ``"first"`` set the numbers of its first and last entries among their ties.
-_Sliced = tuple[Any, int, tuple[list[str], list[Any]], list[Any] | None, tuple[int | None, int | None]]
+#: What a page's read returns: ranking, start, (members, scores), and their values when data is wanted.
+_Sliced = tuple[Any, int, tuple[list[str], list[Any]], list[Any] | None]
 
 
 class _Opens(type):
@@ -360,8 +359,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         at index ``limit // 2``, slid to stay full at either end of the set (as :meth:`around` with ``fill=True``);
         an empty page if the member is absent. ``with_data=True``: :class:`DataEntry` entries, each with its member's
         data (one more round trip, as :meth:`range`), from the page's snapshot; a page read on the snapshot a cursor
-        kept takes them from the newest state (a read of its own: the head, then the member index), as it takes, in a
-        set whose ties go by ``"first"``, its end entries' numbers among their ties for its cursors.
+        kept takes them from the newest state (a read of its own: the head, then the member index).
 
         Pages read the first page's snapshot, so none skips or repeats a member, while its nodes are kept
         (``gc_grace``); then the newest state after the last entry returned (before the first, going back): a member
@@ -382,11 +380,10 @@ class SortedSet(SetMethods, metaclass=_Opens):
         values: list[Any] | None = None
 
         def valued(snap: Snapshot, start: int, sliced: tuple[list[str], list[Any]]) -> _Sliced:
-            """What a page read: its ranking, start, members and scores, their values if data is wanted, and the ends'
-            numbers among their ties."""
+            """What a page read: its ranking, start, members and scores, and their values if data is wanted."""
             members = sliced[0]
             values = self._values(snap, members) if with_data and members else None
-            return snap.ranking, start, sliced, values, self._tie_numbers(snap, sliced, values)
+            return snap.ranking, start, sliced, values
 
         if around is not None:
             member, (before, after) = check_member(around), page_around(limit)
@@ -395,9 +392,9 @@ class SortedSet(SetMethods, metaclass=_Opens):
                 start, stop = self._around(snap, member, before, after, True, ties) or (0, 0)
                 return valued(snap, start, _slice(snap.ranking, start, stop, ties))
 
-            ranking, start, (members, scores), values, ends = self._read(centred, bound)
+            ranking, start, (members, scores), values = self._read(centred, bound)
         elif cursor is None:
-            ranking, start, (members, scores), values, ends = self._read(
+            ranking, start, (members, scores), values = self._read(
                 lambda snap: valued(snap, 0, _slice(snap.ranking, 0, limit, ties)), bound
             )
         else:
@@ -406,9 +403,6 @@ class SortedSet(SetMethods, metaclass=_Opens):
             try:
                 ranking = self._cursor_ranking(state)
                 members, scores = _slice(ranking, start, state.position if back else start + limit, ties)
-                ends = (None, None)
-                if self._order.first and members:  # the numbers as the newest state has them, if unchanged
-                    ends = self._read(lambda snap: self._tie_numbers(snap, (members, scores), None))
             except MissingNodeError:  # the snapshot is gone: go on from the newest head, next to the cursor's entry
                 order = self._order
 
@@ -425,7 +419,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
                     first, stop = (max(at - limit, 0), at) if back else (at, at + limit)
                     return valued(snap, first, _slice(snap.ranking, first, stop, ties))
 
-                ranking, start, (members, scores), values, ends = self._read(resume, bound)
+                ranking, start, (members, scores), values = self._read(resume, bound)
         ranked = _ranked(self._order, ranking, start, members, scores, ties)
         entries: list[Any] = ranked
         if with_data and ranked:
@@ -435,6 +429,7 @@ class SortedSet(SetMethods, metaclass=_Opens):
         if not entries:
             return Page(entries, None, None)
         prefix, stop = self.engine.keys.prefix, start + len(entries)
+        ends = (self._tie_at(ranking, start), self._tie_at(ranking, stop - 1))
         return Page(
             entries,
             _cursor.encode(prefix, _cursor.state_of(ranking, stop, entries[-1], ends[1]))
@@ -443,20 +438,13 @@ class SortedSet(SetMethods, metaclass=_Opens):
             _cursor.encode(prefix, _cursor.state_of(ranking, start, entries[0], ends[0]), back=True) if start else None,
         )
 
-    def _tie_numbers(
-        self, snap: Snapshot, sliced: tuple[list[str], list[Any]], values: list[Any] | None
-    ) -> tuple[int | None, int | None]:
-        """In a ``"first"`` set, the numbers among their ties of the first and last of ``sliced``'s entries, as
-        ``snap`` holds them (their values, if read already), each ``None`` if its score there is another: what lets a
-        cursor go on after the entry once it has moved."""
-        members, scores = sliced
-        if not self._order.first or not members:
-            return None, None
-        found = [values[0], values[-1]] if values is not None else self._values(snap, [members[0], members[-1]])
-        return (
-            tie_number(found[0]) if score_of(found[0]) == scores[0] else None,
-            tie_number(found[1]) if score_of(found[1]) == scores[-1] else None,
-        )
+    def _tie_at(self, ranking: Any, position: int) -> int | None:
+        """In a set whose ties go by ``"first"``, the number among its ties of the entry at ``position`` of the page's
+        ranking, from its key there (the entry set the page read): what lets a cursor go on after the entry once it has
+        moved. ``None`` in any other set."""
+        if self.engine.tiebreak != "first":
+            return None
+        return spelled_number(ranking.stored_member_at(position))
 
     def _cursor_ranking(self, state: _cursor.State) -> Tree | Ranking:
         """The snapshot a cursor was made on; MissingNodeError when it can no longer be had exactly."""

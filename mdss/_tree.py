@@ -373,6 +373,12 @@ class Tree:
         runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
         return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
 
+    def stored_member_at(self, position: int) -> str:
+        """The member at ``position`` (within the count) as the entry set stores it (a ``"first"`` set's spells its
+        number among its ties)."""
+        ((leaf, a, _),) = self.leaf_runs(position, position + 1)
+        return str(leaf.members[a])
+
     def leaf_ids(self, start: int, stop: int) -> list[str]:
         """The ids of the entry sets holding positions ``start`` to ``stop - 1``, reading manifests only."""
         return [node_id for node_id, _ in self._frontier(max(start, 0), min(stop, self.count))]
