@@ -754,8 +754,12 @@ class ShardedSet(SetMethods):
         return min(moments, default=None)
 
     def drop(self) -> bool:
-        """Remove the whole set: every shard, then the settings record. Whether a shard had anything stored (the
-        settings record alone is written by the constructor)."""
+        """Remove the whole set: every shard, then the settings record. Whether it held a member or a shard is damaged
+        (as :meth:`SortedSet.drop`)."""
+        try:
+            held = len(self) > 0
+        except CorruptDataError:
+            held = True
         with self._all_keys.lock:
             self._all_keys.drop()
         existed = [_garbage.drop(engine) for engine in self.engines]
@@ -763,7 +767,7 @@ class ShardedSet(SetMethods):
         self._resettle = True
         if any(data is not None for data in self.store.get_many(self._head_keys)):
             self._ensure_settings()  # a writer started a shard again meanwhile: its members stay findable
-        return any(existed)
+        return any(existed) and held
 
     def check(self) -> list[str]:
         """Every shard's invariants, every member in the shard its hash names, and the settings record."""

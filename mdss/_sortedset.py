@@ -531,9 +531,13 @@ class SortedSet(SetMethods, metaclass=_Opens):
         return _snapshot.warm(self.engine)
 
     def drop(self) -> bool:
-        """Remove the whole set, even a damaged one: its nodes, then its marker, then its head. Whether anything was
-        stored under its name (Redis' DEL answers 1 or 0)."""
-        return _garbage.drop(self.engine)
+        """Remove the whole set, even a damaged one: its nodes, then its marker, then its head. Whether it held a
+        member or is damaged (Redis' DEL answers 1 or 0: an expired key, or one whose last member left, is none)."""
+        try:
+            held = _expiry.has_members(self.engine)
+        except CorruptDataError:
+            held = True
+        return _garbage.drop(self.engine) and held
 
     def _set_moment(self, moment: int) -> bool:
         return _expiry.has_members(self.engine) and _expiry.expire(self.engine, moment)

@@ -112,7 +112,9 @@ def _store(
     check_choice(aggregate, AGGREGATES, "aggregate")
     _load.checked((), replace, None, 1, memory_bytes)
     if order is None:  # the sources' order; a name without members is an empty set of no order (as Redis has none)
-        orders = {s.order for s in sets if len(s)} or {sets[0].order}
+        orders = {s.order for s in sets}
+        if len(orders) > 1:
+            orders = {s.order for s in sets if len(s)} or {sets[0].order}
         if len(orders) > 1:
             raise InvalidArgumentError("the sources differ in order (asc and desc): pass order= for the result")
         order = orders.pop()

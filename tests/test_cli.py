@@ -83,7 +83,8 @@ def test_every_subcommand(run) -> None:
     assert "removed 1 of 2" in run("remove", "cid", "zed")
     assert "bob" in run("pop") and "ann" in run("pop", "--max", "-n", "5") and "(no entries)" in run("pop")
     assert "deleted" in run("gc", "--no-wait")  # what the ended commands replaced (their grace never ran)
-    assert "dropped" in run("drop", "--yes") and "no set" in run("drop", "--yes")
+    run("add", "zed", "1")
+    assert "dropped" in run("drop", "--yes") and "no set" in run("drop", "--yes")  # as DEL answers 1, then 0
     assert "(no entries)" in run("top")
 
 

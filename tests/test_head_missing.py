@@ -93,6 +93,10 @@ def test_a_dropped_set_reads_empty(store) -> None:
     old.add_many(PAIRS)
     assert mdss.SortedSet(store, "d").drop() is True  # as Redis' DEL answers 1, then 0
     assert mdss.SortedSet(store, "d").drop() is False and mdss.SortedSet(store, "never", shards=2).drop() is False
+    emptied = mdss.SortedSet(store, "e")
+    emptied.add("ann", 1)
+    emptied.remove("ann")
+    assert emptied.drop() is False  # Redis' DEL finds no key a set's last member left
     assert readable_keys(store, Keyspace(store.namespace, "d").prefix) == []  # the marker too
     for sset in (old, mdss.SortedSet(store, "d")):
         assert len(sset) == 0 and sset.range(0, 3) == [] and sset.check() == []
