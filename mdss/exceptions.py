@@ -60,7 +60,10 @@ class StoreUnavailableError(StoreError, ConnectionError):
 
 class StoreRefusedError(StoreUnavailableError):
     """The store refused a write and applied none of it (after bounded retries: a lock held past the timeout, a
-    read-only file, throttling): from a set's write methods, nothing of the call is visible; it is safe to retry."""
+    read-only file, throttling). From a write of a set or a board, nothing of the call is visible and it is safe to
+    retry; a call of several commits that landed some first (a post to several windows, a batch or a pop over shards)
+    raises :class:`StoreUnavailableError` naming them instead. Calls that clean up (``drop``, ``gc``, ``expire``) may
+    have done part of their work: calling them again finishes it."""
 
 
 class OutcomeUnknownError(StoreUnavailableError):

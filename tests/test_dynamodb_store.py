@@ -458,3 +458,24 @@ def test_an_endpoint_that_is_not_dynamodb_is_a_store_error(body: bytes, monkeypa
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_batch_write_refused_after_other_batches_landed_is_no_refusal(store) -> None:
+    """put_many sends batches of 25 at once; one refused (throttled past the budget) said nothing was written while
+    the others had landed (a review): StoreUnavailableError now, StoreRefusedError only when nothing could be."""
+    calls = []
+
+    def second_refused(real, **request):
+        calls.append(1)
+        if len(calls) > 1:
+            raise client_error("ProvisionedThroughputExceededException")
+        return real(**request)
+
+    patch(store, batch_write_item=second_refused)
+    with pytest.raises(mdss.StoreUnavailableError) as raised:
+        store.put_many({f"a:b:n:{i}": b"x" for i in range(30)})
+    assert not isinstance(raised.value, mdss.StoreRefusedError)
+    calls.clear()
+    calls.append(1)  # every call refused now
+    with pytest.raises(mdss.StoreRefusedError):
+        store.put_many({f"a:b:n:{i}": b"y" for i in range(5)})

@@ -412,3 +412,35 @@ def test_a_post_whose_slot_landed_late_behind_a_checkpoint_is_sent_again_by_the_
     assert slow.add("fourth", 4) is True
     reader = mdss.SortedSet(SlotStore(inner, grace=1.0, clock=clock), "b")
     assert {e.member: e.score for e in reader} == {"first": 1, "second": 2, "third": 3, "fourth": 4}
+
+
+def test_a_late_slot_whose_cover_cannot_be_read_is_a_doubt_not_a_refusal() -> None:
+    """A slot put that landed over half the grace after its head was read is checked against the head's key; a
+    refused read of it (DynamoDB's throttling, SQLite's lock) escaped as StoreRefusedError, "nothing applied", though
+    the slot had landed (a review). It is a doubt now, which mdss answers by sending the commit again: it finds its
+    record and the incr counts once."""
+    now = [1000.0]
+
+    class Inner(MemoryStore):
+        slow_slot = refuse_head_reads = False
+
+        def _cas(self, key, value, version):
+            out = super()._cas(key, value, version)
+            if self.slow_slot and "~" in key:  # the slot landed, late
+                self.slow_slot, self.refuse_head_reads = False, True
+                now[0] += 1.5  # grace 2: over half of it since the head was read
+            return out
+
+        def _get(self, key):
+            if self.refuse_head_reads and key.endswith(":h"):
+                self.refuse_head_reads = False
+                raise mdss.StoreRefusedError("throttled past the retry budget (injected)")
+            return super()._get(key)
+
+    inner = Inner(appends=False)
+    store = SlotStore(inner, grace=2, clock=lambda: now[0])
+    board = mdss.SortedSet(store, "s")
+    board.add_many({"a": 1, "b": 2})
+    inner.slow_slot = True
+    assert board.incr("a", 10) == 11
+    assert mdss.SortedSet(SlotStore(inner, grace=2, clock=lambda: now[0]), "s").score("a") == 11

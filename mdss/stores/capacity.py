@@ -33,7 +33,7 @@ import attrs
 
 from .._order import check_positive, check_seconds
 from .._retry import Backoff
-from ..exceptions import InvalidArgumentError, StoreUnavailableError, shown
+from ..exceptions import InvalidArgumentError, StoreRefusedError, shown
 from .base import Record, Store
 
 T = TypeVar("T")
@@ -221,7 +221,7 @@ class CapacityStore(Store):
                 return
             self.usage.add(throttled=1)
             costs = {key: costs[key] for key in refused}
-        raise StoreUnavailableError(
+        raise StoreRefusedError(  # as DynamoDB's throttling: refused before anything was applied
             f"{len(costs)} key(s) throttled past the retry budget of {self._policy.budget:g} s, such as "
             f"{next(iter(costs))!r}"
         )

@@ -273,11 +273,16 @@ class DynamoDBStore(Store):
         round that processed nothing spends the retry policy: a reply cut at 16 MB, or partly throttled, made progress,
         and the rest goes again with the backoff started afresh (each such round leaves fewer, so this ends)."""
         unprocessed = "UnprocessedKeys" if operation == "batch_get_item" else "UnprocessedItems"
-        replies = []
+        replies: list[dict[str, Any]] = []
         size = len(request["Keys"] if operation == "batch_get_item" else request)
         while True:
             for _ in self.retry.attempts():
-                reply = self._call(operation, RequestItems={self.table: request})
+                try:
+                    reply = self._call(operation, RequestItems={self.table: request})
+                except StoreRefusedError as exc:  # refused now, but earlier rounds wrote their part
+                    if not replies or operation == "batch_get_item":
+                        raise
+                    raise StoreUnavailableError(f"{exc} (after earlier rounds of the batch were written)") from exc
                 replies.append(reply)
                 left = reply.get(unprocessed, {}).get(self.table)
                 if not left:
@@ -353,7 +358,17 @@ class DynamoDBStore(Store):
             {"PutRequest": {"Item": self._item(key, value, secrets.token_hex(_TOKEN_BYTES))}}
             for key, value in items.items()
         ]
-        self._parallel(lambda part: self._batch("batch_write_item", list(part)), _chunks(requests, WRITE_BATCH))
+        self._write_batches(requests)
+
+    def _write_batches(self, requests: list[dict[str, Any]]) -> None:
+        """``requests`` in batches of :data:`WRITE_BATCH`, sent at once: a refusal of one says nothing of the others."""
+        chunks = _chunks(requests, WRITE_BATCH)
+        try:
+            self._parallel(lambda part: self._batch("batch_write_item", list(part)), chunks)
+        except StoreRefusedError as exc:
+            if len(chunks) == 1:
+                raise
+            raise StoreUnavailableError(f"{exc} (other batches of the call may have been written)") from exc
 
     def _delete(self, key: str) -> None:
         self._call("delete_item", TableName=self.table, Key=self._key(key))
@@ -373,8 +388,7 @@ class DynamoDBStore(Store):
             raise ConflictError(f"key {key!r} changed since it was read") from None
 
     def _delete_many(self, keys: Sequence[str]) -> None:
-        requests = [{"DeleteRequest": {"Key": self._key(key)}} for key in dict.fromkeys(keys)]
-        self._parallel(lambda part: self._batch("batch_write_item", list(part)), _chunks(requests, WRITE_BATCH))
+        self._write_batches([{"DeleteRequest": {"Key": self._key(key)}} for key in dict.fromkeys(keys)])
 
     def _keys(self, prefix: str) -> Iterator[str]:
         request: dict[str, Any] = {

@@ -361,8 +361,12 @@ class SlotStore(Store):
 
     def _uncovered(self, key: str, state: State) -> bool:
         """Whether no checkpoint covers the slot after ``state`` yet: a put-if-absent that landed there put the slot
-        (only covered slots are ever deleted), however late it landed."""
-        record = self.inner.get(key)
+        (only covered slots are ever deleted), however late it landed. The slot landed: a read that fails here leaves
+        its outcome unknown, never a refusal."""
+        try:
+            record = self.inner.get(key)
+        except StoreUnavailableError as exc:
+            raise OutcomeUnknownError(f"a slot of {key!r} landed late and its cover could not be read: {exc}") from exc
         stored = _stored(key, None if record is None else record.value, state.at)
         return stored.series == state.series and stored.base <= state.n
 
