@@ -225,8 +225,12 @@ def hour_start(seconds: int, tz: dt.tzinfo) -> int:
     wall = local(seconds, tz).replace(minute=0, second=0, microsecond=0, tzinfo=None)
     found = None
     for back in range(-1, 49):  # the clock may have gone back over the hour it reads (once), or skipped it
+        try:
+            shifted = wall - back * _HOUR
+        except OverflowError:  # before year 1 or after 9999: no such hour
+            continue
         for fold in (1, 0):
-            hour = (wall - back * _HOUR).replace(tzinfo=tz, fold=fold)
+            hour = shifted.replace(tzinfo=tz, fold=fold)
             try:
                 at = whole_seconds(hour)
             except Exception as exc:
@@ -235,6 +239,8 @@ def hour_start(seconds: int, tz: dt.tzinfo) -> int:
                 found = at
         if found is not None and back >= 1:
             return found
+    if found is not None:  # the first hours of year 1: none earlier to look at
+        return found
     raise _zone_fails(tz, ValueError("no whole hour in two days"))
 
 

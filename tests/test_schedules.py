@@ -311,6 +311,17 @@ def test_bad_windows_are_invalid_arguments() -> None:
     assert board.window_bounds("raid:2026-11-27T18:00Z")[0] == dt.datetime(2026, 11, 27, 18, tzinfo=UTC)
 
 
+def test_the_first_hours_of_year_one_are_hours_like_any_other() -> None:
+    """``hour:0001-01-01T00:00Z`` raised a bare OverflowError from every call naming it (looking an hour back from it
+    left the dates a datetime holds: a helper's probe)."""
+    for tz, name in (("UTC", "hour:0001-01-01T00:00Z"), ("America/New_York", "hour:0001-01-01T04:56:02Z")):
+        board = mdss.Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, windows=["hour"], tz=tz)
+        start, end = board.window_bounds(name)
+        assert (end - start).total_seconds() == 3600 and start.year == 1
+        assert board.load({"ann": {"xp": 1}}, window=name) == 1 and board.row("ann", window=name).values == {"xp": 1}
+        assert board.drop_window(name) is True
+
+
 def test_a_board_opened_with_another_calendar_lists_and_drops_the_windows_it_does_not_cut() -> None:
     """How a board cuts time is the caller's: opened without its schedule, in another zone, with ISO weeks, it still
     lists the old instances and drops them by name. It reads the schedule's as it reads windows made by combine (their
