@@ -5,7 +5,8 @@ iterates it in the board's zone, named by its first firing in UTC (``raid:2026-1
 when the clocks go back, a UTC time never does; names sort by time). Across a daylight-saving change the firings are
 cronsim's: a line with a fixed minute and hour (``0 18 * * FRI``) fires once at a local time that repeats (the first
 time), and at the end of the gap for one that does not exist (02:30 on a spring-forward night fires at 03:00); a line
-with a wildcard minute or hour (``*/30 * * * *``) fires at each moment the clock reads a matching time.
+with a wildcard minute or hour (``*/30 * * * *``) fires at each moment the clock reads a matching time, also where
+cronsim's forward iteration from before a half-hour change skips one (:meth:`Calendar._between`).
 """
 
 from __future__ import annotations
@@ -140,8 +141,9 @@ class Calendar:
                 if fired <= seconds:
                     for then in map(_windows.whole_seconds, firings):
                         if then > seconds:
-                            self._last[kind] = fired, then
-                            return fired, then
+                            found = self._between(line, fired, then, seconds)
+                            self._last[kind] = found
+                            return found
                         fired = then
                     raise StopIteration  # no firing after it within cronsim's 50 years
                 probe = earlier
@@ -149,3 +151,18 @@ class Calendar:
             raise InvalidArgumentError(
                 f"schedule {kind!r} ({line}) has no firing before and after {_windows.moment_name(seconds)}"
             ) from None
+
+    def _between(self, line: str, fired: int, then: int, seconds: int) -> tuple[int, int]:
+        """``(fired, then)``, two firings in a row of cronsim's forward iteration around ``seconds``, with the firings
+        it skipped between them put back: across a change of 30 minutes (Lord Howe), iterating forward from before the
+        change skips a time the clock reads after it (02:00+10:30), which iterating from just before that time finds,
+        so the instance a moment fell in depended on where an earlier search had started. A firing the reverse
+        iteration proposes between them counts if iterating forward from just before it finds it."""
+        tz = self.tz
+        while True:
+            earlier = _windows.whole_seconds(next(CronSim(line, _windows.local(then, tz), reverse=True)))
+            if not fired < earlier < then:
+                return fired, then
+            if _windows.whole_seconds(next(CronSim(line, _windows.local(earlier - 1, tz)))) != earlier:
+                return fired, then
+            fired, then = (earlier, then) if earlier <= seconds else (fired, earlier)

@@ -311,6 +311,31 @@ def test_bad_windows_are_invalid_arguments() -> None:
     assert board.window_bounds("raid:2026-11-27T18:00Z")[0] == dt.datetime(2026, 11, 27, 18, tzinfo=UTC)
 
 
+@pytest.mark.parametrize("line", ["0 */2 * * *", "30 * * * *"])
+def test_an_instance_is_the_same_whatever_the_calendar_looked_up_before(line) -> None:
+    """Lord Howe's clocks go back 30 minutes: iterating cronsim forward from before the change skips 02:00+10:30,
+    which iterating from just before it finds, and the instance a moment fell in depended on where an earlier lookup
+    had started (two boards put one post in two overlapping instances, and refused each other's names: a helper's
+    probe). Fresh, warmed going forward, or going back, every moment of the two change days gets one instance, and
+    instances do not overlap."""
+    tz = "Australia/Lord_Howe"
+    for day in ("2026-04-04T10:00", "2026-10-03T10:00"):
+        base = int(dt.datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp())
+        moments = range(base, base + 12 * 3600, 600)
+        fresh = {
+            s: Calendar(tz, "monday", {"x": line}).instance("x", dt.datetime.fromtimestamp(s, UTC)) for s in moments
+        }
+        for order in (moments, moments[::-1]):
+            calendar = Calendar(tz, "monday", {"x": line})
+            for s in order:
+                name = calendar.instance("x", dt.datetime.fromtimestamp(s, UTC))
+                assert name == fresh[s], (line, s)
+                begins, ends = calendar.bounds(name)
+                assert begins <= s < ends
+        spans = sorted({Calendar(tz, "monday", {"x": line}).bounds(name) for name in fresh.values()})
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+
+
 def test_the_first_hours_of_year_one_are_hours_like_any_other() -> None:
     """``hour:0001-01-01T00:00Z`` raised a bare OverflowError from every call naming it (looking an hour back from it
     left the dates a datetime holds: a helper's probe)."""
