@@ -96,7 +96,10 @@ def moment(now: Callable[[], Any]) -> dt.datetime:
             return when
     elif isinstance(found, (int, float)) and not isinstance(found, bool):
         if _SECONDS[0] <= found < _SECONDS[1]:  # False for NaN; exact for an int of any size
-            return dt.datetime.fromtimestamp(found, UTC)
+            when = dt.datetime.fromtimestamp(found, UTC)
+            if isinstance(found, float) and when.timestamp() > found:  # rounded up to the microsecond: not past a
+                when -= dt.timedelta(microseconds=1)  # window's start a float falls short of (it floors, as ints do)
+            return when
     else:
         raise InvalidArgumentError(f"now() must return a datetime or epoch seconds, got {shown(found)}")
     raise InvalidArgumentError(f"now() must give a moment from 0001-01-02 to 9999-12-30 UTC, got {shown(found)}")

@@ -146,3 +146,14 @@ def test_moment_is_utc_and_exact() -> None:
     assert _windows.moment(lambda: latest - 1).year == 9999  # an int: compared exactly, not through a float
     with pytest.raises(mdss.InvalidArgumentError):
         _windows.moment(lambda: latest)
+
+
+def test_a_float_just_short_of_a_window_start_stays_in_the_window_before() -> None:
+    """``now()`` half a microsecond before midnight, a float strictly below it, was rounded up to the microsecond and
+    posted to the next day (a helper's probe): moments floor to the microsecond, as whole seconds do."""
+    boundary = 1_795_046_400  # 2026-11-19T00:00Z
+    for t in (boundary - 4e-7, boundary - 1e-6, float(boundary)):
+        board = mdss.Leaderboard(
+            mdss.open_store("memory://"), "g", columns={"xp": "desc"}, windows=["day"], now=lambda t=t: t
+        )
+        assert list(board.post("a", {"xp": 1})) == ["day:2026-11-18" if t < boundary else "day:2026-11-19"]
