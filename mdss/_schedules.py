@@ -156,13 +156,42 @@ class Calendar:
         """``(fired, then)``, two firings in a row of cronsim's forward iteration around ``seconds``, with the firings
         it skipped between them put back: across a change of 30 minutes (Lord Howe), iterating forward from before the
         change skips a time the clock reads after it (02:00+10:30), which iterating from just before that time finds,
-        so the instance a moment fell in depended on where an earlier search had started. A firing the reverse
-        iteration proposes between them counts if iterating forward from just before it finds it."""
-        tz = self.tz
-        while True:
-            earlier = _windows.whole_seconds(next(CronSim(line, _windows.local(then, tz), reverse=True)))
-            if not fired < earlier < then:
-                return fired, then
-            if _windows.whole_seconds(next(CronSim(line, _windows.local(earlier - 1, tz)))) != earlier:
-                return fired, then
-            fired, then = (earlier, then) if earlier <= seconds else (fired, earlier)
+        so the instance a moment fell in depended on where an earlier search had started. At each change of the zone's
+        offset between them, the first firing iterating forward from just before the change, or from just before the
+        end of the time it repeats, counts if iterating forward from just before it finds it too. (Not cronsim's
+        reverse iteration: it never returns for some lines and moments, Chatham's '0 */2 * * *' at 02:00:04+13:45 on
+        the night its clocks go back.)"""
+        tz, start = self.tz, fired
+        while (change := _offset_change(tz, start, then)) is not None:
+            moved = _windows.local(change - 1, tz).utcoffset() - _windows.local(change, tz).utcoffset()  # type: ignore[operator]
+            for probe in (change - 1, change + max(int(moved.total_seconds()), 0) - 1):  # before it; the repeat's end
+                found = _windows.whole_seconds(next(CronSim(line, _windows.local(probe, tz))))
+                if fired < found < then and self._fires(line, found):
+                    fired, then = (found, then) if found <= seconds else (fired, found)
+            start = change
+        return fired, then
+
+    def _fires(self, line: str, moment: int) -> bool:
+        """Whether iterating ``line`` forward from the second before ``moment`` finds it."""
+        return _windows.whole_seconds(next(CronSim(line, _windows.local(moment - 1, self.tz)))) == moment
+
+
+#: How far apart :func:`_offset_change` looks: no zone changes its offset twice within a day.
+_DAY = 86_400
+
+
+def _offset_change(tz: dt.tzinfo, after: int, before: int) -> int | None:
+    """The first second in ``(after, before)`` at which ``tz``'s offset from UTC differs from the second before it;
+    ``None`` if there is none."""
+    offset = _windows.local(after, tz).utcoffset()
+    low = after
+    while low + 1 < before:
+        high = min(low + _DAY, before - 1)
+        if _windows.local(high, tz).utcoffset() == offset:
+            low = high
+            continue
+        while high - low > 1:  # the offset is ``offset`` at low and another at high: the change lies between
+            middle = (low + high) // 2
+            low, high = (middle, high) if _windows.local(middle, tz).utcoffset() == offset else (low, middle)
+        return high
+    return None

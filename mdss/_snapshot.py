@@ -30,6 +30,7 @@ from .exceptions import (
     HeadMissingError,
     MdssError,
     MissingNodeError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
 from .stores.base import Record
@@ -357,6 +358,8 @@ def snapshot(
         )
         try:
             store.cas(key, fresh.next(secrets.token_hex(8)).encode(), None)
+        except StoreRefusedError:  # nothing written, and reading again would ask the same (a read-only file)
+            raise
         except (ConflictError, StoreUnavailableError):  # made by another writer (which marks it), or reply lost
             pass
         else:

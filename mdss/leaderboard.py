@@ -602,7 +602,13 @@ class Leaderboard:
             engine = self._set(instance).engine
             # Read first: a removal from a window that does not hold the owner writes nothing (nor makes the window).
             held = _snapshot.read(engine, lambda snap: snap.index.get(member)) is not None
-            done[instance] = held and bool(engine.group.submit([("remove", member, None)])[0])
+            try:
+                done[instance] = held and bool(engine.group.submit([("remove", member, None)])[0])
+            except StoreRefusedError as exc:  # it says nothing of the call landed: earlier windows removed the row
+                took = [i for i, removed in done.items() if removed]
+                if not took:
+                    raise
+                raise StoreUnavailableError(f"{exc} (in window {instance!r}, after {took} removed the row)") from exc
         return done
 
     def load(
@@ -649,11 +655,18 @@ class Leaderboard:
                     raise InvalidArgumentError(
                         f"window {instance!r} of board {self.name!r} has rows; replace them with replace=True"
                     )
-            for instance in instances:
+            for n, instance in enumerate(instances):
                 if not self._register(instance):
                     raise InvalidArgumentError(f"window {instance!r} is past the board's retention")
                 report = None if progress is None else functools.partial(progress, instance)
-                _load.fill(self._set(instance).engine, entries, replace, report, 256)
+                try:
+                    _load.fill(self._set(instance).engine, entries, replace, report, 256)
+                except StoreRefusedError as exc:  # it says nothing of the call landed: earlier windows were loaded
+                    if not n:
+                        raise
+                    raise StoreUnavailableError(
+                        f"{exc} (in window {instance!r}, after {instances[:n]} loaded)"
+                    ) from exc
         return count
 
     def combine(

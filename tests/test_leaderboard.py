@@ -1434,3 +1434,10 @@ def test_a_window_the_store_refuses_after_another_took_the_post_is_no_refusal_of
     monkeypatch.setattr(store, "_cas", real)
     board.post("ann", {"xp": 5}, post_id="p1")  # the retry: each window counts it once
     assert {w.split(":")[0]: board.row("ann", window=w).values["xp"] for w in board.windows()} == {"all": 6, "day": 6}
+    monkeypatch.setattr(store, "_cas", refusing)
+    with pytest.raises(mdss.StoreUnavailableError, match="after \\['all'\\] removed the row") as raised:
+        board.remove("ann")  # likewise a removal from several windows, and a load
+    assert not isinstance(raised.value, mdss.StoreRefusedError)
+    with pytest.raises(mdss.StoreUnavailableError, match="after \\['all'\\] loaded") as raised:
+        board.load({"bob": {"xp": 1}}, replace=True)
+    assert not isinstance(raised.value, mdss.StoreRefusedError)

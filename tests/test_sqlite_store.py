@@ -159,6 +159,11 @@ def test_a_set_write_the_store_refused_is_a_refusal_not_a_doubt(path, refusal) -
             store._connection().execute("PRAGMA query_only = 0")
     assert board.scores(["ann", "bob", "m1"]) == [1, 2, None]
     assert board.incr("ann", 1) == 2 and board.check() == []
+    if refusal == "read-only":  # the first write of a new set: it spun for ever, re-reading the absent head
+        store._connection().execute("PRAGMA query_only = 1")
+        with pytest.raises(mdss.StoreRefusedError):
+            mdss.SortedSet(store, "new").add("ann", 1)
+        store._connection().execute("PRAGMA query_only = 0")
 
 
 @pytest.mark.parametrize(
