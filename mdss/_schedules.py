@@ -125,18 +125,20 @@ class Calendar:
         return _windows.hour_start(seconds, self.tz) if kind == "hour" else self._firings(kind, seconds)[0]
 
     def _firings(self, kind: str, seconds: int) -> tuple[int, int]:
-        """The last firing of schedule ``kind`` at or before ``seconds`` and the next, in the sequence cronsim gives
-        iterating forward (its reverse iteration can differ across a daylight-saving change: it only proposes where to
-        start)."""
+        """The last firing of schedule ``kind`` at or before ``seconds`` and the next, iterating cronsim forward from an
+        hour before, else four times as far back, until a firing comes at or before it (with the firings that forward
+        iteration skips put back: :meth:`_between`). Not cronsim's reverse iteration, which differs across a
+        daylight-saving change and never returns for some lines and moments (Chatham's ``0 */2 * * *`` on the night
+        its clocks go back)."""
         last = self._last.get(kind)
         if last is not None and last[0] <= seconds < last[1]:
             return last
         line, tz = self.schedules[kind], self.tz
-        probe = seconds + 1
+        span, floor = 3600, int(_windows.EARLIEST.timestamp())
         try:
             while True:
-                earlier = _windows.whole_seconds(next(CronSim(line, _windows.local(probe, tz), reverse=True)))
-                firings = CronSim(line, _windows.local(earlier - 1, tz))
+                begins = max(seconds - span, floor)
+                firings = CronSim(line, _windows.local(begins, tz))
                 fired = _windows.whole_seconds(next(firings))
                 if fired <= seconds:
                     for then in map(_windows.whole_seconds, firings):
@@ -146,7 +148,9 @@ class Calendar:
                             return found
                         fired = then
                     raise StopIteration  # no firing after it within cronsim's 50 years
-                probe = earlier
+                if begins == floor:
+                    raise StopIteration  # none before it
+                span *= 4
         except (StopIteration, OverflowError, ValueError):
             raise InvalidArgumentError(
                 f"schedule {kind!r} ({line}) has no firing before and after {_windows.moment_name(seconds)}"

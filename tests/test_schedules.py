@@ -336,6 +336,17 @@ def test_an_instance_is_the_same_whatever_the_calendar_looked_up_before(line) ->
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
 
 
+def test_a_lookup_on_chathams_fall_back_night_returns() -> None:
+    """cronsim's reverse iteration never returns for '0 */2 * * *' from some moments of the night Chatham's clocks go
+    back (03:45+13:45 -> 02:45+12:45): a board with that schedule hung in post() there (a helper's sweep; a fifth of
+    that night's moments). Lookups iterate forward only now; every moment of the night gets its instance."""
+    calendar = Calendar("Pacific/Chatham", "monday", {"x": "0 */2 * * *"})
+    assert calendar._firings("x", 1_743_855_304) == (1_743_855_300, 1_743_866_100)  # 02:00:04+13:45
+    for s in range(1_743_855_304 - 4 * 3600, 1_743_855_304 + 4 * 3600, 300):
+        begins, ends = Calendar("Pacific/Chatham", "monday", {"x": "0 */2 * * *"})._firings("x", s)
+        assert begins <= s < ends
+
+
 def test_the_first_hours_of_year_one_are_hours_like_any_other() -> None:
     """``hour:0001-01-01T00:00Z`` raised a bare OverflowError from every call naming it (looking an hour back from it
     left the dates a datetime holds: a helper's probe)."""
