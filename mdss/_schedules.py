@@ -125,8 +125,8 @@ class Calendar:
         return _windows.hour_start(seconds, self.tz) if kind == "hour" else self._firings(kind, seconds)[0]
 
     def _firings(self, kind: str, seconds: int) -> tuple[int, int]:
-        """The last firing of schedule ``kind`` at or before ``seconds`` and the next, iterating cronsim forward from an
-        hour before, else four times as far back, until a firing comes at or before it (with the firings that forward
+        """The last firing of schedule ``kind`` at or before ``seconds`` and the next, iterating cronsim forward from a
+        minute before, else four times as far back, until a firing comes at or before it (with the firings that forward
         iteration skips put back: :meth:`_between`). Not cronsim's reverse iteration, which differs across a
         daylight-saving change and never returns for some lines and moments (Chatham's ``0 */2 * * *`` on the night
         its clocks go back)."""
@@ -134,7 +134,7 @@ class Calendar:
         if last is not None and last[0] <= seconds < last[1]:
             return last
         line, tz = self.schedules[kind], self.tz
-        span, floor = 3600, int(_windows.EARLIEST.timestamp())
+        span, floor = 60, int(_windows.EARLIEST.timestamp())
         try:
             while True:
                 begins = max(seconds - span, floor)
@@ -187,6 +187,8 @@ _DAY = 86_400
 def _offset_change(tz: dt.tzinfo, after: int, before: int) -> int | None:
     """The first second in ``(after, before)`` at which ``tz``'s offset from UTC differs from the second before it;
     ``None`` if there is none."""
+    if isinstance(tz, dt.timezone):  # a fixed offset (UTC, the default): it never changes
+        return None
     offset = _windows.local(after, tz).utcoffset()
     low = after
     while low + 1 < before:
