@@ -61,7 +61,7 @@ from .exceptions import (
     MissingNodeError,
     SettingsMismatchError,
     StoreRefusedError,
-    StoreUnavailableError,
+    refused_after,
     shown,
 )
 from .stores.base import Store
@@ -488,10 +488,8 @@ class ShardedSet(SetMethods):
             # From the head last seen, or read first when that was mostly stale lately (as with writes over S shards).
             try:
                 got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
-            except StoreRefusedError as exc:  # it says nothing of the call landed: here other shards took their part
-                if not took:
-                    raise
-                raise StoreUnavailableError(f"{exc} (in shard {i}, after shards {took} took their part)") from exc
+            except StoreRefusedError as exc:
+                refused_after(exc, f"in shard {i}, after shards {took} took their part" if took else "")
             took.append(i)
             for n, result in zip(indices, got or ()):
                 results[n] = result
@@ -509,10 +507,8 @@ class ShardedSet(SetMethods):
                 self.engines[i].group.submit([("take", e.member, e.score) for e in mine])
             except _ops.Stale:
                 continue
-            except StoreRefusedError as exc:  # it says nothing of the call landed: here other shards' pops did
-                if not taken:
-                    raise
-                raise StoreUnavailableError(f"{exc} (in shard {i}, after {len(taken)} entries were taken)") from exc
+            except StoreRefusedError as exc:
+                refused_after(exc, f"in shard {i}, after {len(taken)} entries were taken" if taken else "")
             taken.extend(mine)
         return taken
 

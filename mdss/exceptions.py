@@ -6,7 +6,7 @@ store, ...), and all share the root :class:`MdssError`: ``except mdss.MdssError`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 
 def shown(value: Any, width: int = 80) -> str:
@@ -64,6 +64,14 @@ class StoreRefusedError(StoreUnavailableError):
     retry; a call of several commits that landed some first (a post to several windows, a batch or a pop over shards)
     raises :class:`StoreUnavailableError` naming them instead. Calls that clean up (``drop``, ``gc``, ``expire``) may
     have done part of their work: calling them again finishes it."""
+
+
+def refused_after(exc: StoreRefusedError, landed: str) -> NoReturn:
+    """Raise, for a call of several commits, ``exc`` while nothing of the call landed before it (``landed`` empty),
+    else a :class:`StoreUnavailableError` saying what did: a refusal says nothing of the call landed."""
+    if not landed:
+        raise exc
+    raise StoreUnavailableError(f"{exc} ({landed})") from exc
 
 
 class OutcomeUnknownError(StoreUnavailableError):

@@ -55,7 +55,7 @@ from .exceptions import (
     MissingNodeError,
     SettingsMismatchError,
     StoreRefusedError,
-    StoreUnavailableError,
+    refused_after,
     shown,
 )
 from .stores.base import Record, Store
@@ -573,13 +573,15 @@ class Leaderboard:
             except _Retired:  # dropped by another process's retention: the empty head made just now goes too
                 self._drop_instance(instance)
                 done[instance] = False
-            except (InvalidArgumentError, StoreRefusedError) as exc:
+            except StoreRefusedError as exc:
+                refused_after(
+                    exc, f"in window {instance!r}, after {', '.join(map(repr, took))} took the post" if took else ""
+                )
+            except InvalidArgumentError as exc:
                 if not took:
                     raise
                 names = ", ".join(map(repr, took))
-                # A refusal by the store says nothing of the call landed: here some windows took it.
-                kind = StoreUnavailableError if isinstance(exc, StoreRefusedError) else type(exc)
-                raise kind(f"{exc} (in window {instance!r}, after {names} took the post)") from exc
+                raise type(exc)(f"{exc} (in window {instance!r}, after {names} took the post)") from exc
             else:
                 took.append(instance)
         return {i: done[i] for i in instances}
@@ -604,11 +606,9 @@ class Leaderboard:
             held = _snapshot.read(engine, lambda snap: snap.index.get(member)) is not None
             try:
                 done[instance] = held and bool(engine.group.submit([("remove", member, None)])[0])
-            except StoreRefusedError as exc:  # it says nothing of the call landed: earlier windows removed the row
+            except StoreRefusedError as exc:
                 took = [i for i, removed in done.items() if removed]
-                if not took:
-                    raise
-                raise StoreUnavailableError(f"{exc} (in window {instance!r}, after {took} removed the row)") from exc
+                refused_after(exc, f"in window {instance!r}, after {took} removed the row" if took else "")
         return done
 
     def load(
@@ -661,12 +661,8 @@ class Leaderboard:
                 report = None if progress is None else functools.partial(progress, instance)
                 try:
                     _load.fill(self._set(instance).engine, entries, replace, report, 256)
-                except StoreRefusedError as exc:  # it says nothing of the call landed: earlier windows were loaded
-                    if not n:
-                        raise
-                    raise StoreUnavailableError(
-                        f"{exc} (in window {instance!r}, after {instances[:n]} loaded)"
-                    ) from exc
+                except StoreRefusedError as exc:
+                    refused_after(exc, f"in window {instance!r}, after {instances[:n]} loaded" if n else "")
         return count
 
     def combine(
