@@ -146,16 +146,34 @@ def test_an_unreachable_server_raises_store_unavailable_in_bounded_time() -> Non
         board.add("ann", 1)
     start = time.monotonic()
     with pytest.raises(mdss.StoreUnavailableError, match="unreachable"):
-        board.add("bob", 2)
-    with pytest.raises(mdss.StoreUnavailableError):
         board.rank("ann")
-    assert time.monotonic() - start < 10
+    # The server closed the connection the set holds, and no new one can be made: nothing was sent, so nothing
+    # applied (the write does not go out on the closed connection and lose its reply), and that is known at once.
+    with pytest.raises(mdss.StoreRefusedError, match="Connection refused"):
+        board.add("bob", 2)
+    with pytest.raises(mdss.StoreRefusedError, match="Connection refused"):
+        board.incr("ann", 1)
+    assert time.monotonic() - start < 5
     start = time.monotonic()
     with pytest.raises(mdss.StoreUnavailableError, match="unreachable after .* attempts in"):
         mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retry_budget=0.3&socket_connect_timeout=0.1")
     assert time.monotonic() - start < 2  # a time budget, whatever the count
     with pytest.raises(mdss.StoreUnavailableError):
         mdss.SortedSet(mdss.open_store(f"redis://127.0.0.1:{free_port()}/0?retries=1&backoff=0.01"), "b")
+
+
+def test_a_write_after_the_server_closed_the_connection_goes_out_on_a_new_one(redis_url, monkeypatch) -> None:
+    """A server that closed the set's connection (a restart, an idle timeout, CLIENT KILL): the write goes out on a new
+    connection at once, rather than on the closed one, whose lost reply would leave its outcome to be proven."""
+    store = mdss.open_store(f"{redis_url}?namespace=killed{time.monotonic_ns()}")
+    board = mdss.SortedSet(store, "b")
+    board.add("ann", 1)
+    redis.Redis.from_url(redis_url).client_kill_filter(_id=store.client.client_id())
+    monkeypatch.setattr(store, "_read_back", lambda *a: pytest.fail("a reply was lost"))
+    board.add("bob", 2)
+    board.incr("ann", 5)
+    assert [board.score("ann"), board.score("bob")] == [6, 2]
+    store.close()
 
 
 def test_each_thread_writes_through_a_connection_of_its_own_and_gives_it_back(redis_url) -> None:
@@ -454,7 +472,8 @@ def test_a_write_that_meets_a_slot_move_is_retried_within_its_budget(url, monkey
     """A refusal of a command that did not run (redis-py gives up after 16 MOVED/ASK/TRYAGAIN with "TTL
     exhausted.") is resent within the budget, a compare-and-set included (not through the lost-reply path:
     a refusal proves the script did not run, so a later conflict stays a ConflictError); once the budget is
-    spent, StoreUnavailableError (not OutcomeUnknownError: nothing may have landed)."""
+    spent, StoreRefusedError for a compare-and-set or an append, StoreUnavailableError for an idempotent put (not
+    OutcomeUnknownError: nothing may have landed)."""
     store = mdss.open_store(f"{url}?namespace=moved{time.monotonic_ns()}&backoff=0.001&retry_budget=2")
     key = store.namespace + ":h"
     store.put(key, b"\x80")
@@ -476,7 +495,7 @@ def test_a_write_that_meets_a_slot_move_is_retried_within_its_budget(url, monkey
     start = time.monotonic()
     with pytest.raises(mdss.StoreUnavailableError, match="unavailable") as raised:
         _write(store, write, key)
-    assert type(raised.value) is mdss.StoreUnavailableError
+    assert type(raised.value) is (mdss.StoreRefusedError if write in ("cas", "append") else mdss.StoreUnavailableError)
     assert time.monotonic() - start < 2
     assert len(calls) > 2  # the budget spent (its last pause would overrun it), not given up at once
     store.close()

@@ -297,6 +297,13 @@ def test_unreachable_node() -> None:
         RiakStore("127.0.0.1", free_port(), retries=1, backoff=0.001, timeout=1)
 
 
+def test_a_conditional_put_that_never_connects_is_refused() -> None:
+    """No connection made, nothing sent: StoreRefusedError (safe to retry), not a doubt."""
+    store = RiakStore("127.0.0.1", free_port(), retries=1, backoff=0.001, timeout=1, check_types=False)
+    with pytest.raises(mdss.StoreRefusedError, match="never reached Riak"):
+        store.put_if("mdss_strong", "h", b"x", None)
+
+
 # -- bucket types ------------------------------------------------------------------------
 
 

@@ -45,7 +45,14 @@ from redis.retry import Retry
 from .. import _tail
 from .._parse import DIGITS, integer, number
 from .._retry import STORE_CALLS, Backoff
-from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
+from ..exceptions import (
+    ConflictError,
+    InvalidArgumentError,
+    OutcomeUnknownError,
+    StoreError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 from ._redis_scripts import CAS, DELETE_IF, EXPIRE_IF, TAIL
 from .base import Record, Store, parse_flag
 
@@ -73,6 +80,9 @@ _REFUSED = (
 )
 #: A reply lost (a timeout, a cut connection): the command may have run, or may still run.
 _LOST = (redis.ConnectionError, redis.TimeoutError)
+#: What redis-py's connection errors say when the connection could not be made, so nothing was sent ("Error 111
+#: connecting to host:port. Connection refused.", "Timeout connecting to server"): a server down is a refusal.
+_UNSENT = "connecting to"
 _TRANSIENT = _REFUSED + _LOST
 #: What redis-py raises that is not a RedisError ("no way to dispatch this command to Redis Cluster"...).
 _CLIENT_FAILED = redis.exceptions.RedisClusterException
@@ -247,6 +257,20 @@ class _RedisBase(Store):
             f"{self.where} {what} after {attempts} attempts in {time.monotonic() - start:.1f} s: {error}"
         ) from error
 
+    def _writing(self) -> Any:
+        """The client a write goes through, its connection dropped first if the server closed it (a restart, an idle
+        timeout): a write sent on it would lose its reply though nothing ran, and leave its outcome in doubt."""
+        client = self.client
+        connection = getattr(client, "connection", None)  # a single server's: one connection held for the thread
+        if connection is not None:
+            try:
+                stale = connection.can_read(timeout=0)  # a closed connection reads its end at once; a live one, nothing
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                stale = True
+            if stale:
+                connection.disconnect()
+        return client
+
     def _get(self, key: str) -> Record | None:
         value = self._call(lambda: self.client.get(key))
         return None if value is None else Record((value,), _Version(value))
@@ -289,14 +313,17 @@ class _RedisBase(Store):
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                got = _mapped(self._tail_script, keys=[key, *nodes], args=args, client=self.client)
+                got = _mapped(self._tail_script, keys=[key, *nodes], args=args, client=self._writing())
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"{what} to {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend
                 refusal = exc
                 continue
             except _LOST as exc:
-                lost = lost or exc
+                if _UNSENT in str(exc):  # no connection, nothing sent
+                    refusal = exc
+                else:
+                    lost = lost or exc
                 continue
             except (redis.RedisError, _CLIENT_FAILED) as exc:
                 if lost is not None:
@@ -315,7 +342,7 @@ class _RedisBase(Store):
                 ) from refused
             raise refused
         if lost is None:
-            raise StoreUnavailableError(
+            raise StoreRefusedError(
                 f"{self.where} unavailable within its retry budget: {what} to {key!r} refused: {refusal}"
             ) from refusal
         raise OutcomeUnknownError(
@@ -327,13 +354,16 @@ class _RedisBase(Store):
         refusal: Exception | None = None
         for _ in self.retry.attempts():
             try:
-                won = _mapped(self._script, keys=[key], args=[value, _sent(version)], client=self.client)
+                won = _mapped(self._script, keys=[key], args=[value, _sent(version)], client=self._writing())
             except redis.AuthenticationError as exc:
                 raise self._credentials(exc, lost, f"compare-and-set of {key!r}") from exc
             except _REFUSED as exc:  # did not run: resend (after a lost reply, the outcome still decides)
                 refusal = exc
                 continue
             except _LOST as exc:
+                if _UNSENT in str(exc):  # no connection, nothing sent
+                    refusal = exc
+                    continue
                 lost = lost or exc
             except (redis.RedisError, _CLIENT_FAILED) as exc:
                 if lost is not None:
@@ -367,7 +397,7 @@ class _RedisBase(Store):
                 ) from lost
             # Still the version read: the request has not run (it may yet), so resending is safe.
         if lost is None:
-            raise StoreUnavailableError(
+            raise StoreRefusedError(
                 f"{self.where} unavailable within its retry budget: compare-and-set of {key!r} refused: {refusal}"
             ) from refusal
         raise OutcomeUnknownError(

@@ -42,7 +42,14 @@ import urllib3
 from .._keys import HEAD, NODE, TOPN, kind
 from .._parse import DIGITS, integer, number
 from .._retry import COMMITS, STORE_CALLS, Backoff
-from ..exceptions import ConflictError, InvalidArgumentError, OutcomeUnknownError, StoreError, StoreUnavailableError
+from ..exceptions import (
+    ConflictError,
+    InvalidArgumentError,
+    OutcomeUnknownError,
+    StoreError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 from .base import Record, Store
 
 _CREATE = "riak-admin bucket-type create {name} '{props}' && riak-admin bucket-type activate {name}"
@@ -343,7 +350,7 @@ class RiakStore(Store):
             failure = maybe = f"status {response.status}: {response.body[:300]!r}"
         if maybe:
             raise OutcomeUnknownError(f"{self.where}: PUT {key!r} may or may not have been applied ({failure})")
-        raise StoreUnavailableError(f"{self.where}: PUT {key!r} failed ({failure})")
+        raise StoreRefusedError(f"{self.where}: PUT {key!r} never reached Riak ({failure})")
 
     def remove(self, btype: str, key: str, *, vclock: str | None = None) -> None:
         """DELETE a key; absent is fine; 412 (stale vclock on a consistent type) raises ConflictError."""
