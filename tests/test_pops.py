@@ -115,3 +115,32 @@ def test_concurrent_range_removals_count_each_member_once(store_factory) -> None
     left = {e.member for e in mdss.SortedSet(store, "r")}
     assert not left & {f"m{i:03d}" for i in range(71)}  # every score range went
     assert sum(counts) == 150 - len(left)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_pop_refused_in_a_later_round_is_no_refusal_of_the_whole_pop(monkeypatch, shards) -> None:
+    """StoreRefusedError says nothing of the call landed: a pop or range removal whose first round took entries (others
+    changed under it) and whose next round the store refused raises StoreUnavailableError saying what was taken, and
+    the entries taken stay taken; refused in its first round, it raises the refusal and takes nothing."""
+    board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", {f"m{i}": i for i in range(6)}, shards=shards)
+    real, rounds = board._take, []
+
+    def later_refused(entries):
+        rounds.append(len(entries))
+        if len(rounds) > 1:
+            raise mdss.StoreRefusedError("injected: throttled")
+        return real(entries[:1])  # as if the others had changed: another round follows
+
+    monkeypatch.setattr(board, "_take", later_refused)
+    with pytest.raises(mdss.StoreUnavailableError, match="after 1 entries were taken") as raised:
+        board.pop_max(3)
+    assert not isinstance(raised.value, mdss.StoreRefusedError)
+    assert len(board) == 5 and "m5" not in board
+    rounds.clear()
+    with pytest.raises(mdss.StoreUnavailableError, match="after 1 entries were taken") as raised:
+        board.remove_range_by_rank(1, 3)
+    assert not isinstance(raised.value, mdss.StoreRefusedError) and len(board) == 4
+    rounds[:] = [0]  # refused at once
+    with pytest.raises(mdss.StoreRefusedError):
+        board.pop_min(2)
+    assert len(board) == 4
