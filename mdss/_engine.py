@@ -20,7 +20,7 @@ from ._deletions import Deletions
 from ._group import GroupCommit, Pending
 from ._head import Head
 from ._keys import Keyspace
-from ._order import ROWS, Order
+from ._order import ROWS, Order, exact
 from ._overlay import Overlays
 from ._recent import Recent
 from ._retry import COMMITS
@@ -149,7 +149,7 @@ class Engine:
         engine shares ``cache`` and ``stale`` with the other shards, makes its writes forget what the sharded set's
         reads kept (``outer``), and trusts its held head after ``trust_after``; in a ``"first"`` set it numbers entries
         by the clock, through ``moments`` (shared by the shards: :meth:`reached`)."""
-        self.store, self.name, self.keys = store, name, keys
+        self.store, self.name, self.keys = store, exact(name), keys
         keys.check_fits(store, name)
         self.cache = NodeCache(cache_bytes) if cache is None else cache
         self.policy = attrs.evolve(COMMITS, budget=float(retry_budget), max_attempts=max_attempts)

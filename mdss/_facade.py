@@ -409,7 +409,7 @@ class SetMethods:
     def at(self, rank: int, *, ties: str = "ordinal", max_staleness: float | None = None) -> Entry | None:
         """The entry at a 1-based ordinal rank (position), or ``None`` past the end; its ``rank`` follows ``ties``."""
         if type(rank) is not int or rank < 1:
-            raise InvalidArgumentError(f"rank must be an int >= 1, got {rank!r}")
+            raise InvalidArgumentError(f"rank must be an int >= 1, got {shown(rank, 40)}")
         found = self.range(rank - 1, 1, ties=ties, max_staleness=max_staleness)
         return found[0] if found else None
 

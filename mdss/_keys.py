@@ -33,9 +33,9 @@ PART, SHARD = "#", "|"
 
 def _part(text: str, what: str) -> str:
     if not isinstance(text, str) or not text:
-        raise InvalidArgumentError(f"a {what} must be a non-empty string, got {text!r}")
+        raise InvalidArgumentError(f"a {what} must be a non-empty string, got {shown(text)}")
     try:
-        return quote(text, safe=_SAFE)
+        return quote(str.__str__(text), safe=_SAFE)  # its text, whatever a str subclass's own methods say
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8, so no key
         raise InvalidArgumentError(f"a {what} must be valid Unicode (no lone surrogates), got {shown(text)}") from None
 

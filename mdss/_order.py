@@ -84,7 +84,7 @@ def check_member(member: Any) -> str:
     if type(member) is not str:
         if not isinstance(member, str):
             raise InvalidMemberError(f"a member must be a str, got {type(member).__name__}: {shown(member)}")
-        member = str(member)
+        member = exact(member)
     if not member:
         raise InvalidMemberError("a member must not be empty")
     if len(member) > MAX_MEMBER_BYTES // 4 or not member.isascii():  # a shorter one cannot be over the limit
@@ -175,6 +175,13 @@ def check_pairs(pairs: Any) -> dict[str, Score]:
     return dict(checked_pairs(pairs))
 
 
+def exact(text: Any) -> Any:
+    """A ``str`` subclass as the plain ``str`` of its text (anything else as it is): names and members are stored by
+    their text, where a subclass's own ``__str__`` or ``__format__`` may say something else (an ``Enum``'s
+    ``"Team.RED"``, which f-strings spell differently from one Python to the next)."""
+    return str.__str__(text) if isinstance(text, str) and type(text) is not str else text
+
+
 def check_text(text: str, what: str) -> str:
     """``text`` (a ``str``) if it is valid Unicode: a lone surrogate has no UTF-8, so it can be neither stored nor
     packed (an :class:`InvalidArgumentError` naming ``what``, not msgpack's ``UnicodeEncodeError``)."""
@@ -183,7 +190,7 @@ def check_text(text: str, what: str) -> str:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidArgumentError(f"{what} {shown(text)} is not valid Unicode: {exc.reason}") from None
-    return text
+    return exact(text)
 
 
 def check_choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
@@ -276,13 +283,13 @@ def check_data(data: Any, room: int = MAX_DATA_BYTES) -> str | bytes | None:
     if data is None:
         return None
     if isinstance(data, str):
+        data = exact(data)
         try:
             size = len(data.encode("utf-8"))
         except UnicodeEncodeError as exc:
             raise InvalidArgumentError(f"data {data[:40]!r} is not valid Unicode: {exc.reason}") from None
-        data = str(data)
     elif isinstance(data, (bytes, bytearray, memoryview)):
-        data = bytes(data)
+        data = memoryview(data).tobytes()  # its bytes: a subclass's own __bytes__ may say anything
         size = len(data)
     else:
         raise InvalidArgumentError(f"data must be str or bytes (or None), got {type(data).__name__}: {shown(data)}")
@@ -614,7 +621,7 @@ class Order:
             self.probe = lambda score: (score,)
             self.better = min
         else:
-            raise InvalidArgumentError(f'order must be "desc" or "asc", got {name!r}')
+            raise InvalidArgumentError(f'order must be "desc" or "asc", got {shown(name, 40)}')
         if self._ends is not None:
             self.key = _columns_key(self._ends, -1 if name == "desc" else 1)
         #: Whether members' values are rows, each making a key per column (a record window: ``rows_tiebreak``).

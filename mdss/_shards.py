@@ -48,6 +48,8 @@ from ._order import (
     check_flag,
     check_member,
     check_score,
+    check_seconds,
+    exact,
     score_of,
     spelled_number,
 )
@@ -147,7 +149,7 @@ class ShardedSet(SetMethods):
             max_staleness=max_staleness,
             **options,
         )
-        self.store, self.name = store, name
+        self.store, self.name = store, exact(name)
         #: Where the set lives in the store: its settings record (its shards' keys are the engines').
         self.keys = Keyspace(store.namespace, name)
         Keyspace.internal(store.namespace, name, "9999.fffff", SHARD).check_fits(store, name)  # its longest shard's
@@ -711,6 +713,7 @@ class ShardedSet(SetMethods):
         return any([_merge.merge(e) for e in self.engines])
 
     def unreferenced(self, min_age: float = 0.0) -> list[str]:
+        min_age = check_seconds(min_age, "min_age")
         return [key for e in self.engines for key in _garbage.unreferenced(e, min_age)]
 
     def node_keys(self) -> list[str]:

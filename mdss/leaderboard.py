@@ -42,6 +42,7 @@ from ._order import (
     check_flag,
     check_member,
     check_seconds,
+    exact,
     iterate,
 )
 from ._schedules import Calendar
@@ -123,7 +124,7 @@ class Leaderboard:
         if not isinstance(name, str) or not name or "#" in name:
             # refused since boards named their parts "game#week:2026-W48", "game#rows#all" (see board_keyspace)
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str without '#', got {shown(name)}")
-        self.store, self.name = store, name
+        self.store, self.name = store, exact(name)
         self.columns = _board_settings.check_tiebreak(tiebreak, _board_settings.check_columns(columns))
         #: How the board cuts time into window instances: its zone, weeks and schedules.
         self.calendar = Calendar(tz, week_start, schedules)
@@ -163,6 +164,7 @@ class Leaderboard:
             raise InvalidArgumentError(f"store must be an mdss Store (see mdss.open_store), got {shown(store)}")
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"a leaderboard name must be a non-empty str, got {shown(name)}")
+        name = exact(name)
         stored = _board_settings.stored_rules(store, name)
         given = sorted(set(stored) & set(options))
         if given:
@@ -549,7 +551,7 @@ class Leaderboard:
         stamp = moment = when.timestamp()
         member = None
         if post_id is not None:
-            member = _post_member(owner, post_id)
+            member = _post_member(owner, exact(post_id))
             if 4 * (len(member.encode("utf-8")) + CHILD_BYTES + 24) > self.node_bytes:
                 raise InvalidArgumentError(f"a post id entry of this post_id does not fit nodes of {self.node_bytes} B")
             moment = self._first_tried(member, stamp)

@@ -14,7 +14,18 @@ import attrs
 
 from ._codec import FORMAT, pack, seal, unpack
 from ._keys import Keyspace
-from ._order import MAX_MEMBER_BYTES, Entry, Order, Score, check_choice, check_member, check_score, checked_pairs
+from ._order import (
+    MAX_MEMBER_BYTES,
+    Entry,
+    Order,
+    Score,
+    check_choice,
+    check_member,
+    check_score,
+    check_seconds,
+    checked_pairs,
+    exact,
+)
 from ._retry import COMMITS
 from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, SettingsMismatchError, shown
 from .stores.base import Record, Store
@@ -70,13 +81,10 @@ class TopN:
     ) -> None:
         if type(n) is not int or not 1 <= n <= MAX_N:
             raise InvalidArgumentError(f"n must be an int from 1 to {MAX_N:,}, got {shown(n)}")
-        if type(retry_budget) not in (int, float) or not 0 <= retry_budget < float("inf"):
-            raise InvalidArgumentError(
-                f"retry_budget must be a non-negative number of seconds, got {shown(retry_budget)}"
-            )
+        check_seconds(retry_budget, "retry_budget")
         if max_attempts is not None and (type(max_attempts) is not int or max_attempts < 1):
             raise InvalidArgumentError(f"max_attempts must be an int >= 1 or None, got {shown(max_attempts)}")
-        self.store, self.name, self.n = store, name, n
+        self.store, self.name, self.n = store, exact(name), n
         self.order = Order(order)
         self._check_fits(store.max_value_bytes)
         self.key = Keyspace(store.namespace, name).topn

@@ -4,6 +4,9 @@ The model test (``test_sortedset_stateful``) checks data against the model on ev
 
 from __future__ import annotations
 
+import enum
+from typing import Any
+
 import msgpack
 import pytest
 
@@ -45,6 +48,53 @@ def test_subclasses_and_buffers_are_stored_as_the_plain_type(sset) -> None:
     sset.add("b", 1, data=bytearray(b"\x00\x01"))
     assert sset.data("a") == "ann" and type(sset.data("a")) is str
     assert sset.data("b") == b"\x00\x01" and type(sset.data("b")) is bytes
+
+
+class Team(str, enum.Enum):
+    RED = "red"
+
+
+class Lying(str):
+    """A str whose own methods say something else than its text."""
+
+    def __str__(self) -> str:
+        return "x" * 100_000
+
+    def __format__(self, spec: str) -> str:
+        return "formatted"
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        return b"encoded"
+
+
+class LyingBytes(bytes):
+    def __bytes__(self) -> bytes:
+        return b"x" * 100_000
+
+
+def test_names_members_and_data_are_their_text_whatever_a_subclass_says() -> None:
+    """A str subclass was stored as its own ``str()``: an Enum member ``Team.RED`` as "Team.RED" (so ``score("red")``
+    found nothing), and a ``__str__`` past the data limit got past it (a helper's fuzz). Now the text itself, everywhere
+    a name, a member, an owner, a post id or data is taken."""
+    store = mdss.open_store("memory://")
+    sset = mdss.SortedSet(store, Team.RED)
+    sset.add(Team.RED, 5, data=Team.RED)
+    sset.add(Lying("liar"), 1, data=Lying("fib"))
+    sset.add("b", 2, data=LyingBytes(b"raw"))
+    plain = mdss.SortedSet(store, "red")
+    assert plain.name == "red" and type(sset.name) is str
+    assert [(e.member, e.data) for e in plain.range(0, 5, with_data=True)] == [
+        ("red", "red"),
+        ("b", b"raw"),
+        ("liar", "fib"),
+    ]
+    board = mdss.Leaderboard(store, Team.RED, columns={"xp": "desc"}, accumulate=["xp"])
+    board.post(Team.RED, {"xp": 3}, post_id=Lying("p1"))
+    board.post("red", {"xp": 3}, post_id="p1")  # the same post id: a retry, counted once
+    assert mdss.Leaderboard.open(store, "red").rows(["red"], "xp")[0].values == {"xp": 3}
+    topn = mdss.TopN(store, Team.RED, 3)
+    topn.post(Team.RED, 1)
+    assert mdss.TopN(store, "red", 3).top()[0].member == "red"
 
 
 class _Limited(MemoryStore):

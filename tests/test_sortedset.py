@@ -117,7 +117,16 @@ def test_incr_overflow_and_inf_minus_inf_change_nothing(board) -> None:
         lambda b: b.range(0, -2),
         lambda b: b.range(0.5),
         lambda b: b.at(0),
+        lambda b: b.at(-(10**5000)),  # too long an int for Python to spell in the message
         lambda b: b.around("a", before=-1),
+        lambda b: b.unreferenced(-1),
+        lambda b: b.unreferenced("x"),
+        lambda b: mdss.SortedSet(b.store, "sharded", shards=2).unreferenced(float("nan")),
+        lambda b: mdss.SortedSet(b.store, "sharded", shards=2).unreferenced(None),
+        lambda b: mdss.TopN(b.store, "t", 3, order=10**5000),
+        lambda b: mdss.TopN(b.store, "t", 3, retry_budget=10**400),
+        lambda b: mdss.TopN(b.store, "t", 3, retry_budget=1e300),
+        lambda b: mdss.SortedSet(b.store, 10**5000),
     ],
 )
 def test_bad_arguments(board, call) -> None:
