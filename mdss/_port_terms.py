@@ -78,9 +78,51 @@ def compressed_size(frame: bytes) -> int | None:
     return None
 
 
+class Unreadable(Exception):
+    """A request frame whose term was refused (:attr:`error`), with its ``Ref`` where that could be read alone
+    (:attr:`ref`; :data:`NO_REF` if not), so that the caller hears of it and does not wait out its timeout."""
+
+    def __init__(self, error: InvalidArgumentError, ref: Any) -> None:
+        super().__init__(str(error))
+        self.error, self.ref = error, ref
+
+
+#: The ``ref`` of an :class:`Unreadable` request whose ``Ref`` could not be read either.
+NO_REF = object()
+#: External term format: the tags of a tuple of at most 255 elements and of a larger one.
+_SMALL_TUPLE, _LARGE_TUPLE = 104, 105
+
+
+def _ref_of(term: bytes) -> Any:
+    """The ``Ref`` of a request ``{call, Ref, Op, Args}`` (a whole external term) read alone, or :data:`NO_REF`."""
+    if term[1:3] == bytes((_SMALL_TUPLE, 4)):
+        start = 3
+    elif term[1:2] == bytes((_LARGE_TUPLE,)) and term[2:6] == (4).to_bytes(4, "big"):
+        start = 6
+    else:
+        return NO_REF
+    _inflating.refuse = True
+    try:
+        at, tag = _bounded_term(start, term)
+        return _bounded_term(at, term)[1] if _atom(tag) == "call" else NO_REF
+    except Exception:  # the Ref itself is what fails (erlang-py raises several types on garbage)
+        return NO_REF
+    finally:
+        _inflating.refuse = False
+
+
 def decode(frame: bytes, max_term: int = MAX_TERM) -> Any:
     """A request frame's term. A compressed one inflates to at most ``max_term`` bytes, checked on its declared size,
-    then on the inflation; a compressed term nested in it is refused. :class:`InvalidArgumentError` for a non-term."""
+    then on the inflation; a compressed term nested in it is refused. :class:`Unreadable` for a non-term."""
+    try:
+        return _decoded(frame, max_term)
+    except Unreadable:
+        raise
+    except InvalidArgumentError as exc:  # refused before inflating: no Ref is read from a term not inflated
+        raise Unreadable(exc, NO_REF) from None
+
+
+def _decoded(frame: bytes, max_term: int) -> Any:
     size = compressed_size(frame)
     if size is not None:
         if size > max_term:
@@ -101,12 +143,13 @@ def decode(frame: bytes, max_term: int = MAX_TERM) -> Any:
     _inflating.refuse = True
     try:
         return binary_to_term(frame)
-    except InvalidArgumentError:
-        raise
+    except InvalidArgumentError as exc:
+        error = exc
     except Exception as exc:  # erlang-py raises several types on garbage
-        raise InvalidArgumentError(f"the request is not an external term: {type(exc).__name__}: {exc}") from None
+        error = InvalidArgumentError(f"the request is not an external term: {type(exc).__name__}: {exc}")
     finally:
         _inflating.refuse = False
+    raise Unreadable(error, _ref_of(frame)) from None
 
 
 def _atom(term: Any) -> str | None:

@@ -5,12 +5,13 @@ Erlang starts it with ``open_port({spawn_executable, Python}, [{packet, 4}, bina
 data. A request ``{call, Ref, Op, Args}`` is answered ``{reply, Ref, Result}`` or ``{error, Ref, {Kind, Message}}``
 (``Kind`` the exception's class name as an atom, ``Message`` a binary), as requests finish on a thread pool: match
 replies by ``Ref``. Nothing a caller sends stops the server (a frame without a readable ``Ref`` gets
-``{error, undefined, ...}``). Memory is bounded: frames of at most :data:`MAX_FRAME` bytes, compressed terms inflating
-to at most :data:`MAX_TERM` (checked on the declared size first), none nested in a request, and at most
-:data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until calls finish). Decoded, a
-request takes up to about 25 times its bytes (a frame of 13 million empty binaries: 1.5 GB), so the port's bound is
-about 25 times :data:`IN_FLIGHT` at worst, a few times it for real requests; no integer of over 255 bytes is decoded
-(erlang-py's decoding of one is quadratic).
+``{error, undefined, ...}``; a request refused as it decodes, such as one holding an integer of over 255 bytes, is
+answered under its ``Ref`` where that reads alone). Memory is bounded: frames of at most :data:`MAX_FRAME` bytes,
+compressed terms inflating to at most :data:`MAX_TERM` (checked on the declared size first), none nested in a
+request, and at most :data:`IN_FLIGHT` bytes of requests served at once (past it the port reads no more until calls
+finish). Decoded, a request takes up to about 80 times its bytes (a frame of 16 million empty lists, one byte each:
+1.3 GB), so the port's bound is about 80 times :data:`IN_FLIGHT` at worst, a few times it for real requests; no
+integer of over 255 bytes is decoded (erlang-py's decoding of one is quadratic).
 
 Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; scores integers, floats, ``inf`` or
 ``'-inf'``; an entry is ``{Member, Score, Rank}``; ``None`` is ``undefined``. ``Args`` starts with the set: a name, or
@@ -23,6 +24,7 @@ Terms (mdss._port_terms): members, set names and cursors are UTF-8 binaries; sco
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -36,8 +38,10 @@ from ._parse import integer
 from ._port_terms import (
     _READ,
     MAX_TERM,
+    NO_REF,
     OtpErlangAtom,
     OtpErlangBinary,
+    Unreadable,
     _atom,
     _board_options,
     _choice,
@@ -63,7 +67,7 @@ from ._port_terms import (
 )
 from ._sortedset import SortedSet
 from ._union import intersection, union
-from .exceptions import InvalidArgumentError, MdssError, SettingsMismatchError, shown
+from .exceptions import InvalidArgumentError, MdssError, shown
 from .leaderboard import Leaderboard
 from .stores.base import Store
 from .topn import TopN
@@ -151,10 +155,11 @@ class PortServer:
         sset = self._sets.get(name)
         if sset is None:  # opened outside any lock (it reads the store); two racing opens keep the first
             sset = self._sets.setdefault(name, SortedSet(self.store, name, **options))
-        for what, wanted in options.items():
-            have = getattr(sset, what)
-            if wanted != have:
-                raise SettingsMismatchError(f"set {name!r} is open with {what}={have!r}, not {wanted!r}")
+        if any(getattr(sset, what) != wanted for what, wanted in options.items()):
+            # Open with other settings, as a set read by its bare name before it was made: opened again, the stored
+            # settings win (SettingsMismatchError if they differ from these), else these make it, as in Python.
+            sset = SortedSet(self.store, name, **options)
+            self._sets[name] = sset
         return sset
 
     def top_n(self, term: Any) -> TopN:
@@ -200,7 +205,11 @@ class PortServer:
         """The reply frame's payload for one request frame's payload; never raises."""
         ref: Any = None
         try:
-            request = decode(frame, self.max_term)
+            try:
+                request = decode(frame, self.max_term)
+            except Unreadable as exc:  # answered under its Ref where that reads alone: the caller waits for it
+                ref = None if exc.ref is NO_REF else exc.ref
+                raise exc.error from None
             if type(request) is tuple and len(request) >= 2 and _atom(request[0]) == "call":
                 ref = request[1]
             if type(request) is not tuple or len(request) != 4 or _atom(request[0]) != "call":
@@ -644,7 +653,8 @@ def run(store_url: str, threads: int = DEFAULT_THREADS) -> None:
         PortServer(store, threads).serve(sys.stdin.buffer, out)
     finally:
         store.close()
-        out.close()
+        with contextlib.suppress(BrokenPipeError):  # the VM closed the port with replies unsent: no one to tell
+            out.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,7 +55,7 @@ def test_eunit_suite(kind: str, ebin: pathlib.Path, tmp_path: pathlib.Path, requ
         store = f"{url}{'&' if '?' in url else '?'}namespace=erl{uuid.uuid4().hex[:12]}"
     done = erl(ebin, "halt(case eunit:test(mdss_tests, [verbose]) of ok -> 0; _ -> 1 end).", store)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "All 16 tests passed" in done.stdout, done.stdout
+    assert "All 18 tests passed" in done.stdout, done.stdout
 
 
 def test_every_client_function_is_listed_in_the_docs() -> None:

@@ -222,6 +222,67 @@ def test_an_integer_of_over_255_bytes_is_refused_before_it_is_decoded() -> None:
     start = time.monotonic()
     answer = reply(port, frame)
     assert error_kind(answer) == "InvalidArgumentError" and "255 bytes" in answer[2][1].value.decode()
+    assert answer[1] == 1  # under its Ref: a caller waits for no reply that never comes (a helper's probe)
     assert time.monotonic() - start < 1
     assert reply(port, request("len", [erlang.OtpErlangBinary(b"s")], 2)) == (A("reply"), 2, 0)  # still serving
     assert erlang.binary_to_term(erlang.term_to_binary(2**2000)) == 2**2000  # 251 bytes: still decoded
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_request_refused_as_it_decodes_is_answered_under_its_ref(compressed) -> None:
+    """The Erlang client matches replies by Ref and drops any other: a request refused as it decodes was answered under
+    ``undefined``, so its caller waited out its timeout, or for ever (a helper's probe). Now under its Ref where that
+    reads alone; ``undefined`` only where the Ref itself is what fails."""
+    port = PortServer(MemoryStore())
+    ref, name, slot = (A("ref"), 42), erlang.OtpErlangBinary(b"s"), erlang.OtpErlangBinary(b"SLOT")
+    nested = b"l\x00\x00\x00\x01" * 2000 + b"a\x01" + b"j" * 2000  # a member 2,000 lists deep
+    frames = [
+        request("add", [name, erlang.OtpErlangBinary(b"m"), 1 << 2100], ref, compressed),
+        request("add", [name, slot, 1], ref).replace(erlang.term_to_binary(slot)[1:], nested),
+    ]
+    if compressed:
+        frames[1] = bytes((131, 80)) + (len(frames[1]) - 1).to_bytes(4, "big") + zlib.compress(frames[1][1:])
+    for frame in frames:
+        answer = reply(port, frame)
+        assert error_kind(answer) == "InvalidArgumentError" and answer[1] == ref
+    assert reply(port, request("len", [name], 1 << 2100))[1] is None  # the Ref itself refused: undefined
+    assert reply(port, request("len", [name], 3)) == (A("reply"), 3, 0)
+
+
+def test_a_set_read_before_it_exists_is_made_with_the_settings_a_later_request_gives() -> None:
+    """A set read by its bare name before it existed stayed open with the default settings, so a later request to make
+    it ``asc`` was refused for as long as the port ran (a helper's probe); a Python SortedSet made with them works."""
+    port = PortServer(MemoryStore())
+    name = erlang.OtpErlangBinary(b"race")
+    assert reply(port, request("rank", [name, erlang.OtpErlangBinary(b"ann")])) == (A("reply"), 1, None)
+    asc = (name, {A("order"): A("asc")})
+    assert reply(port, request("add", [asc, erlang.OtpErlangBinary(b"ann"), 61], 2)) == (A("reply"), 2, True)
+    assert reply(port, request("add", [asc, erlang.OtpErlangBinary(b"bob"), 59], 3)) == (A("reply"), 3, True)
+    assert reply(port, request("rank", [name, erlang.OtpErlangBinary(b"bob")], 4)) == (A("reply"), 4, 1)
+    desc = (name, {A("order"): A("desc")})  # stored asc now: the stored settings win
+    assert error_kind(reply(port, request("len", [desc], 5))) == "SettingsMismatchError"
+
+
+def test_the_port_exits_quietly_when_the_vm_goes_away_with_a_reply_unsent() -> None:
+    """The VM closed both pipes with a call in flight: the reply left in the port's buffered output made its last
+    flush raise, and the port exited 1 with a traceback, where stderr carries only bugs' (a helper's probe)."""
+    port = subprocess.Popen(
+        [sys.executable, "-m", "mdss.port", "--store", "memory://"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    pairs = [(erlang.OtpErlangBinary(b"m%06d" % i), i) for i in range(20_000)]
+    for frame in (
+        request("add_many", [erlang.OtpErlangBinary(b"s"), pairs]),
+        request("check", [erlang.OtpErlangBinary(b"s")], 2),
+    ):
+        port.stdin.write(len(frame).to_bytes(4, "big") + frame)
+        port.stdin.flush()
+        if len(frame) > 1000:
+            size = int.from_bytes(port.stdout.read(4), "big")
+            port.stdout.read(size)
+    port.stdout.close()
+    port.stdin.close()
+    assert port.wait(60) == 0
+    assert b"Traceback" not in port.stderr.read()

@@ -86,7 +86,8 @@ start_link(StoreUrl) ->
 %% @doc Start a client with options: `python' (the executable), `timeout' (ms per call,
 %% default 5000) and `threads' (requests the port serves at once, default 16). An option
 %% not given comes from the `mdss' application environment; `python' then from the
-%% `MDSS_PYTHON' environment variable, then the `python3' on `PATH'.
+%% `MDSS_PYTHON' environment variable, then the `python3' on `PATH'. A `timeout' that is no
+%% timeout, or `threads' not a positive integer: `{error, {bad_option, {Key, Value}}}'.
 -spec start_link(iodata(), #{atom() => term()}) -> {ok, pid()} | {error, term()}.
 start_link(StoreUrl, Options) when is_map(Options) ->
     gen_server:start_link(?MODULE, {unicode:characters_to_list(StoreUrl), Options}, []).
@@ -442,8 +443,9 @@ call(Pid, Op, Args) ->
     gen_server:call(Pid, {call, Op, Args, default}, infinity).
 
 %% @doc Any operation of the port, answered within `Timeout' ms or `{error, {timeout, _}}'.
+%% A `Timeout' that is not one (`1.5', `-1') fails in the caller (`function_clause'), not in the client all callers share.
 -spec call(pid(), atom(), list(), timeout()) -> result().
-call(Pid, Op, Args, Timeout) ->
+call(Pid, Op, Args, Timeout) when Timeout =:= infinity; is_integer(Timeout), Timeout >= 0 ->
     gen_server:call(Pid, {call, Op, Args, Timeout}, infinity).
 
 %% @doc The operating-system pid of the port process (`{error, {port_exited, _}}' if none runs).
@@ -460,12 +462,18 @@ init({Url, Options}) ->
             {stop, {no_python, "no python3 on PATH: set the python option, the mdss application's python, "
                                "or MDSS_PYTHON"}};
         Python ->
-            State = #state{url = Url, python = Python,
-                           threads = option(threads, Options, ?DEFAULT_THREADS),
-                           timeout = option(timeout, Options, ?DEFAULT_TIMEOUT)},
-            case open(State) of
-                {ok, Started} -> {ok, Started};
-                {error, Why} -> {stop, {port_failed, Why}}
+            Threads = option(threads, Options, ?DEFAULT_THREADS),
+            Timeout = option(timeout, Options, ?DEFAULT_TIMEOUT),
+            if
+                not is_integer(Threads); Threads < 1 ->
+                    {stop, {bad_option, {threads, Threads}}};
+                Timeout =/= infinity andalso (not is_integer(Timeout) orelse Timeout < 0) ->
+                    {stop, {bad_option, {timeout, Timeout}}};
+                true ->
+                    case open(#state{url = Url, python = Python, threads = Threads, timeout = Timeout}) of
+                        {ok, Started} -> {ok, Started};
+                        {error, Why} -> {stop, {port_failed, Why}}
+                    end
             end
     end.
 

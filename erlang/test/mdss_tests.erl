@@ -351,3 +351,30 @@ raw_port_test_() ->
         ?assertEqual({reply, {any, "term"}, true}, Ask(term_to_binary({call, {any, "term"}, add, [<<"s">>, <<"m">>, 1]}))),
         port_close(Port)
     end}}.
+
+%% A bad timeout fails in its caller, not in the client every caller shares; bad start options stop the start.
+bad_timeouts_and_options_test_() ->
+    {"bad timeouts fail in the caller; bad options stop the start", {timeout, 60, fun() ->
+        {ok, Pid} = mdss:start_link(store()),
+        ?assertError(function_clause, mdss:call(Pid, len, [<<"s">>], 1.5)),
+        ?assertError(function_clause, mdss:call(Pid, len, [<<"s">>], -1)),
+        ?assertEqual({ok, 0}, mdss:call(Pid, len, [<<"s">>], 5000)),
+        ?assertEqual({ok, 0}, mdss:call(Pid, len, [<<"s">>], infinity)),
+        Trapping = process_flag(trap_exit, true),
+        ?assertEqual({error, {bad_option, {timeout, 1.5}}}, mdss:start_link(store(), #{timeout => 1.5})),
+        ?assertEqual({error, {bad_option, {threads, 0}}}, mdss:start_link(store(), #{threads => 0})),
+        [receive {'EXIT', _, {bad_option, _}} -> ok after 5000 -> ok end || _ <- [timeout, threads]],
+        process_flag(trap_exit, Trapping),
+        mdss:stop(Pid)
+    end}}.
+
+%% An argument the port refuses as it decodes (an integer of over 255 bytes) is answered at once, not timed out.
+undecodable_arguments_are_answered_test_() ->
+    {"an argument refused as it decodes gets its error at once", {timeout, 60, fun() ->
+        {ok, Pid} = mdss:start_link(store(), #{timeout => 30000}),
+        Start = erlang:monotonic_time(millisecond),
+        ?assertMatch({error, {'InvalidArgumentError', _}}, mdss:add(Pid, <<"s">>, <<"a">>, 1 bsl 2100)),
+        ?assert(erlang:monotonic_time(millisecond) - Start < 10000),
+        ?assertEqual({ok, true}, mdss:add(Pid, <<"s">>, <<"a">>, 1)),
+        mdss:stop(Pid)
+    end}}.
