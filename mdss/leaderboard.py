@@ -27,7 +27,7 @@ from ._board_format import window_tiebreak as legacy_tiebreak
 from ._board_load import combined_rows, legacy_source, window_source
 from ._board_ops import RESOLVERS, Posted
 from ._board_post import check_post, expired, new_row
-from ._board_rows import expired_ids, owner_member, window_problems, window_tiebreak
+from ._board_rows import check_fits, expired_ids, owner_member, reached, row_value, window_problems, window_tiebreak
 from ._board_settings import _LEGACY_EPOCH, RECORDS_LAYOUT, record_part
 from ._board_settings import ROWS_LAYOUT as ROWS_LAYOUT
 from ._board_views import Page, RankedRow
@@ -539,14 +539,16 @@ class Leaderboard:
         A ``post_id`` (per owner) retried within ``post_id_ttl`` seconds goes to the windows of its first try, even if
         the day has turned since, and counts nothing twice. Everything is validated before anything is written, but
         what depends on a window's row as it stands (a summed value's overflow, a merged row past the size limits),
-        which each window checks as it commits: the ``all`` window goes first, whose rows are the largest, and a later
+        which each window checks as it commits: the ``all`` window goes first, whose rows are the largest (a post it
+        refuses changes nothing: a window is listed, and ``retention`` applied, just before its commit), and a later
         window that refuses names the windows that took the post before it. One commit per window; with a ``post_id``,
         one more before them to the board's record of post ids (and a read if the post is a retry).
         """
         owner = self._owner(owner)
         numeric = (*self.accumulate, *self.keep_best)
         checked, ops = check_post(values, ops, only, post_id, self.columns, numeric, self.keep_best)
-        new_row(None, checked, ops, self.accumulate, self.keep_best, self.columns)  # refuses a row past the limits
+        fresh = new_row(None, checked, ops, self.accumulate, self.keep_best, self.columns)  # refuses one too big
+        check_fits([(owner_member(owner), row_value(fresh, 0.0, reached(self.columns, None, fresh)))], self.node_bytes)
         when = _windows.moment(self._now)
         stamp = moment = when.timestamp()
         member = None
@@ -557,13 +559,14 @@ class Leaderboard:
             moment = self._first_tried(member, stamp)
             stamp, when = moment, dt.datetime.fromtimestamp(moment, _windows.UTC)
         instances = [self.calendar.instance(kind, when) for kind in self.windows_kinds]
-        done: dict[str, bool] = {i: False for i in instances if not self._register(i)}
+        done: dict[str, bool] = {}
         rules = (self.accumulate, self.keep_best, self.columns)
         posted = Posted(checked, ops, only, stamp, *rules, member, moment, self.node_bytes)
         cutoff = stamp - self.post_id_ttl
         took: list[str] = []
         for instance in sorted(instances, key=lambda i: i != "all"):  # the largest rows refuse first
-            if instance in done:
+            if not self._register(instance):  # listed just before its commit: a post the all window refuses lists none
+                done[instance] = False
                 continue
             sset = self._set(instance)
             commit: list[tuple[str, str, Any]] = [("post", owner_member(owner), posted)]

@@ -1392,7 +1392,8 @@ def test_a_post_refused_by_a_window_s_row_changes_no_window_first_and_combine_ta
     with pytest.raises(mdss.InvalidArgumentError, match="at most"):
         board.post("ann", {"xp": 2, "extra": "z" * 900})
     assert board.row("ann").values["xp"] == 1
-    assert [board.row("ann", window=w) for w in board.windows("day")][-1] is None
+    (day,) = board.windows("day")  # the refused post listed no window of its day
+    assert board.row("ann", window=day).values["xp"] == 1
     with pytest.raises(mdss.InvalidArgumentError, match="more than once"):
         board.combine(["all", "all"], into="season:1")
 
@@ -1441,3 +1442,32 @@ def test_a_window_the_store_refuses_after_another_took_the_post_is_no_refusal_of
     with pytest.raises(mdss.StoreUnavailableError, match="after \\['all'\\] loaded") as raised:
         board.load({"bob": {"xp": 1}}, replace=True)
     assert not isinstance(raised.value, mdss.StoreRefusedError)
+
+
+def test_a_post_the_all_window_refuses_lists_no_window_and_drops_none() -> None:
+    """A post refused by its commit (an ``accumulate`` sum past 64 bits) listed the new day's window first, and with
+    ``retention`` dropped the day before, rows and all; a row too heavy for ``node_bytes`` was refused only at its
+    commit, after the listing (a helper's review). Now the weight is checked with the rest of the input, and a window
+    is listed just before its own commit: ``all`` goes first and refuses first."""
+    clock = [1_795_000_000]
+    board = mdss.Leaderboard(
+        mdss.open_store("memory://"),
+        "g",
+        columns={"xp": "desc"},
+        accumulate=["kills"],
+        windows=["all", "day"],
+        retention={"day": 1},
+        now=lambda: clock[0],
+        node_bytes=1024,
+    )
+    board.post("ann", {"xp": 1, "kills": 2**63 - 1})
+    before = board.windows()
+    clock[0] += 86400
+    with pytest.raises(mdss.InvalidScoreError):
+        board.post("ann", {"xp": 2, "kills": 1})
+    with pytest.raises(mdss.InvalidArgumentError, match="does not fit nodes"):
+        board.post("bob", {"xp": 1, "t": "a" * 500})
+    assert board.windows() == before
+    assert [r.owner for r in board.top("xp", window=before[1])] == ["ann"]
+    assert board.post("cid", {"xp": 3}) == {"all": True, board.windows("day")[0]: True}
+    assert len(board.windows("day")) == 1 and board.windows("day") != before[1:]  # retention, once a post landed
