@@ -842,8 +842,8 @@ class Leaderboard:
         if max_error is not None:
             check_count(max_error, "max_error")
 
-        def below(snap: Any, key: Any) -> Any:
-            return _estimate.in_snapshot(snap, key, max_error)
+        def below(snap: Any, key: Any) -> Any:  # a rank is two counts apart, each within half its max_error
+            return _estimate.in_snapshot(snap, key, None if max_error is None else max_error // 2)
 
         return self._read(
             window,
