@@ -26,9 +26,9 @@ class Recent:
     def __init__(self, bound: float = 0.0, outer: Recent | None = None) -> None:
         self.bound = bound  # the object's default max_staleness (0: every read reads the head)
         self._outer = outer  # a sharded set's, for reads of every shard: it forgets what it kept with this one
-        #: What the last fresh read took and when it began, by clock(): one tuple, so a thread never pairs one read's
-        #: head with another's time.
-        self._kept: tuple[Any, float] | None = None
+        #: What the last fresh read took, when it began and ended, by clock(), and the state it read: one tuple, so a
+        #: thread never pairs one read's head with another's time.
+        self._kept: tuple[Any, float, float, Any] | None = None
         self._epoch = 0  # bumped by every write: a read that began under an older epoch keeps nothing
         self._lock = threading.Lock()
         self._ages = threading.local()  # the age of the snapshot each thread's last read used
@@ -49,30 +49,39 @@ class Recent:
         """Before a fresh read of the head: the epoch and time that :meth:`keep` takes (the time the read began, so
         that an age is never under the truth); ``None`` when neither the object nor the read (``bound``) accepts
         staleness: then nothing is kept (what was, is dropped: it is older than this read), and a read of the head
-        pays no more than before. An object with a bound keeps every fresh read's head, so its reads never go back to
-        an older one."""
+        pays no more than before. An object with a bound keeps the head of every fresh read known to be the newest
+        (:meth:`keep`), so its reads never go back to an older one."""
         self._ages.age = 0.0
         if not (self.bound or bound):
             self.fresh()
             return None
         return self._epoch, clock()
 
-    def keep(self, held: Any, began: tuple[int, float]) -> None:
-        """Keep ``held``, read by a read that :meth:`begin` returned ``began`` to, unless a write came since (what it
-        read may be older than the write) or a read that began later kept its own."""
+    def keep(self, held: Any, began: tuple[int, float], state: Any) -> None:
+        """Keep ``held``, read by a read that :meth:`begin` returned ``began`` to (``state``: the head bytes it read,
+        equal for equal states), unless a write came since (what it read may be older than the write). Two reads of
+        the head are ordered only when one ended before the other began (the store answered the first before it was
+        asked the second): the later is kept, or either where both read the same state. Where they overlapped and
+        read different states, which is the newer is unknown, so neither is kept: the next read within the bound reads
+        the head, and no thread's read goes back past one it made."""
         epoch, taken = began
+        ended = clock()
         with self._lock:
+            if epoch != self._epoch:
+                return
             kept = self._kept
-            if epoch == self._epoch and (kept is None or taken >= kept[1]):
-                self._kept = (held, taken)
+            if kept is not None and kept[3] == state:  # the same state: known current from the later of the two reads
+                self._kept = (held, max(taken, kept[1]), ended, state)
+            elif kept is None or kept[2] < taken:
+                self._kept = (held, taken, ended, state)
+            elif ended >= kept[1]:  # overlapping reads of different states
+                self._kept = None
 
     def fresh(self) -> None:
         """A read that accepts no staleness began: what was kept, here or by the sharded set this shard belongs to, is
-        older than it, and no later read within the bound may go back to it."""
-        if self._kept is not None:
-            self.forget()  # the outer's too
-        elif self._outer is not None:
-            self._outer.fresh()
+        older than it, and no later read within the bound may go back to it; nor may a read within the bound still in
+        flight keep its head, which may be older too (the epoch moves on, whether or not anything was kept)."""
+        self.forget()  # the outer's too
 
     def forget(self) -> None:
         """A write went through this object (or may have): nothing kept may be reused."""

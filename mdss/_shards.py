@@ -277,7 +277,7 @@ class ShardedSet(SetMethods):
             datas = self.store.get_many(self._head_keys)
         parts = self._parts(datas)
         if began is not None:
-            recent.keep((datas, parts), began)
+            recent.keep((datas, parts), began, tuple(datas))
         return datas, Gather(parts, self.store, self._cache, self._order.tree_key), guessed
 
     def _guessed(

@@ -157,7 +157,7 @@ def read(
         known, guessed = _guessed(engine, fn)
     snap = snapshot(engine, known=known, again=True)
     if began is not None and snap.data is not None:
-        recent.keep((Record((snap.data,), snap.version), snap.head), began)
+        recent.keep((Record((snap.data,), snap.version), snap.head), began, snap.data)
     if guessed is not None and guessed[0] is snap:  # the head unchanged: the snapshot the guess used is this read's
         guessed[1].online(engine.store)
         return guessed[2]

@@ -177,13 +177,48 @@ def test_a_reader_that_began_before_a_write_keeps_nothing(clock) -> None:
     recent = _recent.Recent(5.0)
     began = recent.begin(None)
     recent.forget()  # a write landed while the read was in flight
-    recent.keep("old head", began)
+    recent.keep("old head", began, b"old")
     assert recent.within(None) is None
-    recent.keep("newer head", recent.begin(None))
+    recent.keep("newer head", recent.begin(None), b"newer")
     assert recent.within(None) == "newer head"
     assert recent.within(0) is None
     clock.now += 6
     assert recent.within(None) is None
+
+
+def test_of_two_overlapping_reads_of_different_heads_neither_is_kept(clock) -> None:
+    """Two threads' fresh reads of one object: the one that began later may have reached the store first, so its head
+    may be the older. It was kept over the other's, and that thread's next read within the bound went back past the
+    head it had read (a helper's probe with held store calls). Reads are ordered only when one ended before the other
+    began; overlapping ones that read different heads keep neither, and ones that read the same head keep it."""
+    recent = _recent.Recent(5.0)
+    first = recent.begin(None)
+    clock.now += 1
+    second = recent.begin(None)
+    recent.keep("older head", second, b"older")  # began later, answered first
+    clock.now += 1
+    recent.keep("newer head", first, b"newer")
+    assert recent.within(None) is None  # neither: the next read within the bound reads the head
+    recent.keep("same head", recent.begin(None), b"same")
+    overlapping = recent.begin(None)
+    clock.now += 1
+    recent.keep("same head", recent.begin(None), b"same")
+    recent.keep("same head", overlapping, b"same")
+    assert recent.within(None) == "same head"
+    clock.now += 1
+    later = recent.begin(None)  # began after the kept read ended: its head is at least as new
+    recent.keep("later head", later, b"later")
+    assert recent.within(None) == "later head"
+
+
+def test_a_plain_read_stops_a_bounded_read_in_flight_keeping_its_head(clock) -> None:
+    """A plain read of an object with nothing kept moved nothing on, so a bounded read that began before it (and read
+    an older head) kept that head, and the plain reader's next read within the bound went back (a helper's probe)."""
+    recent = _recent.Recent(0.0)
+    bounded = recent.begin(10.0)
+    assert recent.begin(None) is None  # a plain read begins: nothing is kept, and none may be by reads begun before
+    recent.keep("older head", bounded, b"older")
+    assert recent.within(10.0) is None
 
 
 def test_boards_answer_views_within_their_bound(clock) -> None:
