@@ -19,6 +19,7 @@ import mdss
 
 from . import _parse
 from ._cli_csv import RowLines, parse_value, read_rows
+from ._cli_table import padded, shown, width
 from ._windows import WEEKDAYS
 from .leaderboard import Leaderboard, RankedRow
 
@@ -86,11 +87,12 @@ def _table(rows: list[Any]) -> str:
         return "  (no rows)"
     if not isinstance(rows[0], RankedRow):
         return "\n".join(map(str, rows))
-    width = max(len(r.owner) for r in rows)
-    lines = [f"  {'rank':>8}  {'owner':<{width}}  values"]
+    owners = [shown(r.owner) for r in rows]
+    columns = max(width("owner"), *map(width, owners))
+    lines = [f"  {'rank':>8}  {padded('owner', columns)}  values"]
     lines += [
-        f"  {'-' if r.rank is None else f'{r.rank:,}':>8}  {r.owner:<{width}}  {json.dumps(r.values, sort_keys=True)}"
-        for r in rows
+        f"  {'-' if r.rank is None else f'{r.rank:,}':>8}  {padded(o, columns)}  {json.dumps(r.values, sort_keys=True)}"
+        for r, o in zip(rows, owners)
     ]
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from ._board_cli import FloatRange, IntRange, spill_options
 from ._board_cli import board as board_command
 from ._cli_csv import SPACES, csv_pairs, parse_score, read_number
 from ._cli_csv import looks_like_header as looks_like_header  # re-exported: tests import it from here
+from ._cli_table import padded, shown, width
 
 T = TypeVar("T")
 
@@ -70,17 +71,19 @@ def _table(entries: list[mdss.Entry]) -> str:
     """Rank, member and score of each entry, and a data column for entries read ``with_data``."""
     if not entries:
         return "  (no entries)"
-    width = max(len("member"), *(len(e.member) for e in entries))
+    members = [shown(e.member) for e in entries]
+    columns = max(width("member"), *map(width, members))
     if isinstance(entries[0], mdss.DataEntry):
         scores = [_score(e.score) for e in entries]
         column = max(len(x) for x in [*scores, "score"])
-        lines = [f"  {'rank':>10}  {'member':<{width}}  {'score':<{column}}  data"]
+        lines = [f"  {'rank':>10}  {padded('member', columns)}  {'score':<{column}}  data"]
         lines += [
-            f"  {e.rank:>10,}  {e.member:<{width}}  {x:<{column}}  {_data(e.data)}" for e, x in zip(entries, scores)
+            f"  {e.rank:>10,}  {padded(m, columns)}  {x:<{column}}  {shown(_data(e.data))}"
+            for e, m, x in zip(entries, members, scores)
         ]
         return "\n".join(lines)
-    lines = [f"  {'rank':>10}  {'member':<{width}}  score"]
-    lines += [f"  {e.rank:>10,}  {e.member:<{width}}  {_score(e.score)}" for e in entries]
+    lines = [f"  {'rank':>10}  {padded('member', columns)}  score"]
+    lines += [f"  {e.rank:>10,}  {padded(m, columns)}  {_score(e.score)}" for e, m in zip(entries, members)]
     return "\n".join(lines)
 
 
@@ -504,9 +507,9 @@ class _BadRows(Exception):
 
 def _refuse(problems: list[str]) -> None:
     if problems:
-        shown = "\n  ".join(problems[:10])
+        listed = "\n  ".join(problems[:10])
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
-        raise _BadRows(f"{len(problems)} bad rows", f"\n  {shown}{more}")
+        raise _BadRows(f"{len(problems)} bad rows", f"\n  {listed}{more}")
 
 
 def _refusing(pairs: Iterator[tuple[str, Any]], problems: list[str]) -> Iterator[tuple[str, Any]]:

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
+from wcwidth import wcswidth
 
 import mdss
 from mdss.cli import cli
@@ -327,3 +328,23 @@ def test_a_stray_quote_in_a_csv_is_refused_and_a_second_demo_takes_other_setting
     for chunk in ("100", "10"):
         result = CliRunner().invoke(cli, ["demo", "--members", "500", "--chunk-size", chunk])
         assert result.exit_code == 0, result.output
+
+
+def test_tables_show_control_characters_escaped_and_align_wide_names(run, tmp_path) -> None:
+    """A member or owner is whatever was stored: an escape sequence in one reached the operator's terminal as it was
+    (colours, a cleared screen), a newline split a row, and a CJK name (two columns a character) pushed every column
+    after it out of line."""
+    url = f"sqlite:///{tmp_path}/cli.db"
+    names = ["evil\x1b[2J", "名前テスト", "new\nline", "rlo\u202eevil", "bob"]
+    sset = mdss.SortedSet(mdss.open_store(url), "board")
+    board = mdss.Leaderboard(mdss.open_store(url), "game", columns={"xp": "desc"})
+    for i, name in enumerate(names):
+        sset.add(name, 10 - i, data=f"d\x07{i}")
+        board.post(name, {"xp": 10 - i})
+    game = CliRunner().invoke(cli, ["--store", url, "--set", "game", "board", "top", "xp"]).output
+    for text in (run("top", "--with-data"), game):
+        lines = text.splitlines()
+        assert len(lines) == 6 and not {"\x1b", "\u202e", "\x07", "\r"} & set(text), text
+        assert "evil\\x1b[2J" in text and "new\\nline" in text and "rlo\\u202eevil" in text
+        last = [wcswidth(line[: line.rindex("  ") + 2]) for line in lines]
+        assert len(set(last)) == 1, text  # the last column starts at one screen column on every row
