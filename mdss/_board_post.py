@@ -177,8 +177,12 @@ def merge_row(
     keep_best: Mapping[str, str],
     columns: Mapping[str, _Column],
 ) -> dict[str, Any]:
-    """A loaded row's ``values`` with the owner's next row ``more`` applied, as a post applies it."""
-    return new_row(Row(owner, values, 0.0), more, {}, accumulate, keep_best, columns)
+    """A loaded row's ``values`` with the owner's next row ``more`` applied, as a post applies it; a refusal names the
+    owner (its rows may lie far apart in the input, and are merged once read)."""
+    try:
+        return new_row(Row(owner, values, 0.0), more, {}, accumulate, keep_best, columns)
+    except InvalidArgumentError as exc:
+        raise type(exc)(f"owner {shown(owner, 60)}, whose rows merge: {exc}") from None
 
 
 def expired(ranking: Any, cutoff: float) -> list[tuple[str, Any]]:

@@ -1488,3 +1488,13 @@ def test_an_estimated_position_is_no_wider_than_max_error() -> None:
         for max_error in (0, 1, 2):
             for column, rough in board.positions(owner, estimate=True, max_error=max_error).items():
                 assert rough.low <= exact[column] <= rough.high and rough.high - rough.low <= max_error
+
+
+@pytest.mark.parametrize("memory_bytes", [None, 1 << 20])
+def test_a_load_whose_merged_rows_overflow_names_the_owner(memory_bytes) -> None:
+    """An owner's rows merged past 64 bits were refused with no word of whose rows (they may lie far apart)."""
+    board = mdss.Leaderboard(mdss.open_store("memory://"), "g", columns={"xp": "desc"}, accumulate=["xp"])
+    rows = [("ann", {"xp": 2**63 - 1}), ("bob", {"xp": 1}), ("ann", {"xp": 1})]
+    with pytest.raises(mdss.InvalidScoreError, match="owner 'ann', whose rows merge: integer score"):
+        board.load(rows, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
+    assert board.count("xp") == 0
