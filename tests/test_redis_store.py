@@ -710,3 +710,28 @@ def test_a_cold_member_read_of_a_set_brings_its_entry_set_with_the_head(redis_ur
     writer.merge()
     assert cold(lambda: reader.rank("m007"))[0] == writer.rank("m007")  # new manifests too: more round trips
     assert cold(lambda: reader.scores(["m003", "m004"]))[0] == [-3, 4]
+
+
+@pytest.mark.parametrize("write", ["cas", "append"])
+def test_a_connection_error_is_a_refusal_only_where_it_proves_nothing_was_sent(url, monkeypatch, write) -> None:
+    """One server's "Error 111 connecting to ..." comes from the socket's connect, before a byte is sent: a refusal.
+    A cluster's client reloads its slot map after a sent command lost its reply, and its error then tells of a connect
+    that failed while the command had run (a helper's probe: a compare-and-set that landed reported refused), so on a
+    cluster such an error is a lost reply; and a reload's error is a lost reply everywhere."""
+    store = mdss.open_store(f"{url}?namespace=unsent{time.monotonic_ns()}&backoff=0.001&retry_budget=0.2")
+    key = store.namespace + ":h"
+    store.put(key, b"v1")
+    connect = lambda: redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")  # noqa: E731
+    reload = lambda: redis.ConnectionError(  # noqa: E731
+        "the cluster's slot map could not be loaded: Redis Cluster cannot be connected. Please provide at least one"
+        " reachable node: Error 111 connecting to 127.0.0.1:1. Connection refused."
+    )
+    monkeypatch.setattr(store, "_read_back", lambda *args: b"v1")  # the key as read: a lost request may yet run
+    for error, refused in ((connect, not isinstance(store, RedisClusterStore)), (reload, False)):
+        owner, name, failing, _ = _refusing(store, write, error, times=None)
+        monkeypatch.setattr(owner, name, failing)
+        with pytest.raises(mdss.StoreUnavailableError) as raised:
+            _write(store, write, key)
+        assert isinstance(raised.value, mdss.StoreRefusedError) is refused
+        assert isinstance(raised.value, mdss.OutcomeUnknownError) is not refused
+    store.close()

@@ -80,9 +80,9 @@ _REFUSED = (
 )
 #: A reply lost (a timeout, a cut connection): the command may have run, or may still run.
 _LOST = (redis.ConnectionError, redis.TimeoutError)
-#: What redis-py's connection errors say when the connection could not be made, so nothing was sent ("Error 111
+#: How redis-py's connection errors begin when the connection could not be made, so nothing was sent ("Error 111
 #: connecting to host:port. Connection refused.", "Timeout connecting to server"): a server down is a refusal.
-_UNSENT = "connecting to"
+_UNSENT = ("Error ", "Timeout connecting to")
 _TRANSIENT = _REFUSED + _LOST
 #: What redis-py raises that is not a RedisError ("no way to dispatch this command to Redis Cluster"...).
 _CLIENT_FAILED = redis.exceptions.RedisClusterException
@@ -203,6 +203,7 @@ class _RedisBase(Store):
     """What the single-server and the cluster store share: everything but batching and listing."""
 
     appends = True
+    refuses_unsent = False  # a connection error is a refusal only where it proves nothing was sent (one server)
 
     def __init__(
         self,
@@ -258,14 +259,24 @@ class _RedisBase(Store):
             f"{self.where} {what} after {attempts} attempts in {time.monotonic() - start:.1f} s: {error}"
         ) from error
 
+    def _unsent(self, exc: Exception) -> bool:
+        """Whether ``exc`` is one server's refusal of a connection, so that nothing was sent. Not on a cluster, whose
+        client may raise a connection error of its own after a sent command lost its reply (reloading the slot map)."""
+        text = str(exc)
+        return self.refuses_unsent and text.startswith(_UNSENT) and "connecting to" in text
+
     def _writing(self) -> Any:
         """The client a write goes through, its connection dropped first if the server closed it (a restart, an idle
         timeout): a write sent on it would lose its reply though nothing ran, and leave its outcome in doubt. Looked
         at once a second at most (a look costs about 5 us, 2% of a write)."""
         client = self.client
-        connection = getattr(client, "connection", None)  # a single server's: one connection held for the thread
+        connection: Any = getattr(client, "connection", None)  # a single server's: one held for the thread
         now = time.monotonic()
-        if connection is not None and now - getattr(self._looked, "at", -1.0) >= 1.0:
+        if (
+            connection is not None
+            and getattr(connection, "is_connected", True)  # else the write connects anew: nothing to look at
+            and now - getattr(self._looked, "at", -1.0) >= 1.0
+        ):
             self._looked.at = now
             try:
                 stale = connection.can_read(timeout=0)  # a closed connection reads its end at once; a live one, nothing
@@ -324,7 +335,7 @@ class _RedisBase(Store):
                 refusal = exc
                 continue
             except _LOST as exc:
-                if _UNSENT in str(exc):  # no connection, nothing sent
+                if self._unsent(exc):  # no connection, nothing sent
                     refusal = exc
                 else:
                     lost = lost or exc
@@ -365,7 +376,7 @@ class _RedisBase(Store):
                 refusal = exc
                 continue
             except _LOST as exc:
-                if _UNSENT in str(exc):  # no connection, nothing sent
+                if self._unsent(exc):  # no connection, nothing sent
                     refusal = exc
                     continue
                 lost = lost or exc
@@ -475,6 +486,7 @@ class RedisStore(_RedisBase):
     owns the client: it switches off the client's own retries and closes it."""
 
     seals_nodes = True  # one server: the tail script writes a seal's nodes (a cluster holds them in other slots)
+    refuses_unsent = True  # a connection refused: nothing sent (:meth:`_unsent`)
     reads_along = True  # one MGET: every key on the one server
     overlaps_reads = True  # a thread's own connection: its GET sent, work done, its reply read
 
