@@ -565,15 +565,15 @@ class Leaderboard:
         cutoff = stamp - self.post_id_ttl
         took: list[str] = []
         for instance in sorted(instances, key=lambda i: i != "all"):  # the largest rows refuse first
-            if not self._register(instance):  # listed just before its commit: a post the all window refuses lists none
-                done[instance] = False
-                continue
-            sset = self._set(instance)
-            commit: list[tuple[str, str, Any]] = [("post", owner_member(owner), posted)]
-            if member is not None:
-                commit.append(("look", member, None))
-                commit += [("expire", m, cutoff) for m in self._expired_ids(sset, cutoff) if m != member]
             try:
+                if not self._register(instance):  # listed just before its commit: a post all refuses lists none
+                    done[instance] = False
+                    continue
+                sset = self._set(instance)
+                commit: list[tuple[str, str, Any]] = [("post", owner_member(owner), posted)]
+                if member is not None:
+                    commit.append(("look", member, None))
+                    commit += [("expire", m, cutoff) for m in self._expired_ids(sset, cutoff) if m != member]
                 done[instance] = bool(sset.engine.group.submit(commit)[0])
             except _Retired:  # dropped by another process's retention: the empty head made just now goes too
                 self._drop_instance(instance)

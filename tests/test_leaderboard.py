@@ -1498,3 +1498,29 @@ def test_a_load_whose_merged_rows_overflow_names_the_owner(memory_bytes) -> None
     with pytest.raises(mdss.InvalidScoreError, match="owner 'ann', whose rows merge: integer score"):
         board.load(rows, **({} if memory_bytes is None else {"memory_bytes": memory_bytes}))
     assert board.count("xp") == 0
+
+
+def test_a_window_listing_the_store_refuses_after_all_took_the_post_is_no_refusal_of_the_whole_post(
+    monkeypatch,
+) -> None:
+    """A window is listed just before its commit, after ``all`` took the post: a refusal of the listing raised
+    StoreRefusedError ("nothing landed"), and the retry it invites counted the post twice in ``all`` (a review)."""
+    clock = [1_795_000_000]
+    store = mdss.open_store("memory://?appends=false")
+    board = mdss.Leaderboard(
+        store, "g", columns={"xp": "desc"}, accumulate=["xp"], windows=["all", "day"], now=lambda: clock[0]
+    )
+    board.post("ann", {"xp": 1})
+    clock[0] += 86_400  # a new day: its window is listed by the next post
+    real = store._cas
+
+    def refusing(key, value, version):
+        if "#windows" in key:
+            raise mdss.StoreRefusedError("injected: throttled")
+        return real(key, value, version)
+
+    monkeypatch.setattr(store, "_cas", refusing)
+    with pytest.raises(mdss.StoreUnavailableError, match="after 'all' took the post") as raised:
+        board.post("ann", {"xp": 1})
+    assert not isinstance(raised.value, mdss.StoreRefusedError)
+    assert board.row("ann").values == {"xp": 2}
