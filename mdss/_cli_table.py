@@ -18,13 +18,14 @@ _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 def _escaped(char: str) -> str:
     if char in _BIDI or unicodedata.category(char) == "Cc":
-        return repr(char)[1:-1] if char not in "'\"" else char
-    return char
+        return repr(char)[1:-1]
+    return "\\\\" if char == "\\" else char
 
 
 def shown(text: str) -> str:
-    """``text`` with its control characters and bidirectional controls escaped (``\\x1b``, ``\\n``, ``\\u202e``)."""
-    if text.isprintable() and not _BIDI.intersection(text):
+    """``text`` with its control characters and bidirectional controls escaped (``\\x1b``, ``\\n``, ``\\u202e``), and
+    its backslashes doubled (so that a name spelt ``\\x1b`` does not pass for one holding an escape)."""
+    if text.isprintable() and "\\" not in text and not _BIDI.intersection(text):
         return text
     return "".join(map(_escaped, text))
 

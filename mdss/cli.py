@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -205,12 +206,14 @@ def score(member: str) -> None:
 @cli.command()
 @click.argument("member")
 def data(member: str) -> None:
-    """Print the data MEMBER carries (``add --data``, ``set-data``)."""
+    """Print the data MEMBER carries (``add --data``, ``set-data``): as stored into a pipe or a file, with control
+    characters escaped on a terminal (as in the tables)."""
     board = _ctx().board()
     score, found = board.score(member), board.data(member)
     if score is None:
         raise click.ClickException(f"{member} is not in set {board.name!r}")
-    click.echo(f"{member} carries no data" if found is None else _data(found))
+    text = f"{member} carries no data" if found is None else _data(found)
+    click.echo(shown(text) if sys.stdout.isatty() else text)
 
 
 @cli.command("set-data")

@@ -67,7 +67,7 @@ from ._port_terms import (
 )
 from ._sortedset import SortedSet
 from ._union import intersection, union
-from .exceptions import InvalidArgumentError, MdssError, shown
+from .exceptions import InvalidArgumentError, MdssError, SettingsMismatchError, shown
 from .leaderboard import Leaderboard
 from .stores.base import Store
 from .topn import TopN
@@ -230,7 +230,13 @@ class PortServer:
         args = _list(args, f"the arguments of {name}")
         if not found.least <= len(args) <= found.most:
             raise InvalidArgumentError(f"{name} takes [{found.usage}], got {len(args)} arguments")
-        return found.handler(self, *args)
+        try:
+            return found.handler(self, *args)
+        except SettingsMismatchError:
+            # A set kept open with settings the store no longer holds (two requests opened it with other settings
+            # before either made it, and the other one did): every set is opened afresh, with the stored settings.
+            self._sets.clear()
+            raise
 
     # -- the stream
 

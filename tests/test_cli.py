@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from wcwidth import wcswidth
 
 import mdss
+from mdss._cli_table import shown
 from mdss.cli import cli
 
 
@@ -348,3 +349,4 @@ def test_tables_show_control_characters_escaped_and_align_wide_names(run, tmp_pa
         assert "evil\\x1b[2J" in text and "new\\nline" in text and "rlo\\u202eevil" in text
         last = [wcswidth(line[: line.rindex("  ") + 2]) for line in lines]
         assert len(set(last)) == 1, text  # the last column starts at one screen column on every row
+    assert shown("lit\\x1b") == "lit\\\\x1b" != shown("lit\x1b")  # a backslash spelt out is no escape

@@ -261,6 +261,17 @@ def test_a_set_read_before_it_exists_is_made_with_the_settings_a_later_request_g
     assert reply(port, request("rank", [name, erlang.OtpErlangBinary(b"bob")], 4)) == (A("reply"), 4, 1)
     desc = (name, {A("order"): A("desc")})  # stored asc now: the stored settings win
     assert error_kind(reply(port, request("len", [desc], 5))) == "SettingsMismatchError"
+    # Two requests giving other settings before either made the set: the later one's handle was kept, and once the
+    # other made the set, every request by its bare name failed for as long as the port ran (a review).
+    other = erlang.OtpErlangBinary(b"lap")
+    kept = port.sorted_set((other, {A("order"): A("asc")}))
+    port.sorted_set((other, {A("order"): A("desc")}))
+    kept.add("ann", 61)  # the first request's write makes the set, ascending
+    assert error_kind(reply(port, request("add", [other, erlang.OtpErlangBinary(b"bob"), 59], 6))) == (
+        "SettingsMismatchError"
+    )
+    assert reply(port, request("add", [other, erlang.OtpErlangBinary(b"bob"), 59], 7)) == (A("reply"), 7, True)
+    assert reply(port, request("rank", [other, erlang.OtpErlangBinary(b"bob")], 8)) == (A("reply"), 8, 1)
 
 
 def test_the_port_exits_quietly_when_the_vm_goes_away_with_a_reply_unsent() -> None:
