@@ -90,6 +90,7 @@ def merge(engine: Engine, *, wait: bool = False) -> bool:
     unless ``wait``: then it waits for that merge, or for its lease to lapse and merges itself."""
     record: tuple[Record] | None = None  # the head as a waiting call last read it
     mine: tuple[str, int] | None = None  # the claim this call made, if its merge met a node collected since
+    deadline = time.monotonic() + engine.policy.budget  # a wait for another's claim ends with the budget too
     for _ in engine.policy.attempts():
         snap = _snapshot.snapshot(engine, False, record)
         record, log = None, snap.head.log
@@ -101,7 +102,8 @@ def merge(engine: Engine, *, wait: bool = False) -> bool:
         elif claimed_by_another(log):
             if not wait:
                 return False
-            while claimed_by_another(log):  # poll the head alone: the merger is about to replace the log
+            # Poll the head alone: the merger is about to replace the log.
+            while claimed_by_another(log) and time.monotonic() < deadline:
                 time.sleep(0.005)
                 found = engine.store.get(engine.keys.head)
                 if found is None:

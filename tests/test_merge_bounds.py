@@ -8,6 +8,8 @@ neighbours already written.
 from __future__ import annotations
 
 import random
+import time
+from typing import Any
 
 import pytest
 from faulty import FaultyStore
@@ -17,6 +19,7 @@ from test_sortedset_stateful import SortedSetMachine
 
 import mdss
 from mdss import _tree, _writer
+from mdss._head import Head
 
 
 @pytest.fixture
@@ -98,3 +101,42 @@ def test_a_merge_holds_a_manifest_of_entry_sets_at_a_time(tiny_flush, monkeypatc
     assert sset.stats.since(stats)["writes"] > 200
     assert most["pinned"] <= 8 and most["new"] <= 20, most
     assert _entries(sset) == before and sset.check() == []
+
+
+def test_a_wait_for_another_mergers_claim_ends_with_the_callers_retry_budget() -> None:
+    """A merger cut off right after its claim landed leaves the claim for its lease (10 s): a writer whose full log
+    waits for that merge polled the head for the whole lease, whatever its ``retry_budget`` (a helper's probe: 10 s
+    against 1). Now the wait ends with the budget: ConflictError, nothing written, and once the lease runs out the
+    writer merges itself."""
+
+    class CutAfterClaim(FaultyStore):
+        cut = False
+
+        def _call(self, name: str, *args: Any) -> Any:
+            if self.cut:
+                raise mdss.StoreUnavailableError(f"network cut ({name})")
+            result = super()._call(name, *args)
+            if name in ("_cas", "_swap", "_append") and args[0].endswith(":h"):
+                record = self.inner.get(args[0])
+                self.cut = record is not None and Head.decode(args[0], record.value).log.claim is not None
+            return result
+
+    inner = mdss.open_store("memory://")
+    cut = CutAfterClaim(inner)
+    merger = mdss.SortedSet(cut, "s", log_limit=4, retry_budget=0.3)
+    writer = mdss.SortedSet(inner, "s", log_limit=4, retry_budget=0.3)
+    for i in range(50):
+        if cut.cut:
+            break
+        merger.add(f"a{i}", i)
+    assert cut.cut
+    refused = 0
+    for i in range(8):
+        start = time.monotonic()
+        try:
+            writer.add(f"b{i}", i)
+        except mdss.ConflictError:
+            refused += 1
+            assert writer.score(f"b{i}") is None
+        assert time.monotonic() - start < 2  # the budget (0.3 s) and a margin, not the lease (10 s)
+    assert refused
