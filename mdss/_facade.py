@@ -42,7 +42,7 @@ from ._order import (
 from ._recent import Recent
 from ._retry import Backoff
 from ._writer import data_room
-from .exceptions import ConflictError, InvalidArgumentError, StoreRefusedError, refused_after, shown
+from .exceptions import ConflictError, InvalidArgumentError, StoreUnavailableError, failed_after, shown
 from .stores.base import Stats, Store
 
 TIES = ("ordinal", "competition", "dense")
@@ -762,8 +762,8 @@ class SetMethods:
             entries = self._read(lambda x, done=done: found(x, done), 0.0)
             try:
                 took = {e.member for e in self._take(entries)} if entries else set()
-            except StoreRefusedError as exc:
-                refused_after(exc, f"after {len(taken)} entries were taken" if taken else "")
+            except StoreUnavailableError as exc:
+                failed_after(exc, f"after {len(taken)} entries were taken" if taken else "")
             taken.extend(e for e in entries if e.member in took)
             if len(took) == len(entries) or (most and len(taken) >= most):
                 return taken

@@ -62,8 +62,8 @@ from .exceptions import (
     InvalidArgumentError,
     MissingNodeError,
     SettingsMismatchError,
-    StoreRefusedError,
-    refused_after,
+    StoreUnavailableError,
+    failed_after,
     shown,
 )
 from .stores.base import Store
@@ -490,8 +490,8 @@ class ShardedSet(SetMethods):
             # From the head last seen, or read first when that was mostly stale lately (as with writes over S shards).
             try:
                 got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
-            except StoreRefusedError as exc:
-                refused_after(exc, f"in shard {i}, after shards {took} took their part" if took else "")
+            except StoreUnavailableError as exc:
+                failed_after(exc, f"in shard {i}, after shards {took} took their part" if took else "")
             took.append(i)
             for n, result in zip(indices, got or ()):
                 results[n] = result
@@ -509,8 +509,8 @@ class ShardedSet(SetMethods):
                 self.engines[i].group.submit([("take", e.member, e.score) for e in mine])
             except _ops.Stale:
                 continue
-            except StoreRefusedError as exc:
-                refused_after(exc, f"in shard {i}, after {len(taken)} entries were taken" if taken else "")
+            except StoreUnavailableError as exc:
+                failed_after(exc, f"in shard {i}, after {len(taken)} entries were taken" if taken else "")
             taken.extend(mine)
         return taken
 

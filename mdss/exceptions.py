@@ -66,9 +66,10 @@ class StoreRefusedError(StoreUnavailableError):
     have done part of their work: calling them again finishes it."""
 
 
-def refused_after(exc: StoreRefusedError, landed: str) -> NoReturn:
+def failed_after(exc: StoreUnavailableError, landed: str) -> NoReturn:
     """Raise, for a call of several commits, ``exc`` while nothing of the call landed before it (``landed`` empty),
-    else a :class:`StoreUnavailableError` saying what did: a refusal says nothing of the call landed."""
+    else a :class:`StoreUnavailableError` saying what did: a refusal says nothing of the call landed, and an unknown
+    outcome that the call is applied entirely or not at all."""
     if not landed:
         raise exc
     raise StoreUnavailableError(f"{exc} ({landed})") from exc
@@ -77,7 +78,8 @@ def refused_after(exc: StoreRefusedError, landed: str) -> NoReturn:
 class OutcomeUnknownError(StoreUnavailableError):
     """A write's reply was lost and it could not be proven applied or not. From :meth:`Store.cas`: the key changed since
     it was read and may hold this write or a later one. From a set's write methods: the commit may or may not be visible
-    (never half-visible); re-read before retrying a non-idempotent write such as ``incr``."""
+    (never half-visible); re-read before retrying a non-idempotent write such as ``incr``. A call of several commits
+    that landed some first raises :class:`StoreUnavailableError` naming them instead."""
 
 
 class MissingNodeError(CorruptDataError):

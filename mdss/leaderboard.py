@@ -55,8 +55,8 @@ from .exceptions import (
     MdssError,
     MissingNodeError,
     SettingsMismatchError,
-    StoreRefusedError,
-    refused_after,
+    StoreUnavailableError,
+    failed_after,
     shown,
 )
 from .stores.base import Record, Store
@@ -578,8 +578,8 @@ class Leaderboard:
             except _Retired:  # dropped by another process's retention: the empty head made just now goes too
                 self._drop_instance(instance)
                 done[instance] = False
-            except StoreRefusedError as exc:
-                refused_after(
+            except StoreUnavailableError as exc:
+                failed_after(
                     exc, f"in window {instance!r}, after {', '.join(map(repr, took))} took the post" if took else ""
                 )
             except InvalidArgumentError as exc:
@@ -611,9 +611,9 @@ class Leaderboard:
             held = _snapshot.read(engine, lambda snap: snap.index.get(member)) is not None
             try:
                 done[instance] = held and bool(engine.group.submit([("remove", member, None)])[0])
-            except StoreRefusedError as exc:
+            except StoreUnavailableError as exc:
                 took = [i for i, removed in done.items() if removed]
-                refused_after(exc, f"in window {instance!r}, after {took} removed the row" if took else "")
+                failed_after(exc, f"in window {instance!r}, after {took} removed the row" if took else "")
         return done
 
     def load(
@@ -666,8 +666,8 @@ class Leaderboard:
                 report = None if progress is None else functools.partial(progress, instance)
                 try:
                     _load.fill(self._set(instance).engine, entries, replace, report, 256)
-                except StoreRefusedError as exc:
-                    refused_after(exc, f"in window {instance!r}, after {instances[:n]} loaded" if n else "")
+                except StoreUnavailableError as exc:
+                    failed_after(exc, f"in window {instance!r}, after {instances[:n]} loaded" if n else "")
         return count
 
     def combine(

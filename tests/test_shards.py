@@ -1039,3 +1039,24 @@ def test_a_shard_the_store_refuses_after_another_took_its_part_is_no_refusal_of_
         assert not isinstance(raised.value, mdss.StoreRefusedError)
     with pytest.raises(mdss.StoreRefusedError):  # only the refusing shard: nothing landed
         board.add_many({m: 7 for m in members if shard_of(m, 2) == 1})
+
+
+def test_a_shard_whose_outcome_is_unknown_after_another_took_its_part_is_no_whole_doubt(monkeypatch) -> None:
+    """OutcomeUnknownError says the call is applied entirely or not at all: a batch one shard committed before the
+    next shard's outcome was lost (the network gone dark) raised it, though part had landed (a helper's probe through a
+    proxy). Now StoreUnavailableError naming the shards that took their part; a pop likewise."""
+    board = mdss.SortedSet(mdss.open_store("memory://"), "b", shards=2)
+    members = [f"m{i}" for i in range(8)]
+    board.add_many({m: i for i, m in enumerate(members)})
+    engine = board.engines[1]
+
+    def lost(*args, **kwargs):
+        raise mdss.OutcomeUnknownError("injected: the reply was lost and the store cannot be read")
+
+    monkeypatch.setattr(engine.group, "submit", lost)
+    for write in (lambda: board.add_many({m: 100 for m in members}), lambda: board.pop_max(8)):
+        with pytest.raises(mdss.StoreUnavailableError, match="after") as raised:
+            write()
+        assert not isinstance(raised.value, mdss.OutcomeUnknownError)
+    with pytest.raises(mdss.OutcomeUnknownError):  # only the shard in doubt: the whole call, in doubt
+        board.add_many({m: 7 for m in members if shard_of(m, 2) == 1})
