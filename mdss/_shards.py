@@ -61,6 +61,7 @@ from .exceptions import (
     CorruptDataError,
     InvalidArgumentError,
     MissingNodeError,
+    OutcomeUnknownError,
     SettingsMismatchError,
     StoreUnavailableError,
     failed_after,
@@ -84,11 +85,14 @@ def shard_of(member: str, shards: int) -> int:
 
 
 def store_settings(store: Store, key: str, settings: Settings) -> None:
-    """Store a sharded set's settings unless there (compare-and-set "only if absent"): another creator's must match."""
+    """Store a sharded set's settings unless there (compare-and-set "only if absent"): another creator's must match. A
+    reply lost is settled by the record as it stands: these settings there, from this write or another, are success."""
     try:
         store.cas(key, settings.encode(), None)
-    except ConflictError as exc:
-        record = store.get(key) if not exc.current_known else exc.current
+    except (ConflictError, OutcomeUnknownError) as exc:
+        record = exc.current if isinstance(exc, ConflictError) and exc.current_known else store.get(key)
+        if record is None and isinstance(exc, OutcomeUnknownError):
+            raise
         if record is not None and Settings.decode(key, record.value) != settings:
             raise SettingsMismatchError(
                 f"set stored under {key!r} was made afresh with other settings meanwhile: "

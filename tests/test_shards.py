@@ -1060,3 +1060,22 @@ def test_a_shard_whose_outcome_is_unknown_after_another_took_its_part_is_no_whol
         assert not isinstance(raised.value, mdss.OutcomeUnknownError)
     with pytest.raises(mdss.OutcomeUnknownError):  # only the shard in doubt: the whole call, in doubt
         board.add_many({m: 7 for m in members if shard_of(m, 2) == 1})
+
+
+def test_settings_stored_again_whose_reply_is_lost_are_settled_by_the_record(monkeypatch) -> None:
+    """A write that makes a shard's head afresh stores the settings again, only if absent: they are there already, so
+    that put can never apply, yet a lost reply to it (DynamoDB reads back another revision token) raised
+    OutcomeUnknownError before the write was tried (a helper's probe through a proxy). The record settles it."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet(store, "b", shards=2)
+    first, second = (next(f"m{i}" for i in range(100) if shard_of(f"m{i}", 2) == s) for s in (0, 1))
+    board.add(first, 1)  # the settings, and shard 0's head; shard 1 has none yet
+    real, settings = store._cas, board.keys.settings
+
+    def lost(key, value, version):
+        if key == settings:
+            raise mdss.OutcomeUnknownError("injected: the reply was lost")
+        return real(key, value, version)
+
+    monkeypatch.setattr(store, "_cas", lost)
+    assert board.incr(second, 2) == 2 and board.score(second) == 2
