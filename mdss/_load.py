@@ -259,13 +259,16 @@ def _publish(
     nodes: dict[str, bytes],
     replace: bool,
 ) -> None:
-    """Publish a load's trees, whose ``nodes`` are written: one commit, on the head ``snap`` read."""
+    """Publish a load's trees, whose ``nodes`` are written: one commit, on the head ``snap`` read. A replacing load
+    writes the set afresh, as Redis' ZUNIONSTORE overwrites a key: its expiry goes (no node it names carries one)."""
+    afresh: dict[str, Any] = {}
     if replace:
         writer.replaced = _replaced(engine, snap)
+        afresh = {"expires": None, "native": None}
     writer.new = {}  # a load does not fill the cache with the whole set
     end = snap.head.log.seq
     head = snap.head.next(
-        secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end), lineage=new_lineage()
+        secrets.token_hex(8), scores=by_score, members=index, log=Log(end, end), lineage=new_lineage(), **afresh
     )
     if not publish(engine, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {engine.name!r} changed while it was being loaded; nothing was applied")

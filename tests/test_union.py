@@ -469,3 +469,20 @@ def test_a_source_collected_under_the_union_is_read_again(monkeypatch) -> None:
     assert mdss.union(store, "u", [reader]) == 1
     assert contents(mdss.SortedSet(store, "u")) == {"new": 1}
     assert len(calls) == 2
+
+
+def test_a_union_or_load_that_replaces_a_set_writes_it_afresh_without_its_expiry(store) -> None:
+    """Redis' ZUNIONSTORE and ZINTERSTORE overwrite the key, its TTL with it; a replacing union kept the destination's
+    moment, so its new members went at the old set's (a helper's differential run against Redis). A load that
+    replaces a set likewise writes it afresh."""
+    mdss.SortedSet.load(store, "src", {"ann": 5, "bob": 3})
+    dest = mdss.SortedSet.load(store, "dest", {"old": 1})
+    for write in (
+        lambda: mdss.union(store, "dest", ["src"], replace=True),
+        lambda: mdss.intersection(store, "dest", ["src", "src"], replace=True),
+        lambda: mdss.SortedSet.load(store, "dest", {"new": 2}, replace=True),
+    ):
+        assert dest.expire(60) and dest.ttl() is not None
+        write()
+        assert dest.ttl() is None and len(dest) > 0
+    assert dest.check() == []
