@@ -101,6 +101,7 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
     read = False  # the next attempt reads the head first
     policy = engine.policy
     deadline = time.monotonic() + policy.budget
+    removals = all(op == "remove" for p in pendings for op, _, _ in p.ops)  # from no set: none made (Redis' ZREM)
     for rounds in itertools.count():
         if rounds:  # after lost races in a row (or a head gone under a read): wait for the others to pause
             if policy.max_attempts is not None and rounds >= policy.max_attempts:
@@ -117,7 +118,11 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
             if known is None and not read and held is not None and not _read_first(engine):
                 known = (held[0],)
             reads = known is None
-            snap = _snapshot.snapshot(engine, True, known)
+            snap = _snapshot.snapshot(engine, not removals, known)
+            if snap.data is None:  # removals from a set there is none of (never made, dropped or expired)
+                for pending in pendings:
+                    pending.result = [False] * len(pending.ops)
+                return
             if snap.head.expired():  # dropped at its moment: drop it in the store, then write into a fresh set
                 snap, known = _expiry.writable(engine, snap), None
             if learn and reads:
