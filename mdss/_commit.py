@@ -119,6 +119,8 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
                 known = (held[0],)
             reads = known is None
             snap = _snapshot.snapshot(engine, not removals, known)
+            if snap.data is None and known is not None:  # the head held or returned was expired: read the store's
+                snap = _snapshot.snapshot(engine, False)
             if snap.data is None:  # removals from a set there is none of (never made, dropped or expired)
                 for pending in pendings:
                     pending.result = [False] * len(pending.ops)

@@ -42,7 +42,7 @@ from ._order import (
 from ._recent import Recent
 from ._retry import Backoff
 from ._writer import data_room
-from .exceptions import ConflictError, InvalidArgumentError, StoreUnavailableError, failed_after, shown
+from .exceptions import ConflictError, InvalidArgumentError, StoreError, failed_after, shown
 from .stores.base import Stats, Store
 
 TIES = ("ordinal", "competition", "dense")
@@ -752,22 +752,28 @@ class SetMethods:
         span = max(last - first + 1, 0)
         return len(self._take_found(lambda x, done: self._entries(x, first - 1, last - done), span))
 
-    def _take_found(self, found: Callable[[Any, int], list[Entry]], most: int) -> list[Entry]:
+    def _take_found(self, found: Callable[[Any, int], list[Entry]], most: int, pop: bool = False) -> list[Entry]:
         """Take (:meth:`_take`) what ``found(snapshot, how many taken so far)`` lists, from fresh snapshots, until it
         lists nothing, all of it is taken, or ``most`` (if not 0) are: the entries taken, in the order found. Pops and
-        range removals, within the set's commit policy."""
+        range removals, within the set's commit policy; past it, a ``pop`` returns what it took, and a removal that
+        took some raises :class:`StoreUnavailableError` saying how many."""
         taken: list[Entry] = []
         for _ in self._policy.attempts():
             done = len(taken)
             entries = self._read(lambda x, done=done: found(x, done), 0.0)
             try:
                 took = {e.member for e in self._take(entries)} if entries else set()
-            except StoreUnavailableError as exc:
+            except StoreError as exc:
                 failed_after(exc, f"after {len(taken)} entries were taken" if taken else "")
             taken.extend(e for e in entries if e.member in took)
             if len(took) == len(entries) or (most and len(taken) >= most):
                 return taken
-        raise ConflictError(f"entries of set {self.name!r} kept changing under their removal")
+        if taken and pop:  # what it took is returned, or it would be lost to every caller
+            return taken
+        failed_after(
+            ConflictError(f"entries of set {self.name!r} kept changing under their removal"),
+            f"after {len(taken)} entries were taken" if taken else "",
+        )
 
     def pop_min(self, n: int = 1) -> list[Entry]:
         """Remove and return up to ``n`` entries with the lowest scores, lowest first (Redis' ``ZPOPMIN``); see
@@ -801,7 +807,7 @@ class SetMethods:
                 return self._entries(x, max(size - want, 0), size)[::-1]
             return self._entries(x, 0, want)
 
-        popped = self._take_found(ends, n)
+        popped = self._take_found(ends, n, pop=True)
         return sorted(popped, key=lambda e: e.score, reverse=not lowest)  # stable: ties as they left
 
     @contextmanager

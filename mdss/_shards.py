@@ -63,7 +63,7 @@ from .exceptions import (
     MissingNodeError,
     OutcomeUnknownError,
     SettingsMismatchError,
-    StoreUnavailableError,
+    StoreError,
     failed_after,
     shown,
 )
@@ -494,7 +494,7 @@ class ShardedSet(SetMethods):
             # From the head last seen, or read first when that was mostly stale lately (as with writes over S shards).
             try:
                 got = self.engines[i].group.submit([ops[n] for n in indices], [wants[n] for n in indices])
-            except StoreUnavailableError as exc:
+            except StoreError as exc:
                 failed_after(exc, f"in shard {i}, after shards {took} took their part" if took else "")
             took.append(i)
             for n, result in zip(indices, got or ()):
@@ -513,7 +513,7 @@ class ShardedSet(SetMethods):
                 self.engines[i].group.submit([("take", e.member, e.score) for e in mine])
             except _ops.Stale:
                 continue
-            except StoreUnavailableError as exc:
+            except StoreError as exc:
                 failed_after(exc, f"in shard {i}, after {len(taken)} entries were taken" if taken else "")
             taken.extend(mine)
         return taken
@@ -687,7 +687,8 @@ class ShardedSet(SetMethods):
         """Load each shard from its part (``mdss._load.sources``), one commit each, ``progress`` counted across them."""
         self._ensure_settings()
         done = 0
-        for engine, part in zip(self.engines, parts):
+        took: list[int] = []  # the shards loaded
+        for i, (engine, part) in enumerate(zip(self.engines, parts)):
 
             def report(d: int, t: int, offset: int = done) -> None:
                 if progress is not None:
@@ -699,7 +700,11 @@ class ShardedSet(SetMethods):
                 last[0] = t
                 report(d, t)
 
-            _load.fill(engine, part, replace, counted, batch)
+            try:
+                _load.fill(engine, part, replace, counted, batch)
+            except StoreError as exc:
+                failed_after(exc, f"in shard {i}, after shards {took} loaded" if took else "")
+            took.append(i)
             done += last[0]
 
     def gc(self, *, min_age: float = 0.0, wait: bool = True, sweep: bool = False) -> int:

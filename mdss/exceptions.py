@@ -66,10 +66,10 @@ class StoreRefusedError(StoreUnavailableError):
     have done part of their work: calling them again finishes it."""
 
 
-def failed_after(exc: StoreUnavailableError, landed: str) -> NoReturn:
+def failed_after(exc: StoreError, landed: str) -> NoReturn:
     """Raise, for a call of several commits, ``exc`` while nothing of the call landed before it (``landed`` empty),
-    else a :class:`StoreUnavailableError` saying what did: a refusal says nothing of the call landed, and an unknown
-    outcome that the call is applied entirely or not at all."""
+    else a :class:`StoreUnavailableError` saying what did: a refusal or a conflict says nothing of the call landed, and
+    an unknown outcome that the call is applied entirely or not at all."""
     if not landed:
         raise exc
     raise StoreUnavailableError(f"{exc} ({landed})") from exc

@@ -55,7 +55,7 @@ from .exceptions import (
     MdssError,
     MissingNodeError,
     SettingsMismatchError,
-    StoreUnavailableError,
+    StoreError,
     failed_after,
     shown,
 )
@@ -578,7 +578,7 @@ class Leaderboard:
             except _Retired:  # dropped by another process's retention: the empty head made just now goes too
                 self._drop_instance(instance)
                 done[instance] = False
-            except StoreUnavailableError as exc:
+            except StoreError as exc:
                 failed_after(
                     exc, f"in window {instance!r}, after {', '.join(map(repr, took))} took the post" if took else ""
                 )
@@ -611,7 +611,7 @@ class Leaderboard:
             held = _snapshot.read(engine, lambda snap: snap.index.get(member)) is not None
             try:
                 done[instance] = held and bool(engine.group.submit([("remove", member, None)])[0])
-            except StoreUnavailableError as exc:
+            except StoreError as exc:
                 took = [i for i, removed in done.items() if removed]
                 failed_after(exc, f"in window {instance!r}, after {took} removed the row" if took else "")
         return done
@@ -666,7 +666,7 @@ class Leaderboard:
                 report = None if progress is None else functools.partial(progress, instance)
                 try:
                     _load.fill(self._set(instance).engine, entries, replace, report, 256)
-                except StoreUnavailableError as exc:
+                except StoreError as exc:
                     failed_after(exc, f"in window {instance!r}, after {instances[:n]} loaded" if n else "")
         return count
 

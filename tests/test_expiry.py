@@ -506,3 +506,24 @@ def test_a_landed_commit_never_fails_on_giving_its_nodes_the_expiry(redis_store,
     monkeypatch.setattr(redis_store, "expire_keys", refused)
     assert [sset.incr("hits", 1) for _ in range(3)] == [1, 2, 3]
     assert mdss.SortedSet(redis_store, "late").score("hits") == 3 and sset.check() == []
+
+
+@pytest.mark.parametrize("how", ["persist", "expire later", "replacing load", "made again after expiry"])
+def test_a_removal_from_a_held_head_past_its_moment_reads_the_set_as_it_stands(clock, how) -> None:
+    """A removal answered "no set" from the head this object held, past its moment, though another object had since
+    persisted the set, moved its moment later, replaced it, or made it again: the member stayed (a review)."""
+    store = mdss.open_store("memory://")
+    mine, other = mdss.SortedSet(store, "s"), mdss.SortedSet(store, "s")
+    mine.add("x", 1)
+    mine.expire(10)
+    mine.add("y", 2)  # the head this object holds: its moment in 10 s
+    if how == "persist":
+        other.persist()
+    elif how == "expire later":
+        other.expire(60)
+    elif how == "replacing load":
+        mdss.SortedSet.load(store, "s", {"x": 1, "y": 2}, replace=True)
+    clock.now += 11
+    if how == "made again after expiry":
+        other.add("x", 1)
+    assert mine.remove("x") is True and mdss.SortedSet(store, "s").score("x") is None

@@ -144,3 +144,21 @@ def test_a_pop_refused_in_a_later_round_is_no_refusal_of_the_whole_pop(monkeypat
     with pytest.raises(mdss.StoreRefusedError):
         board.pop_min(2)
     assert len(board) == 4
+
+
+def test_a_pop_whose_later_rounds_keep_losing_returns_what_it_took(monkeypatch) -> None:
+    """A pop of several rounds whose later ones kept finding the entries changed raised ConflictError ("nothing was
+    applied"), though its first round had removed entries, which no caller then got (a review). A pop returns what it
+    took; a range removal raises StoreUnavailableError saying how many it removed."""
+    board = mdss.SortedSet.load(mdss.open_store("memory://"), "b", {f"m{i}": i for i in range(6)}, retry_budget=0.2)
+    real = board._take
+    monkeypatch.setattr(board, "_take", lambda entries: real(entries[:1]))  # as if the others changed each round
+    taken = board.pop_max(3)
+    assert [e.member for e in taken] == ["m5", "m4", "m3"]
+    monkeypatch.setattr(board, "_take", lambda entries: real(entries[:1]) if len(board) == 3 else [])
+    assert [e.member for e in board.pop_max(3)] == ["m2"]  # its later rounds took none: what it took
+    assert len(board) == 2
+    monkeypatch.setattr(board, "_take", lambda entries: real(entries[:1]) if len(board) == 2 else [])
+    with pytest.raises(mdss.StoreUnavailableError, match="after 1 entries were taken"):
+        board.remove_range_by_rank(1, 2)
+    assert len(board) == 1

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from readable import readable_keys
 
 import mdss
-from mdss import _gather, _shard_page
+from mdss import _gather, _load, _shard_page
 from mdss._head import Head
 from mdss._keys import Keyspace, shard_parts, slot
 from mdss._shard_page import select
@@ -1079,3 +1079,31 @@ def test_settings_stored_again_whose_reply_is_lost_are_settled_by_the_record(mon
 
     monkeypatch.setattr(store, "_cas", lost)
     assert board.incr(second, 2) == 2 and board.score(second) == 2
+
+
+def test_a_sharded_load_or_batch_that_fails_after_a_shard_took_its_part_names_it(monkeypatch) -> None:
+    """A load commits shard by shard: one refused after shard 0 had loaded raised StoreRefusedError ("nothing of the
+    call is visible"), and a batch that lost to concurrent writers in a later shard raised ConflictError ("nothing was
+    applied"), with shard 0's part in the set (a review). Now StoreUnavailableError naming the shards that took it."""
+    board = mdss.SortedSet(mdss.open_store("memory://"), "b", shards=2)
+    members = [f"m{i}" for i in range(20)]
+    engine = board.engines[1]
+    real_fill = _load.fill
+
+    def fill(target, *args, **kwargs):
+        if target.keys.head == engine.keys.head:
+            raise mdss.StoreRefusedError("injected: throttled")
+        return real_fill(target, *args, **kwargs)
+
+    monkeypatch.setattr(_load, "fill", fill)
+    with pytest.raises(mdss.StoreUnavailableError, match=r"after shards \[0\] loaded") as raised:
+        mdss.SortedSet.load(board.store, "b", {m: 1 for m in members}, shards=2)
+    assert not isinstance(raised.value, mdss.StoreRefusedError)
+    monkeypatch.undo()
+
+    def lost_races(*args, **kwargs):
+        raise mdss.ConflictError("injected: lost every race")
+
+    monkeypatch.setattr(engine.group, "submit", lost_races)
+    with pytest.raises(mdss.StoreUnavailableError, match="took their part"):
+        board.add_many({m: 2 for m in members})
