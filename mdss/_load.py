@@ -24,7 +24,7 @@ from ._publish import publish
 from ._snapshot import Snapshot
 from ._spill import BLOCK, Spill
 from ._writer import Writer
-from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreError, shown
+from .exceptions import ConflictError, CorruptDataError, InvalidArgumentError, StoreError, failed_after, shown
 
 #: What a pair costs a load held in memory (the dict, both sorted copies, its share of the encoded nodes), in bytes:
 #: measured 213 at 10^7 members (docs/performance.md); a load of more than ``memory_bytes`` / this many pairs spills.
@@ -260,11 +260,14 @@ def _publish(
     replace: bool,
 ) -> None:
     """Publish a load's trees, whose ``nodes`` are written: one commit, on the head ``snap`` read. A replacing load
-    writes the set afresh, as Redis' ZUNIONSTORE overwrites a key: its expiry goes (no node it names carries one)."""
+    writes the set afresh, as Redis' ZUNIONSTORE overwrites a key: its expiry goes, in the same commit where no node
+    may carry the store's own expiry (``Head.native``), else after it by :func:`mdss._expiry.persist`'s fenced steps
+    (an expiry armed meanwhile may have reached the nodes just written)."""
     afresh: dict[str, Any] = {}
     if replace:
         writer.replaced = _replaced(engine, snap)
-        afresh = {"expires": None, "native": None}
+        if snap.head.native is None:
+            afresh = {"expires": None}
     writer.new = {}  # a load does not fill the cache with the whole set
     end = snap.head.log.seq
     head = snap.head.next(
@@ -273,6 +276,11 @@ def _publish(
     if not publish(engine, snap, head, writer, nodes, written=True):
         raise ConflictError(f"set {engine.name!r} changed while it was being loaded; nothing was applied")
     engine.writer.made(by_score.root, index.root)
+    if replace and head.expires is not None:
+        try:
+            _expiry.persist(engine)
+        except StoreError as exc:  # the load landed: no refusal of the call
+            failed_after(exc, "after the set was loaded, its expiry not yet cleared: persist() clears it")
 
 
 def _replaced(engine: Engine, snap: Snapshot) -> list[str]:
