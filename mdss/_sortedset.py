@@ -403,10 +403,13 @@ class SortedSet(SetMethods, metaclass=_Opens):
             try:
                 ranking = self._cursor_ranking(state)
                 members, scores = _slice(ranking, start, state.position if back else start + limit, ties)
-            except MissingNodeError:  # the snapshot is gone: go on from the newest head, next to the cursor's entry
-                order = self._order
+            except MissingNodeError as missing:  # the snapshot is gone: go on from the newest head, by its entry
+                order, gone = self._order, missing
+                node = gone.key != self.engine.keys.head  # a node gone (not this process's view of the log)
 
                 def resume(snap: Snapshot) -> _Sliced:
+                    if node and state.root is not None and snap.head.scores.root == state.root:
+                        raise gone  # under the head that names it: the set is damaged, not moved on
                     value: Any = state.score  # a "first" set's key needs the entry's number among its ties
                     if order.first and state.tie is not None:
                         value = (state.score, None, state.tie)

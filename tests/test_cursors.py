@@ -55,3 +55,22 @@ def test_malformed_cursors_are_refused_by_every_issuer(store, bad) -> None:
     for page in pages.values():
         with pytest.raises(mdss.InvalidArgumentError, match="cursor"):
             page(bad)
+
+
+def test_a_cursor_whose_trees_lose_a_node_under_the_same_head_raises_rather_than_resumes(monkeypatch) -> None:
+    """A page whose cursor's snapshot misses a node goes on from the newest head, next to the cursor's entry: right when
+    the head moved on (the node collected), but under the very head that names the node the set is damaged. A helper's
+    fuzz had one manifest hold another's valid bytes: the resumed page landed earlier in the damaged tree, and
+    iterating the set never ended. Now the MissingNodeError stands."""
+    board = mdss.SortedSet.load(mdss.open_store("memory://"), "s", {f"m{i:02d}": i for i in range(50)}, chunk_size=4)
+    cursor = board.page(5).next
+
+    def gone(state):
+        raise mdss.MissingNodeError("injected: a node of the cursor's trees is gone", "mdss:s:n:lost")
+
+    monkeypatch.setattr(board, "_cursor_ranking", gone)
+    with pytest.raises(mdss.MissingNodeError):
+        board.page(5, cursor)
+    board.add("late", 100)  # the head moves on: the cursor's snapshot is an older one, and the page goes on from it
+    board.merge()
+    assert [e.member for e in board.page(5, cursor).entries] == ["m44", "m43", "m42", "m41", "m40"]
