@@ -152,6 +152,16 @@ def misplaced(key: str, node: Any, height: int) -> CorruptDataError:
     return CorruptDataError(f"stored node is {what} where a node of height {height} belongs", key)
 
 
+def held(node: Any, count: int, node_id: str) -> Any:
+    """``node``, if it holds the ``count`` entries its manifest (for a root: the head) records for it; else
+    :class:`CorruptDataError`. Checksummed bytes that are another node's or an older commit's, or a count altered and
+    sealed again, would answer wrong ranks, counts and pages, and carry into what a write makes of them."""
+    found = len(node) if node.height == 0 else node.total
+    if found != count:
+        raise CorruptDataError(f"stored node {node_id!r} holds {found} entries where {count} are recorded for it")
+    return node
+
+
 class Tree:
     """One tree as a given head names it: a root id, a height, an entry count, and the bytes a node may
     weigh (``None``: nodes are bounded in items only). ``plain`` turns stored members into the members they are (a
@@ -184,8 +194,8 @@ class Tree:
         for height in range(self.height, 0, -1):
             nodes = self._load_many((run[0] for run in runs), height)
             nxt: list[tuple[str, int, int, int, int]] = []
-            for node_id, before, _, lo, hi in runs:
-                node = nodes[node_id]
+            for node_id, before, count, lo, hi in runs:
+                node = held(nodes[node_id], count, node_id)
                 starts, counts, ids = node.starts, node.counts, node.ids
                 nxt.extend((ids[i], before + starts[i], counts[i], a, b) for i, a, b in node.runs(probes, lo, hi))
             runs = nxt
@@ -216,8 +226,8 @@ class Tree:
             probes = [probes[i] for i in order]
         runs, leaves = self._route(probes)
         found: list[tuple[Leaf, int]] = []
-        for node_id, before, _, lo, hi in runs:
-            found.extend([(leaves[node_id], before)] * (hi - lo))
+        for node_id, before, count, lo, hi in runs:
+            found.extend([(held(leaves[node_id], count, node_id), before)] * (hi - lo))
         if order is None:
             return found
         out: list[Any] = [None] * len(found)
@@ -237,15 +247,15 @@ class Tree:
 
     def locate(self, probe: Any) -> tuple[Leaf, int]:
         """:meth:`descend` for one probe key, without the batching: the entry set and entries before it."""
-        node_id, before, load, keyfn = self.root, 0, self.source.load_one, self.keyfn
+        node_id, before, load, keyfn, count = self.root, 0, self.source.load_one, self.keyfn, self.count
         if node_id is None:
             return Leaf((), (), ()), 0
         for height in range(self.height, 0, -1):
-            node = load(node_id, keyfn, height)
+            node = held(load(node_id, keyfn, height), count, node_id)
             i = node.child(probe)
             before += node.starts[i]
-            node_id = node.ids[i]
-        return load(node_id, keyfn, 0), before
+            node_id, count = node.ids[i], node.counts[i]
+        return held(load(node_id, keyfn, 0), count, node_id), before
 
     def cached_leaf(self, key: Any) -> str | None:
         """The id of the entry set ``key`` falls in, routed by cached manifests alone, if that entry set is not cached
@@ -369,8 +379,8 @@ class Tree:
         """The entry sets holding positions ``start`` to ``stop - 1``, each with the run of it they hold."""
         start, stop = max(start, 0), min(stop, self.count)
         frontier = self._frontier(start, stop)
-        leaves = self._load_many((node_id for node_id, _ in frontier), 0)
-        runs = [(leaves[node_id], start - base, stop - base) for node_id, base in frontier]
+        leaves = self._load_many((node_id for node_id, _, _ in frontier), 0)
+        runs = [(held(leaves[i], count, i), start - base, stop - base) for i, base, count in frontier]
         return [(leaf, max(a, 0), min(b, len(leaf))) for leaf, a, b in runs]
 
     def stored_member_at(self, position: int) -> str:
@@ -381,7 +391,7 @@ class Tree:
 
     def leaf_ids(self, start: int, stop: int) -> list[str]:
         """The ids of the entry sets holding positions ``start`` to ``stop - 1``, reading manifests only."""
-        return [node_id for node_id, _ in self._frontier(max(start, 0), min(stop, self.count))]
+        return [node_id for node_id, _, _ in self._frontier(max(start, 0), min(stop, self.count))]
 
     def first_at(self, position: int) -> Any:
         """The first key of the entry set holding ``position`` (within the count), from the manifests alone;
@@ -395,19 +405,20 @@ class Tree:
             node_id, base, first = node.ids[i], base + node.starts[i], node.firsts[i]
         return first if base else None
 
-    def _frontier(self, start: int, stop: int) -> list[tuple[str, int]]:
-        """``(entry set id, position of its first entry)`` of the entry sets holding ``start`` to ``stop - 1``."""
+    def _frontier(self, start: int, stop: int) -> list[tuple[str, int, int]]:
+        """``(entry set id, position of its first entry, entries recorded for it)`` of the entry sets holding ``start``
+        to ``stop - 1``."""
         if self.root is None or start >= stop:
             return []
-        frontier = [(self.root, 0)]  # (node id, position of its first entry)
+        frontier = [(self.root, 0, self.count)]  # (node id, position of its first entry, its count)
         for height in range(self.height, 0, -1):
-            nodes = self._load_many((node_id for node_id, _ in frontier), height)
-            nxt: list[tuple[str, int]] = []
-            for node_id, base in frontier:
-                node = nodes[node_id]
+            nodes = self._load_many((node_id for node_id, _, _ in frontier), height)
+            nxt: list[tuple[str, int, int]] = []
+            for node_id, base, count in frontier:
+                node = held(nodes[node_id], count, node_id)
                 lo = max(bisect_right(node.starts, start - base) - 1, 0)
                 hi = bisect_left(node.starts, stop - base)
-                nxt.extend((node.ids[i], base + node.starts[i]) for i in range(lo, min(hi, len(node))))
+                nxt.extend((node.ids[i], base + node.starts[i], node.counts[i]) for i in range(lo, min(hi, len(node))))
             frontier = nxt
         return frontier
 

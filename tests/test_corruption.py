@@ -431,3 +431,23 @@ def test_a_node_holding_another_nodes_bytes_is_damage_not_a_crash_nor_a_hang(lon
                     board.check()  # reports the damage, and caches what it read
                 outcome = _outcome(lambda board=board, op=op: op(board))
                 assert outcome is None, f"{name} with {a} holding {b}'s bytes: {outcome!r}"
+
+
+def test_a_node_whose_checksummed_bytes_hold_another_count_is_refused() -> None:
+    """Bytes that pass the checksum yet are another node's (an older commit's root replayed under the new one's key)
+    or a count altered and sealed again answered wrong ranks and counts, and a negative count (a helper's fuzz):
+    each node must hold the entries its manifest, or for a root the head, records for it."""
+    store = mdss.open_store("memory://")
+    board = mdss.SortedSet.load(store, "s", {f"m{i:02d}": i for i in range(40)}, chunk_size=4)
+    head = board.engine.decode(store.get(board.keys.head).value)
+    old_root, old_bytes = head.scores.root, store.get(board.keys.node(head.scores.root)).value
+    board.add("late", 100)
+    board.merge()
+    new_root = board.engine.decode(store.get(board.keys.head).value).scores.root
+    assert new_root != old_root
+    store.put(board.keys.node(new_root), old_bytes)  # the older root, sealed, where the newer one belongs
+    fresh = mdss.SortedSet(store, "s")
+    reads = (lambda: fresh.range(0, 50), lambda: fresh.count(50, 0), lambda: fresh.rank("m10"), lambda: list(fresh))
+    for read in reads:
+        with pytest.raises(mdss.CorruptDataError, match="entries where"):
+            read()
