@@ -101,7 +101,6 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
     read = False  # the next attempt reads the head first
     policy = engine.policy
     deadline = time.monotonic() + policy.budget
-    removals = all(op == "remove" for p in pendings for op, _, _ in p.ops)  # from no set: none made (Redis' ZREM)
     for rounds in itertools.count():
         if rounds:  # after lost races in a row (or a head gone under a read): wait for the others to pause
             if policy.max_attempts is not None and rounds >= policy.max_attempts:
@@ -118,13 +117,14 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
             if known is None and not read and held is not None and not _read_first(engine):
                 known = (held[0],)
             reads = known is None
-            snap = _snapshot.snapshot(engine, not removals, known)
+            snap = _snapshot.snapshot(engine, False, known)
             if snap.data is None and known is not None:  # the head held or returned was expired: read the store's
                 snap = _snapshot.snapshot(engine, False)
-            if snap.data is None:  # removals from a set there is none of (never made, dropped or expired)
-                for pending in pendings:
-                    pending.result = [False] * len(pending.ops)
-                return
+            if snap.data is None:  # no set (never made, dropped or expired): made only by ops that change it
+                new = _applied(engine, pendings, dict.fromkeys(members))
+                if all(value is None for value in new.values()):  # Redis' ZREM, or ZADD XX, makes no key
+                    return
+                snap = _snapshot.snapshot(engine, True)
             if snap.head.expired():  # dropped at its moment: drop it in the store, then write into a fresh set
                 snap, known = _expiry.writable(engine, snap), None
             if learn and reads:
@@ -277,6 +277,19 @@ def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
     return len(log) >= at
 
 
+def _applied(engine: Engine, pendings: list[Pending], old: dict[str, Any]) -> dict[str, Any]:
+    """Every pending's ops applied in turn to ``old`` (member -> value, ``None``: absent), each pending's result or
+    refusal set: the values they leave."""
+    new = dict(old)
+    for pending in pendings:
+        pending.result, pending.error = None, None
+        try:
+            pending.result = apply_ops(engine, pending, new)
+        except (InvalidScoreError, _ops.Stale) as exc:
+            pending.error = exc
+    return new
+
+
 def _attempt(
     engine: Engine, snap: Snapshot, pendings: list[Pending], members: list[str], limit: int, fresh: bool
 ) -> Any:
@@ -288,13 +301,7 @@ def _attempt(
     "nothing to change" and writing nodes first wait for the current head (:data:`_REREAD`).
     """
     old = dict(zip(members, snap.index.find(members)))
-    new = dict(old)
-    for pending in pendings:
-        pending.result, pending.error = None, None
-        try:
-            pending.result = apply_ops(engine, pending, new)
-        except (InvalidScoreError, _ops.Stale) as exc:
-            pending.error = exc
+    new = _applied(engine, pendings, old)
     reaching = engine.ordering.reaching
     if reaching:
         _keep_reached(old, new, engine.ordering.reaches)

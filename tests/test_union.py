@@ -492,12 +492,14 @@ def test_a_union_or_load_that_replaces_a_set_writes_it_afresh_without_its_expiry
     assert dest.check() == []
 
 
-def test_a_removal_from_no_set_makes_none(store) -> None:
-    """Redis' ZREM on a missing key creates nothing; a removal from a set never written stored an empty head with the
-    default order, and a union from an ascending source into that name was then refused (a helper's run)."""
+def test_a_write_that_changes_nothing_makes_no_set(store) -> None:
+    """Redis' ZREM, or ZADD XX, on a missing key creates nothing; a removal from a set never written stored an empty
+    head with the default order, and a union from an ascending source into that name was then refused (a helper's
+    run). Likewise data set on an absent member and writes only to existing members."""
     laps = mdss.SortedSet.load(store, "laps", {"ann": 61.5, "bob": 59.0}, order="asc")
     best = mdss.SortedSet(store, "best")
     assert best.remove("nobody") is False and best.remove_many(["a", "b"]) == 0 and len(best) == 0
+    assert best.set_data("nobody", "x") is False and best.incr("nobody", 1, only="existing") is None
     assert store.get(best.keys.head) is None
     assert mdss.union(store, "best", [laps]) == 2 and mdss.SortedSet(store, "best").order == "asc"
     best = mdss.SortedSet(store, "best")
