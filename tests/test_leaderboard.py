@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import math
 import threading
+from typing import Any
 
 import pytest
 from depth import budget, call_points
@@ -1414,6 +1415,18 @@ def test_a_board_object_made_before_the_first_post_takes_the_chunk_size_of_whoev
         other.add("y", 2)
 
 
+def _refusing_cas(store: Any, marker: str) -> tuple[Any, Any]:
+    """The store's compare-and-set, and one that refuses keys holding ``marker`` (as throttling: nothing applied)."""
+    real = store._cas
+
+    def refusing(key: str, value: bytes, version: Any) -> Any:
+        if marker in key:
+            raise mdss.StoreRefusedError("injected: throttled")
+        return real(key, value, version)
+
+    return real, refusing
+
+
 def test_a_window_the_store_refuses_after_another_took_the_post_is_no_refusal_of_the_whole_post(monkeypatch) -> None:
     """StoreRefusedError says nothing of the call landed: a post the ``all`` window took before the store refused the
     day window's commit raises StoreUnavailableError naming the windows that took it (a retry with the post id then
@@ -1421,13 +1434,7 @@ def test_a_window_the_store_refuses_after_another_took_the_post_is_no_refusal_of
     store = mdss.open_store("memory://?appends=false")
     board = mdss.Leaderboard(store, "g", columns={"xp": "desc"}, accumulate=["xp"], windows=["all", "day"])
     board.post("ann", {"xp": 1}, post_id="p0")
-    real = store._cas
-
-    def refusing(key, value, version):
-        if "day" in key:
-            raise mdss.StoreRefusedError("injected: throttled")
-        return real(key, value, version)
-
+    real, refusing = _refusing_cas(store, "day")
     monkeypatch.setattr(store, "_cas", refusing)
     with pytest.raises(mdss.StoreUnavailableError, match="after 'all' took the post") as raised:
         board.post("ann", {"xp": 5}, post_id="p1")
@@ -1512,14 +1519,7 @@ def test_a_window_listing_the_store_refuses_after_all_took_the_post_is_no_refusa
     )
     board.post("ann", {"xp": 1})
     clock[0] += 86_400  # a new day: its window is listed by the next post
-    real = store._cas
-
-    def refusing(key, value, version):
-        if "#windows" in key:
-            raise mdss.StoreRefusedError("injected: throttled")
-        return real(key, value, version)
-
-    monkeypatch.setattr(store, "_cas", refusing)
+    monkeypatch.setattr(store, "_cas", _refusing_cas(store, "#windows")[1])
     with pytest.raises(mdss.StoreUnavailableError, match="after 'all' took the post") as raised:
         board.post("ann", {"xp": 1})
     assert not isinstance(raised.value, mdss.StoreRefusedError)
