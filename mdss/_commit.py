@@ -101,6 +101,11 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
     read = False  # the next attempt reads the head first
     policy = engine.policy
     deadline = time.monotonic() + policy.budget
+    # Ops that would change no absent set (removals, data of absent members, Redis' ZADD XX) make none; only ops that
+    # can do nothing to an absent member are tried on one (an add or a post needs no trial: it makes the set).
+    idle = all(op in _PRESENT_ONLY or op.endswith(":existing") for p in pendings for op, _, _ in p.ops) and all(
+        value is None for value in _applied(engine, pendings, dict.fromkeys(members)).values()
+    )
     for rounds in itertools.count():
         if rounds:  # after lost races in a row (or a head gone under a read): wait for the others to pause
             if policy.max_attempts is not None and rounds >= policy.max_attempts:
@@ -117,14 +122,12 @@ def commit(engine: Engine, pendings: list[Pending]) -> None:
             if known is None and not read and held is not None and not _read_first(engine):
                 known = (held[0],)
             reads = known is None
-            snap = _snapshot.snapshot(engine, False, known)
+            snap = _snapshot.snapshot(engine, not idle, known)
             if snap.data is None and known is not None:  # the head held or returned was expired: read the store's
                 snap = _snapshot.snapshot(engine, False)
-            if snap.data is None:  # no set (never made, dropped or expired): made only by ops that change it
-                new = _applied(engine, pendings, dict.fromkeys(members))
-                if all(value is None for value in new.values()):  # Redis' ZREM, or ZADD XX, makes no key
-                    return
-                snap = _snapshot.snapshot(engine, True)
+            if snap.data is None:  # no set (never made, dropped or expired), and these ops make none
+                _applied(engine, pendings, dict.fromkeys(members))  # their results on it
+                return
             if snap.head.expired():  # dropped at its moment: drop it in the store, then write into a fresh set
                 snap, known = _expiry.writable(engine, snap), None
             if learn and reads:
@@ -275,6 +278,10 @@ def _merge_due(engine: Engine, head: Head, limit: int) -> bool:
     if time.monotonic() - engine.merged_at < min(MIN_GRACE, engine.gc_grace):
         at = max(int(at * PACE), at + 1)
     return len(log) >= at
+
+
+#: Ops that can do nothing to an absent member: a removal, a pop's, the data of a present member.
+_PRESENT_ONLY = ("remove", "take", _ops.DATA)
 
 
 def _applied(engine: Engine, pendings: list[Pending], old: dict[str, Any]) -> dict[str, Any]:
